@@ -1,0 +1,31 @@
+.DEFAULT_GOAL := help
+VENV := .venv/bin
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+install: ## install JDK, Chromium, the virtualenv and the Pulsar jars (idempotent)
+	scripts/setup.sh
+
+demo: install ## README command 1: real local Pulsar + demo workloads + dashboard
+	$(VENV)/pulsar-lens demo
+
+test: ## README command 2: every test tier, live broker included
+	scripts/test.sh
+
+lint: install ## ruff lint + format check
+	$(VENV)/ruff check . && $(VENV)/ruff format --check .
+
+fix: install ## ruff autofix + format
+	$(VENV)/ruff check --fix . && $(VENV)/ruff format .
+
+typecheck: install ## mypy strict on core/ and collectors/
+	$(VENV)/mypy
+
+bench: install ## benchmarks (ratios against side-by-side baselines)
+	$(VENV)/python benchmarks/hashing.py && $(VENV)/python benchmarks/collect.py
+
+serve: install ## dashboard + polling loop against PULSAR_ADMIN_URL
+	$(VENV)/pulsar-lens serve
+
+.PHONY: help install demo test lint fix typecheck bench serve

@@ -1,0 +1,58 @@
+"""`pulsar-lens pulsar assemble|start|stop|status`: the local Pulsar 4.0 standalone."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from collectors import localpulsar
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("pulsar", help="assemble, start, stop a local Pulsar standalone")
+    p.add_argument("action", choices=("assemble", "start", "stop", "status"))
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra broker setting (repeatable), e.g. activeConsumerFailoverConsistentHashing=true",
+    )
+    p.add_argument("--json", action="store_true", help="print the state as JSON")
+    p.set_defaults(func=run)
+
+
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"pulsar-lens: --set takes KEY=VALUE, got {pair!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "assemble":
+        started = time.monotonic()
+        lib = localpulsar.ensure_runtime()
+        state: dict[str, object] = {
+            "version": localpulsar.PULSAR_VERSION,
+            "lib": str(lib),
+            "seconds": round(time.monotonic() - started, 1),
+        }
+    elif args.action == "start":
+        started = time.monotonic()
+        state = localpulsar.start_detached(parse_settings(args.set))
+        state["seconds"] = round(time.monotonic() - started, 1)
+    elif args.action == "stop":
+        state = {"stopped": localpulsar.stop_detached()}
+    else:
+        state = localpulsar.status()
+    if args.json:
+        print(json.dumps(state))
+    else:
+        for key, value in state.items():
+            print(f"{key}: {value}")
+    return 0 if args.action != "status" or state.get("running") else 1

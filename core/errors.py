@@ -1,0 +1,109 @@
+"""The exception tree of Pulsar Lens.
+
+    DashboardError
+      CollectorError
+        AdminApiError(method, path, status, body excerpt)
+        AdminApiUnreachable(method, path, reason)
+      LocalPulsarError        the local standalone could not be assembled or started
+      SnapshotError           unreadable or incompatible stored snapshot
+      ModelError              an assignment model refused an input (e.g. a sticky range conflict)
+      PluginError
+        PluginLoadError(source)
+        PluginContractError(plugin)
+        PluginRunError(plugin)
+        PluginUnavailable(plugin)
+
+Messages say what failed, where, and what to do. They never contain credentials.
+"""
+
+from __future__ import annotations
+
+
+class DashboardError(Exception):
+    """Base class of every error this product raises on purpose."""
+
+
+class CollectorError(DashboardError):
+    """Talking to a Pulsar cluster failed."""
+
+
+class AdminApiError(CollectorError):
+    """The admin REST API answered with an error status or an unreadable body."""
+
+    def __init__(
+        self, method: str, path: str, status: int | None, body: str, hint: str = ""
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.status = status
+        self.body = body[:300]
+        self.hint = hint
+        where = f"{method} {path}"
+        what = f"returned {status}" if status is not None else "returned an unreadable body"
+        text = f"{where} {what}"
+        if self.body:
+            text += f": {self.body}"
+        if hint:
+            text += f"; {hint}"
+        super().__init__(text)
+
+
+class AdminApiUnreachable(CollectorError):
+    """The admin REST API could not be reached (connection refused, DNS, timeout)."""
+
+    def __init__(self, method: str, path: str, reason: str) -> None:
+        self.method = method
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{method} {path} could not reach the admin API: {reason}")
+
+
+class LocalPulsarError(DashboardError):
+    """The local Pulsar standalone could not be assembled, started or stopped."""
+
+
+class SnapshotError(DashboardError):
+    """A stored snapshot is unreadable or incompatible."""
+
+
+class ModelError(DashboardError):
+    """An assignment model refused an input, as the broker would."""
+
+
+class PluginError(DashboardError):
+    """Base class of plugin failures."""
+
+
+class PluginLoadError(PluginError):
+    """A plugin could not be imported or failed validation."""
+
+    def __init__(self, source: str, message: str, plugin: str | None = None) -> None:
+        self.source = source
+        self.plugin = plugin
+        self.message = message
+        name = f"plugin {plugin!r} " if plugin else "plugin "
+        super().__init__(f"{name}from {source}: {message}")
+
+
+class PluginContractError(PluginError):
+    """A plugin broke its declared contract at run time (e.g. wrong outputs)."""
+
+    def __init__(self, plugin: str, message: str) -> None:
+        self.plugin = plugin
+        super().__init__(f"plugin {plugin!r}: {message}")
+
+
+class PluginRunError(PluginError):
+    """A plugin raised while analysing."""
+
+    def __init__(self, plugin: str, message: str) -> None:
+        self.plugin = plugin
+        super().__init__(f"plugin {plugin!r} failed: {message}")
+
+
+class PluginUnavailable(PluginError):
+    """A plugin cannot run here (e.g. its engine is not installed)."""
+
+    def __init__(self, plugin: str, message: str) -> None:
+        self.plugin = plugin
+        super().__init__(f"plugin {plugin!r} is unavailable: {message}")

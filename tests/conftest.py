@@ -1,0 +1,36 @@
+"""Shared fixtures for every test tier."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from collectors.localpulsar import LocalPulsar
+from tests.brokers import BrokerPool
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test sees the developer's PULSAR_* settings."""
+    for key in list(os.environ):
+        if key.startswith("PULSAR_") and key != "PULSAR_LENS_CACHE_DIR":
+            monkeypatch.delenv(key, raising=False)
+    yield
+
+
+@pytest.fixture(scope="session")
+def broker_pool() -> Iterator[BrokerPool]:
+    """Real Pulsar 4.0 standalones, one per distinct settings, started once per run."""
+    pool = BrokerPool()
+    try:
+        yield pool
+    finally:
+        pool.stop_all()
+
+
+@pytest.fixture(scope="session")
+def pulsar(broker_pool: BrokerPool) -> LocalPulsar:
+    """The default broker: consistent hashing with 100 replica points, modulo failover."""
+    return broker_pool.get()
