@@ -393,7 +393,7 @@ def start_detached(settings: Mapping[str, str] | None = None) -> dict[str, objec
     shutil.rmtree(data_dir, ignore_errors=True)
     pulsar = LocalPulsar(settings=dict(settings or {}), data_dir=data_dir)
     pulsar.start()
-    state = {
+    state: dict[str, object] = {
         "pid": pulsar.pid,
         "admin_url": pulsar.admin_url,
         "service_url": pulsar.service_url,
