@@ -1,0 +1,301 @@
+"""The snapshot store: a Parquet dataset on disk, one folder per table, partitioned by day.
+
+Every table of core.model.TABLES has its own folder, plus `snapshots`, an index with one row
+per stored poll. Writes are atomic per file (see core.dataset); a snapshot's index row is
+written after its tables, so a snapshot is visible to `read_latest` and `read_history` only
+once complete. Time-range reads (`read(since=, until=)`) see whatever files exist.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core import dataset
+from core.dataset import DataFile
+from core.digest import canonical_json, snapshot_id
+from core.errors import SnapshotError
+from core.model import (
+    COMMON_FIELDS,
+    POLLED_TABLES,
+    SCHEMAS,
+    TABLES,
+    UTC_TS,
+    EventRecord,
+    Snapshot,
+    records_to_table,
+)
+
+log = logging.getLogger(__name__)
+
+INDEX = "snapshots"
+INDEX_SCHEMA = pa.schema(
+    [
+        *COMMON_FIELDS,
+        pa.field("partial", pa.bool_(), nullable=False),
+        pa.field("errors_json", pa.string()),  # [{"endpoint","message","status"}, ...]
+        pa.field("requests", pa.int64()),
+        pa.field("durations_json", pa.string()),  # {"endpoint family": seconds}
+        pa.field("row_counts_json", pa.string()),  # {"topics": 1234, ...}
+    ]
+)
+STORE_SCHEMAS: Mapping[str, pa.Schema] = {**SCHEMAS, INDEX: INDEX_SCHEMA}
+STORE_TABLES: tuple[str, ...] = (*TABLES, INDEX)
+READ_ATTEMPTS = 3
+
+
+def schema_for(name: str) -> pa.Schema:
+    try:
+        return STORE_SCHEMAS[name]
+    except KeyError:
+        known = ", ".join(STORE_TABLES)
+        raise KeyError(f"unknown table {name!r}; expected one of {known}") from None
+
+
+def _ts(value: dt.datetime) -> pa.Scalar:
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value.isoformat()}: pass an aware UTC datetime")
+    return pa.scalar(value, type=UTC_TS)
+
+
+def _tag(sid: str) -> str:
+    return sid.partition(":")[2][:16]
+
+
+class Store:
+    """Snapshot tables under one root folder; see the module docstring for the layout."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self._index_cache: dict[Path, pa.Table] = {}
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r})"
+
+    def table_dir(self, name: str) -> Path:
+        schema_for(name)
+        return self.root / name
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write(self, snapshot: Snapshot, *, events: Sequence[EventRecord] = ()) -> str:
+        """Write every polled table of the snapshot, its events, then its index row.
+
+        Returns the snapshot id. Writing the same snapshot again replaces its files.
+        """
+        sid = snapshot_id(snapshot)
+        counts: dict[str, int] = {}
+        tables = {name: snapshot.records(name) for name in POLLED_TABLES}
+        if events:
+            tables["events"] = tuple(events)
+        for name, records in tables.items():
+            table = records_to_table(
+                name,
+                records,
+                snapshot_id=sid,
+                collected_at=snapshot.collected_at,
+                cluster=snapshot.cluster,
+            )
+            counts[name] = table.num_rows
+            dataset.write_rows(self.root / name, table, _tag(sid))
+        dataset.write_rows(self.root / INDEX, _index_row(snapshot, sid, counts), _tag(sid))
+        return sid
+
+    def write_table(self, name: str, table: pa.Table) -> None:
+        """Append rows to a table (e.g. probes, key_samples); they must match its schema."""
+        schema = schema_for(name)
+        if set(table.column_names) != set(schema.names):
+            missing = sorted(set(schema.names) - set(table.column_names))
+            extra = sorted(set(table.column_names) - set(schema.names))
+            raise ValueError(f"table {name!r}: missing columns {missing}, unexpected {extra}")
+        conformed = table.select(schema.names).cast(schema)
+        dataset.write_rows(self.root / name, conformed, os.urandom(8).hex())
+
+    # -- the index -------------------------------------------------------------------------
+
+    def snapshots(self, *, limit: int | None = None) -> pd.DataFrame:
+        """The index, oldest first: the newest `limit` snapshots, or all of them."""
+        return self._index(limit=limit).to_pandas()
+
+    def latest_snapshot_id(self) -> str | None:
+        index = self._index(limit=1)
+        return str(index["snapshot_id"][0].as_py()) if index.num_rows else None
+
+    def _index(
+        self,
+        *,
+        limit: int | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+    ) -> pa.Table:
+        files = dataset.list_files(self.root / INDEX, since=since, until=until)
+        self._forget_index_files(files, complete=since is None and until is None)
+        if limit is not None:
+            if limit <= 0:
+                return INDEX_SCHEMA.empty_table()
+            tables = dataset.read_newest(files, limit, self._index_file)
+        else:
+            tables = [self._index_file(f) for f in files]
+        index = pa.concat_tables([INDEX_SCHEMA.empty_table(), *tables])
+        index = index.filter(_time_filter(since, until)) if since or until else index
+        index = index.sort_by([("collected_at", "ascending")])
+        return index.slice(max(0, index.num_rows - limit)) if limit is not None else index
+
+    def _index_file(self, f: DataFile) -> pa.Table:
+        """One index file; files never change once named, so each is read once."""
+        cached = self._index_cache.get(f.path)
+        if cached is None:
+            cached = self._scan([f], INDEX_SCHEMA, None)
+            self._index_cache[f.path] = cached
+        return cached
+
+    def _forget_index_files(self, live: Sequence[DataFile], *, complete: bool) -> None:
+        if complete:
+            keep = {f.path for f in live}
+            for path in [p for p in self._index_cache if p not in keep]:
+                del self._index_cache[path]
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read(
+        self,
+        name: str,
+        *,
+        snapshot_ids: Sequence[str] | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+    ) -> pa.Table:
+        """Rows of a table, oldest first, from the given snapshots and/or time range.
+
+        `since` and `until` bound `collected_at`, both inclusive. Unknown snapshot ids
+        match nothing.
+        """
+        schema_for(name)
+        if snapshot_ids is None:
+            return self._read(name, None, since, until)
+        ids = list(dict.fromkeys(snapshot_ids))
+        found = self._index(since=since, until=until)
+        found = found.filter(pc.is_in(found["snapshot_id"], pa.array(ids, pa.string())))
+        if found.num_rows == 0:
+            return schema_for(name).empty_table()
+        first, last = dataset.time_bounds(found)
+        return self._read(name, ids, first, last)
+
+    def read_latest(self, name: str) -> pa.Table:
+        """The rows of the newest stored snapshot (empty if it had none)."""
+        return self.read_history(name, snapshots=1)
+
+    def read_history(self, name: str, *, snapshots: int) -> pa.Table:
+        """The rows of the newest `snapshots` stored snapshots, oldest first."""
+        schema_for(name)
+        index = self._index(limit=snapshots)
+        if index.num_rows == 0:
+            return schema_for(name).empty_table()
+        if name == INDEX:
+            return index
+        first, last = dataset.time_bounds(index)
+        return self._read(name, index["snapshot_id"].to_pylist(), first, last)
+
+    def _read(
+        self,
+        name: str,
+        ids: Sequence[str] | None,
+        since: dt.datetime | None,
+        until: dt.datetime | None,
+    ) -> pa.Table:
+        schema = schema_for(name)
+        expr = _time_filter(since, until)
+        if ids is not None:
+            id_filter = pc.field("snapshot_id").isin(pa.array(ids, pa.string()))
+            expr = id_filter if expr is None else expr & id_filter
+        for attempt in range(READ_ATTEMPTS):
+            files = dataset.list_files(self.root / name, since=since, until=until)
+            try:
+                table = self._scan(files, schema, expr)
+            except FileNotFoundError:
+                # a compaction replaced a file between listing and reading: list again
+                log.debug("retrying a read of %s (attempt %d)", name, attempt + 1)
+                continue
+            return table.sort_by([("collected_at", "ascending")])
+        raise SnapshotError(f"could not read table {name!r} under {self.root}: files kept moving")
+
+    @staticmethod
+    def _scan(files: Sequence[DataFile], schema: pa.Schema, expr: pc.Expression | None) -> pa.Table:
+        try:
+            return dataset.scan(files, schema, expr)
+        except FileNotFoundError:
+            raise
+        except (OSError, pa.ArrowException) as exc:
+            where = ", ".join(str(f.path) for f in files[:3])
+            raise SnapshotError(f"unreadable Parquet file among {where}: {exc}") from exc
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    def days(self, name: str) -> list[dt.date]:
+        """The day partitions a table has, oldest first."""
+        return dataset.list_days(self.table_dir(name))
+
+    def compact(self, day: dt.date) -> int:
+        """Merge each table's files of one day into one file; return files replaced."""
+        return sum(
+            dataset.compact_day(self.root / name, day, schema)
+            for name, schema in STORE_SCHEMAS.items()
+        )
+
+    def compact_closed(self, *, before: dt.date) -> int:
+        """Compact every day before `before` that still has several files per table."""
+        replaced = 0
+        for name, schema in STORE_SCHEMAS.items():
+            table_dir = self.root / name
+            for day in dataset.list_days(table_dir):
+                if day < before and dataset.count_files(table_dir, day) > 1:
+                    replaced += dataset.compact_day(table_dir, day, schema)
+        return replaced
+
+    def apply_retention(self, *, max_age: dt.timedelta, now: dt.datetime | None = None) -> int:
+        """Delete files whose rows are all older than max_age (index rows included).
+
+        Works on whole files: a compacted day straddling the cutoff stays until all of its
+        rows are old. Returns the number of data files removed.
+        """
+        cutoff = (now or dt.datetime.now(dt.UTC)) - max_age
+        removed = 0
+        for name in STORE_TABLES:
+            table_dir = self.root / name
+            removed += dataset.remove_before(table_dir, cutoff)
+            for day in dataset.list_days(table_dir):
+                dataset.remove_temps(dataset.partition_dir(table_dir, day))
+        return removed
+
+
+def _time_filter(since: dt.datetime | None, until: dt.datetime | None) -> pc.Expression | None:
+    expr: pc.Expression | None = None
+    if since is not None:
+        expr = pc.field("collected_at") >= _ts(since)
+    if until is not None:
+        upper = pc.field("collected_at") <= _ts(until)
+        expr = upper if expr is None else expr & upper
+    return expr
+
+
+def _index_row(snapshot: Snapshot, sid: str, counts: Mapping[str, int]) -> pa.Table:
+    return pa.table(
+        {
+            "snapshot_id": [sid],
+            "collected_at": [snapshot.collected_at],
+            "cluster": [snapshot.cluster],
+            "partial": [snapshot.partial],
+            "errors_json": [canonical_json(snapshot.errors)],
+            "requests": [snapshot.requests],
+            "durations_json": [canonical_json(snapshot.durations)],
+            "row_counts_json": [canonical_json(counts)],
+        },
+        schema=INDEX_SCHEMA,
+    )

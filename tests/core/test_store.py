@@ -1,0 +1,345 @@
+"""The Parquet store: layout readable by pyarrow.dataset, atomic files, reads, retention."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from core import dataset
+from core.model import SCHEMAS, TABLES, EventRecord
+from core.store import INDEX_SCHEMA, Store
+from tests.core.snapshots import T0, make_snapshot, unreachable_snapshot
+
+S = dt.timedelta(seconds=1)
+
+
+def visible_files(root: Path, table: str) -> list[Path]:
+    return sorted(p for p in (root / table).rglob("*.parquet") if not p.name.startswith("."))
+
+
+def fill(
+    store: Store, count: int, *, start: dt.datetime = T0, step: dt.timedelta = 30 * S
+) -> list[str]:
+    return [store.write(make_snapshot(at=start + i * step, topics=i + 1)) for i in range(count)]
+
+
+@pytest.mark.parametrize("name", [*TABLES, "snapshots"])
+def test_store_empty_reads_return_empty_tables_with_the_schema(tmp_path: Path, name: str) -> None:
+    store = Store(tmp_path / "store")
+    expected = INDEX_SCHEMA if name == "snapshots" else SCHEMAS[name]
+    for table in (
+        store.read_latest(name),
+        store.read_history(name, snapshots=5),
+        store.read(name),
+        store.read(name, snapshot_ids=["sha256:00"]),
+    ):
+        assert table.num_rows == 0
+        assert table.schema == expected
+
+
+def test_store_empty_index_is_an_empty_frame(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    assert store.latest_snapshot_id() is None
+    frame = store.snapshots()
+    assert frame.empty
+    assert list(frame.columns) == INDEX_SCHEMA.names
+
+
+def test_store_write_returns_the_id_read_latest_finds(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    ids = fill(store, 3)
+    assert store.latest_snapshot_id() == ids[-1]
+    latest = store.read_latest("topics")
+    assert latest.num_rows == 3
+    assert set(latest["snapshot_id"].to_pylist()) == {ids[-1]}
+    assert latest.schema == SCHEMAS["topics"]
+
+
+def test_store_read_latest_is_the_newest_collected_not_the_last_written(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    newest = store.write(make_snapshot(at=T0 + 60 * S, topics=2))
+    store.write(make_snapshot(at=T0, topics=5))
+    assert store.latest_snapshot_id() == newest
+    assert store.read_latest("topics").num_rows == 2
+
+
+def test_store_read_latest_of_a_table_the_newest_snapshot_lacks_is_empty(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    fill(store, 2)
+    store.write(make_snapshot(at=T0 + 3600 * S, topics=0))
+    assert store.read_latest("topics").num_rows == 0
+    assert store.read_latest("brokers").num_rows == 1
+
+
+def test_store_read_history_returns_the_newest_snapshots_oldest_first(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    ids = fill(store, 5)
+    history = store.read_history("topics", snapshots=3)
+    assert history.num_rows == 3 + 4 + 5
+    seen = list(dict.fromkeys(history["snapshot_id"].to_pylist()))
+    assert seen == ids[2:]
+
+
+def test_store_read_history_spans_midnight(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    before = dt.datetime(2026, 11, 21, 23, 59, 50, tzinfo=dt.UTC)
+    ids = fill(store, 4, start=before, step=5 * S)
+    assert store.days("topics") == [dt.date(2026, 11, 21), dt.date(2026, 11, 22)]
+    history = store.read_history("topics", snapshots=3)
+    assert list(dict.fromkeys(history["snapshot_id"].to_pylist())) == ids[1:]
+
+
+def test_store_read_time_range_is_inclusive(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    ids = fill(store, 5)
+    rows = store.read("brokers", since=T0 + 30 * S, until=T0 + 90 * S)
+    assert rows["snapshot_id"].to_pylist() == ids[1:4]
+
+
+def test_store_read_by_snapshot_ids(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    ids = fill(store, 4)
+    rows = store.read("topics", snapshot_ids=[ids[3], ids[0]])
+    assert rows.num_rows == 1 + 4
+    assert store.read("topics", snapshot_ids=["sha256:unknown"]).num_rows == 0
+
+
+def test_store_index_row_describes_the_poll(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    failed = dataclasses.replace(unreachable_snapshot(at=T0 + S), requests=4)
+    store.write(make_snapshot())
+    store.write(failed)
+    index = store.snapshots()
+    assert index["partial"].tolist() == [False, True]
+    assert index["requests"].tolist() == [9, 4]
+    assert json.loads(index["errors_json"][1])[0]["message"] == "connection refused"
+    assert json.loads(index["row_counts_json"][0])["topics"] == 3
+    assert json.loads(index["durations_json"][0]) == {"topics": 0.25}
+
+
+def test_store_snapshots_limit_keeps_the_newest(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    ids = fill(store, 6)
+    assert store.snapshots(limit=2)["snapshot_id"].tolist() == ids[4:]
+    assert store.snapshots(limit=100)["snapshot_id"].tolist() == ids
+
+
+def test_store_writes_events_with_their_snapshot(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    event = EventRecord(at=T0, kind="consumer_joined", subject="t0/sub/c1", consumer_name="c1")
+    sid = store.write(make_snapshot(), events=[event])
+    events = store.read_latest("events")
+    assert events["snapshot_id"].to_pylist() == [sid]
+    assert events["kind"].to_pylist() == ["consumer_joined"]
+
+
+def test_store_rewriting_a_snapshot_replaces_it(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.write(make_snapshot())
+    store.write(make_snapshot())
+    assert len(store.snapshots()) == 1
+    assert store.read("topics").num_rows == 3
+
+
+def test_store_write_table_appends_probes(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    rows = pa.table(
+        {
+            "snapshot_id": ["probe"],
+            "collected_at": [T0],
+            "cluster": ["standalone"],
+            "topic": ["persistent://public/default/probe"],
+            "sent_at": [T0],
+            "latency_ms": [3.5],
+            "ok": [True],
+            "error": [None],
+            "broker": [None],
+        }
+    )
+    store.write_table("probes", rows)
+    probes = store.read("probes")
+    assert probes.schema == SCHEMAS["probes"]
+    assert probes["latency_ms"].to_pylist() == [3.5]
+
+
+def test_store_write_table_refuses_the_wrong_columns(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="missing columns"):
+        Store(tmp_path).write_table("probes", pa.table({"topic": ["x"]}))
+
+
+def test_store_layout_is_a_hive_dataset_pyarrow_reads_directly(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    before = dt.datetime(2026, 11, 21, 23, 59, 30, tzinfo=dt.UTC)
+    fill(store, 3, start=before)
+    assert (tmp_path / "topics" / "date=2026-11-22").is_dir()
+    table = ds.dataset(tmp_path / "topics", format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == 1 + 2 + 3
+    assert sorted(set(table["date"].to_pylist())) == ["2026-11-21", "2026-11-22"]
+    assert set(SCHEMAS["topics"].names) < set(table.column_names)
+
+
+def test_store_readers_ignore_a_half_written_temp_file(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    fill(store, 2)
+    folder = dataset.partition_dir(tmp_path / "topics", T0.date())
+    real = visible_files(tmp_path, "topics")[0]
+    # what a crash mid-write leaves: the hidden temp file, truncated
+    (folder / f".{real.name}.deadbeef.tmp").write_bytes(real.read_bytes()[:100])
+    (folder / "_partial.parquet").write_bytes(b"PAR1 garbage")
+    assert store.read("topics").num_rows == 1 + 2
+    direct = ds.dataset(tmp_path / "topics", format="parquet", partitioning="hive").to_table()
+    assert direct.num_rows == 1 + 2
+
+
+def test_store_an_interrupted_write_publishes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path)
+
+    def crash(src: object, dst: object) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(dataset.os, "replace", crash)
+    with pytest.raises(OSError, match="disk gone"):
+        store.write(make_snapshot())
+    monkeypatch.undo()
+    assert list(tmp_path.rglob("*.parquet")) == []
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
+    assert store.read("topics").num_rows == 0
+
+
+def test_store_reads_files_that_lack_a_newer_column(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    old = pa.table(
+        {
+            "snapshot_id": ["s"],
+            "collected_at": [T0],
+            "cluster": ["c"],
+            "topic": ["t"],
+            "tenant": ["public"],
+            "namespace": ["public/default"],
+        }
+    )
+    folder = dataset.partition_dir(tmp_path / "topics", T0.date())
+    folder.mkdir(parents=True)
+    pq.write_table(old, folder / "old.parquet")
+    table = store.read("topics")
+    assert table.schema == SCHEMAS["topics"]
+    assert table["backlog_size"].to_pylist() == [None]
+
+
+def test_store_compact_merges_a_day_into_one_file_per_table(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    ids = fill(store, 5)
+    before = store.read("topics")
+    replaced = store.compact(T0.date())
+    assert replaced == 5 * 6  # brokers, bundles, topics, subscriptions, consumers, snapshots
+    assert len(visible_files(tmp_path, "topics")) == 1
+    assert store.read("topics").equals(before)
+    assert store.latest_snapshot_id() == ids[-1]
+    assert store.read_history("topics", snapshots=2).num_rows == 4 + 5
+    assert store.compact(T0.date()) == 0
+
+
+def test_store_compact_leaves_no_duplicates_when_interrupted_before_cleanup(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path)
+    fill(store, 3)
+    saved = tmp_path.parent / "saved"
+    shutil.copytree(tmp_path / "topics", saved)
+    store.compact(T0.date())
+    # a crash between the rename and the deletes leaves the sources beside the merged file
+    shutil.copytree(saved, tmp_path / "topics", dirs_exist_ok=True)
+    assert len(visible_files(tmp_path, "topics")) == 4
+    assert store.read("topics").num_rows == 1 + 2 + 3
+    assert store.compact(T0.date()) == 0
+    assert len(visible_files(tmp_path, "topics")) == 1
+
+
+def test_store_compact_merges_a_late_file_into_a_compacted_day(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    fill(store, 3)
+    store.compact(T0.date())
+    store.write(make_snapshot(at=T0 + 5 * S, topics=7))
+    assert store.read("topics").num_rows == 1 + 7 + 2 + 3
+    store.compact(T0.date())
+    table = store.read("topics")
+    assert table.num_rows == 13
+    assert table["collected_at"].to_pylist() == sorted(table["collected_at"].to_pylist())
+    assert len(visible_files(tmp_path, "topics")) == 1
+
+
+def test_store_compact_closed_leaves_today_alone(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    fill(store, 3)
+    fill(store, 3, start=T0 + dt.timedelta(days=1))
+    assert store.compact_closed(before=T0.date() + dt.timedelta(days=1)) == 3 * 6
+    assert len(visible_files(tmp_path, "topics")) == 1 + 3
+
+
+def test_store_snapshots_limit_across_compacted_and_single_files(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    ids = fill(store, 4)
+    store.compact(T0.date())
+    ids += fill(store, 2, start=T0 + dt.timedelta(days=1))
+    assert store.snapshots(limit=3)["snapshot_id"].tolist() == ids[3:]
+    assert store.snapshots(limit=5)["snapshot_id"].tolist() == ids[1:]
+
+
+def test_store_retention_removes_old_days_and_their_index_rows(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    fill(store, 2, start=T0 - dt.timedelta(days=10))
+    kept = fill(store, 2)
+    removed = store.apply_retention(max_age=dt.timedelta(days=7), now=T0 + 60 * S)
+    assert removed == 2 * 6
+    assert store.snapshots()["snapshot_id"].tolist() == kept
+    assert store.days("topics") == [T0.date()]
+    assert store.read("topics").num_rows == 1 + 2
+
+
+def test_store_retention_removes_whole_files_inside_the_cutoff_day(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    ids = fill(store, 4, step=3600 * S)
+    store.apply_retention(max_age=dt.timedelta(hours=2), now=T0 + 3 * 3600 * S)
+    assert store.snapshots()["snapshot_id"].tolist() == ids[1:]
+
+
+def test_store_retention_cleans_stale_temp_files(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    fill(store, 1)
+    folder = dataset.partition_dir(tmp_path / "topics", T0.date())
+    stale = folder / ".x.parquet.0000.tmp"
+    stale.write_bytes(b"half")
+    old = dt.datetime.now().timestamp() - 2 * dataset.STALE_TEMP_SECONDS
+    os.utime(stale, (old, old))
+    store.apply_retention(max_age=dt.timedelta(days=7), now=T0)
+    assert not stale.exists()
+
+
+def test_store_read_lists_again_when_a_compaction_moved_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path)
+    fill(store, 2)
+    real_scan = dataset.scan
+    calls: list[int] = []
+
+    def scan_once_stale(*args: object) -> pa.Table:
+        calls.append(1)
+        if len(calls) == 1:
+            raise FileNotFoundError("replaced by a compaction")
+        return real_scan(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dataset, "scan", scan_once_stale)
+    assert store.read("topics").num_rows == 1 + 2
+    assert len(calls) == 2
