@@ -5,6 +5,7 @@
         AdminApiError(method, path, status, body excerpt)
         AdminApiUnreachable(method, path, reason)
       LocalPulsarError        the local standalone could not be assembled or started
+      SettingsError           a PULSAR_* setting or a command-line value is malformed or missing
       SnapshotError           unreadable or incompatible stored snapshot
       ModelError              an assignment model refused an input (e.g. a sticky range conflict)
       PluginError
@@ -60,6 +61,10 @@ class AdminApiUnreachable(CollectorError):
 
 class LocalPulsarError(DashboardError):
     """The local Pulsar standalone could not be assembled, started or stopped."""
+
+
+class SettingsError(DashboardError):
+    """A setting (environment variable or command-line value) is malformed or missing."""
 
 
 class SnapshotError(DashboardError):

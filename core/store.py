@@ -89,8 +89,16 @@ class Store:
         """Write every polled table of the snapshot, its events, then its index row.
 
         Returns the snapshot id. Writing the same snapshot again replaces its files.
+        Raises SnapshotError when the files cannot be written.
         """
         sid = snapshot_id(snapshot)
+        try:
+            self._write(snapshot, sid, events)
+        except OSError as exc:
+            raise SnapshotError(f"could not write snapshot {sid} under {self.root}: {exc}") from exc
+        return sid
+
+    def _write(self, snapshot: Snapshot, sid: str, events: Sequence[EventRecord]) -> None:
         counts: dict[str, int] = {}
         tables = {name: snapshot.records(name) for name in POLLED_TABLES}
         if events:
@@ -106,7 +114,6 @@ class Store:
             counts[name] = table.num_rows
             dataset.write_rows(self.root / name, table, _tag(sid))
         dataset.write_rows(self.root / INDEX, _index_row(snapshot, sid, counts), _tag(sid))
-        return sid
 
     def write_table(self, name: str, table: pa.Table) -> None:
         """Append rows to a table (e.g. probes, key_samples); they must match its schema."""
@@ -116,7 +123,10 @@ class Store:
             extra = sorted(set(table.column_names) - set(schema.names))
             raise ValueError(f"table {name!r}: missing columns {missing}, unexpected {extra}")
         conformed = table.select(schema.names).cast(schema)
-        dataset.write_rows(self.root / name, conformed, os.urandom(8).hex())
+        try:
+            dataset.write_rows(self.root / name, conformed, os.urandom(8).hex())
+        except OSError as exc:
+            raise SnapshotError(f"could not write table {name!r} under {self.root}: {exc}") from exc
 
     # -- the index -------------------------------------------------------------------------
 

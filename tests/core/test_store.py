@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core import dataset
+from core.errors import SnapshotError
 from core.model import SCHEMAS, TABLES, EventRecord
 from core.store import INDEX_SCHEMA, Store
 from tests.core.snapshots import T0, make_snapshot, unreachable_snapshot
@@ -209,7 +210,7 @@ def test_store_an_interrupted_write_publishes_nothing(
         raise OSError("disk gone")
 
     monkeypatch.setattr(dataset.os, "replace", crash)
-    with pytest.raises(OSError, match="disk gone"):
+    with pytest.raises(SnapshotError, match="disk gone"):
         store.write(make_snapshot())
     monkeypatch.undo()
     assert list(tmp_path.rglob("*.parquet")) == []

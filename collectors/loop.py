@@ -1,0 +1,244 @@
+"""The polling loop: poll, diff against the previous snapshot, store, report, sleep.
+
+Polls every `interval` seconds (±`jitter`, so many collectors do not beat in step). While
+the admin API is unreachable (a poll in which every endpoint failed) nothing is stored and
+the wait doubles up to `max_backoff`. Closed day partitions are compacted when the day
+changes, and retention runs every `housekeeping_every` seconds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from core.digest import format_timestamp
+from core.model import POLLED_TABLES, EndpointError, EventRecord, Snapshot
+from core.settings import DEFAULT_RETENTION
+from core.store import Store
+
+log = logging.getLogger(__name__)
+
+PollFn = Callable[[], Snapshot]
+DiffFn = Callable[[Snapshot, Snapshot], Sequence[EventRecord]]
+HeartbeatFn = Callable[["Heartbeat"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """What one poll did; `line()` is the one-line report of it."""
+
+    at: dt.datetime
+    topics: int
+    subscriptions: int
+    requests: int
+    errors: int
+    duration: float  # seconds spent polling
+    snapshot_id: str | None  # None when nothing was stored
+    events: int = 0
+    retry_in: float | None = None  # seconds until the next attempt, when unreachable
+
+    @property
+    def reachable(self) -> bool:
+        return self.retry_in is None
+
+    def line(self) -> str:
+        at = format_timestamp(self.at).split(".")[0] + "Z"
+        text = (
+            f"poll {at} topics={self.topics} subs={self.subscriptions} "
+            f"requests={self.requests} errors={self.errors} duration={self.duration:.2f}s"
+        )
+        if self.events:
+            text += f" events={self.events}"
+        if self.retry_in is not None:
+            text += f" unreachable retry_in={self.retry_in:.1f}s"
+        return text
+
+
+def is_unreachable(snapshot: Snapshot) -> bool:
+    """True when every endpoint of the poll failed: errors and not a single row."""
+    return bool(snapshot.errors) and not any(snapshot.records(n) for n in POLLED_TABLES)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def log_heartbeat(beat: Heartbeat) -> None:
+    log.info("%s", beat.line())
+
+
+class PollLoop:
+    """Runs polls into a store until stopped, `max_polls` is reached or Ctrl-C.
+
+    `poll` returns a Snapshot (it should not raise; if it does, the poll counts as failed).
+    `diff(previous, current)` yields the events stored with each snapshot. `clock`, `sleep`,
+    `now` and `rng` are injectable for tests; `sleep(seconds)` returns True when stopped.
+    """
+
+    def __init__(
+        self,
+        poll: PollFn,
+        store: Store,
+        *,
+        interval: float = 30.0,
+        jitter: float = 0.1,
+        max_backoff: float = 300.0,
+        retention: dt.timedelta = DEFAULT_RETENTION,
+        housekeeping_every: float = 3600.0,
+        diff: DiffFn | None = None,
+        on_heartbeat: HeartbeatFn = log_heartbeat,
+        max_polls: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], bool] | None = None,
+        now: Callable[[], dt.datetime] = utcnow,
+        rng: random.Random | None = None,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be positive, got {interval}")
+        self._poll = poll
+        self.store = store
+        self.interval = interval
+        self.jitter = min(max(jitter, 0.0), 1.0)
+        self.max_backoff = max(max_backoff, interval)
+        self.retention = retention
+        self.housekeeping_every = housekeeping_every
+        self._diff = diff
+        self._on_heartbeat = on_heartbeat
+        self.max_polls = max_polls
+        self._clock = clock
+        self._stop = threading.Event()
+        self._sleep = sleep or self._stop.wait
+        self._now = now
+        self._rng = rng or random.Random()
+        self._previous: Snapshot | None = None
+        self._last_success: dt.datetime | None = None
+        self._failures = 0
+        self._compacted_for: dt.date | None = None
+        self._housekeeping_due = 0.0
+        self.polls = 0
+
+    @property
+    def last_success(self) -> dt.datetime | None:
+        """`collected_at` of the newest snapshot stored by this loop."""
+        return self._last_success
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self._failures
+
+    def staleness(self, now: dt.datetime | None = None) -> dt.timedelta | None:
+        """How old the newest stored snapshot is; None before the first success."""
+        if self._last_success is None:
+            return None
+        return (now or self._now()) - self._last_success
+
+    def stop(self) -> None:
+        """Ask the loop to stop; a sleeping loop wakes at once."""
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> int:
+        """Poll until stopped; return the number of polls made."""
+        try:
+            while not self._stop.is_set():
+                beat = self.poll_once()
+                if self.max_polls is not None and self.polls >= self.max_polls:
+                    break
+                delay = beat.retry_in if beat.retry_in is not None else self._wait(beat)
+                if self._sleep(delay):
+                    break
+        except KeyboardInterrupt:
+            log.info("polling interrupted after %d polls", self.polls)
+        return self.polls
+
+    def poll_once(self) -> Heartbeat:
+        """One poll: store it (unless unreachable), housekeep, report the heartbeat."""
+        started = self._clock()
+        snapshot = self._safe_poll()
+        duration = self._clock() - started
+        self.polls += 1
+        if is_unreachable(snapshot):
+            self._failures += 1
+            beat = _beat(snapshot, duration, None, 0, retry_in=self._backoff())
+        else:
+            events = self._events(snapshot)
+            sid = self.store.write(snapshot, events=events)
+            self._previous = snapshot
+            self._last_success = snapshot.collected_at
+            self._failures = 0
+            self._housekeep(snapshot.collected_at.astimezone(dt.UTC).date())
+            beat = _beat(snapshot, duration, sid, len(events))
+        self._on_heartbeat(beat)
+        return beat
+
+    def _safe_poll(self) -> Snapshot:
+        try:
+            return self._poll()
+        except Exception as exc:  # a poll must not end the loop; it counts as a failure
+            log.exception("poll failed")
+            error = EndpointError(endpoint="poll", status=None, message=str(exc))
+            return Snapshot(cluster="", collected_at=self._now(), errors=(error,))
+
+    def _events(self, snapshot: Snapshot) -> Sequence[EventRecord]:
+        if self._diff is None or self._previous is None:
+            return ()
+        try:
+            return tuple(self._diff(self._previous, snapshot))
+        except Exception:  # events are a bonus; the snapshot is still worth storing
+            log.exception("diffing two snapshots failed; storing the snapshot without events")
+            return ()
+
+    def _wait(self, beat: Heartbeat) -> float:
+        """The jittered interval, minus the time the poll itself took."""
+        return max(0.0, self._jittered(self.interval) - beat.duration)
+
+    def _backoff(self) -> float:
+        return self._jittered(min(self.max_backoff, self.interval * 2 ** min(self._failures, 30)))
+
+    def _jittered(self, seconds: float) -> float:
+        return seconds * self._rng.uniform(1.0 - self.jitter, 1.0 + self.jitter)
+
+    def _housekeep(self, today: dt.date) -> None:
+        """Compact closed days once per day change; apply retention when due."""
+        try:
+            if self._compacted_for != today:
+                replaced = self.store.compact_closed(before=today)
+                self._compacted_for = today
+                if replaced:
+                    log.info("compacted %d files of days before %s", replaced, today)
+            if self._clock() >= self._housekeeping_due:
+                self._housekeeping_due = self._clock() + self.housekeeping_every
+                removed = self.store.apply_retention(max_age=self.retention, now=self._now())
+                if removed:
+                    log.info("retention removed %d files older than %s", removed, self.retention)
+        except Exception:  # housekeeping failing must not stop collection
+            log.exception("store housekeeping failed; polling goes on")
+
+
+def _beat(
+    snapshot: Snapshot,
+    duration: float,
+    sid: str | None,
+    events: int,
+    *,
+    retry_in: float | None = None,
+) -> Heartbeat:
+    return Heartbeat(
+        at=snapshot.collected_at,
+        topics=len(snapshot.topics),
+        subscriptions=len(snapshot.subscriptions),
+        requests=snapshot.requests,
+        errors=len(snapshot.errors),
+        duration=duration,
+        snapshot_id=sid,
+        events=events,
+        retry_in=retry_in,
+    )

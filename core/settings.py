@@ -1,0 +1,150 @@
+"""Settings shared by the CLI, the polling loop and the dashboard, read from the environment.
+
+    PULSAR_ADMIN_URL            admin REST base URL, e.g. http://pulsar:8080 (no default)
+    PULSAR_SERVICE_URL          binary protocol URL, e.g. pulsar://pulsar:6650 (no default)
+    PULSAR_ADMIN_TOKEN          token for the admin API (never printed)
+    PULSAR_ADMIN_TOKEN_FILE     file holding that token
+    PULSAR_LENS_STORE           snapshot store folder (./var/store)
+    PULSAR_LENS_POLL_INTERVAL   time between polls (30s)
+    PULSAR_LENS_RETENTION       age after which stored snapshots are deleted (7d)
+    PULSAR_LENS_PLUGIN_DIRS     folders of drop-in plugin files, separated by os.pathsep
+    PULSAR_LENS_SPARK_MASTER    Spark master URL (local[2])
+
+Durations read like `500ms`, `30s`, `2m`, `1h30m`, `7d`; a bare number means seconds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import SettingsError
+
+DEFAULT_STORE = Path("var/store")
+DEFAULT_POLL_INTERVAL = dt.timedelta(seconds=30)
+DEFAULT_RETENTION = dt.timedelta(days=7)
+DEFAULT_SPARK_MASTER = "local[2]"
+
+_UNITS = {
+    "ms": dt.timedelta(milliseconds=1),
+    "s": dt.timedelta(seconds=1),
+    "m": dt.timedelta(minutes=1),
+    "h": dt.timedelta(hours=1),
+    "d": dt.timedelta(days=1),
+}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+")
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """`30s`, `2m`, `1h30m`, `7d`, `250ms` or a bare number of seconds, as a timedelta.
+
+    Raises ValueError naming the accepted forms.
+    """
+    value = text.strip().lower()
+    if _NUMBER.fullmatch(value):
+        return dt.timedelta(seconds=float(value))
+    if not _DURATION.fullmatch(value):
+        raise ValueError(f"{text!r} is not a duration; use e.g. 30s, 2m, 1h30m, 7d or 250ms")
+    return sum((float(n) * _UNITS[unit] for n, unit in _PART.findall(value)), start=dt.timedelta())
+
+
+def format_duration(value: dt.timedelta) -> str:
+    """The shortest `1h30m`-style spelling of a duration (milliseconds below one second)."""
+    ms = round(value.total_seconds() * 1000)
+    if ms < 1000:
+        return f"{ms}ms"
+    parts = []
+    seconds, ms = divmod(ms, 1000)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    text = "".join(parts)
+    return f"{text}{ms}ms" if ms else text
+
+
+class Secret:
+    """A credential that never shows itself in repr, str, logs or tracebacks."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Where the cluster is, where snapshots go, how often to poll and how long to keep."""
+
+    admin_url: str | None = None
+    service_url: str | None = None
+    store_dir: Path = DEFAULT_STORE
+    poll_interval: dt.timedelta = DEFAULT_POLL_INTERVAL
+    retention: dt.timedelta = DEFAULT_RETENTION
+    plugin_dirs: tuple[Path, ...] = ()
+    spark_master: str = DEFAULT_SPARK_MASTER
+    admin_token: Secret | None = field(default=None, repr=False)
+    admin_token_file: Path | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from environ (default os.environ); empty variables count as unset.
+
+        Raises SettingsError naming the variable when a value is malformed.
+        """
+        env = {k: v.strip() for k, v in (os.environ if environ is None else environ).items()}
+
+        def get(name: str) -> str | None:
+            return env.get(name) or None
+
+        token = get("PULSAR_ADMIN_TOKEN")
+        token_file = get("PULSAR_ADMIN_TOKEN_FILE")
+        plugin_dirs = get("PULSAR_LENS_PLUGIN_DIRS") or ""
+        return cls(
+            admin_url=_url(get("PULSAR_ADMIN_URL")),
+            service_url=_url(get("PULSAR_SERVICE_URL")),
+            store_dir=Path(get("PULSAR_LENS_STORE") or DEFAULT_STORE),
+            poll_interval=_positive("PULSAR_LENS_POLL_INTERVAL", get, DEFAULT_POLL_INTERVAL),
+            retention=_positive("PULSAR_LENS_RETENTION", get, DEFAULT_RETENTION),
+            plugin_dirs=tuple(Path(p) for p in plugin_dirs.split(os.pathsep) if p.strip()),
+            spark_master=get("PULSAR_LENS_SPARK_MASTER") or DEFAULT_SPARK_MASTER,
+            admin_token=Secret(token) if token else None,
+            admin_token_file=Path(token_file) if token_file else None,
+        )
+
+
+def _url(value: str | None) -> str | None:
+    return value.rstrip("/") if value else None
+
+
+def _positive(name: str, get: Callable[[str], str | None], default: dt.timedelta) -> dt.timedelta:
+    text = get(name)
+    if text is None:
+        return default
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise SettingsError(f"{name}: {exc}") from None
+    if value <= dt.timedelta():
+        raise SettingsError(f"{name} must be longer than zero, got {text!r}")
+    return value

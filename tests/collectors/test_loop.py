@@ -1,0 +1,249 @@
+"""The polling loop, driven by a fake poll and a fake clock: cadence, backoff, storage."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import random
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from collectors.loop import Heartbeat, PollLoop, is_unreachable
+from core.model import EndpointError, EventRecord, Snapshot
+from core.store import Store
+from tests.core.snapshots import T0, make_snapshot, unreachable_snapshot
+
+POLL_SECONDS = 0.42
+
+
+class FakeTime:
+    """A monotonic clock that only moves when the loop sleeps or a poll takes time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> bool:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        return False
+
+    def wall(self) -> dt.datetime:
+        return T0 + dt.timedelta(seconds=self.now - 1000.0)
+
+
+def scripted_poll(
+    fake: FakeTime, script: Sequence[Callable[[dt.datetime], Snapshot]]
+) -> Callable[[], Snapshot]:
+    """A poll that returns script[i](now) on call i, taking POLL_SECONDS each time."""
+    calls = iter(script)
+
+    def poll() -> Snapshot:
+        at = fake.wall()
+        fake.now += POLL_SECONDS
+        return next(calls)(at)
+
+    return poll
+
+
+def ok(at: dt.datetime) -> Snapshot:
+    return make_snapshot(at=at)
+
+
+def down(at: dt.datetime) -> Snapshot:
+    return unreachable_snapshot(at=at)
+
+
+def make_loop(
+    tmp_path: Path,
+    fake: FakeTime,
+    script: Sequence[Callable[[dt.datetime], Snapshot]],
+    **kw: object,
+) -> tuple[PollLoop, list[Heartbeat]]:
+    beats: list[Heartbeat] = []
+    options: dict[str, object] = {
+        "interval": 30.0,
+        "jitter": 0.0,
+        "max_polls": len(script),
+        "clock": fake.clock,
+        "sleep": fake.sleep,
+        "now": fake.wall,
+        "on_heartbeat": beats.append,
+    }
+    options.update(kw)
+    loop = PollLoop(scripted_poll(fake, script), Store(tmp_path / "store"), **options)  # type: ignore[arg-type]
+    return loop, beats
+
+
+def test_loop_stores_each_poll_until_max_polls(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop, beats = make_loop(tmp_path, fake, [ok, ok, ok])
+    assert loop.run() == 3
+    assert len(loop.store.snapshots()) == 3
+    assert [b.snapshot_id for b in beats] == loop.store.snapshots()["snapshot_id"].tolist()
+    assert len(fake.sleeps) == 2  # no sleep after the last poll
+
+
+def test_loop_waits_the_interval_minus_the_poll_time(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop, _ = make_loop(tmp_path, fake, [ok, ok, ok])
+    loop.run()
+    assert fake.sleeps == pytest.approx([30.0 - POLL_SECONDS] * 2)
+
+
+def test_loop_jitters_within_ten_percent(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop, _ = make_loop(tmp_path, fake, [ok] * 40, jitter=0.1, rng=random.Random(7))
+    loop.run()
+    waits = [s + POLL_SECONDS for s in fake.sleeps]
+    assert all(27.0 <= w <= 33.0 for w in waits)
+    assert len({round(w, 3) for w in waits}) > 10
+
+
+def test_loop_backs_off_exponentially_while_unreachable(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop, beats = make_loop(tmp_path, fake, [down] * 5 + [ok, ok], max_backoff=300.0)
+    loop.run()
+    assert fake.sleeps[:5] == [60.0, 120.0, 240.0, 300.0, 300.0]
+    assert fake.sleeps[5] == pytest.approx(30.0 - POLL_SECONDS)
+    assert [b.reachable for b in beats] == [False] * 5 + [True] * 2
+    assert len(loop.store.snapshots()) == 2  # unreachable polls are not stored
+
+
+def test_loop_backoff_resets_after_a_success(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop, _ = make_loop(tmp_path, fake, [down, down, ok, down, ok])
+    loop.run()
+    assert fake.sleeps[:4] == pytest.approx([60.0, 120.0, 30.0 - POLL_SECONDS, 60.0])
+
+
+def test_loop_stores_partial_snapshots_without_backing_off(tmp_path: Path) -> None:
+    fake = FakeTime()
+    error = EndpointError("GET /admin/v2/x", 500, "boom")
+
+    def partial(at: dt.datetime) -> Snapshot:
+        return dataclasses.replace(make_snapshot(at=at), errors=(error,))
+
+    loop, beats = make_loop(tmp_path, fake, [partial, ok])
+    loop.run()
+    assert not is_unreachable(partial(T0))
+    assert beats[0].errors == 1 and beats[0].reachable
+    assert loop.store.snapshots()["partial"].tolist() == [True, False]
+    assert fake.sleeps == pytest.approx([30.0 - POLL_SECONDS])
+
+
+def test_loop_exposes_the_last_successful_poll(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop, beats = make_loop(tmp_path, fake, [down, ok, down, down])
+    assert loop.last_success is None and loop.staleness() is None
+    loop.run()
+    assert loop.last_success == beats[1].at
+    assert loop.consecutive_failures == 2
+    assert loop.staleness(beats[1].at + dt.timedelta(minutes=3)) == dt.timedelta(minutes=3)
+
+
+def test_loop_diffs_each_snapshot_against_the_previous(tmp_path: Path) -> None:
+    fake = FakeTime()
+    pairs: list[tuple[dt.datetime, dt.datetime]] = []
+
+    def diff(previous: Snapshot, current: Snapshot) -> list[EventRecord]:
+        pairs.append((previous.collected_at, current.collected_at))
+        return [EventRecord(at=current.collected_at, kind="consumer_joined", subject="t0/sub/c1")]
+
+    loop, beats = make_loop(tmp_path, fake, [ok, down, ok, ok], diff=diff)
+    loop.run()
+    assert pairs == [(beats[0].at, beats[2].at), (beats[2].at, beats[3].at)]
+    events = loop.store.read("events")
+    assert events["snapshot_id"].to_pylist() == [beats[2].snapshot_id, beats[3].snapshot_id]
+    assert [b.events for b in beats] == [0, 0, 1, 1]
+
+
+def test_loop_heartbeat_line(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop, beats = make_loop(tmp_path, fake, [ok, down])
+    loop.run()
+    assert beats[0].line() == (
+        "poll 2026-11-21T12:00:00Z topics=3 subs=3 requests=9 errors=0 duration=0.42s"
+    )
+    assert beats[1].line().endswith("requests=1 errors=1 duration=0.42s unreachable retry_in=60.0s")
+
+
+def test_loop_a_raising_poll_counts_as_a_failure(tmp_path: Path) -> None:
+    fake = FakeTime()
+
+    def broken(at: dt.datetime) -> Snapshot:
+        raise RuntimeError("parser bug")
+
+    loop, beats = make_loop(tmp_path, fake, [broken, ok])
+    assert loop.run() == 2
+    assert beats[0].errors == 1 and not beats[0].reachable
+    assert len(loop.store.snapshots()) == 1
+
+
+def test_loop_keyboard_interrupt_stops_cleanly(tmp_path: Path) -> None:
+    fake = FakeTime()
+
+    def interrupted(at: dt.datetime) -> Snapshot:
+        raise KeyboardInterrupt
+
+    loop, _ = make_loop(tmp_path, fake, [ok, interrupted, ok], max_polls=None)
+    assert loop.run() == 1
+    assert len(loop.store.snapshots()) == 1
+
+
+def test_loop_stop_wakes_a_sleeping_loop(tmp_path: Path) -> None:
+    stored = threading.Event()
+
+    def poll() -> Snapshot:
+        return make_snapshot(at=dt.datetime.now(dt.UTC))
+
+    loop = PollLoop(poll, Store(tmp_path), interval=3600.0, on_heartbeat=lambda beat: stored.set())
+    thread = threading.Thread(target=loop.run)
+    thread.start()
+    assert stored.wait(10)
+    loop.stop()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert loop.polls == 1
+
+
+def test_loop_compacts_the_closed_day_when_the_day_changes(tmp_path: Path) -> None:
+    fake = FakeTime()
+    fake.now += (dt.datetime(2026, 11, 21, 23, 59, 0, tzinfo=dt.UTC) - T0).total_seconds()
+    loop, _ = make_loop(tmp_path, fake, [ok, ok, ok])
+    loop.run()
+    store = loop.store
+    day, next_day = dt.date(2026, 11, 21), dt.date(2026, 11, 22)
+    assert store.days("topics") == [day, next_day]
+    topic_files = list((tmp_path / "store" / "topics" / f"date={day}").glob("*.parquet"))
+    assert len(topic_files) == 1 and "compact" in topic_files[0].name
+    assert len(store.snapshots()) == 3
+
+
+def test_loop_applies_retention_when_due(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop, _ = make_loop(
+        tmp_path,
+        fake,
+        [ok, ok, ok],
+        max_polls=1,
+        retention=dt.timedelta(days=7),
+        housekeeping_every=50.0,
+    )
+    store = loop.store
+    store.write(make_snapshot(at=T0 - dt.timedelta(days=10)))
+    loop.run()
+    assert len(store.snapshots()) == 1  # the first poll applied retention
+    store.write(make_snapshot(at=T0 - dt.timedelta(days=9)))
+    loop.run()
+    assert len(store.snapshots()) == 3  # not due yet
+    fake.now += 50.0
+    loop.run()
+    assert store.snapshots()["collected_at"].min() >= T0
+    assert len(store.snapshots()) == 3

@@ -1,0 +1,113 @@
+"""Settings from PULSAR_* variables: defaults, durations, errors, and tokens that never print."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+
+from core.errors import SettingsError
+from core.settings import Secret, Settings, format_duration, parse_duration
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30s", 30),
+        ("2m", 120),
+        ("1h", 3600),
+        ("7d", 604800),
+        ("1h30m", 5400),
+        ("250ms", 0.25),
+        ("45", 45),
+        ("1.5s", 1.5),
+        (" 10S ", 10),
+    ],
+)
+def test_parse_duration_accepts_units(text: str, seconds: float) -> None:
+    assert parse_duration(text) == dt.timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["", "abc", "10x", "-5s", "nan", "inf", "s", "1h 30m"])
+def test_parse_duration_rejects_malformed_values(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(30, "30s"), (5400, "1h30m"), (604800, "7d"), (0.25, "250ms"), (1.5, "1s500ms")],
+)
+def test_format_duration_spells_the_shortest_form(seconds: float, text: str) -> None:
+    assert format_duration(dt.timedelta(seconds=seconds)) == text
+
+
+def test_settings_defaults_without_environment() -> None:
+    settings = Settings.from_env({})
+    assert settings.admin_url is None
+    assert settings.store_dir == Path("var/store")
+    assert settings.poll_interval == dt.timedelta(seconds=30)
+    assert settings.retention == dt.timedelta(days=7)
+    assert settings.plugin_dirs == ()
+    assert settings.spark_master == "local[2]"
+    assert settings.admin_token is None
+
+
+def test_settings_read_every_variable() -> None:
+    env = {
+        "PULSAR_ADMIN_URL": "http://broker:8080/",
+        "PULSAR_SERVICE_URL": "pulsar://broker:6650",
+        "PULSAR_LENS_STORE": "/data/store",
+        "PULSAR_LENS_POLL_INTERVAL": "2m",
+        "PULSAR_LENS_RETENTION": "30d",
+        "PULSAR_LENS_PLUGIN_DIRS": os.pathsep.join(["/plugins", "", "/more"]),
+        "PULSAR_LENS_SPARK_MASTER": "spark://master:7077",
+        "PULSAR_ADMIN_TOKEN_FILE": "/run/token",
+    }
+    settings = Settings.from_env(env)
+    assert settings.admin_url == "http://broker:8080"
+    assert settings.service_url == "pulsar://broker:6650"
+    assert settings.store_dir == Path("/data/store")
+    assert settings.poll_interval == dt.timedelta(minutes=2)
+    assert settings.retention == dt.timedelta(days=30)
+    assert settings.plugin_dirs == (Path("/plugins"), Path("/more"))
+    assert settings.spark_master == "spark://master:7077"
+    assert settings.admin_token_file == Path("/run/token")
+
+
+def test_settings_read_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PULSAR_LENS_RETENTION", "1d")
+    assert Settings.from_env().retention == dt.timedelta(days=1)
+
+
+def test_settings_treat_empty_variables_as_unset() -> None:
+    settings = Settings.from_env({"PULSAR_ADMIN_URL": " ", "PULSAR_LENS_RETENTION": ""})
+    assert settings.admin_url is None
+    assert settings.retention == dt.timedelta(days=7)
+
+
+@pytest.mark.parametrize("value", ["soon", "0s"])
+def test_settings_name_the_variable_of_a_bad_duration(value: str) -> None:
+    with pytest.raises(SettingsError, match="PULSAR_LENS_POLL_INTERVAL"):
+        Settings.from_env({"PULSAR_LENS_POLL_INTERVAL": value})
+
+
+def test_settings_never_print_the_token() -> None:
+    settings = Settings.from_env({"PULSAR_ADMIN_TOKEN": "s3cr3t-token"})
+    assert settings.admin_token is not None
+    assert settings.admin_token.reveal() == "s3cr3t-token"
+    shown = [
+        repr(settings),
+        str(settings),
+        repr(dataclasses.asdict(settings)),
+        f"{settings.admin_token}",
+        repr(settings.admin_token),
+    ]
+    assert all("s3cr3t" not in text for text in shown)
+
+
+def test_secret_compares_by_value() -> None:
+    assert Secret("a") == Secret("a") != Secret("b")
