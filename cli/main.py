@@ -11,7 +11,10 @@ from collections.abc import Sequence
 from core.errors import DashboardError
 
 # Each module has register(subparsers); a subcommand's handler is args.func(args) -> int.
-COMMAND_MODULES = ("cli.pulsar_cmd",)
+COMMAND_MODULES = (
+    "cli.pulsar_cmd",
+    "cli.collect_cmd",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

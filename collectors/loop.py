@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 PollFn = Callable[[], Snapshot]
 DiffFn = Callable[[Snapshot, Snapshot], Sequence[EventRecord]]
 HeartbeatFn = Callable[["Heartbeat"], None]
+MAX_PROBLEMS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +41,9 @@ class Heartbeat:
     duration: float  # seconds spent polling
     snapshot_id: str | None  # None when nothing was stored
     events: int = 0
-    retry_in: float | None = None  # seconds until the next attempt, when unreachable
-
-    @property
-    def reachable(self) -> bool:
-        return self.retry_in is None
+    reachable: bool = True  # False when every endpoint failed
+    retry_in: float | None = None  # seconds until the next attempt after a failure
+    problems: tuple[str, ...] = ()  # the first few endpoint errors, for the operator
 
     def line(self) -> str:
         at = format_timestamp(self.at).split(".")[0] + "Z"
@@ -54,8 +53,10 @@ class Heartbeat:
         )
         if self.events:
             text += f" events={self.events}"
+        if not self.reachable:
+            text += " unreachable"
         if self.retry_in is not None:
-            text += f" unreachable retry_in={self.retry_in:.1f}s"
+            text += f" retry_in={self.retry_in:.1f}s"
         return text
 
 
@@ -150,7 +151,7 @@ class PollLoop:
         try:
             while not self._stop.is_set():
                 beat = self.poll_once()
-                if self.max_polls is not None and self.polls >= self.max_polls:
+                if self._last_poll():
                     break
                 delay = beat.retry_in if beat.retry_in is not None else self._wait(beat)
                 if self._sleep(delay):
@@ -167,7 +168,8 @@ class PollLoop:
         self.polls += 1
         if is_unreachable(snapshot):
             self._failures += 1
-            beat = _beat(snapshot, duration, None, 0, retry_in=self._backoff())
+            retry_in = None if self._last_poll() else self._backoff()
+            beat = _beat(snapshot, duration, None, 0, reachable=False, retry_in=retry_in)
         else:
             events = self._events(snapshot)
             sid = self.store.write(snapshot, events=events)
@@ -178,6 +180,9 @@ class PollLoop:
             beat = _beat(snapshot, duration, sid, len(events))
         self._on_heartbeat(beat)
         return beat
+
+    def _last_poll(self) -> bool:
+        return self.max_polls is not None and self.polls >= self.max_polls
 
     def _safe_poll(self) -> Snapshot:
         try:
@@ -229,6 +234,7 @@ def _beat(
     sid: str | None,
     events: int,
     *,
+    reachable: bool = True,
     retry_in: float | None = None,
 ) -> Heartbeat:
     return Heartbeat(
@@ -240,5 +246,12 @@ def _beat(
         duration=duration,
         snapshot_id=sid,
         events=events,
+        reachable=reachable,
         retry_in=retry_in,
+        problems=tuple(_problem(e) for e in snapshot.errors[:MAX_PROBLEMS]),
     )
+
+
+def _problem(error: EndpointError) -> str:
+    status = f" (HTTP {error.status})" if error.status is not None else ""
+    return f"{error.endpoint}{status}: {error.message}"

@@ -166,12 +166,18 @@ def test_loop_diffs_each_snapshot_against_the_previous(tmp_path: Path) -> None:
 
 def test_loop_heartbeat_line(tmp_path: Path) -> None:
     fake = FakeTime()
-    loop, beats = make_loop(tmp_path, fake, [ok, down])
+    loop, beats = make_loop(tmp_path, fake, [ok, down, down])
     loop.run()
     assert beats[0].line() == (
         "poll 2026-11-21T12:00:00Z topics=3 subs=3 requests=9 errors=0 duration=0.42s"
     )
-    assert beats[1].line().endswith("requests=1 errors=1 duration=0.42s unreachable retry_in=60.0s")
+    assert (
+        beats[1]
+        .line()
+        .endswith("topics=0 subs=0 requests=1 errors=1 duration=0.42s unreachable retry_in=60.0s")
+    )
+    assert beats[1].problems == ("GET /admin/v2/clusters: connection refused",)
+    assert beats[2].line().endswith("errors=1 duration=0.42s unreachable")  # no retry: done
 
 
 def test_loop_a_raising_poll_counts_as_a_failure(tmp_path: Path) -> None:

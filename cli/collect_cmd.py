@@ -1,0 +1,165 @@
+"""`pulsar-lens collect`: poll the admin API into the snapshot store, once or on an interval.
+
+Prints one heartbeat line per poll. Exit status: 0 when snapshots were stored, 1 when the
+admin API could not be reached (`--once`, or every poll of a bounded run), 2 for a usage or
+settings error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+
+from collectors.loop import DiffFn, Heartbeat, PollFn, PollLoop
+from core.settings import Settings, format_duration, parse_duration
+from core.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where snapshots come from: a poll function, its diff, and how to let go of it."""
+
+    poll: PollFn
+    diff: DiffFn | None = None
+    close: Callable[[], None] = lambda: None
+
+
+SourceFactory = Callable[[str, Sequence[str] | None], Source]
+
+
+def admin_source(admin_url: str, namespaces: Sequence[str] | None) -> Source:
+    """Poll a real cluster: an AdminClient (token and TLS from the environment) and poll()."""
+    from collectors.admin import AdminClient
+    from collectors.poll import diff, poll
+
+    client = AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url})
+    return Source(poll=lambda: poll(client, namespaces=namespaces), diff=diff, close=client.close)
+
+
+def duration_arg(text: str) -> dt.timedelta:
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= dt.timedelta():
+        raise argparse.ArgumentTypeError(f"{text!r} must be longer than zero")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "collect",
+        help="poll the admin API into the snapshot store",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true", help="poll once, store it and exit")
+    mode.add_argument(
+        "--interval",
+        type=duration_arg,
+        help="time between polls, e.g. 30s, 2m, 1h (default PULSAR_LENS_POLL_INTERVAL or 30s)",
+    )
+    p.add_argument("--admin-url", help="admin REST URL (default PULSAR_ADMIN_URL)")
+    p.add_argument(
+        "--store", metavar="DIR", help="store folder (default PULSAR_LENS_STORE or ./var/store)"
+    )
+    p.add_argument("--max-polls", type=positive_int, metavar="N", help="stop after N polls")
+    p.add_argument(
+        "--retention",
+        type=duration_arg,
+        help="delete snapshots older than this (default PULSAR_LENS_RETENTION or 7d)",
+    )
+    p.add_argument(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        metavar="TENANT/NS",
+        help="poll only this namespace (repeatable; default: all)",
+    )
+    p.set_defaults(func=run, source_factory=admin_source)
+
+
+def print_heartbeat(beat: Heartbeat) -> None:
+    print(beat.line(), flush=True)
+    for problem in beat.problems:
+        print(f"  error: {problem}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    admin_url = args.admin_url or settings.admin_url
+    if not admin_url:
+        print(
+            "pulsar-lens collect: no admin URL; pass --admin-url or set PULSAR_ADMIN_URL "
+            "(e.g. http://localhost:8080)",
+            file=sys.stderr,
+        )
+        return 2
+    store = Store(args.store or settings.store_dir)
+    interval = args.interval or settings.poll_interval
+    factory: SourceFactory = args.source_factory
+    source = factory(admin_url, args.namespaces)
+    try:
+        loop = PollLoop(
+            source.poll,
+            store,
+            interval=interval.total_seconds(),
+            retention=args.retention or settings.retention,
+            diff=source.diff,
+            on_heartbeat=print_heartbeat,
+            max_polls=1 if args.once else args.max_polls,
+        )
+        if not args.once:
+            print(
+                f"collecting from {admin_url} into {store.root} every {format_duration(interval)}",
+                file=sys.stderr,
+                flush=True,
+            )
+        with stop_on_sigterm(loop):
+            loop.run()
+    finally:
+        source.close()
+    if loop.last_success is None:
+        print(
+            f"pulsar-lens collect: could not reach the admin API at {admin_url}; "
+            "check the URL and that the broker is up",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+@contextmanager
+def stop_on_sigterm(loop: PollLoop) -> Iterator[None]:
+    """Let `docker stop` (SIGTERM) end the loop between polls, like Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        loop.stop()
+
+    previous = signal.signal(signal.SIGTERM, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,176 @@
+"""`pulsar-lens collect` with a fake snapshot source: exit codes, heartbeats, settings."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import signal
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from cli.collect_cmd import Source
+from cli.main import build_parser, main
+from core.model import Snapshot
+from core.store import Store
+from tests.core.snapshots import make_snapshot, unreachable_snapshot
+
+
+class FakeSource:
+    """Builds a Source whose poll returns make(now); remembers how it was asked for."""
+
+    def __init__(self, make: Callable[[dt.datetime], Snapshot] = lambda at: make_snapshot(at=at)):
+        self.make = make
+        self.calls: list[tuple[str, Sequence[str] | None]] = []
+        self.closed = False
+
+    def __call__(self, admin_url: str, namespaces: Sequence[str] | None) -> Source:
+        self.calls.append((admin_url, namespaces))
+        return Source(poll=lambda: self.make(dt.datetime.now(dt.UTC)), close=self.close)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def parse(*argv: str, source: FakeSource) -> argparse.Namespace:
+    args = build_parser().parse_args(["collect", *argv])
+    args.source_factory = source
+    return args
+
+
+def test_collect_once_stores_a_snapshot_and_prints_its_heartbeat(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = FakeSource()
+    args = parse(
+        "--once", "--admin-url", "http://broker:8080", "--store", str(tmp_path), source=source
+    )
+    assert args.func(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("poll ") and " topics=3 subs=3 requests=9 errors=0 " in lines[0]
+    assert Store(tmp_path).latest_snapshot_id() is not None
+    assert source.calls == [("http://broker:8080", None)]
+    assert source.closed
+
+
+def test_collect_without_an_admin_url_exits_2_with_a_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["collect", "--once", "--store", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no admin URL" in err and "PULSAR_ADMIN_URL" in err
+
+
+def test_collect_once_unreachable_exits_1_and_stores_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = FakeSource(lambda at: unreachable_snapshot(at=at))
+    args = parse(
+        "--once", "--admin-url", "http://broker:8080", "--store", str(tmp_path), source=source
+    )
+    assert args.func(args) == 1
+    captured = capsys.readouterr()
+    assert captured.out.rstrip().endswith("unreachable")
+    assert "error: GET /admin/v2/clusters: connection refused" in captured.err
+    assert "could not reach the admin API at http://broker:8080" in captured.err
+    assert Store(tmp_path).latest_snapshot_id() is None
+
+
+def test_collect_reads_the_admin_url_and_store_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PULSAR_ADMIN_URL", "http://from-env:8080")
+    monkeypatch.setenv("PULSAR_LENS_STORE", str(tmp_path / "env-store"))
+    source = FakeSource()
+    args = parse("--once", source=source)
+    assert args.func(args) == 0
+    assert source.calls[0][0] == "http://from-env:8080"
+    assert Store(tmp_path / "env-store").latest_snapshot_id() is not None
+
+
+def test_collect_interval_prints_one_heartbeat_per_poll(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = FakeSource()
+    args = parse(
+        "--interval",
+        "10ms",
+        "--max-polls",
+        "3",
+        "--admin-url",
+        "http://b:8080",
+        "--store",
+        str(tmp_path),
+        source=source,
+    )
+    assert args.func(args) == 0
+    captured = capsys.readouterr()
+    assert len([line for line in captured.out.splitlines() if line.startswith("poll ")]) == 3
+    assert "every 10ms" in captured.err
+    assert len(Store(tmp_path).snapshots()) == 3
+
+
+def test_collect_passes_namespaces_to_the_source(tmp_path: Path) -> None:
+    source = FakeSource()
+    args = parse(
+        "--once",
+        "--admin-url",
+        "http://b:8080",
+        "--store",
+        str(tmp_path),
+        "--namespace",
+        "public/default",
+        "--namespace",
+        "acme/orders",
+        source=source,
+    )
+    args.func(args)
+    assert source.calls == [("http://b:8080", ["public/default", "acme/orders"])]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--interval", "soon"],
+        ["--interval", "0s"],
+        ["--once", "--interval", "30s"],
+        ["--max-polls", "0"],
+        ["--retention", "forever"],
+    ],
+)
+def test_collect_rejects_bad_arguments_with_usage_exit_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["collect", *argv])
+    assert exc.value.code == 2
+    assert "collect" in capsys.readouterr().err
+
+
+def test_collect_stops_between_polls_on_sigterm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    polls: list[dt.datetime] = []
+
+    def make(at: dt.datetime) -> Snapshot:
+        polls.append(at)
+        if len(polls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # what `docker stop` sends
+        return make_snapshot(at=at)
+
+    args = parse(
+        "--interval",
+        "10ms",
+        "--admin-url",
+        "http://b:8080",
+        "--store",
+        str(tmp_path),
+        source=FakeSource(make),
+    )
+    assert args.func(args) == 0
+    assert len(polls) == 2
+    assert len(Store(tmp_path).snapshots()) == 2
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
