@@ -1,0 +1,42 @@
+"""Pulsar Lens dashboard entry: `streamlit run dashboard/app.py`.
+
+Builds the navigation from the plugin registry (see dashboard/navigation.py), draws the shared
+sidebar, then runs the chosen page. A registry that fails to load leaves the cluster pages.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard import components, data, navigation
+from dashboard.app_pages import analysis
+
+PAGES = Path(__file__).parent / "app_pages"
+
+
+def to_page(spec: navigation.PageSpec) -> st.Page:
+    target = PAGES / spec.target if spec.kind == "file" else analysis.page_for(spec.target)
+    return st.Page(
+        target, title=spec.title, icon=spec.icon, url_path=spec.url_path, default=spec.default
+    )
+
+
+def build_pages() -> dict[str, list[st.Page]]:
+    plugins: list = []
+    with components.guarded("Loading the plugins"):
+        plugins = list(data.registry())
+    plan = navigation.page_plan(plugins)
+    return {section: [to_page(s) for s in specs] for section, specs in plan.items()}
+
+
+def main() -> None:
+    st.set_page_config(page_title="Pulsar Lens", page_icon=":material/flare:", layout="wide")
+    page = st.navigation(build_pages())
+    with st.sidebar:
+        components.sidebar_status(data.store_root())
+    page.run()
+
+
+main()

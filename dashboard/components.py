@@ -1,0 +1,255 @@
+"""Streamlit building blocks shared by every page: views, the params form, error display.
+
+`draw(views)` renders what any plugin's `render()` returned; `params_form(Params, choices)`
+builds widgets from a pydantic model's fields; `guarded()` keeps one failing block from
+blanking the page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import altair as alt
+import annotated_types
+import streamlit as st
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from core.errors import DashboardError
+from dashboard import data
+from dashboard.frames import PollStatus, format_age
+from plugins.api import Chart, Metric, Note, Table, View
+
+log = logging.getLogger(__name__)
+
+METRICS_PER_ROW = 4
+
+
+def draw(views: Sequence[View]) -> None:
+    """Draw views in order; consecutive metrics share a row of columns."""
+    pending: list[Metric] = []
+    for view in views:
+        if isinstance(view, Metric):
+            pending.append(view)
+            continue
+        _flush_metrics(pending)
+        pending = []
+        if isinstance(view, Chart):
+            draw_chart(view.chart, title=view.title, caption=view.caption)
+        elif isinstance(view, Table):
+            _heading(view.title)
+            st.dataframe(view.frame, hide_index=True)
+            if view.caption:
+                st.caption(view.caption)
+        elif isinstance(view, Note):
+            draw_note(view.markdown, level=view.level)
+    _flush_metrics(pending)
+
+
+def _heading(title: str) -> None:
+    if title:
+        st.markdown(f"**{title}**")
+
+
+def draw_chart(chart: alt.TopLevelMixin, *, title: str = "", caption: str = "") -> None:
+    _heading(title)
+    st.altair_chart(chart)
+    if caption:
+        st.caption(caption)
+
+
+def draw_note(markdown: str, *, level: str = "info") -> None:
+    {"warning": st.warning, "error": st.error}.get(level, st.info)(markdown)
+
+
+def _flush_metrics(metrics: Sequence[Metric]) -> None:
+    for start in range(0, len(metrics), METRICS_PER_ROW):
+        row = metrics[start : start + METRICS_PER_ROW]
+        for column, metric in zip(st.columns(len(row)), row, strict=True):
+            column.metric(metric.label, metric.value, delta=metric.delta, help=metric.help)
+
+
+@contextlib.contextmanager
+def guarded(what: str) -> Iterator[None]:
+    """Show a DashboardError as a plain error, anything else as an exception in an expander."""
+    try:
+        yield
+    except DashboardError as exc:
+        st.error(str(exc))
+    except Exception as exc:
+        log.exception("%s failed", what)
+        st.error(f"{what} failed: {type(exc).__name__}: {exc}")
+        with st.expander("details"):
+            st.exception(exc)
+
+
+# --- the shared sidebar and empty states -------------------------------------------------
+
+SEEN_KEY = "app_seen_snapshot"
+NO_SNAPSHOTS = (
+    "No snapshots yet — start `pulsar-lens collect` (or `pulsar-lens serve`, which runs it) "
+    "against your cluster; this page fills in after the first poll."
+)
+
+
+def refresh_seconds() -> float:
+    """How often the sidebar checks for a new poll: half the poll interval, 2-10 s."""
+    return min(10.0, max(2.0, data.poll_interval_seconds() / 2))
+
+
+def sidebar_status(root: str) -> None:
+    """Cluster, snapshot age and warnings; reruns the app when a new poll lands."""
+    status = data.poll_status(root)
+    st.session_state[SEEN_KEY] = status.snapshot_id if status else None
+
+    @st.fragment(run_every=refresh_seconds())
+    def _status() -> None:
+        current = data.poll_status(root)
+        if (current.snapshot_id if current else None) != st.session_state.get(SEEN_KEY):
+            st.rerun()
+        draw_status(current, root)
+
+    _status()
+
+
+def draw_status(status: PollStatus | None, root: str) -> None:
+    if status is None:
+        st.info("No snapshots yet.")
+        st.caption(f"store: `{root}`")
+        return
+    st.markdown(f"**Cluster** `{status.cluster}`")
+    st.markdown(f"**Last poll** {format_age(status.age_seconds)} ago")
+    st.caption(f"{status.collected_at:%Y-%m-%d %H:%M:%S} UTC · {status.polls} polls stored")
+    if status.stale:
+        st.error(f"Polls stopped: the newest snapshot is {format_age(status.age_seconds)} old.")
+    if status.partial:
+        st.warning(f"Partial snapshot: {len(status.errors)} admin call(s) failed.")
+
+
+def require_snapshot(root: str) -> PollStatus:
+    """The newest poll, or an empty state that tells the user what to do (and stops the page)."""
+    status = data.poll_status(root)
+    if status is None:
+        st.info(NO_SNAPSHOTS)
+        st.caption(f"Reading snapshots from `{root}` (set PULSAR_LENS_STORE to change it).")
+        st.stop()
+    return status
+
+
+def plugin_missing(slug: str) -> None:
+    st.info(
+        f"The `{slug}` analysis is not loaded, so this page shows only what the snapshots say "
+        "directly. The Plugins page lists what loaded and why a plugin failed."
+    )
+
+
+# --- the params form ----------------------------------------------------------------------
+
+
+def params_form(
+    model: type[BaseModel],
+    choices: Mapping[str, Sequence[str]] | None = None,
+    *,
+    key: str,
+) -> dict[str, Any]:
+    """One widget per field of `model`; returns the raw values (the runner validates them).
+
+    A str field listed in `choices` becomes a selectbox of those values. Widget keys are
+    `{key}_{field}`, so tests can set them.
+    """
+    values: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        options = (choices or {}).get(name)
+        values[name] = _field_widget(name, field, options, key=f"{key}_{name}")
+    return values
+
+
+def _field_widget(name: str, field: FieldInfo, options: Sequence[str] | None, *, key: str) -> Any:
+    label = field.title or name.replace("_", " ")
+    hint = field.description
+    kind, optional = _unwrap(field.annotation)
+    default = field.get_default(call_default_factory=True)
+    if options is not None or typing.get_origin(kind) is typing.Literal or _is_enum(kind):
+        return _choice_widget(label, hint, kind, default, options, optional, key=key)
+    if kind is bool:
+        return st.checkbox(label, value=bool(default), help=hint, key=key)
+    if kind in (int, float):
+        low, high = _bounds(field)
+        cast = int if kind is int else float
+        value = cast(default) if default is not None else (cast(low) if low is not None else None)
+        return st.number_input(
+            label,
+            min_value=None if low is None else cast(low),
+            max_value=None if high is None else cast(high),
+            value=value,
+            step=1 if kind is int else None,
+            help=hint,
+            key=key,
+        )
+    text = st.text_input(label, value="" if default is None else str(default), help=hint, key=key)
+    return None if optional and text == "" else text
+
+
+def _choice_widget(
+    label: str,
+    hint: str | None,
+    kind: Any,
+    default: Any,
+    options: Sequence[str] | None,
+    optional: bool,
+    *,
+    key: str,
+) -> Any:
+    if options is None:
+        if _is_enum(kind):
+            options = [member.value for member in kind]
+            default = default.value if isinstance(default, enum.Enum) else default
+        else:
+            options = list(typing.get_args(kind))
+    listed: list[Any] = ([None] if optional else []) + list(options)
+    index = listed.index(default) if default in listed else 0
+    if not listed:
+        st.caption(f"{label}: nothing to choose from yet")
+        return default
+    return st.selectbox(
+        label,
+        listed,
+        index=index,
+        format_func=lambda v: "(any)" if v is None else str(v),
+        help=hint,
+        key=key,
+    )
+
+
+def _unwrap(annotation: Any) -> tuple[Any, bool]:
+    """(inner type, optional?) for `X | None`; other annotations unchanged."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return annotation, False
+
+
+def _is_enum(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, enum.Enum)
+
+
+def _bounds(field: FieldInfo) -> tuple[float | None, float | None]:
+    low: float | None = None
+    high: float | None = None
+    for item in field.metadata:
+        if isinstance(item, annotated_types.Ge):
+            low = item.ge  # type: ignore[assignment]
+        elif isinstance(item, annotated_types.Gt):
+            low = item.gt + (1 if isinstance(item.gt, int) else 0)  # type: ignore[operator]
+        elif isinstance(item, annotated_types.Le):
+            high = item.le  # type: ignore[assignment]
+        elif isinstance(item, annotated_types.Lt):
+            high = item.lt - (1 if isinstance(item.lt, int) else 0)  # type: ignore[operator]
+    return low, high

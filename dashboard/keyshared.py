@@ -1,0 +1,178 @@
+"""Key_Shared frames for the dashboard: observed hash ranges, shares, and the key lookup.
+
+Pure pandas on the store's `subscriptions`, `consumers` and `draining_hashes` tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+
+from core.hashing import murmur3_31
+
+SelectorKind = Literal["consistent_hashing", "auto_split", "sticky"]
+
+SEPARATOR = " | "
+RANGE_COLUMNS = ["consumer_name", "start", "end"]
+
+
+def subscription_label(topic: str, subscription: str) -> str:
+    return f"{topic}{SEPARATOR}{subscription}"
+
+
+def split_label(label: str) -> tuple[str, str]:
+    topic, _, subscription = label.rpartition(SEPARATOR)
+    return topic, subscription
+
+
+def key_shared_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
+    """Key_Shared subscriptions of one snapshot, the most troubled first.
+
+    Columns: label, topic, subscription, consumer_count, draining_hashes_count, msg_backlog.
+    """
+    columns = ["topic", "subscription", "consumer_count", "draining_hashes_count", "msg_backlog"]
+    subs = subscriptions[subscriptions["type"] == "Key_Shared"][columns].copy()
+    subs["draining_hashes_count"] = subs["draining_hashes_count"].fillna(0).astype(int)
+    pairs = zip(subs["topic"], subs["subscription"], strict=True)
+    subs.insert(0, "label", [subscription_label(t, s) for t, s in pairs])
+    order = ["draining_hashes_count", "consumer_count", "label"]
+    return subs.sort_values(order, ascending=[False, False, True]).reset_index(drop=True)
+
+
+def hash_ranges(consumers: pd.DataFrame, topic: str, subscription: str) -> pd.DataFrame:
+    """consumer_name, start, end (inclusive) of one subscription, ordered by start."""
+    rows = consumers[(consumers["topic"] == topic) & (consumers["subscription"] == subscription)]
+    out = [
+        (name, int(r["start"]), int(r["end"]))
+        for name, ranges in zip(rows["consumer_name"], rows["hash_ranges"], strict=True)
+        for r in (ranges if ranges is not None else ())
+    ]
+    frame = pd.DataFrame(out, columns=RANGE_COLUMNS).astype({"start": "int64", "end": "int64"})
+    return frame.sort_values("start").reset_index(drop=True)
+
+
+def consumers_of(consumers: pd.DataFrame, topic: str, subscription: str) -> list[str]:
+    rows = consumers[(consumers["topic"] == topic) & (consumers["subscription"] == subscription)]
+    return sorted(rows["consumer_name"])
+
+
+def draining_of(draining: pd.DataFrame, topic: str, subscription: str) -> pd.DataFrame:
+    rows = draining[(draining["topic"] == topic) & (draining["subscription"] == subscription)]
+    columns = ["consumer_name", "hash", "unack_msgs", "blocked_attempts"]
+    return rows[columns].sort_values("hash").reset_index(drop=True)
+
+
+def compute_shares(ranges: pd.DataFrame, consumers: list[str] | None = None) -> pd.DataFrame:
+    """consumer_name, hashes, share (0-1), vs_fair (share / (1/n)); a rangeless consumer gets 0."""
+    widths = (ranges["end"] - ranges["start"] + 1).groupby(ranges["consumer_name"]).sum()
+    names = sorted(set(consumers or []) | set(widths.index))
+    hashes = pd.Series({n: int(widths.get(n, 0)) for n in names}, dtype="int64")
+    total = int(hashes.sum())
+    share = hashes / total if total else hashes.astype(float)
+    fair = 1.0 / len(names) if names else 0.0
+    frame = pd.DataFrame(
+        {
+            "consumer_name": names,
+            "hashes": hashes.to_numpy(),
+            "share": share.to_numpy(),
+            "vs_fair": (share / fair).to_numpy() if fair else share.to_numpy(),
+        }
+    )
+    return frame.sort_values("share", ascending=False).reset_index(drop=True)
+
+
+def imbalance(shares: pd.DataFrame) -> float:
+    """The largest share over the fair share: 1.0 is perfectly even, 2.0 is twice its due."""
+    if shares.empty:
+        return 0.0
+    return float(shares["vs_fair"].max())
+
+
+def selector_kind(ranges: pd.DataFrame, key_shared_mode: str | None) -> SelectorKind:
+    """Which 4.0 selector produced these ranges, read from the mode and the range bounds.
+
+    STICKY mode uses the consumer's own ranges; AUTO_SPLIT without consistent hashing ends its
+    top range at 65536 (HashRangeAutoSplit); otherwise consistent hashing over [1, 65535].
+    """
+    if (key_shared_mode or "").upper() == "STICKY":
+        return "sticky"
+    if len(ranges) and int(ranges["end"].max()) >= 65536:
+        return "auto_split"
+    return "consistent_hashing"
+
+
+def sticky_hash(key: str, kind: SelectorKind) -> int:
+    """The 4.0 sticky-key hash of a message key for the given selector."""
+    h31 = murmur3_31(key.encode("utf-8"))
+    if kind == "consistent_hashing":
+        return h31 % 65535 + 1
+    return (h31 % 65536) or 1
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLookup:
+    key: str
+    hash: int
+    consumer: str | None  # None: no consumer covers the hash (sticky gaps, no consumers)
+    draining_for: str | None  # a consumer that still holds unacked messages of this hash
+
+
+def lookup_key(
+    key: str, ranges: pd.DataFrame, draining: pd.DataFrame, kind: SelectorKind
+) -> KeyLookup:
+    """Which consumer the broker sends `key` to, from the observed ranges."""
+    value = sticky_hash(key, kind)
+    hit = ranges[(ranges["start"] <= value) & (ranges["end"] >= value)]
+    consumer = str(hit["consumer_name"].iloc[0]) if len(hit) else None
+    held = draining[draining["hash"] == value]
+    holder = str(held["consumer_name"].iloc[0]) if len(held) else None
+    return KeyLookup(key=key, hash=value, consumer=consumer, draining_for=holder)
+
+
+@dataclass(frozen=True)
+class KeySharedView:
+    """Everything the Key_Shared page draws for one subscription of one snapshot."""
+
+    topic: str
+    subscription: str
+    kind: SelectorKind
+    consumers: list[str]
+    ranges: pd.DataFrame
+    draining: pd.DataFrame
+    shares: pd.DataFrame
+    imbalance: float
+    msg_backlog: int
+    msg_in_replay: int
+
+
+def compute_view(
+    subscriptions: pd.DataFrame, consumers: pd.DataFrame, draining: pd.DataFrame, label: str
+) -> KeySharedView:
+    topic, subscription = split_label(label)
+    sub = subscriptions[
+        (subscriptions["topic"] == topic) & (subscriptions["subscription"] == subscription)
+    ]
+    mode = sub["key_shared_mode"].iloc[0] if len(sub) else None
+    ranges = hash_ranges(consumers, topic, subscription)
+    names = consumers_of(consumers, topic, subscription)
+    shares = compute_shares(ranges, names)
+    return KeySharedView(
+        topic=topic,
+        subscription=subscription,
+        kind=selector_kind(ranges, mode if isinstance(mode, str) else None),
+        consumers=names,
+        ranges=ranges,
+        draining=draining_of(draining, topic, subscription),
+        shares=shares,
+        imbalance=imbalance(shares),
+        msg_backlog=_int(sub, "msg_backlog"),
+        msg_in_replay=_int(sub, "msg_in_replay"),
+    )
+
+
+def _int(frame: pd.DataFrame, column: str) -> int:
+    if frame.empty or pd.isna(frame[column].iloc[0]):
+        return 0
+    return int(frame[column].iloc[0])

@@ -1,0 +1,140 @@
+"""AppTest runs of the real entry script and every page, on a store written to a tmp dir."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.store import Store
+from tests.dashboard.scenario import write_scenario
+
+AppRunner = Callable[..., AppTest]
+
+PAGES = {
+    "overview.py": "Overview",
+    "key_shared.py": "Key_Shared",
+    "stuck_hashes.py": "Stuck hashes",
+    "failover.py": "Failover",
+    "bundles.py": "Bundles & unloads",
+    "subscriptions.py": "Subscriptions",
+    "plugins.py": "Plugins",
+}
+
+
+def _frame(at: AppTest, *columns: str) -> pd.DataFrame:
+    """The first dataframe on the page that has all these columns."""
+    for element in at.dataframe:
+        if set(columns) <= set(element.value.columns):
+            return element.value
+    raise AssertionError(f"no dataframe with columns {columns}")
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_app_page_renders_recorded_snapshots(scenario: Store, app: AppRunner, page: str) -> None:
+    at = app(page)
+    assert not at.exception
+    assert [t.value for t in at.title] == [PAGES[page]]
+    assert "**Cluster** `standalone`" in [m.value for m in at.sidebar.markdown]
+
+
+@pytest.mark.parametrize("page", sorted(set(PAGES) - {"plugins.py"}))
+def test_app_page_on_an_empty_store_says_to_start_collecting(
+    store_dir: Path, app: AppRunner, page: str
+) -> None:
+    at = app(page)
+    assert not at.exception
+    assert any("pulsar-lens collect" in i.value for i in at.info)
+
+
+def test_app_overview_counts_the_newest_snapshot(scenario: Store, app: AppRunner) -> None:
+    at = app()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {
+        "Brokers": "2",
+        "Namespaces": "1",
+        "Bundles": "4",
+        "Topics": "6",
+        "Subscriptions": "6",
+        "Consumers": "10",
+    }
+    assert any("succeeded" in s.value for s in at.success)
+
+
+def test_app_overview_shows_a_stale_banner_when_polls_stop(store_dir: Path, app: AppRunner) -> None:
+    write_scenario(store_dir, last_age=600.0)
+    at = app()
+    assert any("Polls have stopped" in e.value for e in at.error)
+    assert any("Polls stopped" in e.value for e in at.sidebar.error)
+
+
+def test_app_partial_snapshot_is_flagged_and_its_errors_listed(
+    store_dir: Path, app: AppRunner
+) -> None:
+    write_scenario(store_dir, partial=True)
+    at = app()
+    assert any("partial" in w.value for w in at.warning)
+    assert any("Partial snapshot" in w.value for w in at.sidebar.warning)
+    errors = at.dataframe[-1].value
+    assert list(errors["endpoint"]) == ["GET /admin/v2/broker-stats/load-report"]
+
+
+def test_app_key_shared_lists_subscriptions_most_draining_first(
+    scenario: Store, app: AppRunner
+) -> None:
+    at = app("key_shared.py")
+    box = at.selectbox(key="key_shared_subscription")
+    assert box.options[0] == "persistent://public/default/payments | payments-ks"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Consumers"] == "2"
+    assert metrics["Draining hashes"] == "5"
+    shares = _frame(at, "consumer_name", "share")
+    assert set(shares["consumer_name"]) == {"c1", "c2"}
+    assert shares["hashes"].sum() == 65535
+
+
+def test_app_key_shared_lookup_names_consumer_and_draining_holder(
+    scenario: Store, app: AppRunner
+) -> None:
+    at = app("key_shared.py")
+    at.text_input(key="key_shared_lookup_key").input("9").run()
+    metrics = {m.label: m.value for m in at.metric}
+    # key "9" hashes to 2862 (4.0 docs): now in c2's range, still draining for c1
+    assert metrics["Sticky hash"] == "2862"
+    assert metrics["Consumer"] == "c2"
+    assert metrics["Draining for"] == "c1"
+    assert any("still draining for `c1`" in w.value for w in at.warning)
+
+
+def test_app_key_shared_band_style_redraws(scenario: Store, app: AppRunner) -> None:
+    at = app("key_shared.py")
+    at.radio(key="key_shared_style").set_value("Band").run()
+    assert not at.exception
+
+
+def test_app_failover_compares_modulo_with_pip392(scenario: Store, app: AppRunner) -> None:
+    at = app("failover.py")
+    assert at.selectbox(key="failover_subscription").value == (
+        "persistent://public/default/events | events-fo"
+    )
+    flaps = _frame(at, "changes", "active_now")
+    assert list(flaps["changes"]) == [0, 0, 1]
+    pip392 = _frame(at, "modulo", "consistent_hashing")
+    assert list(pip392["modulo"]) == ["ev-1", "ev-2", "ev-1"]
+
+
+def test_app_bundles_lists_the_owner_change(scenario: Store, app: AppRunner) -> None:
+    at = app("bundles.py")
+    changes = _frame(at, "bundle_key", "before", "after")
+    assert list(changes["bundle_key"]) == ["public/default/0x40000000_0x80000000"]
+    assert list(changes["after"]) == ["broker-b:8080"]
+
+
+def test_app_stuck_hashes_timeline_covers_every_poll(scenario: Store, app: AppRunner) -> None:
+    at = app("stuck_hashes.py")
+    box = at.selectbox(key="stuck_subscription")
+    assert box.value == "persistent://public/default/payments | payments-ks"
+    assert not at.exception
