@@ -1,0 +1,319 @@
+"""AdminClient: one HTTP session to a Pulsar admin REST API (auth, TLS, timeouts, retries).
+
+Every call has a timeout. Only idempotent GETs are retried (connection errors, 429, 502, 503,
+504) with exponential backoff; PUT and POST are sent once. Failures raise `AdminApiError` or
+`AdminApiUnreachable`, whose texts never contain the token, even when a server echoes headers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+MAX_BACKOFF = 5.0
+BODY_EXCERPT = 300
+AUTH_HINT_MISSING = "set PULSAR_ADMIN_TOKEN or PULSAR_ADMIN_TOKEN_FILE"
+AUTH_HINT_REFUSED = (
+    "the token from PULSAR_ADMIN_TOKEN / PULSAR_ADMIN_TOKEN_FILE was refused; check its role"
+)
+TLS_HINT = "set PULSAR_LENS_CA_BUNDLE to the cluster's CA file (or PULSAR_LENS_TLS_VERIFY=false)"
+_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+")
+
+Params = Mapping[str, str | int | float | bool] | None
+
+
+class _BrokerSession(requests.Session):
+    """Keeps the Authorization header on redirects between brokers of the same cluster.
+
+    Brokers answer 307 to the owner of a topic or bundle; requests drops credentials on any
+    redirect to another host, which would turn the redirect into a 401.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trusted_hosts: set[str] = set()
+
+    def should_strip_auth(self, old_url: str, new_url: str) -> bool:
+        old, new = urlsplit(old_url), urlsplit(new_url)
+        if new.netloc in self.trusted_hosts and old.scheme == new.scheme:
+            return False
+        return bool(super().should_strip_auth(old_url, new_url))  # type: ignore[no-untyped-call]
+
+
+def _env_flag(value: str | None, *, default: bool) -> bool:
+    if value is None or not value.strip():
+        return default
+    return value.strip().lower() not in {"0", "false", "no", "off"}
+
+
+def read_token_file(path: str | os.PathLike[str]) -> str:
+    """The token stored in `path`, stripped; a clear error (never the content) if unreadable."""
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise CollectorError(
+            f"cannot read the admin token file {os.fspath(path)!r}: {exc.strerror}; "
+            "fix PULSAR_ADMIN_TOKEN_FILE"
+        ) from None
+    if not token:
+        raise CollectorError(f"the admin token file {os.fspath(path)!r} is empty")
+    return token
+
+
+class AdminClient:
+    """A Pulsar admin REST client bound to one base URL, e.g. http://broker:8080.
+
+    `token` (or the content of `token_file`) is sent as a Bearer token. `ca_bundle` is a CA
+    file for TLS; `verify=False` turns verification off. `timeout` (seconds) applies to every
+    call; `retries` bounds the extra attempts of a GET; `backoff` is the first wait (seconds),
+    doubled after each retry. `requests_made` counts HTTP requests actually sent.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        ca_bundle: str | os.PathLike[str] | None = None,
+        verify: bool = True,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+        pool_size: int = 32,
+    ) -> None:
+        if not urlsplit(base_url).scheme or not urlsplit(base_url).netloc:
+            raise CollectorError(
+                f"admin URL {base_url!r} is not an absolute URL; set PULSAR_ADMIN_URL, "
+                "e.g. http://localhost:8080"
+            )
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.retries = max(0, retries)
+        self.backoff = max(0.0, backoff)
+        if token is None and token_file is not None:
+            token = read_token_file(token_file)
+        self._secret = token or None
+        self.session = _BrokerSession()
+        self.session.trusted_hosts.add(urlsplit(self.base_url).netloc)
+        adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        self.session.headers["Accept"] = "application/json"
+        self.session.headers["User-Agent"] = "pulsar-lens"
+        if self._secret:
+            self.session.headers["Authorization"] = f"Bearer {self._secret}"
+        self.session.verify = os.fspath(ca_bundle) if (ca_bundle and verify) else verify
+        self._lock = threading.Lock()
+        self._requests_made = 0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> AdminClient:
+        """Build a client from PULSAR_ADMIN_URL, PULSAR_ADMIN_TOKEN / PULSAR_ADMIN_TOKEN_FILE,
+        PULSAR_LENS_CA_BUNDLE and PULSAR_LENS_TLS_VERIFY (default true)."""
+        env = os.environ if env is None else env
+        url = env.get("PULSAR_ADMIN_URL") or "http://localhost:8080"
+        return cls(
+            url,
+            token=env.get("PULSAR_ADMIN_TOKEN") or None,
+            token_file=env.get("PULSAR_ADMIN_TOKEN_FILE") or None,
+            ca_bundle=env.get("PULSAR_LENS_CA_BUNDLE") or None,
+            verify=_env_flag(env.get("PULSAR_LENS_TLS_VERIFY"), default=True),
+            **kwargs,
+        )
+
+    def __repr__(self) -> str:
+        auth = "token" if self._secret else "no token"
+        return f"AdminClient({self.base_url!r}, {auth})"
+
+    @property
+    def has_token(self) -> bool:
+        return self._secret is not None
+
+    @property
+    def requests_made(self) -> int:
+        with self._lock:
+            return self._requests_made
+
+    def trust_hosts(self, hosts: Iterable[str]) -> None:
+        """Let redirects to these "host:port" brokers keep the token (same scheme only)."""
+        self.session.trusted_hosts.update(hosts)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- calls -------------------------------------------------------------------------
+
+    def get_json(
+        self,
+        path: str,
+        *,
+        params: Params = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """GET `path` and decode its JSON body (None for an empty body, e.g. 204).
+
+        `base_url` sends the call to another broker of the same cluster (same session,
+        token and TLS settings). Retries as the class says; raises AdminApiError for an
+        error status or a body that is not JSON, AdminApiUnreachable when no answer came.
+        """
+        resp = self._send("GET", path, params=params, base_url=base_url, timeout=timeout)
+        return self._decode(resp, "GET", self._url(path, base_url) if base_url else path)
+
+    def get_text(
+        self,
+        path: str,
+        *,
+        params: Params = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """GET `path` and return the body as text (some endpoints answer bare strings)."""
+        resp = self._send("GET", path, params=params, base_url=base_url, timeout=timeout)
+        return self.redact(resp.text)
+
+    def put(self, path: str, *, json_body: Any = None, params: Params = None) -> Any:
+        """PUT once (never retried); the decoded JSON answer or None."""
+        resp = self._send("PUT", path, params=params, json_body=json_body)
+        return self._decode(resp, "PUT", path)
+
+    def post(self, path: str, *, json_body: Any = None, params: Params = None) -> Any:
+        """POST once (never retried); the decoded JSON answer or None."""
+        resp = self._send("POST", path, params=params, json_body=json_body)
+        return self._decode(resp, "POST", path)
+
+    # --- internals ---------------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        """`text` with the token and any Bearer credential replaced by ***."""
+        if self._secret:
+            text = text.replace(self._secret, "***")
+        return _BEARER.sub(r"\1***", text)
+
+    def _url(self, path: str, base_url: str | None) -> str:
+        base = (base_url or self.base_url).rstrip("/")
+        return base + (path if path.startswith("/") else "/" + path)
+
+    def _count(self) -> None:
+        with self._lock:
+            self._requests_made += 1
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        json_body: Any = None,
+    ) -> requests.Response:
+        url = self._url(path, base_url)
+        # errors of calls sent to a named broker say which broker answered
+        path = url if base_url else path
+        attempts = 1 + (self.retries if method == "GET" else 0)
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                self._count()
+                resp = self.session.request(
+                    method,
+                    url,
+                    params=params,
+                    json=json_body,
+                    timeout=timeout if timeout is not None else self.timeout,
+                )
+            except requests.exceptions.SSLError as exc:
+                raise AdminApiUnreachable(method, path, self._reason(exc, TLS_HINT)) from None
+            except (requests.ConnectionError, requests.exceptions.ConnectTimeout) as exc:
+                if last:
+                    raise AdminApiUnreachable(method, path, self._reason(exc)) from None
+                self._wait(attempt, None, method, path, "connection failed")
+                continue
+            except requests.Timeout:
+                # a read timeout is not retried: the broker is slow, asking again adds load
+                wait = timeout if timeout is not None else self.timeout
+                raise AdminApiUnreachable(method, path, f"no answer within {wait:g}s") from None
+            except requests.RequestException as exc:
+                raise AdminApiUnreachable(method, path, self._reason(exc)) from None
+            if resp.status_code in RETRY_STATUSES and not last:
+                self._wait(attempt, resp, method, path, f"status {resp.status_code}")
+                continue
+            if resp.status_code >= 400:
+                raise self._error(method, path, resp)
+            return resp
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _wait(
+        self, attempt: int, resp: requests.Response | None, method: str, path: str, why: str
+    ) -> None:
+        delay = min(self.backoff * (2**attempt), MAX_BACKOFF)
+        if resp is not None:
+            retry_after = resp.headers.get("Retry-After", "")
+            if retry_after.isdigit():
+                delay = min(max(delay, float(retry_after)), MAX_BACKOFF)
+            resp.close()
+        log.debug("%s %s: %s; retry %d in %.2fs", method, path, why, attempt + 1, delay)
+        if delay:
+            time.sleep(delay)
+
+    def _reason(self, exc: BaseException, hint: str = "") -> str:
+        # requests' messages carry the URL and the low-level cause, never request headers
+        text = self.redact(f"{type(exc).__name__}: {exc}")[:BODY_EXCERPT]
+        return f"{text}; {hint}" if hint else text
+
+    def _error(self, method: str, path: str, resp: requests.Response) -> AdminApiError:
+        body = self.redact(_reason_text(resp))
+        hint = ""
+        if resp.status_code in (401, 403):
+            hint = AUTH_HINT_REFUSED if self._secret else AUTH_HINT_MISSING
+        elif resp.status_code == 404:
+            hint = "it does not exist (deleted, or a wrong tenant, namespace or topic)"
+        elif resp.status_code in (307, 308):
+            hint = "the broker redirected elsewhere"
+        return AdminApiError(method, path, resp.status_code, body, hint)
+
+    def _decode(self, resp: requests.Response, method: str, path: str) -> Any:
+        if resp.status_code == 204 or not resp.content:
+            return None
+        try:
+            return resp.json()
+        except (ValueError, json.JSONDecodeError):
+            excerpt = self.redact(resp.text[:BODY_EXCERPT])
+            raise AdminApiError(
+                method, path, None, excerpt, f"status {resp.status_code} with a body not JSON"
+            ) from None
+
+
+def _reason_text(resp: requests.Response) -> str:
+    """The broker's `reason` field when the body is Pulsar's JSON error, else the raw text."""
+    try:
+        payload = resp.json()
+    except ValueError:
+        return resp.text[:BODY_EXCERPT]
+    if isinstance(payload, dict) and isinstance(payload.get("reason"), str):
+        return str(payload["reason"])[:BODY_EXCERPT]
+    return resp.text[:BODY_EXCERPT]

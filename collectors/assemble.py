@@ -1,0 +1,257 @@
+"""Turn the raw answers of one poll into a `Snapshot` (pure: no network).
+
+Kept apart from `poll()` so recorded answers can be assembled in tests exactly as live ones.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from collectors.brokers import parse_broker, parse_owned_bundles
+from collectors.namespaces import (
+    NamespaceListing,
+    bundle_for,
+    owned_bundles_by_namespace,
+    parse_bundle_key,
+)
+from collectors.topics import (
+    TopicName,
+    TopicStats,
+    iter_partitions,
+    parse_subscriptions,
+    parse_topic,
+    parse_topic_name,
+)
+from core.model import (
+    BrokerRecord,
+    BundleRecord,
+    ConsumerRecord,
+    DrainingHashRecord,
+    EndpointError,
+    Snapshot,
+    SubscriptionRecord,
+    TopicRecord,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PollAnswers:
+    """Everything one poll was told. A value of None means that call failed (see errors)."""
+
+    cluster: str
+    collected_at: dt.datetime
+    broker_ids: tuple[str, ...] = ()
+    leader: str | None = None
+    web_urls: dict[str, str] = field(default_factory=dict)
+    load_reports: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str | None] = field(default_factory=dict)
+    owned: dict[str, Any] = field(default_factory=dict)  # broker -> ownedNamespaces answer
+    bulk: dict[str, list[TopicStats] | None] = field(default_factory=dict)
+    namespaces: tuple[str, ...] = ()
+    namespaces_complete: bool = True  # False when a tenant or namespace listing failed
+    listings: dict[str, NamespaceListing] = field(default_factory=dict)
+    topic_stats: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    partition_counts: dict[str, int] = field(default_factory=dict)
+    errors: list[EndpointError] = field(default_factory=list)
+    durations: dict[str, float] = field(default_factory=dict)
+    requests: int = 0
+
+
+def bulk_by_topic(answers: PollAnswers) -> dict[str, TopicStats]:
+    """One bulk entry per topic; if two brokers report a topic (mid-transfer), the first
+    broker in id order wins."""
+    found: dict[str, TopicStats] = {}
+    for broker in sorted(answers.bulk):
+        for entry in answers.bulk[broker] or ():
+            found.setdefault(entry.topic, entry)
+    return found
+
+
+def wanted_namespaces(answers: PollAnswers, bulk: Mapping[str, TopicStats]) -> list[str]:
+    """The polled namespaces, plus those only the brokers' bulk answers revealed (when the
+    tenant listing failed)."""
+    names = set(answers.namespaces)
+    if not answers.namespaces_complete:
+        for entry in bulk.values():
+            try:
+                names.add(parse_topic_name(entry.topic).namespace)
+            except ValueError:
+                continue
+    return sorted(names)
+
+
+def _ownership(answers: PollAnswers, namespaces: list[str]) -> dict[str, dict[str, str]]:
+    owners: dict[str, str] = {}
+    for broker in sorted(answers.owned):
+        payload = answers.owned[broker]
+        if payload is not None:
+            for key in parse_owned_bundles(payload):
+                owners.setdefault(key, broker)
+    return owned_bundles_by_namespace(owners, namespaces)
+
+
+def _bundles(
+    answers: PollAnswers,
+    namespaces: list[str],
+    owners: Mapping[str, Mapping[str, str]],
+    bulk: Mapping[str, TopicStats],
+) -> dict[str, dict[str, BundleRecord]]:
+    """{namespace: {bundle: record}}; when a namespace's bundle listing failed, the bundles
+    that brokers own or report topics in stand in for it."""
+    result: dict[str, dict[str, BundleRecord]] = {}
+    for ns in namespaces:
+        listing = answers.listings.get(ns)
+        listed = {b.bundle: b for b in (listing.bundles if listing and listing.bundles else ())}
+        if not listed:
+            keys = set(owners.get(ns, {}))
+            keys |= {f"{e.bundle}" for e in bulk.values() if e.bundle and _ns_of(e.topic) == ns}
+            for key in keys:
+                parsed = parse_bundle_key(f"{ns}/{key}")
+                if parsed:
+                    listed[key] = BundleRecord(ns, ns.split("/")[0], key, parsed[2], parsed[3])
+        result[ns] = {
+            name: replace(rec, owner_broker=owners.get(ns, {}).get(name))
+            for name, rec in sorted(listed.items(), key=lambda kv: kv[1].lower)
+        }
+    return result
+
+
+def _ns_of(topic: str) -> str | None:
+    try:
+        return parse_topic_name(topic).namespace
+    except ValueError:
+        return None
+
+
+def _topic_names(
+    answers: PollAnswers, namespaces: list[str], bulk: Mapping[str, TopicStats]
+) -> list[TopicName]:
+    wanted = set(namespaces)
+    names: set[str] = set(bulk)
+    for listing in answers.listings.values():
+        names.update(listing.topics or ())
+    for parent, count in answers.partition_counts.items():
+        names.update(iter_partitions(parent, count))
+    parsed = []
+    for name in sorted(names):
+        try:
+            topic = parse_topic_name(name)
+        except ValueError:
+            log.debug("ignoring a topic name that is not one: %r", name)
+            continue
+        if topic.namespace in wanted:
+            parsed.append(topic)
+    return parsed
+
+
+def _topic_record(
+    name: TopicName,
+    entry: TopicStats | None,
+    answers: PollAnswers,
+    bundles: Mapping[str, Mapping[str, BundleRecord]],
+) -> TopicRecord:
+    listing = answers.listings.get(name.namespace)
+    boundaries = listing.boundaries if listing else None
+    bundle = bundle_for(name.topic, boundaries) if boundaries else None
+    if bundle is None and entry is not None:
+        bundle = entry.bundle
+    if entry is not None and entry.bundle and bundle != entry.bundle:
+        log.warning(
+            "%s: broker %s reports bundle %s, boundaries give %s; using the broker's",
+            name.topic,
+            entry.broker,
+            entry.bundle,
+            bundle,
+        )
+        bundle = entry.bundle
+    owner = entry.broker if entry is not None else None
+    if owner is None and bundle is not None:
+        record = bundles.get(name.namespace, {}).get(bundle)
+        owner = record.owner_broker if record else None
+    return parse_topic(name, entry.stats if entry else None, bundle=bundle, owner=owner)
+
+
+def _with_topic_totals(
+    bundles: dict[str, dict[str, BundleRecord]], topics: list[TopicRecord]
+) -> list[BundleRecord]:
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    rate_in: dict[tuple[str, str], float] = defaultdict(float)
+    rate_out: dict[tuple[str, str], float] = defaultdict(float)
+    seen_rates: set[tuple[str, str]] = set()
+    for t in topics:
+        if t.bundle is None:
+            continue
+        key = (t.namespace, t.bundle)
+        counts[key] += 1
+        if t.msg_rate_in is not None:
+            seen_rates.add(key)
+            rate_in[key] += t.msg_rate_in
+            rate_out[key] += t.msg_rate_out or 0.0
+    out = []
+    for ns in sorted(bundles):
+        for rec in bundles[ns].values():
+            key = (ns, rec.bundle)
+            loaded = key in seen_rates
+            out.append(
+                replace(
+                    rec,
+                    topic_count=counts.get(key, 0),
+                    msg_rate_in=rate_in[key] if loaded else None,
+                    msg_rate_out=rate_out[key] if loaded else None,
+                )
+            )
+    return out
+
+
+def _brokers(answers: PollAnswers) -> list[BrokerRecord]:
+    return [
+        parse_broker(
+            broker,
+            web_url=answers.web_urls.get(broker),
+            leader=answers.leader,
+            load_report=answers.load_reports.get(broker),
+            version=answers.versions.get(broker),
+        )
+        for broker in answers.broker_ids
+    ]
+
+
+def build_snapshot(answers: PollAnswers) -> Snapshot:
+    """The Snapshot these answers describe; topics with per-topic stats use them for their
+    subscriptions and consumers, the others the brokers' bulk answer."""
+    bulk = bulk_by_topic(answers)
+    namespaces = wanted_namespaces(answers, bulk)
+    bundles = _bundles(answers, namespaces, _ownership(answers, namespaces), bulk)
+    topics: list[TopicRecord] = []
+    subs: list[SubscriptionRecord] = []
+    consumers: list[ConsumerRecord] = []
+    draining: list[DrainingHashRecord] = []
+    for name in _topic_names(answers, namespaces, bulk):
+        entry = bulk.get(name.topic)
+        topics.append(_topic_record(name, entry, answers, bundles))
+        stats = answers.topic_stats.get(name.topic) or (entry.stats if entry else None)
+        if stats is not None:
+            rows = parse_subscriptions(name.topic, stats)
+            subs.extend(rows.subscriptions)
+            consumers.extend(rows.consumers)
+            draining.extend(rows.draining_hashes)
+    return Snapshot(
+        cluster=answers.cluster,
+        collected_at=answers.collected_at,
+        brokers=tuple(_brokers(answers)),
+        bundles=tuple(_with_topic_totals(bundles, topics)),
+        topics=tuple(topics),
+        subscriptions=tuple(subs),
+        consumers=tuple(consumers),
+        draining_hashes=tuple(draining),
+        errors=tuple(answers.errors),
+        durations=dict(answers.durations),
+        requests=answers.requests,
+    )

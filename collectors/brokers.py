@@ -1,0 +1,135 @@
+"""Clusters, brokers, the leader, load reports and bundle ownership (O(brokers) calls)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from collectors.admin import AdminClient
+from collectors.fields import as_dict, as_float, as_int, as_list, as_str
+from core.errors import AdminApiError
+from core.model import BrokerRecord
+
+GLOBAL_CLUSTER = "global"  # a pseudo-cluster of old geo-replication setups, never polled
+
+
+def _expect_list(payload: Any, path: str) -> list[str]:
+    if not isinstance(payload, list):
+        raise AdminApiError("GET", path, None, repr(payload)[:200], "expected a JSON list")
+    return [item for item in payload if isinstance(item, str)]
+
+
+def broker_web_url(broker_id: str, base_url: str) -> str:
+    """The web service URL of broker "host:port": the admin URL's scheme, that host and port.
+
+    When the broker is the one the admin URL names, the admin URL itself is used (it may
+    carry a path prefix, e.g. behind a proxy).
+    """
+    base = urlsplit(base_url)
+    if base.netloc == broker_id:
+        return base_url.rstrip("/")
+    return f"{base.scheme}://{broker_id}"
+
+
+def collect_clusters(client: AdminClient, *, timeout: float) -> list[str]:
+    """GET /admin/v2/clusters"""
+    path = "/admin/v2/clusters"
+    names = _expect_list(client.get_json(path, timeout=timeout), path)
+    return [n for n in names if n != GLOBAL_CLUSTER]
+
+
+def collect_broker_ids(client: AdminClient, cluster: str, *, timeout: float) -> list[str]:
+    """GET /admin/v2/brokers/{cluster} -> ["host:webPort", ...]"""
+    path = f"/admin/v2/brokers/{cluster}"
+    return sorted(_expect_list(client.get_json(path, timeout=timeout), path))
+
+
+def collect_leader(client: AdminClient, *, timeout: float) -> str | None:
+    """GET /admin/v2/brokers/leaderBroker -> the leader's broker id."""
+    return parse_leader(client.get_json("/admin/v2/brokers/leaderBroker", timeout=timeout))
+
+
+def parse_leader(payload: Any) -> str | None:
+    """4.0 answers {"serviceUrl": "http://h:8080", "brokerId": "h:8080"}; 3.0 lacks brokerId."""
+    payload = as_dict(payload)
+    broker_id = as_str(payload, "brokerId")
+    if broker_id:
+        return broker_id
+    url = as_str(payload, "serviceUrl")
+    return urlsplit(url).netloc or None if url else None
+
+
+def collect_load_report(client: AdminClient, web_url: str, *, timeout: float) -> Any:
+    """GET /admin/v2/broker-stats/load-report on one broker; None when it answers 204
+    (NoopLoadManager keeps no report)."""
+    return client.get_json("/admin/v2/broker-stats/load-report", base_url=web_url, timeout=timeout)
+
+
+def collect_version(client: AdminClient, web_url: str, *, timeout: float) -> str | None:
+    """GET /admin/v2/brokers/version on one broker (a bare version string)."""
+    text = client.get_text("/admin/v2/brokers/version", base_url=web_url, timeout=timeout)
+    return text.strip().strip('"') or None
+
+
+def collect_owned_bundles(
+    client: AdminClient, cluster: str, broker_id: str, web_url: str, *, timeout: float
+) -> Any:
+    """GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces, sent to that broker.
+
+    Answer: {"tenant/ns/0x00000000_0x40000000": {"broker_assignment": ..., "is_active":
+    true, ...}, ...}; heartbeat namespaces are included.
+    """
+    path = f"/admin/v2/brokers/{cluster}/{broker_id}/ownedNamespaces"
+    payload = client.get_json(path, base_url=web_url, timeout=timeout)
+    if not isinstance(payload, dict):
+        raise AdminApiError("GET", path, None, repr(payload)[:200], "expected a JSON object")
+    return payload
+
+
+def parse_owned_bundles(payload: Mapping[str, Any]) -> list[str]:
+    """The bundle keys ("tenant/ns/0x..._0x...") a broker owns and serves (is_active)."""
+    return sorted(
+        key
+        for key, status in as_dict(payload).items()
+        if as_dict(status).get("is_active", True) is not False
+    )
+
+
+def _pct(resource: Any) -> float | None:
+    usage, limit = as_float(as_dict(resource), "usage"), as_float(as_dict(resource), "limit")
+    if usage is None or not limit:
+        return None
+    return usage / limit * 100.0
+
+
+def parse_broker(
+    broker_id: str,
+    *,
+    web_url: str | None,
+    leader: str | None,
+    load_report: Any = None,
+    version: str | None = None,
+) -> BrokerRecord:
+    """A BrokerRecord from the broker id and, when the load manager keeps one, its report
+    (`LocalBrokerData`: cpu/memory {usage, limit}, msgRateIn/Out, numTopics, ...)."""
+    report = as_dict(load_report)
+    return BrokerRecord(
+        broker_id=broker_id,
+        web_service_url=as_str(report, "webServiceUrl") or web_url,
+        pulsar_service_url=as_str(report, "pulsarServiceUrl"),
+        version=as_str(report, "brokerVersionString") or version,
+        is_leader=leader == broker_id,
+        cpu_usage_pct=_pct(report.get("cpu")),
+        memory_usage_pct=_pct(report.get("memory")),
+        msg_rate_in=as_float(report, "msgRateIn"),
+        msg_rate_out=as_float(report, "msgRateOut"),
+        num_topics=as_int(report, "numTopics"),
+        num_bundles=as_int(report, "numBundles") or _count(report.get("bundles")),
+        num_consumers=as_int(report, "numConsumers"),
+        num_producers=as_int(report, "numProducers"),
+    )
+
+
+def _count(items: Any) -> int | None:
+    return len(as_list(items)) if isinstance(items, list) else None

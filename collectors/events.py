@@ -1,0 +1,202 @@
+"""diff(previous, current) -> events: what changed between two snapshots of one cluster.
+
+Event kinds (`EventRecord.kind`):
+  bundle_owner_changed     a bundle's owner broker changed (before/after: broker ids, None =
+                           not owned, e.g. unloaded); subject "tenant/ns/bundle"
+  bundle_added             a bundle appeared (a split, or a new namespace); after: its owner
+  bundle_removed           a bundle disappeared (split away, namespace deleted); before: owner
+  consumer_joined          a consumer connected to a subscription; subject
+                           "topic/subscription/consumer"
+  consumer_left            a consumer disconnected (or its subscription or topic went away)
+  hash_ranges_changed      a Key_Shared consumer's hash ranges changed; before/after are
+                           JSON lists of [start, end]
+  active_consumer_changed  the active consumer of an Exclusive/Failover subscription changed;
+                           subject "topic/subscription"
+
+Partial snapshots do not invent events: an entity is compared only when the calls that
+describe it succeeded in both snapshots (a broker whose bulk stats failed, a topic whose
+stats failed, a namespace whose bundles failed are skipped).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+from core.model import (
+    ConsumerRecord,
+    EventRecord,
+    HashRange,
+    Snapshot,
+    SubscriptionRecord,
+)
+
+EVENT_KINDS: Mapping[str, str] = {
+    "bundle_owner_changed": "a bundle's owner broker changed",
+    "bundle_added": "a bundle appeared (split or new namespace)",
+    "bundle_removed": "a bundle disappeared (split or deleted namespace)",
+    "consumer_joined": "a consumer connected to a subscription",
+    "consumer_left": "a consumer disconnected from a subscription",
+    "hash_ranges_changed": "a Key_Shared consumer's hash ranges changed",
+    "active_consumer_changed": "the active consumer of an Exclusive/Failover subscription changed",
+}
+
+_TOPIC_STATS = re.compile(r"/admin/v2/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/?]+)/stats")
+_BUNDLES = re.compile(r"/admin/v2/namespaces/([^/]+)/([^/]+)/bundles")
+_DISCOVERY = re.compile(r"/admin/v2/(clusters|brokers/(?!leaderBroker$|version$)[^/]+)")
+
+
+@dataclass
+class _Unsure:
+    """What a snapshot's errors leave unknown."""
+
+    everything: bool = False
+    bulk_brokers: set[str] = field(default_factory=set)
+    owner_brokers: set[str] = field(default_factory=set)
+    topics: set[str] = field(default_factory=set)
+    namespaces: set[str] = field(default_factory=set)
+
+    def merge(self, other: _Unsure) -> _Unsure:
+        return _Unsure(
+            self.everything or other.everything,
+            self.bulk_brokers | other.bulk_brokers,
+            self.owner_brokers | other.owner_brokers,
+            self.topics | other.topics,
+            self.namespaces | other.namespaces,
+        )
+
+
+def _unsure(snapshot: Snapshot) -> _Unsure:
+    found = _Unsure()
+    for error in snapshot.errors:
+        url = error.endpoint.partition(" ")[2]
+        path = urlsplit(url).path or url
+        host = urlsplit(url).netloc
+        if "/broker-stats/topics" in path:
+            if host:
+                found.bulk_brokers.add(host)
+            else:
+                found.everything = True
+        elif path.endswith("/ownedNamespaces"):
+            found.owner_brokers.add(host or path.split("/")[-2])
+        elif match := _TOPIC_STATS.search(path):
+            domain, tenant, ns, local = match.groups()
+            found.topics.add(f"{domain}://{tenant}/{ns}/{unquote(local)}")
+        elif match := _BUNDLES.search(path):
+            found.namespaces.add(f"{match.group(1)}/{match.group(2)}")
+        elif _DISCOVERY.fullmatch(path):
+            found.everything = True
+    return found
+
+
+def _fmt_ranges(ranges: Iterable[HashRange]) -> str:
+    return json.dumps([list(r) for r in ranges], separators=(",", ":"))
+
+
+def _bundle_events(prev: Snapshot, cur: Snapshot, unsure: _Unsure) -> list[EventRecord]:
+    def keyed(s: Snapshot) -> dict[str, str | None]:
+        return {f"{b.namespace}/{b.bundle}": b.owner_broker for b in s.bundles}
+
+    before, after = keyed(prev), keyed(cur)
+    namespaces = {b.namespace for b in prev.bundles} & {b.namespace for b in cur.bundles}
+    events = []
+    for key in sorted(set(before) | set(after)):
+        ns = key.rsplit("/", 1)[0]
+        if ns not in namespaces or ns in unsure.namespaces:
+            continue
+        old, new = before.get(key), after.get(key)
+        if key not in before:
+            events.append(EventRecord(cur.collected_at, "bundle_added", key, ns, after=new))
+        elif key not in after:
+            events.append(EventRecord(cur.collected_at, "bundle_removed", key, ns, before=old))
+        elif old != new and not ({old, new} & unsure.owner_brokers):
+            events.append(
+                EventRecord(
+                    cur.collected_at, "bundle_owner_changed", key, ns, before=old, after=new
+                )
+            )
+    return events
+
+
+def _skipped_topics(prev: Snapshot, cur: Snapshot, unsure: _Unsure) -> set[str]:
+    skipped = set(unsure.topics)
+    for snap in (prev, cur):
+        skipped |= {t.topic for t in snap.topics if t.owner_broker in unsure.bulk_brokers}
+    return skipped
+
+
+def _consumer_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[EventRecord]:
+    def group(s: Snapshot) -> dict[tuple[str, str, str], list[ConsumerRecord]]:
+        found: dict[tuple[str, str, str], list[ConsumerRecord]] = {}
+        for c in s.consumers:
+            if c.topic not in skipped:
+                found.setdefault((c.topic, c.subscription, c.consumer_name), []).append(c)
+        return found
+
+    before, after = group(prev), group(cur)
+    at, events = cur.collected_at, []
+    for key in sorted(set(before) | set(after)):
+        topic, sub, name = key
+        olds, news = before.get(key, []), after.get(key, [])
+        subject = f"{topic}/{sub}/{name}"
+        base = {"topic": topic, "subscription": sub, "consumer_name": name}
+        for _ in range(len(news) - len(olds)):
+            events.append(EventRecord(at, "consumer_joined", subject, **base))
+        for _ in range(len(olds) - len(news)):
+            events.append(EventRecord(at, "consumer_left", subject, **base))
+        old_ranges = Counter(c.hash_ranges for c in olds if c.hash_ranges)
+        new_ranges = Counter(c.hash_ranges for c in news if c.hash_ranges)
+        if olds and news and old_ranges and new_ranges and old_ranges != new_ranges:
+            events.append(
+                EventRecord(
+                    at,
+                    "hash_ranges_changed",
+                    subject,
+                    before=_fmt_ranges(sorted({r for rs in old_ranges for r in rs})),
+                    after=_fmt_ranges(sorted({r for rs in new_ranges for r in rs})),
+                    **base,
+                )
+            )
+    return events
+
+
+def _active_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[EventRecord]:
+    def keyed(s: Snapshot) -> dict[tuple[str, str], SubscriptionRecord]:
+        return {(x.topic, x.subscription): x for x in s.subscriptions if x.topic not in skipped}
+
+    before, after = keyed(prev), keyed(cur)
+    events = []
+    for key in sorted(set(before) & set(after)):
+        old, new = before[key].active_consumer_name, after[key].active_consumer_name
+        kind = after[key].type or before[key].type
+        if old != new and kind in ("Exclusive", "Failover"):
+            topic, sub = key
+            events.append(
+                EventRecord(
+                    cur.collected_at,
+                    "active_consumer_changed",
+                    f"{topic}/{sub}",
+                    topic=topic,
+                    subscription=sub,
+                    before=old,
+                    after=new,
+                )
+            )
+    return events
+
+
+def diff(previous: Snapshot, current: Snapshot) -> list[EventRecord]:
+    """The events that turn `previous` into `current`, stamped with current.collected_at."""
+    unsure = _unsure(previous).merge(_unsure(current))
+    if unsure.everything:
+        return []
+    skipped = _skipped_topics(previous, current, unsure)
+    return [
+        *_bundle_events(previous, current, unsure),
+        *_consumer_events(previous, current, skipped),
+        *_active_events(previous, current, skipped),
+    ]

@@ -1,0 +1,158 @@
+"""Tenants, namespaces, bundle boundaries and topic listings (one call per namespace each)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.admin import AdminClient
+from collectors.fields import as_dict
+from core.errors import AdminApiError
+from core.hashing import topic_bundle_hash
+from core.model import BundleRecord
+
+FULL_UPPER = 0xFFFFFFFF
+
+
+def _expect_list(payload: Any, method: str, path: str) -> list[str]:
+    if not isinstance(payload, list):
+        raise AdminApiError(method, path, None, repr(payload)[:200], "expected a JSON list")
+    return [item for item in payload if isinstance(item, str)]
+
+
+def collect_tenants(client: AdminClient, *, timeout: float) -> list[str]:
+    """GET /admin/v2/tenants"""
+    path = "/admin/v2/tenants"
+    return _expect_list(client.get_json(path, timeout=timeout), "GET", path)
+
+
+def collect_namespaces(client: AdminClient, tenant: str, *, timeout: float) -> list[str]:
+    """GET /admin/v2/namespaces/{tenant} -> ["tenant/ns", ...]"""
+    path = f"/admin/v2/namespaces/{tenant}"
+    return _expect_list(client.get_json(path, timeout=timeout), "GET", path)
+
+
+def collect_bundles(client: AdminClient, namespace: str, *, timeout: float) -> Any:
+    """GET /admin/v2/namespaces/{tenant}/{namespace}/bundles
+
+    Answer: {"boundaries": ["0x00000000", ..., "0xffffffff"], "numBundles": N}.
+    """
+    path = f"/admin/v2/namespaces/{namespace}/bundles"
+    payload = client.get_json(path, timeout=timeout)
+    try:
+        parse_boundaries(payload)
+    except ValueError as exc:
+        raise AdminApiError("GET", path, None, repr(payload)[:200], str(exc)) from None
+    return payload
+
+
+def collect_topic_names(client: AdminClient, namespace: str, *, timeout: float) -> list[str]:
+    """GET /admin/v2/persistent/{tenant}/{namespace}?includeSystemTopic=true
+
+    Every persistent topic of the namespace, partitions included (Pulsar lists each
+    partition of a partitioned topic as its own topic).
+    """
+    path = f"/admin/v2/persistent/{namespace}"
+    payload = client.get_json(path, params={"includeSystemTopic": "true"}, timeout=timeout)
+    return _expect_list(payload, "GET", path)
+
+
+def collect_partitioned_topics(client: AdminClient, namespace: str, *, timeout: float) -> list[str]:
+    """GET /admin/v2/persistent/{tenant}/{namespace}/partitioned?includeSystemTopic=true"""
+    path = f"/admin/v2/persistent/{namespace}/partitioned"
+    payload = client.get_json(path, params={"includeSystemTopic": "true"}, timeout=timeout)
+    return _expect_list(payload, "GET", path)
+
+
+def collect_partition_count(client: AdminClient, admin_path: str, *, timeout: float) -> int:
+    """GET /admin/v2/persistent/{tenant}/{namespace}/{topic}/partitions -> its partition count.
+
+    Only used for a partitioned topic whose partitions the namespace listing did not show.
+    """
+    path = f"{admin_path}/partitions"
+    payload = as_dict(client.get_json(path, timeout=timeout))
+    count = payload.get("partitions")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise AdminApiError("GET", path, None, repr(payload)[:200], "expected partitions: N")
+    return count
+
+
+def parse_boundaries(payload: Any) -> tuple[int, ...]:
+    """The sorted bundle boundaries of a bundles answer; ValueError if malformed."""
+    raw = as_dict(payload).get("boundaries")
+    if not isinstance(raw, list) or len(raw) < 2:
+        raise ValueError("expected at least two boundaries")
+    values = tuple(int(b, 16) for b in raw if isinstance(b, str))
+    if len(values) != len(raw) or any(a >= b for a, b in itertools.pairwise(values)):
+        raise ValueError("boundaries must be rising hexadecimal strings")
+    return values
+
+
+def bundle_name(lower: int, upper: int) -> str:
+    return f"0x{lower:08x}_0x{upper:08x}"
+
+
+def parse_bundle_key(key: str) -> tuple[str, str, int, int] | None:
+    """`tenant/ns/0x00000000_0x40000000` -> (namespace, bundle, lower, upper); None if not one."""
+    namespace, _, bundle = key.rpartition("/")
+    lower_text, sep, upper_text = bundle.partition("_")
+    try:
+        lower, upper = int(lower_text, 16), int(upper_text, 16)
+    except ValueError:
+        return None
+    if not namespace or not sep:
+        return None
+    return namespace, bundle, lower, upper
+
+
+def parse_bundles(namespace: str, payload: Any) -> tuple[BundleRecord, ...]:
+    """One BundleRecord per bundle of the namespace (owner filled in later)."""
+    values = parse_boundaries(payload)
+    tenant = namespace.split("/", 1)[0]
+    return tuple(
+        BundleRecord(namespace, tenant, bundle_name(lo, hi), lo, hi)
+        for lo, hi in itertools.pairwise(values)
+    )
+
+
+def bundle_for(topic: str, boundaries: Sequence[int]) -> str:
+    """The bundle holding `topic`: CRC-32 of the full name, binary search over boundaries.
+
+    A hash equal to a boundary opens the bundle starting there; 0xffffffff is in the last.
+    """
+    hash_value = topic_bundle_hash(topic)
+    index = min(bisect.bisect_right(boundaries, hash_value) - 1, len(boundaries) - 2)
+    return bundle_name(boundaries[index], boundaries[index + 1])
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceListing:
+    """What the per-namespace calls answered; None where a call failed."""
+
+    namespace: str
+    bundles: tuple[BundleRecord, ...] | None
+    boundaries: tuple[int, ...] | None
+    topics: tuple[str, ...] | None
+    partitioned: tuple[str, ...] | None
+
+
+def missing_partitioned(listing: NamespaceListing) -> list[str]:
+    """Partitioned topics whose partitions the namespace listing did not include."""
+    parents = {t.rpartition("-partition-")[0] for t in listing.topics or () if "-partition-" in t}
+    return [parent for parent in listing.partitioned or () if parent not in parents]
+
+
+def owned_bundles_by_namespace(
+    owners: Mapping[str, str], namespaces: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    """{namespace: {bundle: broker}} from {"tenant/ns/bundle": broker}, for these namespaces."""
+    wanted = set(namespaces)
+    found: dict[str, dict[str, str]] = {}
+    for key, broker in owners.items():
+        parsed = parse_bundle_key(key)
+        if parsed and parsed[0] in wanted:
+            found.setdefault(parsed[0], {})[parsed[1]] = broker
+    return found

@@ -1,0 +1,252 @@
+"""poll(client) -> Snapshot of one cluster; diff(previous, current) -> events.
+
+Cost: O(brokers + namespaces) requests, through bulk endpoints, plus one `.../stats` call
+per topic that has a Key_Shared subscription with consumers or a Failover subscription with
+two or more (the bulk answer lacks hash ranges, draining hashes and the active consumer).
+All calls run on a bounded thread pool. An endpoint that fails is recorded in
+`Snapshot.errors` and the rest of the poll goes on.
+
+Freshness: the per-broker bulk answer (`/admin/v2/broker-stats/topics`) is rebuilt by the
+broker every `statsUpdateFrequencyInSecs` (60 s by default), so a consumer that joined since
+may be missing; per-topic stats are live.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from collectors.admin import AdminClient
+from collectors.assemble import PollAnswers, build_snapshot
+from collectors.brokers import (
+    broker_web_url,
+    collect_broker_ids,
+    collect_clusters,
+    collect_leader,
+    collect_load_report,
+    collect_owned_bundles,
+    collect_version,
+)
+from collectors.events import EVENT_KINDS, diff
+from collectors.namespaces import (
+    NamespaceListing,
+    collect_bundles,
+    collect_namespaces,
+    collect_partition_count,
+    collect_partitioned_topics,
+    collect_tenants,
+    collect_topic_names,
+    missing_partitioned,
+    parse_boundaries,
+    parse_bundles,
+)
+from collectors.topics import (
+    collect_broker_topic_stats,
+    collect_topic_stats,
+    needs_topic_stats,
+    parse_broker_topic_stats,
+    parse_topic_name,
+)
+from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
+from core.model import EndpointError, Snapshot
+
+__all__ = ["EVENT_KINDS", "diff", "poll"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+
+
+class _Recorder:
+    """Runs admin calls, turning failures into EndpointErrors and timing each family."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.errors: list[EndpointError] = []
+        self.durations: dict[str, float] = {}
+
+    def call(self, family: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        started = time.monotonic()
+        try:
+            return fn(*args, **kwargs)
+        except CollectorError as exc:
+            self._fail(family, exc)
+            return None
+        finally:
+            with self._lock:
+                spent = time.monotonic() - started
+                self.durations[family] = self.durations.get(family, 0.0) + spent
+
+    def _fail(self, family: str, exc: CollectorError) -> None:
+        if isinstance(exc, (AdminApiError, AdminApiUnreachable)):
+            status = exc.status if isinstance(exc, AdminApiError) else None
+            error = EndpointError(f"{exc.method} {exc.path}", status, str(exc))
+        else:
+            error = EndpointError(family, None, str(exc))
+        log.warning("poll: %s", error.message)
+        with self._lock:
+            self.errors.append(error)
+
+
+def _gather(pool: ThreadPoolExecutor, jobs: Mapping[K, Callable[[], T]]) -> dict[K, T]:
+    """Run leaf jobs on the pool and wait for all; only the polling thread ever waits."""
+    futures: dict[K, Future[T]] = {key: pool.submit(job) for key, job in jobs.items()}
+    return {key: future.result() for key, future in futures.items()}
+
+
+Job = Callable[[], Any]
+
+
+def _choose_cluster(clusters: Sequence[str], brokers: Mapping[str, Any], leader: str | None) -> str:
+    """With several clusters (geo-replication), the local one is the leader's."""
+    if len(clusters) == 1:
+        return clusters[0]
+    for name in clusters:
+        if leader is not None and leader in (brokers.get(name) or ()):
+            return name
+    return clusters[0] if clusters else "unknown"
+
+
+class _Poll:
+    """One poll in four rounds of independent calls: discovery, listings, bulk, details."""
+
+    def __init__(
+        self, client: AdminClient, pool: ThreadPoolExecutor, answers: PollAnswers, timeout: float
+    ) -> None:
+        self.client, self.pool, self.answers, self.t = client, pool, answers, timeout
+        self.rec = _Recorder()
+
+    def call(self, family: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Job:
+        return lambda: self.rec.call(family, fn, self.client, *args, timeout=self.t, **kw)
+
+    def discover(self, cluster: str | None, namespaces: Sequence[str] | None) -> None:
+        jobs: dict[str, Job] = {"leader": self.call("leader", collect_leader)}
+        if cluster is None:
+            jobs["clusters"] = self.call("clusters", collect_clusters)
+        if namespaces is None:
+            jobs["tenants"] = self.call("tenants", collect_tenants)
+        first = _gather(self.pool, jobs)
+        clusters = [cluster] if cluster is not None else (first["clusters"] or [])
+        tenants = first.get("tenants") or []
+        second = _gather(
+            self.pool,
+            {
+                **{("c", c): self.call("brokers", collect_broker_ids, c) for c in clusters},
+                **{("t", x): self.call("namespaces", collect_namespaces, x) for x in tenants},
+            },
+        )
+        brokers = {k[1]: v for k, v in second.items() if k[0] == "c"}
+        per_tenant = [v for k, v in second.items() if k[0] == "t"]
+        a = self.answers
+        a.leader = first["leader"]
+        a.cluster = _choose_cluster(clusters, brokers, a.leader)
+        a.broker_ids = tuple(brokers.get(a.cluster) or ())
+        a.web_urls = {b: broker_web_url(b, self.client.base_url) for b in a.broker_ids}
+        self.client.trust_hosts(a.broker_ids)
+        if namespaces is not None:
+            a.namespaces = tuple(sorted(set(namespaces)))
+        else:
+            a.namespaces = tuple(sorted({ns for found in per_tenant for ns in found or ()}))
+            a.namespaces_complete = first["tenants"] is not None and None not in per_tenant
+
+    def bulk(self) -> None:
+        a, jobs = self.answers, {}
+        for b in a.broker_ids:
+            url = a.web_urls[b]
+            jobs[("bulk", b)] = self.call("broker_topic_stats", collect_broker_topic_stats, url)
+            jobs[("owned", b)] = self.call(
+                "owned_namespaces", collect_owned_bundles, a.cluster, b, url
+            )
+            jobs[("report", b)] = self.call("load_report", collect_load_report, url)
+        for ns in a.namespaces:
+            jobs[("bundles", ns)] = self.call("bundles", collect_bundles, ns)
+            jobs[("topics", ns)] = self.call("topic_list", collect_topic_names, ns)
+            jobs[("parted", ns)] = self.call("partitioned_topics", collect_partitioned_topics, ns)
+        done = _gather(self.pool, jobs)
+        for b in a.broker_ids:
+            raw = done[("bulk", b)]
+            a.bulk[b] = None if raw is None else parse_broker_topic_stats(raw, b)
+            a.owned[b] = done[("owned", b)]
+            a.load_reports[b] = done[("report", b)]
+        for ns in a.namespaces:
+            a.listings[ns] = _listing(
+                ns, done[("bundles", ns)], done[("topics", ns)], done[("parted", ns)]
+            )
+
+    def details(self) -> None:
+        a, jobs = self.answers, {}
+        for b in a.broker_ids:
+            if not a.load_reports.get(b):
+                jobs[("version", b)] = self.call("version", collect_version, a.web_urls[b])
+        wanted = set(a.namespaces)
+        for b, entries in sorted(a.bulk.items()):
+            for e in entries or ():
+                if ("stats", e.topic) in jobs or not needs_topic_stats(e.stats):
+                    continue
+                if a.namespaces_complete and _namespace(e.topic) not in wanted:
+                    continue
+                jobs[("stats", e.topic)] = self.call(
+                    "topic_stats", collect_topic_stats, e.topic, web_url=a.web_urls.get(b)
+                )
+        for listing in a.listings.values():
+            for parent in missing_partitioned(listing):
+                path = parse_topic_name(parent).admin_path
+                jobs[("partitions", parent)] = self.call(
+                    "partitions", collect_partition_count, path
+                )
+        for (kind, key), value in _gather(self.pool, jobs).items():
+            if kind == "version":
+                a.versions[key] = value
+            elif value is not None and kind == "stats":
+                a.topic_stats[key] = value
+            elif value is not None:
+                a.partition_counts[key] = value
+
+
+def _listing(ns: str, bundles: Any, topics: Any, parted: Any) -> NamespaceListing:
+    return NamespaceListing(
+        namespace=ns,
+        bundles=parse_bundles(ns, bundles) if bundles is not None else None,
+        boundaries=parse_boundaries(bundles) if bundles is not None else None,
+        topics=tuple(topics) if topics is not None else None,
+        partitioned=tuple(parted) if parted is not None else None,
+    )
+
+
+def _namespace(topic: str) -> str | None:
+    try:
+        return parse_topic_name(topic).namespace
+    except ValueError:
+        return None
+
+
+def poll(
+    client: AdminClient,
+    *,
+    namespaces: Sequence[str] | None = None,
+    concurrency: int = 8,
+    timeout: float = 10.0,
+    cluster: str | None = None,
+) -> Snapshot:
+    """One Snapshot of the cluster behind `client`; never raises for an endpoint failure.
+
+    `namespaces` ("tenant/ns") limits the poll (default: every namespace of every tenant);
+    `concurrency` bounds the calls in flight; `timeout` (seconds) applies to each call;
+    `cluster` skips cluster discovery (default: the only cluster, or the leader's).
+    """
+    answers = PollAnswers(cluster=cluster or "", collected_at=dt.datetime.now(dt.UTC))
+    before, started = client.requests_made, time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="poll") as pool:
+        run = _Poll(client, pool, answers, timeout)
+        run.discover(cluster, namespaces)
+        run.bulk()
+        run.details()
+    answers.errors = run.rec.errors
+    answers.durations = {**run.rec.durations, "total": time.monotonic() - started}
+    answers.requests = client.requests_made - before
+    return build_snapshot(answers)
