@@ -49,6 +49,7 @@ INDEX_SCHEMA = pa.schema(
 STORE_SCHEMAS: Mapping[str, pa.Schema] = {**SCHEMAS, INDEX: INDEX_SCHEMA}
 STORE_TABLES: tuple[str, ...] = (*TABLES, INDEX)
 READ_ATTEMPTS = 3
+MAX_CACHED_INDEX_FILES = 20_000
 
 
 def schema_for(name: str) -> pa.Schema:
@@ -145,32 +146,38 @@ class Store:
         since: dt.datetime | None = None,
         until: dt.datetime | None = None,
     ) -> pa.Table:
-        files = dataset.list_files(self.root / INDEX, since=since, until=until)
-        self._forget_index_files(files, complete=since is None and until is None)
         if limit is not None:
-            if limit <= 0:
-                return INDEX_SCHEMA.empty_table()
-            tables = dataset.read_newest(files, limit, self._index_file)
+            tables = self._newest_index_tables(limit)
         else:
+            files = dataset.list_files(self.root / INDEX, since=since, until=until)
             tables = [self._index_file(f) for f in files]
         index = pa.concat_tables([INDEX_SCHEMA.empty_table(), *tables])
         index = index.filter(_time_filter(since, until)) if since or until else index
         index = index.sort_by([("collected_at", "ascending")])
         return index.slice(max(0, index.num_rows - limit)) if limit is not None else index
 
+    def _newest_index_tables(self, limit: int) -> list[pa.Table]:
+        """Index files of the newest days, newest first, until `limit` rows are surely in."""
+        tables: list[pa.Table] = []
+        found = 0
+        for day in reversed(dataset.list_days(self.root / INDEX)):
+            if found >= limit:
+                break  # every row of an older day is older than every row found
+            files = dataset.day_files(self.root / INDEX, day)
+            day_tables = dataset.read_newest(files, limit - found, self._index_file)
+            tables.extend(day_tables)
+            found += sum(t.num_rows for t in day_tables)
+        return tables
+
     def _index_file(self, f: DataFile) -> pa.Table:
         """One index file; files never change once named, so each is read once."""
         cached = self._index_cache.get(f.path)
         if cached is None:
+            if len(self._index_cache) >= MAX_CACHED_INDEX_FILES:
+                self._index_cache.clear()  # compaction and retention leave dead entries
             cached = self._scan([f], INDEX_SCHEMA, None)
             self._index_cache[f.path] = cached
         return cached
-
-    def _forget_index_files(self, live: Sequence[DataFile], *, complete: bool) -> None:
-        if complete:
-            keep = {f.path for f in live}
-            for path in [p for p in self._index_cache if p not in keep]:
-                del self._index_cache[path]
 
     # -- reading ---------------------------------------------------------------------------
 
