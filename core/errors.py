@@ -12,6 +12,7 @@
         PluginLoadError(source)
         PluginContractError(plugin)
         PluginRunError(plugin)
+        PluginParamsError(plugin)  parameters that the plugin's Params model rejects
         PluginUnavailable(plugin)
 
 Messages say what failed, where, and what to do. They never contain credentials.
@@ -104,6 +105,14 @@ class PluginRunError(PluginError):
     def __init__(self, plugin: str, message: str) -> None:
         self.plugin = plugin
         super().__init__(f"plugin {plugin!r} failed: {message}")
+
+
+class PluginParamsError(PluginError):
+    """Parameters given to a plugin do not validate against its `Params` model."""
+
+    def __init__(self, plugin: str, message: str) -> None:
+        self.plugin = plugin
+        super().__init__(f"plugin {plugin!r}: invalid parameters: {message}")
 
 
 class PluginUnavailable(PluginError):

@@ -1,0 +1,13 @@
+"""Our own analyses. They load through the same path as third-party plugins.
+
+Each entry is "module:Class"; `plugins.registry.discover()` imports and validates them one by
+one, so a broken built-in is reported like any other plugin and the rest still load.
+"""
+
+from __future__ import annotations
+
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "plugins.builtin.ownership:BundleOwnership",
+    "plugins.builtin.status:SubscriptionStatus",
+    "plugins.builtin.draining:StuckHashes",
+)

@@ -1,0 +1,157 @@
+"""The plugin contract: the only module a plugin author imports.
+
+A plugin is an `AnalysisPlugin` subclass declaring its metadata as class attributes, a
+pydantic `Params` model, and two methods: `analyze(inputs, params) -> Result` (pure, frames in,
+frames out) and `render(result) -> list[View]` (Altair charts, tables, metrics, notes; never
+Streamlit). See docs/plugins.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import altair as alt
+import pandas as pd
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "ENGINES",
+    "AnalysisPlugin",
+    "BaseModel",
+    "Chart",
+    "Engine",
+    "Field",
+    "Inputs",
+    "Metric",
+    "Note",
+    "NoteLevel",
+    "Result",
+    "Table",
+    "View",
+]
+
+Engine = Literal["light", "spark"]
+"""`light` runs `analyze` on pandas frames in-process; `spark` on a SparkSession."""
+
+ENGINES: tuple[str, ...] = ("light", "spark")
+
+NoteLevel = Literal["info", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What `analyze` receives: the declared tables for the last `history` snapshots.
+
+    Every table row carries `snapshot_id`, `collected_at` (UTC) and `cluster`. `snapshots` holds
+    the store's index rows of those snapshots, oldest first (`snapshot_id`, `collected_at`,
+    `cluster`, `partial`, ...).
+    """
+
+    tables: Mapping[str, pd.DataFrame]
+    snapshots: pd.DataFrame
+
+    def latest_snapshot_id(self) -> str | None:
+        """The id of the newest snapshot, or None when there is none."""
+        if len(self.snapshots) and "snapshot_id" in self.snapshots:
+            return str(self.snapshots["snapshot_id"].iloc[-1])
+        return None
+
+    def history(self, name: str) -> pd.DataFrame:
+        """All rows of table `name` (every snapshot in the window)."""
+        try:
+            return self.tables[name]
+        except KeyError:
+            known = ", ".join(sorted(self.tables)) or "none"
+            raise KeyError(
+                f"table {name!r} was not declared in inputs; declared: {known}"
+            ) from None
+
+    def latest(self, name: str) -> pd.DataFrame:
+        """Rows of table `name` that belong to the newest snapshot only."""
+        frame = self.history(name)
+        newest = self.latest_snapshot_id()
+        if newest is None or "snapshot_id" not in frame:
+            return frame.iloc[0:0]
+        return frame[frame["snapshot_id"] == newest].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What `analyze` returns: exactly the declared output frames, plus small JSON-able facts."""
+
+    frames: Mapping[str, pd.DataFrame]
+    summary: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Chart:
+    """An Altair chart (any top-level chart: `alt.Chart`, layers, concatenations)."""
+
+    chart: alt.TopLevelMixin
+    title: str = ""
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A frame shown as a table."""
+
+    frame: pd.DataFrame
+    title: str = ""
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One headline number."""
+
+    label: str
+    value: str | int | float
+    delta: str | None = None
+    help: str | None = None
+
+
+@dataclass(frozen=True)
+class Note:
+    """A paragraph of Markdown, optionally as a warning or an error."""
+
+    markdown: str
+    level: NoteLevel = "info"
+
+
+View = Chart | Table | Metric | Note
+
+
+class AnalysisPlugin:
+    """Base class of every analysis; subclass it and declare the class attributes.
+
+    `name` is a stable kebab-case slug (it appears in URLs, cache keys and stored results);
+    `inputs` are table names from `core.model.TABLES`; `history` is how many recent snapshots
+    the runner loads; `outputs` are the frame names `analyze` must return.
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    description: ClassVar[str]
+    version: ClassVar[str]
+    engine: ClassVar[Engine] = "light"
+    inputs: ClassVar[tuple[str, ...]]
+    history: ClassVar[int] = 1
+    outputs: ClassVar[tuple[str, ...]]
+
+    class Params(BaseModel):
+        """No parameters; override with your own fields (they drive the dashboard form)."""
+
+    def analyze(self, data: Inputs, params: Any) -> Result:
+        """Compute the output frames from the input tables; pure, no I/O."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement analyze()")
+
+    def render(self, result: Result) -> list[View]:
+        """Turn a result into views; no Streamlit calls."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement render()")
+
+    def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
+        """Allowed values of str params, taken from the data; the dashboard shows a selectbox."""
+        return {}

@@ -1,0 +1,298 @@
+"""Plugin discovery and load-time validation.
+
+Three sources, loaded by an explicit `discover()` call (never at import):
+built-ins (`plugins.builtin.BUILTIN_PLUGINS`), installed packages (entry-point group
+`pulsar_lens.plugins`) and `*.py` drop-in files in the directories of PULSAR_LENS_PLUGIN_DIRS.
+A plugin that fails to import or validate becomes a `PluginLoadError` in `Registry.failures`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from core.errors import PluginLoadError, PluginUnavailable
+from core.model import TABLES
+from plugins.api import ENGINES, AnalysisPlugin
+from plugins.builtin import BUILTIN_PLUGINS
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "ENTRY_POINT_GROUP",
+    "PLUGIN_DIRS_ENV",
+    "LoadedPlugin",
+    "Registry",
+    "discover",
+    "plugin_dirs_from_env",
+    "validate_plugin",
+]
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "pulsar_lens.plugins"
+PLUGIN_DIRS_ENV = "PULSAR_LENS_PLUGIN_DIRS"
+SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+METADATA_STRINGS = ("title", "description", "version")
+
+
+@dataclass(frozen=True)
+class LoadedPlugin:
+    """A validated plugin instance and where it came from."""
+
+    plugin: AnalysisPlugin
+    source: str  # "builtin plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
+    version: str
+
+    @property
+    def name(self) -> str:
+        return self.plugin.name
+
+    @property
+    def title(self) -> str:
+        return self.plugin.title
+
+    @property
+    def engine(self) -> str:
+        return self.plugin.engine
+
+
+@dataclass(frozen=True)
+class Registry:
+    """What `discover()` found: loaded plugins by slug, and the load failures."""
+
+    plugins: Mapping[str, LoadedPlugin] = field(default_factory=dict)
+    failures: list[PluginLoadError] = field(default_factory=list)
+
+    def get(self, slug: str) -> LoadedPlugin:
+        """The plugin named `slug`; PluginUnavailable names the loaded ones or the load error."""
+        loaded = self.plugins.get(slug)
+        if loaded is not None:
+            return loaded
+        for failure in self.failures:
+            if failure.plugin == slug:
+                raise PluginUnavailable(slug, f"it failed to load: {failure}")
+        known = ", ".join(sorted(self.plugins)) or "none"
+        raise PluginUnavailable(slug, f"no plugin has this name; loaded plugins: {known}")
+
+    def __iter__(self) -> Iterator[LoadedPlugin]:
+        return iter(self.plugins.values())
+
+    def __len__(self) -> int:
+        return len(self.plugins)
+
+
+def plugin_dirs_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The drop-in directories listed in PULSAR_LENS_PLUGIN_DIRS (os.pathsep-separated)."""
+    raw = (os.environ if environ is None else environ).get(PLUGIN_DIRS_ENV, "")
+    return [Path(part).expanduser() for part in raw.split(os.pathsep) if part.strip()]
+
+
+def discover(
+    *,
+    builtins: bool = True,
+    entry_points: bool = True,
+    plugin_dirs: Sequence[str | os.PathLike[str]] | None = None,
+) -> Registry:
+    """Load and validate plugins from the chosen sources.
+
+    `plugin_dirs=None` reads PULSAR_LENS_PLUGIN_DIRS; pass `()` to read no drop-in directory.
+    Only the listed directories are read: drop-in files are arbitrary code.
+    """
+    plugins: dict[str, LoadedPlugin] = {}
+    failures: list[PluginLoadError] = []
+    candidates: list[tuple[str, Any]] = []
+    if builtins:
+        candidates.extend(_builtin_candidates(failures))
+    if entry_points:
+        candidates.extend(_entry_point_candidates(failures))
+    dirs = plugin_dirs_from_env() if plugin_dirs is None else [Path(d) for d in plugin_dirs]
+    for directory in dirs:
+        candidates.extend(_directory_candidates(directory, failures))
+    for source, obj in candidates:
+        try:
+            loaded = _accept(obj, source, plugins)
+        except PluginLoadError as exc:
+            log.warning("%s", exc)
+            failures.append(exc)
+        else:
+            plugins[loaded.name] = loaded
+    return Registry(plugins=plugins, failures=failures)
+
+
+def _accept(obj: Any, source: str, plugins: Mapping[str, LoadedPlugin]) -> LoadedPlugin:
+    instance = validate_plugin(obj, source)
+    other = plugins.get(instance.name)
+    if other is not None:
+        raise PluginLoadError(
+            source,
+            f"slug {instance.name!r} is already taken by the plugin from {other.source}; "
+            "expected a unique name",
+            plugin=instance.name,
+        )
+    return LoadedPlugin(plugin=instance, source=source, version=instance.version)
+
+
+def _load_reference(reference: str) -> Any:
+    module_name, _, qualname = reference.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split(".") if qualname else ():
+        obj = getattr(obj, part)
+    return obj
+
+
+def _builtin_candidates(failures: list[PluginLoadError]) -> Iterator[tuple[str, Any]]:
+    for reference in BUILTIN_PLUGINS:
+        source = f"builtin {reference}"
+        try:
+            yield source, _load_reference(reference)
+        except Exception as exc:
+            failures.append(_import_failure(source, exc))
+
+
+def _entry_point_candidates(failures: list[PluginLoadError]) -> Iterator[tuple[str, Any]]:
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = f" ({ep.dist.name} {ep.dist.version})" if ep.dist is not None else ""
+        source = f"entry point {ep.name} = {ep.value}{dist}"
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            failures.append(_import_failure(source, exc))
+            continue
+        yield from _expand(source, obj)
+
+
+def _directory_candidates(
+    directory: Path, failures: list[PluginLoadError]
+) -> Iterator[tuple[str, Any]]:
+    if not directory.is_dir():
+        failures.append(
+            PluginLoadError(
+                str(directory), f"{PLUGIN_DIRS_ENV} names a directory that does not exist"
+            )
+        )
+        return
+    for path in sorted(directory.glob("*.py")):
+        if path.name.startswith(("_", ".")):
+            continue
+        try:
+            module = _import_file(path)
+        except Exception as exc:
+            failures.append(_import_failure(str(path), exc))
+            continue
+        listed = getattr(module, "PLUGINS", None)
+        if listed is None:
+            failures.append(
+                PluginLoadError(
+                    str(path),
+                    "expected a module-level PLUGINS tuple listing the plugin classes; found none",
+                )
+            )
+            continue
+        yield from _expand(str(path), listed)
+
+
+def _expand(source: str, obj: Any) -> Iterator[tuple[str, Any]]:
+    """A class stands for itself; a list or tuple stands for each of its items."""
+    if isinstance(obj, list | tuple):
+        for item in obj:
+            name = getattr(item, "__qualname__", repr(item))
+            yield f"{source} [{name}]" if len(obj) > 1 else source, item
+    else:
+        yield source, obj
+
+
+def _import_file(path: Path) -> Any:
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    module_name = f"pulsar_lens_dropin_{re.sub(r'[^0-9a-zA-Z_]', '_', path.stem)}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def _import_failure(source: str, exc: BaseException) -> PluginLoadError:
+    error = PluginLoadError(source, f"import failed: {type(exc).__name__}: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+def validate_plugin(obj: Any, source: str) -> AnalysisPlugin:
+    """Check a plugin class against the contract and return an instance of it."""
+    label = getattr(obj, "name", None) if inspect.isclass(obj) else None
+    plugin = label if isinstance(label, str) else None
+
+    def fail(message: str) -> PluginLoadError:
+        return PluginLoadError(source, message, plugin=plugin)
+
+    if not (inspect.isclass(obj) and issubclass(obj, AnalysisPlugin)):
+        raise fail(f"expected a subclass of plugins.api.AnalysisPlugin, found {obj!r}")
+    for problem in _problems(obj):
+        raise fail(problem)
+    try:
+        return obj()
+    except Exception as exc:
+        message = f"expected a class that takes no arguments; instantiating it raised {exc!r}"
+        raise fail(message) from exc
+
+
+def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not SLUG_PATTERN.match(name):
+        yield f"name: expected a kebab-case slug like 'bundle-ownership', found {name!r}"
+    for attr in METADATA_STRINGS:
+        value = getattr(cls, attr, None)
+        if not isinstance(value, str) or not value.strip():
+            yield f"{attr}: expected a non-empty string, found {value!r}"
+    if cls.engine not in ENGINES:
+        yield f"engine: expected one of {', '.join(ENGINES)}, found {cls.engine!r}"
+    yield from _table_problems(getattr(cls, "inputs", None))
+    history = cls.history
+    if not isinstance(history, int) or isinstance(history, bool) or history < 1:
+        yield f"history: expected an integer >= 1, found {history!r}"
+    yield from _output_problems(getattr(cls, "outputs", None))
+    for method in ("analyze", "render"):
+        if getattr(cls, method) is getattr(AnalysisPlugin, method):
+            yield f"{method}: expected the plugin to define {method}(), found only the base one"
+    params = cls.Params
+    if not (inspect.isclass(params) and issubclass(params, BaseModel)):
+        yield f"Params: expected a pydantic BaseModel subclass, found {params!r}"
+
+
+def _table_problems(inputs: Any) -> Iterable[str]:
+    if not isinstance(inputs, tuple) or not all(isinstance(t, str) for t in inputs):
+        yield f"inputs: expected a tuple of table names, found {inputs!r}"
+        return
+    unknown = [t for t in inputs if t not in TABLES]
+    if unknown:
+        yield f"inputs: expected tables among {', '.join(TABLES)}, found {', '.join(unknown)}"
+
+
+def _output_problems(outputs: Any) -> Iterable[str]:
+    if (
+        not isinstance(outputs, tuple)
+        or not outputs
+        or not all(isinstance(o, str) for o in outputs)
+    ):
+        yield f"outputs: expected a non-empty tuple of frame names, found {outputs!r}"
+    elif len(set(outputs)) != len(outputs):
+        yield f"outputs: expected unique frame names, found {outputs!r}"

@@ -1,0 +1,248 @@
+"""Run a plugin: load its inputs from the store, validate params, analyze, check, render.
+
+The light engine hands pandas frames (read through pyarrow) to `analyze`. Spark plugins are
+refused with `PluginUnavailable` until the Spark engine exists. Results are cached in-process
+by `core.digest.cache_key(plugin, version, params, snapshot ids)`, bounded by entry count.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pandas as pd
+import pyarrow as pa
+from pydantic import BaseModel, ValidationError
+
+from core.digest import cache_key
+from core.errors import (
+    PluginContractError,
+    PluginError,
+    PluginParamsError,
+    PluginRunError,
+    PluginUnavailable,
+)
+from core.model import SCHEMAS
+from plugins.api import AnalysisPlugin, Chart, Inputs, Metric, Note, Result, Table, View
+from plugins.registry import LoadedPlugin
+
+__all__ = [
+    "CACHE_MAX_ENTRIES",
+    "RunOutput",
+    "SnapshotStore",
+    "clear_cache",
+    "load_inputs",
+    "run",
+    "run_on_inputs",
+    "validate_params",
+]
+
+log = logging.getLogger(__name__)
+
+CACHE_MAX_ENTRIES = 64
+VIEW_TYPES = (Chart, Table, Metric, Note)
+SPARK_NOT_BUILT = (
+    "the Spark engine is not built yet; this plugin declares engine='spark' and cannot run "
+    "until it is (light plugins are unaffected)"
+)
+
+
+class SnapshotStore(Protocol):
+    """The part of `core.store.Store` the runner reads."""
+
+    def snapshots(self, *, limit: int | None = None) -> pd.DataFrame: ...
+
+    def read(self, name: str, *, snapshot_ids: Sequence[str] | None = None) -> pa.Table: ...
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """One run: the result, its views, the snapshots it read and how long each step took."""
+
+    plugin: str
+    version: str
+    params: BaseModel
+    result: Result
+    views: tuple[View, ...]
+    snapshot_ids: tuple[str, ...]
+    timings: Mapping[str, float] = field(default_factory=dict)  # seconds: load, analyze, render
+    cached: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.timings.values())
+
+
+_cache: OrderedDict[str, RunOutput] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def _instance(plugin: AnalysisPlugin | LoadedPlugin) -> AnalysisPlugin:
+    return plugin.plugin if isinstance(plugin, LoadedPlugin) else plugin
+
+
+def validate_params(
+    plugin: AnalysisPlugin, params: Mapping[str, Any] | BaseModel | None
+) -> BaseModel:
+    """The plugin's Params built from `params`; unknown keys and bad values raise."""
+    model = type(plugin).Params
+    if isinstance(params, model):
+        return params
+    if isinstance(params, BaseModel):
+        params = params.model_dump()
+    raw = dict(params or {})
+    unknown = sorted(set(raw) - set(model.model_fields))
+    if unknown:
+        known = ", ".join(model.model_fields) or "none"
+        raise PluginParamsError(plugin.name, f"unknown {', '.join(unknown)}; known: {known}")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise PluginParamsError(plugin.name, _validation_text(exc)) from exc
+
+
+def _validation_text(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "params"
+        parts.append(f"{where}: {error['msg']} (found {error.get('input')!r})")
+    return "; ".join(parts)
+
+
+def _check_engine(plugin: AnalysisPlugin) -> None:
+    if plugin.engine == "spark":
+        raise PluginUnavailable(plugin.name, SPARK_NOT_BUILT)
+
+
+def load_inputs(plugin: AnalysisPlugin, store: SnapshotStore) -> Inputs:
+    """The declared tables of the newest `plugin.history` snapshots, as pandas frames."""
+    index = store.snapshots(limit=plugin.history).tail(plugin.history).reset_index(drop=True)
+    ids = [str(s) for s in index["snapshot_id"]] if len(index) else []
+    tables: dict[str, pd.DataFrame] = {}
+    for name in plugin.inputs:
+        table = store.read(name, snapshot_ids=ids) if ids else SCHEMAS[name].empty_table()
+        tables[name] = table.to_pandas()
+    return Inputs(tables=tables, snapshots=index)
+
+
+def run(
+    plugin: AnalysisPlugin | LoadedPlugin,
+    store: SnapshotStore,
+    params: Mapping[str, Any] | BaseModel | None = None,
+    *,
+    use_cache: bool = True,
+) -> RunOutput:
+    """Run `plugin` on the newest snapshots of `store`; cached by plugin, params and snapshots."""
+    instance = _instance(plugin)
+    _check_engine(instance)
+    validated = validate_params(instance, params)
+    started = time.perf_counter()
+    inputs = load_inputs(instance, store)
+    load_seconds = time.perf_counter() - started
+    ids = _snapshot_ids(inputs)
+    key = cache_key(instance.name, instance.version, validated.model_dump(mode="json"), ids)
+    if use_cache:
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
+                return RunOutput(**{**hit.__dict__, "cached": True})
+    output = run_on_inputs(instance, inputs, validated)
+    output = RunOutput(**{**output.__dict__, "timings": {"load": load_seconds, **output.timings}})
+    if use_cache:
+        with _cache_lock:
+            _cache[key] = output
+            while len(_cache) > CACHE_MAX_ENTRIES:
+                _cache.popitem(last=False)
+    return output
+
+
+def _snapshot_ids(inputs: Inputs) -> tuple[str, ...]:
+    if not len(inputs.snapshots):
+        return ()
+    return tuple(str(s) for s in inputs.snapshots["snapshot_id"])
+
+
+def run_on_inputs(
+    plugin: AnalysisPlugin | LoadedPlugin,
+    inputs: Inputs,
+    params: Mapping[str, Any] | BaseModel | None = None,
+) -> RunOutput:
+    """Analyze and render given inputs (no store, no cache): for tests and the dashboard."""
+    instance = _instance(plugin)
+    _check_engine(instance)
+    validated = validate_params(instance, params)
+    started = time.perf_counter()
+    result = _analyze(instance, inputs, validated)
+    analyzed = time.perf_counter()
+    views = _render(instance, result)
+    rendered = time.perf_counter()
+    return RunOutput(
+        plugin=instance.name,
+        version=instance.version,
+        params=validated,
+        result=result,
+        views=views,
+        snapshot_ids=_snapshot_ids(inputs),
+        timings={"analyze": analyzed - started, "render": rendered - analyzed},
+    )
+
+
+def _analyze(plugin: AnalysisPlugin, inputs: Inputs, params: BaseModel) -> Result:
+    try:
+        result = plugin.analyze(inputs, params)
+    except PluginError:
+        raise
+    except Exception as exc:
+        log.exception("plugin %s failed in analyze", plugin.name)
+        raise PluginRunError(plugin.name, f"analyze raised {type(exc).__name__}: {exc}") from exc
+    _check_result(plugin, result)
+    return result
+
+
+def _check_result(plugin: AnalysisPlugin, result: Any) -> None:
+    if not isinstance(result, Result):
+        raise PluginContractError(
+            plugin.name, f"analyze must return plugins.api.Result, found {type(result).__name__}"
+        )
+    expected, found = set(plugin.outputs), set(result.frames)
+    if expected != found:
+        raise PluginContractError(
+            plugin.name,
+            f"analyze must return exactly the declared outputs; expected "
+            f"{sorted(expected)}, found {sorted(found)}",
+        )
+    for name, frame in result.frames.items():
+        if not isinstance(frame, pd.DataFrame):
+            raise PluginContractError(
+                plugin.name, f"output {name!r} must be a pandas DataFrame, found {type(frame)}"
+            )
+
+
+def _render(plugin: AnalysisPlugin, result: Result) -> tuple[View, ...]:
+    try:
+        views = plugin.render(result)
+    except PluginError:
+        raise
+    except Exception as exc:
+        log.exception("plugin %s failed in render", plugin.name)
+        raise PluginRunError(plugin.name, f"render raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(views, list | tuple):
+        raise PluginContractError(plugin.name, f"render must return a list, found {type(views)}")
+    for view in views:
+        if not isinstance(view, VIEW_TYPES):
+            raise PluginContractError(
+                plugin.name,
+                f"render must return Chart, Table, Metric or Note views, found {type(view)}",
+            )
+    return tuple(views)
