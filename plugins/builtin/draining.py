@@ -1,0 +1,405 @@
+"""`stuck-hashes`: Key_Shared hashes that keep draining without progress (PIP-379, Pulsar 4.0).
+
+When consumers join or leave a Key_Shared subscription, hashes move between consumers. A hash
+whose previous consumer (the *holder*) still has unacknowledged messages keeps *draining*:
+new messages with that hash wait (they are counted in `msgInReplay`, and each attempt to send
+one to its new consumer raises `blockedAttempts`) until the holder acknowledges.
+
+Rules, per (topic, subscription, holder consumer, hash) draining in the newest snapshot:
+
+* its *streak* is the run of consecutive snapshots, ending with the newest, in which the hash
+  was draining for the same holder with the same `unackMsgs` (no acknowledgement progress);
+* **stuck**: the streak spans at least 2 snapshots and either at least `polls` snapshots or at
+  least `seconds` seconds, and `blockedAttempts` rose during it (messages are waiting);
+* **idle**: the same, but `blockedAttempts` did not rise (nothing is waiting on it yet);
+* **draining**: anything else (recent, or the holder is acknowledging).
+
+Invariant: a hash drains for one consumer at a time. A hash reported draining for two
+consumers in the same snapshot is a broker bug; every such case in the window is listed in
+`violations`.
+
+Classic dispatcher (Pulsar 3.x, or 4.0 with
+`subscriptionKeySharedUseClassicPersistentImplementation=true`): there are no draining hashes;
+instead recently joined consumers are held back until the mark-delete position passes the
+read position they joined at (`consumersAfterMarkDeletePosition`, `readPositionWhenJoining`).
+`held_back` lists them with how long they have been held.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from plugins.api import (
+    AnalysisPlugin,
+    BaseModel,
+    Chart,
+    Field,
+    Inputs,
+    Metric,
+    Note,
+    Result,
+    Table,
+    View,
+)
+
+HASH_KEY = ["topic", "subscription", "consumer_name", "hash"]
+HASH_COLUMNS = [
+    "topic",
+    "subscription",
+    "hash",
+    "state",
+    "consumer_name",
+    "unack_msgs",
+    "blocked_attempts",
+    "blocked_growth",
+    "polls_without_progress",
+    "seconds_without_progress",
+    "draining_since",
+    "waiting_consumer",
+    "holder_unacked_messages",
+    "holder_last_acked_at",
+    "msg_in_replay",
+]
+VIOLATION_COLUMNS = [
+    "topic",
+    "subscription",
+    "hash",
+    "consumers",
+    "first_seen_at",
+    "last_seen_at",
+    "snapshots",
+]
+HELD_COLUMNS = [
+    "topic",
+    "subscription",
+    "consumer_name",
+    "read_position_when_joining",
+    "held_since",
+    "held_for_s",
+    "connected_since",
+]
+STATE_ORDER = {"stuck": 0, "idle": 1, "draining": 2}
+
+
+class StuckHashes(AnalysisPlugin):
+    name = "stuck-hashes"
+    title = "Stuck draining hashes"
+    description = (
+        "Key_Shared hashes that keep draining with no acknowledgement progress while messages "
+        "wait for them, who holds them, and consumers held back by the classic dispatcher."
+    )
+    version = "1.0"
+    engine = "light"
+    inputs = ("draining_hashes", "consumers", "subscriptions")
+    history = 60
+    outputs = ("hashes", "history", "violations", "held_back")
+
+    class Params(BaseModel):
+        polls: int = Field(3, ge=2, le=60, description="Polls without progress before 'stuck'")
+        seconds: float = Field(
+            120.0, gt=0, description="Seconds without progress before 'stuck' (either suffices)"
+        )
+
+    def analyze(self, data: Inputs, params: Params) -> Result:
+        order = snapshot_order(data.snapshots)
+        draining = with_positions(data.history("draining_hashes"), order)
+        hashes = compute_hashes(draining, order, polls=params.polls, seconds=params.seconds)
+        hashes = with_holder_facts(hashes, data.latest("consumers"), data.latest("subscriptions"))
+        violations = compute_violations(draining)
+        held = compute_held_back(data.history("subscriptions"), data.latest("consumers"), order)
+        history = draining[[*HASH_KEY, "collected_at", "unack_msgs", "blocked_attempts"]]
+        return Result(
+            frames={
+                "hashes": hashes,
+                "history": history.reset_index(drop=True),
+                "violations": violations,
+                "held_back": held,
+            },
+            summary={
+                "draining": len(hashes),
+                "stuck": int((hashes["state"] == "stuck").sum()),
+                "stuck_hashes": list(stuck_hash_values(hashes)),
+                "violations": len(violations),
+                "held_back": len(held),
+            },
+        )
+
+    def render(self, result: Result) -> list[View]:
+        hashes, summary = result.frames["hashes"], result.summary
+        views: list[View] = [
+            Metric("Draining hashes", summary["draining"]),
+            Metric("Stuck", summary["stuck"]),
+            Metric("Invariant violations", summary["violations"]),
+            Metric("Consumers held back", summary["held_back"]),
+        ]
+        if summary["violations"]:
+            views.append(
+                Note(
+                    "A hash is draining for two consumers at once: the broker broke its own "
+                    "invariant. See the violations table.",
+                    level="error",
+                )
+            )
+        views.extend(_stuck_views(hashes, result.frames["history"]))
+        if len(result.frames["violations"]):
+            views.append(Table(result.frames["violations"], title="Invariant violations"))
+        if len(result.frames["held_back"]):
+            views.append(Table(result.frames["held_back"], title="Held back (classic dispatcher)"))
+        return views
+
+
+def _stuck_views(hashes: pd.DataFrame, history: pd.DataFrame) -> list[View]:
+    if hashes.empty:
+        return [Note("No hash is draining in the newest snapshot.")]
+    stuck = hashes[hashes["state"] == "stuck"]
+    views: list[View] = []
+    if len(stuck):
+        holders = ", ".join(sorted(set(stuck["consumer_name"])))
+        views.append(
+            Note(
+                f"{len(stuck)} hash(es) stuck; holder(s) {holders} must acknowledge.",
+                level="warning",
+            )
+        )
+    views.append(Table(hashes, title="Draining hashes", caption="Stuck first"))
+    views.append(Chart(chart_blocked(history, stuck), title="Blocked attempts of stuck hashes"))
+    return views
+
+
+def snapshot_order(snapshots: pd.DataFrame) -> pd.DataFrame:
+    """snapshot_id -> position (0 = oldest) and collected_at."""
+    order = snapshots[["snapshot_id", "collected_at"]].reset_index(drop=True)
+    return order.assign(position=range(len(order)))
+
+
+def with_positions(frame: pd.DataFrame, order: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each row's snapshot position; rows of unknown snapshots dropped."""
+    if order.empty:
+        return frame.iloc[0:0].assign(position=pd.Series(dtype="int64"))
+    positions = order[["snapshot_id", "position"]]
+    merged = frame.merge(positions, on="snapshot_id", how="inner")
+    keys = ["position", *(k for k in HASH_KEY if k in merged)]
+    return merged.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def _streak(group: pd.DataFrame) -> tuple[int, int]:
+    """Start positions of (consecutive presence, presence with the same unack_msgs)."""
+    positions = list(group["position"])
+    unacked = list(group["unack_msgs"])
+    present = same = len(positions) - 1
+    while present > 0 and positions[present - 1] == positions[present] - 1:
+        present -= 1
+    while same > present and unacked[same - 1] == unacked[-1]:
+        same -= 1
+    return positions[present], positions[same]
+
+
+def compute_hashes(
+    draining: pd.DataFrame, order: pd.DataFrame, *, polls: int, seconds: float
+) -> pd.DataFrame:
+    """One row per hash draining in the newest snapshot, with its streak and state."""
+    if draining.empty or order.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in HASH_COLUMNS})
+    newest = int(order["position"].iloc[-1])
+    times = dict(zip(order["position"], order["collected_at"], strict=True))
+    rows = []
+    current = draining.groupby(HASH_KEY, sort=False).filter(
+        lambda g: g["position"].iloc[-1] == newest
+    )
+    for _, group in current.groupby(HASH_KEY, sort=False):
+        since, still = _streak(group)
+        last = group.iloc[-1]
+        at_start = group[group["position"] == still].iloc[0]
+        count = newest - still + 1
+        quiet = (times[newest] - times[still]).total_seconds()
+        growth = int(last["blocked_attempts"]) - int(at_start["blocked_attempts"])
+        long_enough = count >= 2 and (count >= polls or quiet >= seconds)
+        state = "draining" if not long_enough else ("stuck" if growth > 0 else "idle")
+        rows.append(
+            {
+                **{k: last[k] for k in HASH_KEY},
+                "state": state,
+                "unack_msgs": int(last["unack_msgs"]),
+                "blocked_attempts": int(last["blocked_attempts"]),
+                "blocked_growth": growth,
+                "polls_without_progress": count,
+                "seconds_without_progress": quiet,
+                "draining_since": times[since],
+            }
+        )
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in HASH_COLUMNS})
+    frame = pd.DataFrame(rows)
+    frame = frame.assign(_o=frame["state"].map(STATE_ORDER))
+    frame = frame.sort_values(["_o", "topic", "subscription", "hash"]).drop(columns="_o")
+    return frame.reset_index(drop=True)
+
+
+def owner_of(hash_value: int, ranges: Any) -> bool:
+    """Whether a consumer's `hash_ranges` cell (list of {start, end}) covers the hash."""
+    if ranges is None or (not isinstance(ranges, list | tuple) and pd.isna(ranges)):
+        return False
+    return any(int(r["start"]) <= hash_value <= int(r["end"]) for r in list(ranges))
+
+
+def with_holder_facts(
+    hashes: pd.DataFrame, consumers: pd.DataFrame, subscriptions: pd.DataFrame
+) -> pd.DataFrame:
+    """Add the holder's unacked count and last ack, the waiting consumer and msg_in_replay."""
+    if hashes.empty:
+        return hashes.reindex(columns=HASH_COLUMNS)
+    key = ["topic", "subscription", "consumer_name"]
+    holder = consumers.groupby(key, as_index=False).agg(
+        holder_unacked_messages=("unacked_messages", "sum"),
+        holder_last_acked_at=("last_acked_at", "max"),
+    )
+    out = hashes.merge(holder, on=key, how="left")
+    replay = subscriptions[["topic", "subscription", "msg_in_replay"]].drop_duplicates(
+        ["topic", "subscription"]
+    )
+    out = out.merge(replay, on=["topic", "subscription"], how="left")
+    out["waiting_consumer"] = [
+        _waiting(consumers, row.topic, row.subscription, int(row.hash))
+        for row in out.itertuples(index=False)
+    ]
+    return out.reindex(columns=HASH_COLUMNS)
+
+
+def _waiting(consumers: pd.DataFrame, topic: str, subscription: str, hash_value: int) -> Any:
+    mine = consumers[(consumers["topic"] == topic) & (consumers["subscription"] == subscription)]
+    names = [
+        name
+        for name, ranges in zip(mine["consumer_name"], mine["hash_ranges"], strict=True)
+        if owner_of(hash_value, ranges)
+    ]
+    return ", ".join(sorted(set(names))) if names else None
+
+
+def compute_violations(draining: pd.DataFrame) -> pd.DataFrame:
+    """Hashes that drained for more than one consumer in the same snapshot."""
+    if draining.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in VIOLATION_COLUMNS})
+    per_snapshot = draining.groupby(
+        ["snapshot_id", "collected_at", "topic", "subscription", "hash"], as_index=False
+    ).agg(holders=("consumer_name", "count"), names=("consumer_name", _names))
+    bad = per_snapshot[per_snapshot["holders"] > 1]
+    if bad.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in VIOLATION_COLUMNS})
+    out = bad.groupby(["topic", "subscription", "hash"], as_index=False).agg(
+        consumers=("names", _union),
+        first_seen_at=("collected_at", "min"),
+        last_seen_at=("collected_at", "max"),
+        snapshots=("snapshot_id", "nunique"),
+    )
+    return out.reindex(columns=VIOLATION_COLUMNS)
+
+
+def _names(values: pd.Series) -> str:
+    return ", ".join(sorted(str(v) for v in values))
+
+
+def _union(values: pd.Series) -> str:
+    return ", ".join(sorted({n for v in values for n in str(v).split(", ")}))
+
+
+def parse_positions(text: Any) -> Mapping[str, str]:
+    """`consumersAfterMarkDeletePosition` as stored (JSON object text) -> {consumer: position}."""
+    if text is None or (not isinstance(text, str) and pd.isna(text)) or not str(text).strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def compute_held_back(
+    subscriptions: pd.DataFrame, consumers: pd.DataFrame, order: pd.DataFrame
+) -> pd.DataFrame:
+    """Consumers the classic dispatcher holds back in the newest snapshot, and for how long."""
+    held = _held_rows(with_positions(subscriptions, order))
+    if held.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in HELD_COLUMNS})
+    newest = int(order["position"].iloc[-1])
+    times = dict(zip(order["position"], order["collected_at"], strict=True))
+    rows = []
+    for (topic, sub, name), group in held.groupby(["topic", "subscription", "consumer_name"]):
+        positions = sorted(group["position"])
+        if positions[-1] != newest:
+            continue
+        start = len(positions) - 1
+        while start > 0 and positions[start - 1] == positions[start] - 1:
+            start -= 1
+        since = times[positions[start]]
+        rows.append(
+            {
+                "topic": topic,
+                "subscription": sub,
+                "consumer_name": name,
+                "read_position_when_joining": group["position_text"].iloc[-1],
+                "held_since": since,
+                "held_for_s": (times[newest] - since).total_seconds(),
+            }
+        )
+    return _with_connected_since(pd.DataFrame(rows), consumers)
+
+
+def _held_rows(subs: pd.DataFrame) -> pd.DataFrame:
+    rows = [
+        {
+            "topic": row.topic,
+            "subscription": row.subscription,
+            "consumer_name": name,
+            "position_text": position,
+            "position": row.position,
+        }
+        for row in subs.itertuples(index=False)
+        for name, position in parse_positions(row.consumers_after_mark_delete_position).items()
+    ]
+    return pd.DataFrame(
+        rows, columns=["topic", "subscription", "consumer_name", "position_text", "position"]
+    )
+
+
+def _with_connected_since(held: pd.DataFrame, consumers: pd.DataFrame) -> pd.DataFrame:
+    if held.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in HELD_COLUMNS})
+    key = ["topic", "subscription", "consumer_name"]
+    facts = consumers.groupby(key, as_index=False).agg(
+        connected_since=("connected_since", "min"),
+        joined_at=("read_position_when_joining", "first"),
+    )
+    out = held.merge(facts, on=key, how="left")
+    out["read_position_when_joining"] = out["joined_at"].where(
+        out["joined_at"].notna(), out["read_position_when_joining"]
+    )
+    return out.reindex(columns=HELD_COLUMNS)
+
+
+def chart_blocked(history: pd.DataFrame, stuck: pd.DataFrame) -> alt.Chart:
+    """Blocked attempts over time, one line per stuck hash."""
+    keys = stuck[HASH_KEY] if len(stuck) else pd.DataFrame(columns=HASH_KEY)
+    lines = history.merge(keys, on=HASH_KEY, how="inner").assign(
+        label=lambda f: f["hash"].astype(str) + " @ " + f["consumer_name"].astype(str)
+    )
+    chart: alt.Chart = (
+        alt.Chart(lines)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("collected_at:T", title="Collected at"),
+            y=alt.Y("blocked_attempts:Q", title="Blocked attempts"),
+            color=alt.Color("label:N", title="Hash @ holder"),
+            tooltip=["label:N", "unack_msgs:Q", "blocked_attempts:Q", "collected_at:T"],
+        )
+    )
+    return chart
+
+
+def stuck_hash_values(hashes: pd.DataFrame) -> Sequence[int]:
+    """The stuck hashes of a `hashes` frame, ascending."""
+    return sorted(int(h) for h in hashes.loc[hashes["state"] == "stuck", "hash"])

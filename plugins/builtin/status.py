@@ -1,0 +1,259 @@
+"""`subscription-status`: Burrow-style health of every subscription over recent snapshots.
+
+Each subscription is judged on a window of its last `window` snapshots (oldest to newest).
+The first rule that matches wins:
+
+1. **ERROR** - the broker stopped dispatching because of unacknowledged messages: in the
+   newest snapshot the subscription (`blockedSubscriptionOnUnackedMsgs`) or one of its
+   consumers (`blockedConsumerOnUnackedMsgs`) is blocked.
+2. **OK** - the newest backlog (`msgBacklog`) is 0.
+3. **STOP** - backlog and no consumer activity: the newest snapshot has no consumer, or the
+   window (at least 2 snapshots) shows neither dispatch nor acknowledgement.
+4. **STALL** - consumers receive messages but do not acknowledge them: over a window of at
+   least 2 snapshots the backlog never reached 0, messages were dispatched, and none was
+   acknowledged.
+5. **WARN** - the consumers acknowledge, but not fast enough: over a window of at least 2
+   snapshots the backlog never reached 0, never shrank from one snapshot to the next, and
+   ended higher than it started.
+6. **OK** - anything else (the backlog is shrinking or steady while consumers acknowledge).
+
+*Dispatch* in the window means a `msgRateOut` above 0 in any snapshot after the first, or a
+`lastConsumedTimestamp` that advanced; *acknowledgement* means a `messageAckRate` above 0 in any
+snapshot after the first, or a `lastAckedTimestamp` that advanced. A non-durable subscription
+(a reader) never acknowledges, so for it dispatch counts as acknowledgement. Time lag is the
+newest `collected_at` minus `earliestMsgPublishTimeInBacklog` (unknown when the poll did not
+ask the broker for it), and 0 when the backlog is empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from plugins.api import (
+    AnalysisPlugin,
+    BaseModel,
+    Chart,
+    Field,
+    Inputs,
+    Metric,
+    Note,
+    Result,
+    Table,
+    View,
+)
+
+STATUSES = ("ERROR", "STOP", "STALL", "WARN", "OK")
+STATUS_COLORS = ("#d62728", "#9467bd", "#ff7f0e", "#e7ba52", "#2ca02c")
+KEY = ["topic", "subscription"]
+STATUS_COLUMNS = [
+    "topic",
+    "subscription",
+    "type",
+    "status",
+    "reason",
+    "msg_backlog",
+    "backlog_change",
+    "consumer_count",
+    "msg_rate_out",
+    "msg_ack_rate",
+    "unacked_messages",
+    "time_lag_s",
+    "last_acked_at",
+    "snapshots",
+]
+
+
+class SubscriptionStatus(AnalysisPlugin):
+    name = "subscription-status"
+    title = "Subscription status"
+    description = (
+        "OK / WARN / STALL / STOP / ERROR for every subscription from its backlog, dispatch and "
+        "acknowledgements over recent snapshots, with the time lag of its oldest message."
+    )
+    version = "1.0"
+    engine = "light"
+    inputs = ("subscriptions", "consumers")
+    history = 30
+    outputs = ("status", "backlog")
+
+    class Params(BaseModel):
+        window: int = Field(5, ge=2, le=30, description="Snapshots per evaluation window")
+        include_system: bool = Field(
+            False, description="Include system topics (names starting with __)"
+        )
+
+    def analyze(self, data: Inputs, params: Params) -> Result:
+        subs = data.history("subscriptions")
+        if not params.include_system:
+            subs = subs[~subs["topic"].map(is_system_topic).astype(bool)]
+        subs = with_window(subs, data.snapshots, window=params.window)
+        blocked = blocked_consumers(data.latest("consumers"))
+        status = compute_status(subs, blocked, newest=data.latest_snapshot_id())
+        backlog = subs[["collected_at", *KEY, "msg_backlog"]].reset_index(drop=True)
+        counts = {s: int((status["status"] == s).sum()) for s in STATUSES}
+        worst = next((s for s in STATUSES if counts[s]), "OK")
+        return Result(
+            frames={"status": status, "backlog": backlog},
+            summary={"subscriptions": len(status), "worst": worst, "counts": counts},
+        )
+
+    def render(self, result: Result) -> list[View]:
+        status = result.frames["status"]
+        counts: Mapping[str, int] = result.summary.get("counts", {})
+        views: list[View] = [Metric(label=s, value=counts.get(s, 0)) for s in STATUSES]
+        if status.empty:
+            return [*views, Note("No subscriptions in the stored snapshots.")]
+        bad = status[status["status"] != "OK"]
+        if len(bad):
+            views.append(Note(f"{len(bad)} subscription(s) need attention.", level="warning"))
+        views.append(Table(status, title="Subscriptions", caption="Worst first"))
+        views.append(Chart(chart_backlog(result.frames["backlog"], status), title="Backlog"))
+        return views
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic.rsplit("/", 1)[-1].startswith("__")
+
+
+def with_window(subs: pd.DataFrame, snapshots: pd.DataFrame, *, window: int) -> pd.DataFrame:
+    """Rows of the newest `window` snapshots only, oldest first."""
+    if snapshots.empty:
+        return subs.iloc[0:0]
+    ids = list(snapshots["snapshot_id"].tail(window))
+    kept = subs[subs["snapshot_id"].isin(ids)]
+    return kept.sort_values(["collected_at", *KEY], kind="stable").reset_index(drop=True)
+
+
+def blocked_consumers(consumers: pd.DataFrame) -> set[tuple[str, str]]:
+    """(topic, subscription) pairs with a consumer blocked on unacked messages."""
+    if consumers.empty:
+        return set()
+    blocked = consumers[consumers["blocked_on_unacked"].map(_flag).astype(bool)]
+    return set(zip(blocked["topic"], blocked["subscription"], strict=True))
+
+
+def compute_status(
+    subs: pd.DataFrame, blocked: set[tuple[str, str]], *, newest: str | None
+) -> pd.DataFrame:
+    """One row per subscription of the newest snapshot, worst status first."""
+    rows = []
+    for (topic, sub), group in subs.groupby(KEY, sort=False):
+        if group["snapshot_id"].iloc[-1] != newest:
+            continue  # the subscription is gone
+        status, reason = judge(group, consumer_blocked=(topic, sub) in blocked)
+        rows.append(_status_row(group, status, reason))
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in STATUS_COLUMNS})
+    frame = pd.DataFrame(rows, columns=STATUS_COLUMNS)
+    order = frame["status"].map({s: i for i, s in enumerate(STATUSES)})
+    return (
+        frame.assign(_o=order).sort_values(["_o", *KEY]).drop(columns="_o").reset_index(drop=True)
+    )
+
+
+def _status_row(group: pd.DataFrame, status: str, reason: str) -> dict[str, Any]:
+    last = group.iloc[-1]
+    backlog = _int(last["msg_backlog"])
+    return {
+        "topic": last["topic"],
+        "subscription": last["subscription"],
+        "type": last["type"],
+        "status": status,
+        "reason": reason,
+        "msg_backlog": backlog,
+        "backlog_change": backlog - _int(group["msg_backlog"].iloc[0]),
+        "consumer_count": _int(last["consumer_count"]),
+        "msg_rate_out": last["msg_rate_out"],
+        "msg_ack_rate": last["msg_ack_rate"],
+        "unacked_messages": last["unacked_messages"],
+        "time_lag_s": time_lag_seconds(last),
+        "last_acked_at": last["last_acked_at"],
+        "snapshots": len(group),
+    }
+
+
+def _int(value: Any) -> int:
+    return 0 if pd.isna(value) else int(value)
+
+
+def _flag(value: Any) -> bool:
+    """A nullable boolean cell as a bool; unknown counts as False."""
+    return False if pd.isna(value) else bool(value)
+
+
+def time_lag_seconds(row: pd.Series) -> float | None:
+    """Age of the oldest unacknowledged message at the time of the snapshot, in seconds."""
+    if _int(row["msg_backlog"]) == 0:
+        return 0.0
+    earliest = row["earliest_msg_publish_time_in_backlog"]
+    if pd.isna(earliest):
+        return None
+    return max(0.0, float((row["collected_at"] - earliest).total_seconds()))
+
+
+def _advanced(series: pd.Series) -> bool:
+    values = series.dropna()
+    return len(values) >= 2 and values.iloc[-1] > values.iloc[0]
+
+
+def _positive_after_first(series: pd.Series) -> bool:
+    return bool((series.iloc[1:].fillna(0) > 0).any())
+
+
+def dispatched(group: pd.DataFrame) -> bool:
+    return _positive_after_first(group["msg_rate_out"]) or _advanced(group["last_consumed_at"])
+
+
+def acknowledged(group: pd.DataFrame) -> bool:
+    durable = group["is_durable"].iloc[-1]
+    if not pd.isna(durable) and not bool(durable):
+        return dispatched(group)
+    return _positive_after_first(group["msg_ack_rate"]) or _advanced(group["last_acked_at"])
+
+
+def judge(group: pd.DataFrame, *, consumer_blocked: bool) -> tuple[str, str]:
+    """The status of one subscription from its rows in the window (oldest first)."""
+    last = group.iloc[-1]
+    backlog = group["msg_backlog"].fillna(0).astype("int64")
+    if _flag(last["blocked_on_unacked"]) or consumer_blocked:
+        return "ERROR", "dispatch blocked: too many unacknowledged messages"
+    if backlog.iloc[-1] == 0:
+        return "OK", "no backlog"
+    if _int(last["consumer_count"]) == 0:
+        return "STOP", f"backlog {backlog.iloc[-1]} and no consumer"
+    if len(group) < 2:
+        return "OK", "one snapshot so far; trends need two"
+    moved, acked = dispatched(group), acknowledged(group)
+    if not moved and not acked:
+        return "STOP", f"backlog {backlog.iloc[-1]}; nothing dispatched or acknowledged"
+    steps = backlog.diff().iloc[1:]
+    if (backlog > 0).all() and moved and not acked:
+        return "STALL", f"messages dispatched but none acknowledged in {len(group)} snapshots"
+    if (backlog > 0).all() and (steps >= 0).all() and backlog.iloc[-1] > backlog.iloc[0]:
+        return "WARN", f"backlog grew {backlog.iloc[0]} -> {backlog.iloc[-1]} while acknowledging"
+    return "OK", "consumers keep up"
+
+
+def chart_backlog(backlog: pd.DataFrame, status: pd.DataFrame) -> alt.Chart:
+    """Backlog over time, one line per subscription, coloured by its current status."""
+    labelled = backlog.merge(status[[*KEY, "status"]], on=KEY, how="inner").assign(
+        name=lambda f: f["topic"].str.rsplit("/", n=1).str[-1] + " / " + f["subscription"]
+    )
+    chart: alt.Chart = (
+        alt.Chart(labelled)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("collected_at:T", title="Collected at"),
+            y=alt.Y("msg_backlog:Q", title="Backlog (messages)"),
+            detail="name:N",
+            color=alt.Color(
+                "status:N", scale=alt.Scale(domain=list(STATUSES), range=list(STATUS_COLORS))
+            ),
+            tooltip=["name:N", "status:N", "msg_backlog:Q", "collected_at:T"],
+        )
+    )
+    return chart
