@@ -13,6 +13,7 @@ from core.errors import DashboardError
 # Each module has register(subparsers); a subcommand's handler is args.func(args) -> int.
 COMMAND_MODULES = (
     "cli.pulsar_cmd",
+    "cli.plugins_cmd",
     "cli.collect_cmd",
     "cli.assign_cmd",
 )

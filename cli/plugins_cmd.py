@@ -1,0 +1,162 @@
+"""`pulsar-lens plugins` (what loaded, what failed) and `pulsar-lens analyze SLUG` (run one)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from core.errors import PluginParamsError
+from core.settings import Settings
+from plugins.registry import Registry, discover
+
+EMPTY_STORE = "no snapshots yet: run `pulsar-lens collect --once`"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("plugins", help="list the analysis plugins that loaded and that failed")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run_plugins)
+
+    a = sub.add_parser("analyze", help="run one analysis plugin on the stored snapshots")
+    a.add_argument("slug", help="the plugin's name, e.g. bundle-ownership")
+    a.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a plugin parameter (repeatable), e.g. --param window=5",
+    )
+    a.add_argument(
+        "--store",
+        default=None,
+        help="snapshot store directory (default $PULSAR_LENS_STORE or ./var/store)",
+    )
+    a.add_argument("--json", action="store_true", help="print the result as JSON")
+    a.set_defaults(func=run_analyze)
+
+
+def default_store_dir() -> Path:
+    """The store directory of the settings: PULSAR_LENS_STORE, else ./var/store."""
+    return Settings.from_env().store_dir
+
+
+# ---- plugins ---------------------------------------------------------------------------
+
+
+def registry_listing(registry: Registry) -> dict[str, Any]:
+    loaded = [
+        {
+            "name": p.name,
+            "title": p.title,
+            "version": p.version,
+            "engine": p.engine,
+            "source": p.source,
+        }
+        for p in sorted(registry, key=lambda p: p.name)
+    ]
+    failed = [
+        {"plugin": f.plugin, "source": f.source, "error": f.message} for f in registry.failures
+    ]
+    return {"loaded": loaded, "failed": failed}
+
+
+def run_plugins(args: argparse.Namespace) -> int:
+    listing = registry_listing(discover())
+    if args.json:
+        print(json.dumps(listing, indent=2))
+        return 0
+    print(f"{len(listing['loaded'])} plugin(s) loaded")
+    for p in listing["loaded"]:
+        print(f"  {p['name']:<22} {p['version']:<8} {p['engine']:<6} {p['title']}")
+        print(f"  {'':<22} from {p['source']}")
+    if listing["failed"]:
+        print(f"{len(listing['failed'])} plugin(s) failed to load")
+        for f in listing["failed"]:
+            print(f"  {f['plugin'] or '?'} from {f['source']}: {f['error']}")
+    return 0
+
+
+# ---- analyze ---------------------------------------------------------------------------
+
+
+def parse_params(pairs: Sequence[str], *, plugin: str) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise PluginParamsError(plugin, f"--param takes KEY=VALUE, found {pair!r}")
+        params[key.strip()] = value
+    return params
+
+
+def coerce_params(model: Any, raw: Mapping[str, str]) -> dict[str, Any]:
+    """Command-line strings as param values: JSON text for list and object fields.
+
+    Scalars stay strings; the Params model coerces them ("5" to 5, "true" to True).
+    """
+    out: dict[str, Any] = {}
+    for key, text in raw.items():
+        field = model.model_fields.get(key)
+        value: Any = text
+        if field is not None and field.annotation is not str and text[:1] in "[{":
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = text
+        out[key] = value
+    return out
+
+
+def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    text = frame.to_json(orient="records", date_format="iso", date_unit="ms", default_handler=str)
+    records: list[dict[str, Any]] = json.loads(text or "[]")
+    return records
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    from core.store import Store  # keep `pulsar-lens plugins` free of the store's imports
+    from plugins import runner
+
+    loaded = discover().get(args.slug)
+    raw = parse_params(args.param, plugin=loaded.name)
+    params = runner.validate_params(loaded.plugin, coerce_params(type(loaded.plugin).Params, raw))
+    store_dir = Path(args.store) if args.store else default_store_dir()
+    store = Store(store_dir)
+    if store.latest_snapshot_id() is None:
+        print(f"pulsar-lens: {EMPTY_STORE} (store: {store_dir})", file=sys.stderr)
+        return 1
+    output = runner.run(loaded, store, params, use_cache=False)
+    if args.json:
+        print(json.dumps(_json_output(output), indent=2, default=str))
+    else:
+        _print_text(output)
+    return 0
+
+
+def _json_output(output: Any) -> dict[str, Any]:
+    return {
+        "plugin": output.plugin,
+        "version": output.version,
+        "params": output.params.model_dump(mode="json"),
+        "snapshot_ids": list(output.snapshot_ids),
+        "summary": dict(output.result.summary),
+        "frames": {name: frame_records(f) for name, f in output.result.frames.items()},
+    }
+
+
+def _print_text(output: Any) -> None:
+    print(f"{output.plugin} {output.version} on {len(output.snapshot_ids)} snapshot(s)")
+    for key, value in output.result.summary.items():
+        print(f"  {key}: {value}")
+    with pd.option_context(
+        "display.width", 200, "display.max_columns", None, "display.max_colwidth", 60
+    ):
+        for name, frame in output.result.frames.items():
+            print(f"\n== {name} ({len(frame)} rows)")
+            print(frame.to_string(index=False) if len(frame) else "  (empty)")

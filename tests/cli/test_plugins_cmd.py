@@ -1,0 +1,114 @@
+"""`pulsar-lens plugins` and `pulsar-lens analyze` on a real store written in a temp folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from core.model import SubscriptionRecord
+from core.store import Store
+from tests.plugins.factory import TOPIC, make_snapshot
+
+
+def stalled_store(root: Path) -> Path:
+    store = Store(root)
+    for i, backlog in enumerate((10, 20, 30)):
+        sub = SubscriptionRecord(
+            TOPIC,
+            "billing",
+            type="Shared",
+            msg_backlog=backlog,
+            consumer_count=1,
+            msg_rate_out=4.0,
+            msg_ack_rate=0.0,
+            is_durable=True,
+        )
+        store.write(make_snapshot(i * 10, subscriptions=(sub,)))
+    return root
+
+
+def test_plugins_cmd_lists_builtins_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plugins", "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    status = next(p for p in listing["loaded"] if p["name"] == "subscription-status")
+    assert status == {
+        "name": "subscription-status",
+        "title": "Subscription status",
+        "version": "1.0",
+        "engine": "light",
+        "source": "builtin plugins.builtin.status:SubscriptionStatus",
+    }
+    assert listing["failed"] == []
+
+
+def test_plugins_cmd_lists_failures_in_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "bad.py").write_text("raise ValueError('nope')\n")
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(tmp_path))
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "stuck-hashes" in out and "failed to load" in out
+    assert f"{tmp_path / 'bad.py'}: import failed: ValueError: nope" in out
+
+
+def test_plugins_cmd_analyze_prints_json_frames(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = stalled_store(tmp_path / "store")
+    code = main(
+        ["analyze", "subscription-status", "--store", str(store), "--json", "--param", "window=3"]
+    )
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["plugin"], out["version"], len(out["snapshot_ids"])) == (
+        "subscription-status",
+        "1.0",
+        3,
+    )
+    assert out["summary"]["worst"] == "STALL"
+    (row,) = out["frames"]["status"]
+    assert (row["status"], row["msg_backlog"], row["last_acked_at"]) == ("STALL", 30, None)
+    assert out["frames"]["backlog"][0]["collected_at"] == "2026-11-21T12:00:00.000Z"
+
+
+def test_plugins_cmd_analyze_prints_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PULSAR_LENS_STORE", str(stalled_store(tmp_path / "store")))
+    assert main(["analyze", "subscription-status"]) == 0
+    out = capsys.readouterr().out
+    assert "subscription-status 1.0 on 3 snapshot(s)" in out
+    assert "== status (1 rows)" in out and "STALL" in out
+
+
+def test_plugins_cmd_analyze_unknown_slug(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "no-such-plugin"]) == 2
+    err = capsys.readouterr().err
+    assert "'no-such-plugin'" in err and "loaded plugins: bundle-ownership" in err
+
+
+@pytest.mark.parametrize(
+    ("param", "text"),
+    [
+        ("window=1", "window: Input should be greater than or equal to 2"),
+        ("windo=3", "unknown windo; known: window, include_system"),
+        ("window", "--param takes KEY=VALUE, found 'window'"),
+    ],
+)
+def test_plugins_cmd_analyze_bad_param(
+    param: str, text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = stalled_store(tmp_path / "store")
+    assert main(["analyze", "subscription-status", "--store", str(store), "--param", param]) == 2
+    assert text in capsys.readouterr().err
+
+
+def test_plugins_cmd_analyze_empty_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["analyze", "stuck-hashes", "--store", str(tmp_path / "empty")]) == 1
+    assert "no snapshots yet: run `pulsar-lens collect --once`" in capsys.readouterr().err
