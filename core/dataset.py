@@ -77,6 +77,7 @@ class DataFile:
     first: dt.datetime
     last: dt.datetime
     compacted: bool
+    tag: str = ""  # the name's last part: a snapshot id prefix, "compact…", "w…"
 
     def overlaps(self, since: dt.datetime | None, until: dt.datetime | None) -> bool:
         return (since is None or self.last >= since) and (until is None or self.first <= until)
@@ -111,7 +112,8 @@ def describe(path: Path, day: dt.date) -> DataFile:
         except ValueError:
             pass
         else:
-            return DataFile(path, day, first, last, match[3].startswith(COMPACT_TAG))
+            tag = match[3]
+            return DataFile(path, day, first, last, tag.startswith(COMPACT_TAG), tag)
     # written by someone else (or misnamed): only the folder bounds its rows
     return DataFile(path, day, start, start + DAY - ONE_US, False)
 

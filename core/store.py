@@ -8,6 +8,7 @@ once complete. Time-range reads (`read(since=, until=)`) see whatever files exis
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import logging
 import os
@@ -50,6 +51,7 @@ STORE_SCHEMAS: Mapping[str, pa.Schema] = {**SCHEMAS, INDEX: INDEX_SCHEMA}
 STORE_TABLES: tuple[str, ...] = (*TABLES, INDEX)
 READ_ATTEMPTS = 3
 MAX_CACHED_INDEX_FILES = 20_000
+SNAPSHOT_TAG_LENGTH = 16  # hex digits of the snapshot id in its files' names
 
 
 def schema_for(name: str) -> pa.Schema:
@@ -67,7 +69,8 @@ def _ts(value: dt.datetime) -> pa.Scalar:
 
 
 def _tag(sid: str) -> str:
-    return sid.partition(":")[2][:16]
+    """The short id a snapshot's files carry in their names."""
+    return sid.partition(":")[2][:SNAPSHOT_TAG_LENGTH]
 
 
 class Store:
@@ -125,7 +128,7 @@ class Store:
             raise ValueError(f"table {name!r}: missing columns {missing}, unexpected {extra}")
         conformed = table.select(schema.names).cast(schema)
         try:
-            dataset.write_rows(self.root / name, conformed, os.urandom(8).hex())
+            dataset.write_rows(self.root / name, conformed, "w" + os.urandom(8).hex())
         except OSError as exc:
             raise SnapshotError(f"could not write table {name!r} under {self.root}: {exc}") from exc
 
@@ -197,13 +200,10 @@ class Store:
         schema_for(name)
         if snapshot_ids is None:
             return self._read(name, None, since, until)
-        ids = list(dict.fromkeys(snapshot_ids))
-        found = self._index(since=since, until=until)
-        found = found.filter(pc.is_in(found["snapshot_id"], pa.array(ids, pa.string())))
-        if found.num_rows == 0:
-            return schema_for(name).empty_table()
-        first, last = dataset.time_bounds(found)
-        return self._read(name, ids, first, last)
+        found = self._locate(list(dict.fromkeys(snapshot_ids)), since, until)
+        if name == INDEX:
+            return found
+        return self._read_snapshots(name, found)
 
     def read_latest(self, name: str) -> pa.Table:
         """The rows of the newest stored snapshot (empty if it had none)."""
@@ -213,12 +213,47 @@ class Store:
         """The rows of the newest `snapshots` stored snapshots, oldest first."""
         schema_for(name)
         index = self._index(limit=snapshots)
-        if index.num_rows == 0:
-            return schema_for(name).empty_table()
         if name == INDEX:
             return index
-        first, last = dataset.time_bounds(index)
-        return self._read(name, index["snapshot_id"].to_pylist(), first, last)
+        return self._read_snapshots(name, index)
+
+    def _locate(
+        self, ids: Sequence[str], since: dt.datetime | None, until: dt.datetime | None
+    ) -> pa.Table:
+        """The index rows of these snapshot ids, searching the newest days first.
+
+        A snapshot's own index file carries its id's tag in its name, so only those files,
+        compacted ones and foreign ones are opened.
+        """
+        wanted = set(ids)
+        tags = {_tag(sid) for sid in ids}
+        parts: list[pa.Table] = []
+        for day in reversed(dataset.list_days(self.root / INDEX)):
+            if not wanted:
+                break
+            files = [
+                f
+                for f in dataset.day_files(self.root / INDEX, day)
+                if f.overlaps(since, until) and (f.tag in tags or not _is_snapshot_tag(f.tag))
+            ]
+            for f in files:
+                rows = self._index_file(f)
+                rows = rows.filter(
+                    pc.is_in(rows["snapshot_id"], pa.array(sorted(wanted), pa.string()))
+                )
+                wanted -= set(rows["snapshot_id"].to_pylist())
+                parts.append(rows)
+        found = pa.concat_tables([INDEX_SCHEMA.empty_table(), *parts])
+        if since or until:
+            found = found.filter(_time_filter(since, until))
+        return found.sort_by([("collected_at", "ascending")])
+
+    def _read_snapshots(self, name: str, index: pa.Table) -> pa.Table:
+        """The rows of the snapshots listed in index rows, opening only files that may hold them."""
+        if index.num_rows == 0:
+            return schema_for(name).empty_table()
+        times = sorted(index["collected_at"].to_pylist())
+        return self._read(name, index["snapshot_id"].to_pylist(), times[0], times[-1], at=times)
 
     def _read(
         self,
@@ -226,7 +261,10 @@ class Store:
         ids: Sequence[str] | None,
         since: dt.datetime | None,
         until: dt.datetime | None,
+        *,
+        at: Sequence[dt.datetime] = (),
     ) -> pa.Table:
+        """Rows in [since, until], of ids if given; with `at`, only files spanning those times."""
         schema = schema_for(name)
         expr = _time_filter(since, until)
         if ids is not None:
@@ -234,6 +272,8 @@ class Store:
             expr = id_filter if expr is None else expr & id_filter
         for attempt in range(READ_ATTEMPTS):
             files = dataset.list_files(self.root / name, since=since, until=until)
+            if at:
+                files = [f for f in files if _spans_any(f, at)]
             try:
                 table = self._scan(files, schema, expr)
             except FileNotFoundError:
@@ -290,6 +330,16 @@ class Store:
             for day in dataset.list_days(table_dir):
                 dataset.remove_temps(dataset.partition_dir(table_dir, day))
         return removed
+
+
+def _is_snapshot_tag(tag: str) -> bool:
+    return len(tag) == SNAPSHOT_TAG_LENGTH and all(c in "0123456789abcdef" for c in tag)
+
+
+def _spans_any(f: DataFile, times: Sequence[dt.datetime]) -> bool:
+    """Whether one of the sorted times lies within the file's [first, last]."""
+    i = bisect.bisect_left(times, f.first)
+    return i < len(times) and times[i] <= f.last
 
 
 def _time_filter(since: dt.datetime | None, until: dt.datetime | None) -> pc.Expression | None:

@@ -344,3 +344,21 @@ def test_store_read_lists_again_when_a_compaction_moved_files(
     monkeypatch.setattr(dataset, "scan", scan_once_stale)
     assert store.read("topics").num_rows == 1 + 2
     assert len(calls) == 2
+
+
+def test_store_read_by_snapshot_ids_across_compacted_and_open_days(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    old = fill(store, 3, start=T0 - dt.timedelta(days=3))
+    store.compact((T0 - dt.timedelta(days=3)).date())
+    new = fill(store, 3)
+    rows = store.read("topics", snapshot_ids=[new[2], old[1]])
+    assert rows["snapshot_id"].to_pylist() == [old[1]] * 2 + [new[2]] * 3
+    index = store.read("snapshots", snapshot_ids=[new[0], old[0], "sha256:ffff"])
+    assert index["snapshot_id"].to_pylist() == [old[0], new[0]]
+
+
+def test_store_read_by_snapshot_ids_within_a_time_range(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    ids = fill(store, 4)
+    rows = store.read("brokers", snapshot_ids=ids, since=T0 + 45 * S)
+    assert rows["snapshot_id"].to_pylist() == ids[2:]
