@@ -221,6 +221,8 @@ def parse_subscription(topic: str, name: str, sub: Mapping[str, Any]) -> Subscri
     """One subscription; the active consumer is inferred only when there is a single one."""
     consumers = [as_dict(c) for c in as_list(sub.get("consumers"))]
     kind = as_str(sub, "type")
+    if kind == "None":  # 4.0.7 says "None" for a subscription that has no dispatcher yet
+        kind = None
     active = as_str(sub, "activeConsumerName")
     if active is None and kind in SINGLE_ACTIVE_TYPES and len(consumers) == 1:
         active = as_str(consumers[0], "consumerName")

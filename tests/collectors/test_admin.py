@@ -1,0 +1,327 @@
+"""AdminClient: auth, TLS settings, timeouts, retries only on GET, typed errors, no leaks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+import responses
+from responses import matchers
+
+from collectors.admin import AdminClient
+from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
+
+BASE = "http://broker-0:8080"
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LXJvbGU.s3cr3t-SIGNATURE_value"
+CLUSTERS = f"{BASE}/admin/v2/clusters"
+
+
+@pytest.fixture
+def mock() -> Iterator[responses.RequestsMock]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        yield rsps
+
+
+def client(**kwargs: object) -> AdminClient:
+    return AdminClient(BASE, backoff=0.0, **kwargs)  # type: ignore[arg-type]
+
+
+def test_admin_client_sends_bearer_token(mock: responses.RequestsMock) -> None:
+    mock.get(
+        CLUSTERS,
+        json=["standalone"],
+        match=[matchers.header_matcher({"Authorization": f"Bearer {TOKEN}"})],
+    )
+    assert client(token=TOKEN).get_json("/admin/v2/clusters") == ["standalone"]
+
+
+def test_admin_client_reads_token_file(mock: responses.RequestsMock, tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    mock.get(
+        CLUSTERS,
+        json=["c"],
+        match=[matchers.header_matcher({"Authorization": f"Bearer {TOKEN}"})],
+    )
+    assert client(token_file=path).get_json("/admin/v2/clusters") == ["c"]
+
+
+def test_admin_client_missing_token_file_names_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(CollectorError, match="PULSAR_ADMIN_TOKEN_FILE"):
+        client(token_file=tmp_path / "absent")
+
+
+def test_admin_client_from_env_reads_url_token_and_tls(tmp_path: Path) -> None:
+    token_file = tmp_path / "t"
+    token_file.write_text(TOKEN)
+    env = {
+        "PULSAR_ADMIN_URL": "https://broker-0:8443",
+        "PULSAR_ADMIN_TOKEN_FILE": str(token_file),
+        "PULSAR_LENS_CA_BUNDLE": "/etc/ssl/pulsar-ca.pem",
+    }
+    made = AdminClient.from_env(env)
+    assert made.base_url == "https://broker-0:8443"
+    assert made.session.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert made.session.verify == "/etc/ssl/pulsar-ca.pem"
+
+
+def test_admin_client_from_env_prefers_token_over_file_and_can_skip_verify() -> None:
+    env = {
+        "PULSAR_ADMIN_TOKEN": TOKEN,
+        "PULSAR_ADMIN_TOKEN_FILE": "/nonexistent",
+        "PULSAR_LENS_TLS_VERIFY": "false",
+    }
+    made = AdminClient.from_env(env)
+    assert made.base_url == "http://localhost:8080"
+    assert made.session.verify is False
+    assert made.has_token
+
+
+def test_admin_client_verifies_tls_by_default() -> None:
+    assert AdminClient("https://broker-0:8443").session.verify is True
+
+
+def test_admin_client_rejects_a_relative_url() -> None:
+    with pytest.raises(CollectorError, match="PULSAR_ADMIN_URL"):
+        AdminClient("broker-0:8080")
+
+
+def test_admin_client_passes_a_timeout_on_every_call(mock: responses.RequestsMock) -> None:
+    seen: list[object] = []
+    original = requests.Session.request
+
+    def spy(self: requests.Session, *args: object, **kwargs: object) -> requests.Response:
+        seen.append(kwargs.get("timeout"))
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    mock.get(CLUSTERS, json=[])
+    mock.put(f"{BASE}/admin/v2/x", status=204)
+    c = client(timeout=3.5)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(requests.Session, "request", spy)
+        c.get_json("/admin/v2/clusters")
+        c.get_json("/admin/v2/clusters", timeout=1.0)
+        c.put("/admin/v2/x")
+    assert seen == [3.5, 1.0, 3.5]
+
+
+@pytest.mark.parametrize("status", [429, 502, 503, 504])
+def test_admin_client_retries_get_on_transient_status(
+    mock: responses.RequestsMock, status: int
+) -> None:
+    mock.get(CLUSTERS, status=status)
+    mock.get(CLUSTERS, json=["standalone"])
+    c = client(retries=3)
+    assert c.get_json("/admin/v2/clusters") == ["standalone"]
+    assert c.requests_made == 2
+
+
+def test_admin_client_retries_get_on_connection_error(mock: responses.RequestsMock) -> None:
+    mock.get(CLUSTERS, body=requests.ConnectionError("refused"))
+    mock.get(CLUSTERS, json=["standalone"])
+    assert client().get_json("/admin/v2/clusters") == ["standalone"]
+
+
+def test_admin_client_gives_up_after_bounded_retries(mock: responses.RequestsMock) -> None:
+    mock.get(CLUSTERS, status=503, json={"reason": "busy"})
+    c = client(retries=2)
+    with pytest.raises(AdminApiError) as caught:
+        c.get_json("/admin/v2/clusters")
+    assert caught.value.status == 503
+    assert c.requests_made == 3
+
+
+def test_admin_client_backs_off_exponentially(
+    mock: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr("collectors.admin.time.sleep", waits.append)
+    mock.get(CLUSTERS, status=502)
+    c = AdminClient(BASE, retries=3, backoff=0.1)
+    with pytest.raises(AdminApiError):
+        c.get_json("/admin/v2/clusters")
+    assert waits == pytest.approx([0.1, 0.2, 0.4])
+
+
+@pytest.mark.parametrize("method", ["PUT", "POST"])
+def test_admin_client_never_retries_writes(mock: responses.RequestsMock, method: str) -> None:
+    url = f"{BASE}/admin/v2/namespaces/public/default/unload"
+    mock.add(method, url, status=503)
+    mock.add(method, url, status=204)
+    c = client(retries=3)
+    call = c.put if method == "PUT" else c.post
+    with pytest.raises(AdminApiError):
+        call("/admin/v2/namespaces/public/default/unload")
+    assert c.requests_made == 1
+
+
+@pytest.mark.parametrize("method", ["PUT", "POST"])
+def test_admin_client_never_retries_writes_on_connection_error(
+    mock: responses.RequestsMock, method: str
+) -> None:
+    url = f"{BASE}/admin/v2/x"
+    mock.add(method, url, body=requests.ConnectionError("reset"))
+    c = client(retries=3)
+    with pytest.raises(AdminApiUnreachable):
+        (c.put if method == "PUT" else c.post)("/admin/v2/x")
+    assert c.requests_made == 1
+
+
+def test_admin_client_does_not_retry_a_read_timeout(mock: responses.RequestsMock) -> None:
+    mock.get(CLUSTERS, body=requests.ReadTimeout("slow"))
+    c = client(retries=3, timeout=2.0)
+    with pytest.raises(AdminApiUnreachable, match="no answer within 2s"):
+        c.get_json("/admin/v2/clusters")
+    assert c.requests_made == 1
+
+
+def test_admin_client_unauthorized_hints_at_the_token_setting(
+    mock: responses.RequestsMock,
+) -> None:
+    mock.get(CLUSTERS, status=401, body="HTTP 401 Unauthorized")
+    with pytest.raises(AdminApiError) as caught:
+        client().get_json("/admin/v2/clusters")
+    assert caught.value.status == 401
+    assert "set PULSAR_ADMIN_TOKEN" in str(caught.value)
+    assert str(caught.value).startswith("GET /admin/v2/clusters returned 401")
+
+
+def test_admin_client_forbidden_with_token_says_it_was_refused(
+    mock: responses.RequestsMock,
+) -> None:
+    mock.get(CLUSTERS, status=403, json={"reason": "Don't have permission"})
+    with pytest.raises(AdminApiError, match="was refused") as caught:
+        client(token=TOKEN).get_json("/admin/v2/clusters")
+    assert "Don't have permission" in str(caught.value)
+
+
+def test_admin_client_not_found_keeps_the_broker_reason(mock: responses.RequestsMock) -> None:
+    mock.get(
+        f"{BASE}/admin/v2/namespaces/t/gone/bundles",
+        status=404,
+        json={"reason": "Namespace does not exist"},
+    )
+    with pytest.raises(AdminApiError, match="Namespace does not exist") as caught:
+        client().get_json("/admin/v2/namespaces/t/gone/bundles")
+    assert caught.value.status == 404
+
+
+def test_admin_client_malformed_json_is_an_unreadable_body(mock: responses.RequestsMock) -> None:
+    mock.get(CLUSTERS, body='{"truncated": [', content_type="application/json")
+    with pytest.raises(AdminApiError, match="unreadable body") as caught:
+        client().get_json("/admin/v2/clusters")
+    assert caught.value.status is None
+
+
+def test_admin_client_empty_204_is_none(mock: responses.RequestsMock) -> None:
+    mock.get(f"{BASE}/admin/v2/broker-stats/load-report", status=204)
+    assert client().get_json("/admin/v2/broker-stats/load-report") is None
+
+
+def test_admin_client_unreachable_is_typed(mock: responses.RequestsMock) -> None:
+    mock.get(CLUSTERS, body=requests.ConnectionError("Connection refused"))
+    with pytest.raises(AdminApiUnreachable, match="Connection refused"):
+        client(retries=1).get_json("/admin/v2/clusters")
+
+
+def test_admin_client_tls_failure_hints_at_ca_bundle(mock: responses.RequestsMock) -> None:
+    mock.get(CLUSTERS, body=requests.exceptions.SSLError("certificate verify failed"))
+    c = client(retries=3)
+    with pytest.raises(AdminApiUnreachable, match="PULSAR_LENS_CA_BUNDLE"):
+        c.get_json("/admin/v2/clusters")
+    assert c.requests_made == 1
+
+
+def test_admin_client_sends_to_another_broker_and_names_it(mock: responses.RequestsMock) -> None:
+    mock.get("http://broker-1:8080/admin/v2/broker-stats/topics", status=500, body="boom")
+    with pytest.raises(AdminApiError) as caught:
+        client().get_json("/admin/v2/broker-stats/topics", base_url="http://broker-1:8080")
+    assert caught.value.path == "http://broker-1:8080/admin/v2/broker-stats/topics"
+
+
+def test_admin_client_keeps_token_on_redirect_to_a_trusted_broker(
+    mock: responses.RequestsMock,
+) -> None:
+    stats = "/admin/v2/persistent/public/default/t/stats"
+    mock.get(BASE + stats, status=307, headers={"Location": f"http://broker-1:8080{stats}"})
+    mock.get(
+        f"http://broker-1:8080{stats}",
+        json={"ok": True},
+        match=[matchers.header_matcher({"Authorization": f"Bearer {TOKEN}"})],
+    )
+    c = client(token=TOKEN)
+    c.trust_hosts(["broker-1:8080"])
+    assert c.get_json(stats) == {"ok": True}
+
+
+def test_admin_client_counts_requests(mock: responses.RequestsMock) -> None:
+    mock.get(CLUSTERS, json=[])
+    c = client()
+    for _ in range(3):
+        c.get_json("/admin/v2/clusters")
+    assert c.requests_made == 3
+
+
+# --- the token never leaks -----------------------------------------------------------------
+
+
+def _echo_headers(request: requests.PreparedRequest) -> tuple[int, dict[str, str], str]:
+    echoed = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
+    return 401, {}, f"Unauthorized. You sent:\n{echoed}"
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 500])
+def test_admin_client_never_puts_the_token_in_errors_even_when_echoed(
+    mock: responses.RequestsMock, caplog: pytest.LogCaptureFixture, status: int
+) -> None:
+    def echo(request: requests.PreparedRequest) -> tuple[int, dict[str, str], str]:
+        _, headers, text = _echo_headers(request)
+        return status, headers, f'{{"reason": "{text.replace(chr(10), " ")}"}}'
+
+    mock.add_callback("GET", CLUSTERS, callback=echo)
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(AdminApiError) as caught:
+        client(token=TOKEN).get_json("/admin/v2/clusters")
+    texts = [str(caught.value), repr(caught.value), caught.value.body, caught.value.hint]
+    texts += [r.getMessage() for r in caplog.records]
+    assert all(TOKEN not in t for t in texts)
+    assert "Bearer ***" in caught.value.body
+
+
+def test_admin_client_never_puts_the_token_in_unreadable_body_errors(
+    mock: responses.RequestsMock, caplog: pytest.LogCaptureFixture
+) -> None:
+    mock.add_callback("GET", CLUSTERS, callback=lambda r: (200, {}, "<html>" + _echo_headers(r)[2]))
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(AdminApiError) as caught:
+        client(token=TOKEN).get_json("/admin/v2/clusters")
+    assert TOKEN not in str(caught.value)
+    assert all(TOKEN not in r.getMessage() for r in caplog.records)
+
+
+def test_admin_client_never_puts_the_token_in_retry_logs_or_unreachable_errors(
+    mock: responses.RequestsMock, caplog: pytest.LogCaptureFixture
+) -> None:
+    mock.get(CLUSTERS, body=requests.ConnectionError(f"refused; header was Bearer {TOKEN}"))
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(AdminApiUnreachable) as caught:
+        client(token=TOKEN, retries=2).get_json("/admin/v2/clusters")
+    assert TOKEN not in str(caught.value)
+    assert all(TOKEN not in r.getMessage() for r in caplog.records)
+    assert caplog.records  # the retries were logged
+
+
+def test_admin_client_repr_hides_the_token() -> None:
+    c = client(token=TOKEN)
+    assert TOKEN not in repr(c)
+    assert "token" in repr(c)
+
+
+def test_admin_client_get_text_redacts_an_echoed_token(mock: responses.RequestsMock) -> None:
+    mock.add_callback(
+        "GET", f"{BASE}/admin/v2/brokers/version", callback=lambda r: (200, {}, str(r.headers))
+    )
+    assert TOKEN not in client(token=TOKEN).get_text("/admin/v2/brokers/version")

@@ -1,0 +1,317 @@
+"""parse_* on real 4.0.7 answers, the classic dispatcher's strings and a 3.0-shaped payload."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+
+import pytest
+
+from collectors.brokers import parse_broker, parse_leader, parse_owned_bundles
+from collectors.fields import parse_hash_ranges
+from collectors.namespaces import bundle_for, parse_boundaries, parse_bundles
+from collectors.topics import (
+    needs_topic_stats,
+    parse_broker_topic_stats,
+    parse_consumer,
+    parse_subscriptions,
+    parse_topic,
+    parse_topic_name,
+)
+from tests.collectors.recorded import BROKER, body, index, load, load_file
+
+ORDERS = "persistent://public/default/orders"
+ORDERS_STATS = "/admin/v2/persistent/public/default/orders/stats"
+BULK = "/admin/v2/broker-stats/topics"
+
+
+def test_parse_topic_name_splits_partitions() -> None:
+    name = parse_topic_name("persistent://public/default/payments-partition-2")
+    assert (name.tenant, name.namespace, name.local) == (
+        "public",
+        "public/default",
+        "payments-partition-2",
+    )
+    assert name.partitioned_topic == "persistent://public/default/payments"
+    assert name.partition_index == 2
+    assert name.admin_path == "/admin/v2/persistent/public/default/payments-partition-2"
+
+
+def test_parse_topic_name_reads_v1_names_and_quotes_local_names() -> None:
+    name = parse_topic_name("non-persistent://t/c1/ns/a b")
+    assert name.namespace == "t/c1/ns"
+    assert not name.persistent
+    assert name.admin_path == "/admin/non-persistent/t/c1/ns/a%20b"
+
+
+@pytest.mark.parametrize(
+    "bad", ["orders", "public/default/orders", "http://x/y/z", "persistent://a/b"]
+)
+def test_parse_topic_name_rejects_short_names(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_topic_name(bad)
+
+
+def test_parse_broker_topic_stats_flattens_namespace_bundle_domain() -> None:
+    found = parse_broker_topic_stats(load("default", BULK), BROKER)
+    by_topic = {e.topic: e for e in found}
+    assert ORDERS in by_topic
+    assert by_topic[ORDERS].broker == BROKER
+    assert by_topic[ORDERS].bundle == "0x80000000_0xc0000000"
+    assert {f"persistent://public/default/payments-partition-{i}" for i in range(3)} <= set(
+        by_topic
+    )
+
+
+def test_broker_stats_topics_lacks_the_key_shared_fields_in_4_0_7() -> None:
+    """Why per-topic stats are needed: the bulk answer has consumers but no ranges."""
+    bulk = {e.topic: e.stats for e in parse_broker_topic_stats(load("default", BULK), BROKER)}
+    ks = bulk[ORDERS]["subscriptions"]["ks"]
+    assert [c["consumerName"] for c in ks["consumers"]] == ["ks-1", "ks-2"]
+    for consumer in ks["consumers"]:
+        assert not {"keyHashRangeArrays", "keyHashRanges", "drainingHashes"} & set(consumer)
+    assert "activeConsumerName" not in bulk[ORDERS]["subscriptions"]["fo"]
+    assert "keySharedMode" not in ks
+
+
+def test_needs_topic_stats_only_for_key_shared_and_multi_consumer_failover() -> None:
+    bulk = {e.topic: e.stats for e in parse_broker_topic_stats(load("default", BULK), BROKER)}
+    assert needs_topic_stats(bulk[ORDERS])
+    assert needs_topic_stats(bulk["persistent://public/default/payments-partition-0"])
+    assert not needs_topic_stats(bulk["persistent://public/default/__change_events"])
+    one_failover = {"subscriptions": {"f": {"type": "Failover", "consumers": [{}]}}}
+    shared = {"subscriptions": {"s": {"type": "Shared", "consumers": [{}, {}]}}}
+    idle_ks = {"subscriptions": {"k": {"type": "Key_Shared", "consumers": []}}}
+    assert not any(needs_topic_stats(s) for s in (one_failover, shared, idle_ks))
+
+
+def test_parse_subscriptions_reads_4_0_key_shared_ranges_and_draining() -> None:
+    stats = load("default", ORDERS_STATS)
+    rows = parse_subscriptions(ORDERS, stats)
+    subs = {s.subscription: s for s in rows.subscriptions}
+    assert {n: s.type for n, s in subs.items()} == {
+        "ex": "Exclusive",
+        "fo": "Failover",
+        "idle": None,
+        "ks": "Key_Shared",
+        "sh": "Shared",
+    }
+    assert subs["ks"].key_shared_mode == "AUTO_SPLIT"
+    assert subs["ks"].consumer_count == 2
+    raw = {c["consumerName"]: c for c in stats["subscriptions"]["ks"]["consumers"]}
+    for consumer in (c for c in rows.consumers if c.subscription == "ks"):
+        expected = tuple(tuple(r) for r in raw[consumer.consumer_name]["keyHashRangeArrays"])
+        assert consumer.hash_ranges == expected
+    draining = [d for d in rows.draining_hashes if d.subscription == "ks"]
+    assert len(draining) == raw["ks-1"]["drainingHashesCount"] > 0
+    assert {d.consumer_name for d in draining} == {"ks-1"}
+    assert sum(d.unack_msgs for d in draining) == raw["ks-1"]["drainingHashesUnackedMessages"]
+    assert subs["ks"].draining_hashes_count == len(draining)
+
+
+def test_parse_subscriptions_union_of_key_shared_ranges_covers_the_hash_space() -> None:
+    rows = parse_subscriptions(ORDERS, load("default", ORDERS_STATS))
+    ranges = sorted(r for c in rows.consumers if c.subscription == "ks" for r in c.hash_ranges)
+    assert ranges[0][0] == 1 and ranges[-1][1] == 65535
+    assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(ranges))
+
+
+def test_parse_subscription_takes_the_brokers_active_consumer() -> None:
+    rows = parse_subscriptions(ORDERS, load("default", ORDERS_STATS))
+    subs = {s.subscription: s for s in rows.subscriptions}
+    stats = load("default", ORDERS_STATS)["subscriptions"]
+    assert subs["fo"].active_consumer_name == stats["fo"]["activeConsumerName"]
+    assert subs["ex"].active_consumer_name == "ex-1"
+    assert subs["sh"].active_consumer_name is None
+
+
+def test_parse_subscription_infers_active_consumer_of_a_single_consumer_from_bulk() -> None:
+    bulk = {e.topic: e.stats for e in parse_broker_topic_stats(load("default", BULK), BROKER)}
+    audit = parse_subscriptions(
+        "persistent://public/second/audit", bulk["persistent://public/second/audit"]
+    )
+    assert audit.subscriptions[0].active_consumer_name == "auditor"
+    orders = {s.subscription: s for s in parse_subscriptions(ORDERS, bulk[ORDERS]).subscriptions}
+    assert orders["fo"].active_consumer_name is None  # two consumers: only the broker knows
+
+
+def test_parse_consumer_reads_times_and_counters() -> None:
+    stats = load("default", ORDERS_STATS)
+    raw = stats["subscriptions"]["ex"]["consumers"][0]
+    consumer = parse_consumer(ORDERS, "ex", raw)
+    assert consumer.consumer_name == "ex-1"
+    assert consumer.connected_since is not None and consumer.connected_since.tzinfo == dt.UTC
+    assert consumer.connected_since.isoformat().startswith(raw["connectedSince"][:19])
+    assert consumer.hash_ranges == ()
+    assert consumer.available_permits == raw["availablePermits"]
+    assert consumer.client_version == raw["clientVersion"]
+
+
+def test_parse_subscriptions_reads_classic_key_hash_range_strings() -> None:
+    stats = load("classic-modular", ORDERS_STATS)
+    rows = parse_subscriptions(ORDERS, stats)
+    raw = {c["consumerName"]: c for c in stats["subscriptions"]["ks"]["consumers"]}
+    assert all("keyHashRangeArrays" not in c for c in raw.values())
+    for consumer in (c for c in rows.consumers if c.subscription == "ks"):
+        strings = raw[consumer.consumer_name]["keyHashRanges"]
+        assert len(consumer.hash_ranges) == len(strings) > 0
+        assert f"[{consumer.hash_ranges[0][0]}, {consumer.hash_ranges[0][1]}]" in strings
+        assert (
+            consumer.read_position_when_joining
+            == raw[consumer.consumer_name]["readPositionWhenJoining"]
+        )
+    ks = next(s for s in rows.subscriptions if s.subscription == "ks")
+    assert ks.consumers_after_mark_delete_position is not None
+    assert "ks-2" in ks.consumers_after_mark_delete_position
+    assert rows.draining_hashes == ()
+
+
+def test_parse_subscriptions_reads_a_3_0_shaped_payload() -> None:
+    rows = parse_subscriptions(ORDERS, load_file("handwritten-3.0", "topic_stats.json"))
+    by_name = {c.consumer_name: c for c in rows.consumers}
+    assert by_name["consumer1"].hash_ranges == (
+        (119056335, 242013991),
+        (722195657, 1656011842),
+        (1707482098, 1914695766),
+    )
+    assert by_name["consumer2"].hash_ranges[-1] == (1914695767, 2147483646)
+    assert by_name["consumer1"].draining_hashes_count is None
+    assert by_name["consumer1"].read_position_when_joining == "12:0"
+    assert by_name["consumer1"].connected_since == dt.datetime(
+        2023, 6, 1, 8, 0, 0, 123000, tzinfo=dt.UTC
+    )
+    assert by_name["consumer3"].msg_rate_out is None  # missing field -> None
+    subs = {s.subscription: s for s in rows.subscriptions}
+    assert subs["ks"].draining_hashes_count is None
+    assert subs["ks"].key_shared_mode is None
+    assert subs["ks"].last_acked_at == dt.datetime(2023, 6, 1, 8, 0, 2, tzinfo=dt.UTC)
+    assert subs["fo"].active_consumer_name == "fo-b"
+    assert rows.draining_hashes == ()
+
+
+def test_parse_hash_ranges_prefers_arrays_and_skips_malformed() -> None:
+    assert parse_hash_ranges(
+        {"keyHashRangeArrays": [[5, 9], [1, 3]], "keyHashRanges": ["[100, 200]"]}
+    ) == ((1, 3), (5, 9))
+    assert parse_hash_ranges({"keyHashRangeArrays": [], "keyHashRanges": ["[2960, 5968]"]}) == (
+        (2960, 5968),
+    )
+    assert parse_hash_ranges({"keyHashRanges": ["[1,2]", "junk", 7, "[3, x]"]}) == ((1, 2),)
+    assert parse_hash_ranges({"keyHashRangeArrays": [[1], [1, True], "x", [4, 6]]}) == ((4, 6),)
+    assert parse_hash_ranges({}) == ()
+
+
+def test_parse_consumer_ignores_unknown_fields_and_wrong_types() -> None:
+    consumer = parse_consumer(
+        ORDERS,
+        "s",
+        {
+            "consumerName": "c",
+            "futureField": {"x": 1},
+            "unackedMessages": "many",
+            "availablePermits": True,
+        },
+    )
+    assert consumer.consumer_name == "c"
+    assert consumer.unacked_messages is None
+    assert consumer.available_permits is None
+
+
+def test_parse_topic_reads_bulk_and_per_topic_shapes() -> None:
+    name = parse_topic_name(ORDERS)
+    bulk = {e.topic: e.stats for e in parse_broker_topic_stats(load("default", BULK), BROKER)}
+    from_bulk = parse_topic(name, bulk[ORDERS], bundle="b", owner=BROKER)
+    from_stats = parse_topic(name, load("default", ORDERS_STATS), bundle="b", owner=BROKER)
+    assert from_bulk.subscription_count == from_stats.subscription_count == 5
+    assert from_bulk.producer_count == from_stats.producer_count == 1
+    assert from_bulk.storage_size is not None and from_stats.storage_size is not None
+    unloaded = parse_topic(name, None, bundle="b", owner=None)
+    assert unloaded.msg_rate_in is None and unloaded.subscription_count is None
+
+
+def test_bundle_for_agrees_with_the_brokers_recorded_lookups() -> None:
+    boundaries = {
+        ns: parse_boundaries(load("default", f"/admin/v2/namespaces/{ns}/bundles"))
+        for ns in ("public/default", "public/second")
+    }
+    lookups = [e for e in index("default") if e["path"].startswith("/lookup/v2/topic/")]
+    assert len(lookups) == 5
+    for entry in lookups:
+        rest = entry["path"].removeprefix("/lookup/v2/topic/").removesuffix("/bundle")
+        domain, tenant, ns, local = rest.split("/")
+        topic = f"{domain}://{tenant}/{ns}/{local}"
+        assert (
+            bundle_for(topic, boundaries[f"{tenant}/{ns}"])
+            == body("default", entry["path"]).strip()
+        )
+
+
+def test_lookup_bundle_answer_is_a_bare_string_not_json() -> None:
+    text = body("default", "/lookup/v2/topic/persistent/public/default/orders/bundle")
+    assert text.startswith("0x") and not text.startswith('"')
+
+
+def test_parse_bundles_reads_boundaries() -> None:
+    bundles = parse_bundles(
+        "public/default", load("default", "/admin/v2/namespaces/public/default/bundles")
+    )
+    assert [b.bundle for b in bundles] == [
+        "0x00000000_0x40000000",
+        "0x40000000_0x80000000",
+        "0x80000000_0xc0000000",
+        "0xc0000000_0xffffffff",
+    ]
+    assert bundles[-1].upper == 0xFFFFFFFF and bundles[0].tenant == "public"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {},
+        {"boundaries": ["0x00000000"]},
+        {"boundaries": ["0x10", "0x05"]},
+        {"boundaries": ["zz", "0x1"]},
+    ],
+)
+def test_parse_boundaries_rejects_malformed(payload: object) -> None:
+    with pytest.raises(ValueError):
+        parse_boundaries(payload)
+
+
+def test_parse_owned_bundles_includes_heartbeat_and_skips_inactive() -> None:
+    owned = parse_owned_bundles(
+        load("default", f"/admin/v2/brokers/standalone/{BROKER}/ownedNamespaces")
+    )
+    assert "public/default/0x80000000_0xc0000000" in owned
+    assert any(key.startswith("pulsar/") for key in owned)  # heartbeat namespaces
+    assert parse_owned_bundles({"a/b/0x0_0x1": {"is_active": False}}) == []
+
+
+def test_parse_leader_reads_4_0_and_3_0_shapes() -> None:
+    assert parse_leader(load("default", "/admin/v2/brokers/leaderBroker")) == BROKER
+    assert (
+        parse_leader(load_file("handwritten-3.0", "leader_broker.json")) == "broker-0.example:8080"
+    )
+    assert parse_leader(None) is None
+
+
+def test_parse_broker_reads_a_modular_load_report() -> None:
+    report = load("classic-modular", "/admin/v2/broker-stats/load-report")
+    broker = parse_broker(BROKER, web_url="http://x", leader=BROKER, load_report=report)
+    assert broker.is_leader
+    assert broker.version == "4.0.7"
+    assert broker.web_service_url == f"http://{BROKER}"
+    assert broker.pulsar_service_url == "pulsar://127.0.0.1:6650"
+    assert broker.memory_usage_pct == pytest.approx(
+        report["memory"]["usage"] / report["memory"]["limit"] * 100
+    )
+    assert broker.num_topics == report["numTopics"]
+
+
+def test_parse_broker_without_load_report_uses_the_version_call() -> None:
+    version = body("default", "/admin/v2/brokers/version").strip()
+    broker = parse_broker(
+        BROKER, web_url=f"http://{BROKER}", leader=None, load_report=None, version=version
+    )
+    assert broker.version == "4.0.7"
+    assert broker.cpu_usage_pct is None and not broker.is_leader

@@ -1,0 +1,366 @@
+"""poll() on recorded 4.0.7 answers and on synthetic clusters: content, partial snapshots,
+request cost and bounded concurrency."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+import responses
+
+from collectors.admin import AdminClient
+from collectors.poll import poll
+from core.model import Snapshot
+from tests.collectors.recorded import BASE, BROKER, body, index, load, register
+
+ORDERS = "persistent://public/default/orders"
+PAYMENTS = "persistent://public/default/payments"
+AUDIT = "persistent://public/second/audit"
+BULK = "/admin/v2/broker-stats/topics"
+
+
+@pytest.fixture
+def mock() -> Iterator[responses.RequestsMock]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        yield rsps
+
+
+def run(mock: responses.RequestsMock, **kwargs: Any) -> Snapshot:
+    return poll(AdminClient(BASE, backoff=0.0, retries=1), **kwargs)
+
+
+def poll_requests(scenario: str) -> int:
+    """How many requests the recorded poll made (the lookups and audit stats came after)."""
+    return sum(
+        1
+        for e in index(scenario)
+        if not e["path"].startswith("/lookup/") and "/second/audit/stats" not in e["path"]
+    )
+
+
+def test_poll_recorded_default_cluster_is_complete(mock: responses.RequestsMock) -> None:
+    register(mock, "default")
+    snap = run(mock)
+    assert snap.errors == ()
+    assert snap.cluster == "standalone"
+    assert [(b.broker_id, b.is_leader, b.version) for b in snap.brokers] == [
+        (BROKER, True, "4.0.7")
+    ]
+    assert snap.requests == poll_requests("default")
+    user_topics = {t.topic for t in snap.topics if "/__" not in t.topic}
+    assert user_topics == {ORDERS, AUDIT, *(f"{PAYMENTS}-partition-{i}" for i in range(3))}
+    subs = {(s.topic, s.subscription): s.type for s in snap.subscriptions if "/__" not in s.topic}
+    assert subs == {
+        (ORDERS, "ex"): "Exclusive",
+        (ORDERS, "sh"): "Shared",
+        (ORDERS, "fo"): "Failover",
+        (ORDERS, "ks"): "Key_Shared",
+        (ORDERS, "idle"): None,
+        (AUDIT, "audit"): "Exclusive",
+        **{(f"{PAYMENTS}-partition-{i}", "pfo"): "Failover" for i in range(3)},
+        **{(f"{PAYMENTS}-partition-{i}", "pks"): "Key_Shared" for i in range(3)},
+    }
+
+
+def test_poll_recorded_partitions_know_their_parent(mock: responses.RequestsMock) -> None:
+    register(mock, "default")
+    snap = run(mock)
+    parts = sorted(
+        (t.partition_index, t.topic) for t in snap.topics if t.partitioned_topic == PAYMENTS
+    )
+    assert [i for i, _ in parts] == [0, 1, 2]
+    assert all(t.partitioned_topic is None for t in snap.topics if t.topic == ORDERS)
+
+
+def test_poll_recorded_topic_bundles_equal_the_brokers_lookup(mock: responses.RequestsMock) -> None:
+    register(mock, "default")
+    snap = run(mock)
+    for t in snap.topics:
+        path = "/lookup/v2/topic/" + t.topic.replace("://", "/") + "/bundle"
+        if any(e["path"] == path for e in index("default")):
+            assert t.bundle == body("default", path).strip()
+        assert t.owner_broker == BROKER
+
+
+def test_poll_recorded_bundles_have_owners_and_topic_counts(mock: responses.RequestsMock) -> None:
+    register(mock, "default")
+    snap = run(mock)
+    default = {b.bundle: b for b in snap.bundles if b.namespace == "public/default"}
+    assert len(default) == 4
+    for bundle in default.values():
+        topics = [
+            t for t in snap.topics if t.namespace == "public/default" and t.bundle == bundle.bundle
+        ]
+        assert bundle.topic_count == len(topics)
+        if topics:
+            assert bundle.owner_broker == BROKER
+    system = [b for b in snap.bundles if b.namespace == "pulsar/system"]
+    assert system and all(b.owner_broker is None for b in system)
+
+
+def test_poll_recorded_key_shared_ranges_and_draining_come_from_topic_stats(
+    mock: responses.RequestsMock,
+) -> None:
+    register(mock, "default")
+    snap = run(mock)
+    stats = load("default", "/admin/v2/persistent/public/default/orders/stats")
+    raw = {c["consumerName"]: c for c in stats["subscriptions"]["ks"]["consumers"]}
+    ks = [c for c in snap.consumers if c.topic == ORDERS and c.subscription == "ks"]
+    assert {c.consumer_name for c in ks} == {"ks-1", "ks-2"}
+    for c in ks:
+        assert [list(r) for r in c.hash_ranges] == raw[c.consumer_name]["keyHashRangeArrays"]
+    draining = [d for d in snap.draining_hashes if d.topic == ORDERS]
+    assert [d.hash for d in draining] == [h["hash"] for h in raw["ks-1"]["drainingHashes"]]
+    fo = next(s for s in snap.subscriptions if s.topic == ORDERS and s.subscription == "fo")
+    assert fo.active_consumer_name == stats["subscriptions"]["fo"]["activeConsumerName"]
+
+
+def test_poll_recorded_classic_dispatcher_and_load_report(mock: responses.RequestsMock) -> None:
+    register(mock, "classic-modular")
+    snap = run(mock)
+    assert snap.errors == ()
+    (broker,) = snap.brokers
+    assert broker.pulsar_service_url == "pulsar://127.0.0.1:6650"
+    assert broker.memory_usage_pct is not None and broker.version == "4.0.7"
+    ks = [c for c in snap.consumers if c.topic == ORDERS and c.subscription == "ks"]
+    assert all(c.hash_ranges and c.read_position_when_joining for c in ks)
+    assert max(r[1] for c in ks for r in c.hash_ranges) > 65535  # classic: 31-bit ranges
+    assert snap.requests == poll_requests("classic-modular")  # no version call needed
+
+
+def test_poll_records_durations_per_endpoint_family(mock: responses.RequestsMock) -> None:
+    register(mock, "default")
+    snap = run(mock)
+    assert {"broker_topic_stats", "owned_namespaces", "bundles", "topic_stats", "total"} <= set(
+        snap.durations
+    )
+    assert all(v >= 0 for v in snap.durations.values())
+
+
+def test_poll_limited_to_namespaces_skips_tenant_discovery(mock: responses.RequestsMock) -> None:
+    register(mock, "default")
+    snap = run(mock, namespaces=["public/second"])
+    assert {t.namespace for t in snap.topics} == {"public/second"}
+    assert {b.namespace for b in snap.bundles} == {"public/second"}
+    assert not any("/tenants" in c.request.url for c in mock.calls)
+
+
+# --- partial snapshots ---------------------------------------------------------------------
+
+
+def test_poll_bulk_401_is_recorded_and_the_rest_completes(mock: responses.RequestsMock) -> None:
+    register(mock, "default", skip=frozenset({BULK}))
+    mock.get(BASE + BULK, status=401, body="HTTP 401 Unauthorized")
+    snap = run(mock)
+    (error,) = snap.errors
+    assert error.status == 401 and error.endpoint.endswith(BULK)
+    assert "set PULSAR_ADMIN_TOKEN" in error.message
+    assert snap.partial
+    assert ORDERS in {t.topic for t in snap.topics}  # from the namespace listing
+    assert snap.subscriptions == () and snap.consumers == ()
+    assert len([b for b in snap.bundles if b.namespace == "public/default"]) == 4
+
+
+def test_poll_namespace_deleted_mid_poll_is_a_404_entry(mock: responses.RequestsMock) -> None:
+    gone = {
+        "/admin/v2/namespaces/public/second/bundles",
+        "/admin/v2/persistent/public/second",
+        "/admin/v2/persistent/public/second/partitioned",
+    }
+    register(mock, "default", skip=frozenset(gone))
+    for path in gone:
+        mock.get(BASE + path, status=404, json={"reason": "Namespace does not exist"})
+    snap = run(mock)
+    assert {e.status for e in snap.errors} == {404}
+    assert len(snap.errors) == 3
+    audit = next(t for t in snap.topics if t.topic == AUDIT)
+    assert audit.bundle == "0x40000000_0x80000000"  # the broker's own nesting stands in
+    assert any(s.topic == AUDIT for s in snap.subscriptions)
+    assert any(t.topic == ORDERS for t in snap.topics)
+
+
+def test_poll_timeout_on_ownership_keeps_topic_owners(mock: responses.RequestsMock) -> None:
+    owned = f"/admin/v2/brokers/standalone/{BROKER}/ownedNamespaces"
+    register(mock, "default", skip=frozenset({owned}))
+    mock.get(BASE + owned, body=requests.ReadTimeout("read timed out"))
+    snap = run(mock)
+    (error,) = snap.errors
+    assert error.status is None and "no answer within" in error.message
+    assert all(b.owner_broker is None for b in snap.bundles)
+    assert all(t.owner_broker == BROKER for t in snap.topics if t.msg_rate_in is not None)
+
+
+def test_poll_malformed_topic_stats_falls_back_to_bulk(mock: responses.RequestsMock) -> None:
+    path = "/admin/v2/persistent/public/default/orders/stats"
+    register(mock, "default", skip=frozenset({path}))
+    mock.get(
+        BASE + path, body='{"msgRateIn": 0.0, "subscriptions": {', content_type="application/json"
+    )
+    snap = run(mock)
+    (error,) = snap.errors
+    assert error.endpoint.endswith(path) and "unreadable body" in error.message
+    ks = [c for c in snap.consumers if c.topic == ORDERS and c.subscription == "ks"]
+    assert {c.consumer_name for c in ks} == {"ks-1", "ks-2"}
+    assert all(c.hash_ranges == () for c in ks)
+    pks = [c for c in snap.consumers if c.subscription == "pks"]
+    assert pks and all(c.hash_ranges == ((1, 65535),) for c in pks)
+
+
+def test_poll_unreachable_admin_api_yields_an_empty_partial_snapshot(
+    mock: responses.RequestsMock,
+) -> None:
+    for path in ("/admin/v2/clusters", "/admin/v2/tenants", "/admin/v2/brokers/leaderBroker"):
+        mock.get(BASE + path, body=requests.ConnectionError("refused"))
+    snap = run(mock)
+    assert snap.partial and len(snap.errors) == 3
+    assert snap.topics == () and snap.brokers == ()
+    assert all(e.status is None and "could not reach" in e.message for e in snap.errors)
+
+
+# --- cost and concurrency on a synthetic multi-broker cluster ------------------------------
+
+
+class FakeCluster:
+    """Brokers broker-0..n-1:8080 owning namespaces t/ns0..; every topic has a Shared
+    subscription; `key_shared` topics also a Key_Shared one with two consumers."""
+
+    def __init__(self, brokers: int, namespaces: int, topics: int, key_shared: int) -> None:
+        self.brokers = [f"broker-{i}:8080" for i in range(brokers)]
+        self.namespaces = [f"t/ns{i}" for i in range(namespaces)]
+        self.topics = [f"persistent://t/ns{i % namespaces}/topic-{i}" for i in range(topics)]
+        self.key_shared = set(self.topics[:key_shared])
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.hosts: list[str] = []
+
+    def owner(self, topic: str) -> str:
+        return self.brokers[hash(topic.rsplit("/", 2)[1]) % len(self.brokers)]
+
+    def topic_stats(self, topic: str) -> dict[str, Any]:
+        subs: dict[str, Any] = {"s": {"type": "Shared", "consumers": [{"consumerName": "c"}]}}
+        if topic in self.key_shared:
+            subs["k"] = {
+                "type": "Key_Shared",
+                "consumers": [
+                    {"consumerName": "k1", "keyHashRangeArrays": [[1, 30000]]},
+                    {"consumerName": "k2", "keyHashRangeArrays": [[30001, 65535]]},
+                ],
+            }
+        return {"msgRateIn": 1.0, "msgRateOut": 1.0, "publishers": [], "subscriptions": subs}
+
+    def bulk(self, broker: str) -> dict[str, Any]:
+        answer: dict[str, Any] = {}
+        for topic in self.topics:
+            if self.owner(topic) == broker:
+                ns = topic.split("://")[1].rsplit("/", 1)[0]
+                answer.setdefault(ns, {}).setdefault("0x00000000_0xffffffff", {}).setdefault(
+                    "persistent", {}
+                )[topic] = self.topic_stats(topic)
+        return answer
+
+    def answer(self, request: requests.PreparedRequest) -> tuple[int, dict[str, str], str]:
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            time.sleep(0.002)
+            return 200, {}, json.dumps(self.route(request))
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def route(self, request: requests.PreparedRequest) -> Any:
+        url = requests.utils.urlparse(request.url)
+        host, path = url.netloc, url.path
+        self.hosts.append(f"{host}{path}")
+        if path == "/admin/v2/clusters":
+            return ["c1"]
+        if path == "/admin/v2/brokers/c1":
+            return self.brokers
+        if path == "/admin/v2/brokers/leaderBroker":
+            return {"serviceUrl": f"http://{self.brokers[0]}", "brokerId": self.brokers[0]}
+        if path == "/admin/v2/tenants":
+            return ["t"]
+        if path == "/admin/v2/namespaces/t":
+            return self.namespaces
+        if path == BULK:
+            return self.bulk(host)
+        if path.endswith("/ownedNamespaces"):
+            return {
+                f"{ns}/0x00000000_0xffffffff": {"is_active": True}
+                for ns in self.namespaces
+                if self.owner(f"persistent://{ns}/x") == host
+            }
+        if path == "/admin/v2/broker-stats/load-report":
+            return {"brokerVersionString": "4.0.7"}
+        if path.endswith("/bundles"):
+            return {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1}
+        if path.endswith("/partitioned"):
+            return []
+        if path.endswith("/stats"):
+            return self.topic_stats(
+                "persistent://" + path.removeprefix("/admin/v2/persistent/").removesuffix("/stats")
+            )
+        ns = path.removeprefix("/admin/v2/persistent/")
+        return [t for t in self.topics if t.startswith(f"persistent://{ns}/")]
+
+
+def poll_fake(mock: responses.RequestsMock, cluster: FakeCluster, concurrency: int = 8) -> Snapshot:
+    mock.add_callback(
+        responses.GET, re.compile(r"http://broker-\d+:8080/.*"), callback=cluster.answer
+    )
+    return poll(AdminClient("http://broker-0:8080", backoff=0.0), concurrency=concurrency)
+
+
+def expected_requests(brokers: int, namespaces: int, key_shared: int) -> int:
+    discovery = 3 + 1 + 1  # clusters, leader, tenants; brokers/c1; namespaces/t
+    return discovery + 3 * brokers + 3 * namespaces + key_shared
+
+
+@pytest.mark.parametrize("topics", [50, 2000])
+def test_poll_request_count_does_not_grow_with_topics(
+    mock: responses.RequestsMock, topics: int
+) -> None:
+    cluster = FakeCluster(brokers=3, namespaces=4, topics=topics, key_shared=5)
+    snap = poll_fake(mock, cluster)
+    assert snap.errors == ()
+    assert len(snap.topics) == topics
+    assert snap.requests == expected_requests(3, 4, 5)
+
+
+def test_poll_sends_bulk_calls_to_each_brokers_own_url(mock: responses.RequestsMock) -> None:
+    cluster = FakeCluster(brokers=3, namespaces=6, topics=60, key_shared=0)
+    snap = poll_fake(mock, cluster)
+    assert sorted(h for h in cluster.hosts if h.endswith(BULK)) == [
+        f"{b}{BULK}" for b in cluster.brokers
+    ]
+    owners = {t.topic: t.owner_broker for t in snap.topics}
+    assert owners == {t: cluster.owner(t) for t in cluster.topics}
+
+
+def test_poll_fetches_stats_only_for_key_shared_topics_from_their_owner(
+    mock: responses.RequestsMock,
+) -> None:
+    cluster = FakeCluster(brokers=2, namespaces=2, topics=40, key_shared=3)
+    snap = poll_fake(mock, cluster)
+    stats_calls = sorted(h for h in cluster.hosts if h.endswith("/stats"))
+    expected = sorted(
+        cluster.owner(t) + "/admin/v2/persistent/" + t.removeprefix("persistent://") + "/stats"
+        for t in cluster.key_shared
+    )
+    assert stats_calls == expected
+    ks = [c for c in snap.consumers if c.subscription == "k"]
+    assert sorted(c.hash_ranges for c in ks)[0] == ((1, 30000),)
+
+
+def test_poll_keeps_concurrency_bounded(mock: responses.RequestsMock) -> None:
+    cluster = FakeCluster(brokers=4, namespaces=12, topics=100, key_shared=20)
+    poll_fake(mock, cluster, concurrency=3)
+    assert 1 < cluster.max_in_flight <= 3
