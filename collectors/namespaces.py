@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import bisect
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from collectors.admin import AdminClient
 from collectors.fields import as_dict
-from core.errors import AdminApiError
-from core.hashing import topic_bundle_hash
+from core import bundles as bundles_model
+from core.errors import AdminApiError, ModelError
 from core.model import BundleRecord
-
-FULL_UPPER = 0xFFFFFFFF
 
 
 def _expect_list(payload: Any, method: str, path: str) -> list[str]:
@@ -81,51 +77,37 @@ def collect_partition_count(client: AdminClient, admin_path: str, *, timeout: fl
 
 
 def parse_boundaries(payload: Any) -> tuple[int, ...]:
-    """The sorted bundle boundaries of a bundles answer; ValueError if malformed."""
-    raw = as_dict(payload).get("boundaries")
-    if not isinstance(raw, list) or len(raw) < 2:
-        raise ValueError("expected at least two boundaries")
-    values = tuple(int(b, 16) for b in raw if isinstance(b, str))
-    if len(values) != len(raw) or any(a >= b for a, b in itertools.pairwise(values)):
-        raise ValueError("boundaries must be rising hexadecimal strings")
-    return values
-
-
-def bundle_name(lower: int, upper: int) -> str:
-    return f"0x{lower:08x}_0x{upper:08x}"
+    """The bundle boundaries of a bundles answer; ValueError if malformed."""
+    if not isinstance(payload, Mapping):
+        raise ValueError("expected a JSON object with boundaries")
+    try:
+        return bundles_model.parse_bundles(payload)
+    except ModelError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def parse_bundle_key(key: str) -> tuple[str, str, int, int] | None:
     """`tenant/ns/0x00000000_0x40000000` -> (namespace, bundle, lower, upper); None if not one."""
     namespace, _, bundle = key.rpartition("/")
-    lower_text, sep, upper_text = bundle.partition("_")
     try:
-        lower, upper = int(lower_text, 16), int(upper_text, 16)
-    except ValueError:
+        parsed = bundles_model.parse_bundle_name(bundle)
+    except ModelError:
         return None
-    if not namespace or not sep:
-        return None
-    return namespace, bundle, lower, upper
+    return (namespace, bundle, parsed.lower, parsed.upper) if namespace else None
 
 
 def parse_bundles(namespace: str, payload: Any) -> tuple[BundleRecord, ...]:
     """One BundleRecord per bundle of the namespace (owner filled in later)."""
-    values = parse_boundaries(payload)
     tenant = namespace.split("/", 1)[0]
     return tuple(
-        BundleRecord(namespace, tenant, bundle_name(lo, hi), lo, hi)
-        for lo, hi in itertools.pairwise(values)
+        BundleRecord(namespace, tenant, b.name, b.lower, b.upper)
+        for b in bundles_model.bundle_ranges(parse_boundaries(payload))
     )
 
 
 def bundle_for(topic: str, boundaries: Sequence[int]) -> str:
-    """The bundle holding `topic`: CRC-32 of the full name, binary search over boundaries.
-
-    A hash equal to a boundary opens the bundle starting there; 0xffffffff is in the last.
-    """
-    hash_value = topic_bundle_hash(topic)
-    index = min(bisect.bisect_right(boundaries, hash_value) - 1, len(boundaries) - 2)
-    return bundle_name(boundaries[index], boundaries[index + 1])
+    """The bundle name holding `topic` (CRC-32 of the full name; see core.bundles)."""
+    return bundles_model.topic_bundle(boundaries, topic).name
 
 
 @dataclass(frozen=True, slots=True)
