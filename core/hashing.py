@@ -1,12 +1,48 @@
-"""Pulsar's hashes: murmur3 (sticky keys, failover ring) and CRC32 (topic -> bundle)."""
+"""Pulsar's hashes: murmur3 (sticky keys, failover ring) and CRC32 (topic -> bundle).
+
+The sticky-key hash is the murmur3 x86_32 hash (seed 0, 31 bits) of a message's sticky key,
+reduced to the key-hash range of the Key_Shared selector in use. `murmur3_31_array` computes
+the same 31-bit value for every element of an Arrow string/binary array at once.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import typing
 import zlib
+from typing import Literal
 
 import mmh3
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from core.errors import ModelError
 
 INT31_MASK = 0x7FFFFFFF
+
+SelectorKind = Literal["consistent", "auto-split", "sticky"]
+"""consistent: consistent hashing (the default); auto-split: HashRangeAutoSplit
+(`subscriptionKeySharedUseConsistentHashing=false`); sticky: KeySharedMode.STICKY."""
+
+PulsarLine = Literal["4.0", "3.0"]
+
+SELECTOR_KINDS: tuple[SelectorKind, ...] = ("consistent", "auto-split", "sticky")
+PULSAR_LINES: tuple[PulsarLine, ...] = ("4.0", "3.0")
+
+RANGE_SIZE = 65536
+"""`StickyKeyConsumerSelector.DEFAULT_RANGE_SIZE`: auto split and sticky slots are 0..65535."""
+
+CONSISTENT_HASH_MAX = 65535
+"""4.0 consistent hashing reduces into [1, 65535] (`h31 % 65535 + 1`)."""
+
+NONE_KEY = b"NONE_KEY"
+"""The sticky key of a message with neither ordering key, partition key nor (4.0) producer."""
+
+U32 = npt.NDArray[np.uint32]
+_C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+_CHUNK = 1 << 14  # rows per pass: keeps each working array in L2
 
 
 def murmur3_31(data: bytes) -> int:
@@ -17,3 +53,225 @@ def murmur3_31(data: bytes) -> int:
 def topic_bundle_hash(topic: str) -> int:
     """The unsigned CRC-32 of the full topic name that places a topic in a bundle."""
     return zlib.crc32(topic.encode("utf-8"))
+
+
+def reduce_hash(
+    h31: int, *, selector: SelectorKind = "consistent", pulsar: PulsarLine = "4.0"
+) -> int:
+    """The sticky-key hash a broker of `pulsar` line derives from a 31-bit murmur3 value.
+
+    4.0: consistent hashing `h31 % 65535 + 1`; auto split and sticky `h31 % 65536`, 0 -> 1
+    (`StickyKeyConsumerSelectorUtils.makeStickyKeyHash`, 0 is reserved as "not set").
+    3.0: consistent hashing uses `h31` itself; auto split and sticky select by `h31 % 65536`.
+    """
+    if pulsar == "4.0":
+        if selector == "consistent":
+            return h31 % CONSISTENT_HASH_MAX + 1
+        return (h31 % RANGE_SIZE) or 1
+    if selector == "consistent":
+        return h31
+    return h31 % RANGE_SIZE
+
+
+def sticky_key_hash(
+    key: bytes, *, selector: SelectorKind = "consistent", pulsar: PulsarLine = "4.0"
+) -> int:
+    """The hash the broker routes a sticky key by (see `reduce_hash`)."""
+    return reduce_hash(murmur3_31(key), selector=selector, pulsar=pulsar)
+
+
+def resolve_sticky_key(
+    *,
+    ordering_key: bytes | None = None,
+    partition_key: str | None = None,
+    partition_key_b64: bool = False,
+    producer_name: str | None = None,
+    sequence_id: int | None = None,
+    pulsar: PulsarLine = "4.0",
+) -> bytes:
+    """The bytes the broker hashes for an entry (`Commands.resolveStickyKey`).
+
+    Ordering key, else partition key (base64-decoded when flagged), else on 4.0
+    `producer_name + "-" + sequence_id`, else `NONE_KEY`. For a batch entry pass the
+    fields of the batch, which the producer copies from the batch's first message.
+    """
+    if ordering_key is not None:
+        return bytes(ordering_key)
+    if partition_key is not None:
+        if partition_key_b64:
+            return _b64decode(partition_key)
+        return partition_key.encode("utf-8")
+    if pulsar == "4.0" and producer_name is not None and sequence_id is not None:
+        return f"{producer_name}-{sequence_id}".encode()
+    return NONE_KEY
+
+
+def _b64decode(text: str) -> bytes:
+    # Java's basic decoder accepts missing padding; Python's needs it.
+    padded = text + "=" * (-len(text) % 4)
+    try:
+        return base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ModelError(
+            f"partition key {text[:40]!r} is flagged base64 but is not valid base64"
+        ) from exc
+
+
+def reduce_hash_array(
+    h31: U32, *, selector: SelectorKind = "consistent", pulsar: PulsarLine = "4.0"
+) -> U32:
+    """`reduce_hash` over an array of 31-bit hashes (returns a new uint32 array)."""
+    if pulsar == "4.0":
+        if selector == "consistent":
+            out = np.remainder(h31, np.uint32(CONSISTENT_HASH_MAX))
+            np.add(out, np.uint32(1), out=out)
+            return out
+        out = np.bitwise_and(h31, np.uint32(RANGE_SIZE - 1))
+        out[out == 0] = 1
+        return out
+    if selector == "consistent":
+        return np.array(h31, dtype=np.uint32, copy=True)
+    return np.bitwise_and(h31, np.uint32(RANGE_SIZE - 1))
+
+
+def sticky_key_hash_array(
+    keys: pa.Array | pa.ChunkedArray,
+    *,
+    selector: SelectorKind = "consistent",
+    pulsar: PulsarLine = "4.0",
+) -> U32:
+    """`sticky_key_hash` of every element of an Arrow string/binary array (nulls as b"")."""
+    return reduce_hash_array(murmur3_31_array(keys), selector=selector, pulsar=pulsar)
+
+
+def murmur3_31_array(keys: pa.Array | pa.ChunkedArray) -> U32:
+    """`murmur3_31` of every element of an Arrow string/binary array, bit-identical to mmh3.
+
+    Works on the Arrow buffers directly (no Python objects): keys are grouped by length and
+    hashed block by block with numpy. A null element is hashed as its stored bytes, which are
+    empty for arrays built the usual way; mask with `keys.is_null()` where nulls matter.
+    """
+    if isinstance(keys, pa.ChunkedArray):
+        parts = [murmur3_31_array(chunk) for chunk in keys.chunks]
+        return np.concatenate(parts) if parts else np.zeros(0, np.uint32)
+    starts, lengths, data = _arrow_layout(keys)
+    out = np.empty(len(starts), np.uint32)
+    if len(starts) == 0:
+        return out
+    lo, hi = int(lengths.min()), int(lengths.max())
+    if hi == 0:
+        out[:] = 0  # murmur3 of b"" with seed 0
+    elif lo == hi and _contiguous(starts, lo):
+        rows = data[int(starts[0]) : int(starts[0]) + lo * len(starts)].reshape(-1, lo)
+        _hash_rows_into(out, rows, lo)
+    else:
+        for length, members in _length_groups(lengths, lo, hi):
+            out[members] = _hash_gathered(data, starts[members], length)
+    np.bitwise_and(out, np.uint32(INT31_MASK), out=out)
+    return out
+
+
+def _arrow_layout(
+    keys: pa.Array,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+    kind = keys.type
+    if pa.types.is_string(kind) or pa.types.is_binary(kind):
+        offset_type: np.dtype[np.signedinteger[typing.Any]] = np.dtype(np.int32)
+    elif pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
+        offset_type = np.dtype(np.int64)
+    else:
+        raise TypeError(f"murmur3_31_array needs a string or binary array, got {kind}")
+    _, offsets_buf, data_buf = keys.buffers()[:3]
+    n = len(keys)
+    offsets = np.frombuffer(
+        offsets_buf, dtype=offset_type, count=n + 1, offset=keys.offset * offset_type.itemsize
+    ).astype(np.int64)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    )
+    return offsets[:-1], np.diff(offsets), data
+
+
+def _contiguous(starts: npt.NDArray[np.int64], length: int) -> bool:
+    n = len(starts)
+    return n == 1 or int(starts[-1]) - int(starts[0]) == length * (n - 1)
+
+
+def _length_groups(
+    lengths: npt.NDArray[np.int64], lo: int, hi: int
+) -> list[tuple[int, npt.NDArray[np.intp]]]:
+    distinct = np.flatnonzero(np.bincount(lengths - lo)) + lo
+    if len(distinct) <= 12:
+        return [(int(size), np.flatnonzero(lengths == size)) for size in distinct]
+    narrow = lengths.astype(np.uint16) if hi < 65536 else lengths
+    order = np.argsort(narrow, kind="stable")
+    bounds = [*np.searchsorted(lengths[order], distinct, side="left").tolist(), len(order)]
+    return [(int(size), order[bounds[i] : bounds[i + 1]]) for i, size in enumerate(distinct)]
+
+
+def _hash_gathered(data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], length: int) -> U32:
+    out = np.empty(len(starts), np.uint32)
+    if length == 0:
+        out[:] = 0  # murmur3 of b"" with seed 0
+        return out
+    window = np.lib.stride_tricks.sliding_window_view(data, length)
+    for lo in range(0, len(starts), _CHUNK):
+        _hash_rows_into(out[lo : lo + _CHUNK], window[starts[lo : lo + _CHUNK]], length)
+    return out
+
+
+def _hash_rows_into(out: U32, rows: npt.NDArray[np.uint8], length: int) -> None:
+    """murmur3 x86_32 (seed 0) of each row of `rows` (all `length` bytes long) into `out`."""
+    for lo in range(0, rows.shape[0], _CHUNK):
+        chunk = rows[lo : lo + _CHUNK]
+        out[lo : lo + len(chunk)] = _murmur_rows(chunk, length)
+
+
+def _murmur_rows(rows: npt.NDArray[np.uint8], length: int) -> U32:
+    m = rows.shape[0]
+    h = np.zeros(m, np.uint32)
+    k = np.empty(m, np.uint32)
+    tmp = np.empty(m, np.uint32)
+    full = length // 4
+    if full:
+        blocks = rows[:, : 4 * full].view("<u4")
+        for j in range(full):
+            np.copyto(k, blocks[:, j])
+            _scramble(k, tmp)
+            np.bitwise_xor(h, k, out=h)
+            _rotl(h, 13, tmp)
+            np.multiply(h, np.uint32(5), out=h)
+            np.add(h, np.uint32(0xE6546B64), out=h)
+    rest = length & 3
+    if rest:
+        base = 4 * full
+        np.copyto(k, rows[:, base], casting="unsafe")
+        for i in range(1, rest):
+            np.left_shift(rows[:, base + i], np.uint32(8 * i), out=tmp, casting="unsafe")
+            np.bitwise_or(k, tmp, out=k)
+        _scramble(k, tmp)
+        np.bitwise_xor(h, k, out=h)
+    np.bitwise_xor(h, np.uint32(length), out=h)
+    _fmix(h, tmp)
+    return h
+
+
+def _rotl(x: U32, r: int, tmp: U32) -> None:
+    np.left_shift(x, np.uint32(r), out=tmp)
+    np.right_shift(x, np.uint32(32 - r), out=x)
+    np.bitwise_or(x, tmp, out=x)
+
+
+def _scramble(k: U32, tmp: U32) -> None:
+    np.multiply(k, _C1, out=k)
+    _rotl(k, 15, tmp)
+    np.multiply(k, _C2, out=k)
+
+
+def _fmix(h: U32, tmp: U32) -> None:
+    for shift, factor in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+        np.right_shift(h, np.uint32(shift), out=tmp)
+        np.bitwise_xor(h, tmp, out=h)
+        np.multiply(h, np.uint32(factor), out=h)
+    np.right_shift(h, np.uint32(16), out=tmp)
+    np.bitwise_xor(h, tmp, out=h)

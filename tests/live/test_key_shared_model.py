@@ -1,0 +1,300 @@
+"""Our Key_Shared selectors agree with a real Pulsar 4.0 broker, range for range, key for key.
+
+After every join and leave the broker's `keyHashRangeArrays` (topic stats, matched to our
+handles by a consumer property) must equal the model's, in the same consumer order; then
+thousands of distinct keys must each reach the consumer the model names.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+
+import pulsar as pulsar_client
+import pytest
+
+from collectors.localpulsar import LocalPulsar
+from core.errors import ModelError
+from core.hashing import resolve_sticky_key
+from core.selectors import (
+    AutoSplitSelector,
+    ConsistentHashingSelector,
+    Consumer,
+    StickySelector,
+    validate_sticky_ranges,
+)
+from tests.brokers import BrokerPool
+from tests.live.key_shared_clients import Group, jvm_name_encoding, new_topic, publish, topic_stats
+
+NINE_POINTS = {"subscriptionKeySharedConsistentHashingReplicaPoints": "9"}
+AUTO_SPLIT = {"subscriptionKeySharedUseConsistentHashing": "false"}
+KEY_BASED = {"batching_enabled": True, "batching_type": pulsar_client.BatchingType.KeyBased}
+KEYS = 2000
+
+NAME_SETS = {
+    "distinct": ["alpha", "beta", "gamma", "delta"],
+    "duplicates": ["dup", "dup", "solo", "dup"],
+    "digits": ["consumer1", "consumer11", "consumer111", "consumer1"],
+    "non-ascii": ["Zoë", "消费者", "🚀-rocket", "Zoë"],
+}
+
+
+def assert_ranges_agree(group: Group, when: str) -> None:
+    broker, model = group.broker_ranges(), group.model_ranges()
+    assert [(h.name, r) for h, r in broker] == [(h.name, r) for h, r in model], when
+    assert [h for h, _ in broker] == [h for h, _ in model], when
+
+
+def assert_routing_agrees(group: Group, label: str, count: int = KEYS) -> None:
+    keys = [f"{label}-key-{i}" for i in range(count)]
+    group.received.clear()
+    publish(group.client, group.topic, ((k, {"partition_key": k}) for k in keys), **KEY_BASED)
+    group.wait_received(count)
+    wrong = [
+        (k, group.received[k].name, expected.name)
+        for k in keys
+        if (expected := group.model.select_key(k.encode())) is not group.received[k]
+    ]
+    assert not wrong, f"{len(wrong)} of {count} keys reached another consumer, e.g. {wrong[:3]}"
+
+
+def run_join_leave_sequence(group: Group, names: Sequence[str]) -> None:
+    """Join all, route; the first leaves and its name rejoins; the rest leave one by one."""
+    handles = []
+    for name in names:
+        handles.append(group.join(name)[0])
+        assert_ranges_agree(group, f"after {name!r} joined")
+    assert_routing_agrees(group, "all")
+    group.leave(handles[0])
+    assert_ranges_agree(group, "after the first consumer left")
+    rejoined, _ = group.join(names[0])  # takes back the freed name index
+    assert_ranges_agree(group, "after the first name rejoined")
+    for handle in handles[2:]:
+        group.leave(handle)
+        assert_ranges_agree(group, f"after one {handle.name!r} left")
+    assert_routing_agrees(group, "two", count=500)
+    for handle in (handles[1], rejoined):
+        group.leave(handle)
+        assert_ranges_agree(group, f"after one {handle.name!r} left")
+
+
+@pytest.mark.parametrize("names", NAME_SETS.values(), ids=NAME_SETS.keys())
+@pytest.mark.parametrize("points", [100, 9], ids=["default-100-points", "9-points"])
+def test_consistent_hashing_matches_broker_through_joins_and_leaves(
+    broker_pool: BrokerPool, names: list[str], points: int
+) -> None:
+    broker = broker_pool.get(NINE_POINTS if points == 9 else None)
+    model = ConsistentHashingSelector(points=points, name_encoding=jvm_name_encoding())
+    group = Group(broker, new_topic(f"ch{points}"), model)
+    try:
+        run_join_leave_sequence(group, names)
+    finally:
+        group.close()
+
+
+def test_auto_split_matches_broker_through_joins_and_leaves(broker_pool: BrokerPool) -> None:
+    broker = broker_pool.get(AUTO_SPLIT)
+    group = Group(broker, new_topic("split"), AutoSplitSelector())
+    try:
+        run_join_leave_sequence(group, ["s1", "s2", "s2", "s3", "s4"])
+    finally:
+        group.close()
+
+
+def sticky_policy(ranges: Sequence[tuple[int, int]]) -> pulsar_client.ConsumerKeySharedPolicy:
+    return pulsar_client.ConsumerKeySharedPolicy(
+        key_shared_mode=pulsar_client.KeySharedMode.Sticky, sticky_ranges=list(ranges)
+    )
+
+
+def sticky_join(group: Group, name: str, ranges: list[tuple[int, int]]) -> Consumer:
+    group.subscribe_args = {"key_shared_policy": sticky_policy(ranges)}
+    return group.join(name, sticky=ranges)[0]
+
+
+def test_sticky_ranges_gaps_and_conflicts_match_broker(pulsar: LocalPulsar) -> None:
+    group = Group(pulsar, new_topic("sticky"), StickySelector())
+    try:
+        sticky_join(group, "low", [(0, 9999), (40000, 49999)])
+        sticky_join(group, "high", [(50000, 65535), (10000, 20000)])
+        assert_ranges_agree(group, "after both sticky consumers joined")
+        assert_sticky_rejections_agree(group, pulsar)
+        keys = [f"sticky-key-{i}" for i in range(KEYS)]
+        expected = {k: group.model.select_key(k.encode()) for k in keys}
+        gap = {k for k, c in expected.items() if c is None}
+        assert 300 < len(gap) < KEYS - 300  # the gap 20001..39999 is about 30% of the space
+        publish(group.client, group.topic, ((k, {"partition_key": k}) for k in keys), **KEY_BASED)
+        group.wait_received(KEYS - len(gap))
+        group.settle(quiet=2.0)
+        assert set(group.received) == set(keys) - gap
+        assert all(group.received[k] is expected[k] for k in group.received)
+        assert wait_backlog(pulsar, group.topic, len(gap)) == len(gap)
+    finally:
+        group.close()
+
+
+def assert_sticky_rejections_agree(group: Group, broker: LocalPulsar) -> None:
+    """A range overlapping another consumer's, and start > end: both refuse, same words."""
+    for name, ranges, words in [
+        ("clash", [(45000, 45010)], "Range conflict with consumer Consumer{"),
+        ("backwards", [(30000, 20001)], "Fixed hash range start > end for range: [30000,20001]"),
+    ]:
+        with pytest.raises(pulsar_client.ConsumerAssignError):
+            sticky_join(group, name, ranges)
+        handle = Consumer(name, tuple(ranges))
+        with pytest.raises(ModelError) as refused:
+            group.model.add(handle)
+        assert str(refused.value).startswith(words)
+        line = wait_log_line(broker, group.topic, words)
+        if name == "clash":
+            assert str(refused.value) == "Range conflict with consumer Consumer{consumerName=low}"
+            assert re.search(r"consumerName=low\b", line)
+        else:
+            assert words in line
+    # the Python client refuses these itself, so the broker never sees them
+    with pytest.raises(ValueError, match="overlap"):
+        sticky_policy([(1, 5), (3, 9)])
+    with pytest.raises(ModelError, match=r"own ranges conflict: \[1,5\] overlaps with \[3,9\]"):
+        validate_sticky_ranges(((3, 9), (1, 5)))
+
+
+def wait_log_line(broker: LocalPulsar, topic: str, words: str, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in broker.log_path.read_text(errors="replace").splitlines():
+            if words in line and ("Failed to create consumer" in line and topic in line):
+                return line
+        time.sleep(0.2)
+    raise AssertionError(f"broker log has no 'Failed to create consumer' line with {words!r}")
+
+
+def wait_backlog(broker: LocalPulsar, topic: str, expected: int, timeout: float = 15.0) -> int:
+    deadline, backlog = time.monotonic() + timeout, -1
+    while time.monotonic() < deadline:
+        backlog = topic_stats(broker, topic)["subscriptions"]["lens"]["msgBacklog"]
+        if backlog == expected:
+            return int(backlog)
+        time.sleep(0.5)
+    return int(backlog)
+
+
+def test_keyless_and_ordering_key_messages_route_as_predicted(pulsar: LocalPulsar) -> None:
+    group = Group(pulsar, new_topic("keyless"), ConsistentHashingSelector())
+    try:
+        for name in ("k1", "k2", "k3"):
+            group.join(name)
+        model = group.model
+        # no batching: every message is its own entry, keyed by producer name and sequence id
+        publish(
+            group.client,
+            group.topic,
+            ((f"solo-{i}", {}) for i in range(300)),
+            producer_name="lens-solo",
+        )
+        # key-based batching: key-less messages share a batch; the first message's id decides
+        batches = [[f"kb-{b}-{i}" for i in range(10)] for b in range(30)]
+        send_in_batches(group, batches, "lens-kb", pulsar_client.BatchingType.KeyBased, keyed=False)
+        # default batching with keys: the whole batch follows its first message's key
+        mixed = [[f"mx-{b}-{i}" for i in range(10)] for b in range(30)]
+        send_in_batches(group, mixed, "lens-mx", pulsar_client.BatchingType.Default, keyed=True)
+        # ordering key beats partition key
+        publish(
+            group.client,
+            group.topic,
+            (
+                (f"ok-{i}", {"ordering_key": f"ok-{i}", "partition_key": f"pk-{i}"})
+                for i in range(300)
+            ),
+            producer_name="lens-ok",
+        )
+        group.wait_received(300 + 300 + 300 + 300)
+        expect = {
+            f"solo-{i}": model.select_key(
+                resolve_sticky_key(producer_name="lens-solo", sequence_id=i)
+            )
+            for i in range(300)
+        }
+        for b, batch in enumerate(batches):
+            first = resolve_sticky_key(producer_name="lens-kb", sequence_id=10 * b)
+            expect.update(dict.fromkeys(batch, model.select_key(first)))
+        for batch in mixed:
+            expect.update(dict.fromkeys(batch, model.select_key(batch[0].encode())))
+        expect.update(
+            {
+                f"ok-{i}": model.select_key(
+                    resolve_sticky_key(ordering_key=f"ok-{i}".encode(), partition_key=f"pk-{i}")
+                )
+                for i in range(300)
+            }
+        )
+        wrong = [
+            (k, c.name if c else None, group.received[k].name)
+            for k, c in expect.items()
+            if group.received[k] is not c
+        ]
+        assert not wrong, f"{len(wrong)} of {len(expect)} misrouted, e.g. {wrong[:3]}"
+        assert len({expect[b[0]] for b in batches}) == 3  # the batches spread over everyone
+    finally:
+        group.close()
+
+
+def send_in_batches(
+    group: Group,
+    batches: list[list[str]],
+    producer_name: str,
+    batching: pulsar_client.BatchingType,
+    *,
+    keyed: bool,
+) -> None:
+    """One flush per batch, so each list becomes exactly one batch entry."""
+    prod = group.client.create_producer(
+        group.topic,
+        producer_name=producer_name,
+        batching_enabled=True,
+        batching_type=batching,
+        batching_max_messages=1000,
+        batching_max_publish_delay_ms=60_000,
+    )
+    try:
+        for batch in batches:
+            for payload in batch:
+                kwargs = {"partition_key": payload} if keyed else {}
+                prod.send_async(payload.encode(), None, **kwargs)
+            prod.flush()
+    finally:
+        prod.close()
+
+
+def test_draining_hashes_are_the_pending_hashes_that_moved(pulsar: LocalPulsar) -> None:
+    group = Group(pulsar, new_topic("drain"), ConsistentHashingSelector())
+    try:
+        holder, _ = group.join("holder")
+        group.ack = False  # the holder keeps every message unacknowledged
+        keys = [f"drain-key-{i}" for i in range(200)]
+        publish(group.client, group.topic, ((k, {"partition_key": k}) for k in keys))
+        group.wait_received(len(keys))
+        pending = [group.model.key_hash(k.encode()) for k in keys]
+        _, impact = group.join("newcomer")
+        assert_ranges_agree(group, "after the newcomer joined")
+        expected = impact.draining({holder: pending})[holder]
+        assert 20 < len(expected) < 180
+        stats = {c["consumerName"]: c for c in group.broker_consumers()}["holder"]
+        assert [d["hash"] for d in stats["drainingHashes"]] == expected
+        counts = {h: pending.count(h) for h in expected}
+        assert [d["unackMsgs"] for d in stats["drainingHashes"]] == [counts[h] for h in expected]
+        assert stats["drainingHashesCount"] == len(expected)
+        group.ack_held()
+        assert wait_draining_cleared(group) == 0
+    finally:
+        group.close()
+
+
+def wait_draining_cleared(group: Group, timeout: float = 15.0) -> int:
+    deadline, count = time.monotonic() + timeout, -1
+    while time.monotonic() < deadline:
+        count = sum(c.get("drainingHashesCount", 0) for c in group.broker_consumers())
+        if count == 0:
+            return 0
+        time.sleep(0.3)
+    return count
