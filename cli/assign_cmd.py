@@ -6,6 +6,7 @@ Both are pure predictions from `core.failover` and `core.bundles`; nothing talks
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from core.bundles import default_boundaries, full_topic_name, parse_bundles, topic_bundle
 from core.errors import ModelError
-from core.failover import FailoverConsumer, compute_topics
+from core.failover import JVM_CHARSET, FailoverConsumer, compute_topics
 
 DEFAULT_BUNDLES = 4  # the broker's defaultNumberOfNamespaceBundles
 
@@ -47,6 +48,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--consistent",
         action="store_true",
         help="broker runs activeConsumerFailoverConsistentHashing=true",
+    )
+    fo.add_argument(
+        "--jvm-charset",
+        default=JVM_CHARSET,
+        metavar="NAME",
+        help="broker JVM default charset, e.g. US-ASCII for Java 17 under a POSIX locale",
     )
     fo.add_argument(
         "--compare",
@@ -97,11 +104,14 @@ def run_failover(args: argparse.Namespace) -> int:
     consumers = parse_consumers(args.consumers, args.priorities)
     if args.partitions < 0:
         raise ModelError(f"--partitions must be 0 or more, got {args.partitions}")
+    try:
+        codecs.lookup(args.jvm_charset)
+    except LookupError as exc:
+        raise ModelError(f"unknown --jvm-charset {args.jvm_charset!r}") from exc
     topics = {full_topic_name(t): args.partitions for t in args.topic}
     if args.compare:
-        return print_comparison(topics, consumers, as_json=args.json)
-    active = compute_topics(topics, consumers, consistent_hashing=args.consistent)
-    mapping = {name: consumer.name for name, consumer in active.items()}
+        return print_comparison(topics, consumers, charset=args.jvm_charset, as_json=args.json)
+    mapping = assign(topics, consumers, consistent=args.consistent, charset=args.jvm_charset)
     if args.json:
         print(json.dumps(mapping, ensure_ascii=False))
     else:
@@ -109,20 +119,30 @@ def run_failover(args: argparse.Namespace) -> int:
     return 0
 
 
+def assign(
+    topics: Mapping[str, int],
+    consumers: Sequence[FailoverConsumer],
+    *,
+    consistent: bool,
+    charset: str,
+) -> dict[str, str]:
+    chosen = compute_topics(topics, consumers, consistent_hashing=consistent, charset=charset)
+    return {name: consumer.name for name, consumer in chosen.items()}
+
+
 def print_comparison(
-    topics: Mapping[str, int], consumers: Sequence[FailoverConsumer], *, as_json: bool
+    topics: Mapping[str, int],
+    consumers: Sequence[FailoverConsumer],
+    *,
+    charset: str,
+    as_json: bool,
 ) -> int:
-    modulo = {t: c.name for t, c in compute_topics(topics, consumers).items()}
-    consistent = {
-        t: c.name for t, c in compute_topics(topics, consumers, consistent_hashing=True).items()
-    }
+    modulo = assign(topics, consumers, consistent=False, charset=charset)
+    consistent = assign(topics, consumers, consistent=True, charset=charset)
     moved = [t for t in modulo if modulo[t] != consistent.get(t)]
     if as_json:
-        print(
-            json.dumps(
-                {"modulo": modulo, "consistent": consistent, "moved": moved}, ensure_ascii=False
-            )
-        )
+        result = {"modulo": modulo, "consistent": consistent, "moved": moved}
+        print(json.dumps(result, ensure_ascii=False))
     else:
         rows = [(t, modulo[t], consistent[t], "moved" if t in moved else "") for t in modulo]
         print_table(("TOPIC", "MODULO", "CONSISTENT", ""), rows)

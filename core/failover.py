@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.hashing import murmur3_31
+
+JVM_CHARSET = "utf-8"
+"""The ring hashes `String.getBytes()`: the broker JVM's default charset. UTF-8 on Java 18+;
+on Java 17 it follows the locale (`ANSI_X3.4-1968`, i.e. ASCII, when LANG is unset)."""
 
 RING_REPLICAS = 100
 """`CONSUMER_CONSISTENT_HASH_REPLICAS`: ring points per consumer (fixed, not configurable)."""
@@ -61,9 +65,9 @@ def java_order_key(name: str) -> bytes:
     return name.encode("utf-16-be", errors="surrogatepass")
 
 
-def java_default_bytes(text: str) -> bytes:
-    """`String.getBytes()` on a UTF-8 JVM: unencodable surrogates become '?'."""
-    return text.encode("utf-8", errors="replace")
+def java_default_bytes(text: str, charset: str = JVM_CHARSET) -> bytes:
+    """`String.getBytes()` in the JVM's default charset: what it cannot encode becomes '?'."""
+    return text.encode(charset, errors="replace")
 
 
 def order_consumers(consumers: Iterable[FailoverConsumer]) -> tuple[FailoverConsumer, ...]:
@@ -102,12 +106,12 @@ def partition_names(topic: str, partitions: int) -> tuple[str, ...]:
     return tuple(f"{topic}{PARTITION_SUFFIX}{i}" for i in range(partitions))
 
 
-def build_ring(ordered: Sequence[FailoverConsumer]) -> FailoverRing:
+def build_ring(ordered: Sequence[FailoverConsumer], *, charset: str = JVM_CHARSET) -> FailoverRing:
     """Ring of `name + j` points (full 31-bit murmur3); a later index overwrites a collision."""
     ring: dict[int, int] = {}
     for index, consumer in enumerate(ordered):
         for j in range(RING_REPLICAS):
-            ring[murmur3_31(java_default_bytes(f"{consumer.name}{j}"))] = index
+            ring[murmur3_31(java_default_bytes(f"{consumer.name}{j}", charset))] = index
     points = tuple(sorted(ring))
     return FailoverRing(points=points, owners=tuple(ring[p] for p in points))
 
@@ -123,21 +127,44 @@ def ring_index(ring: FailoverRing, topic: str) -> int:
     return ring_owner(ring, murmur3_31(topic.encode("utf-8")))
 
 
+def active_consumer_picker(
+    consumers: Iterable[FailoverConsumer],
+    *,
+    consistent_hashing: bool = False,
+    charset: str = JVM_CHARSET,
+) -> Callable[[str], FailoverConsumer | None]:
+    """A function topic -> active consumer for one consumer set; sorts and rings only once."""
+    ordered = order_consumers(consumers)
+    size = leading_group_size(ordered)
+    rings: list[FailoverRing] = []
+
+    def pick(topic: str) -> FailoverConsumer | None:
+        if not ordered:
+            return None
+        index = partition_index(topic)
+        if index >= 0 and not consistent_hashing:
+            return ordered[index % size]
+        if not rings:
+            rings.append(build_ring(ordered[:size], charset=charset))
+        return ordered[ring_index(rings[0], topic)]
+
+    return pick
+
+
 def select_active_consumer(
-    topic: str, consumers: Iterable[FailoverConsumer], *, consistent_hashing: bool = False
+    topic: str,
+    consumers: Iterable[FailoverConsumer],
+    *,
+    consistent_hashing: bool = False,
+    charset: str = JVM_CHARSET,
 ) -> FailoverConsumer | None:
     """The active consumer of one topic or partition; None when nobody is connected.
 
     `topic` is the full name (`persistent://tenant/ns/name[-partition-N]`): the ring hashes it.
+    `charset` is the broker JVM's default charset (see JVM_CHARSET).
     """
-    ordered = order_consumers(consumers)
-    if not ordered:
-        return None
-    size = leading_group_size(ordered)
-    index = partition_index(topic)
-    if index >= 0 and not consistent_hashing:
-        return ordered[index % size]
-    return ordered[ring_index(build_ring(ordered[:size]), topic)]
+    pick = active_consumer_picker(consumers, consistent_hashing=consistent_hashing, charset=charset)
+    return pick(topic)
 
 
 def compute_partitioned(
@@ -146,15 +173,12 @@ def compute_partitioned(
     consumers: Iterable[FailoverConsumer],
     *,
     consistent_hashing: bool = False,
+    charset: str = JVM_CHARSET,
 ) -> dict[str, FailoverConsumer]:
     """Active consumer per partition of a partitioned topic (empty when no consumer)."""
-    group = tuple(consumers)
-    result: dict[str, FailoverConsumer] = {}
-    for name in partition_names(topic, partitions):
-        chosen = select_active_consumer(name, group, consistent_hashing=consistent_hashing)
-        if chosen is not None:
-            result[name] = chosen
-    return result
+    return compute_topics(
+        {topic: partitions}, consumers, consistent_hashing=consistent_hashing, charset=charset
+    )
 
 
 def compute_topics(
@@ -162,17 +186,17 @@ def compute_topics(
     consumers: Iterable[FailoverConsumer],
     *,
     consistent_hashing: bool = False,
+    charset: str = JVM_CHARSET,
 ) -> dict[str, FailoverConsumer]:
     """A multi-topic subscription: every topic and partition is decided on its own.
 
     `topics` maps a full topic name to its partition count, 0 for a non-partitioned topic.
     """
-    group = tuple(consumers)
+    pick = active_consumer_picker(consumers, consistent_hashing=consistent_hashing, charset=charset)
     result: dict[str, FailoverConsumer] = {}
     for topic, partitions in topics.items():
-        names = partition_names(topic, partitions) if partitions > 0 else (topic,)
-        for name in names:
-            chosen = select_active_consumer(name, group, consistent_hashing=consistent_hashing)
+        for name in partition_names(topic, partitions) if partitions > 0 else (topic,):
+            chosen = pick(name)
             if chosen is not None:
                 result[name] = chosen
     return result

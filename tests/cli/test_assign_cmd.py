@@ -146,3 +146,19 @@ def test_bundle_table_lists_topic_and_bundle(capsys: pytest.CaptureFixture[str])
     code, out, _ = run(["bundle", edge], capsys)
     assert code == 0
     assert out.splitlines()[1].split() == [edge, "0xc0000000_0xffffffff"]
+
+
+def test_failover_jvm_charset_changes_ring_for_non_ascii(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    topics = [f"persistent://public/default/charset-{i}" for i in range(20)]
+    argv = ["failover", *(a for t in topics for a in ("--topic", t)), "--consumers", "é,ü"]
+    _, utf8, _ = run([*argv, "--json"], capsys)
+    _, ascii_, _ = run([*argv, "--jvm-charset", "US-ASCII", "--json"], capsys)
+    assert set(json.loads(utf8).values()) == {"é", "ü"}
+    assert set(json.loads(ascii_).values()) == {"ü"}
+
+
+def test_failover_rejects_unknown_charset(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ModelError, match="unknown --jvm-charset"):
+        run(["failover", "--topic", ORDERS, "--consumers", "a", "--jvm-charset", "nope"], capsys)

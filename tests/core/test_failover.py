@@ -175,3 +175,19 @@ def test_compare_churn_ring_moves_only_the_leavers_partitions() -> None:
     leavers = tuple(p for p, c in owned.items() if c.name == "consumer-2")
     assert result.moved_consistent == leavers
     assert len(result.moved_modulo) > len(result.moved_consistent)
+
+
+def test_ring_in_ascii_jvm_hashes_non_ascii_as_question_marks() -> None:
+    # Java 17 under a POSIX locale: String.getBytes() writes '?' for every non-ASCII character
+    ascii_ring = build_ring(order_consumers([C("é1"), C("x")]), charset="ANSI_X3.4-1968")
+    plain_ring = build_ring(order_consumers([C("?1"), C("x")]))
+    assert set(ascii_ring.points) == set(plain_ring.points)
+    assert set(build_ring(order_consumers([C("é1"), C("x")])).points) != set(plain_ring.points)
+
+
+def test_ascii_jvm_sends_every_topic_to_the_later_of_two_non_ascii_names() -> None:
+    pair = [C("é"), C("ü")]
+    topics = {f"persistent://t/ns/charset-{i}": 0 for i in range(50)}
+    ascii_pick = compute_topics(topics, pair, charset="ascii")
+    assert {c.name for c in ascii_pick.values()} == {"ü"}
+    assert {c.name for c in compute_topics(topics, pair).values()} == {"é", "ü"}

@@ -9,6 +9,9 @@ compares once.
 from __future__ import annotations
 
 import bisect
+import functools
+import re
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,13 +20,13 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from collectors.localpulsar import LocalPulsar
+from collectors.localpulsar import JVM_FLAGS, LocalPulsar, find_java
 from core.failover import (
     FailoverConsumer,
     build_ring,
-    compute_partitioned,
     compute_topics,
     order_consumers,
+    ring_index,
     select_active_consumer,
 )
 from core.hashing import murmur3_31
@@ -47,6 +50,26 @@ MIXED = (
 )
 
 Observed = dict[str, tuple[str | None, tuple[str, ...]]]
+
+
+@functools.cache
+def broker_charset() -> str:
+    """The default charset of the brokers' JVM (the ring hashes `String.getBytes()`).
+
+    Java 17 takes it from the locale of the environment the brokers inherit from this run;
+    the same `java` with the same flags reports it.
+    """
+    flags = [f for f in JVM_FLAGS if f.startswith("-Dfile.encoding")]
+    probe = subprocess.run(
+        [find_java(), *flags, "-XshowSettings:properties", "-version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    found = re.search(r"file\.encoding = (\S+)", probe.stderr + probe.stdout)
+    assert found, probe.stderr[-500:]
+    return found.group(1)
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +150,14 @@ def settled_active(
         time.sleep(0.3)
 
 
-def names_of(assignment: Mapping[str, FailoverConsumer]) -> dict[str, str | None]:
-    return {topic: consumer.name for topic, consumer in assignment.items()}
+def expected(
+    topics: Mapping[str, int], consumers: Sequence[FailoverConsumer], *, consistent: bool = False
+) -> dict[str, str | None]:
+    """The model's active consumer name per topic/partition, for the brokers' JVM charset."""
+    chosen = compute_topics(
+        topics, consumers, consistent_hashing=consistent, charset=broker_charset()
+    )
+    return {topic: consumer.name for topic, consumer in chosen.items()}
 
 
 def subscribe_all(
@@ -153,7 +182,7 @@ def test_failover_partitioned_modulo_matches_broker(
     create_partitioned(pulsar.admin_url, topic, 7)
     subscribe_all(client, topic, "s", MIXED)
     got = settled_active(pulsar.admin_url, {topic: 7}, "s", MIXED)
-    assert got == names_of(compute_partitioned(topic, 7, MIXED))
+    assert got == expected({topic: 7}, MIXED)
 
 
 def test_failover_partitioned_modulo_uses_java_string_order(
@@ -166,7 +195,7 @@ def test_failover_partitioned_modulo_uses_java_string_order(
     subscribe_all(client, topic, "s", pair)
     got = settled_active(pulsar.admin_url, {topic: 2}, "s", pair)
     assert got == {f"{topic}-partition-0": "\U0001f600x", f"{topic}-partition-1": "\uff5ay"}
-    assert got == names_of(compute_partitioned(topic, 2, pair))
+    assert got == expected({topic: 2}, pair)
 
 
 def test_failover_partitioned_only_leading_priority_group_serves(
@@ -184,7 +213,7 @@ def test_failover_partitioned_only_leading_priority_group_serves(
     subscribe_all(client, topic, "s", group)
     got = settled_active(pulsar.admin_url, {topic: 7}, "s", group)
     assert set(got.values()) == {"p3-a", "p3-b"}
-    assert got == names_of(compute_partitioned(topic, 7, group))
+    assert got == expected({topic: 7}, group)
 
 
 def test_failover_partitioned_consistent_matches_broker(
@@ -194,7 +223,7 @@ def test_failover_partitioned_consistent_matches_broker(
     create_partitioned(consistent_broker.admin_url, topic, 7)
     subscribe_all(consistent_client, topic, "s", MIXED)
     got = settled_active(consistent_broker.admin_url, {topic: 7}, "s", MIXED)
-    assert got == names_of(compute_partitioned(topic, 7, MIXED, consistent_hashing=True))
+    assert got == expected({topic: 7}, MIXED, consistent=True)
 
 
 # --- non-partitioned topics and multi-topic subscriptions --------------------------------
@@ -205,8 +234,8 @@ def telling_topics(prefix: str, consumers: Sequence[FailoverConsumer], count: in
     found: list[str] = []
     for i in range(10_000):
         topic = f"persistent://{NS}/{prefix}-{uuid.uuid4().hex[:6]}-{i}"
-        full = select_active_consumer(topic, consumers)
-        short = select_active_consumer(topic.rsplit("/", 1)[1], consumers)
+        full = select_active_consumer(topic, consumers, charset=broker_charset())
+        short = select_active_consumer(topic.rsplit("/", 1)[1], consumers, charset=broker_charset())
         if full is not None and short is not None and full.name != short.name:
             found.append(topic)
         if len(found) == count:
@@ -221,7 +250,7 @@ def test_failover_non_partitioned_ring_hashes_full_topic_name(
     for topic in topics:
         subscribe_all(client, topic, "s", MIXED)
     got = settled_active(pulsar.admin_url, dict.fromkeys(topics, 0), "s", MIXED)
-    assert got == names_of(compute_topics(dict.fromkeys(topics, 0), MIXED))
+    assert got == expected(dict.fromkeys(topics, 0), MIXED)
 
 
 def test_failover_multi_topic_subscription_matches_broker(
@@ -233,7 +262,7 @@ def test_failover_multi_topic_subscription_matches_broker(
     topics = {**dict.fromkeys(plain, 0), parted: 3}
     subscribe_all(client, list(topics), "s", MIXED)
     got = settled_active(pulsar.admin_url, topics, "s", MIXED)
-    assert got == names_of(compute_topics(topics, MIXED))
+    assert got == expected(topics, MIXED)
 
 
 def test_failover_multi_topic_consistent_matches_broker(
@@ -245,7 +274,7 @@ def test_failover_multi_topic_consistent_matches_broker(
     topics = {**dict.fromkeys(plain, 0), parted: 5}
     subscribe_all(consistent_client, list(topics), "s", MIXED)
     got = settled_active(consistent_broker.admin_url, topics, "s", MIXED)
-    assert got == names_of(compute_topics(topics, MIXED, consistent_hashing=True))
+    assert got == expected(topics, MIXED, consistent=True)
 
 
 # --- ring collisions ---------------------------------------------------------------------
@@ -281,7 +310,7 @@ def test_failover_ring_collision_goes_to_later_consumer_in_order(
         subscribe_all(client, topic, "s", pair)
     got = settled_active(pulsar.admin_url, dict.fromkeys(topics, 0), "s", pair)
     assert got == dict.fromkeys(topics, "a1")
-    assert got == names_of(compute_topics(dict.fromkeys(topics, 0), pair))
+    assert got == expected(dict.fromkeys(topics, 0), pair)
 
 
 # --- consumers leaving -------------------------------------------------------------------
@@ -302,5 +331,61 @@ def test_failover_consumers_leaving_match_broker(broker_pool: BrokerPool, consis
             c.close_consumer(handles.pop(leaving))
             remaining = [x for x in remaining if x.name != leaving]
             got = settled_active(broker.admin_url, topics, "s", remaining)
-            want = compute_topics(topics, remaining, consistent_hashing=consistent)
-            assert got == names_of(want), f"after {leaving!r} left"
+            want = expected(topics, remaining, consistent=consistent)
+            assert got == want, f"after {leaving!r} left"
+
+
+# --- partition-like names ----------------------------------------------------------------
+
+
+def ring_pick(topic: str, consumers: Sequence[FailoverConsumer]) -> str:
+    ordered = order_consumers(consumers)
+    size = sum(1 for c in ordered if c.priority_level == ordered[0].priority_level)
+    return ordered[ring_index(build_ring(ordered[:size], charset=broker_charset()), topic)].name
+
+
+def test_failover_partition_index_comes_from_the_name(
+    pulsar: LocalPulsar, client: FailoverClient
+) -> None:
+    # Non-partitioned topics whose names end like partitions: the broker parses the suffix
+    # (Java parseInt, so an Arabic-Indic 3 counts) and uses modulo over the six level-0
+    # consumers; "-partition-05" is not canonical, so the ring decides.
+    suffixes = ("-partition-5", "-partition-\u0663", "-partition-05")
+    modulo = ("\uff5ay", "é", "\uff5ay")  # sorted level-0 consumers [5 % 6], [3 % 6], [5 % 6]
+    for _ in range(1000):
+        base = unique("fo-fake")
+        topics = [base + s for s in suffixes]
+        ring = [ring_pick(t, MIXED) for t in topics]
+        if all(r != m for r, m in zip(ring, modulo, strict=True)):
+            break
+    else:
+        raise AssertionError("no base name separates modulo from the ring")
+    for topic in topics:
+        subscribe_all(client, topic, "s", MIXED)
+    got = settled_active(pulsar.admin_url, dict.fromkeys(topics, 0), "s", MIXED)
+    assert got == {topics[0]: modulo[0], topics[1]: modulo[1], topics[2]: ring[2]}
+    assert got == expected(dict.fromkeys(topics, 0), MIXED)
+
+
+def test_failover_ring_hashes_names_in_the_jvm_charset(
+    pulsar: LocalPulsar, client: FailoverClient
+) -> None:
+    # In UTF-8 "é" and "ü" get distinct points; in ASCII both become "?" and the later one in
+    # order ("ü") overwrites every point. Topics are picked where the two charsets disagree.
+    pair = (FailoverConsumer("é"), FailoverConsumer("ü"))
+    topics = []
+    for i in range(10_000):
+        topic = f"{unique('fo-charset')}-{i}"
+        utf8 = select_active_consumer(topic, pair, charset="utf-8")
+        if utf8 is not None and utf8.name == "é":
+            topics.append(topic)
+        if len(topics) == 3:
+            break
+    assert all(
+        (select_active_consumer(t, pair, charset="ascii") or pair[0]).name == "ü" for t in topics
+    )
+    for topic in topics:
+        subscribe_all(client, topic, "s", pair)
+    got = settled_active(pulsar.admin_url, dict.fromkeys(topics, 0), "s", pair)
+    assert got == expected(dict.fromkeys(topics, 0), pair)
+    assert broker_charset().lower().replace("-", "") in ("utf8", "ansi_x3.41968")
