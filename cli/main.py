@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "cli.plugins_cmd",
     "cli.collect_cmd",
     "cli.assign_cmd",
+    "cli.model_cmd",
 )
 
 
