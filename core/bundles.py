@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.errors import ModelError
@@ -136,6 +136,16 @@ def full_topic_name(topic: str) -> str:
 def topic_bundle(boundaries: Sequence[int], topic: str) -> BundleRange:
     """The bundle of a topic (or one partition: each partition is placed on its own)."""
     return find_bundle(boundaries, topic_bundle_hash(full_topic_name(topic)))
+
+
+def topic_bundles(boundaries: Sequence[int], topics: Iterable[str]) -> dict[str, BundleRange]:
+    """The bundle of many topics at once (boundaries checked once); ModelError as topic_bundle."""
+    values = check_boundaries(boundaries)
+    placed: dict[str, BundleRange] = {}
+    for topic in topics:
+        index = bundle_index(values, topic_bundle_hash(full_topic_name(topic)))
+        placed[topic] = BundleRange(values[index], values[index + 1])
+    return placed
 
 
 def split_point(bundle: BundleRange) -> int:

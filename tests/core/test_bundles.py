@@ -17,6 +17,7 @@ from core.bundles import (
     parse_bundles,
     split_point,
     topic_bundle,
+    topic_bundles,
     with_split,
 )
 from core.errors import ModelError
@@ -170,3 +171,9 @@ def test_with_split_rejects_unknown_bundle_and_bad_point() -> None:
         with_split(FOUR, BundleRange(0, 0x80000000))
     with pytest.raises(ModelError, match="strictly inside"):
         with_split(FOUR, BundleRange(0, 0x40000000), at=0x40000000)
+
+
+def test_topic_bundles_places_many_like_topic_bundle() -> None:
+    topics = [f"persistent://public/default/t-{i}" for i in range(200)]
+    placed = topic_bundles(default_boundaries(10), topics)
+    assert placed == {t: topic_bundle(default_boundaries(10), t) for t in topics}

@@ -24,6 +24,7 @@ from core.bundles import (
     parse_bundles,
     split_point,
     topic_bundle,
+    topic_bundles,
     with_split,
 )
 from core.errors import ModelError
@@ -131,7 +132,7 @@ def topic_names(namespace: str, count: int, *, extra_edges: Sequence[int] = ()) 
 
 
 def predicted(boundaries: Sequence[int], topics: Sequence[str]) -> dict[str, str]:
-    return {t: topic_bundle(boundaries, t).name for t in topics}
+    return {t: bundle.name for t, bundle in topic_bundles(boundaries, topics).items()}
 
 
 @pytest.mark.parametrize("count", [1, 3, 4, 7, 10, 16])
