@@ -98,10 +98,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run, source_factory=admin_source)
 
 
-def print_heartbeat(beat: Heartbeat) -> None:
-    print(beat.line(), flush=True)
-    for problem in beat.problems:
-        print(f"  error: {problem}", file=sys.stderr, flush=True)
+class HeartbeatPrinter:
+    """Prints each heartbeat line to stdout and remembers the last one."""
+
+    def __init__(self) -> None:
+        self.last: Heartbeat | None = None
+
+    def __call__(self, beat: Heartbeat) -> None:
+        self.last = beat
+        print(beat.line(), flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     interval = args.interval or settings.poll_interval
     factory: SourceFactory = args.source_factory
     source = factory(admin_url, args.namespaces)
+    printer = HeartbeatPrinter()
     try:
         loop = PollLoop(
             source.poll,
@@ -125,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             interval=interval.total_seconds(),
             retention=args.retention or settings.retention,
             diff=source.diff,
-            on_heartbeat=print_heartbeat,
+            on_heartbeat=printer,
             max_polls=1 if args.once else args.max_polls,
         )
         if not args.once:
@@ -139,8 +145,10 @@ def run(args: argparse.Namespace) -> int:
     finally:
         source.close()
     if loop.last_success is None:
+        problems = printer.last.problems if printer.last else ()
+        cause = f" ({problems[0]})" if problems else ""
         print(
-            f"pulsar-lens collect: could not reach the admin API at {admin_url}; "
+            f"pulsar-lens collect: could not reach the admin API at {admin_url}{cause}; "
             "check the URL and that the broker is up",
             file=sys.stderr,
         )

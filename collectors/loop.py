@@ -253,5 +253,7 @@ def _beat(
 
 
 def _problem(error: EndpointError) -> str:
+    if error.message.startswith(error.endpoint):
+        return error.message
     status = f" (HTTP {error.status})" if error.status is not None else ""
     return f"{error.endpoint}{status}: {error.message}"

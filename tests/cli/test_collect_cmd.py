@@ -13,6 +13,7 @@ import pytest
 
 from cli.collect_cmd import Source
 from cli.main import build_parser, main
+from collectors.localpulsar import free_port
 from core.model import Snapshot
 from core.store import Store
 from tests.core.snapshots import make_snapshot, unreachable_snapshot
@@ -74,8 +75,10 @@ def test_collect_once_unreachable_exits_1_and_stores_nothing(
     assert args.func(args) == 1
     captured = capsys.readouterr()
     assert captured.out.rstrip().endswith("unreachable")
-    assert "error: GET /admin/v2/clusters: connection refused" in captured.err
-    assert "could not reach the admin API at http://broker:8080" in captured.err
+    assert (
+        "could not reach the admin API at http://broker:8080 "
+        "(GET /admin/v2/clusters: connection refused)" in captured.err
+    )
     assert Store(tmp_path).latest_snapshot_id() is None
 
 
@@ -174,3 +177,14 @@ def test_collect_stops_between_polls_on_sigterm(
     assert len(polls) == 2
     assert len(Store(tmp_path).snapshots()) == 2
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_collect_once_against_a_closed_port_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    assert main(["collect", "--once", "--admin-url", url, "--store", str(tmp_path / "s")]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("poll ") and captured.out.rstrip().endswith("unreachable")
+    assert f"could not reach the admin API at {url}" in captured.err
+    assert not (tmp_path / "s").exists()
