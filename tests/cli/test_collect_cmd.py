@@ -188,3 +188,13 @@ def test_collect_once_against_a_closed_port_exits_1(
     assert captured.out.startswith("poll ") and captured.out.rstrip().endswith("unreachable")
     assert f"could not reach the admin API at {url}" in captured.err
     assert not (tmp_path / "s").exists()
+
+
+def test_collect_names_a_malformed_setting_and_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PULSAR_LENS_RETENTION", "a week")
+    assert (
+        main(["collect", "--once", "--admin-url", "http://b:8080", "--store", str(tmp_path)]) == 2
+    )
+    assert "PULSAR_LENS_RETENTION" in capsys.readouterr().err
