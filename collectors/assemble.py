@@ -163,18 +163,14 @@ def _topic_record(
     if bundle is None and entry is not None:
         bundle = entry.bundle
     if entry is not None and entry.bundle and bundle != entry.bundle:
-        log.warning(
-            "%s: broker %s reports bundle %s, boundaries give %s; using the broker's",
-            name.topic,
-            entry.broker,
-            entry.bundle,
-            bundle,
-        )
-        bundle = entry.bundle
-    owner = entry.broker if entry is not None else None
-    if owner is None and bundle is not None:
-        record = bundles.get(name.namespace, {}).get(bundle)
-        owner = record.owner_broker if record else None
+        # the bulk answer can be a stats period old (e.g. from before a split); the
+        # boundaries were read in this poll, so they win
+        log.debug("%s: bulk stats say bundle %s, boundaries %s", name.topic, entry.bundle, bundle)
+    # ownership is read live; the bulk answer's broker only stands in when it is unknown
+    record = bundles.get(name.namespace, {}).get(bundle) if bundle is not None else None
+    owner = record.owner_broker if record is not None else None
+    if owner is None and entry is not None:
+        owner = entry.broker
     return parse_topic(name, entry.stats if entry else None, bundle=bundle, owner=owner)
 
 

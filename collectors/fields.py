@@ -21,12 +21,11 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 def as_int(payload: Mapping[str, Any], *keys: str) -> int | None:
     """The first of `keys` holding a number, as int (bools are not numbers here)."""
     for key in keys:
-        value = payload.get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
+        value: Any = payload.get(key)
+        kind = type(value)  # exact types: bool is a subclass of int but not a number here
+        if kind is int:
+            return int(value)
+        if kind is float and value.is_integer():
             return int(value)
     return None
 
@@ -34,7 +33,7 @@ def as_int(payload: Mapping[str, Any], *keys: str) -> int | None:
 def as_float(payload: Mapping[str, Any], *keys: str) -> float | None:
     for key in keys:
         value = payload.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if type(value) is float or type(value) is int:
             return float(value)
     return None
 

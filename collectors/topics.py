@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -138,7 +138,12 @@ def parse_topic(
     name: TopicName, stats: Mapping[str, Any] | None, *, bundle: str | None, owner: str | None
 ) -> TopicRecord:
     """A TopicRecord from a topic stats object (bulk or per-topic shape; None when unloaded)."""
-    record = TopicRecord(
+    stats = stats if stats is not None else {}
+    producers = as_int(stats, "producerCount")
+    if producers is None and isinstance(stats.get("publishers"), list):
+        producers = len(stats["publishers"])
+    subscriptions = stats.get("subscriptions")
+    return TopicRecord(
         topic=name.topic,
         tenant=name.tenant,
         namespace=name.namespace,
@@ -147,15 +152,6 @@ def parse_topic(
         partition_index=name.partition_index,
         bundle=bundle,
         owner_broker=owner,
-    )
-    if stats is None:
-        return record
-    producers = as_int(stats, "producerCount")
-    if producers is None and isinstance(stats.get("publishers"), list):
-        producers = len(stats["publishers"])
-    subscriptions = stats.get("subscriptions")
-    return replace(
-        record,
         msg_rate_in=as_float(stats, "msgRateIn"),
         msg_rate_out=as_float(stats, "msgRateOut"),
         msg_throughput_in=as_float(stats, "msgThroughputIn"),
