@@ -7,6 +7,7 @@ what a 4.0 broker turns into draining hashes (`ImpactedConsumersResult`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -94,10 +95,22 @@ class Assignments:
         This is the broker's `getRangesByConsumer()`, i.e. the stats' `keyHashRangeArrays`.
         Consumers in `order` come first (with `()` when they own nothing), then the rest.
         """
-        grouped: dict[Consumer, list[HashRange]] = {c: [] for c in order}
-        for start, end, consumer in self.rows():
-            grouped.setdefault(consumer, []).append((start, end))
-        return {c: tuple(merge_ranges(rs)) for c, rs in grouped.items()}
+        grouped: dict[Consumer, tuple[HashRange, ...]] = dict.fromkeys(order, ())
+        if not len(self.starts):
+            return grouped
+        by_owner = np.argsort(self.owners, kind="stable")  # rows stay ascending per owner
+        own, lows, highs = self.owners[by_owner], self.starts[by_owner], self.ends[by_owner]
+        first = np.ones(len(own), bool)
+        first[1:] = (own[1:] != own[:-1]) | (highs[:-1] + 1 < lows[1:])
+        heads = np.flatnonzero(first)
+        tails = np.append(heads[1:] - 1, len(own) - 1)
+        own, lows, highs = own[heads], lows[heads], highs[tails]
+        cuts = [0, *(np.flatnonzero(own[1:] != own[:-1]) + 1).tolist(), len(own)]
+        lows_l, highs_l = lows.tolist(), highs.tolist()
+        for a, b in itertools.pairwise(cuts):
+            pairs = tuple(zip(lows_l[a:b], highs_l[a:b], strict=True))
+            grouped[self.table[int(own[a])]] = pairs
+        return grouped
 
 
 def merge_ranges(ranges: Iterable[HashRange]) -> list[HashRange]:
@@ -167,7 +180,8 @@ class Impact:
 
 def diff_assignments(before: Assignments, after: Assignments) -> tuple[RangeMove, ...]:
     """Every maximal run of hashes whose owner differs between two snapshots, ascending."""
-    cuts = np.unique(np.concatenate([before.starts, before.ends + 1, after.starts, after.ends + 1]))
+    bounds = [before.starts, before.ends + 1, after.starts, after.ends + 1]
+    cuts = sorted_unique(np.concatenate(bounds))
     if len(cuts) < 2:
         return ()
     lows = cuts[:-1]
@@ -214,6 +228,17 @@ def _remap(owners: I64, mapping: I64) -> I64:
     if len(mapping) == 0:
         return np.full(len(owners), -1, np.int64)
     return np.where(owners >= 0, mapping[np.clip(owners, 0, None)], -1)
+
+
+def sorted_unique(values: I64) -> I64:
+    """np.unique by sorting (numpy 2's hash-based unique is slower on these arrays)."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def _i64(values: Sequence[int]) -> I64:

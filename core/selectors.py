@@ -9,12 +9,13 @@ does), answers `select(hash)` and reports `ranges()` exactly like the topic stat
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
 
-from core.assignments import I64, Assignments, Consumer, Impact, RangeMove
+from core.assignments import I64, Assignments, Consumer, Impact, RangeMove, sorted_unique
 from core.errors import ModelError
 from core.hashing import (
     CONSISTENT_HASH_MAX,
@@ -71,6 +72,28 @@ class Selector:
         """Per connected consumer in join order: its ranges as `keyHashRangeArrays` lists
         them (sorted, touching ranges merged; `()` where the broker omits the field)."""
         return {c: r for c, r in self.assignments().by_consumer(self._consumers).items()}
+
+    def clone(self) -> Selector:
+        """An independent copy sharing the consumer handles: for what-if questions."""
+        memo: dict[int, object] = {id(c): c for c in self._known()}
+        return copy.deepcopy(self, memo)
+
+    def _known(self) -> list[Consumer]:
+        return list(self._consumers)
+
+    def what_if(
+        self, *, join: Sequence[Consumer] = (), leave: Sequence[Consumer] = ()
+    ) -> tuple[Selector, list[Impact]]:
+        """Apply leaves then joins to a clone; the live selector is untouched."""
+        other = self.clone()
+        impacts = [other.remove(c) for c in leave] + [other.add(c) for c in join]
+        return other, impacts
+
+    def add(self, consumer: Consumer) -> Impact:
+        raise NotImplementedError
+
+    def remove(self, consumer: Consumer) -> Impact:
+        raise NotImplementedError
 
     def _impact(self, operation: str, consumer: Consumer, before: Assignments) -> Impact:
         after = self.assignments()
@@ -249,7 +272,8 @@ class ConsistentHashingSelector(Selector):
         # the broker hashes `String.getBytes()`: the JVM's default charset (UTF-8 on Java 18+;
         # on Java 17 the locale's, e.g. US-ASCII with '?' for other characters under LANG=C)
         self.name_encoding = name_encoding
-        self._ring: dict[int, list[Consumer]] = {}  # point -> [selected, *colliding]
+        # point -> (selected, *colliding); tuples, so a clone can share them
+        self._ring: dict[int, tuple[Consumer, ...]] = {}
         self._indexes: dict[str, set[int]] = {}
         self._index_of: dict[Consumer, int] = {}
         self._table: list[Consumer] = []  # append-only: owner ids stay valid in old states
@@ -257,6 +281,16 @@ class ConsistentHashingSelector(Selector):
         self._pts: I64 = np.zeros(0, np.int64)
         self._own: I64 = np.zeros(0, np.int64)
         self._cache: Assignments | None = None
+
+    def clone(self) -> ConsistentHashingSelector:
+        other = copy.copy(self)
+        other._consumers = list(self._consumers)
+        other._ring = dict(self._ring)
+        other._indexes = {name: set(used) for name, used in self._indexes.items()}
+        other._index_of = dict(self._index_of)
+        other._table = list(self._table)
+        other._id_of = dict(self._id_of)
+        return other  # the point/owner arrays are never mutated in place: shared safely
 
     def name_index(self, consumer: Consumer) -> int:
         """The consumer's `ConsumerNameIndexTracker` index (-1 when not connected)."""
@@ -283,12 +317,12 @@ class ConsistentHashingSelector(Selector):
         for point in self.point_hashes(consumer, index):
             entry = self._ring.get(point)
             if entry is None:
-                self._ring[point] = [consumer]
+                self._ring[point] = (consumer,)
                 fresh.append(point)
             else:
-                entry.append(consumer)
+                self._ring[point] = (*entry, consumer)
         if fresh:
-            new = np.unique(np.asarray(fresh, np.int64))
+            new = sorted_unique(np.asarray(fresh, np.int64))
             at = np.searchsorted(self._pts, new)
             self._pts = np.insert(self._pts, at, new)
             self._own = np.insert(self._own, at, cid)
@@ -308,16 +342,20 @@ class ConsistentHashingSelector(Selector):
         return self._lazy_impact("remove", consumer, before)
 
     def _drop_points(self, consumer: Consumer, points: list[int]) -> None:
+        # the broker pops the selected consumer (the next colliding one takes over, FIFO)
+        # and drops it from the colliding list: together, the entry without this consumer
         changed: dict[int, Consumer | None] = {}
         for point in points:
-            entry = self._ring[point]
-            if entry[0] is consumer:
-                entry.pop(0)
-                changed[point] = entry[0] if entry else None
+            entry = self._ring.get(point)
+            if entry is None:
+                continue  # a second point of this consumer at the same hash: already done
+            rest = tuple(c for c in entry if c is not consumer)
+            if rest:
+                self._ring[point] = rest
             else:
-                entry[1:] = [c for c in entry[1:] if c is not consumer]
-            if not entry:
                 del self._ring[point]
+            if entry[0] is consumer:
+                changed[point] = rest[0] if rest else None
         if not changed:
             return
         keys = np.asarray(sorted(changed), np.int64)
