@@ -93,7 +93,8 @@ class Setup:
         return resp.text.strip().strip('"')
 
     def poll(self, **kwargs: Any) -> Snapshot:
-        return poll(AdminClient(self.broker.admin_url), namespaces=[self.namespace], **kwargs)
+        with AdminClient(self.broker.admin_url) as client:
+            return poll(client, namespaces=[self.namespace], **kwargs)
 
     def wait_for_bulk(self, check: Callable[[dict[str, Any]], bool], timeout: float = 20.0) -> None:
         """Wait until the broker's bulk stats (rebuilt every 2 s here) satisfy `check`."""
@@ -378,7 +379,8 @@ def loopback(answer: Callable[[BaseHTTPRequestHandler], tuple[int, str]]) -> Ite
 def test_collector_unreachable_url_gives_a_partial_snapshot() -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     started = time.monotonic()
-    snap = poll(AdminClient(url, retries=1, backoff=0.05, timeout=2.0))
+    with AdminClient(url, retries=1, backoff=0.05, timeout=2.0) as client:
+        snap = poll(client)
     assert snap.partial and snap.topics == () and snap.brokers == ()
     assert all(
         e.status is None and "could not reach the admin API" in e.message for e in snap.errors
@@ -399,8 +401,8 @@ def test_collector_wrong_token_is_a_clear_401_without_the_token(
         return 401, json.dumps({"reason": f"Authentication required; got {echoed}"})
 
     caplog.set_level(logging.DEBUG)
-    with loopback(refuse) as url:
-        snap = poll(AdminClient(url, token=TOKEN))
+    with loopback(refuse) as url, AdminClient(url, token=TOKEN) as client:
+        snap = poll(client)
     assert snap.partial and {e.status for e in snap.errors} == {401}
     assert all("was refused" in e.message for e in snap.errors)
     texts = [e.message for e in snap.errors] + [r.getMessage() for r in caplog.records]
@@ -425,7 +427,8 @@ def test_collector_malformed_json_mid_poll_keeps_the_rest() -> None:
 
     with loopback(replay) as url:
         host["id"] = url.removeprefix("http://")
-        snap = poll(AdminClient(url))
+        with AdminClient(url) as client:
+            snap = poll(client)
     (error,) = snap.errors
     assert error.endpoint == f"GET {url}/admin/v2/broker-stats/topics"
     assert error.status is None and "unreadable body" in error.message
