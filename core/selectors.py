@@ -292,6 +292,10 @@ class ConsistentHashingSelector(Selector):
         other._id_of = dict(self._id_of)
         return other  # the point/owner arrays are never mutated in place: shared safely
 
+    def collisions(self) -> dict[int, tuple[Consumer, ...]]:
+        """Ring points claimed more than once: (owner, *queued in FIFO order)."""
+        return {point: entry for point, entry in self._ring.items() if len(entry) > 1}
+
     def name_index(self, consumer: Consumer) -> int:
         """The consumer's `ConsumerNameIndexTracker` index (-1 when not connected)."""
         return self._index_of.get(consumer, -1)

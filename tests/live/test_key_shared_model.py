@@ -86,6 +86,11 @@ def test_consistent_hashing_matches_broker_through_joins_and_leaves(
 ) -> None:
     broker = broker_pool.get(NINE_POINTS if points == 9 else None)
     model = ConsistentHashingSelector(points=points, name_encoding=jvm_name_encoding())
+    if points == 100:  # keep first-come collisions and FIFO takeovers in what the broker judges
+        preview = ConsistentHashingSelector(points=points, name_encoding=model.name_encoding)
+        for name in names:
+            preview.add(Consumer(name))
+        assert preview.collisions()
     group = Group(broker, new_topic(f"ch{points}"), model)
     try:
         run_join_leave_sequence(group, names)
