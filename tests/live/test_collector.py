@@ -292,6 +292,22 @@ def test_collector_topic_bundles_equal_the_brokers_lookup(polled: tuple[Setup, S
     assert {t.bundle for t in user(snap.topics)} <= {b for b, o in owned.items() if o == broker_id}
 
 
+def test_collector_bulk_stats_lack_what_per_topic_stats_fill_in(
+    polled: tuple[Setup, Snapshot],
+) -> None:
+    """Why the poll asks `.../stats` for Key_Shared and Failover topics: in 4.0.7 the bulk
+    answer has their consumers but no ranges, draining hashes, mode or active consumer."""
+    s, _ = polled
+    bulk = s.get("/admin/v2/broker-stats/topics")[s.namespace]
+    plain = next(t[s.plain] for b in bulk.values() for t in b.values() if s.plain in t)
+    subs = plain["subscriptions"]
+    assert {c["consumerName"] for c in subs["kd"]["consumers"]} == {"kd-1", "kd-2"}
+    for consumer in subs["kd"]["consumers"] + subs["ks"]["consumers"]:
+        assert not {"keyHashRangeArrays", "keyHashRanges", "drainingHashes"} & set(consumer)
+    assert not {"keySharedMode", "drainingHashesCount"} & set(subs["kd"])
+    assert "activeConsumerName" not in subs["fo"] and "activeConsumerName" not in subs["ex"]
+
+
 def test_collector_poll_costs_o_brokers_plus_namespaces(polled: tuple[Setup, Snapshot]) -> None:
     _, snap = polled
     # leader, clusters, brokers; 3 per broker + version; 3 per namespace; stats for the plain
