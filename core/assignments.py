@@ -2,11 +2,13 @@
 
 `Assignments` mirrors the broker's `ConsumerHashAssignmentsSnapshot`: sorted, non-overlapping
 inclusive ranges, each with one consumer. `Impact` is the difference of two of them, which is
-what a 4.0 broker turns into draining hashes (`ImpactedConsumersResult`).
+what a 4.0 broker turns into draining hashes (`ImpactedConsumersResult`). `Selector` is the
+surface every selector model shares (see `core.selectors`).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from core.hashing import PulsarLine, SelectorKind, sticky_key_hash
 from core.model import HashRange
 
 I64 = npt.NDArray[np.int64]
@@ -243,3 +246,61 @@ def sorted_unique(values: I64) -> I64:
 
 def _i64(values: Sequence[int]) -> I64:
     return np.asarray(values, dtype=np.int64)
+
+
+class Selector:
+    """Common surface of every selector; subclasses keep the broker's own state."""
+
+    kind: SelectorKind
+    pulsar: PulsarLine = "4.0"
+
+    def __init__(self) -> None:
+        self._consumers: list[Consumer] = []
+
+    @property
+    def consumers(self) -> tuple[Consumer, ...]:
+        """Connected consumers in join order (the order of the stats' `consumers[]`)."""
+        return tuple(self._consumers)
+
+    def key_hash(self, key: bytes) -> int:
+        return sticky_key_hash(key, selector=self.kind, pulsar=self.pulsar)
+
+    def select_key(self, key: bytes) -> Consumer | None:
+        return self.select(self.key_hash(key))
+
+    def select(self, key_hash: int) -> Consumer | None:
+        raise NotImplementedError
+
+    def assignments(self) -> Assignments:
+        raise NotImplementedError
+
+    def ranges(self) -> dict[Consumer, tuple[HashRange, ...]]:
+        """Per connected consumer in join order: its ranges as `keyHashRangeArrays` lists
+        them (sorted, touching ranges merged; `()` where the broker omits the field)."""
+        return {c: r for c, r in self.assignments().by_consumer(self._consumers).items()}
+
+    def clone(self) -> Selector:
+        """An independent copy sharing the consumer handles: for what-if questions."""
+        memo: dict[int, object] = {id(c): c for c in self._known()}
+        return copy.deepcopy(self, memo)
+
+    def _known(self) -> list[Consumer]:
+        return list(self._consumers)
+
+    def what_if(
+        self, *, join: Sequence[Consumer] = (), leave: Sequence[Consumer] = ()
+    ) -> tuple[Selector, list[Impact]]:
+        """Apply leaves then joins to a clone; the live selector is untouched."""
+        other = self.clone()
+        impacts = [other.remove(c) for c in leave] + [other.add(c) for c in join]
+        return other, impacts
+
+    def add(self, consumer: Consumer) -> Impact:
+        raise NotImplementedError
+
+    def remove(self, consumer: Consumer) -> Impact:
+        raise NotImplementedError
+
+    def _impact(self, operation: str, consumer: Consumer, before: Assignments) -> Impact:
+        after = self.assignments()
+        return Impact(operation, consumer, lambda: before, lambda: after)

@@ -19,10 +19,10 @@ from __future__ import annotations
 import bisect
 from typing import Literal
 
-from core.assignments import Assignments, Consumer, Impact
+from core.assignments import Assignments, Consumer, Impact, Selector
 from core.hashing import INT31_MASK, murmur3_31
 from core.model import HashRange
-from core.selectors import DEFAULT_POINTS, Selector
+from core.selectors import DEFAULT_POINTS
 
 LegacyVariant = Literal["3.0.7", "3.0.3", "3.0.0"]
 

@@ -3,31 +3,38 @@
 Each selector takes `add`/`remove` of `Consumer` handles (identity, not name, as the broker
 does), answers `select(hash)` and reports `ranges()` exactly like the topic stats'
 `keyHashRangeArrays`. Every `add`/`remove` returns an `Impact`: the ranges that moved, which a
-4.0 broker turns into draining hashes. The 3.0.x variants live in `core.legacy_selectors`.
+4.0 broker turns into draining hashes. Auto split and sticky live in `core.range_selectors`,
+the 3.0.x consistent-hashing variants in `core.legacy_selectors`; all are exported here.
 """
 
 from __future__ import annotations
 
-import bisect
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
 
-from core.assignments import I64, Assignments, Consumer, Impact, RangeMove, sorted_unique
-from core.errors import ModelError
-from core.hashing import (
-    CONSISTENT_HASH_MAX,
-    RANGE_SIZE,
-    PulsarLine,
-    SelectorKind,
-    murmur3_31,
-    sticky_key_hash,
+from core.assignments import (
+    I64,
+    Assignments,
+    Consumer,
+    Impact,
+    RangeMove,
+    Selector,
+    sorted_unique,
 )
-from core.model import HashRange
+from core.errors import ModelError
+from core.hashing import CONSISTENT_HASH_MAX, PulsarLine, SelectorKind, murmur3_31
+from core.range_selectors import (
+    AutoSplitSelector,
+    StickySelector,
+    describe,
+    validate_sticky_ranges,
+)
 
 __all__ = [
+    "DEFAULT_POINTS",
     "AutoSplitSelector",
     "ConsistentHashingSelector",
     "Consumer",
@@ -35,223 +42,14 @@ __all__ = [
     "RangeMove",
     "Selector",
     "StickySelector",
+    "describe",
     "make_selector",
+    "ring_assignments",
+    "validate_sticky_ranges",
 ]
 
 DEFAULT_POINTS = 100
 """`subscriptionKeySharedConsistentHashingReplicaPoints` default."""
-
-
-class Selector:
-    """Common surface of every selector; subclasses keep the broker's own state."""
-
-    kind: SelectorKind
-    pulsar: PulsarLine = "4.0"
-
-    def __init__(self) -> None:
-        self._consumers: list[Consumer] = []
-
-    @property
-    def consumers(self) -> tuple[Consumer, ...]:
-        """Connected consumers in join order (the order of the stats' `consumers[]`)."""
-        return tuple(self._consumers)
-
-    def key_hash(self, key: bytes) -> int:
-        return sticky_key_hash(key, selector=self.kind, pulsar=self.pulsar)
-
-    def select_key(self, key: bytes) -> Consumer | None:
-        return self.select(self.key_hash(key))
-
-    def select(self, key_hash: int) -> Consumer | None:
-        raise NotImplementedError
-
-    def assignments(self) -> Assignments:
-        raise NotImplementedError
-
-    def ranges(self) -> dict[Consumer, tuple[HashRange, ...]]:
-        """Per connected consumer in join order: its ranges as `keyHashRangeArrays` lists
-        them (sorted, touching ranges merged; `()` where the broker omits the field)."""
-        return {c: r for c, r in self.assignments().by_consumer(self._consumers).items()}
-
-    def clone(self) -> Selector:
-        """An independent copy sharing the consumer handles: for what-if questions."""
-        memo: dict[int, object] = {id(c): c for c in self._known()}
-        return copy.deepcopy(self, memo)
-
-    def _known(self) -> list[Consumer]:
-        return list(self._consumers)
-
-    def what_if(
-        self, *, join: Sequence[Consumer] = (), leave: Sequence[Consumer] = ()
-    ) -> tuple[Selector, list[Impact]]:
-        """Apply leaves then joins to a clone; the live selector is untouched."""
-        other = self.clone()
-        impacts = [other.remove(c) for c in leave] + [other.add(c) for c in join]
-        return other, impacts
-
-    def add(self, consumer: Consumer) -> Impact:
-        raise NotImplementedError
-
-    def remove(self, consumer: Consumer) -> Impact:
-        raise NotImplementedError
-
-    def _impact(self, operation: str, consumer: Consumer, before: Assignments) -> Impact:
-        after = self.assignments()
-        return Impact(operation, consumer, lambda: before, lambda: after)
-
-
-class AutoSplitSelector(Selector):
-    """`HashRangeAutoSplitStickyKeyConsumerSelector` (consistent hashing turned off)."""
-
-    kind: SelectorKind = "auto-split"
-
-    def __init__(self, *, range_size: int = RANGE_SIZE, pulsar: PulsarLine = "4.0") -> None:
-        super().__init__()
-        if range_size < 2 or range_size & (range_size - 1):
-            raise ModelError("range size must be a power of 2 of at least 2")
-        self.range_size = range_size
-        self.pulsar = pulsar
-        self._ends: list[int] = []  # sorted range ends
-        self._owner: dict[int, Consumer] = {}
-        self._end_of: dict[Consumer, int] = {}
-
-    def add(self, consumer: Consumer) -> Impact:
-        before = self.assignments()
-        if not self._ends:
-            self._put(self.range_size, consumer)
-        else:
-            end = self._biggest_range_end()
-            at = bisect.bisect_left(self._ends, end)
-            lower = self._ends[at - 1] if at else 0
-            if end - lower <= 1:
-                raise ModelError(
-                    "No more range can assigned to new consumer, assigned consumers "
-                    f"{len(self._ends)}"
-                )
-            self._put(end - ((end - lower) >> 1), consumer)
-        self._consumers.append(consumer)
-        return self._impact("add", consumer, before)
-
-    def remove(self, consumer: Consumer) -> Impact:
-        before = self.assignments()
-        end = self._end_of.pop(consumer, None)
-        if end is not None:
-            if end == self.range_size and len(self._ends) > 1:
-                lower = self._ends[-2]
-                heir = self._owner.pop(lower)
-                self._ends.remove(lower)
-                self._owner[end] = heir
-                self._end_of[heir] = end
-            else:
-                self._ends.remove(end)
-                del self._owner[end]
-        if consumer in self._consumers:
-            self._consumers.remove(consumer)
-        return self._impact("remove", consumer, before)
-
-    def select(self, key_hash: int) -> Consumer | None:
-        if not self._ends:
-            return None
-        slot = key_hash % self.range_size if self.pulsar == "3.0" else key_hash
-        return self._owner[self._ends[bisect.bisect_left(self._ends, slot)]]
-
-    def assignments(self) -> Assignments:
-        rows, start = [], 0
-        for end in self._ends:
-            rows.append((start, end, self._owner[end]))
-            start = end + 1
-        return Assignments.from_rows(rows)
-
-    def _put(self, end: int, consumer: Consumer) -> None:
-        bisect.insort(self._ends, end)
-        self._owner[end] = consumer
-        self._end_of[consumer] = end
-
-    def _biggest_range_end(self) -> int:
-        biggest, target, previous = 0, self.range_size, 0
-        for end in self._ends:
-            if end - previous > biggest:  # strictly larger: ties go to the lowest range
-                biggest, target = end - previous, end
-            previous = end
-        return target
-
-
-class StickySelector(Selector):
-    """`HashRangeExclusiveStickyKeyConsumerSelector`: consumers bring their own ranges."""
-
-    kind: SelectorKind = "sticky"
-
-    def __init__(self, *, pulsar: PulsarLine = "4.0") -> None:
-        super().__init__()
-        self.pulsar = pulsar
-        self._starts: list[int] = []
-        self._at: dict[int, tuple[HashRange, Consumer]] = {}
-
-    def add(self, consumer: Consumer) -> Impact:
-        before = self.assignments()
-        validate_sticky_ranges(consumer.sticky_ranges)
-        holder = self._conflicting(consumer.sticky_ranges)
-        if holder is not None:
-            raise ModelError(f"Range conflict with consumer {describe(holder)}")
-        for start, end in consumer.sticky_ranges:
-            if start not in self._at:
-                bisect.insort(self._starts, start)
-            self._at[start] = ((start, end), consumer)
-        self._consumers.append(consumer)
-        return self._impact("add", consumer, before)
-
-    def remove(self, consumer: Consumer) -> Impact:
-        before = self.assignments()
-        for start in [s for s, (_, c) in self._at.items() if c is consumer]:
-            del self._at[start]
-            self._starts.remove(start)
-        if consumer in self._consumers:
-            self._consumers.remove(consumer)
-        return self._impact("remove", consumer, before)
-
-    def select(self, key_hash: int) -> Consumer | None:
-        slot = key_hash % RANGE_SIZE
-        at = bisect.bisect_right(self._starts, slot) - 1
-        if at < 0:
-            return None
-        (start, end), consumer = self._at[self._starts[at]]
-        return consumer if start <= slot <= end else None
-
-    def assignments(self) -> Assignments:
-        return Assignments.from_rows(self._at[s][0] + (self._at[s][1],) for s in self._starts)
-
-    def _conflicting(self, ranges: tuple[HashRange, ...]) -> Consumer | None:
-        # the broker looks at the floor and the ceiling entry of each range's start
-        for start, end in ranges:
-            at = bisect.bisect_right(self._starts, start) - 1
-            for index in (at, bisect.bisect_left(self._starts, start)):
-                if 0 <= index < len(self._starts):
-                    (s, e), holder = self._at[self._starts[index]]
-                    if max(start, s) <= min(end, e):
-                        return holder
-        return None
-
-
-def validate_sticky_ranges(ranges: tuple[HashRange, ...]) -> None:
-    """The broker's own checks on a STICKY consumer's ranges, with its wording."""
-    if not ranges:
-        raise ModelError("Ranges for KeyShared policy must not be empty.")
-    ordered = sorted(ranges, key=lambda r: r[0])
-    for i, (start, end) in enumerate(ordered):
-        if start > end:
-            raise ModelError(f"Fixed hash range start > end for range: [{start},{end}]")
-        if i < len(ordered) - 1:
-            nxt = ordered[i + 1]
-            if max(start, nxt[0]) <= min(end, nxt[1]):
-                raise ModelError(
-                    f"Consumer's own ranges conflict: [{start},{end}] overlaps with "
-                    f"[{nxt[0]},{nxt[1]}]"
-                )
-
-
-def describe(consumer: Consumer) -> str:
-    """How the broker's `Consumer.toString()` names a consumer, as far as the model knows."""
-    return f"Consumer{{consumerName={consumer.name}}}"
 
 
 class ConsistentHashingSelector(Selector):
@@ -445,14 +243,3 @@ def make_selector(
     from core.legacy_selectors import LegacyConsistentSelector
 
     return LegacyConsistentSelector(chosen, points=points, name_encoding=name_encoding)
-
-
-def moved_hashes(moves: tuple[RangeMove, ...], hashes: list[int]) -> dict[int, RangeMove]:
-    """For each hash inside a move, the move that carried it."""
-    starts = [m.start for m in moves]
-    found = {}
-    for h in hashes:
-        at = bisect.bisect_right(starts, h) - 1
-        if at >= 0 and moves[at].start <= h <= moves[at].end:
-            found[h] = moves[at]
-    return found

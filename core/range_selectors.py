@@ -1,0 +1,170 @@
+"""Key_Shared selectors that hand out ranges rather than ring points: auto split and sticky.
+
+`AutoSplitSelector` is the broker's `HashRangeAutoSplitStickyKeyConsumerSelector` (used when
+`subscriptionKeySharedUseConsistentHashing=false`); `StickySelector` is
+`HashRangeExclusiveStickyKeyConsumerSelector` (KeySharedMode.STICKY), with the broker's own
+validation and wording.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from core.assignments import Assignments, Consumer, Impact, Selector
+from core.errors import ModelError
+from core.hashing import RANGE_SIZE, PulsarLine, SelectorKind
+from core.model import HashRange
+
+
+class AutoSplitSelector(Selector):
+    """`HashRangeAutoSplitStickyKeyConsumerSelector` (consistent hashing turned off)."""
+
+    kind: SelectorKind = "auto-split"
+
+    def __init__(self, *, range_size: int = RANGE_SIZE, pulsar: PulsarLine = "4.0") -> None:
+        super().__init__()
+        if range_size < 2 or range_size & (range_size - 1):
+            raise ModelError("range size must be a power of 2 of at least 2")
+        self.range_size = range_size
+        self.pulsar = pulsar
+        self._ends: list[int] = []  # sorted range ends
+        self._owner: dict[int, Consumer] = {}
+        self._end_of: dict[Consumer, int] = {}
+
+    def add(self, consumer: Consumer) -> Impact:
+        before = self.assignments()
+        if not self._ends:
+            self._put(self.range_size, consumer)
+        else:
+            end = self._biggest_range_end()
+            at = bisect.bisect_left(self._ends, end)
+            lower = self._ends[at - 1] if at else 0
+            if end - lower <= 1:
+                raise ModelError(
+                    "No more range can assigned to new consumer, assigned consumers "
+                    f"{len(self._ends)}"
+                )
+            self._put(end - ((end - lower) >> 1), consumer)
+        self._consumers.append(consumer)
+        return self._impact("add", consumer, before)
+
+    def remove(self, consumer: Consumer) -> Impact:
+        before = self.assignments()
+        end = self._end_of.pop(consumer, None)
+        if end is not None:
+            if end == self.range_size and len(self._ends) > 1:
+                lower = self._ends[-2]
+                heir = self._owner.pop(lower)
+                self._ends.remove(lower)
+                self._owner[end] = heir
+                self._end_of[heir] = end
+            else:
+                self._ends.remove(end)
+                del self._owner[end]
+        if consumer in self._consumers:
+            self._consumers.remove(consumer)
+        return self._impact("remove", consumer, before)
+
+    def select(self, key_hash: int) -> Consumer | None:
+        if not self._ends:
+            return None
+        slot = key_hash % self.range_size if self.pulsar == "3.0" else key_hash
+        return self._owner[self._ends[bisect.bisect_left(self._ends, slot)]]
+
+    def assignments(self) -> Assignments:
+        rows, start = [], 0
+        for end in self._ends:
+            rows.append((start, end, self._owner[end]))
+            start = end + 1
+        return Assignments.from_rows(rows)
+
+    def _put(self, end: int, consumer: Consumer) -> None:
+        bisect.insort(self._ends, end)
+        self._owner[end] = consumer
+        self._end_of[consumer] = end
+
+    def _biggest_range_end(self) -> int:
+        biggest, target, previous = 0, self.range_size, 0
+        for end in self._ends:
+            if end - previous > biggest:  # strictly larger: ties go to the lowest range
+                biggest, target = end - previous, end
+            previous = end
+        return target
+
+
+class StickySelector(Selector):
+    """`HashRangeExclusiveStickyKeyConsumerSelector`: consumers bring their own ranges."""
+
+    kind: SelectorKind = "sticky"
+
+    def __init__(self, *, pulsar: PulsarLine = "4.0") -> None:
+        super().__init__()
+        self.pulsar = pulsar
+        self._starts: list[int] = []
+        self._at: dict[int, tuple[HashRange, Consumer]] = {}
+
+    def add(self, consumer: Consumer) -> Impact:
+        before = self.assignments()
+        validate_sticky_ranges(consumer.sticky_ranges)
+        holder = self._conflicting(consumer.sticky_ranges)
+        if holder is not None:
+            raise ModelError(f"Range conflict with consumer {describe(holder)}")
+        for start, end in consumer.sticky_ranges:
+            if start not in self._at:
+                bisect.insort(self._starts, start)
+            self._at[start] = ((start, end), consumer)
+        self._consumers.append(consumer)
+        return self._impact("add", consumer, before)
+
+    def remove(self, consumer: Consumer) -> Impact:
+        before = self.assignments()
+        for start in [s for s, (_, c) in self._at.items() if c is consumer]:
+            del self._at[start]
+            self._starts.remove(start)
+        if consumer in self._consumers:
+            self._consumers.remove(consumer)
+        return self._impact("remove", consumer, before)
+
+    def select(self, key_hash: int) -> Consumer | None:
+        slot = key_hash % RANGE_SIZE
+        at = bisect.bisect_right(self._starts, slot) - 1
+        if at < 0:
+            return None
+        (start, end), consumer = self._at[self._starts[at]]
+        return consumer if start <= slot <= end else None
+
+    def assignments(self) -> Assignments:
+        return Assignments.from_rows(self._at[s][0] + (self._at[s][1],) for s in self._starts)
+
+    def _conflicting(self, ranges: tuple[HashRange, ...]) -> Consumer | None:
+        # the broker looks at the floor and the ceiling entry of each range's start
+        for start, end in ranges:
+            at = bisect.bisect_right(self._starts, start) - 1
+            for index in (at, bisect.bisect_left(self._starts, start)):
+                if 0 <= index < len(self._starts):
+                    (s, e), holder = self._at[self._starts[index]]
+                    if max(start, s) <= min(end, e):
+                        return holder
+        return None
+
+
+def validate_sticky_ranges(ranges: tuple[HashRange, ...]) -> None:
+    """The broker's own checks on a STICKY consumer's ranges, with its wording."""
+    if not ranges:
+        raise ModelError("Ranges for KeyShared policy must not be empty.")
+    ordered = sorted(ranges, key=lambda r: r[0])
+    for i, (start, end) in enumerate(ordered):
+        if start > end:
+            raise ModelError(f"Fixed hash range start > end for range: [{start},{end}]")
+        if i < len(ordered) - 1:
+            nxt = ordered[i + 1]
+            if max(start, nxt[0]) <= min(end, nxt[1]):
+                raise ModelError(
+                    f"Consumer's own ranges conflict: [{start},{end}] overlaps with "
+                    f"[{nxt[0]},{nxt[1]}]"
+                )
+
+
+def describe(consumer: Consumer) -> str:
+    """How the broker's `Consumer.toString()` names a consumer, as far as the model knows."""
+    return f"Consumer{{consumerName={consumer.name}}}"
