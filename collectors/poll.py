@@ -188,7 +188,8 @@ class _Poll:
             for e in entries or ():
                 if ("stats", e.topic) in jobs or not needs_topic_stats(e.stats):
                     continue
-                if a.namespaces_complete and _namespace(e.topic) not in wanted:
+                namespace = _namespace(e.topic)
+                if namespace is None or (a.namespaces_complete and namespace not in wanted):
                     continue
                 jobs[("stats", e.topic)] = self.call(
                     "topic_stats", collect_topic_stats, e.topic, web_url=a.web_urls.get(b)
@@ -238,6 +239,9 @@ def poll(
     `namespaces` ("tenant/ns") limits the poll (default: every namespace of every tenant);
     `concurrency` bounds the calls in flight; `timeout` (seconds) applies to each call;
     `cluster` skips cluster discovery (default: the only cluster, or the leader's).
+    `Snapshot.requests` counts the HTTP requests sent (retries included);
+    `Snapshot.durations` sums the seconds of each endpoint family's calls (they overlap, so
+    families can add up to more than `total`, the poll's wall time).
     """
     answers = PollAnswers(cluster=cluster or "", collected_at=dt.datetime.now(dt.UTC))
     before, started = client.requests_made, time.monotonic()

@@ -364,3 +364,36 @@ def test_poll_keeps_concurrency_bounded(mock: responses.RequestsMock) -> None:
     cluster = FakeCluster(brokers=4, namespaces=12, topics=100, key_shared=20)
     poll_fake(mock, cluster, concurrency=3)
     assert 1 < cluster.max_in_flight <= 3
+
+
+def test_poll_survives_odd_shapes_in_the_bulk_answer(mock: responses.RequestsMock) -> None:
+    register(mock, "default", skip=frozenset({BULK}))
+    odd = {
+        "public/default": {
+            "0x00000000_0x40000000": {
+                "persistent": {
+                    "persistent://too/short": {
+                        "subscriptions": {"k": {"type": "Key_Shared", "consumers": [{}]}}
+                    },
+                    ORDERS: "not an object",
+                    "persistent://public/default/odd": {
+                        "subscriptions": {
+                            "s": "bogus",
+                            "k": {"type": "Key_Shared", "consumers": ["x", {"consumerName": 5}]},
+                        }
+                    },
+                },
+                "weird-domain": [],
+            },
+            "not-a-bundle": None,
+        },
+        "other": [],
+    }
+    mock.get(BASE + BULK, json=odd)
+    snap = run(mock)
+    odd_subs = {s.subscription: s for s in snap.subscriptions if s.topic.endswith("/odd")}
+    assert set(odd_subs) == {"s", "k"} and odd_subs["s"].type is None
+    assert [c.consumer_name for c in snap.consumers if c.topic.endswith("/odd")] == ["", ""]
+    (error,) = snap.errors  # its stats were not recorded: the fake refuses the call
+    assert error.endpoint.endswith("/odd/stats")
+    assert ORDERS in {t.topic for t in snap.topics}
