@@ -17,6 +17,15 @@ HASH_SPACE = 65536
 
 DRAINING_COLOR = "#d62728"
 UNOWNED = "(unowned)"
+UNOWNED_COLOR = "#c7c7c7"
+PALETTE = "tableau10"
+"""Distinct hues for consumers and brokers (the default theme uses shades of one blue)."""
+
+
+def _category(field: str, title: str, *, legend: alt.Legend | None = None) -> alt.Color:
+    return alt.Color(
+        field, title=title, scale=alt.Scale(scheme=PALETTE), legend=legend or alt.Legend()
+    )
 
 
 def _hash_axis() -> alt.Scale:
@@ -24,28 +33,31 @@ def _hash_axis() -> alt.Scale:
 
 
 def chart_hash_band(
-    ranges: pd.DataFrame, draining: pd.DataFrame | None = None, *, height: int = 90
+    ranges: pd.DataFrame, draining: pd.DataFrame | None = None, *, thickness: int = 70
 ) -> alt.LayerChart:
     """The hash space 0-65535 as one band, coloured by consumer; draining hashes as red rules.
 
     `ranges`: consumer_name, start, end (inclusive). `draining`: consumer_name, hash,
     unack_msgs, blocked_attempts.
     """
-    frame = ranges.assign(stop=ranges["end"] + 1, width=ranges["end"] - ranges["start"] + 1)
+    frame = ranges.assign(
+        stop=ranges["end"] + 1, width=ranges["end"] - ranges["start"] + 1, lane="hashes"
+    )
     band = (
         alt.Chart(frame)
-        .mark_bar(height=height - 30)
+        .mark_bar()
         .encode(
             x=alt.X("start:Q", scale=_hash_axis(), title="sticky key hash (0–65535)"),
             x2="stop:Q",
-            color=alt.Color("consumer_name:N", title="consumer", legend=alt.Legend(orient="top")),
+            y=alt.Y("lane:N", title=None, axis=None),
+            color=_category("consumer_name:N", "consumer", legend=alt.Legend(orient="top")),
             tooltip=["consumer_name:N", "start:Q", "end:Q", alt.Tooltip("width:Q", title="hashes")],
         )
     )
     layers: list[alt.Chart] = [band]
     if draining is not None and not draining.empty:
         layers.append(_draining_rules(draining))
-    return alt.layer(*layers).properties(height=height, width="container")
+    return alt.layer(*layers).properties(height=alt.Step(thickness), width="container")
 
 
 def _draining_rules(draining: pd.DataFrame) -> alt.Chart:
@@ -65,47 +77,53 @@ def _draining_rules(draining: pd.DataFrame) -> alt.Chart:
 
 
 def chart_hash_ring(
-    ranges: pd.DataFrame, draining: pd.DataFrame | None = None, *, size: int = 360
+    ranges: pd.DataFrame, draining: pd.DataFrame | None = None, *, size: int = 380
 ) -> alt.LayerChart:
     """The hash space as a ring (0 at the top, clockwise), arcs coloured by consumer.
 
-    Same columns as `chart_hash_band`. Draining hashes are red dots just outside the ring.
+    Same columns as `chart_hash_band`. Draining hashes are red ticks just outside the ring.
     """
     frame = ranges.assign(stop=ranges["end"] + 1, width=ranges["end"] - ranges["start"] + 1)
-    theta = alt.Scale(domain=[0, HASH_SPACE], range=[0, 2 * math.pi])
     ring = (
         alt.Chart(frame)
-        .mark_arc(innerRadius=size * 0.28, outerRadius=size * 0.42, stroke="white", strokeWidth=0.3)
+        .mark_arc(innerRadius=size * 0.24, outerRadius=size * 0.36, stroke="white", strokeWidth=0.3)
         .encode(
-            theta=alt.Theta("start:Q", scale=theta),
+            theta=alt.Theta("start:Q", scale=_ring_scale()),
             theta2="stop:Q",
-            color=alt.Color("consumer_name:N", title="consumer", legend=alt.Legend(orient="right")),
+            color=_category("consumer_name:N", "consumer", legend=alt.Legend(orient="top")),
             tooltip=["consumer_name:N", "start:Q", "end:Q", alt.Tooltip("width:Q", title="hashes")],
         )
     )
     layers: list[alt.Chart] = [ring]
     if draining is not None and not draining.empty:
-        layers.append(_draining_dots(draining, radius=size * 0.46, size=size))
+        layers.append(_draining_ticks(draining, size=size))
     return alt.layer(*layers).properties(width=size, height=size)
 
 
-def _draining_dots(draining: pd.DataFrame, *, radius: float, size: int) -> alt.Chart:
-    # theta 0 is at 12 o'clock and grows clockwise, as mark_arc draws it
-    half = size / 2
-    angle = f"2 * PI * datum.hash / {HASH_SPACE}"
+def _ring_scale() -> alt.Scale:
+    return alt.Scale(domain=[0, HASH_SPACE], range=[0, 2 * math.pi])
+
+
+RING_TICK_HALF_WIDTH = 150
+"""Half the angular width of a draining tick, in hashes, so a single hash stays visible."""
+
+
+def _draining_ticks(draining: pd.DataFrame, *, size: int) -> alt.Chart:
+    ticks = draining.assign(
+        from_hash=(draining["hash"] - RING_TICK_HALF_WIDTH).clip(lower=0),
+        to_hash=(draining["hash"] + RING_TICK_HALF_WIDTH).clip(upper=HASH_SPACE),
+    )
     return (
-        alt.Chart(draining)
-        .transform_calculate(
-            px=f"{half} + {radius} * sin({angle})", py=f"{half} - {radius} * cos({angle})"
-        )
-        .mark_point(filled=True, color=DRAINING_COLOR, size=40)
+        alt.Chart(ticks)
+        .mark_arc(innerRadius=size * 0.375, outerRadius=size * 0.43, color=DRAINING_COLOR)
         .encode(
-            x=alt.X("px:Q", scale=alt.Scale(domain=[0, size], range=[0, size]), axis=None),
-            y=alt.Y("py:Q", scale=alt.Scale(domain=[0, size], range=[0, size]), axis=None),
+            theta=alt.Theta("from_hash:Q", scale=_ring_scale()),
+            theta2="to_hash:Q",
             tooltip=[
                 alt.Tooltip("hash:Q", title="draining hash"),
                 alt.Tooltip("consumer_name:N", title="draining for"),
                 alt.Tooltip("unack_msgs:Q", title="unacked"),
+                alt.Tooltip("blocked_attempts:Q", title="blocked attempts"),
             ],
         )
     )
@@ -123,7 +141,7 @@ def chart_share(shares: pd.DataFrame) -> alt.LayerChart:
         .encode(
             y=alt.Y("consumer_name:N", title=None, sort="-x"),
             x=alt.X("share:Q", title="share of hash space", axis=alt.Axis(format="%")),
-            color=alt.Color("consumer_name:N", legend=None),
+            color=alt.Color("consumer_name:N", scale=alt.Scale(scheme=PALETTE), legend=None),
             tooltip=["consumer_name:N", alt.Tooltip("share:Q", format=".1%")],
         )
     )
@@ -132,7 +150,7 @@ def chart_share(shares: pd.DataFrame) -> alt.LayerChart:
         .mark_rule(strokeDash=[4, 3], color="gray")
         .encode(x="fair:Q", tooltip=[alt.Tooltip("fair:Q", title="fair share", format=".1%")])
     )
-    return alt.layer(bars, rule).properties(width="container", height=max(60, 28 * len(shares)))
+    return alt.layer(bars, rule).properties(width="container", height=alt.Step(28))
 
 
 def chart_what_if(rows: pd.DataFrame) -> alt.Chart:
@@ -148,10 +166,10 @@ def chart_what_if(rows: pd.DataFrame) -> alt.Chart:
             x=alt.X("start:Q", scale=_hash_axis(), title="sticky key hash (0–65535)"),
             x2="stop:Q",
             y=alt.Y("lane:N", title=None, sort=["now", "what-if", "moves"]),
-            color=alt.Color("consumer_name:N", title="consumer", legend=alt.Legend(orient="top")),
+            color=_category("consumer_name:N", "consumer", legend=alt.Legend(orient="top")),
             tooltip=["lane:N", "consumer_name:N", "start:Q", "end:Q", "width:Q"],
         )
-        .properties(width="container", height=150)
+        .properties(width="container", height=alt.Step(40))
     )
 
 
@@ -166,7 +184,7 @@ def chart_draining_timeline(timeline: pd.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X("collected_at:T", title="poll time"),
             y=alt.Y("hash:Q", scale=_hash_axis(), title="draining hash"),
-            color=alt.Color("consumer_name:N", title="draining for"),
+            color=_category("consumer_name:N", "draining for"),
             tooltip=["collected_at:T", "hash:Q", "consumer_name:N", "unack_msgs:Q"],
         )
         .properties(width="container", height=240)
@@ -182,7 +200,7 @@ def chart_failover_heatmap(assignment: pd.DataFrame) -> alt.Chart:
         alt.Chart(assignment)
         .mark_rect(stroke="white")
         .encode(
-            x=alt.X("partition:O", title="partition"),
+            x=alt.X("partition:O", title="partition", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("consumer_name:N", title="consumer"),
             color=alt.Color(
                 "active:N",
@@ -196,16 +214,21 @@ def chart_failover_heatmap(assignment: pd.DataFrame) -> alt.Chart:
 
 
 def chart_bar(frame: pd.DataFrame, *, label: str, value: str, title: str = "") -> alt.Chart:
-    """Horizontal bars of `value` by `label`, largest first."""
+    """Horizontal bars of `value` by `label`, largest first (whole-number ticks for counts)."""
+    counts = pd.api.types.is_integer_dtype(frame[value]) if value in frame else False
     return (
         alt.Chart(frame)
         .mark_bar()
         .encode(
             y=alt.Y(f"{label}:N", title=None, sort="-x"),
-            x=alt.X(f"{value}:Q", title=title or value.replace("_", " ")),
+            x=alt.X(
+                f"{value}:Q",
+                title=title or value.replace("_", " "),
+                axis=alt.Axis(tickMinStep=1, format="d") if counts else alt.Axis(),
+            ),
             tooltip=[f"{label}:N", f"{value}:Q"],
         )
-        .properties(width="container", height=max(60, 24 * len(frame)))
+        .properties(width="container", height=alt.Step(24))
     )
 
 
@@ -223,8 +246,13 @@ def chart_ownership(ownership: pd.DataFrame, events: pd.DataFrame | None = None)
         .encode(
             x=alt.X("collected_at:T", title="poll time"),
             x2="until:T",
-            y=alt.Y("bundle_key:N", title=None),
-            color=alt.Color("owner:N", title="owner broker", legend=alt.Legend(orient="top")),
+            y=alt.Y("bundle_key:N", title=None, axis=alt.Axis(labelLimit=360)),
+            color=alt.Color(
+                "owner:N",
+                title="owner broker",
+                scale=_owner_scale(frame["owner"]),
+                legend=alt.Legend(orient="top"),
+            ),
             tooltip=["bundle_key:N", "owner:N", "collected_at:T"],
         )
     )
@@ -236,8 +264,20 @@ def chart_ownership(ownership: pd.DataFrame, events: pd.DataFrame | None = None)
             .encode(x="at:T", tooltip=["at:T", "kind:N", "subject:N", "before:N", "after:N"])
         )
         layers.append(rules)
-    height = max(80, 22 * int(frame["bundle_key"].nunique()))
-    return alt.layer(*layers).properties(width="container", height=height)
+    return alt.layer(*layers).properties(width="container", height=alt.Step(22))
+
+
+TABLEAU10 = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+)  # fmt: skip
+
+
+def _owner_scale(owners: pd.Series) -> alt.Scale:
+    """A hue per broker, grey for a bundle nobody owns."""
+    brokers = sorted(set(owners) - {UNOWNED})
+    colors = [TABLEAU10[i % len(TABLEAU10)] for i in range(len(brokers))]
+    return alt.Scale(domain=[*brokers, UNOWNED], range=[*colors, UNOWNED_COLOR])
 
 
 def with_spans(frame: pd.DataFrame, *, time: str, lane: str) -> pd.DataFrame:

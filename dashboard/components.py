@@ -221,7 +221,7 @@ def _choice_widget(
         label,
         listed,
         index=index,
-        format_func=lambda v: "(any)" if v is None else str(v),
+        format_func=lambda v: "(all)" if v is None or v == "" else str(v),
         help=hint,
         key=key,
     )

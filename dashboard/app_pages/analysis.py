@@ -28,16 +28,16 @@ def draw_analysis(slug: str) -> None:
         return
     st.caption(f"{loaded.plugin.description} · `{slug}` {loaded.version} · {loaded.engine}")
     components.require_snapshot(root)
-    draw_plugin(root, slug)
+    draw_plugin(root, slug, expanded=True)
 
 
-def draw_plugin(root: str, slug: str) -> None:
+def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
     """The plugin's params form (in an expander) and its views; errors stay in this block."""
     loaded = data.registry().get(slug)
     with components.guarded(f"The {slug} analysis"):
         params: dict[str, object] = {}
         if loaded.plugin.Params.model_fields:
-            with st.expander("Parameters", expanded=True):
+            with st.expander("Parameters", expanded=expanded):
                 choices = data.param_choices(root, slug)
                 params = components.params_form(
                     loaded.plugin.Params, choices, key=f"analysis_{slug}"

@@ -51,15 +51,17 @@ def test_chart_hash_band_without_draining_has_one_layer() -> None:
     assert len(_layers(spec)) == 1
 
 
-def test_chart_hash_ring_maps_hashes_to_a_full_turn() -> None:
+def test_chart_hash_ring_maps_hashes_to_a_full_turn_with_draining_ticks() -> None:
     spec = charts.chart_hash_ring(RANGES, DRAINING).to_dict()
     ring, dots = _layers(spec)
     assert ring["mark"]["type"] == "arc"
     scale = ring["encoding"]["theta"]["scale"]
     assert scale["domain"] == [0, 65536]
     assert abs(scale["range"][1] - 6.283185307179586) < 1e-9
-    assert dots["mark"]["type"] == "point"
-    assert "datum.hash / 65536" in dots["transform"][0]["calculate"]
+    assert dots["mark"]["type"] == "arc"
+    assert dots["mark"]["color"] == charts.DRAINING_COLOR
+    tick = _data(spec, dots)[0]
+    assert (tick["from_hash"], tick["to_hash"]) == (2862 - 150, 2862 + 150)
 
 
 def test_chart_share_draws_the_fair_share() -> None:
@@ -144,3 +146,13 @@ def test_chart_series_colours_by_group() -> None:
     spec = charts.chart_series(frame, x="collected_at", y="lag", color="sub").to_dict()
     assert spec["encoding"]["color"]["field"] == "sub"
     assert spec["mark"]["type"] == "line"
+
+
+def test_chart_ownership_greys_out_unowned_bundles() -> None:
+    t = pd.to_datetime(["2026-01-01T00:00:00Z", "2026-01-01T00:00:10Z"])
+    own = pd.DataFrame(
+        {"collected_at": t, "bundle_key": ["p/d/0x0_0x4"] * 2, "owner_broker": ["b2", None]}
+    )
+    scale = charts.chart_ownership(own).to_dict()["layer"][0]["encoding"]["color"]["scale"]
+    assert scale["domain"] == ["b2", charts.UNOWNED]
+    assert scale["range"][-1] == charts.UNOWNED_COLOR

@@ -1,0 +1,202 @@
+"""`pulsar-lens serve` (polling loop + dashboard) and `pulsar-lens demo` (a local cluster too).
+
+Both run two child processes under one supervisor, sharing the store: `pulsar-lens collect`
+and `streamlit run dashboard/app.py`. Either one exiting stops the other and exits non-zero
+with its last output; Ctrl-C or SIGTERM stops everything cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from cli.collect_cmd import duration_arg
+from cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
+from core.settings import Settings, format_duration
+
+APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"
+DEFAULT_PORT = 8501
+DEMO_INTERVAL = dt.timedelta(seconds=5)
+READY_TIMEOUT = 90.0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("serve", help="run the polling loop and the dashboard side by side")
+    s.add_argument("--admin-url", help="admin REST URL (default PULSAR_ADMIN_URL)")
+    _common(s)
+    s.set_defaults(func=run_serve)
+
+    d = sub.add_parser(
+        "demo", help="start a local Pulsar, drive demo workloads on it, and serve the dashboard"
+    )
+    _common(d)
+    d.add_argument("--no-unloads", action="store_true", help="never unload a bundle")
+    d.set_defaults(func=run_demo)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="DIR", help="store folder (default PULSAR_LENS_STORE)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="dashboard port (8501)")
+    p.add_argument(
+        "--address",
+        default=None,
+        help=f"dashboard bind address (default {BIND_ENV} or 127.0.0.1)",
+    )
+    p.add_argument(
+        "--interval",
+        type=duration_arg,
+        help="time between polls, e.g. 10s (default PULSAR_LENS_POLL_INTERVAL or 30s)",
+    )
+
+
+def collect_child(admin_url: str, store: Path, interval: dt.timedelta) -> Child:
+    argv = [
+        sys.executable,
+        "-m",
+        "cli.main",
+        "collect",
+        "--admin-url",
+        admin_url,
+        "--store",
+        str(store),
+        "--interval",
+        format_duration(interval),
+    ]
+    return Child("collect", argv, env=_child_env(store, interval))
+
+
+def streamlit_child(store: Path, interval: dt.timedelta, *, address: str, port: int) -> Child:
+    argv = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        address,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+        "--global.developmentMode",
+        "false",
+    ]
+    return Child("dashboard", argv, env=_child_env(store, interval))
+
+
+def _child_env(store: Path, interval: dt.timedelta) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PULSAR_LENS_STORE": str(store),
+        "PULSAR_LENS_POLL_INTERVAL": format_duration(interval),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def dashboard_url(address: str, port: int) -> str:
+    host = "127.0.0.1" if address in ("0.0.0.0", "::", "") else address
+    return f"http://{host}:{port}"
+
+
+def serve(
+    admin_url: str,
+    store: Path,
+    interval: dt.timedelta,
+    *,
+    address: str,
+    port: int,
+    banner: Sequence[str] = (),
+    stop: threading.Event | None = None,
+) -> int:
+    """Supervise the loop and the dashboard until stopped; 1 (with the reason) if one dies."""
+    store.mkdir(parents=True, exist_ok=True)
+    url = dashboard_url(address, port)
+    children = [
+        collect_child(admin_url, store, interval),
+        streamlit_child(store, interval, address=address, port=port),
+    ]
+    stop = stop or threading.Event()
+
+    def ready() -> None:
+        wait_http_ok(f"{url}/_stcore/health", timeout=READY_TIMEOUT, children=children, stop=stop)
+        if not stop.is_set():
+            print(f"Pulsar Lens dashboard: {url}", flush=True)
+            for line in banner:
+                print(line, flush=True)
+            print("Press Ctrl-C to stop.", flush=True)
+
+    with stop_signals(stop):
+        try:
+            supervise(children, stop=stop, ready=ready)
+        except ChildFailed as exc:
+            print(f"pulsar-lens: {exc}", file=sys.stderr, flush=True)
+            return 1
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    admin_url = args.admin_url or settings.admin_url
+    if not admin_url:
+        print(
+            "pulsar-lens serve: no admin URL; pass --admin-url or set PULSAR_ADMIN_URL "
+            "(e.g. http://localhost:8080)",
+            file=sys.stderr,
+        )
+        return 2
+    store = Path(args.store or settings.store_dir).resolve()
+    return serve(
+        admin_url,
+        store,
+        args.interval or settings.poll_interval,
+        address=args.address or os.environ.get(BIND_ENV) or "127.0.0.1",
+        port=args.port,
+        banner=[f"Collecting from {admin_url} into {store}"],
+    )
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from collectors.demo import DemoSettings, DemoWorkloads
+    from collectors.localpulsar import LocalPulsar
+
+    scratch = None if args.store else Path(tempfile.mkdtemp(prefix="pulsar-lens-demo-"))
+    store = Path(args.store).resolve() if args.store else Path(str(scratch)) / "store"
+    print("Starting a local Pulsar 4.0 standalone on 127.0.0.1 ...", flush=True)
+    pulsar = LocalPulsar().start()
+    try:
+        demo = DemoSettings(unload_every=0.0) if args.no_unloads else DemoSettings()
+        with DemoWorkloads(pulsar.service_url, pulsar.admin_url, settings=demo):
+            return serve(
+                pulsar.admin_url,
+                store,
+                args.interval or DEMO_INTERVAL,
+                address=args.address or "127.0.0.1",
+                port=args.port,
+                banner=demo_banner(pulsar.admin_url),
+            )
+    finally:
+        print("Stopping the demo workloads and the local Pulsar ...", flush=True)
+        pulsar.stop()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def demo_banner(admin_url: str) -> list[str]:
+    return [
+        f"Local Pulsar admin API: {admin_url}",
+        "Demo workloads: Key_Shared with skewed keys (demo-orders), a consumer that stops "
+        "acking (demo-payments), consumers joining and leaving, failover on a 6-partition "
+        "topic (demo-events), an unread Shared subscription (demo-audit), periodic unloads.",
+    ]
