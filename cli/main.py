@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "cli.collect_cmd",
     "cli.assign_cmd",
     "cli.model_cmd",
+    "cli.serve_cmd",
 )
 
 
