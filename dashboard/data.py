@@ -170,3 +170,27 @@ def failover_subscriptions(root: str, snapshot_id: str) -> list[str]:
 @st.cache_data(ttl=3600, max_entries=16, show_spinner=False)
 def subscriptions_table(root: str, snapshot_id: str) -> pd.DataFrame:
     return frames.subscriptions_table(latest_table(root, snapshot_id, "subscriptions"))
+
+
+KEY_SHARED_MAP = "key-shared-map"
+
+
+def key_shared_what_if(
+    root: str, snapshot_id: str, label: str, change: Mapping[str, Any]
+) -> keyshared.WhatIfView | None:
+    """One what-if on a subscription, computed by the key-shared-map plugin; None when the
+    plugin did not report one (e.g. no change asked for)."""
+    params = {"subscription": label, **change}
+    output = run_plugin(root, KEY_SHARED_MAP, params)
+    facts = output.result.summary.get("what_if")
+    if not facts:
+        return None
+    frames_ = output.result.frames
+    now = key_shared_view(root, snapshot_id, label).ranges
+    return keyshared.WhatIfView(
+        change=str(facts["change"]),
+        moved_fraction=float(facts["moved_fraction"]),
+        losers=list(facts.get("losers", [])),
+        lanes=keyshared.what_if_lanes(now, frames_["what_if_ranges"], frames_["moves"]),
+        per_consumer=frames_["what_if"].drop(columns=["label"], errors="ignore"),
+    )

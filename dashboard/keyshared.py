@@ -6,13 +6,10 @@ Pure pandas on the store's `subscriptions`, `consumers` and `draining_hashes` ta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import pandas as pd
 
-from core.hashing import murmur3_31
-
-SelectorKind = Literal["consistent_hashing", "auto_split", "sticky"]
+from core.hashing import SelectorKind, sticky_key_hash
 
 SEPARATOR = " | "
 RANGE_COLUMNS = ["consumer_name", "start", "end"]
@@ -99,16 +96,13 @@ def selector_kind(ranges: pd.DataFrame, key_shared_mode: str | None) -> Selector
     if (key_shared_mode or "").upper() == "STICKY":
         return "sticky"
     if len(ranges) and int(ranges["end"].max()) >= 65536:
-        return "auto_split"
-    return "consistent_hashing"
+        return "auto-split"
+    return "consistent"
 
 
 def sticky_hash(key: str, kind: SelectorKind) -> int:
-    """The 4.0 sticky-key hash of a message key for the given selector."""
-    h31 = murmur3_31(key.encode("utf-8"))
-    if kind == "consistent_hashing":
-        return h31 % 65535 + 1
-    return (h31 % 65536) or 1
+    """The 4.0 sticky-key hash of a message key (its UTF-8 bytes) for the given selector."""
+    return sticky_key_hash(key.encode("utf-8"), selector=kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,3 +170,36 @@ def _int(frame: pd.DataFrame, column: str) -> int:
     if frame.empty or pd.isna(frame[column].iloc[0]):
         return 0
     return int(frame[column].iloc[0])
+
+
+def what_if_lanes(now: pd.DataFrame, after: pd.DataFrame, moves: pd.DataFrame) -> pd.DataFrame:
+    """lane ("now", "what-if", "moves"), consumer_name, start, end for `charts.chart_what_if`.
+
+    `after`: consumer_name, start, end under the what-if; `moves`: start, end, after (the
+    receiving consumer as "name#position", None when nobody receives the hashes).
+    """
+    receiver = moves["after"].astype("string").str.rsplit("#", n=1).str[0].fillna("(nobody)")
+    parts = [
+        now[RANGE_COLUMNS].assign(lane="now"),
+        after[RANGE_COLUMNS].assign(lane="what-if"),
+        pd.DataFrame(
+            {"consumer_name": receiver, "start": moves["start"], "end": moves["end"]}
+        ).assign(lane="moves"),
+    ]
+    lanes = pd.concat([p for p in parts if len(p)], ignore_index=True)
+    if lanes.empty:
+        return pd.DataFrame(columns=["lane", *RANGE_COLUMNS])
+    return lanes.astype({"start": "int64", "end": "int64", "consumer_name": "string"})[
+        ["lane", *RANGE_COLUMNS]
+    ]
+
+
+@dataclass(frozen=True)
+class WhatIfView:
+    """A what-if on one subscription: what moved and each consumer's share before and after."""
+
+    change: str
+    moved_fraction: float
+    losers: list[str]
+    lanes: pd.DataFrame  # see what_if_lanes
+    per_consumer: pd.DataFrame

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, components, data
+from dashboard import charts, components, data, sections
 from dashboard.app_pages import analysis
 
 SLUG = "key-shared-map"
@@ -21,8 +21,13 @@ if subs.empty:
     st.stop()
 
 label = st.selectbox("Subscription", list(subs["label"]), key="key_shared_subscription")
-with components.guarded("The hash space"):
+view = None
+with components.guarded("Reading the subscription"):
     view = data.key_shared_view(root, status.snapshot_id, label)
+if view is None:
+    st.stop()
+
+with components.guarded("The hash space"):
     m = st.columns(5)
     m[0].metric("Consumers", len(view.consumers))
     m[1].metric("Imbalance", f"{view.imbalance:.2f}×", help="largest share / fair share")
@@ -36,7 +41,7 @@ with components.guarded("The hash space"):
         components.draw_chart(
             chart(view.ranges, view.draining),
             title="Hash space by consumer",
-            caption=f"selector: {view.kind.replace('_', ' ')}; red marks are draining hashes",
+            caption=f"selector: {view.kind}; red marks are draining hashes",
         )
     with right:
         components.draw_chart(charts.chart_share(view.shares), title="Share per consumer")
@@ -45,20 +50,8 @@ with components.guarded("The hash space"):
         st.markdown("**Draining hashes** (held until their consumer acknowledges)")
         st.dataframe(view.draining, hide_index=True, key="key_shared_draining")
 
-st.subheader("Which consumer gets key K?")
-key = st.text_input("Message key", key="key_shared_lookup_key", placeholder="customer-42")
-if key:
-    with components.guarded("The key lookup"):
-        found = data.lookup_key(root, status.snapshot_id, label, key)
-        c = st.columns(3)
-        c[0].metric("Sticky hash", found.hash)
-        c[1].metric("Consumer", found.consumer or "none")
-        c[2].metric("Draining for", found.draining_for or "—")
-        if found.draining_for and found.draining_for != found.consumer:
-            st.warning(
-                f"Hash {found.hash} is still draining for `{found.draining_for}`: new messages "
-                f"with key `{key}` wait until it acknowledges the ones it holds."
-            )
+sections.draw_key_lookup(root, status.snapshot_id, label)
+sections.draw_what_if(root, status.snapshot_id, view)
 
 if data.plugin_loaded(SLUG):
     st.subheader("Analysis")

@@ -138,3 +138,44 @@ def test_app_stuck_hashes_timeline_covers_every_poll(scenario: Store, app: AppRu
     box = at.selectbox(key="stuck_subscription")
     assert box.value == "persistent://public/default/payments | payments-ks"
     assert not at.exception
+
+
+def test_app_key_shared_what_if_adding_a_consumer_shows_what_moves(
+    scenario: Store, app: AppRunner
+) -> None:
+    at = app("key_shared.py")
+    at.text_input(key="key_shared_add").input("c3").run()
+    assert not at.exception
+    moved = next(m for m in at.metric if m.label.startswith("Hash space that moves"))
+    assert moved.label == "Hash space that moves (add c3)"
+    assert 0.0 < float(moved.value.rstrip("%")) < 100.0
+    per_consumer = _frame(at, "hashes_before", "hashes_after", "lost_hashes")
+    assert list(per_consumer["consumer_name"]) == ["c1", "c2", "c3"]
+    c3 = per_consumer[per_consumer["consumer_name"] == "c3"].iloc[0]
+    assert c3["hashes_before"] == 0
+    assert c3["hashes_after"] == per_consumer["lost_hashes"].sum()
+
+
+def test_app_key_shared_what_if_removing_a_consumer_moves_all_its_hashes(
+    scenario: Store, app: AppRunner
+) -> None:
+    at = app("key_shared.py")
+    at.radio(key="key_shared_change").set_value("remove a consumer").run()
+    at.selectbox(key="key_shared_remove").set_value("c1").run()
+    per_consumer = _frame(at, "hashes_before", "hashes_after", "lost_hashes")
+    c1 = per_consumer[per_consumer["consumer_name"] == "c1"].iloc[0]
+    assert c1["hashes_after"] == 0
+    assert c1["lost_hashes"] == c1["hashes_before"]
+    moved = next(m for m in at.metric if m.label.startswith("Hash space that moves"))
+    share = _frame(at, "consumer_name", "share")
+    c1_share = float(share.loc[share["consumer_name"] == "c1", "share"].iloc[0])
+    assert moved.value == f"{c1_share:.1%}"
+
+
+def test_app_key_shared_what_if_replica_points(scenario: Store, app: AppRunner) -> None:
+    at = app("key_shared.py")
+    at.radio(key="key_shared_change").set_value("change replica points").run()
+    at.number_input(key="key_shared_points").set_value(200).run()
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert "Hash space that moves (replica points 200)" in labels
