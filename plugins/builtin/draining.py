@@ -2,16 +2,20 @@
 
 When consumers join or leave a Key_Shared subscription, hashes move between consumers. A hash
 whose previous consumer (the *holder*) still has unacknowledged messages keeps *draining*:
-new messages with that hash wait (they are counted in `msgInReplay`, and each attempt to send
-one to its new consumer raises `blockedAttempts`) until the holder acknowledges.
+a message with that hash that the broker tries to send to the hash's new consumer is blocked
+and waits in the replay set (`msgInReplay`) until the holder acknowledges and the hash is
+cleared. `blockedAttempts` counts those attempts: one per message, plus one each time the
+dispatcher retries a waiting message (when new messages arrive; not while the subscription
+is idle). A draining hash with `blockedAttempts > 0` therefore has a message waiting.
 
 Rules, per (topic, subscription, holder consumer, hash) draining in the newest snapshot:
 
 * its *streak* is the run of consecutive snapshots, ending with the newest, in which the hash
   was draining for the same holder with the same `unackMsgs` (no acknowledgement progress);
 * **stuck**: the streak spans at least 2 snapshots and either at least `polls` snapshots or at
-  least `seconds` seconds, and `blockedAttempts` rose during it (messages are waiting);
-* **idle**: the same, but `blockedAttempts` did not rise (nothing is waiting on it yet);
+  least `seconds` seconds, and messages wait (`blockedAttempts > 0`); `blocked_growth` counts the
+  attempts blocked during the streak;
+* **idle**: the same, but nothing was ever blocked (no message waits for it yet);
 * **draining**: anything else (recent, or the holder is acknowledging).
 
 Invariant: a hash drains for one consumer at a time. A hash reported draining for two
@@ -219,7 +223,8 @@ def compute_hashes(
         quiet = (times[newest] - times[still]).total_seconds()
         growth = int(last["blocked_attempts"]) - int(at_start["blocked_attempts"])
         long_enough = count >= 2 and (count >= polls or quiet >= seconds)
-        state = "draining" if not long_enough else ("stuck" if growth > 0 else "idle")
+        waiting = int(last["blocked_attempts"]) > 0
+        state = "draining" if not long_enough else ("stuck" if waiting else "idle")
         rows.append(
             {
                 **{k: last[k] for k in HASH_KEY},
@@ -242,7 +247,7 @@ def compute_hashes(
 
 def owner_of(hash_value: int, ranges: Any) -> bool:
     """Whether a consumer's `hash_ranges` cell (list of {start, end}) covers the hash."""
-    if ranges is None or (not isinstance(ranges, list | tuple) and pd.isna(ranges)):
+    if ranges is None or isinstance(ranges, float):  # a missing cell reads as None or NaN
         return False
     return any(int(r["start"]) <= hash_value <= int(r["end"]) for r in list(ranges))
 

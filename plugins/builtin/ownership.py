@@ -7,9 +7,9 @@ Events come from comparing consecutive snapshots of the `bundles` table, per bun
 * **reacquired** - owned by nobody after an unload, then by the broker that owned it before
   (on a single broker an unload always ends this way);
 * **acquired** - owned by nobody, then by a broker that was not the previous owner;
-* **reloaded** - same owner in both snapshots, but every consumer of the bundle's topics
-  reconnected in between (new `connectedSince`): an unload and re-acquire that happened
-  between two polls, inferred from the clients' reconnections;
+* **reloaded** - same owner in both snapshots, but every consumer of the bundle's topics has
+  a newer `connectedSince` than in the last snapshot that listed it: an unload and re-acquire
+  that completed between two polls, inferred from the clients' reconnections;
 * **split** - a bundle disappeared and bundles that exactly tile its range appeared;
 * **disappeared** / **appeared** - a bundle left or joined the listing otherwise.
 
@@ -40,6 +40,7 @@ from plugins.api import (
 )
 
 UNOWNED = "(unowned)"
+CONSUMER_KEY = ["topic", "subscription", "consumer_name"]
 BUNDLE_COLUMNS = [
     "namespace",
     "bundle",
@@ -190,24 +191,24 @@ def compute_events(
     by_snapshot = _snapshots_of(bundles, ids)
     topics_by, consumers_by = _snapshots_of(topics, ids), _snapshots_of(consumers, ids)
     last_owner: dict[tuple[str, str], str] = {}
+    seen = pd.DataFrame(columns=[*CONSUMER_KEY, "connected_since"])
     rows: list[dict[str, Any]] = []
     previous: pd.DataFrame | None = None
-    prev_id: str | None = None
     for sid, at in zip(ids, snapshots["collected_at"], strict=True):
         current = by_snapshot.get(sid)
         if current is None:
             continue
-        if previous is not None and prev_id is not None:
-            reconnected = reconnected_bundles(
-                topics_by.get(sid), consumers_by.get(prev_id), consumers_by.get(sid)
-            )
+        now = consumers_by.get(sid)
+        if previous is not None:
+            reconnected = reconnected_bundles(topics_by.get(sid), seen, now)
             rows.extend(_owner_events(previous, current, at, last_owner, reconnected))
             rows.extend(_listing_events(previous, current, at))
         for row in current.itertuples(index=False):
             owner = _owner(row.owner_broker)
             if owner is not None:
                 last_owner[(row.namespace, row.bundle)] = owner
-        previous, prev_id = current, sid
+        seen = _remember(seen, now)
+        previous = current
     frame = pd.DataFrame(rows, columns=EVENT_COLUMNS)
     return frame.sort_values("at", ascending=False, kind="stable").reset_index(drop=True)
 
@@ -298,15 +299,29 @@ def _listing_events(
                 yield _event(at, "appeared", key, None, _owner(child.owner_broker), "")
 
 
+def _remember(seen: pd.DataFrame, consumers: pd.DataFrame | None) -> pd.DataFrame:
+    """The newest connectedSince seen so far for every consumer."""
+    if consumers is None or consumers.empty:
+        return seen
+    latest = consumers[[*CONSUMER_KEY, "connected_since"]].dropna(subset=["connected_since"])
+    if seen.empty:
+        return latest.drop_duplicates(CONSUMER_KEY, keep="last")
+    both = pd.concat([seen, latest], ignore_index=True)
+    return both.drop_duplicates(CONSUMER_KEY, keep="last")
+
+
 def reconnected_bundles(
-    topics: pd.DataFrame | None, before: pd.DataFrame | None, after: pd.DataFrame | None
+    topics: pd.DataFrame | None, seen: pd.DataFrame, after: pd.DataFrame | None
 ) -> dict[tuple[str, str], int]:
-    """Bundles whose every consumer (seen in both snapshots) has a new connectedSince."""
-    if topics is None or before is None or after is None or before.empty or after.empty:
+    """Bundles whose every consumer seen before has a newer connectedSince now.
+
+    A consumer is compared with the last snapshot that listed it, so a snapshot taken while
+    the clients were reconnecting (and listed none) does not hide the reload.
+    """
+    if topics is None or after is None or seen.empty or after.empty:
         return {}
-    key = ["topic", "subscription", "consumer_name"]
-    both = before[[*key, "connected_since"]].merge(
-        after[[*key, "connected_since"]], on=key, suffixes=("_before", "_after")
+    both = seen.merge(
+        after[[*CONSUMER_KEY, "connected_since"]], on=CONSUMER_KEY, suffixes=("_before", "_after")
     )
     both = both.dropna(subset=["connected_since_before", "connected_since_after"])
     both = both.merge(topics[["topic", "namespace", "bundle"]], on="topic", how="inner")

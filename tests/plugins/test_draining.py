@@ -25,7 +25,7 @@ def consumer(name: str, ranges: Sequence[tuple[int, int]], **fields: Any) -> Con
     return ConsumerRecord(TOPIC, SUB, name, hash_ranges=tuple(ranges), **fields)
 
 
-C1 = consumer("c1", [(1, 30000)], unacked_messages=12, last_acked_at=at(-300))
+C1 = consumer("c1", [(1, 20000), (20001, 30000)], unacked_messages=12, last_acked_at=at(-300))
 C2 = consumer("c2", [(30001, 65535)], unacked_messages=0)
 SUBSCRIPTION = SubscriptionRecord(TOPIC, SUB, type="Key_Shared", msg_in_replay=7)
 
@@ -85,8 +85,14 @@ def test_stuck_gap_in_presence_resets_the_streak() -> None:
 
 
 def test_stuck_idle_when_nothing_is_blocked() -> None:
-    snaps = [poll(i * 10, drain("c1", 40000, 3, 4)) for i in range(4)]
+    snaps = [poll(i * 10, drain("c1", 40000, 3, 0)) for i in range(4)]
     assert hashes_of(analyze(snaps)).loc[40000, "state"] == "idle"
+
+
+def test_stuck_while_earlier_blocked_messages_still_wait() -> None:
+    snaps = [poll(i * 10, drain("c1", 40000, 3, 4)) for i in range(4)]
+    row = hashes_of(analyze(snaps)).loc[40000]
+    assert (row["state"], row["blocked_growth"]) == ("stuck", 0)
 
 
 def test_stuck_cleared_hashes_disappear() -> None:

@@ -131,13 +131,18 @@ def test_ownership_new_namespace_is_not_an_event() -> None:
     assert events_of(analyze(snaps)) == []
 
 
-def _reconnect_snapshot(seconds: float, connected: float) -> Snapshot:
+def _reconnect_snapshot(seconds: float, connected: float | None) -> Snapshot:
     topic = "persistent://public/default/t1"
+    consumers = (
+        ()
+        if connected is None
+        else (ConsumerRecord(topic, "s", "c1", connected_since=at(connected)),)
+    )
     return make_snapshot(
         seconds,
         bundles=default_bundles(),
         topics=(TopicRecord(topic, "public", NS, bundle="0x00000000_0x40000000", owner_broker=B1),),
-        consumers=(ConsumerRecord(topic, "s", "c1", connected_since=at(connected)),),
+        consumers=consumers,
     )
 
 
@@ -146,6 +151,16 @@ def test_ownership_reload_inferred_from_reconnected_consumers() -> None:
     events = analyze(snaps).result.frames["events"]
     assert list(events["kind"]) == ["reloaded"]
     assert "1 consumer(s)" in events["detail"].iloc[0]
+
+
+def test_ownership_reload_seen_across_a_snapshot_without_the_consumer() -> None:
+    snaps = [
+        _reconnect_snapshot(0, -60),
+        _reconnect_snapshot(10, None),
+        _reconnect_snapshot(20, 12),
+    ]
+    events = analyze(snaps).result.frames["events"]
+    assert events[["kind", "at"]].values.tolist() == [["reloaded", at(20)]]
 
 
 def test_ownership_no_reload_when_consumers_keep_their_connection() -> None:
