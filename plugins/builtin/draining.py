@@ -31,8 +31,7 @@ read position they joined at (`consumersAfterMarkDeletePosition`, `readPositionW
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import altair as alt
@@ -50,6 +49,8 @@ from plugins.api import (
     Table,
     View,
 )
+from plugins.builtin.classic import compute_held_back
+from plugins.builtin.windows import run_start, snapshot_order, with_positions
 
 HASH_KEY = ["topic", "subscription", "consumer_name", "hash"]
 HASH_COLUMNS = [
@@ -77,15 +78,6 @@ VIOLATION_COLUMNS = [
     "first_seen_at",
     "last_seen_at",
     "snapshots",
-]
-HELD_COLUMNS = [
-    "topic",
-    "subscription",
-    "consumer_name",
-    "read_position_when_joining",
-    "held_since",
-    "held_for_s",
-    "connected_since",
 ]
 STATE_ORDER = {"stuck": 0, "idle": 1, "draining": 2}
 
@@ -175,29 +167,11 @@ def _stuck_views(hashes: pd.DataFrame, history: pd.DataFrame) -> list[View]:
     return views
 
 
-def snapshot_order(snapshots: pd.DataFrame) -> pd.DataFrame:
-    """snapshot_id -> position (0 = oldest) and collected_at."""
-    order = snapshots[["snapshot_id", "collected_at"]].reset_index(drop=True)
-    return order.assign(position=range(len(order)))
-
-
-def with_positions(frame: pd.DataFrame, order: pd.DataFrame) -> pd.DataFrame:
-    """The frame with each row's snapshot position; rows of unknown snapshots dropped."""
-    if order.empty:
-        return frame.iloc[0:0].assign(position=pd.Series(dtype="int64"))
-    positions = order[["snapshot_id", "position"]]
-    merged = frame.merge(positions, on="snapshot_id", how="inner")
-    keys = ["position", *(k for k in HASH_KEY if k in merged)]
-    return merged.sort_values(keys, kind="stable").reset_index(drop=True)
-
-
 def _streak(group: pd.DataFrame) -> tuple[int, int]:
     """Start positions of (consecutive presence, presence with the same unack_msgs)."""
     positions = list(group["position"])
     unacked = list(group["unack_msgs"])
-    present = same = len(positions) - 1
-    while present > 0 and positions[present - 1] == positions[present] - 1:
-        present -= 1
+    present, same = run_start(positions), len(positions) - 1
     while same > present and unacked[same - 1] == unacked[-1]:
         same -= 1
     return positions[present], positions[same]
@@ -310,80 +284,6 @@ def _names(values: pd.Series) -> str:
 
 def _union(values: pd.Series) -> str:
     return ", ".join(sorted({n for v in values for n in str(v).split(", ")}))
-
-
-def parse_positions(text: Any) -> Mapping[str, str]:
-    """`consumersAfterMarkDeletePosition` as stored (JSON object text) -> {consumer: position}."""
-    if text is None or (not isinstance(text, str) and pd.isna(text)) or not str(text).strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return {}
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-
-def compute_held_back(
-    subscriptions: pd.DataFrame, consumers: pd.DataFrame, order: pd.DataFrame
-) -> pd.DataFrame:
-    """Consumers the classic dispatcher holds back in the newest snapshot, and for how long."""
-    held = _held_rows(with_positions(subscriptions, order))
-    if held.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in HELD_COLUMNS})
-    newest = int(order["position"].iloc[-1])
-    times = dict(zip(order["position"], order["collected_at"], strict=True))
-    rows = []
-    for (topic, sub, name), group in held.groupby(["topic", "subscription", "consumer_name"]):
-        positions = sorted(group["position"])
-        if positions[-1] != newest:
-            continue
-        start = len(positions) - 1
-        while start > 0 and positions[start - 1] == positions[start] - 1:
-            start -= 1
-        since = times[positions[start]]
-        rows.append(
-            {
-                "topic": topic,
-                "subscription": sub,
-                "consumer_name": name,
-                "read_position_when_joining": group["position_text"].iloc[-1],
-                "held_since": since,
-                "held_for_s": (times[newest] - since).total_seconds(),
-            }
-        )
-    return _with_connected_since(pd.DataFrame(rows), consumers)
-
-
-def _held_rows(subs: pd.DataFrame) -> pd.DataFrame:
-    rows = [
-        {
-            "topic": row.topic,
-            "subscription": row.subscription,
-            "consumer_name": name,
-            "position_text": position,
-            "position": row.position,
-        }
-        for row in subs.itertuples(index=False)
-        for name, position in parse_positions(row.consumers_after_mark_delete_position).items()
-    ]
-    return pd.DataFrame(
-        rows, columns=["topic", "subscription", "consumer_name", "position_text", "position"]
-    )
-
-
-def _with_connected_since(held: pd.DataFrame, consumers: pd.DataFrame) -> pd.DataFrame:
-    if held.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in HELD_COLUMNS})
-    key = ["topic", "subscription", "consumer_name"]
-    facts = consumers.groupby(key, as_index=False).agg(
-        connected_since=("connected_since", "min"),
-        joined_at=("read_position_when_joining", "first"),
-    )
-    out = held.merge(facts, on=key, how="left")
-    out["read_position_when_joining"] = out["joined_at"].where(
-        out["joined_at"].notna(), out["read_position_when_joining"]
-    )
-    return out.reindex(columns=HELD_COLUMNS)
 
 
 def chart_blocked(history: pd.DataFrame, stuck: pd.DataFrame) -> alt.Chart:

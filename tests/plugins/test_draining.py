@@ -9,7 +9,8 @@ import pandas as pd
 
 from core.model import ConsumerRecord, DrainingHashRecord, Snapshot, SubscriptionRecord
 from plugins.api import Chart, Note, Table
-from plugins.builtin.draining import StuckHashes, parse_positions
+from plugins.builtin.classic import parse_positions
+from plugins.builtin.draining import StuckHashes
 from plugins.runner import RunOutput, run_on_inputs
 from tests.plugins.factory import TOPIC, at, make_inputs, make_snapshot
 
@@ -157,6 +158,14 @@ def test_stuck_held_back_consumers_of_the_classic_dispatcher() -> None:
             "connected_since": at(-5),
         }
     ]
+
+
+def test_stuck_held_back_only_while_still_held() -> None:
+    classic = SubscriptionRecord(
+        TOPIC, SUB, type="Key_Shared", consumers_after_mark_delete_position='{"c2": "12:40"}'
+    )
+    snaps = [poll(0, subscriptions=(classic,)), poll(10, subscriptions=(SUBSCRIPTION,))]
+    assert analyze(snaps).result.frames["held_back"].empty
 
 
 def test_stuck_parse_positions_tolerates_empty_and_bad_text() -> None:
