@@ -194,9 +194,12 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def demo_banner(admin_url: str) -> list[str]:
+    from collectors.demo import DemoSettings
+
     return [
         f"Local Pulsar admin API: {admin_url}",
-        "Demo workloads: Key_Shared with skewed keys (demo-orders), a consumer that stops "
-        "acking (demo-payments), consumers joining and leaving, failover on a 6-partition "
-        "topic (demo-events), an unread Shared subscription (demo-audit), periodic unloads.",
+        f"Demo workloads in {DemoSettings().namespace}: Key_Shared with skewed keys "
+        "(demo-orders), a consumer that stops acking (demo-payments), consumers joining and "
+        "leaving, failover on a 6-partition topic (demo-events), an unread Shared "
+        "subscription (demo-audit), a bundle unload now and then.",
     ]

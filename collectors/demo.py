@@ -35,7 +35,7 @@ AUDIT = "demo-audit"
 class DemoSettings:
     """Rates and periods of the demo; every loop is paced by these."""
 
-    namespace: str = "public/default"
+    namespace: str = "public/demo"
     orders_per_second: float = 20.0
     payments_per_second: float = 5.0
     events_per_second: float = 6.0
@@ -83,9 +83,13 @@ class DemoWorkloads:
 
     def start(self) -> DemoWorkloads:
         self._client = pulsar.Client(
-            self.service_url, operation_timeout_seconds=15, logger=_quiet_logger()
+            self.service_url,
+            operation_timeout_seconds=15,
+            # the C++ client logs every reconnect (each unload) at INFO
+            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
         )
         try:
+            self._create_namespace()
             self._create_partitioned(EVENTS, self.settings.event_partitions)
             self._start_orders()
             self._start_payments()
@@ -276,19 +280,20 @@ class DemoWorkloads:
         else:
             log.warning("demo unload of %s returned %s", bundle, resp.status_code)
 
-    def _create_partitioned(self, name: str, partitions: int) -> None:
-        """PUT /admin/v2/persistent/{tenant}/{ns}/{topic}/partitions; 409 means it exists."""
-        url = f"{self.admin_url}/admin/v2/persistent/{self.settings.namespace}/{name}/partitions"
-        resp = self._http.put(url, json=partitions, timeout=30)
+    def _create_namespace(self) -> None:
+        """PUT /admin/v2/namespaces/{tenant}/{ns}; 409 means it exists."""
+        url = f"{self.admin_url}/admin/v2/namespaces/{self.settings.namespace}"
+        self._put(url, None)
+
+    def _put(self, url: str, body: object) -> None:
+        resp = self._http.put(url, json=body, timeout=30)
         if resp.status_code not in (200, 204, 409):
             raise CollectorError(
                 f"PUT {url} returned {resp.status_code}: {resp.text[:200]}; "
-                "the demo needs a broker it may create topics on"
+                "the demo needs a broker it may create namespaces and topics on"
             )
 
-
-def _quiet_logger() -> logging.Logger:
-    """The C++ client logs every reconnect at INFO; keep only warnings from it."""
-    logger = logging.getLogger("pulsar.client")
-    logger.setLevel(logging.WARNING)
-    return logger
+    def _create_partitioned(self, name: str, partitions: int) -> None:
+        """PUT /admin/v2/persistent/{tenant}/{ns}/{topic}/partitions; 409 means it exists."""
+        url = f"{self.admin_url}/admin/v2/persistent/{self.settings.namespace}/{name}/partitions"
+        self._put(url, partitions)
