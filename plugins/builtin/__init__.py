@@ -10,4 +10,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.builtin.ownership:BundleOwnership",
     "plugins.builtin.status:SubscriptionStatus",
     "plugins.builtin.draining:StuckHashes",
+    "plugins.builtin.key_shared:KeySharedMap",
+    "plugins.builtin.sticky_ranges:StickyRanges",
+    "plugins.builtin.failover:FailoverAssignment",
 )

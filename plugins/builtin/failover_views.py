@@ -1,0 +1,100 @@
+"""Views of `failover-assignment`: metrics, the consumer x partition matrix, counts, timeline."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from plugins.api import Chart, Metric, Note, Result, Table, View
+
+PRIORITY_NOTE = (
+    "Broker stats show no priority levels, so all consumers are taken as one level. "
+    "Partitions whose active consumer neither rule explains may have consumers of "
+    "different priority levels (or were caught mid-change)."
+)
+
+
+def render_views(result: Result) -> list[View]:
+    frames, summary = result.frames, result.summary
+    views: list[View] = [
+        Metric("Failover groups", summary["groups"]),
+        Metric("Partitions", summary["partitions"]),
+        Metric("Worst imbalance", f"{summary['max_imbalance']:.2f}x"),
+        Metric("Flapping partitions", summary["flapping"]),
+    ]
+    if not summary["groups"]:
+        return [*views, Note("No Failover subscription with consumers in the newest snapshot.")]
+    if summary["unexplained"]:
+        views.append(Note(PRIORITY_NOTE, level="warning"))
+    views.append(Table(frames["groups"], title="Groups"))
+    selected = summary["selected"]
+    pick = summary.get("selection")
+    if pick:
+        views.append(
+            Metric(
+                f"Moving with {pick['alternative']}",
+                pick["partitions_moving"],
+                delta=f"imbalance {pick['imbalance']:.2f}x -> {pick['imbalance_alternative']:.2f}x",
+            )
+        )
+    matrix = frames["matrix"][frames["matrix"]["label"] == selected]
+    views.append(Chart(chart_matrix(matrix), title=f"Active consumers of {selected}"))
+    consumers = frames["consumers"][frames["consumers"]["label"] == selected]
+    views.append(Chart(chart_counts(consumers), title="Partitions per consumer"))
+    parts = frames["partitions"][frames["partitions"]["label"] == selected]
+    views.append(Table(parts, title="Partitions", caption="observed, both rules, flapping"))
+    timeline = frames["timeline"][frames["timeline"]["label"] == selected]
+    if parts["flapping"].astype(bool).any():
+        views.append(Chart(chart_timeline(timeline), title="Active consumer over time"))
+    return views
+
+
+def chart_matrix(matrix: pd.DataFrame) -> alt.Chart:
+    chart: alt.Chart = (
+        alt.Chart(matrix)
+        .mark_rect()
+        .encode(
+            x=alt.X("consumer_name:N", title="consumer"),
+            y=alt.Y("topic:N", title=None),
+            color=alt.Color(
+                "role:N",
+                scale=alt.Scale(domain=["active", "standby"], range=["#2ca02c", "#dddddd"]),
+            ),
+            tooltip=["topic:N", "consumer_name:N", "role:N"],
+        )
+    )
+    return chart
+
+
+def chart_counts(consumers: pd.DataFrame) -> alt.Chart:
+    data = consumers.melt(
+        id_vars=["consumer_name"],
+        value_vars=["partitions", "partitions_alternative"],
+        var_name="rule",
+        value_name="count",
+    )
+    chart: alt.Chart = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=alt.X("count:Q", title="active partitions"),
+            y=alt.Y("rule:N", title=None),
+            row=alt.Row("consumer_name:N", title=None),
+            color="rule:N",
+        )
+    )
+    return chart
+
+
+def chart_timeline(timeline: pd.DataFrame) -> alt.Chart:
+    chart: alt.Chart = (
+        alt.Chart(timeline)
+        .mark_tick(thickness=3)
+        .encode(
+            x=alt.X("collected_at:T", title="collected at"),
+            y=alt.Y("topic:N", title=None),
+            color=alt.Color("active_consumer_name:N", title="active"),
+            tooltip=["topic:N", "active_consumer_name:N", "collected_at:T"],
+        )
+    )
+    return chart

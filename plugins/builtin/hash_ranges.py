@@ -1,0 +1,154 @@
+"""Sticky-key hash ranges as the broker reports them, for the Key_Shared analyses.
+
+A 4.0 broker routes every message by a hash in [1, 65535]: consistent hashing computes
+`h31 % 65535 + 1`, auto split and sticky `h31 % 65536` with 0 turned into 1. Ranges in the
+stats are inclusive; auto split ends its top range at 65536 and starts its first at 0, and
+sticky ranges may start at 0. Shares are therefore counted over the routable hashes 1..65535.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from core.hashing import SelectorKind
+from core.model import HashRange
+
+ROUTABLE_LOW = 1
+ROUTABLE_HIGH = 65535
+ROUTABLE = ROUTABLE_HIGH - ROUTABLE_LOW + 1
+SLOTS = 65537  # owner arrays cover 0..65536: auto split's top range ends at 65536
+AUTO_SPLIT_TOP = 65536
+STICKY_TOP = 65535
+WIDE_HIGH = 2**31 - 1
+
+Kind = SelectorKind | str  # plus "unknown" when the ranges fit no 4.0 selector
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Member:
+    """One connected consumer of a subscription, as the stats list it."""
+
+    name: str
+    ranges: tuple[HashRange, ...]
+    connected_since: Any = None
+
+
+def ranges_of(cell: Any) -> tuple[HashRange, ...]:
+    """A stored `hash_ranges` cell (list of {start, end}; None or NaN when missing), sorted."""
+    if cell is None or isinstance(cell, float):
+        return ()
+    return tuple(sorted((int(r["start"]), int(r["end"])) for r in list(cell)))
+
+
+def members_of(consumers: pd.DataFrame) -> list[Member]:
+    """Consumers of one subscription in connection order.
+
+    Sorted by `connected_since`; ties and missing times keep the stats' order, which is the
+    broker's join order as well.
+    """
+    if consumers.empty:
+        return []
+    frame = consumers.reset_index(drop=True)
+    since = pd.to_datetime(frame["connected_since"], utc=True)
+    order = frame.assign(_since=since, _row=range(len(frame))).sort_values(
+        ["_since", "_row"], kind="stable", na_position="last"
+    )
+    return [
+        Member(str(row.consumer_name), ranges_of(row.hash_ranges), row.connected_since)
+        for row in order.itertuples(index=False)
+    ]
+
+
+def infer_selector(mode: Any, members: Sequence[Member]) -> Kind:
+    """The 4.0 selector behind a subscription's ranges.
+
+    STICKY mode is the sticky (HashRangeExclusive) selector. Otherwise ranges that start at 0
+    and tile 0..65536 come from auto split (`subscriptionKeySharedUseConsistentHashing=false`),
+    and ranges within 1..65535 from consistent hashing. Anything else (no ranges at all, or the
+    31-bit ranges of a 3.0 broker) is "unknown".
+    """
+    if isinstance(mode, str) and mode.upper() == "STICKY":
+        return "sticky"
+    ranges = sorted(r for m in members for r in m.ranges)
+    if not ranges:
+        return "unknown"
+    if tiles(ranges, 0, AUTO_SPLIT_TOP) and all(len(m.ranges) == 1 for m in members):
+        return "auto-split"
+    if ranges[0][0] >= ROUTABLE_LOW and ranges[-1][1] <= ROUTABLE_HIGH:
+        return "consistent"
+    return "unknown"
+
+
+def tiles(ranges: Sequence[HashRange], low: int, high: int) -> bool:
+    """Whether sorted ranges cover low..high exactly, without gaps or overlaps."""
+    expected = low
+    for start, end in ranges:
+        if start != expected or end < start:
+            return False
+        expected = end + 1
+    return expected == high + 1
+
+
+def routable_count(
+    ranges: Iterable[HashRange], *, low: int = ROUTABLE_LOW, high: int = ROUTABLE_HIGH
+) -> int:
+    """How many routable hashes (by default 1..65535) the ranges hold."""
+    return sum(max(0, min(end, high) - max(start, low) + 1) for start, end in ranges)
+
+
+def hash_space(members: Sequence[Member]) -> tuple[int, int]:
+    """The hashes shares are counted over: 1..65535, or 0..2**31-1 for 31-bit ranges (a 3.0
+    broker, or the classic dispatcher of 4.0.7, which reports its ring in 31 bits)."""
+    if any(end > AUTO_SPLIT_TOP for m in members for _, end in m.ranges):
+        return 0, WIDE_HIGH
+    return ROUTABLE_LOW, ROUTABLE_HIGH
+
+
+def owner_array(ranges_per_owner: Sequence[Iterable[HashRange]]) -> I64:
+    """Owner position per hash 0..65536 (-1: nobody; a later owner wins an overlap)."""
+    owners = np.full(SLOTS, -1, np.int64)
+    for position, ranges in enumerate(ranges_per_owner):
+        for start, end in ranges:
+            owners[max(start, 0) : min(end, SLOTS - 1) + 1] = position
+    return owners
+
+
+def runs(values: I64, *, low: int = 0) -> list[tuple[int, int, int]]:
+    """Maximal runs `(start, end, value)` of equal values, hashes counted from `low`."""
+    if not len(values):
+        return []
+    cuts = np.flatnonzero(np.diff(values)) + 1
+    starts = np.concatenate([[0], cuts])
+    ends = np.append(cuts - 1, len(values) - 1)
+    return [(int(s) + low, int(e) + low, int(values[s])) for s, e in zip(starts, ends, strict=True)]
+
+
+def coverage_counts(ranges: Iterable[HashRange], *, high: int = STICKY_TOP) -> I64:
+    """How many ranges cover each hash 0..high."""
+    delta = np.zeros(high + 2, np.int64)
+    for start, end in ranges:
+        lo, hi = max(start, 0), min(end, high)
+        if lo <= hi:
+            delta[lo] += 1
+            delta[hi + 1] -= 1
+    return np.cumsum(delta)[: high + 1]
+
+
+def ranges_text(ranges: Iterable[HashRange]) -> str:
+    """Ranges as the stats print them: [[1, 200], [300, 400]]."""
+    return "[" + ", ".join(f"[{s}, {e}]" for s, e in ranges) + "]"
+
+
+def share_stats(shares: Sequence[float]) -> tuple[float, float]:
+    """(imbalance, stddev) of shares: the largest over the fair share 1/n, and the spread."""
+    if not shares:
+        return 0.0, 0.0
+    values = np.asarray(shares, float)
+    return float(values.max() * len(values)), float(values.std())

@@ -1,0 +1,323 @@
+"""Our model of a Key_Shared subscription, rebuilt from what the stats show, and its what-ifs.
+
+Consistent hashing: the ring is rebuilt from the consumer names in connection order with
+`core.selectors.ConsistentHashingSelector`. Two settings are not in the stats and are inferred
+from the broker's own ranges:
+
+* **replica points** (`subscriptionKeySharedConsistentHashingReplicaPoints`): every range end
+  except 65535 is a ring point of the range's consumer, i.e. `h31(name\\0index\\0i) % 65535 + 1`
+  for some `i < points`. The largest such `i` over all range ends, plus one, is a lower bound
+  L. We try the default 100 (when >= L), then L, L+1, ... L+32 (a consumer's last points can
+  sit inside its own merged ranges) and keep the first that reproduces every range exactly;
+  if none does, the closest one is kept and the subscription is flagged as drifting.
+  Points above 1024 are not searched.
+* **name indexes** of consumers sharing a name (`ConsumerNameIndexTracker`: the lowest index
+  no connected namesake holds, so a consumer that left and came back may hold index 0 while
+  it connected last): each namesake gets the index whose ring points explain most of its
+  range ends. The replay then occupies lower indexes with placeholder consumers that leave
+  again at once, which leaves the ring exactly as if they had never joined.
+
+Auto split ranges depend on the joins and leaves of the past, which a snapshot cannot show:
+the rebuild from the connected consumers may differ after a leave (reported as drift with
+that reason), and what-ifs start from the broker's own ranges instead. Sticky ranges are the
+consumers' own, so the model is the observed state.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.assignments import Assignments, Consumer, RangeMove, diff_assignments
+from core.errors import ModelError
+from core.selectors import (
+    DEFAULT_POINTS,
+    AutoSplitSelector,
+    ConsistentHashingSelector,
+    Selector,
+    StickySelector,
+)
+from plugins.builtin.hash_ranges import (
+    ROUTABLE_HIGH,
+    Kind,
+    Member,
+    owner_array,
+    routable_count,
+)
+
+MAX_POINTS = 1024
+EXTRA_POINTS = 32
+EXTRA_INDEXES = 4
+
+
+@dataclass
+class Model:
+    """A selector holding one handle per member (same order), and how it was obtained."""
+
+    kind: Kind
+    selector: Selector | None
+    handles: list[Consumer]
+    points: int | None = None
+    points_note: str = ""
+    name_indexes: tuple[int, ...] = ()
+    drift_hashes: int = 0
+    drift_reason: str = ""
+
+    @property
+    def drift(self) -> bool:
+        return self.drift_hashes > 0
+
+
+@functools.lru_cache(maxsize=256)
+def point_positions(name: str, index: int) -> dict[int, int]:
+    """Ring point -> the first replica number `i` that lands there, for i < MAX_POINTS."""
+    hashes = ConsistentHashingSelector(points=MAX_POINTS).point_hashes(Consumer(name), index)
+    found: dict[int, int] = {}
+    for i, point in enumerate(hashes):
+        found.setdefault(point, i)
+    return found
+
+
+def _ends(member: Member) -> list[int]:
+    return [end for _, end in member.ranges if end != ROUTABLE_HIGH]
+
+
+def name_indexes(members: Sequence[Member]) -> tuple[int, ...]:
+    """Each member's `ConsumerNameIndexTracker` index, as its range ends tell it."""
+    chosen = [0] * len(members)
+    by_name: dict[str, list[int]] = {}
+    for position, member in enumerate(members):
+        by_name.setdefault(member.name, []).append(position)
+    for name, positions in by_name.items():
+        if len(positions) == 1:
+            continue
+        candidates = range(len(positions) + EXTRA_INDEXES)
+        scored = sorted(
+            (-sum(e in point_positions(name, j) for e in _ends(members[p])), p, j)
+            for p in positions
+            for j in candidates
+        )
+        taken: set[int] = set()
+        placed: set[int] = set()
+        for score, position, j in scored:
+            if score < 0 and position not in placed and j not in taken:
+                chosen[position] = j
+                placed.add(position)
+                taken.add(j)
+        free = (j for j in range(len(positions) + EXTRA_INDEXES + len(positions)) if j not in taken)
+        for position in positions:
+            if position not in placed:
+                chosen[position] = next(free)
+    return tuple(chosen)
+
+
+def min_points(members: Sequence[Member], indexes: Sequence[int]) -> tuple[int, int]:
+    """The least replica-points value that yields the range ends our model can explain, and
+    how many range ends are no ring point of their consumer (within MAX_POINTS)."""
+    lowest, unexplained = 0, 0
+    for member, index in zip(members, indexes, strict=True):
+        positions = point_positions(member.name, index)
+        for end in _ends(member):
+            if end in positions:
+                lowest = max(lowest, positions[end] + 1)
+            else:
+                unexplained += 1
+    return lowest, unexplained
+
+
+def replay_consistent(
+    members: Sequence[Member],
+    indexes: Sequence[int],
+    points: int,
+    handles: Sequence[Consumer] | None = None,
+) -> tuple[ConsistentHashingSelector, list[Consumer]]:
+    """A ring with the members joined in order, each holding its given name index."""
+    selector = ConsistentHashingSelector(points=points)
+    own = list(handles) if handles is not None else [Consumer(m.name) for m in members]
+    used: dict[str, set[int]] = {}
+    for member, index, handle in zip(members, indexes, own, strict=True):
+        taken = used.setdefault(member.name, set())
+        placeholders = []
+        for low in range(index):
+            if low not in taken:
+                placeholder = Consumer(member.name)
+                selector.add(placeholder)
+                placeholders.append(placeholder)
+        selector.add(handle)
+        for placeholder in placeholders:
+            selector.remove(placeholder)
+        taken.add(index)
+    return selector, own
+
+
+def observed_owners(members: Sequence[Member]) -> np.ndarray:
+    return owner_array([m.ranges for m in members])
+
+
+def model_owners(selector: Selector, handles: Sequence[Consumer]) -> np.ndarray:
+    ranges = selector.assignments().by_consumer(handles)
+    return owner_array([ranges.get(h, ()) for h in handles])
+
+
+def differing(members: Sequence[Member], selector: Selector, handles: Sequence[Consumer]) -> int:
+    return int((observed_owners(members) != model_owners(selector, handles)).sum())
+
+
+def point_candidates(members: Sequence[Member], indexes: Sequence[int]) -> tuple[list[int], str]:
+    lower, unexplained = min_points(members, indexes)
+    if lower == 0:
+        return [DEFAULT_POINTS], "not inferable (no boundary between consumers): default assumed"
+    tried = [DEFAULT_POINTS] if lower <= DEFAULT_POINTS else []
+    tried += [p for p in range(lower, lower + EXTRA_POINTS + 1) if p != DEFAULT_POINTS]
+    note = f"inferred: range ends need at least {lower}"
+    if unexplained:
+        note += f"; {unexplained} range end(s) are no ring point of their consumer"
+    return tried, note
+
+
+def rebuild_consistent(members: Sequence[Member], *, points: int = 0) -> Model:
+    """The consistent-hashing model; `points` 0 infers the replica points from the ranges."""
+    indexes = name_indexes(members)
+    if points:
+        tried, note = [points], "given"
+    else:
+        tried, note = point_candidates(members, indexes)
+    best: Model | None = None
+    for candidate in tried:
+        selector, handles = replay_consistent(members, indexes, candidate)
+        drift = differing(members, selector, handles)
+        model = Model("consistent", selector, handles, candidate, note, indexes, drift)
+        if best is None or drift < best.drift_hashes:
+            best = model
+        if drift == 0:
+            break
+    assert best is not None
+    if best.drift:
+        best.drift_reason = (
+            f"no replica-points value in {tried[0]}..{tried[-1]} reproduces the broker's ranges; "
+            f"closest: {best.points} ({best.drift_hashes} hashes differ)"
+        )
+    return best
+
+
+def rebuild_auto_split(members: Sequence[Member]) -> Model:
+    """Auto split rebuilt from the connected consumers joining in order."""
+    selector = AutoSplitSelector()
+    handles = [Consumer(m.name) for m in members]
+    try:
+        for handle in handles:
+            selector.add(handle)
+    except ModelError as exc:
+        return Model("auto-split", None, handles, drift_hashes=1, drift_reason=str(exc))
+    model = Model("auto-split", selector, handles)
+    model.drift_hashes = differing(members, selector, handles)
+    if model.drift:
+        model.drift_reason = (
+            "auto split ranges depend on past joins and leaves; joining the connected "
+            "consumers in order gives other ranges (expected after a consumer left)"
+        )
+    return model
+
+
+def seeded_auto_split(members: Sequence[Member]) -> tuple[AutoSplitSelector, list[Consumer]]:
+    """An auto split selector in exactly the observed state (one range end per consumer)."""
+    selector = AutoSplitSelector()
+    handles = [Consumer(m.name) for m in members]
+    for member, handle in zip(members, handles, strict=True):
+        for _, end in member.ranges:
+            selector._put(end, handle)
+        selector._consumers.append(handle)
+    return selector, handles
+
+
+def seeded_sticky(members: Sequence[Member]) -> tuple[StickySelector | None, list[Consumer]]:
+    """A sticky selector holding the observed ranges (None if they overlap)."""
+    selector = StickySelector()
+    handles = [Consumer(m.name, m.ranges) for m in members]
+    try:
+        for handle in handles:
+            selector.add(handle)
+    except ModelError:
+        return None, handles
+    return selector, handles
+
+
+def rebuild(kind: Kind, members: Sequence[Member], *, points: int = 0) -> Model:
+    if kind == "consistent":
+        return rebuild_consistent(members, points=points)
+    if kind == "auto-split":
+        return rebuild_auto_split(members)
+    if kind == "sticky":
+        selector, handles = seeded_sticky(members)
+        return Model("sticky", selector, handles)
+    return Model(kind, None, [Consumer(m.name) for m in members], drift_reason="no model")
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One change applied to a subscription: its handles before and after, and the moves."""
+
+    change: str
+    handles: list[Consumer]  # everyone involved: the members, then a consumer added
+    before: Assignments
+    after: Assignments
+    moves: tuple[RangeMove, ...]
+
+    def moved_hashes(self) -> int:
+        return routable_count((m.start, m.end) for m in self.moves)
+
+
+def what_if_basis(
+    model: Model, members: Sequence[Member]
+) -> tuple[Selector | None, list[Consumer]]:
+    """A fresh selector for a what-if: the model's state, or the observed one for auto split
+    (whose rebuild cannot know past leaves) and sticky."""
+    if model.kind == "auto-split":
+        return seeded_auto_split(members)
+    if model.kind == "sticky":
+        return seeded_sticky(members)
+    if model.kind == "consistent" and model.points:
+        return replay_consistent(members, model.name_indexes, model.points, model.handles)
+    return None, list(model.handles)
+
+
+def apply_what_if(
+    model: Model,
+    members: Sequence[Member],
+    *,
+    add: str = "",
+    remove: str = "",
+    points: int = 0,
+) -> WhatIf | None:
+    """Add a consumer named `add`, remove the last connected one named `remove`, or change
+    the replica points; None when the change means nothing for this selector."""
+    selector, handles = what_if_basis(model, members)
+    if selector is None:
+        return None
+    before = selector.assignments()
+    if add:
+        if model.kind == "sticky":
+            return None  # a sticky consumer brings its own ranges
+        newcomer = Consumer(add)
+        selector.add(newcomer)
+        return _what_if(f"add {add}", [*handles, newcomer], before, selector.assignments())
+    if remove:
+        named = [h for h in handles if h.name == remove]
+        if not named:
+            return None
+        selector.remove(named[-1])
+        return _what_if(f"remove {remove}", handles, before, selector.assignments())
+    if points and model.kind == "consistent":
+        indexes = model.name_indexes
+        changed, _ = replay_consistent(members, indexes, points, handles)
+        return _what_if(f"replica points {points}", handles, before, changed.assignments())
+    return None
+
+
+def _what_if(
+    change: str, handles: list[Consumer], before: Assignments, after: Assignments
+) -> WhatIf:
+    return WhatIf(change, handles, before, after, diff_assignments(before, after))

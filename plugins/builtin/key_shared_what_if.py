@@ -1,0 +1,148 @@
+"""Frames of `key-shared-map`'s what-if and key lookup (see `key_shared` for the rules)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.hashing import SelectorKind, sticky_key_hash
+from plugins.builtin.hash_ranges import ROUTABLE, Member, ranges_text, routable_count
+from plugins.builtin.key_shared_rebuild import Model, WhatIf
+
+State = tuple[list[Member], Model]
+WHAT_IF_COLUMNS = [
+    "label",
+    "change",
+    "position",
+    "consumer_name",
+    "hashes_before",
+    "hashes_after",
+    "share_before",
+    "share_after",
+    "lost_hashes",
+    "gained_hashes",
+    "lost_ranges",
+]
+MOVE_COLUMNS = ["label", "start", "end", "size", "before", "after"]
+AFTER_COLUMNS = ["label", "position", "consumer_name", "start", "end"]
+LOOKUP_COLUMNS = [
+    "label",
+    "key",
+    "hash",
+    "selector",
+    "consumer",
+    "position",
+    "model_consumer",
+    "consumer_after",
+]
+
+
+def empty(columns: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+
+
+def frame(rows: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(columns)) if rows else empty(columns)
+
+
+def what_if_frames(label: str, what_if: WhatIf | None) -> dict[str, pd.DataFrame]:
+    """The what-if per consumer, the moved ranges and every consumer's ranges after it."""
+    if what_if is None:
+        return {
+            "what_if": empty(WHAT_IF_COLUMNS),
+            "moves": empty(MOVE_COLUMNS),
+            "what_if_ranges": empty(AFTER_COLUMNS),
+        }
+    return {
+        "what_if": frame(per_consumer_rows(label, what_if), WHAT_IF_COLUMNS),
+        "moves": frame(move_rows(label, what_if), MOVE_COLUMNS),
+        "what_if_ranges": frame(after_rows(label, what_if), AFTER_COLUMNS),
+    }
+
+
+def per_consumer_rows(label: str, what_if: WhatIf) -> list[dict[str, Any]]:
+    before = what_if.before.by_consumer(what_if.handles)
+    after = what_if.after.by_consumer(what_if.handles)
+    rows = []
+    for i, handle in enumerate(what_if.handles):
+        lost = [(m.start, m.end) for m in what_if.moves if m.before is handle]
+        gained = [(m.start, m.end) for m in what_if.moves if m.after is handle]
+        rows.append(
+            {
+                "label": label,
+                "change": what_if.change,
+                "position": i,
+                "consumer_name": handle.name,
+                "hashes_before": routable_count(before.get(handle, ())),
+                "hashes_after": routable_count(after.get(handle, ())),
+                "share_before": routable_count(before.get(handle, ())) / ROUTABLE,
+                "share_after": routable_count(after.get(handle, ())) / ROUTABLE,
+                "lost_hashes": routable_count(lost),
+                "gained_hashes": routable_count(gained),
+                "lost_ranges": ranges_text(lost),
+            }
+        )
+    return rows
+
+
+def move_rows(label: str, what_if: WhatIf) -> list[dict[str, Any]]:
+    position = {h: i for i, h in enumerate(what_if.handles)}
+    return [
+        {
+            "label": label,
+            "start": m.start,
+            "end": m.end,
+            "size": m.end - m.start + 1,
+            "before": _name_at(m.before, position),
+            "after": _name_at(m.after, position),
+        }
+        for m in what_if.moves
+    ]
+
+
+def after_rows(label: str, what_if: WhatIf) -> list[dict[str, Any]]:
+    after = what_if.after.by_consumer(what_if.handles)
+    return [
+        {"label": label, "position": i, "consumer_name": h.name, "start": s, "end": e}
+        for i, h in enumerate(what_if.handles)
+        for s, e in after.get(h, ())
+    ]
+
+
+def _name_at(handle: Any, position: Mapping[Any, int]) -> str | None:
+    return None if handle is None else f"{handle.name}#{position[handle]}"
+
+
+def lookup_row(
+    label: str, key: str, state: State | None, what_if: WhatIf | None
+) -> dict[str, Any] | None:
+    """Where the broker sends `key` (as a partition key): by its ranges, our model's and after
+    the what-if. Unknown selectors get the 4.0 consistent-hashing hash and no consumer."""
+    if not key or state is None:
+        return None
+    members, model = state
+    kind: SelectorKind = "consistent" if model.kind == "unknown" else model.kind  # type: ignore[assignment]
+    value = sticky_key_hash(key.encode("utf-8"), selector=kind)
+    owner = next(
+        (p for p, m in enumerate(members) if any(s <= value <= e for s, e in m.ranges)), None
+    )
+    if model.kind == "unknown":
+        owner = None
+    predicted = model.selector.select(value) if model.selector is not None else None
+    after = None
+    if what_if is not None:
+        at = int(what_if.after.owner_of(np.asarray([value], np.int64))[0])
+        after = what_if.after.table[at].name if at >= 0 else None
+    return {
+        "label": label,
+        "key": key,
+        "hash": value,
+        "selector": model.kind,
+        "consumer": members[owner].name if owner is not None else None,
+        "position": owner,
+        "model_consumer": predicted.name if predicted is not None else None,
+        "consumer_after": after,
+    }

@@ -1,0 +1,372 @@
+"""`sticky-ranges`: gaps and overlaps of hand-set sticky hash ranges, and a planner for them.
+
+Checked groups, from the newest snapshot:
+
+* each Key_Shared subscription in STICKY mode: its consumers bring their own ranges
+  (`KeySharedPolicy.stickyHashRange()`);
+* per topic, the readers or other non-Key_Shared consumers whose stats carry hash ranges
+  (e.g. readers created with a key hash range), when the broker reports them.
+
+A **gap** is a run of hashes in 0..65535 that no range covers. A 4.0 broker hashes sticky keys
+to `h31 % 65536` with 0 turned into 1, so hash 0 is never routed; every other hash in a gap
+stalls: its messages stay in the backlog (`msgInReplay`) until a consumer covering it connects.
+An **overlap** is a run covered by two or more ranges: the broker refuses it inside one STICKY
+subscription, so there it means a stale consumer; across readers, each of them reads the keys.
+With key samples (`key_samples` rows for the topic) the number of sampled keys in gaps is given.
+
+**Planner**: sticky ranges for `nodes` consumers by consistent hashing with `points` ring
+points each (4.0 points of names `<prefix>-<i>`, the first range extended down to 0), so
+adding a node later moves only about 1/(n+1) of the keys. Balance is scored as the largest
+share over the fair share 1/n and the standard deviation of the shares, on uniform hashes and
+on the sampled keys when there are any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from core.assignments import Consumer
+from core.hashing import sticky_key_hash_array
+from core.model import HashRange
+from core.selectors import ConsistentHashingSelector
+from plugins.api import (
+    AnalysisPlugin,
+    BaseModel,
+    Field,
+    Inputs,
+    Result,
+    View,
+)
+from plugins.builtin.hash_ranges import (
+    ROUTABLE,
+    Member,
+    coverage_counts,
+    members_of,
+    ranges_of,
+    ranges_text,
+    routable_count,
+    runs,
+    share_stats,
+)
+from plugins.builtin.sticky_ranges_views import render_views
+
+GROUP_COLUMNS = [
+    "label",
+    "topic",
+    "subscription",
+    "kind",
+    "consumers",
+    "covered_hashes",
+    "gap_hashes",
+    "gap_fraction",
+    "overlap_hashes",
+    "imbalance",
+    "sampled_keys",
+    "sampled_keys_in_gaps",
+]
+CONSUMER_COLUMNS = ["label", "consumer_name", "ranges", "hashes", "share", "sampled_share"]
+RANGE_COLUMNS = ["label", "consumer_name", "start", "end", "size"]
+GAP_COLUMNS = ["label", "start", "end", "size", "routable_hashes", "sampled_keys"]
+OVERLAP_COLUMNS = ["label", "start", "end", "size", "covered_by", "consumers"]
+PLAN_COLUMNS = ["node_index", "node", "start", "end", "size"]
+COVERAGE_COLUMNS = {
+    "groups": GROUP_COLUMNS,
+    "consumers": CONSUMER_COLUMNS,
+    "ranges": RANGE_COLUMNS,
+    "gaps": GAP_COLUMNS,
+    "overlaps": OVERLAP_COLUMNS,
+}
+BALANCE_COLUMNS = [
+    "node_index",
+    "node",
+    "ranges",
+    "hashes",
+    "uniform_share",
+    "sampled_share",
+    "ranges_text",
+]
+
+
+@dataclass(frozen=True)
+class Group:
+    label: str
+    topic: str
+    subscription: str | None  # None: the readers of a topic
+    kind: str  # "sticky" or "readers"
+    members: list[Member]
+
+
+class StickyRanges(AnalysisPlugin):
+    name = "sticky-ranges"
+    title = "Sticky hash ranges"
+    description = (
+        "Gaps (hashes no consumer covers, whose messages stall) and overlaps in STICKY "
+        "Key_Shared subscriptions and key-hash-range readers, and a consistent-hashing planner "
+        "of sticky ranges for N consumers with its balance on uniform and sampled keys."
+    )
+    version = "1.0"
+    engine = "light"
+    inputs = ("subscriptions", "consumers", "key_samples")
+    history = 10
+    outputs = ("groups", "consumers", "ranges", "gaps", "overlaps", "plan", "plan_balance")
+
+    class Params(BaseModel):
+        subscription: str = Field("", description="Group to draw ('topic | subscription')")
+        nodes: int = Field(3, ge=1, le=64, description="Planner: number of sticky consumers")
+        node_index: int = Field(0, ge=0, le=63, description="Planner: the node to print")
+        points: int = Field(100, ge=1, le=1024, description="Planner: ring points per node")
+        name_prefix: str = Field("node", min_length=1, description="Planner: node names")
+        sample_topic: str = Field("", description="Key samples of this topic; empty: all")
+
+    def analyze(self, data: Inputs, params: Params) -> Result:
+        samples = sample_hashes(data.history("key_samples"))
+        groups = sticky_groups(data.latest("subscriptions"), data.latest("consumers"))
+        frames = coverage_frames(groups, samples)
+        chosen = (
+            samples if not params.sample_topic else samples[samples["topic"] == params.sample_topic]
+        )
+        plan = plan_ranges(params.nodes, params.points, prefix=params.name_prefix)
+        frames["plan"] = plan_frame(plan, params.name_prefix)
+        frames["plan_balance"] = balance_frame(plan, params.name_prefix, chosen["hash"].to_numpy())
+        selected = params.subscription or (groups[0].label if groups else "")
+        return Result(frames=frames, summary=summarize(frames, params, selected, len(chosen)))
+
+    def render(self, result: Result) -> list[View]:
+        return render_views(result)
+
+    def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
+        groups = sticky_groups(data.latest("subscriptions"), data.latest("consumers"))
+        topics = sorted(set(data.history("key_samples")["topic"].dropna().astype(str)))
+        return {"subscription": ["", *(g.label for g in groups)], "sample_topic": ["", *topics]}
+
+
+def sticky_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[Group]:
+    """STICKY subscriptions, then per topic the non-Key_Shared consumers that carry ranges."""
+    groups: list[Group] = []
+    if subscriptions.empty or consumers.empty:
+        return groups
+    mode = subscriptions["key_shared_mode"].fillna("").astype(str).str.upper()
+    sticky = subscriptions[(subscriptions["type"] == "Key_Shared") & (mode == "STICKY")]
+    for sub in sticky.sort_values(["topic", "subscription"]).itertuples(index=False):
+        mine = consumers[
+            (consumers["topic"] == sub.topic) & (consumers["subscription"] == sub.subscription)
+        ]
+        label = f"{sub.topic} | {sub.subscription}"
+        groups.append(Group(label, sub.topic, sub.subscription, "sticky", members_of(mine)))
+    return groups + reader_groups(subscriptions, consumers)
+
+
+def reader_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[Group]:
+    kinds = subscriptions[["topic", "subscription", "type"]].drop_duplicates(
+        ["topic", "subscription"]
+    )
+    rows = consumers.merge(kinds, on=["topic", "subscription"], how="left")
+    rows = rows[(rows["type"] != "Key_Shared") & rows["hash_ranges"].map(_has_ranges)]
+    groups = []
+    for topic, mine in rows.groupby("topic", sort=True):
+        members = [
+            Member(f"{m.subscription}/{m.consumer_name}", m.ranges, m.connected_since)
+            for m in (_with_ranges(r) for r in mine.itertuples(index=False))
+        ]
+        groups.append(Group(f"{topic} | readers", str(topic), None, "readers", members))
+    return groups
+
+
+@dataclass(frozen=True)
+class _Row:
+    subscription: str
+    consumer_name: str
+    ranges: tuple[HashRange, ...]
+    connected_since: Any
+
+
+def _with_ranges(row: Any) -> _Row:
+    return _Row(
+        row.subscription, row.consumer_name, ranges_of(row.hash_ranges), row.connected_since
+    )
+
+
+def _has_ranges(cell: Any) -> bool:
+    return bool(ranges_of(cell))
+
+
+def sample_hashes(samples: pd.DataFrame) -> pd.DataFrame:
+    """topic, hash: the 4.0 sticky hash of every sampled key (its UTF-8 bytes)."""
+    if samples.empty:
+        return pd.DataFrame({"topic": pd.Series(dtype=object), "hash": pd.Series(dtype="int64")})
+    keys = pa.array(samples["key"].fillna("").astype(str).tolist(), pa.string())
+    hashes = sticky_key_hash_array(keys, selector="sticky").astype(np.int64)
+    return pd.DataFrame({"topic": samples["topic"].to_numpy(), "hash": hashes})
+
+
+def coverage_frames(groups: Sequence[Group], samples: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    rows: dict[str, list[dict[str, Any]]] = {n: [] for n in COVERAGE_COLUMNS}
+    for group in groups:
+        hashes = samples.loc[samples["topic"] == group.topic, "hash"].to_numpy()
+        counts = coverage_counts(r for m in group.members for r in m.ranges)
+        gaps = [(s, e) for s, e, c in runs(counts) if c == 0]
+        overlaps = [(s, e, c) for s, e, c in runs(counts) if c > 1]
+        rows["gaps"].extend(gap_row(group.label, s, e, hashes) for s, e in gaps)
+        rows["overlaps"].extend(overlap_row(group, s, e, c) for s, e, c in overlaps)
+        rows["consumers"].extend(consumer_rows(group, hashes))
+        rows["ranges"].extend(
+            {"label": group.label, "consumer_name": m.name, "start": s, "end": e, "size": e - s + 1}
+            for m in group.members
+            for s, e in m.ranges
+        )
+        rows["groups"].append(group_row(group, gaps, overlaps, hashes))
+    return {name: _frame(rows[name], cols) for name, cols in COVERAGE_COLUMNS.items()}
+
+
+def _frame(rows: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    return pd.DataFrame(rows, columns=list(columns))
+
+
+def _in(hashes: np.ndarray, start: int, end: int) -> int:
+    return int(((hashes >= start) & (hashes <= end)).sum())
+
+
+def gap_row(label: str, start: int, end: int, hashes: np.ndarray) -> dict[str, Any]:
+    return {
+        "label": label,
+        "start": start,
+        "end": end,
+        "size": end - start + 1,
+        "routable_hashes": routable_count([(start, end)]),
+        "sampled_keys": _in(hashes, start, end),
+    }
+
+
+def overlap_row(group: Group, start: int, end: int, count: int) -> dict[str, Any]:
+    names = [m.name for m in group.members if any(s <= end and start <= e for s, e in m.ranges)]
+    return {
+        "label": group.label,
+        "start": start,
+        "end": end,
+        "size": end - start + 1,
+        "covered_by": count,
+        "consumers": ", ".join(names),
+    }
+
+
+def consumer_rows(group: Group, hashes: np.ndarray) -> list[dict[str, Any]]:
+    return [
+        {
+            "label": group.label,
+            "consumer_name": m.name,
+            "ranges": len(m.ranges),
+            "hashes": routable_count(m.ranges),
+            "share": routable_count(m.ranges) / ROUTABLE,
+            "sampled_share": (
+                sum(_in(hashes, s, e) for s, e in m.ranges) / len(hashes) if len(hashes) else None
+            ),
+        }
+        for m in group.members
+    ]
+
+
+def group_row(
+    group: Group,
+    gaps: Sequence[HashRange],
+    overlaps: Sequence[tuple[int, int, int]],
+    hashes: np.ndarray,
+) -> dict[str, Any]:
+    gap_hashes = routable_count(gaps)
+    imbalance, _ = share_stats([routable_count(m.ranges) / ROUTABLE for m in group.members])
+    return {
+        "label": group.label,
+        "topic": group.topic,
+        "subscription": group.subscription,
+        "kind": group.kind,
+        "consumers": len(group.members),
+        "covered_hashes": ROUTABLE - gap_hashes,
+        "gap_hashes": gap_hashes,
+        "gap_fraction": gap_hashes / ROUTABLE,
+        "overlap_hashes": routable_count((s, e) for s, e, _ in overlaps),
+        "imbalance": imbalance,
+        "sampled_keys": len(hashes),
+        "sampled_keys_in_gaps": sum(_in(hashes, s, e) for s, e in gaps),
+    }
+
+
+def plan_ranges(nodes: int, points: int, *, prefix: str) -> list[tuple[HashRange, ...]]:
+    """Sticky ranges per node from a 4.0 consistent-hashing ring, covering 0..65535."""
+    selector = ConsistentHashingSelector(points=points)
+    handles = [Consumer(f"{prefix}-{i}") for i in range(nodes)]
+    for handle in handles:
+        selector.add(handle)
+    by_node = selector.assignments().by_consumer(handles)
+    plan = [list(by_node.get(h, ())) for h in handles]
+    for ranges in plan:  # the ring starts at hash 1; sticky slots start at 0
+        if ranges and ranges[0][0] == 1:
+            ranges[0] = (0, ranges[0][1])
+    return [tuple(r) for r in plan]
+
+
+def plan_frame(plan: Sequence[tuple[HashRange, ...]], prefix: str) -> pd.DataFrame:
+    rows = [
+        {"node_index": i, "node": f"{prefix}-{i}", "start": s, "end": e, "size": e - s + 1}
+        for i, ranges in enumerate(plan)
+        for s, e in ranges
+    ]
+    return _frame(rows, PLAN_COLUMNS)
+
+
+def balance_frame(
+    plan: Sequence[tuple[HashRange, ...]], prefix: str, hashes: np.ndarray
+) -> pd.DataFrame:
+    rows = [
+        {
+            "node_index": i,
+            "node": f"{prefix}-{i}",
+            "ranges": len(ranges),
+            "hashes": routable_count(ranges),
+            "uniform_share": routable_count(ranges) / ROUTABLE,
+            "sampled_share": (
+                sum(_in(hashes, s, e) for s, e in ranges) / len(hashes) if len(hashes) else None
+            ),
+            "ranges_text": ranges_text(ranges),
+        }
+        for i, ranges in enumerate(plan)
+    ]
+    return _frame(rows, BALANCE_COLUMNS)
+
+
+def summarize(
+    frames: Mapping[str, pd.DataFrame], params: Any, selected: str, samples: int
+) -> dict[str, Any]:
+    groups, balance = frames["groups"], frames["plan_balance"]
+    uniform = share_stats(list(balance["uniform_share"]))
+    sampled = share_stats(list(balance["sampled_share"])) if samples else (None, None)
+    node = balance[balance["node_index"] == params.node_index]
+    return {
+        "groups": len(groups),
+        "groups_with_gaps": int((groups["gap_hashes"] > 0).sum()) if len(groups) else 0,
+        "gap_hashes": int(groups["gap_hashes"].sum()) if len(groups) else 0,
+        "overlap_hashes": int(groups["overlap_hashes"].sum()) if len(groups) else 0,
+        "selected": selected,
+        "plan": {
+            "nodes": params.nodes,
+            "points": params.points,
+            "uniform_imbalance": uniform[0],
+            "uniform_stddev": uniform[1],
+            "samples": samples,
+            "sampled_imbalance": sampled[0],
+            "sampled_stddev": sampled[1],
+            "node": str(node["node"].iloc[0]) if len(node) else None,
+            "node_ranges": _pairs(frames["plan"], params.node_index),
+        },
+    }
+
+
+def _pairs(plan: pd.DataFrame, index: int) -> list[list[int]]:
+    mine = plan[plan["node_index"] == index]
+    return [[int(s), int(e)] for s, e in zip(mine["start"], mine["end"], strict=True)]

@@ -1,0 +1,176 @@
+"""failover-assignment: observed vs modulo vs PIP-392, groups across topics, flapping."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import responses
+
+from collectors.admin import AdminClient
+from collectors.poll import poll
+from core.failover import FailoverConsumer, compute_topics
+from core.model import ConsumerRecord, Snapshot, SubscriptionRecord
+from plugins.api import Chart, Metric, Note, Table
+from plugins.builtin.failover import FailoverAssignment
+from plugins.runner import RunOutput, run_on_inputs
+from tests.collectors import recorded
+from tests.plugins.factory import make_inputs, make_snapshot
+
+PLUGIN = FailoverAssignment()
+NS = "persistent://public/default"
+WORKERS = ("w1", "w2", "w3", "w4", "w5")
+SINGLES = {f"{NS}/single-{i}": 1 for i in range(10)}  # ten 1-partition topics
+
+
+def partitions_of(topics: Mapping[str, int]) -> list[str]:
+    return [f"{t}-partition-{i}" if n else t for t, n in topics.items() for i in range(max(n, 1))]
+
+
+def poll_of(
+    active: Mapping[str, str | None],
+    *,
+    seconds: float = 0.0,
+    sub: str = "fo",
+    names: Sequence[str] = WORKERS,
+) -> Snapshot:
+    subs = [
+        SubscriptionRecord(
+            t, sub, type="Failover", active_consumer_name=a, consumer_count=len(names)
+        )
+        for t, a in active.items()
+    ]
+    consumers = [ConsumerRecord(t, sub, n) for t in active for n in names]
+    return make_snapshot(seconds, subscriptions=subs, consumers=consumers)
+
+
+def rule(topics: Mapping[str, int], *, consistent: bool, names: Sequence[str] = WORKERS) -> dict:
+    chosen = compute_topics(
+        topics, [FailoverConsumer(n) for n in names], consistent_hashing=consistent
+    )
+    return {t: c.name for t, c in chosen.items()}
+
+
+def analyze(snapshots: Sequence[Snapshot], **params: Any) -> RunOutput:
+    return run_on_inputs(PLUGIN, make_inputs(snapshots, PLUGIN.inputs), params)
+
+
+def only_group(output: RunOutput) -> dict[str, Any]:
+    groups = output.result.frames["groups"]
+    assert len(groups) == 1, groups
+    return dict(groups.iloc[0])
+
+
+def test_failover_modulo_skew_of_single_partition_topics() -> None:
+    observed = rule(SINGLES, consistent=False)
+    assert set(observed.values()) == {"w1"}  # partition 0 of each topic -> first by name
+    output = analyze([poll_of(observed)])
+    group = only_group(output)
+    assert (group["mode"], group["topics"], group["partitions"]) == ("modulo", 10, 10)
+    assert (group["imbalance"], group["unexplained"]) == (5.0, 0)
+    ring = rule(SINGLES, consistent=True)
+    facts = output.result.summary["selection"]
+    assert facts["alternative_assignment"] == ring
+    assert facts["partitions_moving"] == sum(name != "w1" for name in ring.values())
+    consumers = output.result.frames["consumers"].set_index("consumer_name")
+    assert consumers.loc["w1", "partitions"] == 10
+    assert consumers["partitions_alternative"].to_dict() == {
+        n: sum(v == n for v in ring.values()) for n in WORKERS
+    }
+
+
+def test_failover_consistent_mode_offers_modulo_as_the_alternative() -> None:
+    observed = rule(SINGLES, consistent=True)
+    group = only_group(analyze([poll_of(observed)]))
+    assert (group["mode"], group["alternative"]) == ("consistent", "modulo")
+    assert group["imbalance_alternative"] == 5.0
+
+
+def test_failover_recorded_partitioned_and_plain_topics_are_explained() -> None:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        recorded.register(mock, "default")
+        snapshot = poll(AdminClient(recorded.BASE, retries=0))
+    output = analyze([snapshot])
+    groups = output.result.frames["groups"].set_index("subscription")
+    assert set(groups.index) == {"fo", "pfo"}
+    assert groups["unexplained"].sum() == 0
+    assert groups.loc["pfo", "partitions"] == 3 and groups.loc["fo", "partitions"] == 1
+    parts = output.result.frames["partitions"].set_index("topic")
+    assert parts.loc[f"{NS}/payments-partition-1", "observed"] == "pfo-2"
+    assert parts.loc[f"{NS}/payments-partition-0", "modulo"] == "pfo-1"
+    assert parts.loc[f"{NS}/orders", "partition_index"] == -1
+
+
+def test_failover_unexplained_partitions_raise_the_priority_note() -> None:
+    observed = dict.fromkeys(partitions_of(SINGLES), "w3")  # a level-0 group of one, say
+    output = analyze([poll_of(observed)])
+    group = only_group(output)
+    assert (group["mode"], group["unexplained"]) == (
+        "unexplained",
+        10 - sum(v == "w3" for v in rule(SINGLES, consistent=False).values()),
+    )
+    notes = [v for v in output.views if isinstance(v, Note) and v.level == "warning"]
+    assert notes and "priority" in notes[0].markdown
+
+
+def test_failover_groups_join_topics_sharing_consumers_and_split_other_apps() -> None:
+    app_a = dict.fromkeys([f"{NS}/a-{i}" for i in range(3)], "w1")
+    app_b = dict.fromkeys([f"{NS}/b-{i}" for i in range(2)], "x1")
+    first = poll_of(app_a)
+    second = poll_of(app_b, names=("x1", "x2"))
+    merged = make_snapshot(
+        0,
+        subscriptions=first.subscriptions + second.subscriptions,
+        consumers=first.consumers + second.consumers,
+    )
+    groups = analyze([merged]).result.frames["groups"]
+    assert sorted(groups["topics"]) == [2, 3]
+    assert set(groups["label"]) == {
+        f"fo @ 3 topics ({NS}/a-0, ...)",
+        f"fo @ 2 topics ({NS}/b-0, ...)",
+    }
+
+
+def test_failover_flapping_counts_active_consumer_changes() -> None:
+    topic = f"{NS}/flappy-partition-0"
+    sequence = ["w1", "w2", "w1", None, "w1", "w2"]
+    snaps = [poll_of({topic: a}, seconds=10.0 * i) for i, a in enumerate(sequence)]
+    output = analyze(snaps, flap_changes=3)
+    row = output.result.frames["partitions"].iloc[0]
+    # a snapshot without an active consumer is skipped: w1 w2 w1 - w1 w2 is three changes
+    assert (row["changes"], row["flapping"], row["seen"]) == (3, True, "w1, w2")
+    assert len(output.result.frames["timeline"]) == 6
+    assert any(
+        isinstance(v, Chart) and v.title == "Active consumer over time" for v in output.views
+    )
+    assert not analyze(snaps, flap_changes=4).result.frames["partitions"]["flapping"].iloc[0]
+
+
+def test_failover_matrix_marks_active_and_standby() -> None:
+    topic = f"{NS}/solo-partition-0"
+    matrix = analyze([poll_of({topic: "w1"})]).result.frames["matrix"]
+    roles = dict(zip(matrix["consumer_name"], matrix["role"], strict=True))
+    assert roles == {
+        "w1": "active",
+        "w2": "standby",
+        "w3": "standby",
+        "w4": "standby",
+        "w5": "standby",
+    }
+
+
+def test_failover_param_choices_and_render() -> None:
+    snapshot = poll_of(rule(SINGLES, consistent=False))
+    choices = PLUGIN.param_choices(make_inputs([snapshot], PLUGIN.inputs))
+    assert choices == {"subscription": ["", f"fo @ 10 topics ({NS}/single-0, ...)"]}
+    views = analyze([snapshot]).views
+    assert {Metric, Table, Chart} <= {type(v) for v in views}
+    for view in views:
+        if isinstance(view, Chart):
+            assert view.chart.to_dict()
+
+
+def test_failover_empty_inputs() -> None:
+    output = analyze([])
+    assert all(frame.empty for frame in output.result.frames.values())
+    assert any(isinstance(v, Note) for v in output.views)

@@ -1,0 +1,248 @@
+"""key-shared-map: selector and replica points read from broker ranges, drift, what-ifs, lookup."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import responses
+
+from collectors.admin import AdminClient
+from collectors.poll import poll
+from core.hashing import sticky_key_hash
+from core.model import ConsumerRecord, HashRange, Snapshot, SubscriptionRecord
+from core.selectors import ConsistentHashingSelector, Consumer
+from plugins.api import Chart, Metric, Note, Table
+from plugins.builtin.hash_ranges import Member, infer_selector
+from plugins.builtin.key_shared import KeySharedMap
+from plugins.builtin.key_shared_rebuild import name_indexes, rebuild
+from plugins.runner import RunOutput, run_on_inputs
+from tests.collectors import recorded
+from tests.plugins.factory import TOPIC, at, make_inputs, make_snapshot
+
+PLUGIN = KeySharedMap()
+SUB = "ks"
+LABEL = f"{TOPIC} | {SUB}"
+GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "hashes.json").read_text())
+ORDERS_KS = "persistent://public/default/orders | ks"
+
+
+def consumer(name: str, ranges: Sequence[HashRange], since: float) -> ConsumerRecord:
+    return ConsumerRecord(
+        TOPIC, SUB, name, hash_ranges=tuple(map(tuple, ranges)), connected_since=at(since)
+    )
+
+
+def snapshot(
+    consumers: Sequence[ConsumerRecord], *, mode: str = "AUTO_SPLIT", topic: str = TOPIC
+) -> Snapshot:
+    sub = SubscriptionRecord(
+        topic, SUB, type="Key_Shared", key_shared_mode=mode, consumer_count=len(consumers)
+    )
+    return make_snapshot(0, subscriptions=(sub,), consumers=tuple(consumers))
+
+
+def golden(name: str) -> list[ConsumerRecord]:
+    vector = GOLDEN[name]
+    return [consumer(n, vector["ranges"][n], float(i)) for i, n in enumerate(vector["consumers"])]
+
+
+def analyze(snapshots: Sequence[Snapshot], **params: Any) -> RunOutput:
+    return run_on_inputs(PLUGIN, make_inputs(snapshots, PLUGIN.inputs), params)
+
+
+def replay(scenario: str) -> Snapshot:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        recorded.register(mock, scenario)
+        return poll(AdminClient(recorded.BASE, retries=0))
+
+
+def sub_row(output: RunOutput, label: str = LABEL) -> pd.Series:
+    subs = output.result.frames["subscriptions"].set_index("label")
+    return subs.loc[label]
+
+
+def members_of_selector(selector: ConsistentHashingSelector) -> list[Member]:
+    return [Member(c.name, r) for c, r in selector.ranges().items()]
+
+
+def test_key_shared_map_recorded_broker_ranges_match_the_model() -> None:
+    output = analyze([replay("default")])
+    row = sub_row(output, ORDERS_KS)
+    assert (row["selector"], row["replica_points"], row["drift"]) == ("consistent", 100, False)
+    consumers = output.result.frames["consumers"]
+    mine = consumers[consumers["label"] == ORDERS_KS]
+    assert list(mine["consumer_name"]) == ["ks-1", "ks-2"]
+    assert mine["hashes"].sum() == 65535 and abs(mine["share"].sum() - 1) < 1e-12
+    assert row["imbalance"] == mine["share"].max() * 2
+    assert output.result.summary["drifting"] == 0
+
+
+def test_key_shared_map_infers_the_docs_nine_points() -> None:
+    row = sub_row(analyze([snapshot(golden("consistent_4_0_docs_nine_points"))]))
+    assert (row["replica_points"], row["drift"]) == (9, False)
+
+
+def test_key_shared_map_infers_pulsar_tests_three_points() -> None:
+    row = sub_row(analyze([snapshot(golden("consistent_4_0_three_points"))]))
+    assert (row["selector"], row["replica_points"], row["drift"]) == ("consistent", 3, False)
+
+
+def test_key_shared_map_drift_when_a_range_differs() -> None:
+    c1, c2 = golden("consistent_4_0_docs_nine_points")
+    cut = consumer("c1", [(2960, 5968), (22258, 43033), (49261, 54464), (55155, 61000)], 0)
+    output = analyze([snapshot([cut, c2])])
+    row = sub_row(output)
+    assert row["drift"] and row["drift_hashes"] == 273  # 61001..61273: nobody, model says c1
+    assert "reproduces" in row["drift_reason"]
+    assert any(isinstance(v, Note) and v.level == "warning" for v in output.views)
+    assert set(output.result.frames["ranges"]["source"]) == {"broker", "model"}
+    assert c1.hash_ranges != cut.hash_ranges
+
+
+def test_key_shared_map_given_points_that_do_not_fit_drift() -> None:
+    row = sub_row(analyze([snapshot(golden("consistent_4_0_docs_nine_points"))], replica_points=50))
+    assert row["drift"] and row["replica_points"] == 50
+
+
+def test_key_shared_map_name_indexes_follow_rejoins() -> None:
+    selector = ConsistentHashingSelector(points=20)
+    first = Consumer("dup")
+    for handle in (first, Consumer("dup"), Consumer("solo"), Consumer("dup")):
+        selector.add(handle)
+    selector.remove(first)
+    selector.add(Consumer("dup"))  # connects last, takes the freed index 0
+    members = members_of_selector(selector)
+    assert name_indexes(members) == (1, 0, 2, 0)
+    model = rebuild("consistent", members)
+    assert (model.points, model.drift) == (20, False)
+
+
+def test_key_shared_map_auto_split_and_drift_after_a_leave() -> None:
+    tiles = [("c3", [(0, 16384)]), ("c2", [(16385, 32768)]), ("c1", [(32769, 65536)])]
+    joined = [consumer(n, r, -i) for i, (n, r) in enumerate(tiles)]  # c1 connected first
+    row = sub_row(analyze([snapshot(joined)]))
+    assert (row["selector"], row["drift"]) == ("auto-split", False)
+    after_leave = [consumer("c3", [(0, 16384)], -2), consumer("c1", [(16385, 65536)], 0)]
+    row = sub_row(analyze([snapshot(after_leave)]))
+    assert row["selector"] == "auto-split" and row["drift"]
+    assert "past joins and leaves" in row["drift_reason"]
+
+
+def test_key_shared_map_auto_split_what_if_splits_the_biggest_observed_range() -> None:
+    after_leave = [consumer("c3", [(0, 16384)], -2), consumer("c1", [(16385, 65536)], 0)]
+    output = analyze([snapshot(after_leave)], add_consumer="c4")
+    ranges = output.result.frames["what_if_ranges"]
+    rows = zip(ranges["consumer_name"], ranges["start"], ranges["end"], strict=True)
+    got = {n: (s, e) for n, s, e in rows}
+    assert got == {"c3": (0, 16384), "c4": (16385, 40960), "c1": (40961, 65536)}
+
+
+def test_key_shared_map_what_if_add_equals_the_selector_after_the_join() -> None:
+    consumers = golden("consistent_4_0_docs_nine_points")
+    output = analyze([snapshot(consumers)], add_consumer="c3")
+    expected = ConsistentHashingSelector(points=9)
+    for name in ("c1", "c2", "c3"):
+        expected.add(Consumer(name))
+    ranges = output.result.frames["what_if_ranges"]
+    got = ranges.groupby("consumer_name")[["start", "end"]].apply(
+        lambda f: [tuple(map(int, r)) for r in f.to_numpy()]
+    )
+    assert {c.name: list(r) for c, r in expected.ranges().items()} == got.to_dict()
+    what_if = output.result.frames["what_if"].set_index("consumer_name")
+    moved = output.result.summary["what_if"]["moved_hashes"]
+    assert what_if.loc["c3", "gained_hashes"] == moved == what_if["lost_hashes"].sum()
+    assert what_if.loc["c3", "hashes_before"] == 0
+    assert output.result.summary["what_if"]["losers"] == ["c1", "c2"]
+    assert abs(output.result.summary["what_if"]["moved_fraction"] - moved / 65535) < 1e-12
+
+
+def test_key_shared_map_what_if_remove_moves_only_the_leavers_ranges() -> None:
+    output = analyze([replay("default")], subscription=ORDERS_KS, remove_consumer="ks-1")
+    what_if = output.result.frames["what_if"].set_index("consumer_name")
+    assert what_if.loc["ks-1", "hashes_after"] == 0
+    assert what_if.loc["ks-2", "hashes_after"] == 65535
+    moves = output.result.frames["moves"]
+    assert set(moves["before"]) == {"ks-1#0"} and set(moves["after"]) == {"ks-2#1"}
+
+
+def test_key_shared_map_what_if_replica_points_moves_most_of_the_space() -> None:
+    output = analyze([snapshot(golden("consistent_4_0_docs_nine_points"))], what_if_points=100)
+    facts = output.result.summary["what_if"]
+    assert facts["change"] == "replica points 100"
+    assert 0.1 < facts["moved_fraction"] < 0.9
+
+
+def test_key_shared_map_sticky_mode_and_remove_leaves_a_gap() -> None:
+    sticky = [consumer("low", [(0, 9999)], 0), consumer("high", [(10000, 65535)], 1)]
+    output = analyze([snapshot(sticky, mode="STICKY")], remove_consumer="low", add_consumer="")
+    row = sub_row(output)
+    assert (row["selector"], row["drift"]) == ("sticky", False)
+    moves = output.result.frames["moves"]
+    assert moves[["start", "end", "before", "after"]].values.tolist() == [[0, 9999, "low#0", None]]
+    assert output.result.summary["what_if"]["moved_hashes"] == 9999  # hash 0 is never routed
+
+
+def test_key_shared_map_sticky_add_has_no_what_if() -> None:
+    sticky = [consumer("low", [(0, 65535)], 0)]
+    output = analyze([snapshot(sticky, mode="STICKY")], add_consumer="x")
+    assert output.result.frames["what_if"].empty and "what_if" not in output.result.summary
+
+
+def test_key_shared_map_lookup_names_the_receiving_consumer() -> None:
+    output = analyze([replay("default")], subscription=ORDERS_KS, key="order-42", add_consumer="z")
+    row = output.result.frames["lookup"].iloc[0]
+    assert row["hash"] == sticky_key_hash(b"order-42")
+    owner = output.result.frames["ranges"]
+    hit = owner[
+        (owner["label"] == ORDERS_KS)
+        & (owner["start"] <= row["hash"])
+        & (owner["end"] >= row["hash"])
+    ]
+    assert row["consumer"] == row["model_consumer"] == hit["consumer_name"].iloc[0]
+    assert row["consumer_after"] in {"ks-1", "ks-2", "z"}
+    assert output.result.summary["lookup"]["consumer"] == row["consumer"]
+
+
+def test_key_shared_map_classic_31_bit_ranges_are_not_modelled() -> None:
+    output = analyze([replay("classic-modular")])
+    row = sub_row(output, ORDERS_KS)
+    assert (row["selector"], row["drift"]) == ("unknown", False)
+    consumers = output.result.frames["consumers"]
+    mine = consumers[consumers["label"] == ORDERS_KS]
+    assert abs(mine["share"].sum() - 1) < 1e-6 and mine["share"].max() < 0.6
+
+
+def test_key_shared_map_infer_selector_rules() -> None:
+    wide = [Member("a", ((0, 1_000_000),))]
+    assert infer_selector(None, wide) == "unknown"
+    assert infer_selector("STICKY", wide) == "sticky"
+    assert infer_selector("AUTO_SPLIT", []) == "unknown"
+    assert infer_selector("AUTO_SPLIT", [Member("a", ((0, 65536),))]) == "auto-split"
+    assert infer_selector("AUTO_SPLIT", [Member("a", ((1, 65535),))]) == "consistent"
+
+
+def test_key_shared_map_param_choices_list_subscriptions_and_consumers() -> None:
+    inputs = make_inputs([replay("default")], PLUGIN.inputs)
+    choices = PLUGIN.param_choices(inputs)
+    assert choices["subscription"][:2] == ["", ORDERS_KS]
+    assert {"ks-1", "ks-2", "pks-1"} <= set(choices["remove_consumer"])
+
+
+def test_key_shared_map_render_views() -> None:
+    output = analyze([replay("default")], add_consumer="ks-3", key="k")
+    kinds = {type(v) for v in output.views}
+    assert {Metric, Table, Chart, Note} <= kinds
+    for view in output.views:
+        if isinstance(view, Chart):
+            assert view.chart.to_dict()
+
+
+def test_key_shared_map_empty_inputs() -> None:
+    output = analyze([])
+    assert all(frame.empty for frame in output.result.frames.values())
+    assert output.result.summary["subscriptions"] == 0
+    assert any(isinstance(v, Note) for v in output.views)
