@@ -38,6 +38,11 @@ MIN_JAVA = (17, 0, 17)
 
 RUNTIME_DIR = Path(__file__).with_name("pulsar_runtime")
 
+JVM_CHARSET = "UTF-8"
+"""The broker hashes consumer names with `String.getBytes()`, i.e. the JVM's default charset.
+Java 18+ (the official 4.0 images run 21) defaults to UTF-8; Java 17 takes it from the locale,
+so the harness fixes it to what production brokers use."""
+
 # The broker's own defaults differ from the shipped standalone.conf; these mirror the latter,
 # trimmed to a broker-only standalone, and refresh stats quickly so polls see fresh data.
 BASE_SETTINGS: Mapping[str, str] = {
@@ -83,6 +88,7 @@ JVM_FLAGS: tuple[str, ...] = (
     "-XX:+ExitOnOutOfMemoryError",
     "-XX:+UseSerialGC",
     "-XX:TieredStopAtLevel=1",
+    f"-Dfile.encoding={JVM_CHARSET}",
     "-Djava.net.preferIPv4Stack=true",
     "-Djute.maxbuffer=10485760",
     "-Dio.netty.tryReflectionSetAccessible=true",
@@ -196,10 +202,11 @@ class LocalPulsar:
     """One standalone broker (with its bookie) in a child process on 127.0.0.1.
 
     `settings` override broker settings, e.g. {"subscriptionKeySharedUseConsistentHashing":
-    "false"}. Use as a context manager, or call start() and stop().
+    "false"}; `jvm_options` add JVM flags. Use as a context manager, or call start() and stop().
     """
 
     settings: Mapping[str, str] = field(default_factory=dict)
+    jvm_options: tuple[str, ...] = ()  # after JVM_FLAGS, so a -D here overrides ours
     data_dir: Path | None = None
     version: str = PULSAR_VERSION
     web_port: int = 0
@@ -228,6 +235,7 @@ class LocalPulsar:
         return [
             java,
             *JVM_FLAGS,
+            *self.jvm_options,
             f"-Dlog4j.configurationFile={conf / 'log4j2.properties'}",
             f"-Dpulsar.config.file={conf / 'standalone.conf'}",
             "-cp",

@@ -15,15 +15,21 @@ class BrokerPool:
     """
 
     def __init__(self) -> None:
-        self._brokers: dict[tuple[tuple[str, str], ...], LocalPulsar] = {}
+        self._brokers: dict[tuple[object, ...], LocalPulsar] = {}
         self._lock = threading.Lock()
 
-    def get(self, settings: Mapping[str, str] | None = None) -> LocalPulsar:
-        key = tuple(sorted((settings or {}).items()))
+    def get(
+        self,
+        settings: Mapping[str, str] | None = None,
+        *,
+        jvm_options: tuple[str, ...] = (),
+    ) -> LocalPulsar:
+        items = tuple(sorted((settings or {}).items()))
+        key = (items, jvm_options)
         with self._lock:
             broker = self._brokers.get(key)
             if broker is None:
-                broker = LocalPulsar(settings=dict(key)).start()
+                broker = LocalPulsar(settings=dict(items), jvm_options=jvm_options).start()
                 self._brokers[key] = broker
             return broker
 

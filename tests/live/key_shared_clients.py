@@ -7,7 +7,6 @@ repeat. Receiving uses listeners and bounded waits; nothing blocks without a dea
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
@@ -17,7 +16,7 @@ from typing import Any
 import pulsar
 import requests
 
-from collectors.localpulsar import LocalPulsar
+from collectors.localpulsar import JVM_CHARSET, LocalPulsar
 from core.assignments import Consumer
 from core.model import HashRange
 from core.selectors import Impact, Selector
@@ -30,14 +29,9 @@ def new_topic(prefix: str) -> str:
     return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def jvm_name_encoding(env: dict[str, str] | None = None) -> str:
-    """The charset a Java 17 broker started from this environment uses for `getBytes()`."""
-    env = dict(os.environ) if env is None else env
-    for var in ("LC_ALL", "LC_CTYPE", "LANG"):
-        value = env.get(var, "")
-        if value:
-            return "utf-8" if "utf-8" in value.lower() or "utf8" in value.lower() else "ascii"
-    return "ascii"
+def jvm_name_encoding() -> str:
+    """The charset the harness's brokers hash consumer names in (`String.getBytes()`)."""
+    return JVM_CHARSET.lower()
 
 
 def topic_stats(broker: LocalPulsar, topic: str) -> dict[str, Any]:
