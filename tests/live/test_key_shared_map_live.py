@@ -1,0 +1,239 @@
+"""key-shared-map on a real Pulsar 4.0 broker: no drift, exact what-if, lookups that hold.
+
+Consumers join a Key_Shared subscription (one name twice, the first of them leaving and coming
+back, so name indexes are not in connection order); the collector polls the broker into a
+store and the plugin runs on it. The model rebuilt from the names must give the broker's
+ranges (replica points inferred: the default 100, and 9 on a broker set to 9); the what-if
+"add consumer X" must equal, range for range, what the broker reports once X really joins;
+keys looked up must reach the consumer named.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+
+from collectors.localpulsar import LocalPulsar
+from plugins.builtin.key_shared import KeySharedMap
+from tests.brokers import BrokerPool
+from tests.live.lens_polls import (
+    STATS_REFRESH,
+    Recorder,
+    new_topic,
+    pulsar_client,
+    topic_stats,
+    wait_for,
+)
+from tests.live.test_analyze_cli_live import lens
+
+SUB = "map"
+PLUGIN = KeySharedMap()
+NINE_POINTS = {"subscriptionKeySharedConsistentHashingReplicaPoints": "9"}
+
+
+class Receiver:
+    """A message listener that acknowledges and remembers which consumer got which key."""
+
+    def __init__(self) -> None:
+        self.got: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def listener(self, name: str) -> Any:
+        def on_message(consumer: pulsar.Consumer, message: pulsar.Message) -> None:
+            with self._lock:
+                self.got[message.partition_key()] = name
+            consumer.acknowledge(message)
+
+        return on_message
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.got)
+
+
+class Subscription:
+    """Key_Shared consumers of one topic, joined and closed on demand."""
+
+    def __init__(self, broker: LocalPulsar, topic: str) -> None:
+        self.broker, self.topic = broker, topic
+        self.client = pulsar_client(broker)
+        self.receiver = Receiver()
+        self.consumers: list[pulsar.Consumer] = []
+
+    def join(self, name: str) -> pulsar.Consumer:
+        consumer = self.client.subscribe(
+            self.topic,
+            SUB,
+            consumer_type=pulsar.ConsumerType.KeyShared,
+            consumer_name=name,
+            message_listener=self.receiver.listener(name),
+        )
+        self.consumers.append(consumer)
+        return consumer
+
+    def broker_ranges(self) -> list[tuple[str, list[list[int]]]]:
+        consumers = topic_stats(self.broker, self.topic)["subscriptions"][SUB]["consumers"]
+        return [(c["consumerName"], c.get("keyHashRangeArrays") or []) for c in consumers]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> Iterator[Any]:
+    made: list[Recorder] = []
+
+    def make(broker: LocalPulsar) -> Recorder:
+        made.append(Recorder(broker, tmp_path / f"store-{len(made)}"))
+        return made[-1]
+
+    yield make
+    for r in made:
+        r.close()
+
+
+def settled_poll(rec: Recorder, subscription: Subscription, consumers: int) -> None:
+    """Poll once the broker lists `consumers` consumers and the bulk stats have caught up."""
+    wait_for(
+        lambda: len(subscription.broker_ranges()) == consumers,
+        what=f"{consumers} consumers on {subscription.topic}",
+    )
+    wait_for(lambda: _polled_consumers(rec, subscription.topic) == consumers, what="a fresh poll")
+
+
+def _polled_consumers(rec: Recorder, topic: str) -> int:
+    time.sleep(STATS_REFRESH / 5)
+    snapshot = rec.poll()
+    return sum(1 for c in snapshot.consumers if c.topic == topic and c.subscription == SUB)
+
+
+def ranges_by_position(frame: Any, label: str) -> list[tuple[int, str, list[list[int]]]]:
+    mine = frame[frame["label"] == label]
+    if "source" in mine:
+        mine = mine[mine["source"] == "broker"]
+    out: dict[int, tuple[str, list[list[int]]]] = {}
+    for row in mine.itertuples(index=False):
+        _, ranges = out.setdefault(int(row.position), (str(row.consumer_name), []))
+        ranges.append([int(row.start), int(row.end)])
+    return [(p, n, sorted(r)) for p, (n, r) in sorted(out.items())]
+
+
+@pytest.mark.parametrize("points", [100, 9], ids=["default-100-points", "9-points"])
+def test_key_shared_map_live_no_drift_and_exact_what_if(
+    broker_pool: BrokerPool, recorder: Any, points: int
+) -> None:
+    broker = broker_pool.get(NINE_POINTS if points == 9 else None)
+    rec = recorder(broker)
+    sub = Subscription(broker, new_topic("ksmap"))
+    label = f"{sub.topic} | {SUB}"
+    try:
+        first = None
+        for name in ("alpha", "dup", "beta", "dup"):
+            joined = sub.join(name)
+            first = first or (joined if name == "dup" else None)
+        assert first is not None
+        first.close()  # frees name index 0 of "dup"; the rejoining one takes it
+        sub.join("dup")
+        settled_poll(rec, sub, 4)
+        output = rec.run(PLUGIN, subscription=label, add_consumer="delta")
+        row = output.result.frames["subscriptions"].set_index("label").loc[label]
+        assert (row["selector"], row["replica_points"]) == ("consistent", points)
+        assert not row["drift"], row["drift_reason"]
+        assert row["drift_hashes"] == 0
+        predicted = ranges_by_position(output.result.frames["what_if_ranges"], label)
+
+        sub.join("delta")
+        settled_poll(rec, sub, 5)
+        after = rec.run(PLUGIN, subscription=label)
+        observed = ranges_by_position(after.result.frames["ranges"], label)
+        assert observed == predicted
+        assert observed[-1][1] == "delta"
+        broker_now = [(n, sorted(r)) for n, r in sub.broker_ranges()]
+        assert [(n, r) for _, n, r in observed] == broker_now
+        assert not after.result.frames["subscriptions"].set_index("label").loc[label, "drift"]
+    finally:
+        sub.close()
+
+
+def test_key_shared_map_live_lookup_names_the_receiving_consumer(
+    pulsar: LocalPulsar, recorder: Any
+) -> None:
+    rec = recorder(pulsar)
+    sub = Subscription(pulsar, new_topic("kslookup"))
+    label = f"{sub.topic} | {SUB}"
+    try:
+        for name in ("north", "south", "east"):
+            sub.join(name)
+        settled_poll(rec, sub, 3)
+        keys = [f"account-{i}" for i in range(30)]
+        named = {
+            key: rec.run(PLUGIN, subscription=label, key=key).result.summary["lookup"]
+            for key in keys
+        }
+        producer = sub.client.create_producer(sub.topic, batching_enabled=False)
+        for key in keys:
+            producer.send(key.encode(), partition_key=key)
+        producer.close()
+        wait_for(lambda: sub.receiver.count() == len(keys), what="every key delivered")
+        assert {k: v["consumer"] for k, v in named.items()} == sub.receiver.got
+        assert all(v["consumer"] == v["model_consumer"] for v in named.values())
+        assert len(set(sub.receiver.got.values())) == 3
+    finally:
+        sub.close()
+
+
+def test_key_shared_map_live_cli_json(pulsar: LocalPulsar, tmp_path: Path) -> None:
+    sub = Subscription(pulsar, new_topic("kscli"))
+    label = f"{sub.topic} | {SUB}"
+    store = tmp_path / "store"
+    try:
+        for name in ("one", "two"):
+            sub.join(name)
+        wait_for(lambda: len(sub.broker_ranges()) == 2, what="two consumers")
+
+        def collected() -> bool:
+            time.sleep(STATS_REFRESH)
+            done = lens("collect", "--once", "--admin-url", pulsar.admin_url, "--store", str(store))
+            assert done.returncode == 0, done.stdout + done.stderr
+            result = analyze_json(store, label)
+            return any(r["label"] == label for r in result["frames"]["subscriptions"])
+
+        wait_for(collected, what="the subscription in a collected snapshot", timeout=60)
+        result = analyze_json(store, label)
+        (row,) = [r for r in result["frames"]["subscriptions"] if r["label"] == label]
+        assert (row["selector"], row["replica_points"], row["drift"]) == ("consistent", 100, False)
+        assert result["summary"]["what_if"]["change"] == "add three"
+        assert result["summary"]["what_if"]["losers"] == ["one", "two"]
+        ranges = {
+            (r["consumer_name"], r["start"], r["end"])
+            for r in result["frames"]["ranges"]
+            if r["label"] == label
+        }
+        assert ranges == {(n, s, e) for n, rs in sub.broker_ranges() for s, e in rs}
+    finally:
+        sub.close()
+
+
+def analyze_json(store: Path, label: str) -> dict[str, Any]:
+    done = lens(
+        "analyze",
+        "key-shared-map",
+        "--store",
+        str(store),
+        "--json",
+        "--param",
+        f"subscription={label}",
+        "--param",
+        "add_consumer=three",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    assert result["plugin"] == "key-shared-map"
+    return result
