@@ -25,7 +25,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.hashing import sticky_key_hash, sticky_key_hash_array
+from core import murmur_jit
+from core.hashing import (
+    murmur3_31_array,
+    reduce_hash_array,
+    sticky_key_hash,
+    sticky_key_hash_array,
+)
 from core.selectors import ConsistentHashingSelector, Consumer
 
 T = TypeVar("T")
@@ -54,21 +60,30 @@ def per_key_loop(keys: list[str]) -> list[int]:
 
 
 def bench_hashing(count: int) -> None:
+    engine = "compiled" if murmur_jit.available() else "numpy"
     for label, fixed in (("mixed-length", False), ("equal-length", True)):
         keys, made = timed(lambda fixed=fixed: generate_keys(count, fixed_width=fixed))
         print(f"\n[{label}] {count:,} keys generated vectorized in {made:.2f} s")
         vector, t_vec = timed(lambda keys=keys: sticky_key_hash_array(keys), repeat=2)
+        numpy_path, t_np = timed(
+            lambda keys=keys: reduce_hash_array(murmur3_31_array(keys, engine="numpy")), repeat=2
+        )
+        assert (numpy_path == vector).all(), "compiled and numpy paths differ"
         as_python, t_list = timed(lambda keys=keys: keys.to_pylist())
         looped, t_loop = timed(lambda as_python=as_python: per_key_loop(as_python))
         assert vector.tolist() == looped, "vectorized and per-key hashes differ"
         sample = as_python[:100_000]
         _, t_api = timed(lambda sample=sample: [sticky_key_hash(k.encode()) for k in sample])
         rate = count / 1e6
-        print(f"  vectorized (Arrow buffers)  {rate / t_vec:8.1f} M keys/s  ({t_vec:.2f} s)")
+        print(
+            f"  vectorized (Arrow buffers)  {rate / t_vec:8.1f} M keys/s  ({t_vec:.2f} s, {engine})"
+        )
+        print(f"  numpy path (no numba)       {rate / t_np:8.1f} M keys/s  ({t_np:.2f} s)")
         print(f"  per-key mmh3 loop           {rate / t_loop:8.1f} M keys/s  ({t_loop:.2f} s)")
         api_rate = len(sample) / 1e6 / t_api
         print(f"  per-key sticky_key_hash()   {api_rate:8.1f} M keys/s  (100k keys)")
         print(f"  ratio vectorized / loop     {t_loop / t_vec:8.1f} x")
+        print(f"  ratio numpy path / loop     {t_loop / t_np:8.1f} x")
         print(f"  ratio incl. to_pylist       {(t_loop + t_list) / t_vec:8.1f} x   (Arrow -> list)")
         del keys, vector, as_python, looped
 

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from core import murmur_jit
 from core.errors import ModelError
 
 INT31_MASK = 0x7FFFFFFF
@@ -144,24 +145,32 @@ def sticky_key_hash_array(
     return reduce_hash_array(murmur3_31_array(keys), selector=selector, pulsar=pulsar)
 
 
-def murmur3_31_array(keys: pa.Array | pa.ChunkedArray) -> U32:
+def murmur3_31_array(
+    keys: pa.Array | pa.ChunkedArray, *, engine: Literal["auto", "jit", "numpy"] = "auto"
+) -> U32:
     """`murmur3_31` of every element of an Arrow string/binary array, bit-identical to mmh3.
 
-    Works on the Arrow buffers directly (no Python objects): keys are grouped by length and
-    hashed block by block with numpy. A null element is hashed as its stored bytes, which are
-    empty for arrays built the usual way; mask with `keys.is_null()` where nulls matter.
+    Works on the Arrow buffers directly (no Python objects). `engine="jit"` runs a compiled
+    loop over the offsets (core.murmur_jit, needs numba); `"numpy"` groups keys by length and
+    hashes block by block with numpy; `"auto"` takes the first available. A null element is
+    hashed as its stored bytes, which are empty for arrays built the usual way; mask with
+    `keys.is_null()` where nulls matter.
     """
     if isinstance(keys, pa.ChunkedArray):
-        parts = [murmur3_31_array(chunk) for chunk in keys.chunks]
+        parts = [murmur3_31_array(chunk, engine=engine) for chunk in keys.chunks]
         return np.concatenate(parts) if parts else np.zeros(0, np.uint32)
     starts, lengths, data = _arrow_layout(keys)
     out = np.empty(len(starts), np.uint32)
     if len(starts) == 0:
         return out
     lo, hi = int(lengths.min()), int(lengths.max())
+    uniform = lo == hi and _contiguous(starts, lo)  # numpy's block path is fastest here
+    if engine == "jit" or (engine == "auto" and not uniform and murmur_jit.available()):
+        murmur_jit.kernel()(data, starts, lengths, out)
+        return out
     if hi == 0:
         out[:] = 0  # murmur3 of b"" with seed 0
-    elif lo == hi and _contiguous(starts, lo):
+    elif uniform:
         rows = data[int(starts[0]) : int(starts[0]) + lo * len(starts)].reshape(-1, lo)
         _hash_rows_into(out, rows, lo)
     else:
