@@ -85,6 +85,8 @@ class Child:
     def _join_reader(self) -> None:
         if self._reader is not None:
             self._reader.join(timeout=5)
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
 
     def last_lines(self, count: int = 8) -> str:
         return "\n".join(list(self.tail)[-count:])

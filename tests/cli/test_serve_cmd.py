@@ -1,0 +1,103 @@
+"""`pulsar-lens serve`: the supervisor, usage errors, a dashboard that cannot start, SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from cli.supervisor import Child, ChildFailed, supervise
+from collectors.localpulsar import free_port
+
+UNREACHABLE = "http://127.0.0.1:9"  # discard port: nothing answers; collect keeps retrying
+PY = sys.executable
+
+
+def test_supervise_stops_the_others_when_one_child_exits() -> None:
+    sleeper = Child("sleeper", [PY, "-c", "import time; time.sleep(60)"])
+    failing = Child("failing", [PY, "-c", "print('cannot bind'); raise SystemExit(3)"])
+    with pytest.raises(ChildFailed) as caught:
+        supervise([sleeper, failing], stop=threading.Event(), poll_every=0.1)
+    assert "failing exited with code 3" in str(caught.value)
+    assert "cannot bind" in str(caught.value)
+    assert sleeper.returncode is not None
+
+
+def test_supervise_stops_every_child_when_asked() -> None:
+    children = [Child(f"c{i}", [PY, "-c", "import time; time.sleep(60)"]) for i in range(2)]
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    started = time.monotonic()
+    supervise(children, stop=stop, poll_every=0.1)
+    assert time.monotonic() - started < 15
+    assert all(c.returncode is not None for c in children)
+
+
+def test_serve_without_an_admin_url_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve"]) == 2
+    assert "no admin URL" in capsys.readouterr().err
+
+
+def test_serve_exits_1_when_the_dashboard_port_is_taken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["serve", "--admin-url", UNREACHABLE, "--port", str(port)]
+        code = main([*argv, "--store", str(tmp_path / "store")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "pulsar-lens: dashboard exited with code" in err
+    assert f"Port {port} is not available" in err
+
+
+def _health(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+            return resp.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def test_serve_stops_both_processes_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    argv = [PY, "-m", "cli.main", "serve", "--admin-url", UNREACHABLE, "--port", str(port)]
+    with subprocess.Popen(
+        [*argv, "--store", str(tmp_path / "store")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as proc:
+        _stop_on_sigterm(proc, port)
+
+
+def _stop_on_sigterm(proc: subprocess.Popen[str], port: int) -> None:
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 90
+        lines = []
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if line.startswith("Pulsar Lens dashboard:") or not line:
+                break
+        assert lines[-1].strip() == f"Pulsar Lens dashboard: http://127.0.0.1:{port}", lines
+        assert _health(f"http://127.0.0.1:{port}")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert not _health(f"http://127.0.0.1:{port}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

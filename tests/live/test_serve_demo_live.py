@@ -1,0 +1,105 @@
+"""`pulsar-lens serve` against a live broker and `pulsar-lens demo` end to end, as processes.
+
+Both are stopped the way a user stops them (SIGINT, as Ctrl-C) and must leave nothing
+running: the dashboard port and, for the demo, its broker stop answering.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from collectors.localpulsar import LocalPulsar, free_port
+from core.store import Store
+
+PY = sys.executable
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def _read_until(proc: subprocess.Popen[str], prefix: str, *, timeout: float) -> list[str]:
+    """Lines of output up to and including the first starting with `prefix`."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    lines: list[str] = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip())
+        if line.startswith(prefix):
+            return lines
+    raise AssertionError(f"no line starting with {prefix!r}; output:\n" + "\n".join(lines))
+
+
+def _wait(check: Callable[[], bool], *, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _interrupt(proc: subprocess.Popen[str], *, timeout: float) -> int:
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_serve_collects_from_a_live_broker_and_stops_on_ctrl_c(
+    pulsar: LocalPulsar, tmp_path: Path
+) -> None:
+    port, store = free_port(), tmp_path / "store"
+    argv = [PY, "-m", "cli.main", "serve", "--admin-url", pulsar.admin_url, "--interval", "2s"]
+    with subprocess.Popen(
+        [*argv, "--port", str(port), "--store", str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as proc:
+        _read_until(proc, "Pulsar Lens dashboard:", timeout=90)
+        _wait(lambda: len(Store(store).snapshots()) >= 2, what="two polls", timeout=60)
+        assert _answers(f"http://127.0.0.1:{port}/_stcore/health")
+        assert _interrupt(proc, timeout=30) == 0
+    assert not _answers(f"http://127.0.0.1:{port}/_stcore/health")
+
+
+def _key_shared_consumers(store: Path) -> int:
+    consumers = Store(store).read_latest("consumers").to_pandas()
+    return int(consumers["consumer_name"].str.startswith("orders-").sum())
+
+
+def test_demo_command_serves_live_data_and_stops_everything(tmp_path: Path) -> None:
+    port, store = free_port(), tmp_path / "store"
+    argv = [PY, "-m", "cli.main", "demo", "--port", str(port), "--interval", "2s"]
+    with subprocess.Popen(
+        [*argv, "--store", str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as proc:
+        lines = _read_until(proc, "Local Pulsar admin API:", timeout=240)
+        assert f"Pulsar Lens dashboard: http://127.0.0.1:{port}" in lines
+        admin_url = lines[-1].split(": ", 1)[1]
+        _wait(lambda: _key_shared_consumers(store) >= 3, what="orders consumers", timeout=90)
+        assert _answers(f"{admin_url}/admin/v2/clusters")
+        assert _interrupt(proc, timeout=120) == 0
+    assert not _answers(f"http://127.0.0.1:{port}/_stcore/health")
+    assert not _answers(f"{admin_url}/admin/v2/clusters")
