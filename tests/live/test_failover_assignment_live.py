@@ -1,0 +1,173 @@
+"""failover-assignment on real Pulsar 4.0 brokers: the modulo skew of single-partition topics,
+and the PIP-392 alternative checked against a broker that runs it.
+
+Ten partitioned topics of one partition each, five consumers on one Failover subscription
+across all of them (a multi-topic subscribe). With the default modulo rule every partition 0
+goes to the first consumer by name: the analysis must report that skew and its alternative.
+A second broker started with `activeConsumerFailoverConsistentHashing=true` runs the same set-up
+(same topic names: the ring hashes them): its observed assignment must equal the alternative,
+and the analysis of its snapshot must offer the first broker's assignment as its own
+alternative. Closing the active consumer then shows as one change per partition.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+
+from collectors.localpulsar import LocalPulsar
+from core.model import Snapshot
+from plugins.builtin.failover import FailoverAssignment
+from tests.brokers import BrokerPool
+from tests.live.failover_clients import FailoverClient
+from tests.live.lens_polls import STATS_REFRESH, Recorder, admin, pulsar_client, wait_for
+
+SUB = "fo"
+WORKERS = tuple(f"worker-{i}" for i in range(1, 6))
+PLUGIN = FailoverAssignment()
+CONSISTENT = {"activeConsumerFailoverConsistentHashing": "true"}
+
+
+@pytest.fixture
+def topics() -> list[str]:
+    """Ten fresh topic names, the same on both brokers of a test."""
+    base = f"persistent://public/default/fo10-{uuid.uuid4().hex[:8]}"
+    return [f"{base}-{i}" for i in range(10)]
+
+
+class Setup:
+    """The ten single-partition topics on one broker and five multi-topic Failover consumers."""
+
+    def __init__(self, broker: LocalPulsar, topics: Sequence[str], root: Path) -> None:
+        self.broker, self.topics = broker, list(topics)
+        for topic in topics:
+            path = topic.replace("persistent://", "/admin/v2/persistent/")
+            admin(broker, "PUT", f"{path}/partitions", json=1)
+        self.client = pulsar_client(broker)
+        self.consumers = {
+            name: self.client.subscribe(
+                self.topics,
+                SUB,
+                consumer_type=pulsar.ConsumerType.Failover,
+                consumer_name=name,
+            )
+            for name in WORKERS
+        }
+        self.recorder = Recorder(broker, root)
+
+    def partitions(self) -> list[str]:
+        return [f"{t}-partition-0" for t in self.topics]
+
+    def poll_settled(self, names: Sequence[str]) -> Snapshot:
+        """Poll until every partition lists exactly `names` and two polls agree."""
+        previous: dict[str, Any] = {}
+
+        def settled() -> Snapshot | None:
+            time.sleep(STATS_REFRESH / 2)
+            snapshot = self.recorder.poll()
+            state = self._state(snapshot)
+            complete = len(state) == len(self.topics) and all(
+                active is not None and consumers == tuple(sorted(names))
+                for active, consumers in state.values()
+            )
+            stable = complete and state == previous.get("state")
+            previous["state"] = state
+            return snapshot if stable else None
+
+        return wait_for(settled, what=f"a settled poll of {names}", timeout=60)
+
+    def _state(self, snapshot: Snapshot) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        wanted = set(self.partitions())
+        consumers: dict[str, list[str]] = {}
+        for c in snapshot.consumers:
+            if c.topic in wanted and c.subscription == SUB:
+                consumers.setdefault(c.topic, []).append(c.consumer_name)
+        return {
+            s.topic: (s.active_consumer_name, tuple(sorted(consumers.get(s.topic, []))))
+            for s in snapshot.subscriptions
+            if s.topic in wanted and s.subscription == SUB
+        }
+
+    def label(self) -> str:
+        return f"{SUB} @ 10 topics ({sorted(self.topics)[0]}, ...)"
+
+    def close(self) -> None:
+        self.client.close()
+        self.recorder.close()
+
+
+@pytest.fixture
+def modulo_setup(pulsar: LocalPulsar, topics: list[str], tmp_path: Path) -> Iterator[Setup]:
+    setup = Setup(pulsar, topics, tmp_path / "modulo")
+    yield setup
+    setup.close()
+
+
+@pytest.fixture
+def consistent_setup(broker_pool: BrokerPool, topics: list[str], tmp_path: Path) -> Iterator[Setup]:
+    setup = Setup(broker_pool.get(CONSISTENT), topics, tmp_path / "consistent")
+    yield setup
+    setup.close()
+
+
+def test_failover_assignment_live_skew_and_the_pip392_alternative(
+    modulo_setup: Setup, consistent_setup: Setup
+) -> None:
+    modulo_setup.poll_settled(WORKERS)
+    first = modulo_setup.recorder.run(PLUGIN, subscription=modulo_setup.label())
+    group = first.result.frames["groups"].set_index("label").loc[modulo_setup.label()]
+    facts = first.result.summary["selection"]
+    assert set(facts["observed"].values()) == {"worker-1"}  # partition 0 % 5 -> first by name
+    assert (group["mode"], group["unexplained"], group["partitions"]) == ("modulo", 0, 10)
+    assert group["imbalance"] == 5.0
+    assert group["partitions_moving"] == sum(
+        name != "worker-1" for name in facts["alternative_assignment"].values()
+    )
+    assert group["imbalance_alternative"] < 5.0
+
+    consistent_setup.poll_settled(WORKERS)
+    second = consistent_setup.recorder.run(PLUGIN, subscription=consistent_setup.label())
+    other = second.result.summary["selection"]
+    assert other["observed"] == facts["alternative_assignment"]  # the broker running PIP-392
+    assert other["mode"] == "consistent"
+    assert other["alternative_assignment"] == facts["observed"]
+
+
+def test_failover_assignment_live_active_consumer_change_counts_as_a_flap(
+    modulo_setup: Setup,
+) -> None:
+    modulo_setup.poll_settled(WORKERS)
+    modulo_setup.consumers.pop("worker-1").close()
+    modulo_setup.poll_settled(WORKERS[1:])
+    output = modulo_setup.recorder.run(PLUGIN, subscription=modulo_setup.label(), flap_changes=1)
+    parts = output.result.frames["partitions"]
+    mine = parts[parts["label"] == modulo_setup.label()]
+    assert set(mine["observed"]) == {"worker-2"}
+    assert set(mine["changes"]) == {1} and mine["flapping"].all()
+    assert set(mine["seen"]) == {"worker-1, worker-2"}
+    assert output.result.summary["selection"]["mode"] == "modulo"
+
+
+def test_failover_assignment_live_stats_carry_no_priority_level(
+    pulsar: LocalPulsar, tmp_path: Path
+) -> None:
+    topic = f"persistent://public/default/fo-prio-{uuid.uuid4().hex[:8]}"
+    with FailoverClient(pulsar.service_url) as client:
+        client.subscribe(topic, SUB, name="primary", priority_level=0)
+        client.subscribe(topic, SUB, name="backup", priority_level=1)
+        path = topic.replace("persistent://", "/admin/v2/persistent/")
+
+        def both() -> list[dict[str, Any]] | None:
+            stats = admin(pulsar, "GET", f"{path}/stats").json()
+            consumers = stats["subscriptions"][SUB]["consumers"]
+            return consumers if len(consumers) == 2 else None
+
+        consumers = wait_for(both, what="both consumers listed")
+        assert all("priorityLevel" not in c for c in consumers)
+        assert all(c["metadata"] == {} for c in consumers)
