@@ -66,6 +66,8 @@ def compute_held_back(
 
 
 def _held_rows(subs: pd.DataFrame) -> pd.DataFrame:
+    text = subs["consumers_after_mark_delete_position"]
+    subs = subs[text.notna() & ~text.astype(str).str.strip().isin(["", "{}"])]
     rows = [
         {
             "topic": row.topic,

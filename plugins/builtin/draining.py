@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from plugins.api import (
@@ -50,7 +51,7 @@ from plugins.api import (
     View,
 )
 from plugins.builtin.classic import compute_held_back
-from plugins.builtin.windows import run_start, snapshot_order, with_positions
+from plugins.builtin.windows import snapshot_order, with_positions
 
 HASH_KEY = ["topic", "subscription", "consumer_name", "hash"]
 HASH_COLUMNS = [
@@ -167,14 +168,19 @@ def _stuck_views(hashes: pd.DataFrame, history: pd.DataFrame) -> list[View]:
     return views
 
 
-def _streak(group: pd.DataFrame) -> tuple[int, int]:
-    """Start positions of (consecutive presence, presence with the same unack_msgs)."""
-    positions = list(group["position"])
-    unacked = list(group["unack_msgs"])
-    present, same = run_start(positions), len(positions) - 1
-    while same > present and unacked[same - 1] == unacked[-1]:
-        same -= 1
-    return positions[present], positions[same]
+def with_runs(draining: pd.DataFrame) -> pd.DataFrame:
+    """Number each row's runs: `run_present` (consecutive polls of the same key) and
+    `run_same` (consecutive polls of the same key with the same unack_msgs)."""
+    rows = draining.sort_values([*HASH_KEY, "position"], kind="stable").reset_index(drop=True)
+    first = rows.groupby(HASH_KEY, sort=False).cumcount() == 0
+    gap = first | (rows["position"].diff() != 1)
+    changed = gap | (rows["unack_msgs"].diff() != 0)
+    return rows.assign(run_present=gap.cumsum(), run_same=changed.cumsum())
+
+
+def _times_at(times: pd.Series, positions: pd.Series) -> pd.Series:
+    """collected_at of each position, aligned with `positions`."""
+    return times.reindex(positions.to_numpy()).set_axis(positions.index)
 
 
 def compute_hashes(
@@ -184,39 +190,33 @@ def compute_hashes(
     if draining.empty or order.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in HASH_COLUMNS})
     newest = int(order["position"].iloc[-1])
-    times = dict(zip(order["position"], order["collected_at"], strict=True))
-    rows = []
-    current = draining.groupby(HASH_KEY, sort=False).filter(
-        lambda g: g["position"].iloc[-1] == newest
+    times = order.set_index("position")["collected_at"]
+    rows = with_runs(draining)
+    since = rows.groupby("run_present")["position"].min().rename("since")
+    start = rows.groupby("run_same").agg(
+        still=("position", "min"), b0=("blocked_attempts", "first")
     )
-    for _, group in current.groupby(HASH_KEY, sort=False):
-        since, still = _streak(group)
-        last = group.iloc[-1]
-        at_start = group[group["position"] == still].iloc[0]
-        count = newest - still + 1
-        quiet = (times[newest] - times[still]).total_seconds()
-        growth = int(last["blocked_attempts"]) - int(at_start["blocked_attempts"])
-        long_enough = count >= 2 and (count >= polls or quiet >= seconds)
-        waiting = int(last["blocked_attempts"]) > 0
-        state = "draining" if not long_enough else ("stuck" if waiting else "idle")
-        rows.append(
-            {
-                **{k: last[k] for k in HASH_KEY},
-                "state": state,
-                "unack_msgs": int(last["unack_msgs"]),
-                "blocked_attempts": int(last["blocked_attempts"]),
-                "blocked_growth": growth,
-                "polls_without_progress": count,
-                "seconds_without_progress": quiet,
-                "draining_since": times[since],
-            }
-        )
-    if not rows:
+    last = rows[rows["position"] == newest]
+    last = last.join(since, on="run_present").join(start, on="run_same")
+    if last.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in HASH_COLUMNS})
-    frame = pd.DataFrame(rows)
-    frame = frame.assign(_o=frame["state"].map(STATE_ORDER))
-    frame = frame.sort_values(["_o", "topic", "subscription", "hash"]).drop(columns="_o")
-    return frame.reset_index(drop=True)
+    count = newest - last["still"] + 1
+    quiet = (times[newest] - _times_at(times, last["still"])).dt.total_seconds()
+    long_enough = (count >= 2) & ((count >= polls) | (quiet >= seconds))
+    waiting = last["blocked_attempts"] > 0
+    state = np.where(~long_enough, "draining", np.where(waiting, "stuck", "idle"))
+    frame = last.assign(
+        state=state,
+        unack_msgs=last["unack_msgs"].astype("int64"),
+        blocked_attempts=last["blocked_attempts"].astype("int64"),
+        blocked_growth=(last["blocked_attempts"] - last["b0"]).astype("int64"),
+        polls_without_progress=count.astype("int64"),
+        seconds_without_progress=quiet.astype("float64"),
+        draining_since=_times_at(times, last["since"]),
+        _o=pd.Series(state, index=last.index).map(STATE_ORDER),
+    )
+    frame = frame.sort_values(["_o", "topic", "subscription", "hash", "consumer_name"])
+    return frame[[c for c in HASH_COLUMNS if c in frame]].reset_index(drop=True)
 
 
 def owner_of(hash_value: int, ranges: Any) -> bool:
@@ -261,14 +261,11 @@ def _waiting(consumers: pd.DataFrame, topic: str, subscription: str, hash_value:
 
 def compute_violations(draining: pd.DataFrame) -> pd.DataFrame:
     """Hashes that drained for more than one consumer in the same snapshot."""
-    if draining.empty:
+    key = ["snapshot_id", "collected_at", "topic", "subscription", "hash"]
+    shared = draining[draining.duplicated(key, keep=False)] if len(draining) else draining
+    if shared.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in VIOLATION_COLUMNS})
-    per_snapshot = draining.groupby(
-        ["snapshot_id", "collected_at", "topic", "subscription", "hash"], as_index=False
-    ).agg(holders=("consumer_name", "count"), names=("consumer_name", _names))
-    bad = per_snapshot[per_snapshot["holders"] > 1]
-    if bad.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in VIOLATION_COLUMNS})
+    bad = shared.groupby(key, as_index=False).agg(names=("consumer_name", _names))
     out = bad.groupby(["topic", "subscription", "hash"], as_index=False).agg(
         consumers=("names", _union),
         first_seen_at=("collected_at", "min"),

@@ -276,10 +276,13 @@ def _tiles(parent: Any, children: Sequence[Any]) -> bool:
 def _listing_events(
     previous: pd.DataFrame, current: pd.DataFrame, at: Any
 ) -> Iterator[dict[str, Any]]:
-    old_namespaces = set(previous["namespace"])
-    for namespace, now in current.groupby("namespace"):
-        if namespace not in old_namespaces:
-            continue  # a namespace seen for the first time is not a bundle change
+    before = set(zip(previous["namespace"], previous["bundle"], strict=True))
+    after = set(zip(current["namespace"], current["bundle"], strict=True))
+    # a namespace seen for the first time (or no more) is not a bundle change
+    common = set(previous["namespace"]) & set(current["namespace"])
+    changed = sorted({ns for ns, _ in before ^ after} & common)
+    for namespace in changed:
+        now = current[current["namespace"] == namespace]
         then = previous[previous["namespace"] == namespace]
         gone = [r for r in then.itertuples() if r.bundle not in set(now["bundle"])]
         new = [r for r in now.itertuples() if r.bundle not in set(then["bundle"])]

@@ -140,40 +140,50 @@ def compute_status(
     subs: pd.DataFrame, blocked: set[tuple[str, str]], *, newest: str | None
 ) -> pd.DataFrame:
     """One row per subscription of the newest snapshot, worst status first."""
-    rows = []
-    for (topic, sub), group in subs.groupby(KEY, sort=False):
-        if group["snapshot_id"].iloc[-1] != newest:
-            continue  # the subscription is gone
-        status, reason = judge(group, consumer_blocked=(topic, sub) in blocked)
-        rows.append(_status_row(group, status, reason))
-    if not rows:
+    facts = compute_facts(subs)
+    facts = facts[facts["snapshot_id"] == newest]  # the others are gone
+    if facts.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in STATUS_COLUMNS})
-    frame = pd.DataFrame(rows, columns=STATUS_COLUMNS)
-    order = frame["status"].map({s: i for i, s in enumerate(STATUSES)})
-    return (
-        frame.assign(_o=order).sort_values(["_o", *KEY]).drop(columns="_o").reset_index(drop=True)
+    judged = [
+        judge(f, consumer_blocked=(f["topic"], f["subscription"]) in blocked)
+        for f in facts.to_dict("records")
+    ]
+    frame = facts.assign(
+        status=[j[0] for j in judged],
+        reason=[j[1] for j in judged],
+        backlog_change=facts["msg_backlog"] - facts["first_backlog"],
+        time_lag_s=[time_lag_seconds(f) for f in facts.to_dict("records")],
     )
+    order = frame["status"].map({s: i for i, s in enumerate(STATUSES)})
+    frame = frame.assign(_o=order).sort_values(["_o", *KEY]).reset_index(drop=True)
+    return frame.reindex(columns=STATUS_COLUMNS)
 
 
-def _status_row(group: pd.DataFrame, status: str, reason: str) -> dict[str, Any]:
-    last = group.iloc[-1]
-    backlog = _int(last["msg_backlog"])
-    return {
-        "topic": last["topic"],
-        "subscription": last["subscription"],
-        "type": last["type"],
-        "status": status,
-        "reason": reason,
-        "msg_backlog": backlog,
-        "backlog_change": backlog - _int(group["msg_backlog"].iloc[0]),
-        "consumer_count": _int(last["consumer_count"]),
-        "msg_rate_out": last["msg_rate_out"],
-        "msg_ack_rate": last["msg_ack_rate"],
-        "unacked_messages": last["unacked_messages"],
-        "time_lag_s": time_lag_seconds(last),
-        "last_acked_at": last["last_acked_at"],
-        "snapshots": len(group),
-    }
+def compute_facts(subs: pd.DataFrame) -> pd.DataFrame:
+    """Per subscription: its newest row plus what the rules need from the whole window."""
+    rows = subs.assign(msg_backlog=subs["msg_backlog"].fillna(0).astype("int64"))
+    later = rows.groupby(KEY, sort=False).cumcount() > 0
+    rows = rows.assign(
+        _out_later=later & (rows["msg_rate_out"].fillna(0) > 0),
+        _ack_later=later & (rows["msg_ack_rate"].fillna(0) > 0),
+        _step=rows.groupby(KEY, sort=False)["msg_backlog"].diff().fillna(0),
+    )
+    grouped = rows.groupby(KEY, sort=False)
+    window = grouped.agg(
+        snapshots=("msg_backlog", "size"),
+        first_backlog=("msg_backlog", "first"),
+        min_backlog=("msg_backlog", "min"),
+        min_step=("_step", "min"),
+        out_later=("_out_later", "any"),
+        ack_later=("_ack_later", "any"),
+        consumed_first=("last_consumed_at", "first"),
+        consumed_last=("last_consumed_at", "last"),
+        consumed_seen=("last_consumed_at", "count"),
+        acked_first=("last_acked_at", "first"),
+        acked_seen=("last_acked_at", "count"),
+    )
+    newest = grouped.tail(1).set_index(KEY)
+    return newest.join(window).reset_index()
 
 
 def _int(value: Any) -> int:
@@ -185,7 +195,7 @@ def _flag(value: Any) -> bool:
     return False if pd.isna(value) else bool(value)
 
 
-def time_lag_seconds(row: pd.Series) -> float | None:
+def time_lag_seconds(row: Mapping[str, Any]) -> float | None:
     """Age of the oldest unacknowledged message at the time of the snapshot, in seconds."""
     if _int(row["msg_backlog"]) == 0:
         return 0.0
@@ -195,46 +205,42 @@ def time_lag_seconds(row: pd.Series) -> float | None:
     return max(0.0, float((row["collected_at"] - earliest).total_seconds()))
 
 
-def _advanced(series: pd.Series) -> bool:
-    values = series.dropna()
-    return len(values) >= 2 and values.iloc[-1] > values.iloc[0]
+def _advanced(seen: int, first: Any, last: Any) -> bool:
+    return seen >= 2 and bool(last > first)
 
 
-def _positive_after_first(series: pd.Series) -> bool:
-    return bool((series.iloc[1:].fillna(0) > 0).any())
+def dispatched(f: Mapping[str, Any]) -> bool:
+    consumed = _advanced(f["consumed_seen"], f["consumed_first"], f["consumed_last"])
+    return bool(f["out_later"]) or consumed
 
 
-def dispatched(group: pd.DataFrame) -> bool:
-    return _positive_after_first(group["msg_rate_out"]) or _advanced(group["last_consumed_at"])
-
-
-def acknowledged(group: pd.DataFrame) -> bool:
-    durable = group["is_durable"].iloc[-1]
+def acknowledged(f: Mapping[str, Any]) -> bool:
+    durable = f["is_durable"]
     if not pd.isna(durable) and not bool(durable):
-        return dispatched(group)
-    return _positive_after_first(group["msg_ack_rate"]) or _advanced(group["last_acked_at"])
+        return dispatched(f)
+    acked = _advanced(f["acked_seen"], f["acked_first"], f["last_acked_at"])
+    return bool(f["ack_later"]) or acked
 
 
-def judge(group: pd.DataFrame, *, consumer_blocked: bool) -> tuple[str, str]:
-    """The status of one subscription from its rows in the window (oldest first)."""
-    last = group.iloc[-1]
-    backlog = group["msg_backlog"].fillna(0).astype("int64")
-    if _flag(last["blocked_on_unacked"]) or consumer_blocked:
+def judge(f: Mapping[str, Any], *, consumer_blocked: bool) -> tuple[str, str]:
+    """The status of one subscription from its facts over the window."""
+    backlog, first, count = int(f["msg_backlog"]), int(f["first_backlog"]), int(f["snapshots"])
+    if _flag(f["blocked_on_unacked"]) or consumer_blocked:
         return "ERROR", "dispatch blocked: too many unacknowledged messages"
-    if backlog.iloc[-1] == 0:
+    if backlog == 0:
         return "OK", "no backlog"
-    if _int(last["consumer_count"]) == 0:
-        return "STOP", f"backlog {backlog.iloc[-1]} and no consumer"
-    if len(group) < 2:
+    if _int(f["consumer_count"]) == 0:
+        return "STOP", f"backlog {backlog} and no consumer"
+    if count < 2:
         return "OK", "one snapshot so far; trends need two"
-    moved, acked = dispatched(group), acknowledged(group)
+    moved, acked = dispatched(f), acknowledged(f)
     if not moved and not acked:
-        return "STOP", f"backlog {backlog.iloc[-1]}; nothing dispatched or acknowledged"
-    steps = backlog.diff().iloc[1:]
-    if (backlog > 0).all() and moved and not acked:
-        return "STALL", f"messages dispatched but none acknowledged in {len(group)} snapshots"
-    if (backlog > 0).all() and (steps >= 0).all() and backlog.iloc[-1] > backlog.iloc[0]:
-        return "WARN", f"backlog grew {backlog.iloc[0]} -> {backlog.iloc[-1]} while acknowledging"
+        return "STOP", f"backlog {backlog}; nothing dispatched or acknowledged"
+    never_empty = int(f["min_backlog"]) > 0
+    if never_empty and moved and not acked:
+        return "STALL", f"messages dispatched but none acknowledged in {count} snapshots"
+    if never_empty and float(f["min_step"]) >= 0 and backlog > first:
+        return "WARN", f"backlog grew {first} -> {backlog} while acknowledging"
     return "OK", "consumers keep up"
 
 
