@@ -113,7 +113,17 @@ def hash_space(members: Sequence[Member]) -> tuple[int, int]:
 
 def owner_array(ranges_per_owner: Sequence[Iterable[HashRange]]) -> I64:
     """Owner position per hash 0..65536 (-1: nobody; a later owner wins an overlap)."""
+    rows = [(s, e, p) for p, ranges in enumerate(ranges_per_owner) for s, e in ranges]
     owners = np.full(SLOTS, -1, np.int64)
+    if not rows:
+        return owners
+    table = np.asarray(sorted(rows), np.int64)
+    starts, ends, who = np.clip(table[:, 0], 0, SLOTS - 1), table[:, 1], table[:, 2]
+    if np.all(ends[:-1] < starts[1:]):  # disjoint, the usual case: one vectorized lookup
+        slots = np.arange(SLOTS)
+        at = np.searchsorted(starts, slots, side="right") - 1
+        hit = (at >= 0) & (ends[np.clip(at, 0, None)] >= slots)
+        return np.where(hit, who[np.clip(at, 0, None)], -1)
     for position, ranges in enumerate(ranges_per_owner):
         for start, end in ranges:
             owners[max(start, 0) : min(end, SLOTS - 1) + 1] = position

@@ -173,11 +173,10 @@ def key_shared_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
 
 def compute_states(subs: pd.DataFrame, consumers: pd.DataFrame, *, points: int) -> dict[str, State]:
     """Per subscription label: its members in connection order and our model of it."""
+    by_sub = dict(iter(consumers.groupby(["topic", "subscription"], sort=False)))
     states: dict[str, State] = {}
     for sub in subs.itertuples(index=False):
-        mine = consumers[
-            (consumers["topic"] == sub.topic) & (consumers["subscription"] == sub.subscription)
-        ]
+        mine = by_sub.get((sub.topic, sub.subscription), consumers.iloc[0:0])
         members = members_of(mine)
         kind = infer_selector(sub.key_shared_mode, members)
         states[label_of(sub.topic, sub.subscription)] = (

@@ -49,6 +49,7 @@ from plugins.builtin.hash_ranges import (
 )
 
 MAX_POINTS = 1024
+FIRST_POINTS = 128
 EXTRA_POINTS = 32
 EXTRA_INDEXES = 4
 
@@ -71,14 +72,24 @@ class Model:
         return self.drift_hashes > 0
 
 
-@functools.lru_cache(maxsize=256)
-def point_positions(name: str, index: int) -> dict[int, int]:
-    """Ring point -> the first replica number `i` that lands there, for i < MAX_POINTS."""
-    hashes = ConsistentHashingSelector(points=MAX_POINTS).point_hashes(Consumer(name), index)
+@functools.lru_cache(maxsize=4096)
+def _positions(name: str, index: int, limit: int) -> dict[int, int]:
+    hashes = ConsistentHashingSelector(points=limit).point_hashes(Consumer(name), index)
     found: dict[int, int] = {}
     for i, point in enumerate(hashes):
         found.setdefault(point, i)
     return found
+
+
+def point_positions(name: str, index: int, ends: Sequence[int] = ()) -> dict[int, int]:
+    """Ring point -> the first replica number `i` that lands there, for i < MAX_POINTS.
+
+    Only the first FIRST_POINTS replicas are hashed unless one of `ends` is not among them.
+    """
+    found = _positions(name, index, FIRST_POINTS)
+    if all(e in found for e in ends):
+        return found
+    return _positions(name, index, MAX_POINTS)
 
 
 def _ends(member: Member) -> list[int]:
@@ -95,8 +106,9 @@ def name_indexes(members: Sequence[Member]) -> tuple[int, ...]:
         if len(positions) == 1:
             continue
         candidates = range(len(positions) + EXTRA_INDEXES)
+        ends = {p: _ends(members[p]) for p in positions}
         scored = sorted(
-            (-sum(e in point_positions(name, j) for e in _ends(members[p])), p, j)
+            (-sum(e in point_positions(name, j, ends[p]) for e in ends[p]), p, j)
             for p in positions
             for j in candidates
         )
@@ -119,8 +131,9 @@ def min_points(members: Sequence[Member], indexes: Sequence[int]) -> tuple[int, 
     how many range ends are no ring point of their consumer (within MAX_POINTS)."""
     lowest, unexplained = 0, 0
     for member, index in zip(members, indexes, strict=True):
-        positions = point_positions(member.name, index)
-        for end in _ends(member):
+        ends = _ends(member)
+        positions = point_positions(member.name, index, ends)
+        for end in ends:
             if end in positions:
                 lowest = max(lowest, positions[end] + 1)
             else:

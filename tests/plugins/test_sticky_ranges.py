@@ -20,6 +20,7 @@ from core.model import (
 )
 from core.selectors import StickySelector
 from plugins.api import Chart, Inputs, Metric, Note, Table
+from plugins.builtin.hash_ranges import owner_array
 from plugins.builtin.sticky_ranges import StickyRanges, plan_ranges
 from plugins.runner import RunOutput, run_on_inputs
 from tests.plugins.factory import TOPIC, at, make_inputs, make_snapshot
@@ -191,3 +192,11 @@ def test_sticky_ranges_empty_inputs() -> None:
     assert output.result.frames["groups"].empty
     assert len(output.result.frames["plan"]) > 0  # the planner needs no snapshot
     assert isinstance(output.result.frames["gaps"], pd.DataFrame)
+
+
+def test_sticky_ranges_owner_array_disjoint_and_overlapping() -> None:
+    disjoint = owner_array([[(0, 2), (10, 11)], [(3, 4)]])
+    assert disjoint[:13].tolist() == [0, 0, 0, 1, 1, -1, -1, -1, -1, -1, 0, 0, -1]
+    assert disjoint[-1] == -1
+    overlapping = owner_array([[(0, 5)], [(3, 8)]])  # the later owner wins
+    assert overlapping[:10].tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1, -1]
