@@ -149,6 +149,39 @@ def plugin_missing(slug: str) -> None:
     )
 
 
+# --- plugin sections ----------------------------------------------------------------------
+
+LARGE_CLUSTER_TOPICS = 2000
+"""Above this many topics, a page's extra whole-cluster analysis waits for a click."""
+
+
+def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
+    """The plugin's params form (in an expander) and its views; errors stay in this block."""
+    loaded = data.registry().get(slug)
+    with guarded(f"The {slug} analysis"):
+        params: dict[str, object] = {}
+        if loaded.plugin.Params.model_fields:
+            with st.expander("Parameters", expanded=expanded):
+                choices = data.param_choices(root, slug)
+                params = params_form(loaded.plugin.Params, choices, key=f"analysis_{slug}")
+        output = data.run_plugin(root, slug, params)
+        draw(output.views)
+        st.caption(f"computed in {output.seconds:.2f}s over {len(output.snapshot_ids)} poll(s)")
+
+
+def draw_plugin_section(root: str, status: PollStatus, slug: str, *, offer: str, key: str) -> None:
+    """A page's whole-cluster analysis: shown at once on small clusters, on demand on big ones."""
+    if not data.plugin_loaded(slug):
+        plugin_missing(slug)
+        return
+    st.subheader("Analysis")
+    large = status.row_counts.get("topics", 0) > LARGE_CLUSTER_TOPICS
+    if st.toggle(offer, value=not large, key=key):
+        draw_plugin(root, slug)
+    elif large:
+        st.caption(f"Off by default above {LARGE_CLUSTER_TOPICS:,} topics: it reads them all.")
+
+
 # --- the params form ----------------------------------------------------------------------
 
 

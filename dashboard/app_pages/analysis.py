@@ -28,20 +28,4 @@ def draw_analysis(slug: str) -> None:
         return
     st.caption(f"{loaded.plugin.description} · `{slug}` {loaded.version} · {loaded.engine}")
     components.require_snapshot(root)
-    draw_plugin(root, slug, expanded=True)
-
-
-def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
-    """The plugin's params form (in an expander) and its views; errors stay in this block."""
-    loaded = data.registry().get(slug)
-    with components.guarded(f"The {slug} analysis"):
-        params: dict[str, object] = {}
-        if loaded.plugin.Params.model_fields:
-            with st.expander("Parameters", expanded=expanded):
-                choices = data.param_choices(root, slug)
-                params = components.params_form(
-                    loaded.plugin.Params, choices, key=f"analysis_{slug}"
-                )
-        output = data.run_plugin(root, slug, params)
-        components.draw(output.views)
-        st.caption(f"computed in {output.seconds:.2f}s over {len(output.snapshot_ids)} poll(s)")
+    components.draw_plugin(root, slug, expanded=True)

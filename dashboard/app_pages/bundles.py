@@ -5,7 +5,6 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, components, data
-from dashboard.app_pages import analysis
 
 SLUG = "bundle-ownership"
 
@@ -31,6 +30,6 @@ with components.guarded("The ownership timeline"):
 
 if data.plugin_loaded(SLUG):
     st.subheader("Analysis")
-    analysis.draw_plugin(root, SLUG)
+    components.draw_plugin(root, SLUG)
 else:
     components.plugin_missing(SLUG)

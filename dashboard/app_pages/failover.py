@@ -5,7 +5,6 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, components, data
-from dashboard.app_pages import analysis
 
 SLUG = "failover-assignment"
 
@@ -45,6 +44,7 @@ with components.guarded("The failover assignment"):
         "name onto a ring, so a joining or leaving consumer moves fewer partitions."
     )
 
-if data.plugin_loaded(SLUG):
-    st.subheader("Analysis")
-    analysis.draw_plugin(root, SLUG)
+components.draw_plugin_section(
+    root, status, SLUG, offer="Check every Failover group against the broker's rules",
+    key="failover_all",
+)  # fmt: skip

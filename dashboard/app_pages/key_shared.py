@@ -5,7 +5,6 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, components, data, sections
-from dashboard.app_pages import analysis
 
 SLUG = "key-shared-map"
 
@@ -53,6 +52,7 @@ with components.guarded("The hash space"):
 sections.draw_key_lookup(root, status.snapshot_id, label)
 sections.draw_what_if(root, status.snapshot_id, view)
 
-if data.plugin_loaded(SLUG):
-    st.subheader("Analysis")
-    analysis.draw_plugin(root, SLUG)
+components.draw_plugin_section(
+    root, status, SLUG, offer="Check every subscription against our selector model",
+    key="key_shared_all",
+)  # fmt: skip

@@ -5,7 +5,6 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, components, data
-from dashboard.app_pages import analysis
 
 SLUG = "stuck-hashes"
 
@@ -18,7 +17,7 @@ root = data.store_root()
 status = components.require_snapshot(root)
 
 if data.plugin_loaded(SLUG):
-    analysis.draw_plugin(root, SLUG)
+    components.draw_plugin(root, SLUG)
 else:
     components.plugin_missing(SLUG)
     snap = data.tables(root, status.snapshot_id, "draining_hashes")

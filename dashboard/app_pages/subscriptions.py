@@ -5,7 +5,6 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import components, data
-from dashboard.app_pages import analysis
 
 SLUG = "subscription-status"
 
@@ -13,7 +12,7 @@ st.title("Subscriptions")
 root = data.store_root()
 status = components.require_snapshot(root)
 if data.plugin_loaded(SLUG):
-    analysis.draw_plugin(root, SLUG)
+    components.draw_plugin(root, SLUG)
 else:
     components.plugin_missing(SLUG)
     with components.guarded("The subscriptions table"):

@@ -179,3 +179,17 @@ def test_app_key_shared_what_if_replica_points(scenario: Store, app: AppRunner) 
     assert not at.exception
     labels = [m.label for m in at.metric]
     assert "Hash space that moves (replica points 200)" in labels
+
+
+def test_app_whole_cluster_analysis_waits_for_a_click_on_large_clusters(
+    scenario: Store, app: AppRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small = app("key_shared.py")
+    assert small.toggle(key="key_shared_all").value is True
+    assert any(m.label == "Drifting from the model" for m in small.metric)
+    monkeypatch.setattr("dashboard.components.LARGE_CLUSTER_TOPICS", 3)
+    large = app("key_shared.py")
+    assert large.toggle(key="key_shared_all").value is False
+    assert not any(m.label == "Drifting from the model" for m in large.metric)
+    large.toggle(key="key_shared_all").set_value(True).run()
+    assert any(m.label == "Drifting from the model" for m in large.metric)
