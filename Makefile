@@ -19,7 +19,7 @@ lint: install ## ruff lint + format check
 fix: install ## ruff autofix + format
 	$(VENV)/ruff check --fix . && $(VENV)/ruff format .
 
-typecheck: install ## mypy strict on core/ and collectors/
+typecheck: install ## mypy strict on core/, collectors/ and plugins/
 	$(VENV)/mypy
 
 bench: install ## benchmarks (ratios against side-by-side baselines)
