@@ -266,7 +266,11 @@ def rebuild(kind: Kind, members: Sequence[Member], *, points: int = 0) -> Model:
     if kind == "sticky":
         selector, handles = seeded_sticky(members)
         return Model("sticky", selector, handles)
-    return Model(kind, None, [Consumer(m.name) for m in members], drift_reason="no model")
+    note = (
+        "not modelled: the ranges fit no 4.0 selector (no ranges, or 31-bit ranges as a 3.0 "
+        "broker and 4.0.7's classic dispatcher report them)"
+    )
+    return Model(kind, None, [Consumer(m.name) for m in members], points_note=note)
 
 
 @dataclass(frozen=True)

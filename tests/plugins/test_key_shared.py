@@ -12,9 +12,10 @@ import responses
 
 from collectors.admin import AdminClient
 from collectors.poll import poll
+from core.assignments import merge_ranges
 from core.hashing import sticky_key_hash
 from core.model import ConsumerRecord, HashRange, Snapshot, SubscriptionRecord
-from core.selectors import ConsistentHashingSelector, Consumer
+from core.selectors import ConsistentHashingSelector, Consumer, make_selector
 from plugins.api import Chart, Metric, Note, Table
 from plugins.builtin.hash_ranges import Member, infer_selector
 from plugins.builtin.key_shared import KeySharedMap
@@ -211,6 +212,7 @@ def test_key_shared_map_classic_31_bit_ranges_are_not_modelled() -> None:
     output = analyze([replay("classic-modular")])
     row = sub_row(output, ORDERS_KS)
     assert (row["selector"], row["drift"]) == ("unknown", False)
+    assert "31-bit" in row["points_note"]
     consumers = output.result.frames["consumers"]
     mine = consumers[consumers["label"] == ORDERS_KS]
     assert abs(mine["share"].sum() - 1) < 1e-6 and mine["share"].max() < 0.6
@@ -246,3 +248,20 @@ def test_key_shared_map_empty_inputs() -> None:
     assert all(frame.empty for frame in output.result.frames.values())
     assert output.result.summary["subscriptions"] == 0
     assert any(isinstance(v, Note) for v in output.views)
+
+
+def test_key_shared_map_classic_ranges_are_a_31_bit_ring_shifted_by_one() -> None:
+    # Why the classic dispatcher's ranges stay unmodelled: 4.0.7 reports them in 31 bits, as the
+    # 3.0.7 ring of the same names would list them with every bound one higher (from 1).
+    snapshot = replay("classic-modular")
+    ks = [c for c in snapshot.consumers if c.subscription == "ks"]
+    ring = make_selector("consistent", pulsar="3.0", variant="3.0.7")
+    handles = [Consumer(c.consumer_name) for c in sorted(ks, key=lambda c: c.connected_since)]
+    for handle in handles:
+        ring.add(handle)
+    listed = ring.ranges()
+    for record, handle in zip(sorted(ks, key=lambda c: c.connected_since), handles, strict=True):
+        shifted = [
+            (s + 1 if s else 1, min(e + 1, 2**31 - 2)) for s, e in merge_ranges(listed[handle])
+        ]
+        assert shifted == list(record.hash_ranges)
