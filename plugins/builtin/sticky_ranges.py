@@ -4,8 +4,11 @@ Checked groups, from the newest snapshot:
 
 * each Key_Shared subscription in STICKY mode: its consumers bring their own ranges
   (`KeySharedPolicy.stickyHashRange()`);
-* per topic, the readers or other non-Key_Shared consumers whose stats carry hash ranges
-  (e.g. readers created with a key hash range), when the broker reports them.
+* per topic, the readers or other non-Key_Shared consumers whose stats carry hash ranges.
+  A 4.0.7 broker does not report them: a Java reader created with `keyHashRange(...)` gets
+  an Exclusive subscription whose consumer stats have neither `keyHashRanges` nor
+  `keyHashRangeArrays` (per-topic or bulk stats), so this group only appears with brokers
+  that do.
 
 A **gap** is a run of hashes in 0..65535 that no range covers. A 4.0 broker hashes sticky keys
 to `h31 % 65536` with 0 turned into 1, so hash 0 is never routed; every other hash in a gap
