@@ -46,8 +46,10 @@ from collectors.namespaces import (
     parse_bundles,
 )
 from collectors.topics import (
+    TopicStats,
     collect_broker_topic_stats,
     collect_topic_stats,
+    max_backlog,
     needs_topic_stats,
     parse_broker_topic_stats,
     parse_topic_name,
@@ -120,6 +122,7 @@ class _Poll:
     ) -> None:
         self.client, self.pool, self.answers, self.t = client, pool, answers, timeout
         self.rec = _Recorder()
+        self.lag_topics = 20
 
     def call(self, family: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Job:
         return lambda: self.rec.call(family, fn, self.client, *args, timeout=self.t, **kw)
@@ -184,16 +187,24 @@ class _Poll:
             if not a.load_reports.get(b):
                 jobs[("version", b)] = self.call("version", collect_version, a.web_urls[b])
         wanted = set(a.namespaces)
-        for b, entries in sorted(a.bulk.items()):
-            for e in entries or ():
-                if ("stats", e.topic) in jobs or not needs_topic_stats(e.stats):
-                    continue
-                namespace = _namespace(e.topic)
-                if namespace is None or (a.namespaces_complete and namespace not in wanted):
-                    continue
-                jobs[("stats", e.topic)] = self.call(
-                    "topic_stats", collect_topic_stats, e.topic, web_url=a.web_urls.get(b)
-                )
+        candidates = [
+            (b, e)
+            for b, entries in sorted(a.bulk.items())
+            for e in entries or ()
+            if (ns := _namespace(e.topic)) is not None
+            and not (a.namespaces_complete and ns not in wanted)
+        ]
+        lagging = _most_backlogged(candidates, self.lag_topics)
+        for b, e in candidates:
+            if ("stats", e.topic) in jobs or not (needs_topic_stats(e.stats) or e.topic in lagging):
+                continue
+            jobs[("stats", e.topic)] = self.call(
+                "topic_stats",
+                collect_topic_stats,
+                e.topic,
+                web_url=a.web_urls.get(b),
+                earliest_in_backlog=e.topic in lagging,
+            )
         for listing in a.listings.values():
             for parent in missing_partitioned(listing):
                 path = parse_topic_name(parent).admin_path
@@ -207,6 +218,14 @@ class _Poll:
                 a.topic_stats[key] = value
             elif value is not None:
                 a.partition_counts[key] = value
+
+
+def _most_backlogged(candidates: Sequence[tuple[str, TopicStats]], limit: int) -> set[str]:
+    """The `limit` topics with the largest subscription backlog (for time lag); bounded cost."""
+    ranked = sorted(
+        ((max_backlog(e.stats), e.topic) for _, e in candidates), key=lambda x: (-x[0], x[1])
+    )
+    return {topic for backlog, topic in ranked[:limit] if backlog > 0}
 
 
 def _listing(ns: str, bundles: Any, topics: Any, parted: Any) -> NamespaceListing:
@@ -233,12 +252,15 @@ def poll(
     concurrency: int = 8,
     timeout: float = 10.0,
     cluster: str | None = None,
+    lag_topics: int = 20,
 ) -> Snapshot:
     """One Snapshot of the cluster behind `client`; never raises for an endpoint failure.
 
     `namespaces` ("tenant/ns") limits the poll (default: every namespace of every tenant);
     `concurrency` bounds the calls in flight; `timeout` (seconds) applies to each call;
-    `cluster` skips cluster discovery (default: the only cluster, or the leader's).
+    `cluster` skips cluster discovery (default: the only cluster, or the leader's);
+    `lag_topics` topics with the largest backlogs get one `.../stats` call that asks for the
+    earliest publish time in the backlog (time lag), so the extra cost is bounded.
     `Snapshot.requests` counts the HTTP requests sent (retries included);
     `Snapshot.durations` sums the seconds of each endpoint family's calls (they overlap, so
     families can add up to more than `total`, the poll's wall time).
@@ -247,6 +269,7 @@ def poll(
     before, started = client.requests_made, time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="poll") as pool:
         run = _Poll(client, pool, answers, timeout)
+        run.lag_topics = max(0, lag_topics)
         run.discover(cluster, namespaces)
         run.bulk()
         run.details()

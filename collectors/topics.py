@@ -108,14 +108,36 @@ def parse_broker_topic_stats(payload: Mapping[str, Any], broker: str) -> list[To
 
 
 def collect_topic_stats(
-    client: AdminClient, topic: str, *, web_url: str | None, timeout: float
+    client: AdminClient,
+    topic: str,
+    *,
+    web_url: str | None,
+    timeout: float,
+    earliest_in_backlog: bool = False,
 ) -> Any:
-    """GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/stats (one topic or partition)."""
+    """GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/stats (one topic or partition).
+
+    `earliest_in_backlog` adds `?getEarliestTimeInBacklog=true`: the broker then reads the
+    first unacked entry of each subscription (a ledger read) to fill
+    `earliestMsgPublishTimeInBacklog`, which is 0 otherwise.
+    """
     path = f"{parse_topic_name(topic).admin_path}/stats"
-    payload = client.get_json(path, base_url=web_url, timeout=timeout)
+    params = {"getEarliestTimeInBacklog": "true"} if earliest_in_backlog else None
+    payload = client.get_json(path, params=params, base_url=web_url, timeout=timeout)
     if not isinstance(payload, dict):
         raise AdminApiError("GET", path, None, repr(payload)[:200], "expected a JSON object")
     return payload
+
+
+def max_backlog(stats: Mapping[str, Any]) -> int:
+    """The largest subscription backlog (messages) in a bulk topic entry."""
+    return max(
+        (
+            as_int(as_dict(sub), "msgBacklog") or 0
+            for sub in as_dict(stats.get("subscriptions")).values()
+        ),
+        default=0,
+    )
 
 
 def needs_topic_stats(stats: Mapping[str, Any]) -> bool:

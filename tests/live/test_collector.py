@@ -315,6 +315,37 @@ def test_collector_poll_costs_o_brokers_plus_namespaces(polled: tuple[Setup, Sna
     assert snap.requests == 3 + (3 + 1) + 3 + (1 + PARTITIONS)
 
 
+def _backlog_of(ns_bulk: dict[str, Any], topic: str, sub: str) -> int:
+    for bundle in ns_bulk.values():
+        for topics in bundle.values():
+            stats = topics.get(topic)
+            if stats is not None:
+                return int(stats["subscriptions"].get(sub, {}).get("msgBacklog", 0))
+    return 0
+
+
+def test_collector_earliest_publish_time_in_backlog_is_the_brokers(pulsar: LocalPulsar) -> None:
+    # The time lag of a subscription needs the publish time of its oldest unacked message,
+    # which the broker computes only when asked (getEarliestTimeInBacklog=true).
+    with new_setup(pulsar) as s:
+        s.subscribe(s.plain, "lagging", ConsumerType.Shared, "lag-1").close()
+        producer = s.client.create_producer(s.plain, batching_enabled=False)
+        for i in range(5):
+            producer.send(f"m{i}".encode())
+        s.wait_for_bulk(lambda ns: _backlog_of(ns, s.plain, "lagging") == 5)
+        snapshot = s.poll()
+        path = "/admin/v2/persistent/" + s.plain.removeprefix("persistent://") + "/stats"
+        broker = s.get(path + "?getEarliestTimeInBacklog=true")
+    expected_ms = broker["subscriptions"]["lagging"]["earliestMsgPublishTimeInBacklog"]
+    assert expected_ms > 0
+    (record,) = [
+        r for r in snapshot.subscriptions if r.topic == s.plain and r.subscription == "lagging"
+    ]
+    assert record.msg_backlog == 5
+    assert record.earliest_msg_publish_time_in_backlog is not None
+    assert int(record.earliest_msg_publish_time_in_backlog.timestamp() * 1000) == expected_ms
+
+
 def test_collector_diff_sees_consumers_move_and_the_active_one_change(pulsar: LocalPulsar) -> None:
     with new_setup(pulsar) as s:
         first_ks = s.subscribe(s.plain, "ks", ConsumerType.KeyShared, "ks-1")
