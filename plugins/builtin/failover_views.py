@@ -29,14 +29,15 @@ def render_views(result: Result) -> list[View]:
     views.append(Table(frames["groups"], title="Groups"))
     selected = summary["selected"]
     pick = summary.get("selection")
-    if pick:
-        views.append(
-            Metric(
-                f"Moving with {pick['alternative']}",
-                pick["partitions_moving"],
-                delta=f"imbalance {pick['imbalance']:.2f}x -> {pick['imbalance_alternative']:.2f}x",
-            )
+    if not pick:
+        return [*views, Note(f"No Failover group `{selected}` in the snapshot.", level="warning")]
+    views.append(
+        Metric(
+            f"Moving with {pick['alternative']}",
+            pick["partitions_moving"],
+            delta=f"imbalance {pick['imbalance']:.2f}x -> {pick['imbalance_alternative']:.2f}x",
         )
+    )
     matrix = frames["matrix"][frames["matrix"]["label"] == selected]
     views.append(Chart(chart_matrix(matrix), title=f"Active consumers of {selected}"))
     consumers = frames["consumers"][frames["consumers"]["label"] == selected]

@@ -25,6 +25,11 @@ def render_views(result: Result) -> list[View]:
         views.append(Note(f"**{row.label}** drifts from our model: {row.drift_reason}", "warning"))
     views.append(Table(subs, title="Subscriptions"))
     selected = summary["selected"]
+    if selected not in set(subs["label"]):
+        return [
+            *views,
+            Note(f"No Key_Shared subscription `{selected}` in the snapshot.", "warning"),
+        ]
     ranges = frames["ranges"][frames["ranges"]["label"] == selected]
     consumers = frames["consumers"][frames["consumers"]["label"] == selected]
     views.append(Chart(chart_hash_map(ranges), title=f"Hash ranges of {selected}"))

@@ -174,3 +174,10 @@ def test_failover_empty_inputs() -> None:
     output = analyze([])
     assert all(frame.empty for frame in output.result.frames.values())
     assert any(isinstance(v, Note) for v in output.views)
+
+
+def test_failover_unknown_group_says_so() -> None:
+    output = analyze([poll_of(rule(SINGLES, consistent=False))], subscription="other @ x")
+    assert "selection" not in output.result.summary
+    notes = [v for v in output.views if isinstance(v, Note) and v.level == "warning"]
+    assert notes and "other @ x" in notes[-1].markdown

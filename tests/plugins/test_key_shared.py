@@ -265,3 +265,10 @@ def test_key_shared_map_classic_ranges_are_a_31_bit_ring_shifted_by_one() -> Non
             (s + 1 if s else 1, min(e + 1, 2**31 - 2)) for s, e in merge_ranges(listed[handle])
         ]
         assert shifted == list(record.hash_ranges)
+
+
+def test_key_shared_map_unknown_subscription_says_so() -> None:
+    output = analyze([replay("default")], subscription="nope | nope", add_consumer="x")
+    assert "what_if" not in output.result.summary
+    notes = [v for v in output.views if isinstance(v, Note) and v.level == "warning"]
+    assert notes and "nope | nope" in notes[-1].markdown
