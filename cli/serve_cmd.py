@@ -92,6 +92,8 @@ def streamlit_child(store: Path, interval: dt.timedelta, *, address: str, port: 
         "false",
         "--global.developmentMode",
         "false",
+        "--client.toolbarMode",
+        "minimal",  # no "Deploy" button: this is an operations tool, not a hosted app
     ]
     return Child("dashboard", argv, env=_child_env(store, interval))
 
