@@ -1,4 +1,5 @@
-"""The code base stays lint-clean, formatted and type-checked (strict on core/, collectors/ and plugins/)."""
+"""The code base stays lint-clean, formatted and type-checked (mypy strict on core/,
+collectors/ and plugins/)."""
 
 from __future__ import annotations
 
