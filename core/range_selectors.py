@@ -9,6 +9,7 @@ validation and wording.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 
 from core.assignments import Assignments, Consumer, Impact, Selector
 from core.errors import ModelError
@@ -30,6 +31,23 @@ class AutoSplitSelector(Selector):
         self._ends: list[int] = []  # sorted range ends
         self._owner: dict[int, Consumer] = {}
         self._end_of: dict[Consumer, int] = {}
+
+    @classmethod
+    def from_range_ends(
+        cls, owners: Sequence[tuple[Consumer, int]], *, range_size: int = RANGE_SIZE
+    ) -> AutoSplitSelector:
+        """A selector in an observed state: each consumer owns the range ending at its end
+        (as the broker's stats show it), listed in join order. What-ifs start from here."""
+        selector = cls(range_size=range_size)
+        ends = [end for _, end in owners]
+        if len(set(ends)) != len(ends) or (ends and range_size not in ends):
+            raise ModelError(
+                f"auto split range ends must be distinct and include {range_size}, got {ends}"
+            )
+        for consumer, end in owners:
+            selector._put(end, consumer)
+            selector._consumers.append(consumer)
+        return selector
 
     def add(self, consumer: Consumer) -> Impact:
         before = self.assignments()

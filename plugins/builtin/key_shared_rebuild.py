@@ -237,13 +237,13 @@ def rebuild_auto_split(members: Sequence[Member]) -> Model:
 
 def seeded_auto_split(members: Sequence[Member]) -> tuple[AutoSplitSelector, list[Consumer]]:
     """An auto split selector in exactly the observed state (one range end per consumer)."""
-    selector = AutoSplitSelector()
     handles = [Consumer(m.name) for m in members]
-    for member, handle in zip(members, handles, strict=True):
-        for _, end in member.ranges:
-            selector._put(end, handle)
-        selector._consumers.append(handle)
-    return selector, handles
+    owners = [
+        (handle, end)
+        for member, handle in zip(members, handles, strict=True)
+        for _, end in member.ranges
+    ]
+    return AutoSplitSelector.from_range_ends(owners), handles
 
 
 def seeded_sticky(members: Sequence[Member]) -> tuple[StickySelector | None, list[Consumer]]:

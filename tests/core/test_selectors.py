@@ -340,3 +340,25 @@ def test_make_selector_picks_each_variant() -> None:
     assert isinstance(legacy, LegacyConsistentSelector) and legacy.variant == "3.0.7"
     old = make_selector("consistent", pulsar="3.0", variant="3.0.0")
     assert isinstance(old, LegacyConsistentSelector) and old.variant == "3.0.0"
+
+
+def test_auto_split_from_range_ends_reproduces_the_observed_state() -> None:
+    joined = AutoSplitSelector()
+    consumers = [Consumer(f"c{i}") for i in range(5)]
+    for consumer in consumers:
+        joined.add(consumer)
+    ranges = joined.ranges()
+    seeded = AutoSplitSelector.from_range_ends([(c, ranges[c][0][1]) for c in consumers])
+    assert seeded.ranges() == ranges
+    newcomer = Consumer("c5")
+    seeded.add(newcomer)
+    joined.add(newcomer)
+    assert seeded.ranges() == joined.ranges()
+
+
+def test_auto_split_from_range_ends_rejects_a_state_the_broker_cannot_have() -> None:
+    a, b = Consumer("a"), Consumer("b")
+    with pytest.raises(ModelError, match="distinct and include 65536"):
+        AutoSplitSelector.from_range_ends([(a, 100), (b, 100)])
+    with pytest.raises(ModelError, match="distinct and include 65536"):
+        AutoSplitSelector.from_range_ends([(a, 100)])
