@@ -132,6 +132,40 @@ def draw_status(status: PollStatus | None, root: str) -> None:
         st.warning(f"Partial snapshot: {len(status.errors)} admin call(s) failed.")
 
 
+def poll_banner(root: str) -> None:
+    """The newest poll's age, and a banner when polls stopped or the poll was partial.
+
+    Redrawn on its own every few seconds, so the banner appears when polls stop even though
+    no new snapshot triggers a rerun.
+    """
+
+    @st.fragment(run_every=refresh_seconds())
+    def _banner() -> None:
+        status = data.poll_status(root)
+        if status is not None:
+            draw_banner(status, interval=data.poll_interval_seconds())
+
+    _banner()
+
+
+def draw_banner(status: PollStatus, *, interval: float) -> None:
+    st.caption(
+        f"Cluster `{status.cluster}` · snapshot {status.collected_at:%Y-%m-%d %H:%M:%S} UTC "
+        f"({format_age(status.age_seconds)} ago) · {status.requests} admin requests"
+    )
+    if status.stale:
+        st.error(
+            f"Polls have stopped: the newest snapshot is {format_age(status.age_seconds)} old "
+            f"(expected one every {format_age(interval)}). Is `pulsar-lens collect` running "
+            "and can it reach the admin API?"
+        )
+    if status.partial:
+        st.warning(
+            f"The newest snapshot is partial: {len(status.errors)} admin call(s) failed, so "
+            "some tables may be incomplete. The failed calls are listed below."
+        )
+
+
 def require_snapshot(root: str) -> PollStatus:
     """The newest poll, or an empty state that tells the user what to do (and stops the page)."""
     status = data.poll_status(root)

@@ -153,3 +153,28 @@ def test_browser_drop_in_plugin_gets_a_form_and_its_views(served: ServedApp, pag
     expect(page.get_by_label("top n", exact=True)).to_have_value("5")
     metric = page.get_by_test_id("stMetric").filter(has_text="Namespaces")
     expect(metric).to_contain_text("1")
+
+
+def test_browser_follows_new_polls_and_flags_when_they_stop(tmp_path: Path, page: Page) -> None:
+    import datetime as dt
+
+    from core.store import Store
+    from tests.dashboard.scenario import make_poll
+
+    store = tmp_path / "store"
+    write_scenario(store, polls=2)
+    app = serve(store, PULSAR_LENS_POLL_INTERVAL="4s", PULSAR_LENS_PLUGIN_DIRS="")
+    try:
+        open_page(page, app.url, "Overview")
+        sidebar = page.get_by_test_id("stSidebar")
+        expect(sidebar.get_by_text("2 polls stored", exact=False)).to_be_visible()
+        Store(store).write(make_poll(dt.datetime.now(dt.UTC), 2))
+        # the sidebar checks every 2 s (half the interval) and reruns the page on a new poll
+        expect(sidebar.get_by_text("3 polls stored", exact=False)).to_be_visible(timeout=15_000)
+        # no poll for 3 intervals (12 s): the sidebar says the polls stopped
+        expect(sidebar.get_by_text("Polls stopped", exact=False)).to_be_visible(timeout=25_000)
+        main = page.get_by_test_id("stMain")
+        expect(main.get_by_text("Polls have stopped", exact=False)).to_be_visible(timeout=15_000)
+        screenshot(page, "overview-stale")
+    finally:
+        app.stop()
