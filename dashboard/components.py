@@ -198,6 +198,11 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
             with st.expander("Parameters", expanded=expanded):
                 choices = data.param_choices(root, slug)
                 params = params_form(loaded.plugin.Params, choices, key=f"analysis_{slug}")
+        if loaded.engine == "spark" and not st.toggle(
+            "Run on Spark", key=f"analysis_{slug}_spark", help="starts a SparkSession"
+        ):
+            st.caption("This analysis runs on Spark; switch it on to run it.")
+            return
         output = data.run_plugin(root, slug, params)
         draw(output.views)
         st.caption(f"computed in {output.seconds:.2f}s over {len(output.snapshot_ids)} poll(s)")
