@@ -26,6 +26,7 @@ BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"
 DEFAULT_PORT = 8501
 DEMO_INTERVAL = dt.timedelta(seconds=5)
 READY_TIMEOUT = 90.0
+SECRET_VARS = ("PULSAR_ADMIN_TOKEN", "PULSAR_ADMIN_TOKEN_FILE")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -95,7 +96,10 @@ def streamlit_child(store: Path, interval: dt.timedelta, *, address: str, port: 
         "--client.toolbarMode",
         "minimal",  # no "Deploy" button: this is an operations tool, not a hosted app
     ]
-    return Child("dashboard", argv, env=_child_env(store, interval))
+    env = _child_env(store, interval)
+    for secret in SECRET_VARS:  # the dashboard reads only the store: it needs no credentials
+        env.pop(secret, None)
+    return Child("dashboard", argv, env=env)
 
 
 def _child_env(store: Path, interval: dt.timedelta) -> dict[str, str]:

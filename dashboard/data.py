@@ -54,6 +54,7 @@ def get_store(root: str) -> Store:
 
 @st.cache_resource(ttl=3600, max_entries=4)
 def _discover(plugin_dirs: str) -> Registry:
+    """`plugin_dirs` (PULSAR_LENS_PLUGIN_DIRS) is the cache key: discover() reads it itself."""
     return discover()
 
 

@@ -101,3 +101,19 @@ def _stop_on_sigterm(proc: subprocess.Popen[str], port: int) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_the_dashboard_process_gets_no_admin_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli.serve_cmd import collect_child, streamlit_child
+    from core.settings import parse_duration
+
+    monkeypatch.setenv("PULSAR_ADMIN_TOKEN", "s3cret")
+    interval = parse_duration("10s")
+    dashboard = streamlit_child(tmp_path, interval, address="127.0.0.1", port=8501)
+    collector = collect_child("http://broker:8080", tmp_path, interval)
+    assert dashboard.env is not None and "PULSAR_ADMIN_TOKEN" not in dashboard.env
+    assert dashboard.env["PULSAR_LENS_STORE"] == str(tmp_path)
+    assert collector.env is not None and collector.env["PULSAR_ADMIN_TOKEN"] == "s3cret"
+    assert "s3cret" not in " ".join(collector.argv)
