@@ -156,8 +156,10 @@ def test_browser_drop_in_plugin_gets_a_form_and_its_views(served: ServedApp, pag
 
 
 def test_browser_follows_new_polls_and_flags_when_they_stop(tmp_path: Path, page: Page) -> None:
+    import dataclasses
     import datetime as dt
 
+    from core.model import TopicRecord
     from core.store import Store
     from tests.dashboard.scenario import make_poll
 
@@ -168,9 +170,14 @@ def test_browser_follows_new_polls_and_flags_when_they_stop(tmp_path: Path, page
         open_page(page, app.url, "Overview")
         sidebar = page.get_by_test_id("stSidebar")
         expect(sidebar.get_by_text("2 polls stored", exact=False)).to_be_visible()
-        Store(store).write(make_poll(dt.datetime.now(dt.UTC), 2))
+        topics = page.get_by_test_id("stMetric").filter(has_text="Topics")
+        expect(topics).to_contain_text("6")
+        poll = make_poll(dt.datetime.now(dt.UTC), 2)
+        extra = TopicRecord("persistent://public/default/new", "public", "public/default")
+        Store(store).write(dataclasses.replace(poll, topics=(*poll.topics, extra)))
         # the sidebar checks every 2 s (half the interval) and reruns the page on a new poll
         expect(sidebar.get_by_text("3 polls stored", exact=False)).to_be_visible(timeout=15_000)
+        expect(topics).to_contain_text("7", timeout=15_000)
         # no poll for 3 intervals (12 s): the sidebar says the polls stopped
         expect(sidebar.get_by_text("Polls stopped", exact=False)).to_be_visible(timeout=25_000)
         main = page.get_by_test_id("stMain")
