@@ -267,6 +267,11 @@ class FailoverView:
     flaps: pd.DataFrame  # partition, changes, polls, active_now
     pip392: pd.DataFrame  # partition, observed, modulo, consistent_hashing, moves
 
+    @property
+    def pip392_moves(self) -> int:
+        """Partitions whose active consumer differs between the two rules."""
+        return int(self.pip392["moves"].sum()) if len(self.pip392) else 0
+
 
 def compute_failover_view(
     subscriptions: pd.DataFrame, consumers: pd.DataFrame, history: pd.DataFrame, label: str

@@ -35,9 +35,8 @@ with components.guarded("The failover assignment"):
         )
     st.markdown("**Flapping** (active-consumer changes over the stored polls)")
     st.dataframe(view.flaps, hide_index=True, key="failover_flaps")
-    moves = int(view.pip392["moves"].sum()) if len(view.pip392) else 0
     st.markdown("**PIP-392 what-if**: modulo (default) vs consistent hashing, same consumers")
-    st.metric("Partitions that would change consumer", moves)
+    st.metric("Partitions that would change consumer", view.pip392_moves)
     st.dataframe(view.pip392, hide_index=True, key="failover_pip392")
     st.caption(
         "`activeConsumerFailoverConsistentHashing=true` makes the broker hash each partition "
