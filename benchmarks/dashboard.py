@@ -210,18 +210,22 @@ def main(argv: list[str] | None = None) -> int:
         if p.name not in DEDICATED and p.engine == "light"
     )
     targets = [*PAGES, *generic]
+    # shown at once below LARGE_CLUSTER_TOPICS, on demand above: timed on their own
+    on_demand = ["key-shared-map", "failover-assignment"]
     work = Path(tempfile.mkdtemp(prefix="pulsar-lens-bench-"))
     try:
         big, small = work / "big", work / "small"
         wrote = write_store(big, args.topics, args.polls)
         write_store(small, args.baseline_topics, args.polls)
         print(f"store: {args.topics} topics x {args.polls} polls written in {wrote:.1f}s")
-        base = measure(small, targets)
-        result = measure(big, targets)
+        base = measure(small, [*targets, *on_demand])
+        result = measure(big, [*targets, *on_demand])
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report(result, base, args)
-    return 0 if all(cold < TARGET_SECONDS for cold, _ in result.values()) else 1
+    report({k: result[k] for k in targets}, base, args)
+    print("on demand (a toggle on the Key_Shared and Failover pages above 2,000 topics):")
+    report({k: result[k] for k in on_demand}, base, args)
+    return 0 if all(result[t][0] < TARGET_SECONDS for t in targets) else 1
 
 
 def report(result: dict[str, tuple[float, float]], base: dict[str, tuple[float, float]],
