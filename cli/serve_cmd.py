@@ -174,13 +174,22 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    scratch = None if args.store else Path(tempfile.mkdtemp(prefix="pulsar-lens-demo-"))
+    store = Path(args.store).resolve() if args.store else Path(str(scratch)) / "store"
+    try:
+        return run_demo_in(store, args)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_demo_in(store: Path, args: argparse.Namespace) -> int:
+    """A local broker, the demo workloads on it, and serve(); everything stopped on the way out."""
     from collectors.demo import DemoSettings, DemoWorkloads
     from collectors.localpulsar import LocalPulsar
 
-    scratch = None if args.store else Path(tempfile.mkdtemp(prefix="pulsar-lens-demo-"))
-    store = Path(args.store).resolve() if args.store else Path(str(scratch)) / "store"
     print("Starting a local Pulsar 4.0 standalone on 127.0.0.1 ...", flush=True)
-    pulsar = LocalPulsar().start()
+    pulsar = LocalPulsar().start()  # stops itself if interrupted while starting
     try:
         demo = DemoSettings(unload_every=0.0) if args.no_unloads else DemoSettings()
         with DemoWorkloads(pulsar.service_url, pulsar.admin_url, settings=demo):
@@ -195,8 +204,6 @@ def run_demo(args: argparse.Namespace) -> int:
     finally:
         print("Stopping the demo workloads and the local Pulsar ...", flush=True)
         pulsar.stop()
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def demo_banner(admin_url: str) -> list[str]:
