@@ -42,6 +42,7 @@ NONE_KEY = b"NONE_KEY"
 """The sticky key of a message with neither ordering key, partition key nor (4.0) producer."""
 
 U32 = npt.NDArray[np.uint32]
+U8 = npt.NDArray[np.uint8]
 _C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
 _CHUNK = 1 << 14  # rows per pass: keeps each working array in L2
 
@@ -56,15 +57,31 @@ def topic_bundle_hash(topic: str) -> int:
     return zlib.crc32(topic.encode("utf-8"))
 
 
-def reduce_hash(
-    h31: int, *, selector: SelectorKind = "consistent", pulsar: PulsarLine = "4.0"
-) -> int:
-    """The sticky-key hash a broker of `pulsar` line derives from a 31-bit murmur3 value.
+def reduction(
+    *, selector: SelectorKind = "consistent", pulsar: PulsarLine = "4.0"
+) -> tuple[int, int, bool]:
+    """How a broker of `pulsar` line turns a 31-bit murmur3 value into a sticky-key hash, as
+    `(modulus, plus, zero_to_one)`: `h31 % modulus + plus` (modulus 0: `h31` itself), then 0
+    becomes 1 when `zero_to_one`.
 
     4.0: consistent hashing `h31 % 65535 + 1`; auto split and sticky `h31 % 65536`, 0 -> 1
     (`StickyKeyConsumerSelectorUtils.makeStickyKeyHash`, 0 is reserved as "not set").
     3.0: consistent hashing uses `h31` itself; auto split and sticky select by `h31 % 65536`.
     """
+    if pulsar == "4.0":
+        if selector == "consistent":
+            return CONSISTENT_HASH_MAX, 1, False
+        return RANGE_SIZE, 0, True
+    if selector == "consistent":
+        return 0, 0, False
+    return RANGE_SIZE, 0, False
+
+
+def reduce_hash(
+    h31: int, *, selector: SelectorKind = "consistent", pulsar: PulsarLine = "4.0"
+) -> int:
+    """The sticky-key hash a broker of `pulsar` line derives from a 31-bit murmur3 value
+    (`reduction` says how; spelled out here because selectors call it per ring point)."""
     if pulsar == "4.0":
         if selector == "consistent":
             return h31 % CONSISTENT_HASH_MAX + 1
@@ -122,17 +139,18 @@ def reduce_hash_array(
     h31: U32, *, selector: SelectorKind = "consistent", pulsar: PulsarLine = "4.0"
 ) -> U32:
     """`reduce_hash` over an array of 31-bit hashes (returns a new uint32 array)."""
-    if pulsar == "4.0":
-        if selector == "consistent":
-            out = np.remainder(h31, np.uint32(CONSISTENT_HASH_MAX))
-            np.add(out, np.uint32(1), out=out)
-            return out
-        out = np.bitwise_and(h31, np.uint32(RANGE_SIZE - 1))
-        out[out == 0] = 1
-        return out
-    if selector == "consistent":
+    modulus, plus, zero_to_one = reduction(selector=selector, pulsar=pulsar)
+    if not modulus:
         return np.array(h31, dtype=np.uint32, copy=True)
-    return np.bitwise_and(h31, np.uint32(RANGE_SIZE - 1))
+    if modulus == RANGE_SIZE:
+        out = np.bitwise_and(h31, np.uint32(RANGE_SIZE - 1))
+    else:
+        out = np.remainder(h31, np.uint32(modulus))
+    if plus:
+        np.add(out, np.uint32(plus), out=out)
+    if zero_to_one:
+        out[out == 0] = 1
+    return out
 
 
 def sticky_key_hash_array(
@@ -142,7 +160,31 @@ def sticky_key_hash_array(
     pulsar: PulsarLine = "4.0",
 ) -> U32:
     """`sticky_key_hash` of every element of an Arrow string/binary array (nulls as b"")."""
-    return reduce_hash_array(murmur3_31_array(keys), selector=selector, pulsar=pulsar)
+    reduce = reduction(selector=selector, pulsar=pulsar)
+    if isinstance(keys, pa.ChunkedArray):
+        parts = [sticky_key_hash_array(c, selector=selector, pulsar=pulsar) for c in keys.chunks]
+        return np.concatenate(parts) if parts else np.zeros(0, np.uint32)
+    offsets, data = _arrow_buffers(keys)
+    if _compiled_path(offsets, "auto"):
+        out = np.empty(len(offsets) - 1, np.uint32)
+        murmur_jit.kernel()(data, offsets, out, *reduce)  # hashing and reduction in one pass
+        return out
+    return reduce_hash_array(
+        murmur3_31_array(keys, engine="numpy"), selector=selector, pulsar=pulsar
+    )
+
+
+def _compiled_path(offsets: npt.NDArray[np.signedinteger[typing.Any]], engine: str) -> bool:
+    """Use the compiled loop? Always for "jit"; for "auto", when numba is there and the
+    lengths differ (equal lengths form one 2-D block, where numpy's block path is fastest)."""
+    if engine == "jit":
+        return True
+    if engine != "auto" or len(offsets) < 2 or not murmur_jit.available():
+        return False
+    n, first = len(offsets) - 1, int(offsets[1] - offsets[0])
+    if int(offsets[-1] - offsets[0]) != first * n:  # the total alone proves lengths differ
+        return True
+    return bool((np.diff(offsets) != first).any())
 
 
 def murmur3_31_array(
@@ -159,15 +201,17 @@ def murmur3_31_array(
     if isinstance(keys, pa.ChunkedArray):
         parts = [murmur3_31_array(chunk, engine=engine) for chunk in keys.chunks]
         return np.concatenate(parts) if parts else np.zeros(0, np.uint32)
-    starts, lengths, data = _arrow_layout(keys)
-    out = np.empty(len(starts), np.uint32)
-    if len(starts) == 0:
+    offsets, data = _arrow_buffers(keys)
+    out = np.empty(len(offsets) - 1, np.uint32)
+    if len(out) == 0:
         return out
+    if _compiled_path(offsets, engine):
+        murmur_jit.kernel()(data, offsets, out, 0, 0, False)
+        return out
+    lengths = np.diff(offsets)
     lo, hi = int(lengths.min()), int(lengths.max())
-    uniform = lo == hi and _contiguous(starts, lo)  # numpy's block path is fastest here
-    if engine == "jit" or (engine == "auto" and not uniform and murmur_jit.available()):
-        murmur_jit.kernel()(data, starts, lengths, out)
-        return out
+    uniform = lo == hi  # Arrow stores values back to back: one 2-D block
+    starts = offsets[:-1].astype(np.int64)
     if hi == 0:
         out[:] = 0  # murmur3 of b"" with seed 0
     elif uniform:
@@ -180,9 +224,8 @@ def murmur3_31_array(
     return out
 
 
-def _arrow_layout(
-    keys: pa.Array,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+def _arrow_buffers(keys: pa.Array) -> tuple[npt.NDArray[np.signedinteger[typing.Any]], U8]:
+    """Zero-copy views of a string/binary array's offsets (n + 1) and data bytes."""
     kind = keys.type
     if pa.types.is_string(kind) or pa.types.is_binary(kind):
         offset_type: np.dtype[np.signedinteger[typing.Any]] = np.dtype(np.int32)
@@ -194,16 +237,11 @@ def _arrow_layout(
     n = len(keys)
     offsets = np.frombuffer(
         offsets_buf, dtype=offset_type, count=n + 1, offset=keys.offset * offset_type.itemsize
-    ).astype(np.int64)
+    )
     data = (
         np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     )
-    return offsets[:-1], np.diff(offsets), data
-
-
-def _contiguous(starts: npt.NDArray[np.int64], length: int) -> bool:
-    n = len(starts)
-    return n == 1 or int(starts[-1]) - int(starts[0]) == length * (n - 1)
+    return offsets, data
 
 
 def _length_groups(

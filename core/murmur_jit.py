@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-Kernel = Callable[[npt.NDArray[np.uint8], npt.NDArray[np.int64], npt.NDArray[np.int64], Any], None]
+Kernel = Callable[
+    [npt.NDArray[np.uint8], npt.NDArray[np.signedinteger[Any]], Any, int, int, bool], None
+]
 
 
 def available() -> bool:
@@ -24,16 +26,21 @@ def available() -> bool:
 
 @functools.cache
 def kernel() -> Kernel:
-    """The compiled `(data, starts, lengths, out) -> None` kernel; out gets 31-bit hashes."""
+    """The compiled `(data, offsets, out, modulus, plus, zero_to_one) -> None` kernel over
+    Arrow's own buffers: value i is `data[offsets[i]:offsets[i + 1]]`; out gets its 31-bit
+    hash reduced as `core.hashing.reduction` describes (modulus 0: not reduced)."""
     from numba import njit  # deferred: importing numba costs ~0.5 s
 
     u32 = np.uint32
 
     @njit(cache=True, nogil=True)
-    def murmur(data: Any, starts: Any, lengths: Any, out: Any) -> None:  # pragma: no cover
+    def murmur(  # pragma: no cover
+        data: Any, offsets: Any, out: Any, modulus: int, plus: int, zero_to_one: bool
+    ) -> None:
         c1, c2 = u32(0xCC9E2D51), u32(0x1B873593)
         for row in range(out.shape[0]):
-            start, n = starts[row], lengths[row]
+            start = offsets[row]
+            n = offsets[row + 1] - start
             h = u32(0)
             blocks = n // 4
             for b in range(blocks):
@@ -66,6 +73,11 @@ def kernel() -> Kernel:
             h ^= h >> u32(13)
             h = u32(h * u32(0xC2B2AE35))
             h ^= h >> u32(16)
-            out[row] = h & u32(0x7FFFFFFF)
+            h &= u32(0x7FFFFFFF)
+            if modulus:
+                h = u32(h % u32(modulus) + u32(plus))
+                if zero_to_one and h == 0:
+                    h = u32(1)
+            out[row] = h
 
     return murmur

@@ -148,6 +148,9 @@ def test_murmur3_31_array_rejects_non_string_arrays() -> None:
 @pytest.mark.parametrize("selector", SELECTOR_KINDS)
 def test_sticky_key_hash_array_matches_the_scalar_form(selector: str, pulsar: str) -> None:
     keys = [*_random_keys(5000, seed=11, longest=24), b"", b"NONE_KEY"]
-    got = sticky_key_hash_array(pa.array(keys, pa.binary()), selector=selector, pulsar=pulsar)  # type: ignore[arg-type]
-    expected = [sticky_key_hash(k, selector=selector, pulsar=pulsar) for k in keys]  # type: ignore[arg-type]
-    assert got.tolist() == expected
+    equal_lengths = [f"key-{i:06d}".encode() for i in range(5000)]
+    for batch in (keys, equal_lengths):  # the compiled, fused path and numpy's block path
+        array = pa.array(batch, pa.binary())
+        got = sticky_key_hash_array(array, selector=selector, pulsar=pulsar)  # type: ignore[arg-type]
+        expected = [sticky_key_hash(k, selector=selector, pulsar=pulsar) for k in batch]  # type: ignore[arg-type]
+        assert got.tolist() == expected
