@@ -22,8 +22,9 @@ fix: install ## ruff autofix + format
 typecheck: install ## mypy strict on core/, collectors/ and plugins/
 	$(VENV)/mypy
 
-bench: install ## benchmarks (ratios against side-by-side baselines)
-	$(VENV)/python benchmarks/hashing.py && $(VENV)/python benchmarks/collect.py
+bench: install ## every benchmark (each prints ratios against a baseline run side by side)
+	@for b in hashing collect store_reads analyses key_shared_map dashboard; do \
+	  echo "== benchmarks/$$b.py"; $(VENV)/python -m benchmarks.$$b || exit 1; done
 
 serve: install ## dashboard + polling loop against PULSAR_ADMIN_URL
 	$(VENV)/pulsar-lens serve
