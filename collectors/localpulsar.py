@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 PULSAR_VERSION = "4.0.7"
 """The newest 4.0.x whose every artifact Maven Central serves (4.0.8 lacks some)."""
 
-MIN_JAVA = (17, 0, 17)
-"""JDK-8351933 destabilises Pulsar on older 17.x; fixed in 17.0.17."""
+SUPPORTED_JAVA = (((17, 0, 17), (18,)), ((21, 0, 8), (22,)))
+"""Java lines Pulsar 4.0 runs on, each from the release that fixes JDK-8351933 (which
+destabilises Pulsar); 23+ needs flags that 17 rejects and 4.0 is not tested there."""
 
 RUNTIME_DIR = Path(__file__).with_name("pulsar_runtime")
 
@@ -130,19 +131,32 @@ def java_version(java: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.split(r"[._]", match.group(1)) if p.isdigit())
 
 
+JVM_DIR = Path("/usr/lib/jvm")  # where Debian's JDK packages install
+
+
+def java_supported(version: tuple[int, ...]) -> bool:
+    return any(low <= version < high for low, high in SUPPORTED_JAVA)
+
+
 def find_java() -> str:
-    """A `java` new enough for Pulsar 4.0: $JAVA_HOME first, then PATH."""
+    """A `java` Pulsar 4.0 runs well on: $JAVA_HOME first, then PATH, then /usr/lib/jvm."""
     candidates = []
     if os.environ.get("JAVA_HOME"):
         candidates.append(os.path.join(os.environ["JAVA_HOME"], "bin", "java"))
     found = shutil.which("java")
     if found:
         candidates.append(found)
+    candidates.extend(str(p) for p in sorted(JVM_DIR.glob("*/bin/java")))
+    seen = []
     for java in candidates:
-        if os.path.exists(java) and java_version(java) >= MIN_JAVA:
-            return java
+        if os.path.exists(java):
+            version = java_version(java)
+            if java_supported(version):
+                return java
+            seen.append(f"{java} ({'.'.join(map(str, version))})")
     raise LocalPulsarError(
-        "no Java >= 17.0.17 found (JAVA_HOME or PATH); install openjdk-17-jdk-headless "
+        "no Java 17.0.17+ or 21.0.8+ found (JAVA_HOME, PATH, /usr/lib/jvm); "
+        f"saw {', '.join(seen) or 'none'}; install openjdk-17-jdk-headless "
         "(scripts/setup.sh does it)"
     )
 

@@ -1,19 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything the demo and the tests need, idempotently:
-#   a JDK >= 17.0.17, Maven, Chromium (apt); a virtualenv with the project (pip);
+#   a JDK 17.0.17+ (or 21.0.8+; not 23+), Maven, Chromium (apt); a virtualenv with the project (pip);
 #   the Pulsar 4.0 broker jars (Maven Central, cached in ~/.cache/pulsar-lens and ~/.m2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-java_ok() {
-  command -v java >/dev/null 2>&1 || return 1
-  local v; v=$(java -version 2>&1 | sed -n 's/.*version "\([0-9._]*\).*/\1/p' | head -1)
-  python3 - "$v" <<'PY'
-import re, sys
-parts = tuple(int(p) for p in re.split(r"[._]", sys.argv[1]) if p.isdigit())
-sys.exit(0 if parts >= (17, 0, 17) else 1)
-PY
+java_ok() {  # the harness's own rule: Java 17.0.17+ or 21.0.8+ (stdlib only, no venv needed)
+  python3 -c 'import sys; sys.path.insert(0, "."); from collectors.localpulsar import find_java; find_java()' 2>/dev/null
 }
 java_ok || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
@@ -24,7 +18,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-java_ok || { echo "setup: Java >= 17.0.17 is still missing" >&2; exit 1; }
+java_ok || { echo "setup: no Java 17.0.17+ or 21.0.8+ after installing openjdk-17-jdk-headless" >&2; exit 1; }
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
