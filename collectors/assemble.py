@@ -206,6 +206,36 @@ def _with_topic_totals(
     return out
 
 
+def _with_broker_totals(
+    brokers: list[BrokerRecord], topics: list[TopicRecord], consumers: list[ConsumerRecord]
+) -> list[BrokerRecord]:
+    """Fill the counts and rates a load report would give from the topics each broker serves,
+    where the load manager keeps no report (NoopLoadManager answers 204); a report wins."""
+    owner_of = {t.topic: t.owner_broker for t in topics}
+    n_topics: dict[str | None, int] = defaultdict(int)
+    rate_in: dict[str | None, float] = defaultdict(float)
+    rate_out: dict[str | None, float] = defaultdict(float)
+    n_consumers: dict[str | None, int] = defaultdict(int)
+    for t in topics:
+        n_topics[t.owner_broker] += 1
+        rate_in[t.owner_broker] += t.msg_rate_in or 0.0
+        rate_out[t.owner_broker] += t.msg_rate_out or 0.0
+    for c in consumers:
+        n_consumers[owner_of.get(c.topic)] += 1
+    return [
+        replace(
+            b,
+            num_topics=b.num_topics if b.num_topics is not None else n_topics[b.broker_id],
+            msg_rate_in=b.msg_rate_in if b.msg_rate_in is not None else rate_in[b.broker_id],
+            msg_rate_out=b.msg_rate_out if b.msg_rate_out is not None else rate_out[b.broker_id],
+            num_consumers=(
+                b.num_consumers if b.num_consumers is not None else n_consumers[b.broker_id]
+            ),
+        )
+        for b in brokers
+    ]
+
+
 def _brokers(answers: PollAnswers) -> list[BrokerRecord]:
     return [
         parse_broker(
@@ -241,7 +271,7 @@ def build_snapshot(answers: PollAnswers) -> Snapshot:
     return Snapshot(
         cluster=answers.cluster,
         collected_at=answers.collected_at,
-        brokers=tuple(_brokers(answers)),
+        brokers=tuple(_with_broker_totals(_brokers(answers), topics, consumers)),
         bundles=tuple(_with_topic_totals(bundles, topics)),
         topics=tuple(topics),
         subscriptions=tuple(subs),

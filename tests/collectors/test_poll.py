@@ -68,6 +68,19 @@ def test_poll_recorded_default_cluster_is_complete(mock: responses.RequestsMock)
     }
 
 
+def test_poll_recorded_noop_broker_totals_come_from_its_topics(
+    mock: responses.RequestsMock,
+) -> None:
+    # NoopLoadManager keeps no load report (204); the broker's counts come from what it serves
+    register(mock, "default")
+    snap = run(mock)
+    (broker,) = snap.brokers
+    served = [t for t in snap.topics if t.owner_broker == broker.broker_id]
+    assert served and broker.num_topics == len(served)
+    assert broker.msg_rate_in == sum(t.msg_rate_in or 0.0 for t in served)
+    assert broker.num_consumers == len(snap.consumers)
+
+
 def test_poll_recorded_partitions_know_their_parent(mock: responses.RequestsMock) -> None:
     register(mock, "default")
     snap = run(mock)
