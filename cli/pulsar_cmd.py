@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from collectors import localpulsar
+from collectors import localpulsar, runtime
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,9 +36,9 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     if args.action == "assemble":
         started = time.monotonic()
-        lib = localpulsar.ensure_runtime()
+        lib = runtime.ensure_runtime()
         state: dict[str, object] = {
-            "version": localpulsar.PULSAR_VERSION,
+            "version": runtime.PULSAR_VERSION,
             "lib": str(lib),
             "seconds": round(time.monotonic() - started, 1),
         }

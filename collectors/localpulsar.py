@@ -1,19 +1,16 @@
-"""A real Apache Pulsar 4.0 standalone, assembled from Maven Central and run on loopback.
+"""A real Apache Pulsar 4.0 standalone (broker and bookie in one JVM) run on loopback.
 
-Used by the live tests, `pulsar-lens demo` and `pulsar-lens pulsar start|stop|status`.
-The jars are resolved once with Maven into `~/.cache/pulsar-lens/pulsar-<version>/lib`
-(Maven's own downloads stay in `~/.m2`); each broker gets free ports and a fresh data
-directory, and listens on 127.0.0.1 only.
+Used by the live tests, `pulsar-lens demo` and `pulsar-lens pulsar start|stop|status`. Each
+broker gets free ports and a fresh data directory, and listens on 127.0.0.1 only; the JDK and
+the jars come from `collectors.runtime`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
-import re
 import shutil
 import signal
 import socket
@@ -26,18 +23,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collectors.runtime import (
+    PULSAR_VERSION,
+    RUNTIME_DIR,
+    cache_root,
+    ensure_runtime,
+    find_java,
+)
 from core.errors import LocalPulsarError
 
 log = logging.getLogger(__name__)
-
-PULSAR_VERSION = "4.0.7"
-"""The newest 4.0.x whose every artifact Maven Central serves (4.0.8 lacks some)."""
-
-SUPPORTED_JAVA = (((17, 0, 17), (18,)), ((21, 0, 8), (22,)))
-"""Java lines Pulsar 4.0 runs on, each from the release that fixes JDK-8351933 (which
-destabilises Pulsar); 23+ needs flags that 17 rejects and 4.0 is not tested there."""
-
-RUNTIME_DIR = Path(__file__).with_name("pulsar_runtime")
 
 JVM_CHARSET = "UTF-8"
 """The broker hashes consumer names with `String.getBytes()`, i.e. the JVM's default charset.
@@ -109,95 +104,6 @@ JVM_FLAGS: tuple[str, ...] = (
     "-Dlog4j2.is.webapp=false",
     "-Dlog4j.shutdownHookEnabled=false",
 )
-
-
-def cache_root() -> Path:
-    base = os.environ.get("PULSAR_LENS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pulsar-lens"
-    )
-    return Path(base)
-
-
-def lib_dir(version: str = PULSAR_VERSION) -> Path:
-    return cache_root() / f"pulsar-{version}" / "lib"
-
-
-def java_version(java: str) -> tuple[int, ...]:
-    """The version of a `java` binary as a tuple, e.g. (17, 0, 21, 1)."""
-    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
-    match = re.search(r'version "([0-9._]+)', out.stderr + out.stdout)
-    if not match:
-        raise LocalPulsarError(f"cannot read the version of {java}: {out.stderr.strip()[:200]}")
-    return tuple(int(p) for p in re.split(r"[._]", match.group(1)) if p.isdigit())
-
-
-JVM_DIR = Path("/usr/lib/jvm")  # where Debian's JDK packages install
-
-
-def java_supported(version: tuple[int, ...]) -> bool:
-    return any(low <= version < high for low, high in SUPPORTED_JAVA)
-
-
-def find_java() -> str:
-    """A `java` Pulsar 4.0 runs well on: $JAVA_HOME first, then PATH, then /usr/lib/jvm."""
-    candidates = []
-    if os.environ.get("JAVA_HOME"):
-        candidates.append(os.path.join(os.environ["JAVA_HOME"], "bin", "java"))
-    found = shutil.which("java")
-    if found:
-        candidates.append(found)
-    candidates.extend(str(p) for p in sorted(JVM_DIR.glob("*/bin/java")))
-    seen = []
-    for java in candidates:
-        if os.path.exists(java):
-            version = java_version(java)
-            if java_supported(version):
-                return java
-            seen.append(f"{java} ({'.'.join(map(str, version))})")
-    raise LocalPulsarError(
-        "no Java 17.0.17+ or 21.0.8+ found (JAVA_HOME, PATH, /usr/lib/jvm); "
-        f"saw {', '.join(seen) or 'none'}; install openjdk-17-jdk-headless "
-        "(scripts/setup.sh does it)"
-    )
-
-
-def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path:
-    """Resolve the broker's jars with Maven into the cache, once; return the lib directory."""
-    target = lib_dir(version)
-    marker = target.parent / ".complete"
-    if marker.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one assembly at a time across processes
-        if marker.exists():
-            return target
-        mvn = shutil.which("mvn")
-        if not mvn:
-            raise LocalPulsarError("Maven (mvn) is not installed; scripts/setup.sh installs it")
-        shutil.rmtree(target, ignore_errors=True)
-        cmd = [
-            mvn,
-            "-B",
-            *(["-q"] if quiet else []),
-            "-s",
-            str(RUNTIME_DIR / "settings.xml"),
-            "-f",
-            str(RUNTIME_DIR / "pom.xml"),
-            f"-Dpulsar.version={version}",
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            "-Dmdep.prependGroupId=true",
-            f"-DoutputDirectory={target}",
-        ]
-        log.info("assembling Pulsar %s from Maven Central into %s", version, target)
-        started = time.monotonic()
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-            raise LocalPulsarError(f"Maven could not assemble Pulsar {version}:\n{tail}")
-        marker.write_text(json.dumps({"seconds": round(time.monotonic() - started, 1)}))
-    return target
 
 
 def free_port() -> int:

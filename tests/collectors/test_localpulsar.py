@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors import localpulsar
-from collectors.localpulsar import JVM_FLAGS, LocalPulsar, find_java, java_supported
+from collectors import runtime
+from collectors.localpulsar import JVM_FLAGS, LocalPulsar
+from collectors.runtime import find_java, java_supported
 from core.errors import LocalPulsarError
 
 
@@ -51,7 +52,7 @@ def test_find_java_names_what_it_saw_when_nothing_fits(
     old = fake_java(tmp_path / "jdk17", "17.0.15")
     monkeypatch.setenv("PATH", str(old.parent))
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    monkeypatch.setattr(localpulsar, "JVM_DIR", tmp_path / "no-jvms")
+    monkeypatch.setattr(runtime, "JVM_DIR", tmp_path / "no-jvms")
     with pytest.raises(LocalPulsarError, match=r"17\.0\.15.*openjdk-17-jdk-headless"):
         find_java()
 

@@ -20,7 +20,8 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from collectors.localpulsar import JVM_FLAGS, LocalPulsar, find_java
+from collectors.localpulsar import JVM_FLAGS, LocalPulsar
+from collectors.runtime import find_java
 from core.failover import (
     FailoverConsumer,
     build_ring,
