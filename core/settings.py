@@ -9,6 +9,7 @@
     PULSAR_LENS_RETENTION       age after which stored snapshots are deleted (7d)
     PULSAR_LENS_PLUGIN_DIRS     folders of drop-in plugin files, separated by os.pathsep
     PULSAR_LENS_SPARK_MASTER    Spark master URL (local[2])
+    PULSAR_LENS_KEY_SAMPLING    1 to sample message keys while collecting (off: it reads data)
 
 Durations read like `500ms`, `30s`, `2m`, `1h30m`, `7d`; a bare number means seconds.
 """
@@ -105,6 +106,7 @@ class Settings:
     spark_master: str = DEFAULT_SPARK_MASTER
     admin_token: Secret | None = field(default=None, repr=False)
     admin_token_file: Path | None = None
+    key_sampling: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -130,11 +132,21 @@ class Settings:
             spark_master=get("PULSAR_LENS_SPARK_MASTER") or DEFAULT_SPARK_MASTER,
             admin_token=Secret(token) if token else None,
             admin_token_file=Path(token_file) if token_file else None,
+            key_sampling=_flag("PULSAR_LENS_KEY_SAMPLING", get),
         )
 
 
 def _url(value: str | None) -> str | None:
     return value.rstrip("/") if value else None
+
+
+def _flag(name: str, get: Callable[[str], str | None]) -> bool:
+    text = (get(name) or "0").lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), got {text!r}")
 
 
 def _positive(name: str, get: Callable[[str], str | None], default: dt.timedelta) -> dt.timedelta:

@@ -111,3 +111,15 @@ def test_settings_never_print_the_token() -> None:
 
 def test_secret_compares_by_value() -> None:
     assert Secret("a") == Secret("a") != Secret("b")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("1", True), ("on", True), ("0", False), ("", False)]
+)
+def test_settings_key_sampling_flag(text: str, expected: bool) -> None:
+    assert Settings.from_env({"PULSAR_LENS_KEY_SAMPLING": text}).key_sampling is expected
+
+
+def test_settings_key_sampling_rejects_other_words() -> None:
+    with pytest.raises(SettingsError, match="PULSAR_LENS_KEY_SAMPLING"):
+        Settings.from_env({"PULSAR_LENS_KEY_SAMPLING": "maybe"})
