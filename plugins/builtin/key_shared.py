@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from plugins.api import (
@@ -36,16 +37,11 @@ from plugins.api import (
     Result,
     View,
 )
-from plugins.builtin.hash_ranges import (
-    ROUTABLE,
-    Member,
-    hash_space,
-    infer_selector,
-    members_of,
-    owner_array,
-    routable_count,
-)
-from plugins.builtin.key_shared_rebuild import MAX_POINTS, Model, WhatIf, apply_what_if, rebuild
+from plugins.builtin.hash_ranges import ROUTABLE
+from plugins.builtin.key_shared_fit import MAX_POINTS, fit_consistent
+from plugins.builtin.key_shared_frames import Analysis, map_frames
+from plugins.builtin.key_shared_layout import from_frame, infer_kinds
+from plugins.builtin.key_shared_rebuild import WhatIf, apply_what_if, consistent_model, rebuild
 from plugins.builtin.key_shared_views import render_views
 from plugins.builtin.key_shared_what_if import (
     LOOKUP_COLUMNS,
@@ -54,36 +50,6 @@ from plugins.builtin.key_shared_what_if import (
     lookup_row,
     what_if_frames,
 )
-
-SUB_COLUMNS = [
-    "label",
-    "topic",
-    "subscription",
-    "mode",
-    "selector",
-    "replica_points",
-    "points_note",
-    "consumers",
-    "max_share",
-    "imbalance",
-    "drift",
-    "drift_hashes",
-    "drift_reason",
-]
-CONSUMER_COLUMNS = [
-    "label",
-    "position",
-    "consumer_name",
-    "connected_since",
-    "ranges",
-    "hashes",
-    "share",
-    "fair_share",
-    "vs_fair",
-    "model_hashes",
-    "drift_hashes",
-]
-RANGE_COLUMNS = ["label", "source", "position", "consumer_name", "start", "end", "size"]
 
 
 def label_of(topic: str, subscription: str) -> str:
@@ -130,10 +96,12 @@ class KeySharedMap(AnalysisPlugin):
 
     def analyze(self, data: Inputs, params: Params) -> Result:
         subs = key_shared_subscriptions(data.latest("subscriptions"))
-        states = compute_states(subs, data.latest("consumers"), points=params.replica_points)
-        frames = map_frames(subs, states)
-        selected = params.subscription or (next(iter(states)) if states else "")
-        state = states.get(selected)
+        analysis = analyze_subscriptions(
+            subs, data.latest("consumers"), points=params.replica_points
+        )
+        frames = map_frames(subs, analysis)
+        selected = params.subscription or (analysis.labels[0] if analysis.labels else "")
+        state = state_of(analysis, selected)
         what_if = None
         if state is not None:
             what_if = apply_what_if(
@@ -171,113 +139,36 @@ def key_shared_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
     return subs.sort_values(["topic", "subscription"]).reset_index(drop=True)
 
 
-def compute_states(subs: pd.DataFrame, consumers: pd.DataFrame, *, points: int) -> dict[str, State]:
-    """Per subscription label: its members in connection order and our model of it."""
-    by_sub = dict(iter(consumers.groupby(["topic", "subscription"], sort=False)))
-    states: dict[str, State] = {}
-    for sub in subs.itertuples(index=False):
-        mine = by_sub.get((sub.topic, sub.subscription), consumers.iloc[0:0])
-        members = members_of(mine)
-        kind = infer_selector(sub.key_shared_mode, members)
-        states[label_of(sub.topic, sub.subscription)] = (
-            members,
-            rebuild(kind, members, points=points),
-        )
-    return states
-
-
-def map_frames(subs: pd.DataFrame, states: Mapping[str, State]) -> dict[str, pd.DataFrame]:
-    rows, consumer_rows, range_rows = [], [], []
-    for sub in subs.itertuples(index=False):
-        label = label_of(sub.topic, sub.subscription)
-        members, model = states[label]
-        rows.append(subscription_row(sub, label, members, model))
-        consumer_rows.extend(consumer_rows_of(label, members, model))
-        range_rows.extend(range_rows_of(label, members, model))
-    return {
-        "subscriptions": frame(rows, SUB_COLUMNS),
-        "consumers": frame(consumer_rows, CONSUMER_COLUMNS),
-        "ranges": frame(range_rows, RANGE_COLUMNS),
+def analyze_subscriptions(subs: pd.DataFrame, consumers: pd.DataFrame, *, points: int) -> Analysis:
+    """Every subscription's members, selector and model (consistent hashing all at once)."""
+    keys = (
+        list(zip(subs["topic"].tolist(), subs["subscription"].tolist(), strict=True))
+        if len(subs)
+        else []
+    )
+    layout = from_frame(keys, consumers)
+    kinds = infer_kinds(layout, subs["key_shared_mode"].tolist() if len(subs) else [])
+    consistent = [s for s, kind in enumerate(kinds) if kind == "consistent"]
+    fit = fit_consistent(layout, np.asarray(consistent, np.int64), points=points)
+    models = {
+        s: rebuild(kind, layout.members(s), points=points)
+        for s, kind in enumerate(kinds)
+        if kind != "consistent"
     }
+    labels = [label_of(topic, sub) for topic, sub in keys]
+    return Analysis(labels, layout, kinds, fit, models)
 
 
-def shares_of(members: Sequence[Member]) -> list[float]:
-    low, high = hash_space(members)
-    return [routable_count(m.ranges, low=low, high=high) / (high - low + 1) for m in members]
-
-
-def subscription_row(sub: Any, label: str, members: list[Member], model: Model) -> dict[str, Any]:
-    shares = shares_of(members)
-    top = max(shares) if shares else 0.0
-    return {
-        "label": label,
-        "topic": sub.topic,
-        "subscription": sub.subscription,
-        "mode": sub.key_shared_mode,
-        "selector": model.kind,
-        "replica_points": model.points,
-        "points_note": model.points_note,
-        "consumers": len(members),
-        "max_share": top,
-        "imbalance": top * len(members),
-        "drift": model.drift,
-        "drift_hashes": model.drift_hashes,
-        "drift_reason": model.drift_reason,
-    }
-
-
-def model_ranges(model: Model) -> list[tuple[tuple[int, int], ...]]:
-    if model.selector is None:
-        return [() for _ in model.handles]
-    ranges = model.selector.assignments().by_consumer(model.handles)
-    return [ranges.get(h, ()) for h in model.handles]
-
-
-def consumer_rows_of(label: str, members: list[Member], model: Model) -> list[dict[str, Any]]:
-    shares, modelled = shares_of(members), model_ranges(model)
-    low, high = hash_space(members)
-    wrong: list[int | None] = [None] * len(members)
-    if model.selector is not None:
-        observed = owner_array([m.ranges for m in members])
-        predicted = owner_array(modelled)
-        wrong = [int(((observed == p) != (predicted == p)).sum()) for p in range(len(members))]
-    fair = 1 / len(members) if members else 0.0
-    return [
-        {
-            "label": label,
-            "position": position,
-            "consumer_name": member.name,
-            "connected_since": member.connected_since,
-            "ranges": len(member.ranges),
-            "hashes": routable_count(member.ranges, low=low, high=high),
-            "share": shares[position],
-            "fair_share": fair,
-            "vs_fair": shares[position] / fair,
-            "model_hashes": routable_count(modelled[position]) if model.selector else None,
-            "drift_hashes": wrong[position],
-        }
-        for position, member in enumerate(members)
-    ]
-
-
-def range_rows_of(label: str, members: list[Member], model: Model) -> list[dict[str, Any]]:
-    sources = [("broker", [m.ranges for m in members])]
-    if model.drift and model.selector is not None:
-        sources.append(("model", model_ranges(model)))
-    return [
-        {
-            "label": label,
-            "source": source,
-            "position": position,
-            "consumer_name": members[position].name,
-            "start": start,
-            "end": end,
-            "size": end - start + 1,
-        }
-        for source, per_member in sources
-        for position, ranges in enumerate(per_member)
-        for start, end in ranges
-    ]
+def state_of(analysis: Analysis, label: str) -> State | None:
+    """The members and model of the subscription `label` (the last one of that label)."""
+    where = {name: s for s, name in enumerate(analysis.labels)}
+    sub = where.get(label)
+    if sub is None:
+        return None
+    members = analysis.layout.members(sub)
+    at = analysis.fitted.get(sub)
+    model = analysis.models[sub] if at is None else consistent_model(members, analysis.fit, at)
+    return members, model
 
 
 def summarize(

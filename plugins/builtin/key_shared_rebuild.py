@@ -21,11 +21,12 @@ Auto split ranges depend on the joins and leaves of the past, which a snapshot c
 the rebuild from the connected consumers may differ after a leave (reported as drift with
 that reason), and what-ifs start from the broker's own ranges instead. Sticky ranges are the
 consumers' own, so the model is the observed state.
+
+The consistent-hashing search itself runs in `key_shared_fit`, for many subscriptions at once.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,24 +35,20 @@ import numpy as np
 from core.assignments import Assignments, Consumer, RangeMove, diff_assignments
 from core.errors import ModelError
 from core.selectors import (
-    DEFAULT_POINTS,
     AutoSplitSelector,
     ConsistentHashingSelector,
     Selector,
     StickySelector,
 )
-from plugins.builtin.hash_ranges import (
-    ROUTABLE_HIGH,
-    Kind,
-    Member,
-    owner_array,
-    routable_count,
+from plugins.builtin.hash_ranges import Kind, Member, owner_array, routable_count
+from plugins.builtin.key_shared_fit import (
+    Fit,
+    fit_consistent,
+    name_indexes_of,
+    point_candidates,
 )
-
-MAX_POINTS = 1024
-FIRST_POINTS = 128
-EXTRA_POINTS = 32
-EXTRA_INDEXES = 4
+from plugins.builtin.key_shared_layout import from_members
+from plugins.builtin.key_shared_points import PointTable
 
 
 @dataclass
@@ -72,73 +69,10 @@ class Model:
         return self.drift_hashes > 0
 
 
-@functools.lru_cache(maxsize=4096)
-def _positions(name: str, index: int, limit: int) -> dict[int, int]:
-    hashes = ConsistentHashingSelector(points=limit).point_hashes(Consumer(name), index)
-    found: dict[int, int] = {}
-    for i, point in enumerate(hashes):
-        found.setdefault(point, i)
-    return found
-
-
-def point_positions(name: str, index: int, ends: Sequence[int] = ()) -> dict[int, int]:
-    """Ring point -> the first replica number `i` that lands there, for i < MAX_POINTS.
-
-    Only the first FIRST_POINTS replicas are hashed unless one of `ends` is not among them.
-    """
-    found = _positions(name, index, FIRST_POINTS)
-    if all(e in found for e in ends):
-        return found
-    return _positions(name, index, MAX_POINTS)
-
-
-def _ends(member: Member) -> list[int]:
-    return [end for _, end in member.ranges if end != ROUTABLE_HIGH]
-
-
 def name_indexes(members: Sequence[Member]) -> tuple[int, ...]:
     """Each member's `ConsumerNameIndexTracker` index, as its range ends tell it."""
-    chosen = [0] * len(members)
-    by_name: dict[str, list[int]] = {}
-    for position, member in enumerate(members):
-        by_name.setdefault(member.name, []).append(position)
-    for name, positions in by_name.items():
-        if len(positions) == 1:
-            continue
-        candidates = range(len(positions) + EXTRA_INDEXES)
-        ends = {p: _ends(members[p]) for p in positions}
-        scored = sorted(
-            (-sum(e in point_positions(name, j, ends[p]) for e in ends[p]), p, j)
-            for p in positions
-            for j in candidates
-        )
-        taken: set[int] = set()
-        placed: set[int] = set()
-        for score, position, j in scored:
-            if score < 0 and position not in placed and j not in taken:
-                chosen[position] = j
-                placed.add(position)
-                taken.add(j)
-        free = (j for j in range(len(positions) + EXTRA_INDEXES + len(positions)) if j not in taken)
-        for position in positions:
-            if position not in placed:
-                chosen[position] = next(free)
-    return tuple(chosen)
-
-
-def min_points(members: Sequence[Member], indexes: Sequence[int]) -> tuple[int, int]:
-    """The least replica-points value that yields the range ends our model can explain, and
-    how many range ends are no ring point of their consumer (within MAX_POINTS)."""
-    lowest, unexplained = 0, 0
-    for member, index in zip(members, indexes, strict=True):
-        ends = _ends(member)
-        positions = point_positions(member.name, index, ends)
-        for end in ends:
-            if end in positions:
-                lowest = max(lowest, positions[end] + 1)
-            else:
-                unexplained += 1
-    return lowest, unexplained
+    found = name_indexes_of(from_members(members), np.zeros(1, np.int64), PointTable())
+    return tuple(found.tolist())
 
 
 def replay_consistent(
@@ -179,41 +113,22 @@ def differing(members: Sequence[Member], selector: Selector, handles: Sequence[C
     return int((observed_owners(members) != model_owners(selector, handles)).sum())
 
 
-def point_candidates(members: Sequence[Member], indexes: Sequence[int]) -> tuple[list[int], str]:
-    lower, unexplained = min_points(members, indexes)
-    if lower == 0:
-        return [DEFAULT_POINTS], "not inferable (no boundary between consumers): default assumed"
-    tried = [DEFAULT_POINTS] if lower <= DEFAULT_POINTS else []
-    tried += [p for p in range(lower, lower + EXTRA_POINTS + 1) if p != DEFAULT_POINTS]
-    note = f"inferred: range ends need at least {lower}"
-    if unexplained:
-        note += f"; {unexplained} range end(s) are no ring point of their consumer"
-    return tried, note
+def consistent_model(members: Sequence[Member], fit: Fit, at: int) -> Model:
+    """The model of the `at`-th subscription of `fit`, with its ring replayed."""
+    indexes, points = fit.indexes[at], fit.points[at]
+    selector, handles = replay_consistent(members, indexes, points)
+    note, drift, reason = fit.notes[at], fit.drift[at], fit.reasons[at]
+    return Model("consistent", selector, handles, points, note, indexes, drift, reason)
 
 
 def rebuild_consistent(members: Sequence[Member], *, points: int = 0) -> Model:
     """The consistent-hashing model; `points` 0 infers the replica points from the ranges."""
-    indexes = name_indexes(members)
-    if points:
-        tried, note = [points], "given"
-    else:
-        tried, note = point_candidates(members, indexes)
-    best: Model | None = None
-    for candidate in tried:
-        selector, handles = replay_consistent(members, indexes, candidate)
-        drift = differing(members, selector, handles)
-        model = Model("consistent", selector, handles, candidate, note, indexes, drift)
-        if best is None or drift < best.drift_hashes:
-            best = model
-        if drift == 0:
-            break
-    assert best is not None
-    if best.drift:
-        best.drift_reason = (
-            f"no replica-points value in {tried[0]}..{tried[-1]} reproduces the broker's ranges; "
-            f"closest: {best.points} ({best.drift_hashes} hashes differ)"
-        )
-    return best
+    if not members:
+        chosen, note = point_candidates(0, 0) if not points else ([points], "given")
+        selector = ConsistentHashingSelector(points=chosen[0])
+        return Model("consistent", selector, [], chosen[0], note)
+    fit = fit_consistent(from_members(members), np.zeros(1, np.int64), points=points)
+    return consistent_model(members, fit, 0)
 
 
 def rebuild_auto_split(members: Sequence[Member]) -> Model:

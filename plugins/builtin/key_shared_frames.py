@@ -1,0 +1,275 @@
+"""`key-shared-map`'s per-subscription, per-consumer and per-range frames, built by column.
+
+Consistent-hashing subscriptions come from one `key_shared_fit.Fit`; the others (auto split,
+sticky, unknown) from their own `key_shared_rebuild.Model`. Row order: subscriptions as
+given, consumers in connection order, and per subscription the broker's ranges (by consumer)
+followed by the model's when it drifts.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from plugins.builtin.hash_ranges import (
+    AUTO_SPLIT_TOP,
+    I64,
+    ROUTABLE,
+    ROUTABLE_HIGH,
+    ROUTABLE_LOW,
+    WIDE_HIGH,
+    Kind,
+    Member,
+    owner_array,
+    routable_count,
+)
+from plugins.builtin.key_shared_fit import Fit
+from plugins.builtin.key_shared_layout import Layout
+from plugins.builtin.key_shared_rebuild import Model
+from plugins.builtin.key_shared_what_if import empty
+
+SUB_COLUMNS = [
+    "label",
+    "topic",
+    "subscription",
+    "mode",
+    "selector",
+    "replica_points",
+    "points_note",
+    "consumers",
+    "max_share",
+    "imbalance",
+    "drift",
+    "drift_hashes",
+    "drift_reason",
+]
+CONSUMER_COLUMNS = [
+    "label",
+    "position",
+    "consumer_name",
+    "connected_since",
+    "ranges",
+    "hashes",
+    "share",
+    "fair_share",
+    "vs_fair",
+    "model_hashes",
+    "drift_hashes",
+]
+RANGE_COLUMNS = ["label", "source", "position", "consumer_name", "start", "end", "size"]
+Ranges = list[tuple[tuple[int, int], ...]]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Every subscription's layout, selector kind and model."""
+
+    labels: list[str]
+    layout: Layout
+    kinds: list[Kind]
+    fit: Fit  # the consistent-hashing subscriptions
+    models: Mapping[int, Model]  # the others, by subscription
+
+    @functools.cached_property
+    def fitted(self) -> dict[int, int]:
+        """Subscription -> its place in `fit`."""
+        return {s: k for k, s in enumerate(self.fit.subs.tolist())}
+
+    def model_ranges(self, sub: int) -> Ranges | None:
+        """Each member's ranges in the model (None: not modelled)."""
+        at = self.fitted.get(sub)
+        if at is None:
+            model = self.models[sub]
+            if model.selector is None:
+                return None
+            ranges = model.selector.assignments().by_consumer(model.handles)
+            return [ranges.get(h, ()) for h in model.handles]
+        fit = self.fit
+        low, high = np.searchsorted(fit.model_sub, [at, at + 1])
+        owners, starts, ends = (a[low:high].tolist() for a in fit.model_columns())
+        out: list[list[tuple[int, int]]] = [[] for _ in range(self.layout.size(sub))]
+        for owner, start, end in zip(owners, starts, ends, strict=True):
+            out[owner].append((start, end))
+        return [tuple(r) for r in out]
+
+
+def frame_of(columns: Mapping[str, Any], names: Sequence[str], rows: int) -> pd.DataFrame:
+    return pd.DataFrame(dict(columns), columns=list(names)) if rows else empty(names)
+
+
+def strings(values: Sequence[str], at: I64) -> pd.Series:
+    """values[at] as a string column, without a Python object per row."""
+    return pa.array(values, pa.string()).take(pa.array(at)).to_pandas()
+
+
+def map_frames(subs: pd.DataFrame, analysis: Analysis) -> dict[str, pd.DataFrame]:
+    layout = analysis.layout
+    shares = _shares(layout)
+    drifting = _drifting(analysis)
+    model_hashes, wrong = _model_columns(analysis, drifting)
+    return {
+        "subscriptions": _subscriptions(subs, analysis, shares),
+        "consumers": _consumers(analysis, shares, model_hashes, wrong),
+        "ranges": _ranges(analysis, drifting),
+    }
+
+
+def _shares(layout: Layout) -> tuple[I64, np.ndarray]:
+    """Every consumer's hashes and share of its subscription's hash space."""
+    sub = layout.sub_of()
+    owner = layout.range_owner()
+    wide = np.zeros(layout.subscriptions, bool)
+    np.logical_or.at(wide, sub[owner], layout.ends > AUTO_SPLIT_TOP)
+    low = np.where(wide, 0, ROUTABLE_LOW)[sub[owner]]
+    high = np.where(wide, WIDE_HIGH, ROUTABLE_HIGH)[sub[owner]]
+    sizes = np.maximum(0, np.minimum(layout.ends, high) - np.maximum(layout.starts, low) + 1)
+    total = np.concatenate([[0], np.cumsum(sizes)])
+    hashes = total[layout.range_first[1:]] - total[layout.range_first[:-1]]
+    space = np.where(wide, WIDE_HIGH + 1, ROUTABLE)[sub]
+    return hashes, hashes / space
+
+
+def _drifting(analysis: Analysis) -> dict[int, Ranges]:
+    """Model ranges of the subscriptions whose model drifts."""
+    out = {}
+    for k, s in enumerate(analysis.fit.subs.tolist()):
+        if analysis.fit.drift[k] > 0:
+            out[s] = analysis.model_ranges(s)
+    for s, model in analysis.models.items():
+        if model.drift and model.selector is not None:
+            out[s] = analysis.model_ranges(s)
+    return {s: r for s, r in out.items() if r is not None}
+
+
+def _model_columns(
+    analysis: Analysis, drifting: Mapping[int, Ranges]
+) -> tuple[list[Any], list[Any]]:
+    """Per consumer: its hashes in the model and the hashes where broker and model disagree
+    about it (None where the subscription is not modelled)."""
+    layout, fit = analysis.layout, analysis.fit
+    count = len(layout.names)
+    model_hashes: list[Any] = [None] * count
+    wrong: list[Any] = [None] * count
+    if len(fit.subs):
+        consumer = layout.first[fit.subs[fit.model_sub]] + fit.model_owner
+        sizes = (
+            np.minimum(fit.model_end, ROUTABLE_HIGH) - np.maximum(fit.model_start, ROUTABLE_LOW) + 1
+        )
+        totals = np.bincount(consumer, np.maximum(sizes, 0), minlength=count).astype(np.int64)
+        for a, b in zip(
+            layout.first[fit.subs].tolist(), layout.first[fit.subs + 1].tolist(), strict=True
+        ):
+            model_hashes[a:b] = totals[a:b].tolist()
+            wrong[a:b] = [0] * (b - a)
+    for s in analysis.models:
+        modelled = analysis.model_ranges(s)
+        if modelled is not None:
+            a = int(layout.first[s])
+            model_hashes[a : a + len(modelled)] = [routable_count(r) for r in modelled]
+            wrong[a : a + len(modelled)] = _wrong(layout.members(s), modelled)
+    fitted = analysis.fitted
+    for s, modelled in drifting.items():
+        if s in fitted:
+            a = int(layout.first[s])
+            wrong[a : a + len(modelled)] = _wrong(layout.members(s), modelled)
+    return model_hashes, wrong
+
+
+def _wrong(members: list[Member], modelled: Ranges) -> list[int]:
+    observed = owner_array([m.ranges for m in members])
+    predicted = owner_array(modelled)
+    return [int(((observed == p) != (predicted == p)).sum()) for p in range(len(members))]
+
+
+def _subscriptions(
+    subs: pd.DataFrame, analysis: Analysis, shares: tuple[I64, np.ndarray]
+) -> pd.DataFrame:
+    layout, fit = analysis.layout, analysis.fit
+    counts = np.diff(layout.first)
+    top = np.zeros(layout.subscriptions)
+    np.maximum.at(top, layout.sub_of(), shares[1])
+    facts: dict[int, tuple[int | None, str, int, str]] = {
+        s: (m.points, m.points_note, m.drift_hashes, m.drift_reason)
+        for s, m in analysis.models.items()
+    }
+    for k, s in enumerate(fit.subs.tolist()):
+        facts[s] = (fit.points[k], fit.notes[k], fit.drift[k], fit.reasons[k])
+    ordered = [facts[s] for s in range(len(counts))]
+    drift = [f[2] for f in ordered]
+    columns = {
+        "label": analysis.labels,
+        "topic": subs["topic"].tolist(),
+        "subscription": subs["subscription"].tolist(),
+        "mode": subs["key_shared_mode"].tolist(),
+        "selector": analysis.kinds,
+        "replica_points": [f[0] for f in ordered],
+        "points_note": [f[1] for f in ordered],
+        "consumers": counts.tolist(),
+        "max_share": top.tolist(),
+        "imbalance": (top * counts).tolist(),
+        "drift": [d > 0 for d in drift],
+        "drift_hashes": drift,
+        "drift_reason": [f[3] for f in ordered],
+    }
+    return frame_of(columns, SUB_COLUMNS, len(counts))
+
+
+def _consumers(
+    analysis: Analysis, shares: tuple[I64, np.ndarray], model_hashes: list[Any], wrong: list[Any]
+) -> pd.DataFrame:
+    layout = analysis.layout
+    sub = layout.sub_of()
+    fair = 1 / np.diff(layout.first)[sub]
+    columns = {
+        "label": [analysis.labels[s] for s in sub.tolist()],
+        "position": layout.positions().tolist(),
+        "consumer_name": layout.names,
+        "connected_since": layout.since,
+        "ranges": np.diff(layout.range_first).tolist(),
+        "hashes": shares[0].tolist(),
+        "share": shares[1].tolist(),
+        "fair_share": fair.tolist(),
+        "vs_fair": (shares[1] / fair).tolist(),
+        "model_hashes": model_hashes,
+        "drift_hashes": wrong,
+    }
+    return frame_of(columns, CONSUMER_COLUMNS, len(layout.names))
+
+
+def _ranges(analysis: Analysis, drifting: Mapping[int, Ranges]) -> pd.DataFrame:
+    """The broker's ranges of every subscription, then the model's of a drifting one."""
+    layout = analysis.layout
+    owner = layout.range_owner()
+    parts = [(layout.sub_of()[owner] * 2, owner, layout.starts, layout.ends)]
+    parts += [_model_part(layout, s, modelled) for s, modelled in drifting.items()]
+    key, who, start, end = (np.concatenate(c) for c in zip(*parts, strict=True))
+    if len(parts) > 1:  # each drifting model right after its subscription's broker ranges
+        order = np.argsort(key, kind="stable")
+        key, who, start, end = key[order], who[order], start[order], end[order]
+    if not len(key):
+        return empty(RANGE_COLUMNS)
+    columns = {
+        "label": strings(analysis.labels, key // 2),
+        "source": strings(["broker", "model"], key % 2),
+        "position": who - layout.first[layout.sub_of()[who]],
+        "consumer_name": strings(layout.names, who),
+        "start": start,
+        "end": end,
+        "size": end - start + 1,
+    }
+    return pd.DataFrame(columns, columns=RANGE_COLUMNS)
+
+
+def _model_part(layout: Layout, sub: int, modelled: Ranges) -> tuple[I64, I64, I64, I64]:
+    """(sort key, consumer, start, end) of a subscription's model ranges."""
+    first = int(layout.first[sub])
+    who = [first + p for p, ranges in enumerate(modelled) for _ in ranges]
+    pairs = np.asarray([r for ranges in modelled for r in ranges], np.int64).reshape(-1, 2)
+    key = np.full(len(who), 2 * sub + 1, np.int64)
+    return key, np.asarray(who, np.int64), pairs[:, 0], pairs[:, 1]

@@ -1,0 +1,182 @@
+"""The consumers and hash ranges of many Key_Shared subscriptions as flat arrays.
+
+`from_frame` reads the consumers frame once: every subscription's consumers in connection
+order (as `hash_ranges.members_of` orders them), and their ranges, sorted, back to back.
+The analyses then work on whole columns; `Layout.members` gives one subscription's `Member`s
+where the per-subscription models need them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from plugins.builtin.hash_ranges import (
+    AUTO_SPLIT_TOP,
+    I64,
+    ROUTABLE_HIGH,
+    ROUTABLE_LOW,
+    Kind,
+    Member,
+    ranges_of,
+    tiles,
+)
+
+_RANGE_CELL = pa.list_(pa.struct([("start", pa.int64()), ("end", pa.int64())]))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Subscriptions (in the given order), their consumers and ranges, flat.
+
+    Consumer `c` of subscription `s` is `first[s] <= c < first[s + 1]`, in connection order;
+    its ranges are `starts/ends[range_first[c]:range_first[c + 1]]`, sorted.
+    """
+
+    first: I64
+    names: list[str]
+    since: list[Any]
+    range_first: I64
+    starts: I64
+    ends: I64
+
+    @property
+    def subscriptions(self) -> int:
+        return len(self.first) - 1
+
+    def size(self, sub: int) -> int:
+        """How many consumers subscription `sub` has."""
+        return int(self.first[sub + 1] - self.first[sub])
+
+    def sub_of(self) -> I64:
+        """The subscription of every consumer."""
+        return np.repeat(np.arange(self.subscriptions, dtype=np.int64), np.diff(self.first))
+
+    def positions(self) -> I64:
+        """Every consumer's position within its subscription."""
+        return np.arange(len(self.names), dtype=np.int64) - self.first[self.sub_of()]
+
+    def range_owner(self) -> I64:
+        """The consumer of every range."""
+        return np.repeat(np.arange(len(self.names), dtype=np.int64), np.diff(self.range_first))
+
+    def members(self, sub: int) -> list[Member]:
+        out = []
+        for c in range(int(self.first[sub]), int(self.first[sub + 1])):
+            low, high = int(self.range_first[c]), int(self.range_first[c + 1])
+            pairs = zip(self.starts[low:high].tolist(), self.ends[low:high].tolist(), strict=True)
+            out.append(Member(self.names[c], tuple(pairs), self.since[c]))
+        return out
+
+
+def segments(offsets: I64, chosen: I64) -> I64:
+    """The indexes `offsets[k] .. offsets[k + 1] - 1` of every chosen `k`, concatenated."""
+    lows, highs = offsets[chosen], offsets[chosen + 1]
+    sizes = highs - lows
+    total = int(sizes.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    shift: I64 = np.repeat(lows - (np.cumsum(sizes) - sizes), sizes)
+    return np.arange(total, dtype=np.int64) + shift
+
+
+def from_frame(keys: Sequence[tuple[str, str]], consumers: pd.DataFrame) -> Layout:
+    """The consumers of each (topic, subscription) in `keys`, in connection order."""
+    where = {key: s for s, key in enumerate(keys)}
+    if consumers.empty:
+        sub_of_row = np.zeros(0, np.int64)
+    else:
+        pairs = zip(consumers["topic"].tolist(), consumers["subscription"].tolist(), strict=True)
+        sub_of_row = np.fromiter((where.get(p, -1) for p in pairs), np.int64, len(consumers))
+    rows = np.flatnonzero(sub_of_row >= 0)
+    if len(rows):
+        since = pd.DatetimeIndex(pd.to_datetime(consumers["connected_since"], utc=True))
+        order = np.lexsort(
+            (rows, since.asi8[rows], since.isna()[rows], sub_of_row[rows])
+        )  # members_of's order: by time, missing times last, then as listed
+        rows = rows[order]
+    first = np.searchsorted(sub_of_row[rows], np.arange(len(keys) + 1)).astype(np.int64)
+    names = [str(n) for n in consumers["consumer_name"].to_numpy()[rows]] if len(rows) else []
+    since_values = consumers["connected_since"].iloc[rows].tolist() if len(rows) else []
+    cells = consumers["hash_ranges"].to_numpy()[rows] if len(rows) else []
+    range_first, starts, ends = flat_ranges(cells)
+    return Layout(first, names, since_values, range_first, starts, ends)
+
+
+def from_members(members: Sequence[Member]) -> Layout:
+    """One subscription's members as a `Layout`."""
+    ranges = [sorted(m.ranges) for m in members]
+    return Layout(
+        first=np.asarray([0, len(members)], np.int64),
+        names=[m.name for m in members],
+        since=[m.connected_since for m in members],
+        range_first=np.cumsum([0, *map(len, ranges)]).astype(np.int64),
+        starts=np.asarray([s for r in ranges for s, _ in r], np.int64),
+        ends=np.asarray([e for r in ranges for _, e in r], np.int64),
+    )
+
+
+def flat_ranges(cells: Any) -> tuple[I64, I64, I64]:
+    """Stored `hash_ranges` cells as (offsets, starts, ends), each cell's ranges sorted."""
+    try:
+        array = pa.array(cells, type=_RANGE_CELL, from_pandas=True)
+        offsets = array.offsets.to_numpy().astype(np.int64)
+        flat = array.flatten()
+        starts = flat.field("start").to_numpy(zero_copy_only=False).astype(np.int64)
+        ends = flat.field("end").to_numpy(zero_copy_only=False).astype(np.int64)
+        offsets -= offsets[0]
+    except (pa.ArrowException, TypeError, ValueError):
+        per_cell = [ranges_of(cell) for cell in cells]
+        offsets = np.cumsum([0, *map(len, per_cell)]).astype(np.int64)
+        starts = np.asarray([s for r in per_cell for s, _ in r], np.int64)
+        ends = np.asarray([e for r in per_cell for _, e in r], np.int64)
+        return offsets, starts, ends
+    owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    same = owner[1:] == owner[:-1]
+    if np.any(
+        same & ((starts[1:] < starts[:-1]) | ((starts[1:] == starts[:-1]) & (ends[1:] < ends[:-1])))
+    ):
+        order = np.lexsort((ends, starts, owner))
+        starts, ends = starts[order], ends[order]
+    return offsets, starts, ends
+
+
+def infer_kinds(layout: Layout, modes: Sequence[Any]) -> list[Kind]:
+    """`hash_ranges.infer_selector` of every subscription, from the flat ranges."""
+    bounds = layout.range_first[layout.first]  # each subscription's ranges, back to back
+    sizes = np.diff(bounds)
+    low, high = np.zeros(len(sizes), np.int64), np.zeros(len(sizes), np.int64)
+    heads = bounds[:-1][sizes > 0]
+    if len(heads):  # the least range's start and the greatest range's end, as tuples sort
+        low[sizes > 0] = np.minimum.reduceat(layout.starts, heads)
+        top = np.maximum.reduceat(layout.starts, heads)
+        at_top = layout.starts == np.repeat(top, sizes[sizes > 0])
+        ends = np.where(at_top, layout.ends, np.iinfo(np.int64).min)
+        high[sizes > 0] = np.maximum.reduceat(ends, heads)
+    counts = np.diff(layout.range_first)
+    kinds: list[Kind] = []
+    for s, mode in enumerate(modes):
+        if isinstance(mode, str) and mode.upper() == "STICKY":
+            kinds.append("sticky")
+        elif not sizes[s]:
+            kinds.append("unknown")
+        elif _auto_split(layout, s, counts):
+            kinds.append("auto-split")
+        elif int(low[s]) >= ROUTABLE_LOW and int(high[s]) <= ROUTABLE_HIGH:
+            kinds.append("consistent")
+        else:
+            kinds.append("unknown")
+    return kinds
+
+
+def _auto_split(layout: Layout, sub: int, counts: I64) -> bool:
+    a, b = int(layout.first[sub]), int(layout.first[sub + 1])
+    if not np.all(counts[a:b] == 1):
+        return False
+    ranges = sorted(r for m in layout.members(sub) for r in m.ranges)
+    return tiles(ranges, 0, AUTO_SPLIT_TOP)

@@ -1,0 +1,140 @@
+"""Consistent-hashing ring points of many consumers at once, for `key-shared-map`.
+
+A consumer holding name index `j` has ring points `h31(name\\0j\\0i) % 65535 + 1` for
+`i < points` (`core.selectors.ConsistentHashingSelector.point_hashes`). The keys of one
+(name, index) pair differ only in the decimal `i`, so they are laid out as fixed-width byte
+rows (one block per prefix length and digit count) and hashed with `core.hashing` in bulk.
+Each pair is hashed once per table, however many subscriptions it appears in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from core.hashing import sticky_key_hash_array
+
+FIRST_POINTS = 128  # hashed for every pair; enough for the default 100 replica points
+_TIERS = (256, 512, 1024 + 64)  # more, on demand: up to MAX_POINTS and the candidates above
+_ROWS_PER_BLOCK = 4096  # prefixes hashed together: bounds the key buffer to a few MB
+
+I64 = npt.NDArray[np.int64]
+
+
+def prefix_of(name: str, index: int) -> bytes:
+    """The bytes every ring-point key of this (name, index) pair starts with."""
+    return f"{name}\0{index}\0".encode("utf-8", "replace")
+
+
+def _digits(low: int, high: int) -> npt.NDArray[np.uint8]:
+    """ASCII decimals of low..high-1, all of one width, as a (high - low, width) array."""
+    text = "".join(str(i) for i in range(low, high)).encode()
+    return np.frombuffer(text, np.uint8).reshape(high - low, -1)
+
+
+def _spans(width: int) -> list[tuple[int, int]]:
+    """Replica numbers 0..width-1 split by their count of decimal digits."""
+    spans, low = [], 0
+    while low < width:
+        high = min(width, 10 ** len(str(low)))
+        spans.append((low, high))
+        low = high
+    return spans
+
+
+def _hash_rows(rows: npt.NDArray[np.uint8]) -> I64:
+    """The consistent-hashing hash of each fixed-width byte row."""
+    count, size = rows.shape
+    offsets = np.arange(count + 1, dtype=np.int64) * size
+    keys = pa.Array.from_buffers(
+        pa.large_binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(rows.tobytes())]
+    )
+    return sticky_key_hash_array(keys, selector="consistent").astype(np.int64)
+
+
+def hash_points(prefixes: Sequence[bytes], width: int) -> I64:
+    """Ring points 0..width-1 of every prefix, one row per prefix."""
+    out = np.empty((len(prefixes), width), np.int64)
+    by_length: dict[int, list[int]] = {}
+    for row, prefix in enumerate(prefixes):
+        by_length.setdefault(len(prefix), []).append(row)
+    spans = [(low, high, _digits(low, high)) for low, high in _spans(width)]
+    for length, all_rows in by_length.items():
+        for at in range(0, len(all_rows), _ROWS_PER_BLOCK):
+            rows = np.asarray(all_rows[at : at + _ROWS_PER_BLOCK])
+            joined = b"".join(prefixes[r] for r in rows.tolist())
+            heads = np.frombuffer(joined, np.uint8).reshape(len(rows), length)
+            for low, high, digits in spans:
+                keys = np.empty((len(rows), high - low, length + digits.shape[1]), np.uint8)
+                keys[:, :, :length] = heads[:, None, :]
+                keys[:, :, length:] = digits[None, :, :]
+                hashed = _hash_rows(keys.reshape(-1, keys.shape[2]))
+                out[rows, low:high] = hashed.reshape(len(rows), high - low)
+    return out
+
+
+class PointTable:
+    """Ring points per (name, name index) pair, hashed in bulk as they are first needed."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, int], int] = {}
+        self._prefixes: list[bytes] = []
+        self._narrow: I64 = np.zeros((0, FIRST_POINTS), np.int64)
+        self._wide: dict[int, I64] = {}
+        self._index_keys: dict[tuple[str, int, int], I64] = {}
+
+    def ids(self, pairs: Sequence[tuple[str, int]]) -> I64:
+        """The table's id of each (name, index) pair."""
+        out = np.empty(len(pairs), np.int64)
+        for k, pair in enumerate(pairs):
+            found = self._ids.get(pair)
+            if found is None:
+                found = self._ids[pair] = len(self._prefixes)
+                self._prefixes.append(prefix_of(*pair))
+            out[k] = found
+        return out
+
+    def points(self, ids: I64, width: int) -> I64:
+        """Ring points 0..width-1 of each id, one row per id."""
+        if width <= FIRST_POINTS:
+            if len(self._narrow) < len(self._prefixes):
+                fresh = hash_points(self._prefixes[len(self._narrow) :], FIRST_POINTS)
+                self._narrow = np.concatenate([self._narrow, fresh])
+            return self._narrow[ids, :width]
+        wanted = [i for i in np.unique(ids).tolist() if len(self._wide.get(i, ())) < width]
+        if wanted:
+            tier = next((t for t in _TIERS if t >= width), width)
+            rows = hash_points([self._prefixes[i] for i in wanted], tier)
+            self._wide.update(zip(wanted, rows, strict=True))
+        if not len(ids):
+            return np.zeros((0, width), np.int64)
+        return np.stack([self._wide[i][:width] for i in ids.tolist()])
+
+    def index_keys(self, name: str, indexes: int, width: int) -> I64:
+        """`j << 16 | point`, sorted, for the ring points 0..width-1 of `name` holding each
+        name index j < indexes."""
+        key = (name, indexes, width)
+        if key not in self._index_keys:
+            ring = self.points(self.ids([(name, j) for j in range(indexes)]), width)
+            shifted = np.arange(indexes, dtype=np.int64)[:, None] << 16
+            self._index_keys[key] = np.sort((shifted | ring).ravel())
+        return self._index_keys[key]
+
+    def first_positions(self, ids: I64, owners: I64, hashes: I64, width: int) -> I64:
+        """For each query (owners[k], hashes[k]): the least replica number below `width` at
+        which the pair `ids[owners[k]]` has ring point hashes[k], or -1."""
+        table = self.points(ids, width)
+        bits = max(1, int(width - 1).bit_length())
+        rows = np.repeat(np.arange(len(ids), dtype=np.int64), width)
+        replicas = np.tile(np.arange(width, dtype=np.int64), len(ids))
+        keys = np.sort((((rows << 16) | table.ravel()) << bits) | replicas)
+        wanted = ((owners << 16) | hashes) << bits
+        at = np.searchsorted(keys, wanted)
+        hit = at < len(keys)
+        hit[hit] = (keys[at[hit]] >> bits) == (wanted[hit] >> bits)
+        found = np.full(len(wanted), -1, np.int64)
+        found[hit] = keys[at[hit]] & ((1 << bits) - 1)
+        return found

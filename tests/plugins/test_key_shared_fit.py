@@ -1,0 +1,72 @@
+"""key-shared-map's bulk path: ring points hashed in blocks, many subscriptions fitted at once."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.selectors import ConsistentHashingSelector, Consumer
+from plugins.builtin.hash_ranges import Member
+from plugins.builtin.key_shared_fit import fit_consistent
+from plugins.builtin.key_shared_layout import Layout, from_members
+from plugins.builtin.key_shared_points import hash_points, prefix_of
+
+
+def ring(points: int, names: list[str]) -> list[Member]:
+    selector = ConsistentHashingSelector(points=points)
+    for name in names:
+        selector.add(Consumer(name))
+    return [Member(c.name, r) for c, r in selector.ranges().items()]
+
+
+def joined(subscriptions: list[list[Member]]) -> Layout:
+    parts = [from_members(members) for members in subscriptions]
+    consumers = np.cumsum([0, *(len(p.names) for p in parts)])
+    ranges = np.cumsum([0, *(len(p.starts) for p in parts)])
+    return Layout(
+        first=consumers.astype(np.int64),
+        names=[n for p in parts for n in p.names],
+        since=[t for p in parts for t in p.since],
+        range_first=np.concatenate(
+            [[0], *(p.range_first[1:] + ranges[i] for i, p in enumerate(parts))]
+        ).astype(np.int64),
+        starts=np.concatenate([p.starts for p in parts]),
+        ends=np.concatenate([p.ends for p in parts]),
+    )
+
+
+def test_key_shared_points_match_the_selector_point_hashes() -> None:
+    pairs = [("app-1", 0), ("é-日本", 3), ("x", 12), ("a" * 40, 0)]
+    for width in (7, 128, 1050):
+        hashed = hash_points([prefix_of(name, index) for name, index in pairs], width)
+        selector = ConsistentHashingSelector(points=width)
+        for row, (name, index) in zip(hashed, pairs, strict=True):
+            assert row.tolist() == selector.point_hashes(Consumer(name), index)
+
+
+def test_key_shared_fit_many_subscriptions_reproduce_their_rings() -> None:
+    subscriptions = [
+        ring(100, ["a", "b", "c"]),
+        ring(9, ["c1", "c2"]),
+        ring(200, [f"w{i}" for i in range(10)]),
+        ring(700, ["p", "q", "r", "s"]),
+        ring(20, ["dup", "dup", "solo", "dup"]),
+    ]
+    layout = joined(subscriptions)
+    fit = fit_consistent(layout, np.arange(len(subscriptions), dtype=np.int64))
+    assert fit.drift == [0] * len(subscriptions)
+    assert fit.points[1:4] == [9, 200, 700]
+    assert fit.indexes[4] == (0, 1, 0, 2)
+    for k, members in enumerate(subscriptions):
+        rows = fit.model_sub == k
+        got = sorted(
+            zip(fit.model_owner[rows].tolist(), fit.model_start[rows].tolist(), strict=True)
+        )
+        assert got == sorted((p, s) for p, m in enumerate(members) for s, _ in m.ranges)
+
+
+def test_key_shared_fit_flags_a_subscription_no_candidate_reproduces() -> None:
+    good = ring(100, ["a", "b"])
+    bad = [Member(good[0].name, good[1].ranges), Member(good[1].name, good[0].ranges)]
+    fit = fit_consistent(joined([good, bad]), np.arange(2, dtype=np.int64))
+    assert fit.drift[0] == 0 and fit.drift[1] > 0
+    assert "reproduces" in fit.reasons[1] and not fit.reasons[0]
