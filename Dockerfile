@@ -30,9 +30,10 @@ USER lens
 ENV PULSAR_LENS_STORE=/data/store \
     PULSAR_LENS_PLUGIN_DIRS=/plugins \
     PULSAR_LENS_BIND_ADDRESS=0.0.0.0 \
+    PULSAR_LENS_METRICS_ADDRESS=0.0.0.0 \
     PYTHONUNBUFFERED=1
 VOLUME ["/data", "/plugins"]
-EXPOSE 8501
+EXPOSE 8501 9464
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s \
   CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).status == 200 else 1)"
 CMD ["pulsar-lens", "serve", "--port", "8501"]

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 
+from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from collectors.loop import DiffFn, Heartbeat, PollFn, PollLoop
 from core.settings import Settings, format_duration, parse_duration
 from core.store import Store
@@ -95,6 +96,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="TENANT/NS",
         help="poll only this namespace (repeatable; default: all)",
     )
+    add_metrics_port(p, default_text="0")
     p.set_defaults(func=run, source_factory=admin_source)
 
 
@@ -121,17 +123,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     store = Store(args.store or settings.store_dir)
     interval = args.interval or settings.poll_interval
+    metrics = MetricsEndpoint(store, port=args.metrics_port)
     factory: SourceFactory = args.source_factory
     source = factory(admin_url, args.namespaces)
     printer = HeartbeatPrinter()
     try:
+        metrics.start()
         loop = PollLoop(
             source.poll,
             store,
             interval=interval.total_seconds(),
             retention=args.retention or settings.retention,
             diff=source.diff,
-            on_heartbeat=printer,
+            on_heartbeat=metrics.wrap(printer),
             max_polls=1 if args.once else args.max_polls,
         )
         if not args.once:
@@ -143,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         with stop_on_sigterm(loop):
             loop.run()
     finally:
+        metrics.close()
         source.close()
     if loop.last_success is None:
         problems = printer.last.problems if printer.last else ()

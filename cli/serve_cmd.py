@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cli.collect_cmd import duration_arg
+from cli.metrics_endpoint import add_metrics_port, metrics_port, metrics_url
 from cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
 from core.settings import Settings, format_duration
+from plugins.exporter import SERVE_PORT
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"
@@ -56,9 +58,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         type=duration_arg,
         help="time between polls, e.g. 10s (default PULSAR_LENS_POLL_INTERVAL or 30s)",
     )
+    add_metrics_port(p, default_text=str(SERVE_PORT))
 
 
-def collect_child(admin_url: str, store: Path, interval: dt.timedelta) -> Child:
+def collect_child(
+    admin_url: str, store: Path, interval: dt.timedelta, *, metrics: int = 0
+) -> Child:
     argv = [
         sys.executable,
         "-m",
@@ -70,6 +75,8 @@ def collect_child(admin_url: str, store: Path, interval: dt.timedelta) -> Child:
         str(store),
         "--interval",
         format_duration(interval),
+        "--metrics-port",
+        str(metrics),
     ]
     return Child("collect", argv, env=_child_env(store, interval))
 
@@ -125,12 +132,13 @@ def serve(
     port: int,
     banner: Sequence[str] = (),
     stop: threading.Event | None = None,
+    metrics: int = 0,
 ) -> int:
     """Supervise the loop and the dashboard until stopped; 1 (with the reason) if one dies."""
     store.mkdir(parents=True, exist_ok=True)
     url = dashboard_url(address, port)
     children = [
-        collect_child(admin_url, store, interval),
+        collect_child(admin_url, store, interval, metrics=metrics),
         streamlit_child(store, interval, address=address, port=port),
     ]
     stop = stop or threading.Event()
@@ -139,6 +147,8 @@ def serve(
         wait_http_ok(f"{url}/_stcore/health", timeout=READY_TIMEOUT, children=children, stop=stop)
         if not stop.is_set():
             print(f"Pulsar Lens dashboard: {url}", flush=True)
+            if metrics:
+                print(f"Prometheus metrics: {metrics_url(metrics)}", flush=True)
             for line in banner:
                 print(line, flush=True)
             print("Press Ctrl-C to stop.", flush=True)
@@ -170,6 +180,7 @@ def run_serve(args: argparse.Namespace) -> int:
         address=args.address or os.environ.get(BIND_ENV) or "127.0.0.1",
         port=args.port,
         banner=[f"Collecting from {admin_url} into {store}"],
+        metrics=metrics_port(args.metrics_port, default=SERVE_PORT),
     )
 
 
@@ -200,6 +211,7 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
                 address=args.address or "127.0.0.1",
                 port=args.port,
                 banner=demo_banner(pulsar.admin_url),
+                metrics=metrics_port(args.metrics_port, default=SERVE_PORT),
             )
     finally:
         print("Stopping the demo workloads and the local Pulsar ...", flush=True)

@@ -100,12 +100,14 @@ def test_container_wheel_holds_every_package_and_the_broker_recipe(installed: Pa
 def test_container_cmd_passes_the_healthcheck_and_stops_on_sigterm(
     installed: Path, pulsar: LocalPulsar, tmp_path: Path
 ) -> None:
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")},
         **image_env(),
         # loopback only in tests; the image itself binds 0.0.0.0
         "PULSAR_LENS_BIND_ADDRESS": "127.0.0.1",
+        "PULSAR_LENS_METRICS_ADDRESS": "127.0.0.1",
+        "PULSAR_LENS_METRICS_PORT": str(metrics_port),
         "PULSAR_LENS_STORE": str(tmp_path / "data" / "store"),
         "PULSAR_LENS_PLUGIN_DIRS": str(tmp_path / "plugins"),
         "PULSAR_ADMIN_URL": pulsar.admin_url,
@@ -139,6 +141,8 @@ def test_container_cmd_passes_the_healthcheck_and_stops_on_sigterm(
         while time.monotonic() < deadline and not list(store.glob("snapshots/**/*.parquet")):
             time.sleep(1)
         assert list(store.glob("snapshots/**/*.parquet")), "the polling loop stored nothing"
+        metrics = requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30)
+        assert metrics.status_code == 200 and "pulsar_lens_polls_total" in metrics.text
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

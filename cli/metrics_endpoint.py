@@ -1,0 +1,105 @@
+"""The collect process's /metrics endpoint: its command-line option, its server, its tally.
+
+`pulsar-lens collect --metrics-port N` (or PULSAR_LENS_METRICS_PORT) serves Prometheus text on
+PULSAR_LENS_METRICS_ADDRESS (127.0.0.1) while the loop runs; port 0 or unset: no endpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+
+from collectors.loop import Heartbeat, HeartbeatFn
+from core.errors import SettingsError
+from core.store import Store
+from plugins.exporter import (
+    ADDRESS_ENV,
+    PORT_ENV,
+    LensCollector,
+    MetricsServer,
+    MetricsSettings,
+    PollRecorder,
+    parse_port,
+    start_metrics_server,
+)
+
+
+def port_arg(text: str) -> int:
+    try:
+        return parse_port(text, name="--metrics-port")
+    except SettingsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_metrics_port(parser: argparse.ArgumentParser, *, default_text: str) -> None:
+    parser.add_argument(
+        "--metrics-port",
+        type=port_arg,
+        metavar="N",
+        help=f"serve Prometheus /metrics on this port, 0 for none (default {PORT_ENV} "
+        f"or {default_text})",
+    )
+
+
+class MetricsEndpoint:
+    """/metrics over `store` and this process's polls, when a port is set; else nothing."""
+
+    def __init__(
+        self, store: Store, *, port: int | None, environ: Mapping[str, str] | None = None
+    ) -> None:
+        self.settings = MetricsSettings.from_env(environ, port=port)
+        self.recorder = PollRecorder()
+        self.collector = LensCollector(
+            store, recorder=self.recorder, max_subscriptions=self.settings.max_subscriptions
+        )
+        self.server: MetricsServer | None = None
+
+    def start(self) -> None:
+        """Listen now (SettingsError if the port is taken), so a bad port fails at once."""
+        if self.settings.port and self.server is None:
+            self.server = start_metrics_server(
+                self.collector, address=self.settings.address, port=self.settings.port
+            )
+            print(f"serving metrics on {self.server.url}", file=sys.stderr, flush=True)
+
+    def record(self, beat: Heartbeat) -> None:
+        self.recorder.record(
+            at=beat.at,
+            duration=beat.duration,
+            requests=beat.requests,
+            errors=beat.errors,
+            failed=not beat.reachable,
+        )
+
+    def wrap(self, on_heartbeat: HeartbeatFn) -> HeartbeatFn:
+        """`on_heartbeat`, then the tally of this poll."""
+
+        def both(beat: Heartbeat) -> None:
+            on_heartbeat(beat)
+            self.record(beat)
+
+        return both
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+def metrics_port(
+    value: int | None, *, default: int, environ: Mapping[str, str] | None = None
+) -> int:
+    """The command-line port if given, else PULSAR_LENS_METRICS_PORT, else `default`."""
+    if value is not None:
+        return value
+    text = (os.environ if environ is None else environ).get(PORT_ENV, "").strip()
+    return parse_port(text) if text else default
+
+
+def metrics_url(port: int, environ: Mapping[str, str] | None = None) -> str:
+    """Where a local browser or curl finds /metrics on this port."""
+    address = (os.environ if environ is None else environ).get(ADDRESS_ENV, "").strip()
+    host = "127.0.0.1" if address in ("", "0.0.0.0", "::") else address
+    return f"http://{host}:{port}/metrics"

@@ -1,0 +1,300 @@
+"""The /metrics endpoint: a Prometheus collector over the store, and the HTTP server for it.
+
+At each scrape `LensCollector` reports the loop's own polls (from a `PollRecorder`) and the
+age of the newest stored snapshot; the cluster and analysis families (see `plugins.metrics`)
+are computed at most once per new snapshot id and reused until the next one is stored. The
+built-in analyses only are run (no entry points, no drop-in files); one that fails sets
+`pulsar_lens_plugin_errors{plugin}` and the scrape goes on without its series.
+
+    PULSAR_LENS_METRICS_PORT              port of /metrics (0: off)
+    PULSAR_LENS_METRICS_ADDRESS           bind address (127.0.0.1)
+    PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS per-subscription series for at most this many (500)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from prometheus_client import start_http_server
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from core.errors import SettingsError
+from plugins.metrics import (
+    DEFAULT_MAX_SUBSCRIPTIONS,
+    ClusterFacts,
+    PollStats,
+    compute_analysis_families,
+    compute_cluster_families,
+    compute_collector_families,
+    compute_plugin_error_families,
+    top_subscriptions,
+)
+
+if TYPE_CHECKING:  # the analyses (and altair with them) load at the first scrape, not before
+    from plugins.api import AnalysisPlugin, Result
+    from plugins.runner import SnapshotStore
+
+log = logging.getLogger(__name__)
+
+PORT_ENV = "PULSAR_LENS_METRICS_PORT"
+ADDRESS_ENV = "PULSAR_LENS_METRICS_ADDRESS"
+MAX_SUBSCRIPTIONS_ENV = "PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS"
+DEFAULT_ADDRESS = "127.0.0.1"
+SERVE_PORT = 9464  # the default of `serve` and `demo`; `collect` has it off unless asked
+ANALYSES: tuple[str, ...] = (
+    "key-shared-map",
+    "stuck-hashes",
+    "subscription-status",
+    "failover-assignment",
+    "bundle-ownership",
+)
+COUNTED_TABLES = ("brokers", "topics", "subscriptions", "consumers")
+
+
+def parse_port(text: str, *, name: str = PORT_ENV) -> int:
+    """A TCP port 0..65535 (0 turns /metrics off); SettingsError names the setting."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise SettingsError(f"{name} must be a port 0..65535 (0 turns /metrics off), got {text!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    """Where /metrics listens and how many subscriptions get their own series."""
+
+    port: int = 0
+    address: str = DEFAULT_ADDRESS
+    max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, port: int | None = None
+    ) -> MetricsSettings:
+        """Settings from environ (default os.environ); `port` (a command-line value) wins."""
+        env = os.environ if environ is None else environ
+        port_text = env.get(PORT_ENV, "").strip()
+        limit_text = env.get(MAX_SUBSCRIPTIONS_ENV, "").strip()
+        limit = DEFAULT_MAX_SUBSCRIPTIONS
+        if limit_text:
+            try:
+                limit = int(limit_text)
+            except ValueError:
+                limit = -1
+            if limit < 1:
+                raise SettingsError(
+                    f"{MAX_SUBSCRIPTIONS_ENV} must be a whole number >= 1, got {limit_text!r}"
+                )
+        if port is None:
+            port = parse_port(port_text) if port_text else 0
+        return cls(
+            port=port,
+            address=env.get(ADDRESS_ENV, "").strip() or DEFAULT_ADDRESS,
+            max_subscriptions=limit,
+        )
+
+
+class PollRecorder:
+    """Thread-safe tally of the loop's polls, read by the collector at scrape time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stats = PollStats()
+
+    def record(
+        self, *, at: dt.datetime, duration: float, requests: int, errors: int, failed: bool
+    ) -> None:
+        with self._lock:
+            self._stats = replace(
+                self._stats,
+                polls=self._stats.polls + 1,
+                failed_polls=self._stats.failed_polls + int(failed),
+                last_poll_at=at,
+                last_duration_s=duration,
+                last_requests=requests,
+                last_errors=errors,
+            )
+
+    def stats(self) -> PollStats:
+        with self._lock:
+            return self._stats
+
+
+def builtin_analyses() -> tuple[list[AnalysisPlugin], list[str]]:
+    """The built-in analyses /metrics reports on, and the names of those that did not load."""
+    from plugins.registry import discover
+
+    registry = discover(builtins=True, entry_points=False, plugin_dirs=())
+    loaded = [registry.plugins[n].plugin for n in ANALYSES if n in registry.plugins]
+    return loaded, [n for n in ANALYSES if n not in registry.plugins]
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class LensCollector(Collector):
+    """Prometheus collector over a store; analyses cached by the newest snapshot id."""
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        *,
+        recorder: PollRecorder | None = None,
+        max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
+        plugins: Sequence[AnalysisPlugin] | None = None,
+        now: Callable[[], dt.datetime] = utcnow,
+    ) -> None:
+        self._store = store
+        self._recorder = recorder or PollRecorder()
+        self._max = max_subscriptions
+        self._plugins: list[AnalysisPlugin] | None = None if plugins is None else list(plugins)
+        self._unloaded: list[str] = []
+        self._now = now
+        self._lock = threading.Lock()
+        self._cached: tuple[str, list[Metric]] | None = None
+        self.computations = 0  # how many times the snapshot families were computed
+
+    def collect(self) -> Iterable[Metric]:
+        now = self._now()
+        newest = self._newest()
+        newest_at = newest[1] if newest else None
+        families = compute_collector_families(self._recorder.stats(), newest_at=newest_at, now=now)
+        if newest is not None:
+            families.extend(self._snapshot_families(*newest))
+        return families
+
+    def _newest(self) -> tuple[str, dt.datetime, Mapping[str, Any]] | None:
+        try:
+            index = self._store.snapshots(limit=1)
+        except Exception:  # a scrape must answer even when the store cannot be read
+            log.exception("reading the snapshot index for /metrics failed")
+            return None
+        if not len(index):
+            return None
+        row = index.iloc[-1].to_dict()
+        at = pd.Timestamp(row["collected_at"]).to_pydatetime()
+        return str(row["snapshot_id"]), at, row
+
+    def _snapshot_families(
+        self, sid: str, collected_at: dt.datetime, index_row: Mapping[str, Any]
+    ) -> list[Metric]:
+        with self._lock:  # concurrent scrapes of a new snapshot compute it once
+            if self._cached is None or self._cached[0] != sid:
+                try:
+                    families = self._compute(sid, collected_at, index_row)
+                except Exception:
+                    log.exception("computing /metrics for snapshot %s failed", sid)
+                    return []
+                self._cached = (sid, families)
+            return self._cached[1]
+
+    def _compute(
+        self, sid: str, collected_at: dt.datetime, index_row: Mapping[str, Any]
+    ) -> list[Metric]:
+        self.computations += 1
+        facts = read_facts(self._store, sid, collected_at, index_row)
+        keep = top_subscriptions(facts.subscriptions, self._max)
+        results, failed = self._analyze()
+        names = [p.name for p in self._loaded()] + self._unloaded
+        return [
+            *compute_cluster_families(facts, keep=keep),
+            *compute_analysis_families(results, keep=keep, max_groups=self._max),
+            *compute_plugin_error_families(names, failed),
+        ]
+
+    def _loaded(self) -> list[AnalysisPlugin]:
+        if self._plugins is None:
+            self._plugins, self._unloaded = builtin_analyses()
+        return self._plugins
+
+    def _analyze(self) -> tuple[dict[str, Result], list[str]]:
+        from plugins import runner
+
+        results: dict[str, Result] = {}
+        failed = list(self._unloaded)
+        for plugin in self._loaded():
+            try:
+                results[plugin.name] = runner.run(plugin, self._store, use_cache=False).result
+            except Exception as exc:  # one failing analysis must not break the scrape
+                log.warning("/metrics: analysis %s failed: %s", plugin.name, exc)
+                failed.append(plugin.name)
+        return results, failed
+
+
+def read_facts(
+    store: SnapshotStore, sid: str, collected_at: dt.datetime, index_row: Mapping[str, Any]
+) -> ClusterFacts:
+    """The newest snapshot's subscriptions table and row counts (from its index row if there)."""
+    subscriptions = store.read("subscriptions", snapshot_ids=[sid]).to_pandas()
+    counts = _index_counts(index_row)
+    for table in COUNTED_TABLES:
+        if table not in counts:
+            counts[table] = (
+                len(subscriptions) if table == "subscriptions" else _rows(store, table, sid)
+            )
+    return ClusterFacts(
+        snapshot_id=sid, collected_at=collected_at, counts=counts, subscriptions=subscriptions
+    )
+
+
+def _index_counts(index_row: Mapping[str, Any]) -> dict[str, int]:
+    text = index_row.get("row_counts_json")
+    if not isinstance(text, str):
+        return {}
+    counts = json.loads(text)
+    return {k: int(v) for k, v in counts.items() if k in COUNTED_TABLES}
+
+
+def _rows(store: SnapshotStore, table: str, sid: str) -> int:
+    return int(store.read(table, snapshot_ids=[sid]).num_rows)
+
+
+@dataclass
+class MetricsServer:
+    """A running /metrics HTTP server; `close()` stops it."""
+
+    address: str
+    port: int
+    _server: Any
+    _thread: threading.Thread
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def start_metrics_server(collector: Collector, *, address: str, port: int) -> MetricsServer:
+    """Serve `collector` on http://address:port/metrics from a fresh registry, in a thread.
+
+    Raises SettingsError when the address cannot be bound (e.g. the port is taken).
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    try:
+        server, thread = start_http_server(port, addr=address, registry=registry)
+    except OSError as exc:
+        raise SettingsError(
+            f"cannot serve /metrics on {address}:{port} ({exc.strerror or exc}); pass "
+            f"--metrics-port or set {PORT_ENV} to a free port, or 0 to turn /metrics off"
+        ) from exc
+    return MetricsServer(
+        address=address, port=int(server.server_port), _server=server, _thread=thread
+    )

@@ -1,0 +1,401 @@
+"""/metrics families: collector health, cluster counts, bounded per-subscription series, the
+analyses' facts, the per-snapshot cache and failing analyses; read back through the parser."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from core.digest import snapshot_id
+from core.errors import SettingsError
+from core.model import (
+    BrokerRecord,
+    BundleRecord,
+    ConsumerRecord,
+    DrainingHashRecord,
+    Snapshot,
+    SubscriptionRecord,
+    TopicRecord,
+)
+from plugins.api import AnalysisPlugin, Inputs, Result, View
+from plugins.builtin.draining import StuckHashes
+from plugins.builtin.failover import FailoverAssignment
+from plugins.builtin.ownership import BundleOwnership
+from plugins.builtin.status import SubscriptionStatus
+from plugins.exporter import LensCollector, MetricsSettings, PollRecorder
+from plugins.metrics import (
+    ClusterFacts,
+    PollStats,
+    compute_analysis_families,
+    compute_cluster_families,
+    compute_collector_families,
+    compute_plugin_error_families,
+    exposition,
+    top_subscriptions,
+)
+from plugins.runner import run_on_inputs
+from tests.plugins.factory import TOPIC, MemoryStore, at, make_inputs, make_snapshot
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+SUB = "orders-ks"
+
+
+def samples(text: str) -> Samples:
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(found: Samples, name: str, **labels: str) -> float:
+    return found[(name, frozenset(labels.items()))]
+
+
+def names(found: Samples, name: str) -> list[dict[str, str]]:
+    return sorted((dict(k[1]) for k in found if k[0] == name), key=lambda d: sorted(d.items()))
+
+
+def sub(topic: str, name: str, backlog: int | None, **fields: Any) -> SubscriptionRecord:
+    return SubscriptionRecord(topic, name, msg_backlog=backlog, **fields)
+
+
+def facts(records: Sequence[SubscriptionRecord], **counts: int) -> ClusterFacts:
+    snap = make_snapshot(subscriptions=records)
+    frame = make_inputs([snap], ["subscriptions"]).tables["subscriptions"]
+    return ClusterFacts(snapshot_id(snap), snap.collected_at, counts, frame)
+
+
+def test_collector_families_report_the_last_poll_and_snapshot_age() -> None:
+    stats = PollStats(
+        polls=7,
+        failed_polls=2,
+        last_poll_at=at(30),
+        last_duration_s=0.25,
+        last_requests=11,
+        last_errors=1,
+    )
+    found = samples(exposition(compute_collector_families(stats, newest_at=at(20), now=at(35))))
+    assert value(found, "pulsar_lens_polls_total") == 7
+    assert value(found, "pulsar_lens_failed_polls_total") == 2
+    assert value(found, "pulsar_lens_last_poll_timestamp_seconds") == at(30).timestamp()
+    assert value(found, "pulsar_lens_poll_duration_seconds") == 0.25
+    assert value(found, "pulsar_lens_poll_requests") == 11
+    assert value(found, "pulsar_lens_poll_endpoint_errors") == 1
+    assert value(found, "pulsar_lens_snapshot_age_seconds") == 15
+
+
+def test_collector_families_before_any_poll_have_only_the_totals() -> None:
+    found = samples(exposition(compute_collector_families(PollStats(), newest_at=None, now=at(0))))
+    assert {k[0] for k in found} == {"pulsar_lens_polls_total", "pulsar_lens_failed_polls_total"}
+    assert value(found, "pulsar_lens_polls_total") == 0
+
+
+def test_top_subscriptions_keeps_the_largest_backlogs_ties_by_name() -> None:
+    frame = facts(
+        [sub("t/b", "s", 5), sub("t/a", "s", 5), sub("t/c", "s", None), sub("t/d", "s", 9)]
+    ).subscriptions
+    assert top_subscriptions(frame, 3) == [("t/d", "s"), ("t/a", "s"), ("t/b", "s")]
+    assert top_subscriptions(frame, 0) == []
+    assert top_subscriptions(frame.iloc[0:0], 5) == []
+
+
+def test_cluster_families_count_tables_and_bound_subscription_series() -> None:
+    cluster = facts(
+        [
+            sub("t/a", "s1", 10, msg_in_replay=3, draining_hashes_count=4),
+            sub("t/b", "s1", 50, msg_in_replay=0),
+            sub("t/c", "s1", 1),
+        ],
+        brokers=1,
+        topics=3,
+        subscriptions=3,
+        consumers=5,
+    )
+    keep = top_subscriptions(cluster.subscriptions, 2)
+    found = samples(exposition(compute_cluster_families(cluster, keep=keep)))
+    assert [value(found, f"pulsar_lens_{t}") for t in ("brokers", "topics", "consumers")] == [
+        1,
+        3,
+        5,
+    ]
+    assert value(found, "pulsar_lens_subscriptions") == 3
+    backlog = "pulsar_lens_subscription_backlog_messages"
+    assert names(found, backlog) == [
+        {"topic": "t/a", "subscription": "s1"},
+        {"topic": "t/b", "subscription": "s1"},
+    ]
+    assert value(found, backlog, topic="t/b", subscription="s1") == 50
+    replay = "pulsar_lens_subscription_msg_in_replay"
+    assert value(found, replay, topic="t/a", subscription="s1") == 3
+    draining = "pulsar_lens_subscription_draining_hashes"
+    assert names(found, draining) == [{"topic": "t/a", "subscription": "s1"}]  # b: unknown
+    assert value(found, draining, topic="t/a", subscription="s1") == 4
+
+
+def test_cluster_families_say_in_help_that_subscriptions_are_bounded() -> None:
+    cluster = facts([sub("t/a", "s1", 1)])
+    text = exposition(compute_cluster_families(cluster, keep=[("t/a", "s1")]))
+    assert "# HELP pulsar_lens_subscription_backlog_messages" in text
+    assert "largest backlog" in text
+
+
+def key_shared_result(rows: Sequence[tuple[str, str, float, bool]]) -> Result:
+    frame = pd.DataFrame(
+        [{"topic": t, "subscription": s, "imbalance": i, "drift": d} for t, s, i, d in rows],
+        columns=["topic", "subscription", "imbalance", "drift"],
+    )
+    return Result(frames={"subscriptions": frame}, summary={})
+
+
+def stuck_snapshots() -> list[Snapshot]:
+    consumers = (
+        ConsumerRecord(TOPIC, SUB, "c1", hash_ranges=((1, 30000),), unacked_messages=4),
+        ConsumerRecord(TOPIC, SUB, "c2", hash_ranges=((30001, 65535),)),
+    )
+    subscription = SubscriptionRecord(
+        TOPIC, SUB, type="Key_Shared", msg_backlog=6, consumer_count=2, msg_in_replay=2
+    )
+    return [
+        make_snapshot(
+            i * 10,
+            subscriptions=(subscription,),
+            consumers=consumers,
+            draining_hashes=(
+                DrainingHashRecord(TOPIC, SUB, "c1", 40000, 3, 2 + i),
+                DrainingHashRecord(TOPIC, SUB, "c1", 50000, 1, 1 + i),
+            ),
+        )
+        for i in range(3)
+    ]
+
+
+def run_plugin(plugin: AnalysisPlugin, snapshots: Sequence[Snapshot]) -> Result:
+    return run_on_inputs(plugin, make_inputs(snapshots, plugin.inputs)).result
+
+
+def test_analysis_families_key_shared_and_stuck_hashes_per_subscription() -> None:
+    snaps = stuck_snapshots()
+    results = {
+        "stuck-hashes": run_plugin(StuckHashes(), snaps),
+        "key-shared-map": key_shared_result([(TOPIC, SUB, 1.5, True), ("t/x", "s", 1.0, False)]),
+    }
+    keep = [(TOPIC, SUB), ("t/x", "s")]
+    found = samples(exposition(compute_analysis_families(results, keep=keep, max_groups=10)))
+    assert value(found, "pulsar_lens_stuck_hashes", topic=TOPIC, subscription=SUB) == 2
+    assert value(found, "pulsar_lens_stuck_hashes", topic="t/x", subscription="s") == 0
+    assert value(found, "pulsar_lens_key_shared_imbalance", topic=TOPIC, subscription=SUB) == 1.5
+    assert value(found, "pulsar_lens_key_shared_drift", topic=TOPIC, subscription=SUB) == 1
+    assert value(found, "pulsar_lens_key_shared_drift", topic="t/x", subscription="s") == 0
+
+
+def test_analysis_families_leave_out_subscriptions_beyond_the_bound() -> None:
+    results = {"key-shared-map": key_shared_result([(TOPIC, SUB, 1.5, True)])}
+    found = samples(exposition(compute_analysis_families(results, keep=[], max_groups=10)))
+    assert names(found, "pulsar_lens_key_shared_imbalance") == []
+
+
+def test_analysis_families_status_one_series_per_subscription_and_time_lag() -> None:
+    earliest = at(-90)
+    snap = make_snapshot(
+        0,
+        subscriptions=(
+            sub(TOPIC, "idle", 5, consumer_count=0, earliest_msg_publish_time_in_backlog=earliest),
+            sub(TOPIC, "done", 0, consumer_count=1),
+        ),
+    )
+    results = {"subscription-status": run_plugin(SubscriptionStatus(), [snap])}
+    keep = [(TOPIC, "idle"), (TOPIC, "done")]
+    found = samples(exposition(compute_analysis_families(results, keep=keep, max_groups=10)))
+    status = "pulsar_lens_subscription_status"
+    assert names(found, status) == [
+        {"topic": TOPIC, "subscription": "done", "status": "OK"},
+        {"topic": TOPIC, "subscription": "idle", "status": "STOP"},
+    ]
+    assert value(found, status, topic=TOPIC, subscription="idle", status="STOP") == 1
+    lag = "pulsar_lens_subscription_time_lag_seconds"
+    assert value(found, lag, topic=TOPIC, subscription="idle") == 90
+    assert value(found, lag, topic=TOPIC, subscription="done") == 0
+
+
+def failover_snapshot(seconds: float, active: Sequence[str]) -> Snapshot:
+    topics = [f"{TOPIC}-partition-{i}" for i in range(len(active))]
+    return make_snapshot(
+        seconds,
+        subscriptions=tuple(
+            SubscriptionRecord(t, "fo", type="Failover", consumer_count=2, active_consumer_name=a)
+            for t, a in zip(topics, active, strict=True)
+        ),
+        consumers=tuple(ConsumerRecord(t, "fo", n) for t in topics for n in ("a", "b")),
+    )
+
+
+def test_analysis_families_failover_imbalance_and_flapping() -> None:
+    snaps = [
+        failover_snapshot(0, ["a", "a", "b"]),
+        failover_snapshot(10, ["b", "a", "b"]),
+        failover_snapshot(20, ["a", "a", "a"]),
+    ]
+    result = run_plugin(FailoverAssignment(), snaps)
+    (group,) = result.frames["groups"].to_dict("records")
+    found = samples(
+        exposition(
+            compute_analysis_families({"failover-assignment": result}, keep=[], max_groups=10)
+        )
+    )
+    labels = {"group": group["label"], "subscription": "fo"}
+    assert value(found, "pulsar_lens_failover_imbalance", **labels) == pytest.approx(2.0)
+    assert value(found, "pulsar_lens_failover_flapping_partitions", **labels) == 1
+
+
+def bundle_snapshot(seconds: float, owner: str | None) -> Snapshot:
+    bundle = BundleRecord("public/default", "public", "0x00000000_0xffffffff", 0, 0xFFFFFFFF)
+    return make_snapshot(seconds, bundles=(replace(bundle, owner_broker=owner),))
+
+
+def test_analysis_families_bundle_ownership_events_by_kind() -> None:
+    owners = ["b1:8080", "b2:8080", None, "b2:8080", "b1:8080"]
+    snaps = [bundle_snapshot(i * 10, owner) for i, owner in enumerate(owners)]
+    result = run_plugin(BundleOwnership(), snaps)
+    found = samples(
+        exposition(compute_analysis_families({"bundle-ownership": result}, keep=[], max_groups=1))
+    )
+    events = "pulsar_lens_bundle_ownership_events"
+    assert value(found, events, kind="moved") == 2
+    assert value(found, events, kind="unloaded") == 1
+    assert value(found, events, kind="reacquired") == 1
+
+
+def test_plugin_error_families_flag_only_the_failed() -> None:
+    found = samples(exposition(compute_plugin_error_families(["a", "b"], ["b", "c"])))
+    assert value(found, "pulsar_lens_plugin_errors", plugin="a") == 0
+    assert value(found, "pulsar_lens_plugin_errors", plugin="b") == 1
+    assert value(found, "pulsar_lens_plugin_errors", plugin="c") == 1
+
+
+class Broken(AnalysisPlugin):
+    name = "broken"
+    title = "Broken"
+    description = "Always fails."
+    version = "1.0"
+    inputs = ("subscriptions",)
+    outputs = ("x",)
+
+    def analyze(self, data: Inputs, params: Any) -> Result:
+        raise RuntimeError("boom")
+
+    def render(self, result: Result) -> list[View]:
+        return []
+
+
+def cluster_snapshot(seconds: float, backlog: int) -> Snapshot:
+    return make_snapshot(
+        seconds,
+        brokers=(BrokerRecord("127.0.0.1:8080"),),
+        topics=(TopicRecord(TOPIC, "public", "public/default"),),
+        subscriptions=(sub(TOPIC, SUB, backlog, type="Shared", consumer_count=1),),
+        consumers=(ConsumerRecord(TOPIC, SUB, "c1"),),
+    )
+
+
+def scrape(collector: LensCollector) -> Samples:
+    return samples(exposition(list(collector.collect())))
+
+
+def test_lens_collector_computes_once_per_new_snapshot() -> None:
+    store = MemoryStore([cluster_snapshot(0, 3)])
+    collector = LensCollector(store, plugins=[SubscriptionStatus()], now=lambda: at(4))
+    first = scrape(collector)
+    reads = len(store.reads)
+    again = scrape(collector)
+    assert collector.computations == 1 and len(store.reads) == reads
+    assert first == again
+    assert value(first, "pulsar_lens_snapshot_age_seconds") == 4
+    assert value(first, "pulsar_lens_consumers") == 1
+    store.items.append(cluster_snapshot(10, 8))
+    newer = scrape(collector)
+    assert collector.computations == 2
+    backlog = "pulsar_lens_subscription_backlog_messages"
+    assert value(newer, backlog, topic=TOPIC, subscription=SUB) == 8
+
+
+def test_lens_collector_a_failing_analysis_sets_plugin_errors_only() -> None:
+    store = MemoryStore([cluster_snapshot(0, 3)])
+    collector = LensCollector(store, plugins=[Broken(), SubscriptionStatus()], now=lambda: at(1))
+    found = scrape(collector)
+    assert value(found, "pulsar_lens_plugin_errors", plugin="broken") == 1
+    assert value(found, "pulsar_lens_plugin_errors", plugin="subscription-status") == 0
+    status = "pulsar_lens_subscription_status"
+    assert value(found, status, topic=TOPIC, subscription=SUB, status="OK") == 1
+
+
+def test_lens_collector_on_an_empty_store_reports_the_loop_only() -> None:
+    recorder = PollRecorder()
+    recorder.record(at=at(0), duration=0.5, requests=1, errors=1, failed=True)
+    collector = LensCollector(MemoryStore(), recorder=recorder, plugins=[], now=lambda: at(1))
+    found = scrape(collector)
+    assert value(found, "pulsar_lens_failed_polls_total") == 1
+    assert "pulsar_lens_snapshot_age_seconds" not in {k[0] for k in found}
+
+
+def test_lens_collector_runs_the_builtin_analyses_by_default() -> None:
+    store = MemoryStore([cluster_snapshot(0, 3), cluster_snapshot(10, 3)])
+    found = scrape(LensCollector(store, now=lambda: at(11)))
+    plugins = {d["plugin"] for d in names(found, "pulsar_lens_plugin_errors")}
+    assert plugins == {
+        "key-shared-map",
+        "stuck-hashes",
+        "subscription-status",
+        "failover-assignment",
+        "bundle-ownership",
+    }
+    assert value(found, "pulsar_lens_plugin_errors", plugin="subscription-status") == 0
+
+
+def settings(env: Mapping[str, str], **kwargs: Any) -> MetricsSettings:
+    return MetricsSettings.from_env(env, **kwargs)
+
+
+def test_metrics_settings_from_env_and_the_command_line() -> None:
+    assert settings({}) == MetricsSettings(port=0, address="127.0.0.1", max_subscriptions=500)
+    env = {
+        "PULSAR_LENS_METRICS_PORT": "9999",
+        "PULSAR_LENS_METRICS_ADDRESS": "0.0.0.0",
+        "PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS": "20",
+    }
+    assert settings(env) == MetricsSettings(port=9999, address="0.0.0.0", max_subscriptions=20)
+    assert settings(env, port=0).port == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("PULSAR_LENS_METRICS_PORT", "http"),
+        ("PULSAR_LENS_METRICS_PORT", "70000"),
+        ("PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS", "0"),
+    ],
+)
+def test_metrics_settings_reject_malformed_values(name: str, text: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        settings({name: text})
+
+
+def test_poll_recorder_counts_polls_and_keeps_the_last() -> None:
+    recorder = PollRecorder()
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    recorder.record(at=when, duration=1.0, requests=3, errors=0, failed=False)
+    recorder.record(at=when, duration=2.0, requests=1, errors=4, failed=True)
+    assert recorder.stats() == PollStats(
+        polls=2,
+        failed_polls=1,
+        last_poll_at=when,
+        last_duration_s=2.0,
+        last_requests=1,
+        last_errors=4,
+    )
