@@ -196,6 +196,8 @@ def diff_assignments(before: Assignments, after: Assignments) -> tuple[RangeMove
     first = changed.copy()
     first[1:] &= ~(changed[:-1] & (was[1:] == was[:-1]) & (now[1:] == now[:-1]))
     starts_at = np.flatnonzero(first)
+    if not len(starts_at):
+        return ()  # nothing changed owner
     ends_at = np.append(starts_at[1:], len(lows))
     moves = []
     for i, j in zip(starts_at.tolist(), ends_at.tolist(), strict=True):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from core.assignments import merge_ranges
+from core.assignments import diff_assignments, merge_ranges
 from core.errors import ModelError
 from core.hashing import sticky_key_hash
 from core.legacy_selectors import LegacyConsistentSelector
@@ -362,3 +362,12 @@ def test_auto_split_from_range_ends_rejects_a_state_the_broker_cannot_have() -> 
         AutoSplitSelector.from_range_ends([(a, 100), (b, 100)])
     with pytest.raises(ModelError, match="distinct and include 65536"):
         AutoSplitSelector.from_range_ends([(a, 100)])
+
+
+@pytest.mark.parametrize("kind", ["consistent", "auto-split"])
+def test_diff_assignments_of_unchanged_state_moves_nothing(kind: str) -> None:
+    selector = make_selector(kind)  # type: ignore[arg-type]
+    for name in ("a", "b", "c"):
+        selector.add(Consumer(name))
+    state = selector.assignments()
+    assert diff_assignments(state, state) == ()
