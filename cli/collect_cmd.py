@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 
+from cli.key_sampling import add_sampling_args, sampling_hooks
 from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from collectors.loop import DiffFn, Heartbeat, PollFn, PollLoop
 from core.settings import Settings, format_duration, parse_duration
@@ -96,6 +97,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="TENANT/NS",
         help="poll only this namespace (repeatable; default: all)",
     )
+    add_sampling_args(p, positive=positive_int)
     add_metrics_port(p, default_text="0")
     p.set_defaults(func=run, source_factory=admin_source)
 
@@ -125,17 +127,18 @@ def run(args: argparse.Namespace) -> int:
     interval = args.interval or settings.poll_interval
     metrics = MetricsEndpoint(store, port=args.metrics_port)
     factory: SourceFactory = args.source_factory
+    wrap_poll, wrap_beat = sampling_hooks(args, settings, store)
     source = factory(admin_url, args.namespaces)
     printer = HeartbeatPrinter()
     try:
         metrics.start()
         loop = PollLoop(
-            source.poll,
+            wrap_poll(source.poll),
             store,
             interval=interval.total_seconds(),
             retention=args.retention or settings.retention,
             diff=source.diff,
-            on_heartbeat=metrics.wrap(printer),
+            on_heartbeat=wrap_beat(metrics.wrap(printer)),
             max_polls=1 if args.once else args.max_polls,
         )
         if not args.once:

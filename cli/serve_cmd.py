@@ -28,7 +28,7 @@ BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"
 DEFAULT_PORT = 8501
 DEMO_INTERVAL = dt.timedelta(seconds=5)
 READY_TIMEOUT = 90.0
-SECRET_VARS = ("PULSAR_ADMIN_TOKEN", "PULSAR_ADMIN_TOKEN_FILE")
+SECRET_VARS = ("PULSAR_ADMIN_TOKEN", "PULSAR_ADMIN_TOKEN_FILE", "PULSAR_CLIENT_TOKEN")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,7 +62,12 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def collect_child(
-    admin_url: str, store: Path, interval: dt.timedelta, *, metrics: int = 0
+    admin_url: str,
+    store: Path,
+    interval: dt.timedelta,
+    *,
+    metrics: int = 0,
+    extra: Sequence[str] = (),
 ) -> Child:
     argv = [
         sys.executable,
@@ -77,6 +82,7 @@ def collect_child(
         format_duration(interval),
         "--metrics-port",
         str(metrics),
+        *extra,
     ]
     return Child("collect", argv, env=_child_env(store, interval))
 
@@ -133,12 +139,13 @@ def serve(
     banner: Sequence[str] = (),
     stop: threading.Event | None = None,
     metrics: int = 0,
+    collect_args: Sequence[str] = (),
 ) -> int:
     """Supervise the loop and the dashboard until stopped; 1 (with the reason) if one dies."""
     store.mkdir(parents=True, exist_ok=True)
     url = dashboard_url(address, port)
     children = [
-        collect_child(admin_url, store, interval, metrics=metrics),
+        collect_child(admin_url, store, interval, metrics=metrics, extra=collect_args),
         streamlit_child(store, interval, address=address, port=port),
     ]
     stop = stop or threading.Event()
@@ -212,6 +219,13 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
                 port=args.port,
                 banner=demo_banner(pulsar.admin_url),
                 metrics=metrics_port(args.metrics_port, default=SERVE_PORT),
+                collect_args=(
+                    "--sample-keys",
+                    "--sample-every",
+                    "3",
+                    "--service-url",
+                    pulsar.service_url,
+                ),
             )
     finally:
         print("Stopping the demo workloads and the local Pulsar ...", flush=True)
