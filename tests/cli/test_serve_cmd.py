@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -54,7 +55,7 @@ def test_serve_exits_1_when_the_dashboard_port_is_taken(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        argv = ["serve", "--admin-url", UNREACHABLE, "--port", str(port)]
+        argv = ["serve", "--admin-url", UNREACHABLE, "--port", str(port), "--metrics-port", "0"]
         code = main([*argv, "--store", str(tmp_path / "store")])
     err = capsys.readouterr().err
     assert code == 1
@@ -74,10 +75,11 @@ def test_serve_stops_both_processes_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     argv = [PY, "-m", "cli.main", "serve", "--admin-url", UNREACHABLE, "--port", str(port)]
     with subprocess.Popen(
-        [*argv, "--store", str(tmp_path / "store")],
+        [*argv, "--metrics-port", "0", "--store", str(tmp_path / "store")],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,
     ) as proc:
         _stop_on_sigterm(proc, port)
 
@@ -98,8 +100,8 @@ def _stop_on_sigterm(proc: subprocess.Popen[str], port: int) -> None:
         assert proc.wait(timeout=30) == 0
         assert not _health(f"http://127.0.0.1:{port}")
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # take its children down too: they would hold the ports
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
 
 

@@ -6,6 +6,7 @@ running: the dashboard port and, for the demo, its broker stop answering.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -58,25 +59,27 @@ def _interrupt(proc: subprocess.Popen[str], *, timeout: float) -> int:
     try:
         return proc.wait(timeout=timeout)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # take its children down too: they would hold the ports
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
 
 
 def test_serve_collects_from_a_live_broker_and_stops_on_ctrl_c(
     pulsar: LocalPulsar, tmp_path: Path
 ) -> None:
-    port, store = free_port(), tmp_path / "store"
+    port, metrics, store = free_port(), free_port(), tmp_path / "store"
     argv = [PY, "-m", "cli.main", "serve", "--admin-url", pulsar.admin_url, "--interval", "2s"]
     with subprocess.Popen(
-        [*argv, "--port", str(port), "--store", str(store)],
+        [*argv, "--port", str(port), "--metrics-port", str(metrics), "--store", str(store)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,
     ) as proc:
         _read_until(proc, "Pulsar Lens dashboard:", timeout=90)
         _wait(lambda: len(Store(store).snapshots()) >= 2, what="two polls", timeout=60)
         assert _answers(f"http://127.0.0.1:{port}/_stcore/health")
+        assert _answers(f"http://127.0.0.1:{metrics}/metrics")
         assert _interrupt(proc, timeout=30) == 0
     assert not _answers(f"http://127.0.0.1:{port}/_stcore/health")
 
@@ -90,10 +93,11 @@ def test_demo_command_serves_live_data_and_stops_everything(tmp_path: Path) -> N
     port, store = free_port(), tmp_path / "store"
     argv = [PY, "-m", "cli.main", "demo", "--port", str(port), "--interval", "2s"]
     with subprocess.Popen(
-        [*argv, "--store", str(store)],
+        [*argv, "--metrics-port", "0", "--store", str(store)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,
     ) as proc:
         lines = _read_until(proc, "Local Pulsar admin API:", timeout=240)
         assert f"Pulsar Lens dashboard: http://127.0.0.1:{port}" in lines
