@@ -129,8 +129,9 @@ def _draining_ticks(draining: pd.DataFrame, *, size: int) -> alt.Chart:
     )
 
 
-def chart_share(shares: pd.DataFrame) -> alt.LayerChart:
-    """Share of the hash space per consumer, with the fair share (1/n) as a dashed rule.
+def chart_share(shares: pd.DataFrame, *, title: str = "share of hash space") -> alt.LayerChart:
+    """A share per consumer (of the hash space by default), with the fair share (1/n) as a
+    dashed rule.
 
     `shares`: consumer_name, share (0-1).
     """
@@ -140,7 +141,7 @@ def chart_share(shares: pd.DataFrame) -> alt.LayerChart:
         .mark_bar()
         .encode(
             y=alt.Y("consumer_name:N", title=None, sort="-x"),
-            x=alt.X("share:Q", title="share of hash space", axis=alt.Axis(format="%")),
+            x=alt.X("share:Q", title=title, axis=alt.Axis(format="%")),
             color=alt.Color("consumer_name:N", scale=alt.Scale(scheme=PALETTE), legend=None),
             tooltip=["consumer_name:N", alt.Tooltip("share:Q", format=".1%")],
         )

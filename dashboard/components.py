@@ -208,17 +208,23 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
         st.caption(f"computed in {output.seconds:.2f}s over {len(output.snapshot_ids)} poll(s)")
 
 
+WHOLE_CLUSTER_UP_TO = {"key-shared-map": 20_000}
+"""Analyses fast enough to run at once on bigger clusters (key-shared-map: ~0.3 s at 10,000
+topics, benchmarks/dashboard.py)."""
+
+
 def draw_plugin_section(root: str, status: PollStatus, slug: str, *, offer: str, key: str) -> None:
     """A page's whole-cluster analysis: shown at once on small clusters, on demand on big ones."""
+    large_above = WHOLE_CLUSTER_UP_TO.get(slug, LARGE_CLUSTER_TOPICS)
     if not data.plugin_loaded(slug):
         plugin_missing(slug)
         return
     st.subheader("Analysis")
-    large = status.row_counts.get("topics", 0) > LARGE_CLUSTER_TOPICS
+    large = status.row_counts.get("topics", 0) > large_above
     if st.toggle(offer, value=not large, key=key):
         draw_plugin(root, slug)
     elif large:
-        st.caption(f"Off by default above {LARGE_CLUSTER_TOPICS:,} topics: it reads them all.")
+        st.caption(f"Off by default above {large_above:,} topics: it reads them all.")
 
 
 # --- the params form ----------------------------------------------------------------------

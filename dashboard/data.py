@@ -132,6 +132,17 @@ def key_shared_view(root: str, snapshot_id: str, label: str) -> keyshared.KeySha
     )
 
 
+KEY_SAMPLE_POLLS = 12
+"""How many recent polls of key samples the Key_Shared page weighs consumers by."""
+
+
+@st.cache_data(ttl=3600, max_entries=32, show_spinner=False)
+def key_traffic(root: str, snapshot_id: str, label: str) -> pd.DataFrame:
+    view = key_shared_view(root, snapshot_id, label)
+    samples = history_table(root, snapshot_id, "key_samples", KEY_SAMPLE_POLLS)
+    return keyshared.compute_traffic(samples, view)
+
+
 def lookup_key(root: str, snapshot_id: str, label: str, key: str) -> keyshared.KeyLookup:
     view = key_shared_view(root, snapshot_id, label)
     return keyshared.lookup_key(key, view.ranges, view.draining, view.kind)

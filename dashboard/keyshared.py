@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from core.hashing import SelectorKind, sticky_key_hash
+from core.keyload import compute_key_load
 
 SEPARATOR = " | "
 RANGE_COLUMNS = ["consumer_name", "start", "end"]
@@ -164,6 +165,31 @@ def compute_view(
         msg_backlog=_int(sub, "msg_backlog"),
         msg_in_replay=_int(sub, "msg_in_replay"),
     )
+
+
+TRAFFIC_COLUMNS = ["consumer_name", "sampled_messages", "distinct_keys", "share", "vs_fair"]
+
+
+def compute_traffic(samples: pd.DataFrame, view: KeySharedView) -> pd.DataFrame:
+    """Sampled messages per consumer of the subscription (`key_samples` of its topic against
+    the broker's ranges), with vs_fair = share / (1/n); empty without samples for the topic.
+
+    The hash space can be split evenly while the traffic is not: a few hot keys load whichever
+    consumer owns their hashes.
+    """
+    mine = samples[samples["topic"] == view.topic] if len(samples) else samples
+    if mine.empty or view.ranges.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in TRAFFIC_COLUMNS})
+    ranges = {
+        name: list(zip(group["start"].astype(int), group["end"].astype(int), strict=True))
+        for name, group in view.ranges.groupby("consumer_name", sort=False)
+    }
+    for name in view.consumers:
+        ranges.setdefault(name, [])
+    load = compute_key_load(mine, ranges, selector=view.kind)
+    fair = 1.0 / len(ranges)
+    load["vs_fair"] = load["share"].astype(float) / fair
+    return load.sort_values("share", ascending=False).reset_index(drop=True)[TRAFFIC_COLUMNS]
 
 
 def _int(frame: pd.DataFrame, column: str) -> int:

@@ -1,4 +1,4 @@
-"""Page sections with several widgets: the Key_Shared lookup box and what-if controls.
+"""Page sections with several widgets: the Key_Shared traffic, lookup box and what-if.
 
 Kept out of the page scripts so the pages stay thin; widget keys are prefixed by the page.
 """
@@ -13,6 +13,35 @@ from dashboard import charts, components, data
 from dashboard.keyshared import KeySharedView
 
 CHANGES = ("add a consumer", "remove a consumer", "change replica points")
+
+
+def draw_key_traffic(root: str, snapshot_id: str, label: str) -> None:
+    st.subheader("Sampled traffic per consumer")
+    with components.guarded("The sampled traffic"):
+        traffic = data.key_traffic(root, snapshot_id, label)
+        if traffic.empty:
+            st.caption(
+                "No key samples for this topic yet. `pulsar-lens collect --sample-keys` reads "
+                "recent message keys with a non-durable reader (the demo does)."
+            )
+            return
+        sampled = int(traffic["sampled_messages"].sum())
+        c = st.columns(3)
+        c[0].metric("Sampled messages", sampled)
+        c[1].metric("Traffic imbalance", f"{traffic['vs_fair'].max():.2f}×", help=TRAFFIC_HELP)
+        c[2].metric("Distinct keys", int(traffic["distinct_keys"].sum()))
+        left, right = st.columns([3, 2])
+        with left:
+            components.draw_chart(
+                charts.chart_share(traffic, title="share of sampled messages"),
+                title="Share of sampled messages",
+                caption="hot keys load whichever consumer owns their hashes",
+            )
+        with right:
+            st.dataframe(traffic, hide_index=True, key="key_shared_traffic")
+
+
+TRAFFIC_HELP = "largest share of the sampled messages / fair share (1/n)"
 
 
 def draw_key_lookup(root: str, snapshot_id: str, label: str) -> None:

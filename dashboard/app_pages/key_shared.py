@@ -49,6 +49,7 @@ with components.guarded("The hash space"):
         st.markdown("**Draining hashes** (held until their consumer acknowledges)")
         st.dataframe(view.draining, hide_index=True, key="key_shared_draining")
 
+sections.draw_key_traffic(root, status.snapshot_id, label)
 sections.draw_key_lookup(root, status.snapshot_id, label)
 sections.draw_what_if(root, status.snapshot_id, view)
 

@@ -12,6 +12,7 @@ import datetime as dt
 import itertools
 from pathlib import Path
 
+from core.hashing import sticky_key_hash
 from core.model import (
     BrokerRecord,
     BundleRecord,
@@ -19,9 +20,11 @@ from core.model import (
     DrainingHashRecord,
     EndpointError,
     EventRecord,
+    KeySampleRecord,
     Snapshot,
     SubscriptionRecord,
     TopicRecord,
+    records_to_table,
 )
 from core.store import Store
 
@@ -174,3 +177,26 @@ def write_scenario(
         snapshot = make_poll(at, poll, partial=partial and poll == polls - 1)
         store.write(snapshot, events=_events(at, poll))
     return store
+
+
+HOT_KEYS = {"9": 30, "4": 6, "0": 3, "1": 3, "2": 3}
+"""Sampled keys of the payments topic and how often each was seen: "9" is hot."""
+
+
+def write_key_samples(store: Store, topic: str = PAYMENTS) -> None:
+    """Key samples for `topic` with the newest snapshot, as `collect --sample-keys` writes."""
+    index = store.snapshots()
+    newest = index.iloc[-1]
+    samples = [
+        KeySampleRecord(topic=topic, key=key, sticky_hash=sticky_key_hash(key.encode()))
+        for key, count in HOT_KEYS.items()
+        for _ in range(count)
+    ]
+    table = records_to_table(
+        "key_samples",
+        samples,
+        snapshot_id=str(newest["snapshot_id"]),
+        collected_at=newest["collected_at"].to_pydatetime(),
+        cluster=str(newest["cluster"]),
+    )
+    store.write_table("key_samples", table)

@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.hashing import sticky_key_hash
 from core.store import Store
-from tests.dashboard.scenario import write_scenario
+from dashboard.components import WHOLE_CLUSTER_UP_TO
+from tests.dashboard.scenario import C2_RANGES, HOT_KEYS, write_key_samples, write_scenario
 
 AppRunner = Callable[..., AppTest]
 
@@ -187,9 +189,35 @@ def test_app_whole_cluster_analysis_waits_for_a_click_on_large_clusters(
     small = app("key_shared.py")
     assert small.toggle(key="key_shared_all").value is True
     assert any(m.label == "Drifting from the model" for m in small.metric)
-    monkeypatch.setattr("dashboard.components.LARGE_CLUSTER_TOPICS", 3)
+    monkeypatch.setitem(WHOLE_CLUSTER_UP_TO, "key-shared-map", 3)
     large = app("key_shared.py")
     assert large.toggle(key="key_shared_all").value is False
     assert not any(m.label == "Drifting from the model" for m in large.metric)
     large.toggle(key="key_shared_all").set_value(True).run()
     assert any(m.label == "Drifting from the model" for m in large.metric)
+
+
+def test_app_key_shared_weighs_consumers_by_sampled_traffic(
+    scenario: Store, app: AppRunner
+) -> None:
+    write_key_samples(scenario)
+    at = app("key_shared.py")
+    metrics = {m.label: m.value for m in at.metric}
+    owner = {
+        key: "c2" if any(s <= sticky_key_hash(key.encode()) <= e for s, e in C2_RANGES) else "c1"
+        for key in HOT_KEYS
+    }
+    expected = {c: sum(n for k, n in HOT_KEYS.items() if owner[k] == c) for c in ("c1", "c2")}
+    assert metrics["Sampled messages"] == str(sum(HOT_KEYS.values()))
+    worst = max(expected.values()) / sum(HOT_KEYS.values()) * 2
+    assert metrics["Traffic imbalance"] == f"{worst:.2f}×"
+    traffic = _frame(at, "consumer_name", "sampled_messages")
+    assert dict(zip(traffic["consumer_name"], traffic["sampled_messages"], strict=True)) == expected
+
+
+def test_app_key_shared_without_samples_says_how_to_get_them(
+    scenario: Store, app: AppRunner
+) -> None:
+    at = app("key_shared.py")
+    assert "Traffic imbalance" not in {m.label for m in at.metric}
+    assert any("--sample-keys" in c.value for c in at.caption)
