@@ -113,15 +113,22 @@ class HeartbeatPrinter:
         print(beat.line(), flush=True)
 
 
-def run(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
-    admin_url = args.admin_url or settings.admin_url
+def require_admin_url(command: str, given: str | None, settings: Settings) -> str | None:
+    """The admin URL from the flag or PULSAR_ADMIN_URL; None (after saying so) without one."""
+    admin_url = given or settings.admin_url
     if not admin_url:
         print(
-            "pulsar-lens collect: no admin URL; pass --admin-url or set PULSAR_ADMIN_URL "
+            f"pulsar-lens {command}: no admin URL; pass --admin-url or set PULSAR_ADMIN_URL "
             "(e.g. http://localhost:8080)",
             file=sys.stderr,
         )
+    return admin_url
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    admin_url = require_admin_url("collect", args.admin_url, settings)
+    if not admin_url:
         return 2
     store = Store(args.store or settings.store_dir)
     interval = args.interval or settings.poll_interval

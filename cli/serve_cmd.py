@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from cli.collect_cmd import duration_arg
+from cli.collect_cmd import duration_arg, require_admin_url
 from cli.metrics_endpoint import add_metrics_port, metrics_port, metrics_url
 from cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
 from core.settings import Settings, format_duration
@@ -171,13 +171,8 @@ def serve(
 
 def run_serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
-    admin_url = args.admin_url or settings.admin_url
+    admin_url = require_admin_url("serve", args.admin_url, settings)
     if not admin_url:
-        print(
-            "pulsar-lens serve: no admin URL; pass --admin-url or set PULSAR_ADMIN_URL "
-            "(e.g. http://localhost:8080)",
-            file=sys.stderr,
-        )
         return 2
     store = Path(args.store or settings.store_dir).resolve()
     return serve(

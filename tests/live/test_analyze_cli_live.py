@@ -4,31 +4,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from collectors.localpulsar import LocalPulsar
+from tests.lens_cli import run_lens
 from tests.live.lens_polls import new_topic, pulsar_client
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def lens(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +27,9 @@ def live_store(pulsar: LocalPulsar, tmp_path_factory: pytest.TempPathFactory) ->
             producer.send(str(i).encode())
         producer.flush()
         for _ in range(2):
-            done = lens("collect", "--once", "--admin-url", pulsar.admin_url, "--store", str(store))
+            done = run_lens(
+                "collect", "--once", "--admin-url", pulsar.admin_url, "--store", str(store)
+            )
             assert done.returncode == 0, done.stdout + done.stderr
     finally:
         client.close()
@@ -52,7 +37,7 @@ def live_store(pulsar: LocalPulsar, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def analyze(store: Path, slug: str) -> dict[str, Any]:
-    done = lens("analyze", slug, "--store", str(store), "--json")
+    done = run_lens("analyze", slug, "--store", str(store), "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     assert result["plugin"] == slug and len(result["snapshot_ids"]) == 2
@@ -79,7 +64,7 @@ def test_analyze_cli_live_stuck_hashes(live_store: Path) -> None:
 
 
 def test_analyze_cli_live_text_output(live_store: Path) -> None:
-    done = lens("analyze", "bundle-ownership", "--store", str(live_store))
+    done = run_lens("analyze", "bundle-ownership", "--store", str(live_store))
     assert done.returncode == 0, done.stderr
     assert "bundle-ownership 1.0 on 2 snapshot(s)" in done.stdout
     assert "== bundles (" in done.stdout

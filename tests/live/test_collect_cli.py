@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,14 +15,7 @@ from cli.collect_cmd import admin_source
 from collectors.localpulsar import LocalPulsar
 from collectors.loop import PollLoop
 from core.store import Store
-
-CLI = [sys.executable, "-m", "cli.main"]
-
-
-def run_cli(*argv: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *argv], capture_output=True, text=True, timeout=timeout, check=False
-    )
+from tests.lens_cli import run_lens
 
 
 def wait_bulk_stats(broker: LocalPulsar, words: list[str], *, timeout: float = 30.0) -> None:
@@ -71,7 +62,7 @@ def test_collect_cli_once_stores_the_topics_created_here(
     pulsar: LocalPulsar, workload: dict[str, str], tmp_path: Path
 ) -> None:
     store_dir = tmp_path / "store"
-    result = run_cli(
+    result = run_lens(
         "collect", "--once", "--admin-url", pulsar.admin_url, "--store", str(store_dir)
     )
     assert result.returncode == 0, result.stderr
@@ -101,7 +92,7 @@ def test_collect_cli_interval_prints_one_heartbeat_per_poll(
 ) -> None:
     store_dir = tmp_path / "store"
     started = time.monotonic()
-    result = run_cli(
+    result = run_lens(
         "collect",
         "--interval",
         "1s",

@@ -5,9 +5,6 @@ subscription behind; then `collect --once --sample-keys` feeds `analyze sticky-r
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -25,9 +22,9 @@ from collectors.keys import collect_key_samples, sample_keys
 from collectors.localpulsar import LocalPulsar
 from core.keyload import UNCOVERED, compute_key_load
 from core.store import Store
+from tests.lens_cli import run_lens
 from tests.live.lens_polls import admin, pulsar_client, topic_stats, wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
 SUB = "lens-ks"
 # (how the key is set, the key the broker routes by, messages): a skewed mix
 PLAN: list[tuple[str, str, int]] = [
@@ -192,19 +189,6 @@ def test_key_sampler_reads_every_partition_of_a_partitioned_topic(pulsar: LocalP
     assert {r.topic for r in records} == {f"{topic}-partition-0", f"{topic}-partition-1"}
 
 
-def lens(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-
-
 def _bulk_stats_list(pulsar: LocalPulsar, words: list[str]) -> bool:
     text = admin(pulsar, "GET", "/admin/v2/broker-stats/topics").text
     return all(word in text for word in words)
@@ -219,7 +203,7 @@ def test_collect_sample_keys_feeds_sticky_ranges(
     )
     store_dir = tmp_path / "store"
     started = time.monotonic()
-    done = lens(
+    done = run_lens(
         "collect", "--once", "--sample-keys",
         "--admin-url", pulsar.admin_url,
         "--service-url", pulsar.service_url,
@@ -233,7 +217,7 @@ def test_collect_sample_keys_feeds_sticky_ranges(
     assert set(rows["topic"]) == {workload.topic}
     assert Counter(rows["key"]) == KEYED
 
-    done = lens("analyze", "sticky-ranges", "--store", str(store_dir), "--json")
+    done = run_lens("analyze", "sticky-ranges", "--store", str(store_dir), "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     plan = result["summary"]["plan"]
