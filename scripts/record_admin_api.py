@@ -60,6 +60,7 @@ class Recorder:
     def __init__(self, broker: LocalPulsar) -> None:
         self.broker = broker
         self.entries: list[dict[str, Any]] = []
+        self.phase = "poll"  # "reference" for the answers fetched after the poll, for tests
 
     def normalise(self, text: str) -> str:
         text = text.replace(f"127.0.0.1:{self.broker.web_port}", WEB)
@@ -74,6 +75,7 @@ class Recorder:
                 "path": url.path,
                 "query": url.query,
                 "status": resp.status_code,
+                "by": self.phase,
                 "body": self.normalise(resp.text),
             }
         )
@@ -165,6 +167,7 @@ def record(scenario: str, settings: dict[str, str]) -> None:
         snapshot = poll(admin)
         if snapshot.errors:
             raise SystemExit(f"{scenario}: the poll had errors: {snapshot.errors}")
+        rec.phase = "reference"
         for topic in (ORDERS, *(f"{PAYMENTS}-partition-{i}" for i in range(3)), AUDIT):
             domain, rest = topic.split("://")
             admin.get_text(f"/lookup/v2/topic/{domain}/{rest}/bundle")

@@ -49,17 +49,11 @@ def register(
             continue
         text = (DATA / scenario / entry["file"]).read_text() if entry["file"] else ""
         query = dict(pair.split("=", 1) for pair in entry["query"].split("&") if pair)
-        queries = [query]
-        if entry["path"].endswith("/stats") and not query:
-            # The poll asks the most backlogged topics for their earliest publish time; a
-            # recording without that query answers it with the plain body (the field is 0).
-            queries.append({"getEarliestTimeInBacklog": "true"})
-        for q in queries:
-            mock.add(
-                entry["method"],
-                base + entry["path"],
-                body=text,
-                status=entry["status"],
-                content_type="application/json",
-                match=[matchers.query_param_matcher(q)],
-            )
+        mock.add(
+            entry["method"],
+            base + entry["path"],
+            body=text,
+            status=entry["status"],
+            content_type="application/json",
+            match=[matchers.query_param_matcher(query)],
+        )

@@ -36,12 +36,8 @@ def run(mock: responses.RequestsMock, **kwargs: Any) -> Snapshot:
 
 
 def poll_requests(scenario: str) -> int:
-    """How many requests the recorded poll made (the lookups and audit stats came after)."""
-    return sum(
-        1
-        for e in index(scenario)
-        if not e["path"].startswith("/lookup/") and "/second/audit/stats" not in e["path"]
-    )
+    """How many requests the recorded poll made (the recorder marks them `by: poll`)."""
+    return sum(1 for e in index(scenario) if e["by"] == "poll")
 
 
 def test_poll_recorded_default_cluster_is_complete(mock: responses.RequestsMock) -> None:
@@ -410,3 +406,20 @@ def test_poll_survives_odd_shapes_in_the_bulk_answer(mock: responses.RequestsMoc
     (error,) = snap.errors  # its stats were not recorded: the fake refuses the call
     assert error.endpoint.endswith("/odd/stats")
     assert ORDERS in {t.topic for t in snap.topics}
+
+
+def test_poll_recorded_backlogged_topic_gets_its_earliest_publish_time(
+    mock: responses.RequestsMock,
+) -> None:
+    register(mock, "default")
+    snap = run(mock)
+    answer = load(
+        "default",
+        "/admin/v2/persistent/public/default/orders/stats",
+        "getEarliestTimeInBacklog=true",
+    )
+    for sub in (s for s in snap.subscriptions if s.topic == ORDERS):
+        expected_ms = answer["subscriptions"][sub.subscription]["earliestMsgPublishTimeInBacklog"]
+        assert expected_ms > 0
+        assert sub.earliest_msg_publish_time_in_backlog is not None
+        assert int(sub.earliest_msg_publish_time_in_backlog.timestamp() * 1000) == expected_ms
