@@ -23,6 +23,7 @@ import pytest
 from collectors.localpulsar import LocalPulsar
 from plugins.builtin.key_shared import KeySharedMap
 from tests.brokers import BrokerPool
+from tests.lens_cli import run_lens
 from tests.live.lens_polls import (
     STATS_REFRESH,
     Recorder,
@@ -31,7 +32,6 @@ from tests.live.lens_polls import (
     topic_stats,
     wait_for,
 )
-from tests.live.test_analyze_cli_live import lens
 
 SUB = "map"
 PLUGIN = KeySharedMap()
@@ -200,7 +200,9 @@ def test_key_shared_map_live_cli_json(pulsar: LocalPulsar, tmp_path: Path) -> No
 
         def collected() -> bool:
             time.sleep(STATS_REFRESH)
-            done = lens("collect", "--once", "--admin-url", pulsar.admin_url, "--store", str(store))
+            done = run_lens(
+                "collect", "--once", "--admin-url", pulsar.admin_url, "--store", str(store)
+            )
             assert done.returncode == 0, done.stdout + done.stderr
             result = analyze_json(store, label)
             return any(r["label"] == label for r in result["frames"]["subscriptions"])
@@ -222,7 +224,7 @@ def test_key_shared_map_live_cli_json(pulsar: LocalPulsar, tmp_path: Path) -> No
 
 
 def analyze_json(store: Path, label: str) -> dict[str, Any]:
-    done = lens(
+    done = run_lens(
         "analyze",
         "key-shared-map",
         "--store",
