@@ -26,12 +26,17 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-stamp=.venv/.installed-$(cat pyproject.toml examples/hello-plugin/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
+stamp=.venv/.installed-$(sha256sum < pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[spark,dev]'
   rm -f .venv/.installed-*; touch "$stamp"
+fi
+# Earlier test runs installed examples/hello-plugin here; the tests now use a throwaway
+# directory, so a copy left behind would only add a stray analysis to the dashboard.
+if .venv/bin/python -m pip show -q hello-pulsar-lens >/dev/null 2>&1; then
+  .venv/bin/python -m pip uninstall -y -q hello-pulsar-lens
 fi
 
 .venv/bin/pulsar-lens pulsar assemble

@@ -1,8 +1,12 @@
-"""examples/hello-plugin installs with pip and is found through its entry point."""
+"""examples/hello-plugin installs with pip and is found through its entry point.
+
+It is installed into a throwaway directory (`pip install --target`) that only these tests put on
+the path, never into the project's virtualenv: running the suite must not add an analysis to
+the dashboard a developer starts afterwards.
+"""
 
 from __future__ import annotations
 
-import fcntl
 import importlib
 import importlib.metadata
 import json
@@ -21,42 +25,43 @@ HELLO = ROOT / "examples" / "hello-plugin"
 DIST = "hello-pulsar-lens"
 
 
-def _installed_is_current() -> bool:
-    """Whether the installed copy has exactly the example's sources (skip the reinstall)."""
-    try:
-        dist = importlib.metadata.distribution(DIST)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    installed = {str(f): f for f in dist.files or () if str(f).startswith("hello_pulsar_lens/")}
-    sources = sorted((HELLO / "hello_pulsar_lens").glob("*.py"))
-    for source in sources:
-        entry = installed.get(f"hello_pulsar_lens/{source.name}")
-        if entry is None or Path(str(dist.locate_file(entry))).read_bytes() != source.read_bytes():
-            return False
-    return bool(sources) and dist.version == "0.1.0"
-
-
 @pytest.fixture(scope="module")
-def hello_installed() -> Iterator[None]:
-    """Install the example into this virtualenv (no deps, no build isolation), once."""
-    lock_path = ROOT / ".venv" / ".hello-plugin.lock"
-    with lock_path.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _installed_is_current():
-            command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]
-            command += ["--no-build-isolation", "--force-reinstall", str(HELLO)]
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            assert done.returncode == 0, done.stdout + done.stderr
-        fcntl.flock(lock, fcntl.LOCK_UN)
+def hello_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The example installed (no deps, no build isolation) into a directory of its own."""
+    target = tmp_path_factory.mktemp("hello-site")
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    command += ["--no-compile", "--target", str(target), str(HELLO)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    yield target
+
+
+@pytest.fixture
+def hello_on_path(hello_target: Path) -> Iterator[None]:
+    """The throwaway install visible to this process for one test, then gone again."""
+    sys.path.insert(0, str(hello_target))
     importlib.invalidate_caches()
-    yield
+    try:
+        yield
+    finally:
+        sys.path.remove(str(hello_target))
+        for module in [m for m in sys.modules if m.split(".")[0] == "hello_pulsar_lens"]:
+            del sys.modules[module]
+        importlib.invalidate_caches()
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+def _env(target: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(target), str(ROOT)])
+    return env
 
 
-def test_hello_plugin_found_through_its_entry_point(hello_installed: None) -> None:
+def test_hello_is_not_installed_in_the_project_environment() -> None:
+    with pytest.raises(importlib.metadata.PackageNotFoundError):
+        importlib.metadata.distribution(DIST)
+
+
+def test_hello_plugin_found_through_its_entry_point(hello_on_path: None) -> None:
     registry = discover(builtins=False, plugin_dirs=())
     loaded = registry.get("hello-namespaces")
     assert loaded.source == (
@@ -66,11 +71,11 @@ def test_hello_plugin_found_through_its_entry_point(hello_installed: None) -> No
     assert not [f for f in registry.failures if "hello" in f.source]
 
 
-def test_hello_plugin_listed_by_the_cli(hello_installed: None) -> None:
+def test_hello_plugin_listed_by_the_cli(hello_target: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "cli.main", "plugins", "--json"],
         cwd=ROOT,
-        env=_env(),
+        env=_env(hello_target),
         capture_output=True,
         text=True,
         check=False,
@@ -90,11 +95,11 @@ def test_hello_plugin_listed_by_the_cli(hello_installed: None) -> None:
     ]
 
 
-def test_hello_plugin_own_tests_pass(hello_installed: None) -> None:
+def test_hello_plugin_own_tests_pass(hello_target: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=HELLO,
-        env=_env(),
+        env=_env(hello_target),
         capture_output=True,
         text=True,
         check=False,
