@@ -67,10 +67,12 @@ def registry_listing(registry: Registry) -> dict[str, Any]:
 
 
 def run_plugins(args: argparse.Namespace) -> int:
+    """Exit 0 when every plugin loaded, 1 when any failed (the listing is printed either way)."""
     listing = registry_listing(discover())
+    failed = 1 if listing["failed"] else 0
     if args.json:
         print(json.dumps(listing, indent=2))
-        return 0
+        return failed
     print(f"{len(listing['loaded'])} plugin(s) loaded")
     for p in listing["loaded"]:
         print(f"  {p['name']:<22} {p['version']:<8} {p['engine']:<6} {p['title']}")
@@ -79,7 +81,7 @@ def run_plugins(args: argparse.Namespace) -> int:
         print(f"{len(listing['failed'])} plugin(s) failed to load")
         for f in listing["failed"]:
             print(f"  {f['plugin'] or '?'} from {f['source']}: {f['error']}")
-    return 0
+    return failed
 
 
 # ---- analyze ---------------------------------------------------------------------------

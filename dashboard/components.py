@@ -21,7 +21,7 @@ import streamlit as st
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from core.errors import DashboardError
+from core.errors import DashboardError, PluginUnavailable
 from dashboard import data
 from dashboard.frames import PollStatus, format_age
 from plugins.api import Chart, Metric, Note, Table, View
@@ -177,9 +177,14 @@ def require_snapshot(root: str) -> PollStatus:
 
 
 def plugin_missing(slug: str) -> None:
+    try:
+        data.registry().get(slug)
+        why = ""
+    except PluginUnavailable as exc:
+        why = f" ({exc})"
     st.info(
-        f"The `{slug}` analysis is not loaded, so this page shows only what the snapshots say "
-        "directly. The Plugins page lists what loaded and why a plugin failed."
+        f"The `{slug}` analysis is not loaded{why}, so this page shows only what the snapshots "
+        "say directly. The Plugins page lists what loaded and why a plugin failed."
     )
 
 
@@ -198,11 +203,6 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
             with st.expander("Parameters", expanded=expanded):
                 choices = data.param_choices(root, slug)
                 params = params_form(loaded.plugin.Params, choices, key=f"analysis_{slug}")
-        if loaded.engine == "spark" and not st.toggle(
-            "Run on Spark", key=f"analysis_{slug}_spark", help="starts a SparkSession"
-        ):
-            st.caption("This analysis runs on Spark; switch it on to run it.")
-            return
         output = data.run_plugin(root, slug, params)
         draw(output.views)
         st.caption(f"computed in {output.seconds:.2f}s over {len(output.snapshot_ids)} poll(s)")

@@ -32,10 +32,11 @@ __all__ = [
     "View",
 ]
 
-Engine = Literal["light", "spark"]
-"""`light` runs `analyze` on pandas frames in-process; `spark` on a SparkSession."""
+Engine = Literal["light"]
+"""`light` runs `analyze` on pandas frames. It is the only engine this version offers; a plugin
+declaring another is refused at load time, so nothing is listed that cannot run."""
 
-ENGINES: tuple[str, ...] = ("light", "spark")
+ENGINES: tuple[str, ...] = ("light",)
 
 NoteLevel = Literal["info", "warning", "error"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from core.errors import PluginLoadError, PluginUnavailable
 from core.model import TABLES
@@ -85,7 +85,11 @@ class Registry:
             if failure.plugin == slug:
                 raise PluginUnavailable(slug, f"it failed to load: {failure}")
         known = ", ".join(sorted(self.plugins)) or "none"
-        raise PluginUnavailable(slug, f"no plugin has this name; loaded plugins: {known}")
+        message = f"no plugin has this name; loaded plugins: {known}"
+        unnamed = [str(f) for f in self.failures if f.plugin is None]
+        if unnamed:
+            message += f"; {len(unnamed)} failed to load and may define it: " + "; ".join(unnamed)
+        raise PluginUnavailable(slug, message)
 
     def __iter__(self) -> Iterator[LoadedPlugin]:
         return iter(self.plugins.values())
@@ -263,8 +267,10 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
         value = getattr(cls, attr, None)
         if not isinstance(value, str) or not value.strip():
             yield f"{attr}: expected a non-empty string, found {value!r}"
-    if cls.engine not in ENGINES:
-        yield f"engine: expected one of {', '.join(ENGINES)}, found {cls.engine!r}"
+    engine: object = getattr(cls, "engine", None)
+    if engine not in ENGINES:
+        unbuilt = " (this version has no Spark engine)" if engine == "spark" else ""
+        yield f"engine: expected one of {', '.join(ENGINES)}, found {engine!r}{unbuilt}"
     yield from _table_problems(getattr(cls, "inputs", None))
     history = cls.history
     if not isinstance(history, int) or isinstance(history, bool) or history < 1:
@@ -276,6 +282,32 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
     params = cls.Params
     if not (inspect.isclass(params) and issubclass(params, BaseModel)):
         yield f"Params: expected a pydantic BaseModel subclass, found {params!r}"
+    else:
+        yield from _params_default_problems(params)
+
+
+def _params_default_problems(params: type[BaseModel]) -> Iterable[str]:
+    """Every field needs a default that passes its own rules: the CLI and the dashboard form
+    both start from the defaults, and pydantic does not check them itself."""
+    defaults: dict[str, Any] = {}
+    for name, info in params.model_fields.items():
+        if info.is_required():
+            yield f"Params.{name}: expected a default value (forms and the CLI start from it)"
+        else:
+            defaults[name] = info.get_default(call_default_factory=True)
+    if len(defaults) < len(params.model_fields):
+        return
+    try:
+        params.model_validate(defaults)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error["loc"]) or "?"
+            yield (
+                f"Params.{where}: its default {error.get('input')!r} breaks its own rule: "
+                f"{error['msg']}"
+            )
+    except Exception as exc:  # a validator of the plugin's own that crashes
+        yield f"Params: validating the defaults raised {type(exc).__name__}: {exc}"
 
 
 def _table_problems(inputs: Any) -> Iterable[str]:

@@ -1,8 +1,8 @@
 """Run a plugin: load its inputs from the store, validate params, analyze, check, render.
 
-The light engine hands pandas frames (read through pyarrow) to `analyze`. Spark plugins are
-refused with `PluginUnavailable` until the Spark engine exists. Results are cached in-process
-by `core.digest.cache_key(plugin, version, params, snapshot ids)`, bounded by entry count.
+The light engine hands pandas frames (read through pyarrow) to `analyze`. Results are cached
+in-process by `core.digest.cache_key(plugin, version, params, snapshot ids)`, bounded by entry
+count.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from core.errors import (
     PluginError,
     PluginParamsError,
     PluginRunError,
-    PluginUnavailable,
 )
 from core.model import SCHEMAS
 from plugins.api import AnalysisPlugin, Chart, Inputs, Metric, Note, Result, Table, View
@@ -46,10 +45,6 @@ log = logging.getLogger(__name__)
 
 CACHE_MAX_ENTRIES = 64
 VIEW_TYPES = (Chart, Table, Metric, Note)
-SPARK_NOT_BUILT = (
-    "the Spark engine is not built yet; this plugin declares engine='spark' and cannot run "
-    "until it is (light plugins are unaffected)"
-)
 
 
 class SnapshotStore(Protocol):
@@ -119,11 +114,6 @@ def _validation_text(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _check_engine(plugin: AnalysisPlugin) -> None:
-    if plugin.engine == "spark":
-        raise PluginUnavailable(plugin.name, SPARK_NOT_BUILT)
-
-
 def load_inputs(plugin: AnalysisPlugin, store: SnapshotStore) -> Inputs:
     """The declared tables of the newest `plugin.history` snapshots, as pandas frames."""
     index = store.snapshots(limit=plugin.history).tail(plugin.history).reset_index(drop=True)
@@ -144,7 +134,6 @@ def run(
 ) -> RunOutput:
     """Run `plugin` on the newest snapshots of `store`; cached by plugin, params and snapshots."""
     instance = _instance(plugin)
-    _check_engine(instance)
     validated = validate_params(instance, params)
     started = time.perf_counter()
     inputs = load_inputs(instance, store)
@@ -180,7 +169,6 @@ def run_on_inputs(
 ) -> RunOutput:
     """Analyze and render given inputs (no store, no cache): for tests and the dashboard."""
     instance = _instance(plugin)
-    _check_engine(instance)
     validated = validate_params(instance, params)
     started = time.perf_counter()
     result = _analyze(instance, inputs, validated)

@@ -49,7 +49,7 @@ def test_plugins_cmd_lists_failures_in_text(
 ) -> None:
     (tmp_path / "bad.py").write_text("raise ValueError('nope')\n")
     monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(tmp_path))
-    assert main(["plugins"]) == 0
+    assert main(["plugins"]) == 1
     out = capsys.readouterr().out
     assert "stuck-hashes" in out and "failed to load" in out
     assert f"{tmp_path / 'bad.py'}: import failed: ValueError: nope" in out
@@ -112,3 +112,27 @@ def test_plugins_cmd_analyze_empty_store(
 ) -> None:
     assert main(["analyze", "stuck-hashes", "--store", str(tmp_path / "empty")]) == 1
     assert "no snapshots yet: run `pulsar-lens collect --once`" in capsys.readouterr().err
+
+
+def test_plugins_cmd_json_exits_1_when_a_plugin_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "bad.py").write_text("def broken(:\n")
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(tmp_path))
+    assert main(["plugins", "--json"]) == 1
+    (failure,) = json.loads(capsys.readouterr().out)["failed"]
+    assert failure["source"] == str(tmp_path / "bad.py")
+    assert "SyntaxError" in failure["error"]
+
+
+def test_analyze_unknown_slug_names_the_files_that_failed_to_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "backlog_growth.py").write_text("def broken(:\n")
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(tmp_path))
+    store = stalled_store(tmp_path / "store")
+    assert main(["analyze", "backlog-growth", "--store", str(store)]) != 0
+    err = capsys.readouterr().err
+    assert "no plugin has this name" in err
+    assert "1 failed to load and may define it" in err
+    assert f"{tmp_path / 'backlog_growth.py'}: import failed: SyntaxError" in err

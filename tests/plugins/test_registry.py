@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import create_model
 
 from core.errors import PluginLoadError, PluginUnavailable
-from plugins.api import AnalysisPlugin, BaseModel, Inputs, Result, View
+from plugins.api import AnalysisPlugin, BaseModel, Field, Inputs, Result, View
 from plugins.registry import BUILTIN_PLUGINS, discover, validate_plugin
 
 GOOD = """
@@ -123,6 +124,10 @@ def test_registry_duplicate_slug_names_both_sources(tmp_path: Path) -> None:
     assert registry.get("stuck-hashes").source.startswith("builtin ")
 
 
+def _params(**fields: Any) -> type[BaseModel]:
+    return create_model("Params", **fields)
+
+
 def _variant(**attrs: Any) -> type:
     return type("Variant", (Valid,), attrs)
 
@@ -134,7 +139,8 @@ def _variant(**attrs: Any) -> type:
         ({"name": "trailing-"}, "name: expected a kebab-case slug"),
         ({"title": ""}, "title: expected a non-empty string"),
         ({"version": 1}, "version: expected a non-empty string, found 1"),
-        ({"engine": "gpu"}, "engine: expected one of light, spark, found 'gpu'"),
+        ({"engine": "gpu"}, "engine: expected one of light, found 'gpu'"),
+        ({"engine": "spark"}, "found 'spark' (this version has no Spark engine)"),
         ({"inputs": ("topics", "nope")}, "inputs: expected tables among brokers"),
         ({"inputs": "topics"}, "inputs: expected a tuple of table names"),
         ({"history": 0}, "history: expected an integer >= 1, found 0"),
@@ -142,6 +148,20 @@ def _variant(**attrs: Any) -> type:
         ({"outputs": ("a", "a")}, "outputs: expected unique frame names"),
         ({"analyze": AnalysisPlugin.analyze}, "analyze: expected the plugin to define"),
         ({"Params": dict}, "Params: expected a pydantic BaseModel subclass"),
+        (
+            {"Params": _params(top_n=(int, Field(0, ge=1)))},
+            "Params.top_n: its default 0 breaks its own rule: Input should be greater than or "
+            "equal to 1",
+        ),
+        (
+            {"Params": _params(window=(int, "five"))},
+            "Params.window: its default 'five' breaks its own rule: Input should be a valid "
+            "integer",
+        ),
+        (
+            {"Params": _params(window=(int, ...))},
+            "Params.window: expected a default value (forms and the CLI start from it)",
+        ),
     ],
 )
 def test_registry_validation_names_plugin_source_expected_found(

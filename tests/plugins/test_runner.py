@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pandas as pd
 import pytest
 
-from core.errors import PluginContractError, PluginParamsError, PluginRunError, PluginUnavailable
+from core.errors import PluginContractError, PluginParamsError, PluginRunError
 from core.model import TopicRecord
 from core.store import Store
 from plugins import runner
@@ -137,12 +137,6 @@ def test_runner_wraps_plugin_failures(
     with pytest.raises(error) as info:
         runner.run(Broken(), three_polls())
     assert "'broken'" in str(info.value) and text in str(info.value)
-
-
-def test_runner_spark_plugins_are_unavailable_for_now() -> None:
-    spark = type("SparkCounting", (Counting,), {"name": "spark-count", "engine": "spark"})
-    with pytest.raises(PluginUnavailable, match="the Spark engine is not built yet"):
-        runner.run(spark(), three_polls())
 
 
 def test_runner_empty_store_gives_empty_inputs() -> None:
