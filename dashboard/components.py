@@ -13,6 +13,7 @@ import logging
 import types
 import typing
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import altair as alt
@@ -174,6 +175,17 @@ def require_snapshot(root: str) -> PollStatus:
         st.caption(f"Reading snapshots from `{root}` (set PULSAR_LENS_STORE to change it).")
         st.stop()
     return status
+
+
+def plugin_failures_banner() -> None:
+    """A warning naming the plugins that failed to load, so nobody misses a silent gap."""
+    failures = data.registry().failures
+    if failures:
+        names = ", ".join(sorted({f.plugin or Path(f.source).name for f in failures}))
+        st.warning(
+            f"{len(failures)} plugin(s) failed to load: {names}. "
+            "The Plugins page says why for each."
+        )
 
 
 def plugin_missing(slug: str) -> None:

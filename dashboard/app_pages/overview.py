@@ -11,6 +11,7 @@ root = data.store_root()
 status = components.require_snapshot(root)
 
 components.poll_banner(root)
+components.plugin_failures_banner()
 
 with components.guarded("The overview"):
     names = ("brokers", "bundles", "topics", "subscriptions", "consumers", "draining_hashes")

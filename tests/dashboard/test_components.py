@@ -179,6 +179,10 @@ def test_broken_plugins_leave_the_app_and_are_listed(
     at = app()
     assert not at.exception
     assert [t.value for t in at.title] == ["Overview"]
+    assert any(
+        "1 plugin(s) failed to load: syntax.py" in w.value and "Plugins page" in w.value
+        for w in at.warning
+    )
     at.switch_page("app_pages/plugins.py").run()
     failed = at.dataframe[1].value
     assert any("syntax.py" in source for source in failed["source"])
