@@ -14,6 +14,7 @@ from core.errors import DashboardError
 COMMAND_MODULES = (
     "cli.pulsar_cmd",
     "cli.plugins_cmd",
+    "cli.tables_cmd",
     "cli.collect_cmd",
     "cli.assign_cmd",
     "cli.model_cmd",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import inspect
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -24,76 +25,84 @@ HashRange = tuple[int, int]
 @dataclass(frozen=True, slots=True)
 class BrokerRecord:
     broker_id: str  # "host:webPort", as GET /admin/v2/brokers/{cluster} lists it
-    web_service_url: str | None = None
-    pulsar_service_url: str | None = None
-    version: str | None = None
-    is_leader: bool = False
-    cpu_usage_pct: float | None = None
-    memory_usage_pct: float | None = None
-    msg_rate_in: float | None = None
-    msg_rate_out: float | None = None
-    num_topics: int | None = None
-    num_bundles: int | None = None
-    num_consumers: int | None = None
-    num_producers: int | None = None
+    web_service_url: str | None = None  # the broker's admin/web URL as it advertises it
+    pulsar_service_url: str | None = None  # the broker's binary-protocol URL
+    version: str | None = None  # Pulsar version the broker reports
+    is_leader: bool = False  # whether this broker is the load-manager leader
+    cpu_usage_pct: float | None = None  # CPU usage from the broker's load report, percent
+    memory_usage_pct: float | None = None  # JVM memory usage from the load report, percent
+    msg_rate_in: float | None = None  # messages/s published to the broker's topics (load report)
+    msg_rate_out: float | None = None  # messages/s dispatched by the broker (load report)
+    num_topics: int | None = None  # topics the broker serves (load report)
+    num_bundles: int | None = None  # bundles the broker owns (load report)
+    num_consumers: int | None = None  # consumers connected to the broker (load report)
+    num_producers: int | None = None  # producers connected to the broker (load report)
 
 
 @dataclass(frozen=True, slots=True)
 class BundleRecord:
     namespace: str  # "tenant/ns"
-    tenant: str
+    tenant: str  # the namespace's tenant
     bundle: str  # "0x00000000_0x40000000"
     lower: int  # inclusive start of the CRC32 range
     upper: int  # exclusive end (inclusive for the last bundle, 0xffffffff)
-    owner_broker: str | None = None
-    topic_count: int = 0
-    msg_rate_in: float | None = None
-    msg_rate_out: float | None = None
+    owner_broker: str | None = None  # broker_id of the owner, None when unowned or unknown
+    topic_count: int = 0  # topics of this snapshot that hash into the bundle
+    msg_rate_in: float | None = None  # sum of msg_rate_in over those topics
+    msg_rate_out: float | None = None  # sum of msg_rate_out over those topics
 
 
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
     topic: str  # full name, e.g. persistent://public/default/orders-partition-3
-    tenant: str
+    tenant: str  # the topic's tenant
     namespace: str  # "tenant/ns"
-    persistent: bool = True
+    persistent: bool = True  # persistent:// (True) or non-persistent:// (False)
     partitioned_topic: str | None = None  # parent name for a partition, else None
-    partition_index: int = -1
-    bundle: str | None = None
-    owner_broker: str | None = None
-    msg_rate_in: float | None = None
-    msg_rate_out: float | None = None
-    msg_throughput_in: float | None = None
-    msg_throughput_out: float | None = None
-    storage_size: int | None = None
+    partition_index: int = -1  # N of a -partition-N name, else -1
+    bundle: str | None = None  # the bundle the topic hashes into, e.g. 0x00000000_0x40000000
+    owner_broker: str | None = None  # broker_id of the bundle's owner
+    msg_rate_in: float | None = None  # messages/s published (topic stats msgRateIn)
+    msg_rate_out: float | None = None  # messages/s dispatched to all subscriptions (msgRateOut)
+    msg_throughput_in: float | None = None  # bytes/s published (msgThroughputIn)
+    msg_throughput_out: float | None = None  # bytes/s dispatched (msgThroughputOut)
+    storage_size: int | None = None  # bytes stored for the topic (storageSize)
+    # bytes not yet acknowledged by the slowest subscription (backlogSize)
     backlog_size: int | None = None
-    producer_count: int | None = None
-    subscription_count: int | None = None
+    producer_count: int | None = None  # connected producers
+    subscription_count: int | None = None  # subscriptions on the topic
 
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionRecord:
-    topic: str
-    subscription: str
+    topic: str  # full topic name
+    subscription: str  # subscription name
     type: str | None = None  # Exclusive, Shared, Failover, Key_Shared
-    msg_backlog: int | None = None
-    backlog_size: int | None = None
+    msg_backlog: int | None = None  # messages not yet acknowledged (msgBacklog)
+    backlog_size: int | None = None  # bytes of that backlog (backlogSize)
+    # messages delivered and not yet acknowledged (unackedMessages)
     unacked_messages: int | None = None
-    msg_in_replay: int | None = None
-    msg_rate_out: float | None = None
-    msg_ack_rate: float | None = None
-    msg_rate_redeliver: float | None = None
-    blocked_on_unacked: bool | None = None
+    msg_in_replay: int | None = None  # messages waiting for redelivery (msgInReplay)
+    msg_rate_out: float | None = None  # messages/s dispatched (msgRateOut)
+    msg_ack_rate: float | None = None  # acknowledgements/s (messageAckRate)
+    msg_rate_redeliver: float | None = None  # messages/s redelivered (msgRateRedeliver)
+    blocked_on_unacked: bool | None = None  # dispatch blocked by maxUnackedMessagesPerSubscription
     key_shared_mode: str | None = None  # AUTO_SPLIT, STICKY
-    allow_out_of_order_delivery: bool | None = None
+    allow_out_of_order_delivery: bool | None = None  # Key_Shared allowOutOfOrderDelivery
+    # hashes still draining to a previous owner (PIP-379, 4.0+)
     draining_hashes_count: int | None = None
+    # draining hashes cleared since the subscription started
     draining_hashes_cleared_total: int | None = None
-    draining_hashes_unacked_messages: int | None = None
+    draining_hashes_unacked_messages: int | None = None  # unacked messages held by draining hashes
+    # the active consumer of a Failover/Exclusive subscription
     active_consumer_name: str | None = None
-    consumer_count: int = 0
-    is_durable: bool | None = None
+    consumer_count: int = 0  # connected consumers
+    is_durable: bool | None = None  # durable (True) or non-durable (reader) subscription
+    # when a message was last dispatched (lastConsumedTimestamp)
     last_consumed_at: dt.datetime | None = None
+    # when a message was last acknowledged (lastAckedTimestamp)
     last_acked_at: dt.datetime | None = None
+    # publish time of the oldest backlog message
     earliest_msg_publish_time_in_backlog: dt.datetime | None = None
     # classic (3.x) dispatcher: consumer -> position when it joined, JSON object text
     consumers_after_mark_delete_position: str | None = None
@@ -101,65 +110,68 @@ class SubscriptionRecord:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerRecord:
-    topic: str
-    subscription: str
-    consumer_name: str
-    address: str | None = None
-    connected_since: dt.datetime | None = None
-    client_version: str | None = None
-    unacked_messages: int | None = None
+    topic: str  # full topic name
+    subscription: str  # subscription name
+    consumer_name: str  # the consumer's name as the client set it
+    address: str | None = None  # the client's address
+    connected_since: dt.datetime | None = None  # when the consumer connected
+    client_version: str | None = None  # the client library and version
+    unacked_messages: int | None = None  # messages delivered to it and not yet acknowledged
+    # dispatch to it blocked by maxUnackedMessagesPerConsumer
     blocked_on_unacked: bool | None = None
-    available_permits: int | None = None
-    msg_rate_out: float | None = None
-    msg_ack_rate: float | None = None
+    available_permits: int | None = None  # flow-control permits the client granted
+    msg_rate_out: float | None = None  # messages/s dispatched to it
+    msg_ack_rate: float | None = None  # acknowledgements/s from it
+    # Key_Shared hash ranges it owns (keyHashRanges), inclusive
     hash_ranges: tuple[HashRange, ...] = ()
-    draining_hashes_count: int | None = None
-    draining_hashes_cleared_total: int | None = None
+    draining_hashes_count: int | None = None  # hashes draining from it (PIP-379)
+    draining_hashes_cleared_total: int | None = None  # draining hashes cleared since it connected
+    # unacked messages held by its draining hashes
     draining_hashes_unacked_messages: int | None = None
-    read_position_when_joining: str | None = None
-    last_acked_at: dt.datetime | None = None
-    last_consumed_at: dt.datetime | None = None
+    read_position_when_joining: str | None = None  # classic Key_Shared: position when it joined
+    last_acked_at: dt.datetime | None = None  # when it last acknowledged
+    last_consumed_at: dt.datetime | None = None  # when a message was last dispatched to it
 
 
 @dataclass(frozen=True, slots=True)
 class DrainingHashRecord:
-    topic: str
-    subscription: str
-    consumer_name: str
-    hash: int
-    unack_msgs: int
-    blocked_attempts: int
+    topic: str  # full topic name
+    subscription: str  # subscription name
+    consumer_name: str  # the consumer the hash still drains to
+    hash: int  # the sticky-key hash, as the broker reports it
+    unack_msgs: int  # unacked messages with that hash
+    blocked_attempts: int  # dispatch attempts blocked on this hash
 
 
 @dataclass(frozen=True, slots=True)
 class EventRecord:
-    at: dt.datetime
+    at: dt.datetime  # when the change was observed (the later poll)
     kind: str  # bundle_owner_changed, consumer_joined, consumer_left, hash_ranges_changed, ...
     subject: str  # what changed: a bundle key, a "topic/subscription/consumer" path, ...
-    namespace: str | None = None
-    topic: str | None = None
-    subscription: str | None = None
-    consumer_name: str | None = None
-    before: str | None = None
-    after: str | None = None
+    namespace: str | None = None  # namespace concerned, when there is one
+    topic: str | None = None  # topic concerned, when there is one
+    subscription: str | None = None  # subscription concerned, when there is one
+    consumer_name: str | None = None  # consumer concerned, when there is one
+    before: str | None = None  # value before the change, as text
+    after: str | None = None  # value after the change, as text
 
 
 @dataclass(frozen=True, slots=True)
 class ProbeRecord:
-    topic: str
-    sent_at: dt.datetime
-    latency_ms: float | None
-    ok: bool
-    error: str | None = None
-    broker: str | None = None
+    topic: str  # the probe topic
+    sent_at: dt.datetime  # when the probe message was sent
+    latency_ms: float | None  # publish-to-receive latency, None when it failed
+    ok: bool  # whether the probe came back
+    error: str | None = None  # why it failed
+    broker: str | None = None  # broker that owned the probe topic
 
 
 @dataclass(frozen=True, slots=True)
 class KeySampleRecord:
-    topic: str
-    key: str
-    sticky_hash: int
-    publish_time: dt.datetime | None = None
+    topic: str  # topic the key was read from
+    key: str  # the message key (or ordering key) sampled
+    sticky_hash: int  # as a 4.0 consistent-hashing broker routes the key (1..65535)
+    publish_time: dt.datetime | None = None  # publish time of the sampled message
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,3 +300,49 @@ class Snapshot:
         if name not in POLLED_TABLES:
             raise KeyError(f"a snapshot has no table {name!r}; it has {', '.join(POLLED_TABLES)}")
         return tuple(getattr(self, name))
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDoc:
+    """One stored column as a plugin reads it: name, Arrow type, nullability, meaning."""
+
+    name: str
+    arrow_type: str
+    nullable: bool
+    meaning: str
+
+
+def describe_table(name: str) -> tuple[ColumnDoc, ...]:
+    """The columns of table `name`, from its schema and the comments beside its record fields."""
+    record_type = RECORD_TYPES[name]
+    comments = _field_comments(record_type)
+    hints = typing.get_type_hints(record_type)
+    common = {
+        "snapshot_id": "the poll this row belongs to",
+        "collected_at": "when that poll started (UTC)",
+        "cluster": "the cluster polled",
+    }
+    columns = [ColumnDoc(f.name, str(f.type), False, common[f.name]) for f in COMMON_FIELDS]
+    for f in dataclasses.fields(record_type):
+        hint = hints[f.name]
+        optional = type(None) in typing.get_args(hint)
+        arrow = str(_arrow_type(hint))
+        columns.append(ColumnDoc(f.name, arrow, optional, comments.get(f.name, "")))
+    return tuple(columns)
+
+
+def _field_comments(record_type: type) -> dict[str, str]:
+    """`name: type  # meaning` or a `# meaning` line just above the field."""
+    comments: dict[str, str] = {}
+    above = ""
+    for line in inspect.getsource(record_type).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("# "):
+            above = stripped[2:].strip()
+            continue
+        name, colon, rest = stripped.partition(":")
+        _, hash_mark, comment = rest.partition("  # ")
+        if colon and name.isidentifier() and (hash_mark or above):
+            comments[name] = comment.strip() if hash_mark else above
+        above = ""
+    return comments
