@@ -23,6 +23,9 @@ from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from collectors.loop import DiffFn, Heartbeat, PollFn, PollLoop
 from core.settings import Settings, format_duration, parse_duration
 from core.store import Store
+from plugins.precompute import ResultsWorker, compute_results
+from plugins.registry import discover
+from plugins.results import ResultStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     wrap_poll, wrap_beat = sampling_hooks(args, settings, store)
     source = factory(admin_url, args.namespaces)
     printer = HeartbeatPrinter()
+    analyses = Analyses(store)
     try:
         metrics.start()
         loop = PollLoop(
@@ -145,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             interval=interval.total_seconds(),
             retention=args.retention or settings.retention,
             diff=source.diff,
-            on_heartbeat=wrap_beat(metrics.wrap(printer)),
+            on_heartbeat=wrap_beat(metrics.wrap(analyses.after(printer))),
             max_polls=1 if args.once else args.max_polls,
         )
         if not args.once:
@@ -156,7 +160,10 @@ def run(args: argparse.Namespace) -> int:
             )
         with stop_on_sigterm(loop):
             loop.run()
+        if args.once or args.max_polls:
+            analyses.finish()  # a bounded run leaves its results stored, like its snapshots
     finally:
+        analyses.close()
         metrics.close()
         source.close()
     if loop.last_success is None:
@@ -169,6 +176,32 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+class Analyses:
+    """Runs every loaded plugin on each new snapshot, off the polling thread, and stores it."""
+
+    def __init__(self, store: Store) -> None:
+        registry = discover()
+        for failure in registry.failures:
+            print(f"pulsar-lens collect: {failure}", file=sys.stderr, flush=True)
+        results = ResultStore(store.root)
+        plugins = list(registry)
+        self._worker = ResultsWorker(lambda: compute_results(store, plugins, results=results))
+
+    def after(self, on_heartbeat: Callable[[Heartbeat], None]) -> Callable[[Heartbeat], None]:
+        def both(beat: Heartbeat) -> None:
+            on_heartbeat(beat)
+            if beat.snapshot_id is not None:
+                self._worker.submit()
+
+        return both
+
+    def finish(self) -> None:
+        self._worker.drain()
+
+    def close(self) -> None:
+        self._worker.stop()
 
 
 @contextmanager

@@ -147,13 +147,15 @@ def _json_output(output: Any) -> dict[str, Any]:
         "version": output.version,
         "params": output.params.model_dump(mode="json"),
         "snapshot_ids": list(output.snapshot_ids),
+        "stored": output.stored,
         "summary": dict(output.result.summary),
         "frames": {name: frame_records(f) for name, f in output.result.frames.items()},
     }
 
 
 def _print_text(output: Any) -> None:
-    print(f"{output.plugin} {output.version} on {len(output.snapshot_ids)} snapshot(s)")
+    how = "stored result" if output.stored else "computed now"
+    print(f"{output.plugin} {output.version} on {len(output.snapshot_ids)} snapshot(s) ({how})")
     for key, value in output.result.summary.items():
         print(f"  {key}: {value}")
     with pd.option_context(

@@ -8,6 +8,7 @@ count.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -29,6 +30,7 @@ from core.errors import (
 from core.model import SCHEMAS
 from plugins.api import AnalysisPlugin, Chart, Inputs, Metric, Note, Result, Table, View
 from plugins.registry import LoadedPlugin
+from plugins.results import ResultStore, StoredResult
 
 __all__ = [
     "CACHE_MAX_ENTRIES",
@@ -36,8 +38,10 @@ __all__ = [
     "SnapshotStore",
     "clear_cache",
     "load_inputs",
+    "results_for",
     "run",
     "run_on_inputs",
+    "snapshot_window",
     "validate_params",
 ]
 
@@ -66,7 +70,8 @@ class RunOutput:
     views: tuple[View, ...]
     snapshot_ids: tuple[str, ...]
     timings: Mapping[str, float] = field(default_factory=dict)  # seconds: load, analyze, render
-    cached: bool = False
+    cached: bool = False  # served from this process's memory
+    stored: bool = False  # read from the stored results, not analysed now
 
     @property
     def seconds(self) -> float:
@@ -114,9 +119,16 @@ def _validation_text(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def load_inputs(plugin: AnalysisPlugin, store: SnapshotStore) -> Inputs:
+def snapshot_window(plugin: AnalysisPlugin, store: SnapshotStore) -> pd.DataFrame:
+    """The index rows of the newest `plugin.history` snapshots, oldest first."""
+    return store.snapshots(limit=plugin.history).tail(plugin.history).reset_index(drop=True)
+
+
+def load_inputs(
+    plugin: AnalysisPlugin, store: SnapshotStore, *, window: pd.DataFrame | None = None
+) -> Inputs:
     """The declared tables of the newest `plugin.history` snapshots, as pandas frames."""
-    index = store.snapshots(limit=plugin.history).tail(plugin.history).reset_index(drop=True)
+    index = snapshot_window(plugin, store) if window is None else window
     ids = [str(s) for s in index["snapshot_id"]] if len(index) else []
     tables: dict[str, pd.DataFrame] = {}
     for name in plugin.inputs:
@@ -125,35 +137,74 @@ def load_inputs(plugin: AnalysisPlugin, store: SnapshotStore) -> Inputs:
     return Inputs(tables=tables, snapshots=index)
 
 
+def results_for(store: SnapshotStore) -> ResultStore | None:
+    """The stored results beside a store on disk (None for stores that have no folder)."""
+    root = getattr(store, "root", None)
+    return ResultStore(root) if isinstance(root, str | os.PathLike) else None
+
+
 def run(
     plugin: AnalysisPlugin | LoadedPlugin,
     store: SnapshotStore,
     params: Mapping[str, Any] | BaseModel | None = None,
     *,
     use_cache: bool = True,
+    use_stored: bool = True,
 ) -> RunOutput:
-    """Run `plugin` on the newest snapshots of `store`; cached by plugin, params and snapshots."""
+    """Run `plugin` on the newest snapshots of `store`.
+
+    A result stored for exactly these inputs (plugin, version, params, snapshots) is read
+    instead of analysing again, unless `use_stored` is False; a stored failure raises
+    `PluginRunError`. Outputs are also cached in memory when `use_cache`.
+    """
     instance = _instance(plugin)
     validated = validate_params(instance, params)
+    params_json = validated.model_dump(mode="json")
     started = time.perf_counter()
-    inputs = load_inputs(instance, store)
-    load_seconds = time.perf_counter() - started
-    ids = _snapshot_ids(inputs)
-    key = cache_key(instance.name, instance.version, validated.model_dump(mode="json"), ids)
+    window = snapshot_window(instance, store)
+    ids = tuple(str(s) for s in window["snapshot_id"]) if len(window) else ()
+    key = cache_key(instance.name, instance.version, params_json, ids)
     if use_cache:
         with _cache_lock:
             hit = _cache.get(key)
             if hit is not None:
                 _cache.move_to_end(key)
                 return RunOutput(**{**hit.__dict__, "cached": True})
-    output = run_on_inputs(instance, inputs, validated)
-    output = RunOutput(**{**output.__dict__, "timings": {"load": load_seconds, **output.timings}})
+    results = results_for(store) if use_stored and ids else None
+    stored = results.read(instance.name, instance.version, params_json, ids) if results else None
+    if stored is not None:
+        output = _from_stored(instance, validated, stored, time.perf_counter() - started)
+    else:
+        inputs = load_inputs(instance, store, window=window)
+        load_seconds = time.perf_counter() - started
+        output = run_on_inputs(instance, inputs, validated)
+        timings = {"load": load_seconds, **output.timings}
+        output = RunOutput(**{**output.__dict__, "timings": timings})
     if use_cache:
         with _cache_lock:
             _cache[key] = output
             while len(_cache) > CACHE_MAX_ENTRIES:
                 _cache.popitem(last=False)
     return output
+
+
+def _from_stored(
+    plugin: AnalysisPlugin, params: BaseModel, stored: StoredResult, read_seconds: float
+) -> RunOutput:
+    if stored.result is None:
+        raise PluginRunError(plugin.name, f"{stored.error} (when this snapshot was analysed)")
+    started = time.perf_counter()
+    views = _render(plugin, stored.result)
+    return RunOutput(
+        plugin=plugin.name,
+        version=plugin.version,
+        params=params,
+        result=stored.result,
+        views=views,
+        snapshot_ids=stored.snapshot_ids,
+        timings={"read": read_seconds, "render": time.perf_counter() - started},
+        stored=True,
+    )
 
 
 def _snapshot_ids(inputs: Inputs) -> tuple[str, ...]:

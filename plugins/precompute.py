@@ -1,0 +1,138 @@
+"""Analyse each new snapshot once: every loaded plugin, default parameters, results stored.
+
+The collect process calls `compute_results` after a snapshot is written (`ResultsWorker`
+does it off the polling thread, newest snapshot first, so a slow analysis never delays a
+poll). The dashboard, `/metrics` and `pulsar-lens analyze` then read the stored results
+through `plugins.runner.run`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from core.errors import PluginError
+from plugins import runner
+from plugins.api import AnalysisPlugin
+from plugins.registry import LoadedPlugin
+from plugins.results import ResultStore, StoredResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one plugin for one snapshot."""
+
+    plugin: str
+    status: str  # "ok", "failed", "kept" (already stored), "empty" (no snapshot yet)
+    seconds: float = 0.0
+    error: str | None = None
+
+
+def compute_results(
+    store: runner.SnapshotStore,
+    plugins: Sequence[AnalysisPlugin | LoadedPlugin],
+    *,
+    results: ResultStore,
+) -> list[Outcome]:
+    """Run and store every plugin on the newest snapshots; prune results retention removed."""
+    outcomes = [_compute_one(store, plugin, results) for plugin in plugins]
+    try:
+        live = {str(s) for s in store.snapshots()["snapshot_id"]}
+        results.prune(live)
+    except Exception as exc:  # pruning is housekeeping: report it, keep the results
+        log.warning("pruning stored results failed: %s", exc)
+    return outcomes
+
+
+def _compute_one(
+    store: runner.SnapshotStore, plugin: AnalysisPlugin | LoadedPlugin, results: ResultStore
+) -> Outcome:
+    instance = plugin.plugin if isinstance(plugin, LoadedPlugin) else plugin
+    params = runner.validate_params(instance, None)
+    params_json = params.model_dump(mode="json")
+    window = runner.snapshot_window(instance, store)
+    ids = tuple(str(s) for s in window["snapshot_id"]) if len(window) else ()
+    if not ids:
+        return Outcome(instance.name, "empty")
+    if results.read(instance.name, instance.version, params_json, ids) is not None:
+        return Outcome(instance.name, "kept")
+    started = time.perf_counter()
+    try:
+        output = runner.run(instance, store, params, use_cache=False, use_stored=False)
+        status, error, result = "ok", None, output.result
+    except PluginError as exc:
+        status, error, result = "failed", str(exc), None
+    except Exception as exc:  # the runner wraps plugin errors; anything else is ours
+        status, error, result = "failed", f"{type(exc).__name__}: {exc}", None
+    seconds = time.perf_counter() - started
+    stored = StoredResult(
+        plugin=instance.name,
+        version=instance.version,
+        params=params_json,
+        snapshot_ids=ids,
+        status="ok" if status == "ok" else "failed",
+        seconds=seconds,
+        result=result,
+        error=error,
+    )
+    try:
+        results.write(stored)
+    except Exception as exc:  # e.g. a frame Arrow cannot store: readers compute it on demand
+        log.warning("could not store the result of %s: %s", instance.name, exc)
+        return Outcome(instance.name, "failed", seconds, f"not stored: {exc}")
+    if error:
+        log.warning("analysis %s failed on the newest snapshot: %s", instance.name, error)
+    return Outcome(instance.name, status, seconds, error)
+
+
+class ResultsWorker:
+    """Computes results on a background thread, always for the newest written snapshot.
+
+    `submit()` after each write; snapshots written while a computation runs coalesce into
+    one more computation. `drain()` waits until nothing is pending (for `collect --once`).
+    """
+
+    def __init__(self, compute: Callable[[], object]) -> None:
+        self._compute = compute
+        self._changed = threading.Condition()
+        self._wanted = 0  # submissions so far
+        self._done = 0  # submissions covered by a finished computation
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="results", daemon=True)
+        self._thread.start()
+
+    def submit(self) -> None:
+        with self._changed:
+            self._wanted += 1
+            self._changed.notify_all()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every submission so far is computed; False on timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._done >= self._wanted, timeout)
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._stopping or self._wanted > self._done)
+                if self._stopping:
+                    return
+                target = self._wanted
+            try:
+                self._compute()
+            except Exception:  # never let the worker die: the next snapshot tries again
+                log.exception("computing the analyses of the newest snapshot failed")
+            with self._changed:
+                self._done = target
+                self._changed.notify_all()

@@ -1,0 +1,172 @@
+"""Stored analysis results: each plugin's `Result` for one snapshot, computed once, read by all.
+
+After each poll the collect process runs every loaded plugin with its default parameters and
+writes what came out here (`plugins.precompute`); the dashboard, `/metrics` and `pulsar-lens
+analyze` then read it instead of analysing the cluster again. A failed run is stored too, as
+that plugin's failure for that snapshot.
+
+Layout, inside the snapshot store: `results/<slug>/<key>/` holding `meta.json` and one
+`<frame>.parquet` per output frame, where `key` is `core.digest.cache_key(slug, version,
+params, snapshot ids)`, so a new plugin version, other parameters or another snapshot window
+never read a stale result. Each entry is written into a hidden sibling folder and renamed
+into place: a reader sees a whole entry or none. Entries whose newest snapshot has left the
+store (retention) are pruned.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from core.digest import cache_key
+from plugins.api import Result
+
+log = logging.getLogger(__name__)
+
+RESULTS_DIR = "results"
+META = "meta.json"
+Status = Literal["ok", "failed"]
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """One stored run: what it was computed from, and its result or its failure."""
+
+    plugin: str
+    version: str
+    params: Mapping[str, Any]
+    snapshot_ids: tuple[str, ...]
+    status: Status
+    seconds: float
+    result: Result | None = None  # set when status is "ok"
+    error: str | None = None  # set when status is "failed"
+
+
+def result_key(
+    plugin: str, version: str, params: Mapping[str, Any], snapshot_ids: Sequence[str]
+) -> str:
+    """The key of a stored result (the same key as the runner's in-memory cache)."""
+    return cache_key(plugin, version, dict(params), snapshot_ids)
+
+
+class ResultStore:
+    """The `results/` folder of a snapshot store."""
+
+    def __init__(self, store_root: str | os.PathLike[str]) -> None:
+        self.root = Path(store_root) / RESULTS_DIR
+
+    def __repr__(self) -> str:
+        return f"ResultStore({str(self.root)!r})"
+
+    def _entry(self, plugin: str, key: str) -> Path:
+        return self.root / plugin / key
+
+    def write(self, stored: StoredResult) -> Path:
+        """Write one entry atomically (replacing an older copy of the same key)."""
+        key = result_key(stored.plugin, stored.version, stored.params, stored.snapshot_ids)
+        final = self._entry(stored.plugin, key)
+        staging = final.parent / f".{key}.{os.urandom(6).hex()}"
+        staging.mkdir(parents=True)
+        try:
+            frames = stored.result.frames if stored.result is not None else {}
+            for name, frame in frames.items():
+                table = pa.Table.from_pandas(frame)
+                pq.write_table(table, staging / f"{_safe(name)}.parquet")
+            (staging / META).write_text(json.dumps(_meta(stored, list(frames)), default=_plain))
+            if final.exists():
+                shutil.rmtree(final)
+            staging.rename(final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return final
+
+    def read(
+        self, plugin: str, version: str, params: Mapping[str, Any], snapshot_ids: Sequence[str]
+    ) -> StoredResult | None:
+        """The stored entry for exactly these inputs, or None (absent or unreadable)."""
+        entry = self._entry(plugin, result_key(plugin, version, params, snapshot_ids))
+        try:
+            meta = json.loads((entry / META).read_text())
+            frames: dict[str, pd.DataFrame] = {}
+            for name in meta["frames"]:
+                frames[name] = pq.read_table(entry / f"{_safe(name)}.parquet").to_pandas()
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # a damaged entry is a miss, recomputed, never a crash
+            log.warning("stored result %s is unreadable (%s); it will be recomputed", entry, exc)
+            return None
+        ok = meta["status"] == "ok"
+        return StoredResult(
+            plugin=plugin,
+            version=version,
+            params=meta["params"],
+            snapshot_ids=tuple(meta["snapshot_ids"]),
+            status="ok" if ok else "failed",
+            seconds=float(meta["seconds"]),
+            result=Result(frames=frames, summary=meta["summary"]) if ok else None,
+            error=None if ok else str(meta["error"]),
+        )
+
+    def entries(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
+        """Every readable entry with its metadata (hidden staging folders skipped)."""
+        if not self.root.is_dir():
+            return
+        for plugin_dir in sorted(self.root.iterdir()):
+            if not plugin_dir.is_dir() or plugin_dir.name.startswith("."):
+                continue
+            for entry in sorted(plugin_dir.iterdir()):
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    yield entry, json.loads((entry / META).read_text())
+                except (OSError, ValueError):
+                    continue
+
+    def prune(self, live_snapshot_ids: Collection[str]) -> int:
+        """Delete entries whose newest snapshot is no longer stored; how many went."""
+        removed = 0
+        for entry, meta in list(self.entries()):
+            ids = meta.get("snapshot_ids") or []
+            if ids and ids[-1] not in live_snapshot_ids:
+                shutil.rmtree(entry, ignore_errors=True)
+                removed += 1
+        return removed
+
+
+def _meta(stored: StoredResult, frames: list[str]) -> dict[str, Any]:
+    return {
+        "plugin": stored.plugin,
+        "version": stored.version,
+        "params": dict(stored.params),
+        "snapshot_ids": list(stored.snapshot_ids),
+        "status": stored.status,
+        "seconds": stored.seconds,
+        "error": stored.error,
+        "summary": dict(stored.result.summary) if stored.result is not None else {},
+        "frames": frames,
+    }
+
+
+def _plain(value: Any) -> Any:
+    """JSON for the numpy scalars and timestamps a summary may hold."""
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def _safe(name: str) -> str:
+    """A frame name as a file name (frame names are plugin-chosen strings)."""
+    return "".join(c if c.isalnum() or c in "-_" else f"%{ord(c):02x}" for c in name)

@@ -1,0 +1,157 @@
+"""Stored results: each analysis computed once per snapshot, then read by every consumer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.errors import PluginRunError
+from core.model import TopicRecord
+from core.store import Store
+from plugins import runner
+from plugins.api import AnalysisPlugin, Inputs, Metric, Result, View
+from plugins.precompute import ResultsWorker, compute_results
+from plugins.registry import discover
+from plugins.results import ResultStore, StoredResult
+from tests.plugins.factory import make_snapshot
+
+
+class Counting(AnalysisPlugin):
+    name = "topic-count"
+    title = "Topic count"
+    description = "Counts topics."
+    version = "1.0"
+    inputs = ("topics",)
+    outputs = ("counts",)
+    calls: ClassVar[int] = 0
+
+    def analyze(self, data: Inputs, params: object) -> Result:
+        type(self).calls += 1
+        topics = data.latest("topics")
+        frame = pd.DataFrame({"namespace": topics["namespace"], "n": np.int64(1)})
+        return Result(frames={"counts": frame}, summary={"topics": np.int64(len(topics))})
+
+    def render(self, result: Result) -> list[View]:
+        return [Metric("Topics", int(result.summary["topics"]))]
+
+
+class Failing(Counting):
+    name = "always-fails"
+
+    def analyze(self, data: Inputs, params: object) -> Result:
+        raise RuntimeError("no luck")
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> Iterator[None]:
+    runner.clear_cache()
+    Counting.calls = 0
+    yield
+    runner.clear_cache()
+
+
+def store_with_polls(root: Path, polls: int = 2) -> Store:
+    store = Store(root)
+    for i in range(polls):
+        topics = tuple(
+            TopicRecord(f"persistent://public/default/t{j}", "public", "public/default")
+            for j in range(i + 2)
+        )
+        store.write(make_snapshot(i * 10, topics=topics))
+    return store
+
+
+def test_a_result_round_trips_with_its_summary(tmp_path: Path) -> None:
+    results = ResultStore(tmp_path)
+    frame = pd.DataFrame({"a": [1, 2], "b": ["x", None]})
+    stored = StoredResult(
+        "p", "1", {"k": 1}, ("s1",), "ok", 0.5, Result({"f/1": frame}, {"n": np.int64(2)})
+    )
+    results.write(stored)
+    back = results.read("p", "1", {"k": 1}, ("s1",))
+    assert back is not None and back.result is not None
+    pd.testing.assert_frame_equal(back.result.frames["f/1"], frame)
+    assert back.result.summary == {"n": 2}
+    assert results.read("p", "1", {"k": 2}, ("s1",)) is None  # other params: another entry
+    assert results.read("p", "2", {"k": 1}, ("s1",)) is None  # another version
+    assert not [p for p in (tmp_path / "results" / "p").iterdir() if p.name.startswith(".")]
+
+
+def test_a_damaged_entry_is_a_miss_not_a_crash(tmp_path: Path) -> None:
+    results = ResultStore(tmp_path)
+    entry = results.write(StoredResult("p", "1", {}, ("s1",), "ok", 0.1, Result({}, {})))
+    (entry / "meta.json").write_bytes(b"\x00garbage")
+    assert results.read("p", "1", {}, ("s1",)) is None
+
+
+def test_each_snapshot_is_analysed_once_and_every_reader_gets_the_stored_result(
+    tmp_path: Path,
+) -> None:
+    store = store_with_polls(tmp_path)
+    results = ResultStore(tmp_path)
+    outcomes = compute_results(store, [Counting()], results=results)
+    assert [(o.plugin, o.status) for o in outcomes] == [("topic-count", "ok")]
+    assert Counting.calls == 1
+    again = compute_results(store, [Counting()], results=results)
+    assert [o.status for o in again] == ["kept"]
+    output = runner.run(Counting(), store)
+    runner.clear_cache()
+    second = runner.run(Counting(), store)
+    assert Counting.calls == 1  # neither reader analysed the cluster again
+    assert output.stored and second.stored
+    assert output.result.summary == {"topics": 3}
+    assert output.views == (Metric("Topics", 3),)
+    fresh = runner.run(Counting(), store, use_stored=False, use_cache=False)
+    assert Counting.calls == 2 and not fresh.stored
+    pd.testing.assert_frame_equal(fresh.result.frames["counts"], output.result.frames["counts"])
+
+
+def test_a_failure_is_stored_as_that_plugins_failure_for_that_snapshot(tmp_path: Path) -> None:
+    store = store_with_polls(tmp_path)
+    outcomes = compute_results(store, [Failing(), Counting()], results=ResultStore(tmp_path))
+    assert [(o.plugin, o.status) for o in outcomes] == [
+        ("always-fails", "failed"),
+        ("topic-count", "ok"),
+    ]
+    assert "analyze raised RuntimeError: no luck" in str(outcomes[0].error)
+    with pytest.raises(PluginRunError, match=r"no luck.*when this snapshot was analysed"):
+        runner.run(Failing(), store)
+
+
+def test_results_of_snapshots_retention_removed_are_pruned(tmp_path: Path) -> None:
+    store = store_with_polls(tmp_path, polls=1)
+    results = ResultStore(tmp_path)
+    compute_results(store, [Counting()], results=results)
+    old = [entry for entry, _ in results.entries()]
+    store.write(make_snapshot(600, topics=()))
+    store.apply_retention(max_age=dt.timedelta(seconds=300), now=make_snapshot(600).collected_at)
+    compute_results(store, [Counting()], results=results)
+    kept = [meta["snapshot_ids"] for _, meta in results.entries()]
+    assert len(kept) == 1 and not any(entry.exists() for entry in old)
+
+
+def test_every_builtin_is_stored_for_a_snapshot(tmp_path: Path) -> None:
+    store = store_with_polls(tmp_path)
+    registry = discover(builtins=True, entry_points=False, plugin_dirs=())
+    outcomes = compute_results(store, list(registry), results=ResultStore(tmp_path))
+    assert {o.plugin: o.status for o in outcomes} == {p.name: "ok" for p in registry}
+    metas = [meta for _, meta in ResultStore(tmp_path).entries()]
+    assert sorted(m["plugin"] for m in metas) == sorted(p.name for p in registry)
+    assert all(json.dumps(m) for m in metas)
+
+
+def test_the_worker_coalesces_submissions_and_drains() -> None:
+    calls: list[int] = []
+    worker = ResultsWorker(lambda: calls.append(1))
+    for _ in range(5):
+        worker.submit()
+    assert worker.drain(timeout=10)
+    worker.stop()
+    assert 1 <= len(calls) <= 5
