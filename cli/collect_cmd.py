@@ -21,7 +21,8 @@ from types import FrameType
 from cli.key_sampling import add_sampling_args, sampling_hooks
 from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from collectors.loop import DiffFn, Heartbeat, PollFn, PollLoop
-from core.settings import Settings, format_duration, parse_duration
+from core.secrets import display_url
+from core.settings import Settings, admin_url_problem, format_duration, parse_duration
 from core.store import Store
 from plugins.precompute import ResultsWorker, compute_results
 from plugins.registry import discover
@@ -125,6 +126,11 @@ def require_admin_url(command: str, given: str | None, settings: Settings) -> st
             "(e.g. http://localhost:8080)",
             file=sys.stderr,
         )
+        return None
+    problem = admin_url_problem(admin_url)
+    if problem:
+        print(f"pulsar-lens {command}: admin URL {problem}", file=sys.stderr)
+        return None
     return admin_url
 
 
@@ -154,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if not args.once:
             print(
-                f"collecting from {admin_url} into {store.root} every {format_duration(interval)}",
+                f"collecting from {display_url(admin_url)} into {store.root} "
+                f"every {format_duration(interval)}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -170,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
         problems = printer.last.problems if printer.last else ()
         cause = f" ({problems[0]})" if problems else ""
         print(
-            f"pulsar-lens collect: could not reach the admin API at {admin_url}{cause}; "
+            f"pulsar-lens collect: could not reach the admin API at {display_url(admin_url)}"
+            f"{cause}; "
             "check the URL and that the broker is up",
             file=sys.stderr,
         )

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from core.errors import DashboardError
+from core.secrets import redact, redact_logs
 
 # Each module has register(subparsers); a subcommand's handler is args.func(args) -> int.
 COMMAND_MODULES = (
@@ -42,10 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    redact_logs()
     try:
         return int(args.func(args) or 0)
     except DashboardError as exc:
-        print(f"pulsar-lens: {exc}", file=sys.stderr)
+        print(f"pulsar-lens: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

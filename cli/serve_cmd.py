@@ -20,6 +20,7 @@ from pathlib import Path
 from cli.collect_cmd import duration_arg, require_admin_url
 from cli.metrics_endpoint import add_metrics_port, metrics_port, metrics_url
 from cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
+from core.secrets import display_url
 from core.settings import Settings, format_duration
 from plugins.exporter import SERVE_PORT
 
@@ -28,7 +29,13 @@ BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"
 DEFAULT_PORT = 8501
 DEMO_INTERVAL = dt.timedelta(seconds=5)
 READY_TIMEOUT = 90.0
-SECRET_VARS = ("PULSAR_ADMIN_TOKEN", "PULSAR_ADMIN_TOKEN_FILE", "PULSAR_CLIENT_TOKEN")
+SECRET_VARS = (
+    "PULSAR_ADMIN_TOKEN",
+    "PULSAR_ADMIN_TOKEN_FILE",
+    "PULSAR_CLIENT_TOKEN",
+    "PULSAR_CLIENT_TOKEN_FILE",
+    "PULSAR_ADMIN_URL",  # may carry user:password@; the dashboard reads only the store
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -74,8 +81,6 @@ def collect_child(
         "-m",
         "cli.main",
         "collect",
-        "--admin-url",
-        admin_url,
         "--store",
         str(store),
         "--interval",
@@ -84,7 +89,9 @@ def collect_child(
         str(metrics),
         *extra,
     ]
-    return Child("collect", argv, env=_child_env(store, interval))
+    # the URL goes by environment, not argv: it may carry a password, and argv is public (ps)
+    env = {**_child_env(store, interval), "PULSAR_ADMIN_URL": admin_url}
+    return Child("collect", argv, env=env)
 
 
 def streamlit_child(store: Path, interval: dt.timedelta, *, address: str, port: int) -> Child:
@@ -181,7 +188,7 @@ def run_serve(args: argparse.Namespace) -> int:
         args.interval or settings.poll_interval,
         address=args.address or os.environ.get(BIND_ENV) or "127.0.0.1",
         port=args.port,
-        banner=[f"Collecting from {admin_url} into {store}"],
+        banner=[f"Collecting from {display_url(admin_url)} into {store}"],
         metrics=metrics_port(args.metrics_port, default=SERVE_PORT),
     )
 

@@ -2,15 +2,22 @@
 
 Every call has a timeout. Only idempotent GETs are retried (connection errors, 429, 502, 503,
 504) with exponential backoff; PUT and POST are sent once. Failures raise `AdminApiError` or
-`AdminApiUnreachable`, whose texts never contain the token, even when a server echoes headers.
+`AdminApiUnreachable`, whose texts go through `core.secrets.clean`: no token, password or
+Basic credential, even when a server echoes request headers, and no control characters.
+
+Credentials (the Bearer token, or `user:password@` in the admin URL sent as HTTP Basic) go
+only to the admin URL's origin (scheme, host and port) and to the origins listed in
+`PULSAR_LENS_TRUSTED_ORIGINS`; calls to, and redirects to, any other host, such as the
+broker URLs a cluster lists, are sent without them. `PULSAR_LENS_TRUSTED_ORIGINS=cluster`
+extends the trust to every broker the cluster lists.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -22,6 +29,8 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
+from core.secrets import Secret, clean, display_url, split_credentials
+from core.settings import admin_url_problem
 
 log = logging.getLogger(__name__)
 
@@ -33,27 +42,35 @@ AUTH_HINT_REFUSED = (
     "the token from PULSAR_ADMIN_TOKEN / PULSAR_ADMIN_TOKEN_FILE was refused; check its role"
 )
 TLS_HINT = "set PULSAR_LENS_CA_BUNDLE to the cluster's CA file (or PULSAR_LENS_TLS_VERIFY=false)"
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+")
+UNTRUSTED_HINT = (
+    "credentials go only to the admin URL's host; list this one in PULSAR_LENS_TRUSTED_ORIGINS "
+    "(or set it to 'cluster') to send them there too"
+)
+TRUST_CLUSTER = "cluster"
 
 Params = Mapping[str, str | int | float | bool] | None
 
 
-class _BrokerSession(requests.Session):
-    """Keeps the Authorization header on redirects between brokers of the same cluster.
+def origin(url: str) -> str:
+    """`scheme://host:port` of a URL (default ports made explicit, host lower-cased)."""
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
 
-    Brokers answer 307 to the owner of a topic or bundle; requests drops credentials on any
-    redirect to another host, which would turn the redirect into a 401.
+
+class _BrokerSession(requests.Session):
+    """Keeps the Authorization header on a redirect only when its target origin is trusted.
+
+    Brokers answer 307 to the owner of a topic or bundle; within the trusted origins the
+    token follows (else the redirect would end in a 401), anywhere else it is dropped.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self.trusted_hosts: set[str] = set()
+        self.trusted_origins: set[str] = set()
 
     def should_strip_auth(self, old_url: str, new_url: str) -> bool:
-        old, new = urlsplit(old_url), urlsplit(new_url)
-        if new.netloc in self.trusted_hosts and old.scheme == new.scheme:
-            return False
-        return bool(super().should_strip_auth(old_url, new_url))  # type: ignore[no-untyped-call]
+        return origin(new_url) not in self.trusted_origins
 
 
 def _env_flag(value: str | None, *, default: bool) -> bool:
@@ -70,6 +87,11 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
         raise CollectorError(
             f"cannot read the admin token file {os.fspath(path)!r}: {exc.strerror}; "
             "fix PULSAR_ADMIN_TOKEN_FILE"
+        ) from None
+    except UnicodeDecodeError:
+        raise CollectorError(
+            f"the admin token file {os.fspath(path)!r} is not UTF-8 text (a binary file?); "
+            "it must hold the token itself, e.g. the output of `pulsar tokens create`"
         ) from None
     if not token:
         raise CollectorError(f"the admin token file {os.fspath(path)!r} is empty")
@@ -97,28 +119,45 @@ class AdminClient:
         retries: int = 3,
         backoff: float = 0.2,
         pool_size: int = 32,
+        trusted_origins: Iterable[str] = (),
     ) -> None:
-        if not urlsplit(base_url).scheme or not urlsplit(base_url).netloc:
+        problem = admin_url_problem(base_url)
+        if problem:
             raise CollectorError(
-                f"admin URL {base_url!r} is not an absolute URL; set PULSAR_ADMIN_URL, "
-                "e.g. http://localhost:8080"
+                f"admin URL {problem}; set PULSAR_ADMIN_URL, e.g. http://localhost:8080"
             )
+        base_url, user, password = split_credentials(base_url)
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.retries = max(0, retries)
         self.backoff = max(0.0, backoff)
         if token is None and token_file is not None:
             token = read_token_file(token_file)
-        self._secret = token or None
+        self._secret = Secret(token) if token else None
+        if token and any(ord(c) < 32 or ord(c) == 127 for c in token):
+            raise CollectorError(
+                "the admin token contains a line break or another control character, which "
+                "no HTTP header can carry; check PULSAR_ADMIN_TOKEN or PULSAR_ADMIN_TOKEN_FILE"
+            )
         self.session = _BrokerSession()
-        self.session.trusted_hosts.add(urlsplit(self.base_url).netloc)
+        self.session.trusted_origins.add(origin(self.base_url))
+        self.trust_cluster = False
+        for trusted in trusted_origins:
+            if trusted.strip() == TRUST_CLUSTER:
+                self.trust_cluster = True
+            elif trusted.strip():
+                self.session.trusted_origins.add(origin(trusted.strip()))
         adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.session.headers["Accept"] = "application/json"
         self.session.headers["User-Agent"] = "pulsar-lens"
         if self._secret:
-            self.session.headers["Authorization"] = f"Bearer {self._secret}"
+            self.session.headers["Authorization"] = f"Bearer {self._secret.reveal()}"
+        elif password is not None:
+            pair = f"{user or ''}:{password.reveal()}".encode()
+            self.session.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        self._has_credentials = "Authorization" in self.session.headers
         self.session.verify = os.fspath(ca_bundle) if (ca_bundle and verify) else verify
         self._lock = threading.Lock()
         self._requests_made = 0
@@ -126,11 +165,13 @@ class AdminClient:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> AdminClient:
         """Build a client from PULSAR_ADMIN_URL, PULSAR_ADMIN_TOKEN / PULSAR_ADMIN_TOKEN_FILE,
-        PULSAR_LENS_CA_BUNDLE and PULSAR_LENS_TLS_VERIFY (default true)."""
+        PULSAR_LENS_CA_BUNDLE, PULSAR_LENS_TLS_VERIFY (default true) and
+        PULSAR_LENS_TRUSTED_ORIGINS (comma-separated URLs, or `cluster`)."""
         env = os.environ if env is None else env
         url = env.get("PULSAR_ADMIN_URL") or "http://localhost:8080"
         return cls(
             url,
+            trusted_origins=(env.get("PULSAR_LENS_TRUSTED_ORIGINS") or "").split(","),
             token=env.get("PULSAR_ADMIN_TOKEN") or None,
             token_file=env.get("PULSAR_ADMIN_TOKEN_FILE") or None,
             ca_bundle=env.get("PULSAR_LENS_CA_BUNDLE") or None,
@@ -139,7 +180,7 @@ class AdminClient:
         )
 
     def __repr__(self) -> str:
-        auth = "token" if self._secret else "no token"
+        auth = "token" if self._secret else "password" if self._has_credentials else "no token"
         return f"AdminClient({self.base_url!r}, {auth})"
 
     @property
@@ -151,9 +192,15 @@ class AdminClient:
         with self._lock:
             return self._requests_made
 
-    def trust_hosts(self, hosts: Iterable[str]) -> None:
-        """Let redirects to these "host:port" brokers keep the token (same scheme only)."""
-        self.session.trusted_hosts.update(hosts)
+    def trust_brokers(self, web_urls: Iterable[str]) -> None:
+        """The broker URLs the cluster lists: trusted with credentials only when
+        PULSAR_LENS_TRUSTED_ORIGINS is `cluster` (else ignored)."""
+        if self.trust_cluster:
+            self.session.trusted_origins.update(origin(u) for u in web_urls if "://" in u)
+
+    def trusts(self, url: str) -> bool:
+        """Whether credentials may be sent to `url`."""
+        return origin(url) in self.session.trusted_origins
 
     def close(self) -> None:
         self.session.close()
@@ -208,10 +255,8 @@ class AdminClient:
     # --- internals ---------------------------------------------------------------------
 
     def redact(self, text: str) -> str:
-        """`text` with the token and any Bearer credential replaced by ***."""
-        if self._secret:
-            text = text.replace(self._secret, "***")
-        return _BEARER.sub(r"\1***", text)
+        """`text` made safe to show: credentials redacted, control characters escaped."""
+        return clean(text)
 
     def _url(self, path: str, base_url: str | None) -> str:
         base = (base_url or self.base_url).rstrip("/")
@@ -233,7 +278,9 @@ class AdminClient:
     ) -> requests.Response:
         url = self._url(path, base_url)
         # errors of calls sent to a named broker say which broker answered
-        path = url if base_url else path
+        path = display_url(url) if base_url else path
+        trusted = self.trusts(url)
+        headers = None if trusted else {"Authorization": None}
         attempts = 1 + (self.retries if method == "GET" else 0)
         for attempt in range(attempts):
             last = attempt == attempts - 1
@@ -244,6 +291,7 @@ class AdminClient:
                     url,
                     params=params,
                     json=json_body,
+                    headers=headers,
                     timeout=timeout if timeout is not None else self.timeout,
                 )
             except requests.exceptions.SSLError as exc:
@@ -263,7 +311,7 @@ class AdminClient:
                 self._wait(attempt, resp, method, path, f"status {resp.status_code}")
                 continue
             if resp.status_code >= 400:
-                raise self._error(method, path, resp)
+                raise self._error(method, path, resp, trusted=trusted)
             return resp
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -285,11 +333,15 @@ class AdminClient:
         text = self.redact(f"{type(exc).__name__}: {exc}")[:BODY_EXCERPT]
         return f"{text}; {hint}" if hint else text
 
-    def _error(self, method: str, path: str, resp: requests.Response) -> AdminApiError:
-        body = self.redact(_reason_text(resp))
+    def _error(
+        self, method: str, path: str, resp: requests.Response, *, trusted: bool
+    ) -> AdminApiError:
+        body = _reason_text(resp)
         hint = ""
-        if resp.status_code in (401, 403):
-            hint = AUTH_HINT_REFUSED if self._secret else AUTH_HINT_MISSING
+        if resp.status_code in (401, 403) and self._has_credentials and not trusted:
+            hint = UNTRUSTED_HINT
+        elif resp.status_code in (401, 403):
+            hint = AUTH_HINT_REFUSED if self._has_credentials else AUTH_HINT_MISSING
         elif resp.status_code == 404:
             hint = "it does not exist (deleted, or a wrong tenant, namespace or topic)"
         elif resp.status_code in (307, 308):
@@ -302,9 +354,8 @@ class AdminClient:
         try:
             return resp.json()
         except (ValueError, json.JSONDecodeError):
-            excerpt = self.redact(resp.text[:BODY_EXCERPT])
             raise AdminApiError(
-                method, path, None, excerpt, f"status {resp.status_code} with a body not JSON"
+                method, path, None, resp.text, f"status {resp.status_code} with a body not JSON"
             ) from None
 
 
@@ -313,7 +364,7 @@ def _reason_text(resp: requests.Response) -> str:
     try:
         payload = resp.json()
     except ValueError:
-        return resp.text[:BODY_EXCERPT]
+        return resp.text
     if isinstance(payload, dict) and isinstance(payload.get("reason"), str):
-        return str(payload["reason"])[:BODY_EXCERPT]
-    return resp.text[:BODY_EXCERPT]
+        return str(payload["reason"])
+    return resp.text

@@ -16,7 +16,7 @@ GLOBAL_CLUSTER = "global"  # a pseudo-cluster of old geo-replication setups, nev
 
 def _expect_list(payload: Any, path: str) -> list[str]:
     if not isinstance(payload, list):
-        raise AdminApiError("GET", path, None, repr(payload)[:200], "expected a JSON list")
+        raise AdminApiError("GET", path, None, repr(payload), "expected a JSON list")
     return [item for item in payload if isinstance(item, str)]
 
 
@@ -83,7 +83,7 @@ def collect_owned_bundles(
     path = f"/admin/v2/brokers/{cluster}/{broker_id}/ownedNamespaces"
     payload = client.get_json(path, base_url=web_url, timeout=timeout)
     if not isinstance(payload, dict):
-        raise AdminApiError("GET", path, None, repr(payload)[:200], "expected a JSON object")
+        raise AdminApiError("GET", path, None, repr(payload), "expected a JSON object")
     return payload
 
 

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 from collectors.admin import read_token_file
 from core.hashing import resolve_sticky_key, sticky_key_hash
 from core.model import KeySampleRecord
-from core.settings import Secret
+from core.secrets import Secret
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from core.model import BundleRecord
 
 def _expect_list(payload: Any, method: str, path: str) -> list[str]:
     if not isinstance(payload, list):
-        raise AdminApiError(method, path, None, repr(payload)[:200], "expected a JSON list")
+        raise AdminApiError(method, path, None, repr(payload), "expected a JSON list")
     return [item for item in payload if isinstance(item, str)]
 
 
@@ -41,7 +41,7 @@ def collect_bundles(client: AdminClient, namespace: str, *, timeout: float) -> A
     try:
         parse_boundaries(payload)
     except ValueError as exc:
-        raise AdminApiError("GET", path, None, repr(payload)[:200], str(exc)) from None
+        raise AdminApiError("GET", path, None, repr(payload), str(exc)) from None
     return payload
 
 
@@ -72,7 +72,7 @@ def collect_partition_count(client: AdminClient, admin_path: str, *, timeout: fl
     payload = as_dict(client.get_json(path, timeout=timeout))
     count = payload.get("partitions")
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        raise AdminApiError("GET", path, None, repr(payload)[:200], "expected partitions: N")
+        raise AdminApiError("GET", path, None, repr(payload), "expected partitions: N")
     return count
 
 

@@ -150,7 +150,7 @@ class _Poll:
         a.cluster = _choose_cluster(clusters, brokers, a.leader)
         a.broker_ids = tuple(brokers.get(a.cluster) or ())
         a.web_urls = {b: broker_web_url(b, self.client.base_url) for b in a.broker_ids}
-        self.client.trust_hosts(a.broker_ids)
+        self.client.trust_brokers(a.web_urls.values())
         if namespaces is not None:
             a.namespaces = tuple(sorted(set(namespaces)))
         else:

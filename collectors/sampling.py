@@ -23,7 +23,7 @@ from collectors.keys import (
 )
 from collectors.loop import Heartbeat, HeartbeatFn, PollFn
 from core.model import Snapshot, records_to_table
-from core.settings import Secret
+from core.secrets import Secret
 from core.store import Store
 
 log = logging.getLogger(__name__)

@@ -91,7 +91,7 @@ def collect_broker_topic_stats(client: AdminClient, web_url: str, *, timeout: fl
     if payload is None:
         return {}
     if not isinstance(payload, dict):
-        raise AdminApiError("GET", path, None, repr(payload)[:200], "expected a JSON object")
+        raise AdminApiError("GET", path, None, repr(payload), "expected a JSON object")
     return payload
 
 
@@ -125,7 +125,7 @@ def collect_topic_stats(
     params = {"getEarliestTimeInBacklog": "true"} if earliest_in_backlog else None
     payload = client.get_json(path, params=params, base_url=web_url, timeout=timeout)
     if not isinstance(payload, dict):
-        raise AdminApiError("GET", path, None, repr(payload)[:200], "expected a JSON object")
+        raise AdminApiError("GET", path, None, repr(payload), "expected a JSON object")
     return payload
 
 

@@ -15,10 +15,15 @@
         PluginParamsError(plugin)  parameters that the plugin's Params model rejects
         PluginUnavailable(plugin)
 
-Messages say what failed, where, and what to do. They never contain credentials.
+Messages say what failed, where, and what to do. They never contain credentials: the admin
+API errors pass what they quote from the network through `core.secrets.clean`.
 """
 
 from __future__ import annotations
+
+from core.secrets import clean
+
+BODY_EXCERPT = 300
 
 
 class DashboardError(Exception):
@@ -36,17 +41,17 @@ class AdminApiError(CollectorError):
         self, method: str, path: str, status: int | None, body: str, hint: str = ""
     ) -> None:
         self.method = method
-        self.path = path
+        self.path = clean(path)
         self.status = status
-        self.body = body[:300]
-        self.hint = hint
-        where = f"{method} {path}"
+        self.body = clean(body, limit=BODY_EXCERPT)
+        self.hint = clean(hint)
+        where = f"{method} {self.path}"
         what = f"returned {status}" if status is not None else "returned an unreadable body"
         text = f"{where} {what}"
         if self.body:
             text += f": {self.body}"
-        if hint:
-            text += f"; {hint}"
+        if self.hint:
+            text += f"; {self.hint}"
         super().__init__(text)
 
 
@@ -55,9 +60,9 @@ class AdminApiUnreachable(CollectorError):
 
     def __init__(self, method: str, path: str, reason: str) -> None:
         self.method = method
-        self.path = path
-        self.reason = reason
-        super().__init__(f"{method} {path} could not reach the admin API: {reason}")
+        self.path = clean(path)
+        self.reason = clean(reason)
+        super().__init__(f"{method} {self.path} could not reach the admin API: {self.reason}")
 
 
 class LocalPulsarError(DashboardError):

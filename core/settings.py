@@ -22,8 +22,10 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from core.errors import SettingsError
+from core.secrets import Secret, display_url
 
 DEFAULT_STORE = Path("var/store")
 DEFAULT_POLL_INTERVAL = dt.timedelta(seconds=30)
@@ -70,29 +72,6 @@ def format_duration(value: dt.timedelta) -> str:
     return f"{text}{ms}ms" if ms else text
 
 
-class Secret:
-    """A credential that never shows itself in repr, str, logs or tracebacks."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
-
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Where the cluster is, where snapshots go, how often to poll and how long to keep."""
@@ -123,7 +102,7 @@ class Settings:
         token_file = get("PULSAR_ADMIN_TOKEN_FILE")
         plugin_dirs = get("PULSAR_LENS_PLUGIN_DIRS") or ""
         return cls(
-            admin_url=_url(get("PULSAR_ADMIN_URL")),
+            admin_url=_admin_url(get("PULSAR_ADMIN_URL")),
             service_url=_url(get("PULSAR_SERVICE_URL")),
             store_dir=Path(get("PULSAR_LENS_STORE") or DEFAULT_STORE),
             poll_interval=_positive("PULSAR_LENS_POLL_INTERVAL", get, DEFAULT_POLL_INTERVAL),
@@ -138,6 +117,31 @@ class Settings:
 
 def _url(value: str | None) -> str | None:
     return value.rstrip("/") if value else None
+
+
+def admin_url_problem(url: str) -> str | None:
+    """Why `url` cannot be an admin REST URL (None when it can): http(s), a host, a port."""
+    shown = display_url(url) if "://" in url else url
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"{shown!r} is not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return f"{shown!r} must start with http:// or https://"
+    if not parts.hostname:
+        return f"{shown!r} has no host"
+    if port == 0:
+        return f"{shown!r} has port 0; give the admin port, e.g. :8080"
+    return None
+
+
+def _admin_url(value: str | None) -> str | None:
+    url = _url(value)
+    problem = admin_url_problem(url) if url else None
+    if problem:
+        raise SettingsError(f"PULSAR_ADMIN_URL: {problem}, e.g. http://localhost:8080")
+    return url
 
 
 def _flag(name: str, get: Callable[[str], str | None]) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from collectors.localpulsar import LocalPulsar
+from core import secrets
 from tests.brokers import BrokerPool
 
 
@@ -18,6 +19,16 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if key.startswith("PULSAR_") and key != "PULSAR_LENS_CACHE_DIR":
             monkeypatch.delenv(key, raising=False)
     yield
+
+
+@pytest.fixture(autouse=True)
+def fresh_secrets() -> Iterator[None]:
+    """Secrets one test registers (e.g. a password "admin") are not redacted in the next."""
+    before = set(secrets._known)
+    yield
+    with secrets._lock:
+        secrets._known.clear()
+        secrets._known.update(before)
 
 
 @pytest.fixture(scope="session")

@@ -198,3 +198,33 @@ def test_collect_names_a_malformed_setting_and_exits_2(
         main(["collect", "--once", "--admin-url", "http://b:8080", "--store", str(tmp_path)]) == 2
     )
     assert "PULSAR_LENS_RETENTION" in capsys.readouterr().err
+
+
+def test_collect_never_prints_a_password_from_the_admin_url() -> None:
+    from tests.lens_cli import run_lens
+
+    port = free_port()
+    url = f"http://admin:PW-kept-quiet@127.0.0.1:{port}"
+    done = run_lens("collect", "--once", env={"PULSAR_ADMIN_URL": url}, timeout=60)
+    assert done.returncode == 1
+    assert f"http://127.0.0.1:{port}" in done.stderr
+    assert "PW-kept-quiet" not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("ftp://broker:8080", "must start with http:// or https://"),
+        ("http://broker:0", "has port 0"),
+        ("http://[::1", "is not a valid URL"),
+    ],
+)
+def test_collect_refuses_admin_urls_that_cannot_work(url: str, expected: str) -> None:
+    from tests.lens_cli import run_lens
+
+    for done in (
+        run_lens("collect", "--once", "--admin-url", url),
+        run_lens("collect", "--once", env={"PULSAR_ADMIN_URL": url}),
+    ):
+        assert done.returncode == 2, done.stderr
+        assert expected in done.stderr and "Traceback" not in done.stderr

@@ -119,3 +119,20 @@ def test_the_dashboard_process_gets_no_admin_token(
     assert dashboard.env["PULSAR_LENS_STORE"] == str(tmp_path)
     assert collector.env is not None and collector.env["PULSAR_ADMIN_TOKEN"] == "s3cret"
     assert "s3cret" not in " ".join(collector.argv)
+
+
+def test_url_credentials_stay_off_the_collector_command_line_and_the_banner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli.serve_cmd import collect_child, streamlit_child
+    from core.settings import parse_duration
+
+    url = "http://admin:PW-never-in-ps@broker:8080"
+    monkeypatch.setenv("PULSAR_ADMIN_URL", url)
+    interval = parse_duration("10s")
+    collector = collect_child(url, tmp_path, interval)
+    dashboard = streamlit_child(tmp_path, interval, address="127.0.0.1", port=8501)
+    assert "PW-never-in-ps" not in " ".join(collector.argv)
+    assert collector.env is not None and collector.env["PULSAR_ADMIN_URL"] == url
+    assert dashboard.env is not None
+    assert "PW-never-in-ps" not in " ".join(f"{k}={v}" for k, v in dashboard.env.items())

@@ -252,8 +252,7 @@ def test_admin_client_keeps_token_on_redirect_to_a_trusted_broker(
         json={"ok": True},
         match=[matchers.header_matcher({"Authorization": f"Bearer {TOKEN}"})],
     )
-    c = client(token=TOKEN)
-    c.trust_hosts(["broker-1:8080"])
+    c = client(token=TOKEN, trusted_origins=["http://broker-1:8080"])
     assert c.get_json(stats) == {"ok": True}
 
 
@@ -325,3 +324,130 @@ def test_admin_client_get_text_redacts_an_echoed_token(mock: responses.RequestsM
         "GET", f"{BASE}/admin/v2/brokers/version", callback=lambda r: (200, {}, str(r.headers))
     )
     assert TOKEN not in client(token=TOKEN).get_text("/admin/v2/brokers/version")
+
+
+# --- where credentials may go --------------------------------------------------------------
+
+
+def _no_auth(request: requests.PreparedRequest) -> tuple[int, dict[str, str], str]:
+    assert "Authorization" not in request.headers, "credentials sent to an untrusted host"
+    return 200, {}, '{"ok": true}'
+
+
+def test_admin_client_drops_the_token_on_a_redirect_to_an_untrusted_host(
+    mock: responses.RequestsMock,
+) -> None:
+    stats = "/admin/v2/persistent/public/default/t/stats"
+    mock.get(BASE + stats, status=307, headers={"Location": f"http://elsewhere:8080{stats}"})
+    mock.add_callback("GET", f"http://elsewhere:8080{stats}", callback=_no_auth)
+    assert client(token=TOKEN).get_json(stats) == {"ok": True}
+
+
+def test_admin_client_sends_no_token_to_brokers_the_cluster_lists_unless_trusted(
+    mock: responses.RequestsMock,
+) -> None:
+    report = "/admin/v2/broker-stats/load-report"
+    mock.add_callback("GET", f"http://broker-1:8080{report}", callback=_no_auth)
+    c = client(token=TOKEN)
+    c.trust_brokers(["http://broker-1:8080"])  # listed by the cluster: not enough
+    assert c.get_json(report, base_url="http://broker-1:8080") == {"ok": True}
+
+
+def test_admin_client_trusts_listed_brokers_when_told_to(mock: responses.RequestsMock) -> None:
+    report = "/admin/v2/broker-stats/load-report"
+    mock.get(
+        f"http://broker-1:8080{report}",
+        json={"ok": True},
+        match=[matchers.header_matcher({"Authorization": f"Bearer {TOKEN}"})],
+    )
+    c = client(token=TOKEN, trusted_origins=["cluster"])
+    c.trust_brokers(["http://broker-1:8080"])
+    assert c.get_json(report, base_url="http://broker-1:8080") == {"ok": True}
+
+
+def test_a_401_from_an_untrusted_broker_says_how_to_trust_it(
+    mock: responses.RequestsMock,
+) -> None:
+    mock.get("http://broker-1:8080/admin/v2/x", status=401, body="no")
+    with pytest.raises(AdminApiError, match="PULSAR_LENS_TRUSTED_ORIGINS"):
+        client(token=TOKEN).get_json("/admin/v2/x", base_url="http://broker-1:8080")
+
+
+# --- secrets in every shape ----------------------------------------------------------------
+
+PASSWORD = "pa55-W0RD-never-shown"
+
+
+def test_url_credentials_go_as_basic_auth_and_never_show(
+    mock: responses.RequestsMock, caplog: pytest.LogCaptureFixture
+) -> None:
+    mock.add_callback(
+        "GET", CLUSTERS, callback=lambda r: (500, {}, "echo " + r.headers["Authorization"])
+    )
+    c = AdminClient(f"http://admin:{PASSWORD}@broker-0:8080", backoff=0.0, retries=0)
+    assert c.base_url == BASE and PASSWORD not in repr(c)
+    with pytest.raises(AdminApiError) as caught:
+        c.get_json("/admin/v2/clusters")
+    assert "Basic ***" in str(caught.value)
+    texts = [str(caught.value), *(r.getMessage() for r in caplog.records)]
+    assert all(PASSWORD not in t and "YWRtaW46" not in t for t in texts)
+
+
+def test_a_token_with_a_newline_is_refused_without_showing_any_part(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    token = "first-half-of-it\nsecond-half-of-it"
+    with pytest.raises(CollectorError, match="line break") as caught:
+        client(token=token)
+    texts = [str(caught.value), *(r.getMessage() for r in caplog.records)]
+    assert all("half-of-it" not in t for t in texts)
+
+
+def test_an_unexpected_shape_quoting_the_token_is_redacted_past_the_excerpt(
+    mock: responses.RequestsMock,
+) -> None:
+    from collectors.topics import collect_topic_stats
+
+    padding = "x" * 190
+    mock.add_callback(
+        "GET",
+        f"{BASE}/admin/v2/persistent/public/default/t/stats",
+        callback=lambda r: (200, {}, f'["{padding}", "{r.headers["Authorization"]}"]'),
+    )
+    with pytest.raises(AdminApiError) as caught:
+        collect_topic_stats(
+            client(token=TOKEN), "persistent://public/default/t", web_url=None, timeout=5
+        )
+    assert TOKEN[:8] not in str(caught.value)
+
+
+def test_a_newline_in_an_error_body_cannot_forge_a_log_line(
+    mock: responses.RequestsMock,
+) -> None:
+    mock.get(CLUSTERS, status=500, body="boom\n2026-11-25 INFO poll ok\r\x1b[31m")
+    with pytest.raises(AdminApiError) as caught:
+        client(retries=0).get_json("/admin/v2/clusters")
+    text = str(caught.value)
+    assert "\n" not in text and "\r" not in text and "\x1b" not in text
+    assert "boom\\n2026-11-25 INFO poll ok\\r\\x1b[31m" in text
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://[::1", "is not a valid URL"),
+        ("ftp://broker:8080", "must start with http:// or https://"),
+        ("http://broker:0", "has port 0"),
+        ("http://:8080", "has no host"),
+    ],
+)
+def test_admin_urls_that_cannot_work_are_refused(url: str, expected: str) -> None:
+    with pytest.raises(CollectorError, match=expected):
+        AdminClient(url)
+
+
+def test_a_binary_token_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(CollectorError, match="is not UTF-8 text"):
+        client(token_file=path)

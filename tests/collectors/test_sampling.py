@@ -12,7 +12,7 @@ from collectors.keys import TopicSample
 from collectors.loop import PollLoop
 from collectors.sampling import KeySampling, choose_topics, round_line
 from core.model import BrokerRecord, KeySampleRecord, SubscriptionRecord, TopicRecord
-from core.settings import Secret
+from core.secrets import Secret
 from core.store import Store
 from plugins.builtin.sticky_ranges import StickyRanges
 from plugins.runner import load_inputs

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import SettingsError
-from core.settings import Secret, Settings, format_duration, parse_duration
+from core.secrets import Secret
+from core.settings import Settings, format_duration, parse_duration
 
 
 @pytest.mark.parametrize(
