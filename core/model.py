@@ -18,6 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from core.secrets import clean
+
 HashRange = tuple[int, int]
 """An inclusive hash range `(start, end)` as Pulsar reports it."""
 
@@ -181,6 +183,11 @@ class EndpointError:
     endpoint: str  # "GET /admin/v2/..."
     status: int | None
     message: str
+
+    def __post_init__(self) -> None:
+        # stored and shown as they are: whatever they quote from the network is cleaned here
+        object.__setattr__(self, "endpoint", clean(self.endpoint, limit=500))
+        object.__setattr__(self, "message", clean(self.message, limit=1000))
 
 
 RECORD_TYPES: Mapping[str, type] = {
