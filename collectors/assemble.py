@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collectors.brokers import parse_broker, parse_owned_bundles
+from collectors.fields import field_warnings, reading
 from collectors.namespaces import (
     NamespaceListing,
     bundle_for,
@@ -251,7 +252,18 @@ def _brokers(answers: PollAnswers) -> list[BrokerRecord]:
 
 def build_snapshot(answers: PollAnswers) -> Snapshot:
     """The Snapshot these answers describe; topics with per-topic stats use them for their
-    subscriptions and consumers, the others the brokers' bulk answer."""
+    subscriptions and consumers, the others the brokers' bulk answer.
+
+    A field no column can hold becomes null, and the snapshot's errors say which."""
+    with field_warnings() as found:
+        snapshot = _build(answers)
+    if not found:
+        return snapshot
+    warnings = tuple(EndpointError("field", None, text) for text in found)
+    return replace(snapshot, errors=(*snapshot.errors, *warnings))
+
+
+def _build(answers: PollAnswers) -> Snapshot:
     bulk = bulk_by_topic(answers)
     namespaces = wanted_namespaces(answers, bulk)
     bundles = _bundles(answers, namespaces, _ownership(answers, namespaces), bulk)
@@ -261,17 +273,20 @@ def build_snapshot(answers: PollAnswers) -> Snapshot:
     draining: list[DrainingHashRecord] = []
     for name in _topic_names(answers, namespaces, bulk):
         entry = bulk.get(name.topic)
-        topics.append(_topic_record(name, entry, answers, bundles))
-        stats = answers.topic_stats.get(name.topic) or (entry.stats if entry else None)
-        if stats is not None:
-            rows = parse_subscriptions(name.topic, stats)
-            subs.extend(rows.subscriptions)
-            consumers.extend(rows.consumers)
-            draining.extend(rows.draining_hashes)
+        with reading(name.topic):
+            topics.append(_topic_record(name, entry, answers, bundles))
+            stats = answers.topic_stats.get(name.topic) or (entry.stats if entry else None)
+            if stats is not None:
+                rows = parse_subscriptions(name.topic, stats)
+                subs.extend(rows.subscriptions)
+                consumers.extend(rows.consumers)
+                draining.extend(rows.draining_hashes)
+    with reading("brokers"):
+        brokers = _brokers(answers)
     return Snapshot(
         cluster=answers.cluster,
         collected_at=answers.collected_at,
-        brokers=tuple(_with_broker_totals(_brokers(answers), topics, consumers)),
+        brokers=tuple(_with_broker_totals(brokers, topics, consumers)),
         bundles=tuple(_with_topic_totals(bundles, topics)),
         topics=tuple(topics),
         subscriptions=tuple(subs),

@@ -2,39 +2,107 @@
 
 Pulsar adds and renames stats fields between releases; parsers read through these helpers so
 an unknown field is ignored and a missing one is None instead of an exception.
+
+A value no stored column can hold (a count beyond int64, a rate that is not a finite number
+below 1e18, a timestamp past the year 9999) also becomes None, and is reported: inside
+`field_warnings()` each one adds a line naming where it was read (`reading(topic)`), the
+field and the value, which the poll stores among the snapshot's errors.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from core.model import HashRange
 
 _RANGE_TEXT = re.compile(r"^\s*\[\s*(-?\d+)\s*,\s*(-?\d+)\s*\]\s*$")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+FLOAT_LIMIT = 1e18  # far above any rate or throughput; sums of many stay finite
+MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, datetime's last millisecond
+MAX_WARNINGS = 50
+
+_warnings: ContextVar[list[str] | None] = ContextVar("field_warnings", default=None)
+_where: ContextVar[str] = ContextVar("field_where", default="")
+
+
+@contextmanager
+def field_warnings() -> Iterator[list[str]]:
+    """Collect the out-of-range fields read inside the block (at most MAX_WARNINGS, then
+    one line counting the rest)."""
+    found: list[str] = []
+    token = _warnings.set(found)
+    try:
+        yield found
+    finally:
+        _warnings.reset(token)
+        if len(found) > MAX_WARNINGS:
+            extra = len(found) - MAX_WARNINGS
+            del found[MAX_WARNINGS:]
+            found.append(f"... and {extra} more out-of-range field(s)")
+
+
+@contextmanager
+def reading(where: str) -> Iterator[None]:
+    """Name what the fields read inside the block belong to (e.g. a topic)."""
+    token = _where.set(where)
+    try:
+        yield
+    finally:
+        _where.reset(token)
+
+
+def warn(text: str) -> None:
+    """Report something read and left out (inside `field_warnings()`, else nothing)."""
+    found = _warnings.get()
+    if found is not None:
+        where = _where.get()
+        found.append(f"{where + ': ' if where else ''}{text}")
+
+
+def shown(value: Any) -> str:
+    """A payload value as a warning quotes it: repr, at most 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _out_of_range(key: str, value: Any, why: str) -> None:
+    warn(f"{key}={shown(value)} {why}; stored as null")
 
 
 def as_int(payload: Mapping[str, Any], *keys: str) -> int | None:
-    """The first of `keys` holding a number, as int (bools are not numbers here)."""
+    """The first of `keys` holding a number that fits int64, as int (bools are not numbers)."""
     for key in keys:
         value: Any = payload.get(key)
         kind = type(value)  # exact types: bool is a subclass of int but not a number here
+        number = value
+        if kind is float and math.isfinite(value) and value.is_integer():
+            kind, number = int, int(value)
         if kind is int:
-            return int(value)
-        if kind is float and value.is_integer():
-            return int(value)
+            if INT64_MIN <= number <= INT64_MAX:
+                return int(number)
+            _out_of_range(key, value, "does not fit a 64-bit integer")
+        elif kind is float and not math.isfinite(value):
+            _out_of_range(key, value, "is not a finite number")
     return None
 
 
 def as_float(payload: Mapping[str, Any], *keys: str) -> float | None:
+    """The first of `keys` holding a finite number below 1e18 in magnitude, as float."""
     for key in keys:
         value = payload.get(key)
         if type(value) is float or type(value) is int:
-            return float(value)
+            number = float(value) if abs(value) < 1e300 else math.inf
+            if math.isfinite(number) and abs(number) < FLOAT_LIMIT:
+                return number
+            _out_of_range(key, value, f"is not a finite number below {FLOAT_LIMIT:g}")
     return None
 
 
@@ -66,6 +134,9 @@ def as_epoch_ms(payload: Mapping[str, Any], key: str) -> dt.datetime | None:
     """A millisecond epoch field as UTC time; 0 and negatives (Pulsar's "never") are None."""
     value = as_int(payload, key)
     if value is None or value <= 0:
+        return None
+    if value > MAX_EPOCH_MS:
+        _out_of_range(key, value, "is past the year 9999 as epoch milliseconds")
         return None
     return _EPOCH + dt.timedelta(milliseconds=value)
 

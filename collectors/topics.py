@@ -27,6 +27,8 @@ from collectors.fields import (
     as_list,
     as_str,
     parse_hash_ranges,
+    shown,
+    warn,
 )
 from core.errors import AdminApiError
 from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord, TopicRecord
@@ -284,10 +286,14 @@ def parse_subscriptions(topic: str, stats: Mapping[str, Any]) -> SubscriptionRow
     """Subscriptions, consumers and draining hashes of one topic stats object."""
     subs, consumers, draining = [], [], []
     for name, sub in sorted(as_dict(stats.get("subscriptions")).items()):
-        sub = as_dict(sub)
+        if not isinstance(sub, Mapping):
+            warn(f"subscription {shown(name)} is {shown(sub)}, not an object; left out")
+            continue
         subs.append(parse_subscription(topic, name, sub))
         for consumer in as_list(sub.get("consumers")):
-            consumer = as_dict(consumer)
+            if not isinstance(consumer, Mapping):
+                warn(f"a consumer of {shown(name)} is {shown(consumer)}, not an object; left out")
+                continue
             consumers.append(parse_consumer(topic, name, consumer))
             draining.extend(parse_draining_hashes(topic, name, consumer))
     return SubscriptionRows(tuple(subs), tuple(consumers), tuple(draining))

@@ -93,16 +93,24 @@ class Store:
         """Write every polled table of the snapshot, its events, then its index row.
 
         Returns the snapshot id. Writing the same snapshot again replaces its files.
-        Raises SnapshotError when the files cannot be written.
+        All or nothing: when any file cannot be written (disk full, a value Arrow refuses)
+        the files already written for it are removed and SnapshotError says why.
         """
         sid = snapshot_id(snapshot)
+        written: list[Path] = []
         try:
-            self._write(snapshot, sid, events)
-        except OSError as exc:
-            raise SnapshotError(f"could not write snapshot {sid} under {self.root}: {exc}") from exc
+            self._write(snapshot, sid, events, written)
+        except (OSError, ValueError, OverflowError, pa.ArrowException) as exc:
+            for path in written:
+                path.unlink(missing_ok=True)
+            raise SnapshotError(
+                f"could not write snapshot {sid} under {self.root}: {type(exc).__name__}: {exc}"
+            ) from exc
         return sid
 
-    def _write(self, snapshot: Snapshot, sid: str, events: Sequence[EventRecord]) -> None:
+    def _write(
+        self, snapshot: Snapshot, sid: str, events: Sequence[EventRecord], written: list[Path]
+    ) -> None:
         counts: dict[str, int] = {}
         tables = {name: snapshot.records(name) for name in POLLED_TABLES}
         if events:
@@ -116,8 +124,9 @@ class Store:
                 cluster=snapshot.cluster,
             )
             counts[name] = table.num_rows
-            dataset.write_rows(self.root / name, table, _tag(sid))
-        dataset.write_rows(self.root / INDEX, _index_row(snapshot, sid, counts), _tag(sid))
+            written += dataset.write_rows(self.root / name, table, _tag(sid))
+        index = _index_row(snapshot, sid, counts)
+        written += dataset.write_rows(self.root / INDEX, index, _tag(sid))
 
     def write_table(self, name: str, table: pa.Table) -> None:
         """Append rows to a table (e.g. probes, key_samples); they must match its schema."""

@@ -315,3 +315,24 @@ def test_parse_broker_without_load_report_uses_the_version_call() -> None:
     )
     assert broker.version == "4.0.7"
     assert broker.cpu_usage_pct is None and not broker.is_leader
+
+
+def test_fields_no_column_can_hold_become_null_and_are_reported() -> None:
+    from collectors.fields import as_epoch_ms, as_float, as_int, field_warnings, reading
+
+    payload = {"big": 2**70, "huge": 9.3e18, "inf": float("inf"), "rate": 1e308, "ok": 5}
+    payload |= {"far": 10**15, "neg": -(2**63), "nan": float("nan")}
+    with field_warnings() as found, reading("t"):
+        assert as_int(payload, "big") is None and as_int(payload, "huge") is None
+        assert as_int(payload, "neg") == -(2**63) and as_int(payload, "ok") == 5
+        assert as_float(payload, "inf") is None and as_float(payload, "rate") is None
+        assert as_float(payload, "nan") is None and as_float(payload, "ok") == 5.0
+        assert as_epoch_ms(payload, "far") is None
+    assert found == [
+        f"t: big={2**70} does not fit a 64-bit integer; stored as null",
+        "t: huge=9.3e+18 does not fit a 64-bit integer; stored as null",
+        "t: inf=inf is not a finite number below 1e+18; stored as null",
+        "t: rate=1e+308 is not a finite number below 1e+18; stored as null",
+        "t: nan=nan is not a finite number below 1e+18; stored as null",
+        "t: far=1000000000000000 is past the year 9999 as epoch milliseconds; stored as null",
+    ]

@@ -401,10 +401,16 @@ def test_poll_survives_odd_shapes_in_the_bulk_answer(mock: responses.RequestsMoc
     mock.get(BASE + BULK, json=odd)
     snap = run(mock)
     odd_subs = {s.subscription: s for s in snap.subscriptions if s.topic.endswith("/odd")}
-    assert set(odd_subs) == {"s", "k"} and odd_subs["s"].type is None
-    assert [c.consumer_name for c in snap.consumers if c.topic.endswith("/odd")] == ["", ""]
-    (error,) = snap.errors  # its stats were not recorded: the fake refuses the call
+    assert set(odd_subs) == {"k"}  # "s": "bogus" is no subscription
+    assert [c.consumer_name for c in snap.consumers if c.topic.endswith("/odd")] == [""]
+    stats_errors = [e for e in snap.errors if e.endpoint != "field"]
+    (error,) = stats_errors  # its stats were not recorded: the fake refuses the call
     assert error.endpoint.endswith("/odd/stats")
+    left_out = sorted(e.message for e in snap.errors if e.endpoint == "field")
+    assert left_out == [
+        "persistent://public/default/odd: a consumer of 'k' is 'x', not an object; left out",
+        "persistent://public/default/odd: subscription 's' is 'bogus', not an object; left out",
+    ]
     assert ORDERS in {t.topic for t in snap.topics}
 
 
