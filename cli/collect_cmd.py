@@ -22,7 +22,13 @@ from cli.key_sampling import add_sampling_args, sampling_hooks
 from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from collectors.loop import DiffFn, Heartbeat, PollFn, PollLoop
 from core.secrets import display_url
-from core.settings import Settings, admin_url_problem, format_duration, parse_duration
+from core.settings import (
+    Settings,
+    admin_url_problem,
+    format_duration,
+    parse_duration,
+    retention_problem,
+)
 from core.store import Store
 from plugins.precompute import ResultsWorker, compute_results
 from plugins.registry import discover
@@ -141,6 +147,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     store = Store(args.store or settings.store_dir)
     interval = args.interval or settings.poll_interval
+    retention = args.retention or settings.retention
+    problem = retention_problem(retention, interval)
+    if problem:
+        print(
+            f"pulsar-lens collect: --retention {problem}, got {format_duration(retention)}: "
+            "a shorter one deletes snapshots as they are written",
+            file=sys.stderr,
+        )
+        return 2
     metrics = MetricsEndpoint(store, port=args.metrics_port)
     factory: SourceFactory = args.source_factory
     wrap_poll, wrap_beat = sampling_hooks(args, settings, store)
@@ -153,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
             wrap_poll(source.poll),
             store,
             interval=interval.total_seconds(),
-            retention=args.retention or settings.retention,
+            retention=retention,
             diff=source.diff,
             on_heartbeat=wrap_beat(metrics.wrap(analyses.after(printer))),
             max_polls=1 if args.once else args.max_polls,
@@ -173,6 +188,13 @@ def run(args: argparse.Namespace) -> int:
         analyses.close()
         metrics.close()
         source.close()
+    if loop.last_success is None and printer.last and printer.last.write_error:
+        print(
+            f"pulsar-lens collect: could not store the snapshot in {store.root}: "
+            f"{printer.last.write_error}",
+            file=sys.stderr,
+        )
+        return 1
     if loop.last_success is None:
         problems = printer.last.problems if printer.last else ()
         cause = f" ({problems[0]})" if problems else ""

@@ -8,6 +8,7 @@ changes, and retention runs every `housekeeping_every` seconds.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import logging
 import random
@@ -27,6 +28,7 @@ PollFn = Callable[[], Snapshot]
 DiffFn = Callable[[Snapshot, Snapshot], Sequence[EventRecord]]
 HeartbeatFn = Callable[["Heartbeat"], None]
 MAX_PROBLEMS = 5
+MAX_UNWRITTEN = 5  # snapshots kept in memory while the store cannot be written
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,7 @@ class Heartbeat:
     reachable: bool = True  # False when every endpoint failed
     retry_in: float | None = None  # seconds until the next attempt after a failure
     problems: tuple[str, ...] = ()  # the first few endpoint errors, for the operator
+    write_error: str | None = None  # why the snapshot could not be stored (kept for a retry)
 
     def line(self) -> str:
         at = format_timestamp(self.at).split(".")[0] + "Z"
@@ -57,6 +60,8 @@ class Heartbeat:
             text += " unreachable"
         if self.retry_in is not None:
             text += f" retry_in={self.retry_in:.1f}s"
+        if self.write_error is not None:
+            text += f" not_stored ({self.write_error})"
         return text
 
 
@@ -121,7 +126,11 @@ class PollLoop:
         self._failures = 0
         self._compacted_for: dt.date | None = None
         self._housekeeping_due = 0.0
+        self._unwritten: collections.deque[tuple[Snapshot, Sequence[EventRecord]]] = (
+            collections.deque(maxlen=MAX_UNWRITTEN)
+        )
         self.polls = 0
+        self.write_failures = 0
 
     @property
     def last_success(self) -> dt.datetime | None:
@@ -172,14 +181,40 @@ class PollLoop:
             beat = _beat(snapshot, duration, None, 0, reachable=False, retry_in=retry_in)
         else:
             events = self._events(snapshot)
-            sid = self.store.write(snapshot, events=events)
             self._previous = snapshot
-            self._last_success = snapshot.collected_at
             self._failures = 0
-            self._housekeep(snapshot.collected_at.astimezone(dt.UTC).date())
-            beat = _beat(snapshot, duration, sid, len(events))
+            sid, write_error = self._store(snapshot, events)
+            if sid is not None:
+                self._last_success = snapshot.collected_at
+                self._housekeep(snapshot.collected_at.astimezone(dt.UTC).date())
+            beat = _beat(snapshot, duration, sid, len(events), write_error=write_error)
         self._on_heartbeat(beat)
         return beat
+
+    def _store(
+        self, snapshot: Snapshot, events: Sequence[EventRecord]
+    ) -> tuple[str | None, str | None]:
+        """Write the snapshots a failing store kept back, then this one. A write error never
+        ends the loop: the snapshot waits in memory (the newest MAX_UNWRITTEN) for a retry."""
+        self._unwritten.append((snapshot, events))
+        sid = None
+        while self._unwritten:
+            pending, pending_events = self._unwritten[0]
+            try:
+                written = self.store.write(pending, events=pending_events)
+            except Exception as exc:  # disk full, permissions, a value the store refuses
+                self.write_failures += 1
+                log.error(
+                    "could not store the snapshot of %s (%d waiting for a retry): %s",
+                    format_timestamp(pending.collected_at),
+                    len(self._unwritten),
+                    exc,
+                )
+                return None, str(exc)
+            self._unwritten.popleft()
+            if pending is snapshot:
+                sid = written
+        return sid, None
 
     def _last_poll(self) -> bool:
         return self.max_polls is not None and self.polls >= self.max_polls
@@ -236,6 +271,7 @@ def _beat(
     *,
     reachable: bool = True,
     retry_in: float | None = None,
+    write_error: str | None = None,
 ) -> Heartbeat:
     return Heartbeat(
         at=snapshot.collected_at,
@@ -249,6 +285,7 @@ def _beat(
         reachable=reachable,
         retry_in=retry_in,
         problems=tuple(_problem(e) for e in snapshot.errors[:MAX_PROBLEMS]),
+        write_error=write_error,
     )
 
 

@@ -31,6 +31,10 @@ DEFAULT_STORE = Path("var/store")
 DEFAULT_POLL_INTERVAL = dt.timedelta(seconds=30)
 DEFAULT_RETENTION = dt.timedelta(days=7)
 DEFAULT_SPARK_MASTER = "local[2]"
+MAX_DURATION = dt.timedelta(days=3650)
+"""The longest duration a setting takes: ten years (longer is a typo, not a plan)."""
+MIN_RETENTION = dt.timedelta(minutes=1)
+"""Retention shorter than this would delete snapshots as they are written."""
 
 _UNITS = {
     "ms": dt.timedelta(milliseconds=1),
@@ -47,14 +51,19 @@ _DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+")
 def parse_duration(text: str) -> dt.timedelta:
     """`30s`, `2m`, `1h30m`, `7d`, `250ms` or a bare number of seconds, as a timedelta.
 
-    Raises ValueError naming the accepted forms.
+    Raises ValueError naming the accepted forms, or the limit for one longer than ten years.
     """
     value = text.strip().lower()
     if _NUMBER.fullmatch(value):
-        return dt.timedelta(seconds=float(value))
-    if not _DURATION.fullmatch(value):
+        parts = [(value, "s")]
+    elif _DURATION.fullmatch(value):
+        parts = _PART.findall(value)
+    else:
         raise ValueError(f"{text!r} is not a duration; use e.g. 30s, 2m, 1h30m, 7d or 250ms")
-    return sum((float(n) * _UNITS[unit] for n, unit in _PART.findall(value)), start=dt.timedelta())
+    seconds = sum(float(n) * _UNITS[unit].total_seconds() for n, unit in parts)
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"{text!r} is longer than the limit of {MAX_DURATION.days}d")
+    return dt.timedelta(seconds=seconds)
 
 
 def format_duration(value: dt.timedelta) -> str:
@@ -106,7 +115,7 @@ class Settings:
             service_url=_url(get("PULSAR_SERVICE_URL")),
             store_dir=Path(get("PULSAR_LENS_STORE") or DEFAULT_STORE),
             poll_interval=_positive("PULSAR_LENS_POLL_INTERVAL", get, DEFAULT_POLL_INTERVAL),
-            retention=_positive("PULSAR_LENS_RETENTION", get, DEFAULT_RETENTION),
+            retention=_retention(get),
             plugin_dirs=tuple(Path(p) for p in plugin_dirs.split(os.pathsep) if p.strip()),
             spark_master=get("PULSAR_LENS_SPARK_MASTER") or DEFAULT_SPARK_MASTER,
             admin_token=Secret(token) if token else None,
@@ -151,6 +160,28 @@ def _flag(name: str, get: Callable[[str], str | None]) -> bool:
     if text in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), got {text!r}")
+
+
+def retention_problem(retention: dt.timedelta, interval: dt.timedelta) -> str | None:
+    """Why a retention would delete what the collector just wrote (None when it is fine)."""
+    if retention < MIN_RETENTION:
+        return f"must be at least {format_duration(MIN_RETENTION)}"
+    if retention < interval:
+        return f"must be at least the poll interval ({format_duration(interval)})"
+    return None
+
+
+def _retention(get: Callable[[str], str | None]) -> dt.timedelta:
+    value = _positive("PULSAR_LENS_RETENTION", get, DEFAULT_RETENTION)
+    interval = _positive("PULSAR_LENS_POLL_INTERVAL", get, DEFAULT_POLL_INTERVAL)
+    problem = retention_problem(value, interval)
+    if problem:
+        shown = format_duration(value)
+        raise SettingsError(
+            f"PULSAR_LENS_RETENTION {problem}, got {shown}: a shorter one deletes snapshots "
+            "as they are written"
+        )
+    return value
 
 
 def _positive(name: str, get: Callable[[str], str | None], default: dt.timedelta) -> dt.timedelta:

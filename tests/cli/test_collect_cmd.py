@@ -228,3 +228,49 @@ def test_collect_refuses_admin_urls_that_cannot_work(url: str, expected: str) ->
     ):
         assert done.returncode == 2, done.stderr
         assert expected in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("retention", ["1ms", "59s"])
+def test_collect_refuses_a_retention_that_would_delete_what_it_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], retention: str
+) -> None:
+    source = FakeSource()
+    argv = ("--once", "--admin-url", "http://b:8080", "--store", str(tmp_path))
+    args = parse(*argv, "--retention", retention, source=source)
+    assert args.func(args) == 2
+    assert "--retention must be at least 1m" in capsys.readouterr().err
+    assert source.calls == [] and Store(tmp_path).latest_snapshot_id() is None
+
+
+def test_collect_refuses_a_retention_below_the_interval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ("--admin-url", "http://b:8080", "--store", str(tmp_path), "--interval", "10m")
+    args = parse(*argv, "--retention", "5m", source=FakeSource())
+    assert args.func(args) == 2
+    assert "at least the poll interval (10m)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"PULSAR_LENS_RETENTION": "999999999999d"}, "longer than the limit of 3650d"),
+        ({"PULSAR_LENS_POLL_INTERVAL": "999999999999d"}, "longer than the limit of 3650d"),
+        ({"PULSAR_LENS_RETENTION": "1ms"}, "PULSAR_LENS_RETENTION must be at least 1m"),
+    ],
+)
+def test_collect_duration_settings_out_of_range_are_clear_errors(
+    env: dict[str, str], expected: str
+) -> None:
+    from tests.lens_cli import run_lens
+
+    done = run_lens("collect", "--once", "--admin-url", "http://127.0.0.1:1", env=env)
+    assert done.returncode == 2 and expected in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_collect_duration_flag_out_of_range_is_a_usage_error() -> None:
+    from tests.lens_cli import run_lens
+
+    done = run_lens("collect", "--interval", "999999999999d", "--admin-url", "http://h:1")
+    assert done.returncode == 2 and "longer than the limit of 3650d" in done.stderr

@@ -253,3 +253,32 @@ def test_loop_applies_retention_when_due(tmp_path: Path) -> None:
     loop.run()
     assert store.snapshots()["collected_at"].min() >= T0
     assert len(store.snapshots()) == 3
+
+
+def test_loop_a_write_error_keeps_polling_and_writes_the_kept_snapshots_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.errors import SnapshotError
+
+    fake = FakeTime()
+    loop, beats = make_loop(tmp_path, fake, [ok, ok, ok, ok])
+    real_write = loop.store.write
+    failing = {"left": 2}
+
+    def write(snapshot: Snapshot, **kw: object) -> str:
+        if failing["left"]:
+            failing["left"] -= 1
+            raise SnapshotError("No space left on device")
+        return real_write(snapshot, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop.store, "write", write)
+    assert loop.run() == 4  # the loop went on through two failed writes
+    assert [b.write_error for b in beats] == [
+        "No space left on device",
+        "No space left on device",
+        None,
+        None,
+    ]
+    assert "not_stored (No space left on device)" in beats[0].line()
+    assert len(loop.store.snapshots()) == 4  # the two kept back were written at the retry
+    assert loop.write_failures == 2 and loop.last_success == beats[-1].at
