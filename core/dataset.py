@@ -139,7 +139,7 @@ def superseded(files: Sequence[DataFile]) -> set[str]:
         if f.compacted:
             try:
                 metadata = pq.read_schema(f.path).metadata or {}
-            except FileNotFoundError:
+            except (OSError, pa.ArrowException):  # gone, or not Parquet: the scan says so
                 continue
             replaced.update(json.loads(metadata.get(SOURCES_KEY, b"[]")))
     return replaced

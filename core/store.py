@@ -12,6 +12,7 @@ import bisect
 import datetime as dt
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -50,6 +51,8 @@ INDEX_SCHEMA = pa.schema(
 STORE_SCHEMAS: Mapping[str, pa.Schema] = {**SCHEMAS, INDEX: INDEX_SCHEMA}
 STORE_TABLES: tuple[str, ...] = (*TABLES, INDEX)
 READ_ATTEMPTS = 3
+QUARANTINE = "quarantine"
+_QUARANTINED = re.compile(r"\.\d{8}T\d{12}Z$")
 MAX_CACHED_INDEX_FILES = 20_000
 SNAPSHOT_TAG_LENGTH = 16  # hex digits of the snapshot id in its files' names
 
@@ -124,9 +127,9 @@ class Store:
                 cluster=snapshot.cluster,
             )
             counts[name] = table.num_rows
-            written += dataset.write_rows(self.root / name, table, _tag(sid))
+            written += dataset.write_rows(self._table_path(name), table, _tag(sid))
         index = _index_row(snapshot, sid, counts)
-        written += dataset.write_rows(self.root / INDEX, index, _tag(sid))
+        written += dataset.write_rows(self._table_path(INDEX), index, _tag(sid))
 
     def write_table(self, name: str, table: pa.Table) -> None:
         """Append rows to a table (e.g. probes, key_samples); they must match its schema."""
@@ -137,7 +140,7 @@ class Store:
             raise ValueError(f"table {name!r}: missing columns {missing}, unexpected {extra}")
         conformed = table.select(schema.names).cast(schema)
         try:
-            dataset.write_rows(self.root / name, conformed, "w" + os.urandom(8).hex())
+            dataset.write_rows(self._table_path(name), conformed, "w" + os.urandom(8).hex())
         except OSError as exc:
             raise SnapshotError(f"could not write table {name!r} under {self.root}: {exc}") from exc
 
@@ -161,7 +164,7 @@ class Store:
         if limit is not None:
             tables = self._newest_index_tables(limit)
         else:
-            files = dataset.list_files(self.root / INDEX, since=since, until=until)
+            files = dataset.list_files(self._table_path(INDEX), since=since, until=until)
             tables = [self._index_file(f) for f in files]
         index = pa.concat_tables([INDEX_SCHEMA.empty_table(), *tables])
         index = index.filter(_time_filter(since, until)) if since or until else index
@@ -172,10 +175,10 @@ class Store:
         """Index files of the newest days, newest first, until `limit` rows are surely in."""
         tables: list[pa.Table] = []
         found = 0
-        for day in reversed(dataset.list_days(self.root / INDEX)):
+        for day in reversed(dataset.list_days(self._table_path(INDEX))):
             if found >= limit:
                 break  # every row of an older day is older than every row found
-            files = dataset.day_files(self.root / INDEX, day)
+            files = dataset.day_files(self._table_path(INDEX), day)
             day_tables = dataset.read_newest(files, limit - found, self._index_file)
             tables.extend(day_tables)
             found += sum(t.num_rows for t in day_tables)
@@ -237,12 +240,12 @@ class Store:
         wanted = set(ids)
         tags = {_tag(sid) for sid in ids}
         parts: list[pa.Table] = []
-        for day in reversed(dataset.list_days(self.root / INDEX)):
+        for day in reversed(dataset.list_days(self._table_path(INDEX))):
             if not wanted:
                 break
             files = [
                 f
-                for f in dataset.day_files(self.root / INDEX, day)
+                for f in dataset.day_files(self._table_path(INDEX), day)
                 if f.overlaps(since, until) and (f.tag in tags or not _is_snapshot_tag(f.tag))
             ]
             for f in files:
@@ -280,7 +283,7 @@ class Store:
             id_filter = pc.field("snapshot_id").isin(pa.array(ids, pa.string()))
             expr = id_filter if expr is None else expr & id_filter
         for attempt in range(READ_ATTEMPTS):
-            files = dataset.list_files(self.root / name, since=since, until=until)
+            files = dataset.list_files(self._table_path(name), since=since, until=until)
             if at:
                 files = [f for f in files if _spans_any(f, at)]
             try:
@@ -292,15 +295,48 @@ class Store:
             return table.sort_by([("collected_at", "ascending")])
         raise SnapshotError(f"could not read table {name!r} under {self.root}: files kept moving")
 
-    @staticmethod
-    def _scan(files: Sequence[DataFile], schema: pa.Schema, expr: pc.Expression | None) -> pa.Table:
+    def _scan(
+        self, files: Sequence[DataFile], schema: pa.Schema, expr: pc.Expression | None
+    ) -> pa.Table:
+        """Read files; one that cannot be read as this table (random bytes, empty, another
+        schema, a folder) is moved to quarantine/ and the read goes on without it."""
         try:
             return dataset.scan(files, schema, expr)
         except FileNotFoundError:
             raise
         except (OSError, pa.ArrowException) as exc:
-            where = ", ".join(str(f.path) for f in files[:3])
-            raise SnapshotError(f"unreadable Parquet file among {where}: {exc}") from exc
+            bad = [f for f in files if not _readable(f.path, schema)]
+            if not bad:
+                where = ", ".join(str(f.path) for f in files[:3])
+                raise SnapshotError(f"unreadable Parquet file among {where}: {exc}") from exc
+            for f in bad:
+                self.quarantine(f.path, f"{type(exc).__name__}: {exc}")
+            return self._scan([f for f in files if f not in bad], schema, expr)
+
+    def quarantine(self, path: Path, why: str) -> Path:
+        """Move a file (or folder) that does not belong in the store aside, under
+        quarantine/, keeping its place in the name; readers then go on without it."""
+        relative = path.relative_to(self.root)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        target = self.root / QUARANTINE / relative.parent / f"{relative.name}.{stamp}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        log.warning("moved %s out of the store to %s: %s", path, target, why)
+        return target
+
+    def quarantined_files(self) -> int:
+        """How many files and folders were moved to quarantine/ so far."""
+        folder = self.root / QUARANTINE
+        if not folder.is_dir():
+            return 0
+        return sum(1 for p in folder.rglob("*") if _QUARANTINED.search(p.name))
+
+    def _table_path(self, name: str) -> Path:
+        """The folder of table `name`, after moving aside a file that took its name."""
+        path = self.root / name
+        if path.exists() and not path.is_dir():
+            self.quarantine(path, "a file where the table's folder belongs")
+        return path
 
     # -- housekeeping ----------------------------------------------------------------------
 
@@ -311,7 +347,7 @@ class Store:
     def compact(self, day: dt.date) -> int:
         """Merge each table's files of one day into one file; return files replaced."""
         return sum(
-            dataset.compact_day(self.root / name, day, schema)
+            dataset.compact_day(self._table_path(name), day, schema)
             for name, schema in STORE_SCHEMAS.items()
         )
 
@@ -319,7 +355,7 @@ class Store:
         """Compact every day before `before` that still has several files per table."""
         replaced = 0
         for name, schema in STORE_SCHEMAS.items():
-            table_dir = self.root / name
+            table_dir = self._table_path(name)
             for day in dataset.list_days(table_dir):
                 if day < before and dataset.count_files(table_dir, day) > 1:
                     replaced += dataset.compact_day(table_dir, day, schema)
@@ -334,11 +370,19 @@ class Store:
         cutoff = (now or dt.datetime.now(dt.UTC)) - max_age
         removed = 0
         for name in STORE_TABLES:
-            table_dir = self.root / name
+            table_dir = self._table_path(name)
             removed += dataset.remove_before(table_dir, cutoff)
             for day in dataset.list_days(table_dir):
                 dataset.remove_temps(dataset.partition_dir(table_dir, day))
         return removed
+
+
+def _readable(path: Path, schema: pa.Schema) -> bool:
+    try:
+        dataset.scan([dataset.describe(path, dt.date(1970, 1, 1))], schema, None)
+    except (OSError, pa.ArrowException):
+        return False
+    return True
 
 
 def _is_snapshot_tag(tag: str) -> bool:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from prometheus_client import start_http_server
-from prometheus_client.core import Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from core.errors import SettingsError
@@ -172,9 +172,23 @@ class LensCollector(Collector):
         newest = self._newest()
         newest_at = newest[1] if newest else None
         families = compute_collector_families(self._recorder.stats(), newest_at=newest_at, now=now)
+        families.append(self._quarantined())
         if newest is not None:
             families.extend(self._snapshot_families(*newest))
         return families
+
+    def _quarantined(self) -> Metric:
+        gauge = GaugeMetricFamily(
+            "pulsar_lens_store_quarantined_files",
+            "Files found in the store that could not be read as its tables (corrupt, empty, "
+            "foreign) and were moved to its quarantine/ folder.",
+        )
+        counter = getattr(self._store, "quarantined_files", None)
+        try:
+            gauge.add_metric([], float(counter() if counter else 0))
+        except OSError:
+            log.exception("counting quarantined store files failed")
+        return gauge
 
     def _newest(self) -> tuple[str, dt.datetime, Mapping[str, Any]] | None:
         try:
