@@ -21,6 +21,7 @@ from types import FrameType
 from cli.key_sampling import add_sampling_args, sampling_hooks
 from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from collectors.loop import DiffFn, Heartbeat, PollFn, PollLoop
+from core.model import Snapshot
 from core.secrets import display_url
 from core.settings import (
     Settings,
@@ -50,10 +51,22 @@ SourceFactory = Callable[[str, Sequence[str] | None], Source]
 def admin_source(admin_url: str, namespaces: Sequence[str] | None) -> Source:
     """Poll a real cluster: an AdminClient (token and TLS from the environment) and poll()."""
     from collectors.admin import AdminClient
-    from collectors.poll import diff, poll
+    from collectors.poll import DetailRotation, diff, poll
 
+    settings = Settings.from_env()
     client = AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url})
-    return Source(poll=lambda: poll(client, namespaces=namespaces), diff=diff, close=client.close)
+    rotation = DetailRotation()  # one per loop: successive polls detail different topics
+
+    def poll_once() -> Snapshot:
+        return poll(
+            client,
+            namespaces=namespaces,
+            deadline=settings.poll_deadline.total_seconds(),
+            detail_budget=settings.detail_budget,
+            rotation=rotation,
+        )
+
+    return Source(poll=poll_once, diff=diff, close=client.close)
 
 
 def duration_arg(text: str) -> dt.timedelta:

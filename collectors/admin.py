@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
 from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
@@ -35,6 +36,9 @@ from core.settings import admin_url_problem
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
+CHUNK = 256 * 1024
+CALL_TIMEOUTS = 3  # a whole answer may take this many per-read timeouts, no more
 MAX_BACKOFF = 5.0
 BODY_EXCERPT = 300
 AUTH_HINT_MISSING = "set PULSAR_ADMIN_TOKEN or PULSAR_ADMIN_TOKEN_FILE"
@@ -79,6 +83,21 @@ def _env_flag(value: str | None, *, default: bool) -> bool:
     return value.strip().lower() not in {"0", "false", "no", "off"}
 
 
+def _max_response(text: str | None) -> int:
+    """PULSAR_LENS_MAX_RESPONSE in MiB (default 64)."""
+    if not text or not text.strip():
+        return DEFAULT_MAX_RESPONSE
+    try:
+        mib = int(text)
+    except ValueError:
+        mib = 0
+    if not 1 <= mib <= 4096:
+        raise CollectorError(
+            f"PULSAR_LENS_MAX_RESPONSE must be a whole number of MiB from 1 to 4096, got {text!r}"
+        )
+    return mib * 1024 * 1024
+
+
 def read_token_file(path: str | os.PathLike[str]) -> str:
     """The token stored in `path`, stripped; a clear error (never the content) if unreadable."""
     try:
@@ -120,6 +139,7 @@ class AdminClient:
         backoff: float = 0.2,
         pool_size: int = 32,
         trusted_origins: Iterable[str] = (),
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE,
     ) -> None:
         problem = admin_url_problem(base_url)
         if problem:
@@ -129,6 +149,8 @@ class AdminClient:
         base_url, user, password = split_credentials(base_url)
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
+        self.deadline: float | None = None  # time.monotonic() after which calls are skipped
         self.retries = max(0, retries)
         self.backoff = max(0.0, backoff)
         if token is None and token_file is not None:
@@ -175,6 +197,7 @@ class AdminClient:
             token=env.get("PULSAR_ADMIN_TOKEN") or None,
             token_file=env.get("PULSAR_ADMIN_TOKEN_FILE") or None,
             ca_bundle=env.get("PULSAR_LENS_CA_BUNDLE") or None,
+            max_response_bytes=_max_response(env.get("PULSAR_LENS_MAX_RESPONSE")),
             verify=_env_flag(env.get("PULSAR_LENS_TLS_VERIFY"), default=True),
             **kwargs,
         )
@@ -282,8 +305,10 @@ class AdminClient:
         trusted = self.trusts(url)
         headers = None if trusted else {"Authorization": None}
         attempts = 1 + (self.retries if method == "GET" else 0)
+        per_read = timeout if timeout is not None else self.timeout
         for attempt in range(attempts):
             last = attempt == attempts - 1
+            deadline = self._call_deadline(per_read, method, path)
             try:
                 self._count()
                 resp = self.session.request(
@@ -292,8 +317,10 @@ class AdminClient:
                     params=params,
                     json=json_body,
                     headers=headers,
-                    timeout=timeout if timeout is not None else self.timeout,
+                    timeout=per_read,
+                    stream=True,
                 )
+                self._read_body(resp, deadline, method, path)
             except requests.exceptions.SSLError as exc:
                 raise AdminApiUnreachable(method, path, self._reason(exc, TLS_HINT)) from None
             except (requests.ConnectionError, requests.exceptions.ConnectTimeout) as exc:
@@ -305,7 +332,7 @@ class AdminClient:
                 # a read timeout is not retried: the broker is slow, asking again adds load
                 wait = timeout if timeout is not None else self.timeout
                 raise AdminApiUnreachable(method, path, f"no answer within {wait:g}s") from None
-            except requests.RequestException as exc:
+            except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
                 raise AdminApiUnreachable(method, path, self._reason(exc)) from None
             if resp.status_code in RETRY_STATUSES and not last:
                 self._wait(attempt, resp, method, path, f"status {resp.status_code}")
@@ -314,6 +341,48 @@ class AdminClient:
                 raise self._error(method, path, resp, trusted=trusted)
             return resp
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _call_deadline(self, per_read: float, method: str, path: str) -> float:
+        """When this call must have its whole answer; refuses to start past the poll's."""
+        now = time.monotonic()
+        if self.deadline is not None and now >= self.deadline:
+            raise AdminApiUnreachable(method, path, "skipped: the poll's deadline had passed")
+        own = now + per_read * CALL_TIMEOUTS
+        return own if self.deadline is None else min(own, self.deadline)
+
+    def _read_body(self, resp: requests.Response, deadline: float, method: str, path: str) -> None:
+        """Read the streamed body, at most `max_response_bytes`, before `deadline`: an
+        answer that trickles or never ends cannot hold the poll, nor a huge one the memory."""
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                if time.monotonic() > deadline:
+                    raise AdminApiUnreachable(
+                        method,
+                        path,
+                        f"the answer was still arriving after {size} bytes "
+                        "when the call's deadline passed",
+                    )
+                chunk = resp.raw.read1(CHUNK, decode_content=True)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise AdminApiError(
+                        method,
+                        path,
+                        resp.status_code,
+                        "",
+                        f"the answer is larger than {self.max_response_bytes // 1024 // 1024} MiB "
+                        "(PULSAR_LENS_MAX_RESPONSE); it was not read",
+                    )
+                chunks.append(chunk)
+        except (AdminApiError, AdminApiUnreachable):
+            resp.close()
+            raise
+        resp._content = b"".join(chunks)
+        resp._content_consumed = True  # type: ignore[attr-defined]
 
     def _wait(
         self, attempt: int, resp: requests.Response | None, method: str, path: str, why: str

@@ -6,6 +6,12 @@ two or more (the bulk answer lacks hash ranges, draining hashes and the active c
 All calls run on a bounded thread pool. An endpoint that fails is recorded in
 `Snapshot.errors` and the rest of the poll goes on.
 
+Bounds: the per-topic calls are at most `detail_budget` a poll, the topics detailed longest
+ago first (a `DetailRotation` remembers across polls), so on a cluster of 10,000 Key_Shared
+topics every topic is detailed in turn and no poll makes 10,000 calls. The whole poll has a
+`deadline`: calls not started by then are skipped and recorded, and what was answered is
+stored. Each answer is read within its own deadline and size cap (`AdminClient`).
+
 Freshness: the per-broker bulk answer (`/admin/v2/broker-stats/topics`) is rebuilt by the
 broker every `statsUpdateFrequencyInSecs` (60 s by default), so a consumer that joined since
 may be missing; per-topic stats are live.
@@ -57,9 +63,11 @@ from collectors.topics import (
 from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
 from core.model import EndpointError, Snapshot
 
-__all__ = ["EVENT_KINDS", "diff", "poll"]
+__all__ = ["EVENT_KINDS", "DetailRotation", "diff", "poll"]
 
 log = logging.getLogger(__name__)
+DEFAULT_DEADLINE = 120.0
+DEFAULT_DETAIL_BUDGET = 500
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 
@@ -94,6 +102,12 @@ class _Recorder:
         with self._lock:
             self.errors.append(error)
 
+    def note(self, family: str, message: str) -> None:
+        """Record something the poll chose to leave out (not a failure of the cluster)."""
+        log.info("poll: %s", message)
+        with self._lock:
+            self.errors.append(EndpointError(family, None, message))
+
 
 def _gather(pool: ThreadPoolExecutor, jobs: Mapping[K, Callable[[], T]]) -> dict[K, T]:
     """Run leaf jobs on the pool and wait for all; only the polling thread ever waits."""
@@ -123,6 +137,8 @@ class _Poll:
         self.client, self.pool, self.answers, self.t = client, pool, answers, timeout
         self.rec = _Recorder()
         self.lag_topics = 20
+        self.detail_budget = DEFAULT_DETAIL_BUDGET
+        self.rotation = DetailRotation()
 
     def call(self, family: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Job:
         return lambda: self.rec.call(family, fn, self.client, *args, timeout=self.t, **kw)
@@ -195,15 +211,26 @@ class _Poll:
             and not (a.namespaces_complete and ns not in wanted)
         ]
         lagging = _most_backlogged(candidates, self.lag_topics)
-        for b, e in candidates:
-            if ("stats", e.topic) in jobs or not (needs_topic_stats(e.stats) or e.topic in lagging):
-                continue
-            jobs[("stats", e.topic)] = self.call(
+        needing: dict[str, str] = {}
+        for b, e in candidates:  # a topic two brokers report is asked of the first
+            if needs_topic_stats(e.stats) or e.topic in lagging:
+                needing.setdefault(e.topic, b)
+        chosen = self.rotation.pick(sorted(needing), self.detail_budget, first=sorted(lagging))
+        if len(chosen) < len(needing):
+            self.rec.note(
+                "topic_stats",
+                f"per-topic stats of {len(needing) - len(chosen)} of {len(needing)} topic(s) "
+                f"deferred to the next polls (at most {self.detail_budget} a poll, "
+                "PULSAR_LENS_DETAIL_BUDGET); their subscriptions come from the bulk answer",
+            )
+        for e_topic in chosen:
+            b = needing[e_topic]
+            jobs[("stats", e_topic)] = self.call(
                 "topic_stats",
                 collect_topic_stats,
-                e.topic,
+                e_topic,
                 web_url=a.web_urls.get(b),
-                earliest_in_backlog=e.topic in lagging,
+                earliest_in_backlog=e_topic in lagging,
             )
         for listing in a.listings.values():
             for parent in missing_partitioned(listing):
@@ -218,6 +245,32 @@ class _Poll:
                 a.topic_stats[key] = value
             elif value is not None:
                 a.partition_counts[key] = value
+
+
+class DetailRotation:
+    """Which topics get a per-topic stats call this poll: those detailed longest ago first.
+
+    Remembers the poll in which each topic was last detailed, so a budget smaller than the
+    topics that need details still covers all of them over successive polls.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, int] = {}
+        self._polls = 0
+
+    def pick(self, topics: Sequence[str], budget: int, *, first: Sequence[str] = ()) -> list[str]:
+        """Up to `budget` of `topics`: `first` (those asked for by name) lead, then the rest
+        by how long ago they were detailed (never before first), then by name."""
+        self._polls += 1
+        wanted = set(topics)
+        leading = [t for t in dict.fromkeys(first) if t in wanted]
+        rest = sorted(wanted - set(leading), key=lambda t: (self._last.get(t, -1), t))
+        chosen = (leading + rest)[: max(0, budget)]
+        for topic in chosen:
+            self._last[topic] = self._polls
+        if len(self._last) > 4 * max(len(wanted), 1):  # forget topics long gone
+            self._last = {t: n for t, n in self._last.items() if t in wanted}
+        return chosen
 
 
 def _most_backlogged(candidates: Sequence[tuple[str, TopicStats]], limit: int) -> set[str]:
@@ -253,6 +306,9 @@ def poll(
     timeout: float = 10.0,
     cluster: str | None = None,
     lag_topics: int = 20,
+    deadline: float = DEFAULT_DEADLINE,
+    detail_budget: int = DEFAULT_DETAIL_BUDGET,
+    rotation: DetailRotation | None = None,
 ) -> Snapshot:
     """One Snapshot of the cluster behind `client`; never raises for an endpoint failure.
 
@@ -261,18 +317,26 @@ def poll(
     `cluster` skips cluster discovery (default: the only cluster, or the leader's);
     `lag_topics` topics with the largest backlogs get one `.../stats` call that asks for the
     earliest publish time in the backlog (time lag), so the extra cost is bounded.
+    `deadline` (seconds) bounds the whole poll; `detail_budget` the per-topic calls, chosen
+    by `rotation` (pass the same one to every poll of a loop).
     `Snapshot.requests` counts the HTTP requests sent (retries included);
     `Snapshot.durations` sums the seconds of each endpoint family's calls (they overlap, so
     families can add up to more than `total`, the poll's wall time).
     """
     answers = PollAnswers(cluster=cluster or "", collected_at=dt.datetime.now(dt.UTC))
     before, started = client.requests_made, time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="poll") as pool:
-        run = _Poll(client, pool, answers, timeout)
-        run.lag_topics = max(0, lag_topics)
-        run.discover(cluster, namespaces)
-        run.bulk()
-        run.details()
+    client.deadline = started + deadline
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="poll") as pool:
+            run = _Poll(client, pool, answers, timeout)
+            run.lag_topics = max(0, lag_topics)
+            run.detail_budget = detail_budget
+            run.rotation = rotation or DetailRotation()
+            run.discover(cluster, namespaces)
+            run.bulk()
+            run.details()
+    finally:
+        client.deadline = None
     answers.errors = run.rec.errors
     answers.durations = {**run.rec.durations, "total": time.monotonic() - started}
     answers.requests = client.requests_made - before

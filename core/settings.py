@@ -10,6 +10,11 @@
     PULSAR_LENS_PLUGIN_DIRS     folders of drop-in plugin files, separated by os.pathsep
     PULSAR_LENS_SPARK_MASTER    Spark master URL (local[2])
     PULSAR_LENS_KEY_SAMPLING    1 to sample message keys while collecting (off: it reads data)
+    PULSAR_LENS_POLL_DEADLINE   the longest one poll may take; calls not started by then are
+                                skipped and recorded (2m)
+    PULSAR_LENS_DETAIL_BUDGET   per-topic stats calls per poll, rotated over the topics (500)
+    PULSAR_LENS_MAX_RESPONSE    largest admin answer read, in MiB (64)
+    PULSAR_LENS_TRUSTED_ORIGINS origins besides the admin URL's that may receive credentials
 
 Durations read like `500ms`, `30s`, `2m`, `1h30m`, `7d`; a bare number means seconds.
 """
@@ -31,6 +36,9 @@ DEFAULT_STORE = Path("var/store")
 DEFAULT_POLL_INTERVAL = dt.timedelta(seconds=30)
 DEFAULT_RETENTION = dt.timedelta(days=7)
 DEFAULT_SPARK_MASTER = "local[2]"
+DEFAULT_POLL_DEADLINE = dt.timedelta(minutes=2)
+DEFAULT_DETAIL_BUDGET = 500
+MAX_DETAIL_BUDGET = 100_000
 MAX_DURATION = dt.timedelta(days=3650)
 """The longest duration a setting takes: ten years (longer is a typo, not a plan)."""
 MIN_RETENTION = dt.timedelta(minutes=1)
@@ -95,6 +103,8 @@ class Settings:
     admin_token: Secret | None = field(default=None, repr=False)
     admin_token_file: Path | None = None
     key_sampling: bool = False
+    poll_deadline: dt.timedelta = DEFAULT_POLL_DEADLINE
+    detail_budget: int = DEFAULT_DETAIL_BUDGET
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -121,6 +131,8 @@ class Settings:
             admin_token=Secret(token) if token else None,
             admin_token_file=Path(token_file) if token_file else None,
             key_sampling=_flag("PULSAR_LENS_KEY_SAMPLING", get),
+            poll_deadline=_positive("PULSAR_LENS_POLL_DEADLINE", get, DEFAULT_POLL_DEADLINE),
+            detail_budget=_count("PULSAR_LENS_DETAIL_BUDGET", get, DEFAULT_DETAIL_BUDGET),
         )
 
 
@@ -182,6 +194,17 @@ def _retention(get: Callable[[str], str | None]) -> dt.timedelta:
             "as they are written"
         )
     return value
+
+
+def _count(name: str, get: Callable[[str], str | None], default: int) -> int:
+    text = get(name)
+    if text is None:
+        return default
+    if not text.isdigit() or not 0 <= int(text) <= MAX_DETAIL_BUDGET:
+        raise SettingsError(
+            f"{name} must be a whole number from 0 to {MAX_DETAIL_BUDGET}, got {text!r}"
+        )
+    return int(text)
 
 
 def _positive(name: str, get: Callable[[str], str | None], default: dt.timedelta) -> dt.timedelta:

@@ -1,0 +1,124 @@
+"""The poll is bounded: by a deadline for the whole poll, a deadline and a size cap for each
+answer, and a budget of per-topic calls rotated over the topics, against a loopback fake."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from collectors.admin import AdminClient
+from collectors.poll import DetailRotation, poll
+from core.store import Store
+from tests.fake_admin import FakeAdmin, Seen
+from tests.lens_cli import ROOT, run_lens
+
+BULK = "/admin/v2/broker-stats/topics"
+TRICKLE_LIMIT = 600  # seconds a trickling answer could last: far past any deadline
+
+
+def trickle(seen: Seen) -> tuple[int, dict[str, str], Iterator[bytes]]:
+    def drip() -> Iterator[bytes]:
+        yield b"{"
+        for _ in range(TRICKLE_LIMIT * 5):
+            time.sleep(0.2)
+            yield b" "
+
+    return 200, {"Content-Type": "application/json"}, drip()
+
+
+def huge(seen: Seen) -> tuple[int, dict[str, str], Iterator[bytes]]:
+    def chunks() -> Iterator[bytes]:  # 200 MiB, made as it is sent, never held whole
+        yield b'{"public/default": {"x": "'
+        block = b"a" * (1024 * 1024)
+        for _ in range(200):
+            yield block
+        yield b'"}}'
+
+    return 200, {"Content-Type": "application/json"}, chunks()
+
+
+def test_a_trickling_answer_cannot_hold_collect_once_past_its_deadline(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with FakeAdmin() as fake:
+        fake.rule(BULK, trickle)
+        env = {"PULSAR_ADMIN_URL": fake.url, "PULSAR_LENS_POLL_DEADLINE": "4s"}
+        started = time.monotonic()
+        done = run_lens("collect", "--once", "--store", str(store), env=env, timeout=60)
+        took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert took < 20, f"collect --once took {took:.1f}s with a 4s poll deadline"
+    errors = json.loads(Store(store).snapshots()["errors_json"].iloc[0])
+    assert any("deadline passed" in str(e) for e in errors)  # recorded, and the rest stored
+    assert Store(store).read_latest("topics").num_rows > 0
+
+
+def test_an_answer_over_the_size_cap_is_refused_without_being_held(tmp_path: Path) -> None:
+    with FakeAdmin() as fake:
+        fake.rule(BULK, huge)
+        script = (
+            "import resource, sys\n"
+            "from cli.main import main\n"
+            "code = main(sys.argv[1:])\n"
+            "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+            "sys.exit(code)\n"
+        )
+        argv = [sys.executable, "-c", script, "collect", "--once", "--store", str(tmp_path)]
+        done = subprocess.run(
+            argv,
+            cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", "PULSAR_ADMIN_URL": fake.url},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    rss_mib = int(done.stdout.split("maxrss_kib")[1].split()[0]) / 1024
+    assert rss_mib < 400, f"collect held {rss_mib:.0f} MiB for a 200 MiB answer capped at 64"
+    errors = json.loads(Store(tmp_path).snapshots()["errors_json"].iloc[0])
+    assert any("larger than 64 MiB" in str(e) for e in errors)
+
+
+def key_shared_bulk(count: int) -> Any:
+    def edit(payload: Any) -> Any:
+        (bundles,) = [v for k, v in payload.items() if k == "public/default"]
+        bundle = next(iter(bundles.values()))
+        template = {
+            "msgRateIn": 1.0,
+            "subscriptions": {
+                "ks": {"type": "Key_Shared", "msgBacklog": 0, "consumers": [{"consumerName": "c"}]}
+            },
+        }
+        for i in range(count):
+            bundle["persistent"][f"persistent://public/default/ks-{i}"] = copy.deepcopy(template)
+        return payload
+
+    return edit
+
+
+def test_ten_thousand_key_shared_topics_make_a_bounded_poll_and_rotate(tmp_path: Path) -> None:
+    with FakeAdmin() as fake:
+        fake.mutate(BULK, key_shared_bulk(10_000))
+        client = AdminClient(fake.url, retries=0)
+        rotation = DetailRotation()
+        detailed: list[set[str]] = []
+        for _ in range(2):
+            before = len(fake.requests)
+            started = time.monotonic()
+            snap = poll(client, detail_budget=200, rotation=rotation)
+            took = time.monotonic() - started
+            stats_calls = {s.path for s in fake.requests[before:] if s.path.endswith("/stats")}
+            detailed.append({p for p in stats_calls if "/ks-" in p})
+            assert len(fake.requests) - before <= 200 + 40
+            assert took < 60
+            assert len(snap.topics) >= 10_000
+            notes = [e.message for e in snap.errors if e.endpoint == "topic_stats"]
+            assert any("deferred to the next polls" in n for n in notes)
+    assert len(detailed[0]) == len(detailed[1]) > 150
+    assert not detailed[0] & detailed[1]  # the second poll detailed other topics
