@@ -9,6 +9,8 @@
 2. What-if on a 4.0 ring of C consumers x 100 points: building it, then "what if one more
    consumer joins" and "what if one leaves" (clone, apply, ranges and moved hashes), against
    rebuilding the whole ring from scratch.
+3. Auto split: C consumers joining one by one, the selector's heap against the broker's
+   scan for the biggest range at each join (quadratic).
 
 Timing goals (not asserts): >= 20 M keys/s and >= 7x the loop; a what-if under 50 ms.
 """
@@ -32,6 +34,7 @@ from core.hashing import (
     sticky_key_hash,
     sticky_key_hash_array,
 )
+from core.range_selectors import AutoSplitSelector, scan_split_ends
 from core.selectors import ConsistentHashingSelector, Consumer
 
 T = TypeVar("T")
@@ -115,13 +118,33 @@ def bench_what_if(count: int) -> None:
     print(f"  ratio rebuild / what-if     {t_rebuild / max(t_join, t_leave):8.1f} x")
 
 
+def bench_auto_split(count: int) -> None:
+    """n auto-split joins: the selector's heap (n log n) against the broker's scan (n^2)."""
+
+    def join_all() -> AutoSplitSelector:
+        selector = AutoSplitSelector()
+        for i in range(count):
+            selector.add(Consumer(f"c{i}"))
+        return selector
+
+    selector, t_heap = timed(join_all)
+    ends, t_scan = timed(lambda: scan_split_ends(count))
+    assert selector._ends == ends
+    print(f"\n[auto split] {count:,} consumers join one by one")
+    print(f"  selector (heap)             {t_heap * 1e3:8.1f} ms")
+    print(f"  broker's scan (baseline)    {t_scan * 1e3:8.1f} ms")
+    print(f"  ratio scan / heap           {t_scan / t_heap:8.1f} x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keys", type=int, default=10_000_000)
     parser.add_argument("--consumers", type=int, default=1000)
+    parser.add_argument("--split-consumers", type=int, default=5000)
     args = parser.parse_args()
     bench_hashing(args.keys)
     bench_what_if(args.consumers)
+    bench_auto_split(args.split_consumers)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,16 @@ Both are pure predictions from `core.failover` and `core.bundles`; nothing talks
 from __future__ import annotations
 
 import argparse
-import codecs
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from cli.arguments import add_jvm_charset, bounded_int
 from core.bundles import default_boundaries, full_topic_name, parse_bundles, topic_bundle
 from core.errors import ModelError
-from core.failover import JVM_CHARSET, FailoverConsumer, compute_topics
+from core.failover import FailoverConsumer, compute_topics
+from core.limits import MAX_BUNDLES, MAX_CONSUMERS, MAX_PARTITIONS
 
 DEFAULT_BUNDLES = 4  # the broker's defaultNumberOfNamespaceBundles
 
@@ -33,10 +34,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     fo.add_argument(
         "--partitions",
-        type=int,
+        type=bounded_int("--partitions", 0, MAX_PARTITIONS),
         default=0,
         metavar="N",
-        help="partitions of each topic (0: non-partitioned)",
+        help=f"partitions of each topic (0: non-partitioned; at most {MAX_PARTITIONS:,})",
     )
     fo.add_argument("--consumers", required=True, metavar="A,B,C", help="consumer names")
     fo.add_argument(
@@ -49,12 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="broker runs activeConsumerFailoverConsistentHashing=true",
     )
-    fo.add_argument(
-        "--jvm-charset",
-        default=JVM_CHARSET,
-        metavar="NAME",
-        help="broker JVM default charset, e.g. US-ASCII for Java 17 under a POSIX locale",
-    )
+    add_jvm_charset(fo)
     fo.add_argument(
         "--compare",
         action="store_true",
@@ -68,10 +64,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     where = bu.add_mutually_exclusive_group()
     where.add_argument(
         "--bundles",
-        type=int,
+        type=bounded_int("--bundles", 1, MAX_BUNDLES),
         default=DEFAULT_BUNDLES,
         metavar="N",
-        help=f"namespace created with N bundles (default {DEFAULT_BUNDLES})",
+        help=f"namespace created with N bundles (default {DEFAULT_BUNDLES}, at most "
+        f"{MAX_BUNDLES:,})",
     )
     where.add_argument(
         "--boundaries",
@@ -85,6 +82,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def parse_consumers(names: str, priorities: str | None) -> tuple[FailoverConsumer, ...]:
     """`A,B,C` and optional `0,1,0` -> consumers; the lists must have the same length."""
     parts = [n.strip() for n in names.split(",")]
+    if len(parts) > MAX_CONSUMERS:
+        raise ModelError(
+            f"--consumers lists {len(parts)} consumers; the model takes {MAX_CONSUMERS}"
+        )
     if not all(parts):
         raise ModelError(f"--consumers needs non-empty names separated by commas, got {names!r}")
     if priorities is None:
@@ -102,12 +103,6 @@ def parse_consumers(names: str, priorities: str | None) -> tuple[FailoverConsume
 
 def run_failover(args: argparse.Namespace) -> int:
     consumers = parse_consumers(args.consumers, args.priorities)
-    if args.partitions < 0:
-        raise ModelError(f"--partitions must be 0 or more, got {args.partitions}")
-    try:
-        codecs.lookup(args.jvm_charset)
-    except LookupError as exc:
-        raise ModelError(f"unknown --jvm-charset {args.jvm_charset!r}") from exc
     topics = {full_topic_name(t): args.partitions for t in args.topic}
     if args.compare:
         return print_comparison(topics, consumers, charset=args.jvm_charset, as_json=args.json)

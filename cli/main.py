@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -37,7 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    for position, arg in enumerate(given, start=1):
+        if not _is_utf8(arg):
+            parser.error(
+                f"argument {position} is not valid UTF-8 ({os.fsencode(arg)!r}); topic "
+                "names, keys and consumer names are UTF-8 text"
+            )
+    args = parser.parse_args(given)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -51,6 +59,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _is_utf8(arg: str) -> bool:
+    """False for bytes the OS handed over that are not UTF-8 (surrogate-escaped by Python)."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

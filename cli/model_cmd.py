@@ -13,8 +13,10 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 
+from cli.arguments import add_jvm_charset, bounded_int
 from core.errors import ModelError
 from core.hashing import PULSAR_LINES, SELECTOR_KINDS, sticky_key_hash
+from core.limits import MAX_CONSUMERS, MAX_HASH, MAX_REPLICA_POINTS
 from core.model import HashRange
 from core.selectors import DEFAULT_POINTS, Consumer, Selector, make_selector
 
@@ -62,10 +64,20 @@ def _add_model_args(p: argparse.ArgumentParser, *, consumers: bool) -> None:
         p.add_argument("--consumers", required=True, help=CONSUMERS_HELP)
         p.add_argument(
             "--points",
-            type=int,
+            type=bounded_int("--points", 1, MAX_REPLICA_POINTS),
             default=DEFAULT_POINTS,
-            help="subscriptionKeySharedConsistentHashingReplicaPoints (consistent only)",
+            help="subscriptionKeySharedConsistentHashingReplicaPoints (consistent only; "
+            f"1 to {MAX_REPLICA_POINTS})",
         )
+        p.add_argument(
+            "--leave",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="after the joins, this consumer leaves (repeatable; NAME#i for one of several "
+            "consumers with the same name, else the last one that joined)",
+        )
+        add_jvm_charset(p)
         p.add_argument(
             "--variant",
             choices=VARIANTS,
@@ -115,15 +127,41 @@ def build_selector(args: argparse.Namespace) -> tuple[Selector, dict[Consumer, s
         points=args.points,
         pulsar="3.0" if variant not in (None, "4.0") else args.pulsar,
         variant=variant,
+        name_encoding=args.jvm_charset,
     )
     for consumer in consumers:
         selector.add(consumer)
-    return selector, consumer_labels(consumers)
+    labels = consumer_labels(consumers)
+    for name in args.leave:
+        selector.remove(leaving(name, consumers, labels, selector))
+    return selector, labels
+
+
+def leaving(
+    name: str, joined: Sequence[Consumer], labels: dict[Consumer, str], selector: Selector
+) -> Consumer:
+    """The consumer `--leave NAME` names: by its label (`NAME` or `NAME#i`), else the last
+    still-connected consumer called NAME (the broker tells same-named consumers apart only
+    by connection)."""
+    present = [c for c in joined if c in selector.consumers]
+    for consumer in reversed(present):
+        if labels[consumer] == name:
+            return consumer
+    for consumer in reversed(present):
+        if consumer.name == name:
+            return consumer
+    known = ", ".join(labels[c] for c in present) or "none"
+    raise ModelError(f"--leave {name!r}: no such consumer is connected; connected: {known}")
 
 
 def parse_consumers(text: str, *, sticky: bool) -> list[Consumer]:
     consumers = []
-    for item in (part.strip() for part in text.split(",")):
+    items = text.split(",")
+    if len(items) > MAX_CONSUMERS:
+        raise ModelError(
+            f"--consumers lists {len(items)} consumers; the model takes {MAX_CONSUMERS}"
+        )
+    for item in (part.strip() for part in items):
         if not item:
             raise ModelError(f"--consumers has an empty name in {text!r}")
         if not sticky:
@@ -139,9 +177,12 @@ def parse_consumers(text: str, *, sticky: bool) -> list[Consumer]:
 def _parse_range(text: str, item: str) -> HashRange:
     start, _, end = text.partition("-")
     try:
-        return int(start), int(end)
+        low, high = int(start), int(end)
     except ValueError:
         raise ModelError(f"bad range {text!r} in {item!r}: use START-END") from None
+    if not 0 <= low <= high <= MAX_HASH:
+        raise ModelError(f"bad range {text!r} in {item!r}: START <= END, both from 0 to {MAX_HASH}")
+    return low, high
 
 
 def consumer_labels(consumers: Sequence[Consumer]) -> dict[Consumer, str]:

@@ -116,6 +116,10 @@ class Assignments:
         return grouped
 
 
+def _no_snapshot() -> Assignments:
+    raise AssertionError("an impact made of known moves has no snapshots")
+
+
 def merge_ranges(ranges: Iterable[HashRange]) -> list[HashRange]:
     """Sort and merge ranges that overlap or touch (`prev.end >= next.start - 1`)."""
     merged: list[HashRange] = []
@@ -149,6 +153,13 @@ class Impact:
         self._before = before
         self._after = after
         self._moves: tuple[RangeMove, ...] | None = None
+
+    @classmethod
+    def of_moves(cls, operation: str, consumer: Consumer, moves: tuple[RangeMove, ...]) -> Impact:
+        """An impact whose moves the selector knows already (no snapshots to diff)."""
+        impact = cls(operation, consumer, _no_snapshot, _no_snapshot)
+        impact._moves = moves
+        return impact
 
     @property
     def moves(self) -> tuple[RangeMove, ...]:

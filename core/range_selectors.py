@@ -9,9 +9,10 @@ validation and wording.
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Sequence
 
-from core.assignments import Assignments, Consumer, Impact, Selector
+from core.assignments import Assignments, Consumer, Impact, RangeMove, Selector
 from core.errors import ModelError
 from core.hashing import RANGE_SIZE, PulsarLine, SelectorKind
 from core.model import HashRange
@@ -31,6 +32,9 @@ class AutoSplitSelector(Selector):
         self._ends: list[int] = []  # sorted range ends
         self._owner: dict[int, Consumer] = {}
         self._end_of: dict[Consumer, int] = {}
+        # (-size, end) of every range, stale entries skipped when popped: the biggest range
+        # (the lowest on ties, as the broker's scan picks it) in log n, so n joins are n log n
+        self._sizes: list[tuple[int, int]] = []
 
     @classmethod
     def from_range_ends(
@@ -50,9 +54,9 @@ class AutoSplitSelector(Selector):
         return selector
 
     def add(self, consumer: Consumer) -> Impact:
-        before = self.assignments()
         if not self._ends:
             self._put(self.range_size, consumer)
+            move = RangeMove(0, self.range_size, None, consumer)
         else:
             end = self._biggest_range_end()
             at = bisect.bisect_left(self._ends, end)
@@ -62,9 +66,11 @@ class AutoSplitSelector(Selector):
                     "No more range can assigned to new consumer, assigned consumers "
                     f"{len(self._ends)}"
                 )
-            self._put(end - ((end - lower) >> 1), consumer)
+            split = end - ((end - lower) >> 1)
+            move = RangeMove(lower + 1 if at else 0, split, self._owner[end], consumer)
+            self._put(split, consumer)
         self._consumers.append(consumer)
-        return self._impact("add", consumer, before)
+        return Impact.of_moves("add", consumer, (move,))
 
     def remove(self, consumer: Consumer) -> Impact:
         before = self.assignments()
@@ -79,6 +85,8 @@ class AutoSplitSelector(Selector):
             else:
                 self._ends.remove(end)
                 del self._owner[end]
+            self._sizes = [(-self._size(e), e) for e in self._ends]  # removals are rare
+            heapq.heapify(self._sizes)
         if consumer in self._consumers:
             self._consumers.remove(consumer)
         return self._impact("remove", consumer, before)
@@ -97,17 +105,48 @@ class AutoSplitSelector(Selector):
         return Assignments.from_rows(rows)
 
     def _put(self, end: int, consumer: Consumer) -> None:
-        bisect.insort(self._ends, end)
+        at = bisect.bisect_left(self._ends, end)
+        self._ends.insert(at, end)
         self._owner[end] = consumer
         self._end_of[consumer] = end
+        for changed in self._ends[at : at + 2]:  # this range and the one it was cut from
+            heapq.heappush(self._sizes, (-self._size(changed), changed))
+
+    def _size(self, end: int) -> int:
+        """`end - previous end` (from 0 for the first range), the broker's measure."""
+        at = bisect.bisect_left(self._ends, end)
+        return end - (self._ends[at - 1] if at else 0)
 
     def _biggest_range_end(self) -> int:
-        biggest, target, previous = 0, self.range_size, 0
-        for end in self._ends:
-            if end - previous > biggest:  # strictly larger: ties go to the lowest range
+        """The end of the biggest range; the lowest of equal ones (as the broker scans)."""
+        while self._sizes:
+            negative, end = self._sizes[0]
+            if end in self._owner and self._size(end) == -negative:
+                return end
+            heapq.heappop(self._sizes)  # a range since cut or removed
+        return self.range_size
+
+
+def scan_split_ends(joins: int, *, range_size: int = RANGE_SIZE) -> list[int]:
+    """Range ends after `joins` consumers join an auto-split selector, found the broker's way:
+    a scan of every range for the biggest at each join (O(n) per join). The oracle the
+    selector's heap is tested against, and the baseline of its benchmark."""
+    ends: list[int] = []
+    for _ in range(joins):
+        if not ends:
+            ends.append(range_size)
+            continue
+        biggest, target, previous = 0, range_size, 0
+        for end in ends:
+            if end - previous > biggest:
                 biggest, target = end - previous, end
             previous = end
-        return target
+        at = ends.index(target)
+        lower = ends[at - 1] if at else 0
+        if target - lower <= 1:
+            break
+        bisect.insort(ends, target - ((target - lower) >> 1))
+    return ends
 
 
 class StickySelector(Selector):

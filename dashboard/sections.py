@@ -9,6 +9,7 @@ from typing import Any
 
 import streamlit as st
 
+from core.limits import MAX_REPLICA_POINTS
 from dashboard import charts, components, data
 from dashboard.keyshared import KeySharedView
 
@@ -75,7 +76,11 @@ def what_if_change(view: KeySharedView) -> dict[str, Any]:
         name = st.selectbox("Consumer that leaves", view.consumers, key="key_shared_remove")
         return {"remove_consumer": name}
     points = st.number_input(
-        "Replica points", min_value=1, max_value=2000, value=100, key="key_shared_points"
+        "Replica points",
+        min_value=1,
+        max_value=MAX_REPLICA_POINTS,
+        value=100,
+        key="key_shared_points",
     )
     return {"what_if_points": int(points)}
 

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.limits import MAX_REPLICA_POINTS
 from core.selectors import DEFAULT_POINTS
 from plugins.builtin.hash_ranges import I64, ROUTABLE_HIGH, owner_array
 from plugins.builtin.key_shared_layout import Layout, segments
 from plugins.builtin.key_shared_points import FIRST_POINTS, PointTable
 
-MAX_POINTS = 1024
+MAX_POINTS = MAX_REPLICA_POINTS  # the ring fit searches as far as any model goes
 EXTRA_POINTS = 32
 EXTRA_INDEXES = 4
 _HASH_BITS = 16  # ring points are 1..65535

@@ -106,3 +106,112 @@ def test_sticky_conflict_exits_2_with_the_broker_wording(
 def test_clashing_index_keys_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ranges", "--consumers", "a,a,a#0", "--json"]) == 2
     assert "clash" in capsys.readouterr().err
+
+
+# --- input that used to end in a traceback or run unbounded ---------------------------------
+
+
+def test_non_utf8_arguments_are_a_usage_error_for_every_model_command() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.lens_cli import ROOT
+
+    bad = os.fsdecode(b"k\xff")
+    for argv in (
+        ["hash", bad],
+        ["route", "--consumers", "a", bad],
+        ["failover", "--topic", f"persistent://public/default/{bad}", "--consumers", "a"],
+        ["bundle", f"persistent://public/default/{bad}"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "cli.main", *argv], cwd=ROOT, capture_output=True, check=False
+        )
+        err = done.stderr.decode()
+        assert done.returncode == 2 and "is not valid UTF-8" in err, err
+        assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["ranges", "--points", "1000000000", "--consumers", "a"], "--points takes 1 to 1,024"),
+        (["ranges", "--points", "0", "--consumers", "a"], "--points takes 1 to 1,024"),
+        (
+            ["failover", "--topic", "t", "--partitions", "1000000000", "--consumers", "a"],
+            "--partitions takes 0 to 65,536",
+        ),
+        (["bundle", "--bundles", "1000000000", "t"], "--bundles takes 1 to 65,536"),
+    ],
+)
+def test_sizes_beyond_the_limits_are_usage_errors(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_sticky_ranges_beyond_the_hash_space_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["ranges", "--selector", "sticky", "--consumers", "a=0-99999999999999999999"])
+    assert code == 2
+    assert "both from 0 to 65535" in capsys.readouterr().err
+
+
+def test_too_many_consumers_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    many = ",".join(f"c{i}" for i in range(20_001))
+    assert main(["ranges", "--consumers", many]) == 2
+    assert "the model takes 20000" in capsys.readouterr().err
+
+
+# --- one charset setting, and consumers leaving ---------------------------------------------
+
+
+def test_ranges_and_route_hash_names_in_the_jvm_charset(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    utf8 = run_json(["ranges", "--consumers", "é1,é2", "--json"], capsys)
+    ascii_ = run_json(
+        ["ranges", "--consumers", "é1,é2", "--jvm-charset", "US-ASCII", "--json"], capsys
+    )
+    as_java = run_json(["ranges", "--consumers", "?1,?2", "--json"], capsys)
+    assert ascii_ != utf8
+    assert list(ascii_.values()) == list(as_java.values())  # 'é' is '?' to a US-ASCII JVM
+    monkeypatch.setenv("PULSAR_LENS_JVM_CHARSET", "US-ASCII")
+    assert run_json(["ranges", "--consumers", "é1,é2", "--json"], capsys) == ascii_
+    keys = ["k1", "k2", "k3", "k4"]
+    routed = run_json(["route", "--consumers", "é1,é2", *keys, "--json"], capsys)
+    monkeypatch.delenv("PULSAR_LENS_JVM_CHARSET")
+    assert routed == run_json(
+        ["route", "--consumers", "é1,é2", "--jvm-charset", "US-ASCII", *keys, "--json"], capsys
+    )
+
+
+def test_a_consumer_leaving_gives_its_hashes_back_like_it_never_joined(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    left = run_json(["ranges", "--consumers", "a,b,c", "--leave", "b", "--json"], capsys)
+    never = run_json(["ranges", "--consumers", "a,c", "--json"], capsys)
+    assert left == never
+    routed = run_json(["route", "--consumers", "a,b", "--leave", "a", "k1", "k2", "--json"], capsys)
+    assert set(routed.values()) == {"b"}
+    split = run_json(
+        ["ranges", "--selector", "auto-split", "--consumers", "a,b,c", "--leave", "c", "--json"],
+        capsys,
+    )
+    assert set(split) == {"a", "b"}
+    assert sum(end - start + 1 for rs in split.values() for start, end in rs) == 65537
+
+
+def test_leaving_names_one_of_several_same_named_consumers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert set(run_json(["ranges", "--consumers", "a,a", "--leave", "a#0", "--json"], capsys)) == {
+        "a#1"
+    }
+    assert main(["ranges", "--consumers", "a", "--leave", "zed"]) == 2
+    assert "no such consumer is connected; connected: a" in capsys.readouterr().err

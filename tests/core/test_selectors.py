@@ -371,3 +371,35 @@ def test_diff_assignments_of_unchanged_state_moves_nothing(kind: str) -> None:
         selector.add(Consumer(name))
     state = selector.assignments()
     assert diff_assignments(state, state) == ()
+
+
+def test_auto_split_joins_match_the_brokers_scan_and_stay_n_log_n() -> None:
+    from core.range_selectors import AutoSplitSelector, scan_split_ends
+
+    for joins in (1, 2, 3, 7, 100, 1000, 3000):
+        selector = AutoSplitSelector()
+        for i in range(joins):
+            selector.add(Consumer(f"c{i}"))
+        assert selector._ends == scan_split_ends(joins), joins
+    big = AutoSplitSelector()
+    for i in range(15_000):  # quadratic before: over a minute; see benchmarks/hashing.py
+        big.add(Consumer(f"c{i}"))
+    assert len(big.ranges()) == 15_000
+
+
+def test_auto_split_impacts_are_the_moves_of_the_snapshots() -> None:
+    from core.range_selectors import AutoSplitSelector
+
+    rng = random.Random(7)
+    selector = AutoSplitSelector()
+    present: list[Consumer] = []
+    for step in range(400):
+        before = selector.assignments()
+        if present and rng.random() < 0.3:
+            leaving = present.pop(rng.randrange(len(present)))
+            impact = selector.remove(leaving)
+        else:
+            joining = Consumer(f"c{step}")
+            present.append(joining)
+            impact = selector.add(joining)
+        assert impact.moves == diff_assignments(before, selector.assignments()), step

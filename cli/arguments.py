@@ -1,0 +1,52 @@
+"""Argument types shared by the commands: each refuses what it cannot take with a usage error."""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import os
+from collections.abc import Callable
+
+from core.failover import JVM_CHARSET
+
+JVM_CHARSET_ENV = "PULSAR_LENS_JVM_CHARSET"
+
+
+def bounded_int(flag: str, low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high`, else a usage error naming both."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{flag} takes {low} to {high:,}, got {value:,}")
+        return value
+
+    return parse
+
+
+def charset(text: str) -> str:
+    """An argparse type: a charset name Python knows (UTF-8, US-ASCII, ISO-8859-1, ...)."""
+    try:
+        codecs.lookup(text)
+    except LookupError:
+        raise argparse.ArgumentTypeError(
+            f"unknown charset {text!r} (from --jvm-charset or {JVM_CHARSET_ENV})"
+        ) from None
+    return text
+
+
+def add_jvm_charset(parser: argparse.ArgumentParser) -> None:
+    """`--jvm-charset`, the one setting every model command shares for how the broker's JVM
+    turns consumer names into bytes (default PULSAR_LENS_JVM_CHARSET, else UTF-8)."""
+    default = os.environ.get(JVM_CHARSET_ENV, "").strip() or JVM_CHARSET
+    parser.add_argument(
+        "--jvm-charset",
+        type=charset,
+        default=default,  # argparse passes a string default through `type` as well
+        metavar="NAME",
+        help="the broker JVM's default charset, which hashes consumer names: US-ASCII for "
+        f"Java 17 under a POSIX locale (default ${JVM_CHARSET_ENV} or UTF-8)",
+    )
