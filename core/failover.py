@@ -9,6 +9,8 @@ topics and, with `activeConsumerFailoverConsistentHashing=true`, for partitions 
 from __future__ import annotations
 
 import bisect
+import codecs
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +65,24 @@ class ChurnComparison:
 def java_order_key(name: str) -> bytes:
     """A sort key equal to Java `String.compareTo` order (UTF-16 code units, then length)."""
     return name.encode("utf-16-be", errors="surrogatepass")
+
+
+JVM_CHARSET_ENV = "PULSAR_LENS_JVM_CHARSET"
+OTHER_CHARSET = {"utf-8": "US-ASCII", "ascii": "UTF-8"}
+"""The charsets the analyses model (Python's names), each with the one to check against."""
+
+
+def jvm_charset(given: str) -> str:
+    """The charset asked for, else the PULSAR_LENS_JVM_CHARSET setting, else UTF-8 (as Java
+    18+ brokers and our local broker use); refused unless UTF-8 or US-ASCII."""
+    name = (given or os.environ.get(JVM_CHARSET_ENV, "") or "UTF-8").strip()
+    try:
+        canonical = codecs.lookup(name).name.replace("_", "-")
+    except LookupError:
+        canonical = ""
+    if canonical not in OTHER_CHARSET:
+        raise ValueError(f"jvm_charset {name!r}: the model knows UTF-8 and US-ASCII")
+    return canonical
 
 
 def java_default_bytes(text: str, charset: str = JVM_CHARSET) -> bytes:

@@ -34,7 +34,12 @@ from typing import Any
 
 import pandas as pd
 
-from core.failover import FailoverConsumer, active_consumer_picker, partition_index
+from core.failover import (
+    FailoverConsumer,
+    active_consumer_picker,
+    jvm_charset,
+    partition_index,
+)
 from plugins.api import (
     AnalysisPlugin,
     BaseModel,
@@ -102,6 +107,11 @@ class FailoverAssignment(AnalysisPlugin):
         flap_changes: int = Field(
             2, ge=1, le=30, description="Active-consumer changes in the window that flag flapping"
         )
+        jvm_charset: str = Field(
+            "",
+            description="How the broker's JVM encodes consumer names (UTF-8 or US-ASCII); "
+            "empty: PULSAR_LENS_JVM_CHARSET, else UTF-8",
+        )
 
     def analyze(self, data: Inputs, params: Params) -> Result:
         subs = failover_subscriptions(data.latest("subscriptions"))
@@ -109,10 +119,11 @@ class FailoverAssignment(AnalysisPlugin):
         groups = group_topics(subs, names)
         history = data.history("subscriptions")
         pickers: dict[tuple[frozenset[str], bool], Picker] = {}
+        charset = jvm_charset(params.jvm_charset)
         partition_rows: list[dict[str, Any]] = []
         for label, topics in groups.items():
             rows = [
-                partition_row(label, sub, names, pickers)
+                partition_row(label, sub, names, pickers, charset)
                 for sub in subs[subs["key"].isin(topics)].itertuples(index=False)
             ]
             partition_rows.extend(with_verdict(rows))
@@ -198,12 +209,15 @@ def _unique(label: str, taken: Mapping[str, Any]) -> str:
 
 
 def _picker(
-    names: frozenset[str], consistent: bool, cache: dict[tuple[frozenset[str], bool], Picker]
+    names: frozenset[str],
+    consistent: bool,
+    cache: dict[tuple[frozenset[str], bool], Picker],
+    charset: str = "utf-8",
 ) -> Picker:
     key = (names, consistent)
     if key not in cache:
         group = [FailoverConsumer(n) for n in names]  # one priority level: stats show none
-        cache[key] = active_consumer_picker(group, consistent_hashing=consistent)
+        cache[key] = active_consumer_picker(group, consistent_hashing=consistent, charset=charset)
     return cache[key]
 
 
@@ -216,6 +230,7 @@ def partition_row(
     sub: Any,
     names: Mapping[tuple[str, str], frozenset[str]],
     cache: dict[tuple[frozenset[str], bool], Picker],
+    charset: str = "utf-8",
 ) -> dict[str, Any]:
     connected = names.get(sub.key, frozenset())
     observed = sub.active_consumer_name
@@ -227,8 +242,8 @@ def partition_row(
         "partition_index": partition_index(sub.topic),
         "consumers": len(connected),
         "observed": None if pd.isna(observed) else str(observed),
-        "modulo": _name(_picker(connected, False, cache)(sub.topic)),
-        "consistent_hashing": _name(_picker(connected, True, cache)(sub.topic)),
+        "modulo": _name(_picker(connected, False, cache, charset)(sub.topic)),
+        "consistent_hashing": _name(_picker(connected, True, cache, charset)(sub.topic)),
     }
 
 

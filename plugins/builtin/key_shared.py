@@ -23,12 +23,14 @@ consumer that receives it.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from core.failover import OTHER_CHARSET, jvm_charset
 from plugins.api import (
     AnalysisPlugin,
     BaseModel,
@@ -38,9 +40,9 @@ from plugins.api import (
     View,
 )
 from plugins.builtin.hash_ranges import ROUTABLE
-from plugins.builtin.key_shared_fit import MAX_POINTS, fit_consistent
+from plugins.builtin.key_shared_fit import MAX_POINTS, Fit, fit_consistent
 from plugins.builtin.key_shared_frames import Analysis, map_frames
-from plugins.builtin.key_shared_layout import from_frame, infer_kinds
+from plugins.builtin.key_shared_layout import Layout, from_frame, infer_kinds
 from plugins.builtin.key_shared_rebuild import WhatIf, apply_what_if, consistent_model, rebuild
 from plugins.builtin.key_shared_views import render_views
 from plugins.builtin.key_shared_what_if import (
@@ -93,11 +95,19 @@ class KeySharedMap(AnalysisPlugin):
             0, ge=0, le=MAX_POINTS, description="What if the broker used this many replica points"
         )
         key: str = Field("", description="A message key to look up")
+        jvm_charset: str = Field(
+            "",
+            description="How the broker's JVM encodes consumer names (UTF-8 or US-ASCII); "
+            "empty: PULSAR_LENS_JVM_CHARSET, else UTF-8",
+        )
 
     def analyze(self, data: Inputs, params: Params) -> Result:
         subs = key_shared_subscriptions(data.latest("subscriptions"))
         analysis = analyze_subscriptions(
-            subs, data.latest("consumers"), points=params.replica_points
+            subs,
+            data.latest("consumers"),
+            points=params.replica_points,
+            charset=jvm_charset(params.jvm_charset),
         )
         frames = map_frames(subs, analysis)
         selected = params.subscription or (analysis.labels[0] if analysis.labels else "")
@@ -139,8 +149,13 @@ def key_shared_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
     return subs.sort_values(["topic", "subscription"]).reset_index(drop=True)
 
 
-def analyze_subscriptions(subs: pd.DataFrame, consumers: pd.DataFrame, *, points: int) -> Analysis:
-    """Every subscription's members, selector and model (consistent hashing all at once)."""
+def analyze_subscriptions(
+    subs: pd.DataFrame, consumers: pd.DataFrame, *, points: int, charset: str = "utf-8"
+) -> Analysis:
+    """Every subscription's members, selector and model (consistent hashing all at once).
+
+    Consumer names are hashed in `charset` (the broker JVM's default); a subscription whose
+    ranges only the other charset reproduces says so in its drift reason."""
     keys = (
         list(zip(subs["topic"].tolist(), subs["subscription"].tolist(), strict=True))
         if len(subs)
@@ -149,7 +164,8 @@ def analyze_subscriptions(subs: pd.DataFrame, consumers: pd.DataFrame, *, points
     layout = from_frame(keys, consumers)
     kinds = infer_kinds(layout, subs["key_shared_mode"].tolist() if len(subs) else [])
     consistent = [s for s, kind in enumerate(kinds) if kind == "consistent"]
-    fit = fit_consistent(layout, np.asarray(consistent, np.int64), points=points)
+    fit = fit_consistent(layout, np.asarray(consistent, np.int64), points=points, charset=charset)
+    flag_other_charset(layout, fit, points=points)
     models = {
         s: rebuild(kind, layout.members(s), points=points)
         for s, kind in enumerate(kinds)
@@ -157,6 +173,28 @@ def analyze_subscriptions(subs: pd.DataFrame, consumers: pd.DataFrame, *, points
     }
     labels = [label_of(topic, sub) for topic, sub in keys]
     return Analysis(labels, layout, kinds, fit, models)
+
+
+def flag_other_charset(layout: Layout, fit: Fit, *, points: int) -> None:
+    """For drifting subscriptions with non-ASCII consumer names: when the other charset
+    reproduces the broker's ranges exactly, the reason says which setting is wrong."""
+    other = OTHER_CHARSET.get(codecs.lookup(fit.charset).name.replace("_", "-"))
+    if other is None:
+        return
+    suspects = [
+        k
+        for k, s in enumerate(fit.subs.tolist())
+        if fit.drift[k] > 0 and not all(m.name.isascii() for m in layout.members(s))
+    ]
+    if not suspects:
+        return
+    retry = fit_consistent(layout, fit.subs[suspects], points=points, charset=other)
+    for k, again in zip(suspects, range(len(suspects)), strict=True):
+        if retry.drift[again] == 0:
+            fit.reasons[k] = (
+                f"the broker's ranges match consumer names hashed as {other} (with "
+                f"{retry.points[again]} replica points): set PULSAR_LENS_JVM_CHARSET={other}"
+            )
 
 
 def state_of(analysis: Analysis, label: str) -> State | None:

@@ -40,6 +40,7 @@ class Fit:
     notes: list[str] = field(default_factory=list)
     drift: list[int] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    charset: str = "utf-8"  # how the broker's JVM encodes consumer names
     model_sub: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     model_start: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     model_end: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -50,10 +51,11 @@ class Fit:
         return self.model_owner, self.model_start, self.model_end
 
 
-def fit_consistent(layout: Layout, subs: I64, *, points: int = 0) -> Fit:
-    """Name indexes, replica points (`points`, or inferred when 0) and drift of `subs`."""
-    table = PointTable()
-    fit = Fit(subs)
+def fit_consistent(layout: Layout, subs: I64, *, points: int = 0, charset: str = "utf-8") -> Fit:
+    """Name indexes, replica points (`points`, or inferred when 0) and drift of `subs`, for
+    a broker JVM that encodes consumer names in `charset`."""
+    table = PointTable(charset)
+    fit = Fit(subs, charset=charset)
     if not len(subs):
         return fit
     consumers = segments(layout.first, subs)

@@ -24,9 +24,10 @@ _ROWS_PER_BLOCK = 4096  # prefixes hashed together: bounds the key buffer to a f
 I64 = npt.NDArray[np.int64]
 
 
-def prefix_of(name: str, index: int) -> bytes:
-    """The bytes every ring-point key of this (name, index) pair starts with."""
-    return f"{name}\0{index}\0".encode("utf-8", "replace")
+def prefix_of(name: str, index: int, charset: str = "utf-8") -> bytes:
+    """The bytes every ring-point key of this (name, index) pair starts with, as the broker's
+    JVM encodes the name (`String.getBytes()`, '?' for what its charset cannot encode)."""
+    return f"{name}\0{index}\0".encode(charset, "replace")
 
 
 def _digits(low: int, high: int) -> npt.NDArray[np.uint8]:
@@ -79,7 +80,8 @@ def hash_points(prefixes: Sequence[bytes], width: int) -> I64:
 class PointTable:
     """Ring points per (name, name index) pair, hashed in bulk as they are first needed."""
 
-    def __init__(self) -> None:
+    def __init__(self, charset: str = "utf-8") -> None:
+        self.charset = charset
         self._ids: dict[tuple[str, int], int] = {}
         self._prefixes: list[bytes] = []
         self._narrow: I64 = np.zeros((0, FIRST_POINTS), np.int64)
@@ -93,7 +95,7 @@ class PointTable:
             found = self._ids.get(pair)
             if found is None:
                 found = self._ids[pair] = len(self._prefixes)
-                self._prefixes.append(prefix_of(*pair))
+                self._prefixes.append(prefix_of(*pair, self.charset))
             out[k] = found
         return out
 

@@ -80,9 +80,10 @@ def replay_consistent(
     indexes: Sequence[int],
     points: int,
     handles: Sequence[Consumer] | None = None,
+    charset: str = "utf-8",
 ) -> tuple[ConsistentHashingSelector, list[Consumer]]:
     """A ring with the members joined in order, each holding its given name index."""
-    selector = ConsistentHashingSelector(points=points)
+    selector = ConsistentHashingSelector(points=points, name_encoding=charset)
     own = list(handles) if handles is not None else [Consumer(m.name) for m in members]
     used: dict[str, set[int]] = {}
     for member, index, handle in zip(members, indexes, own, strict=True):
@@ -116,7 +117,7 @@ def differing(members: Sequence[Member], selector: Selector, handles: Sequence[C
 def consistent_model(members: Sequence[Member], fit: Fit, at: int) -> Model:
     """The model of the `at`-th subscription of `fit`, with its ring replayed."""
     indexes, points = fit.indexes[at], fit.points[at]
-    selector, handles = replay_consistent(members, indexes, points)
+    selector, handles = replay_consistent(members, indexes, points, charset=fit.charset)
     note, drift, reason = fit.notes[at], fit.drift[at], fit.reasons[at]
     return Model("consistent", selector, handles, points, note, indexes, drift, reason)
 
@@ -212,8 +213,16 @@ def what_if_basis(
     if model.kind == "sticky":
         return seeded_sticky(members)
     if model.kind == "consistent" and model.points:
-        return replay_consistent(members, model.name_indexes, model.points, model.handles)
+        charset = _charset(model)
+        return replay_consistent(
+            members, model.name_indexes, model.points, model.handles, charset=charset
+        )
     return None, list(model.handles)
+
+
+def _charset(model: Model) -> str:
+    """How the model's broker encodes consumer names (its ring's encoding)."""
+    return str(getattr(model.selector, "name_encoding", "utf-8"))
 
 
 def apply_what_if(
@@ -244,7 +253,7 @@ def apply_what_if(
         return _what_if(f"remove {remove}", handles, before, selector.assignments())
     if points and model.kind == "consistent":
         indexes = model.name_indexes
-        changed, _ = replay_consistent(members, indexes, points, handles)
+        changed, _ = replay_consistent(members, indexes, points, handles, charset=_charset(model))
         return _what_if(f"replica points {points}", handles, before, changed.assignments())
     return None
 

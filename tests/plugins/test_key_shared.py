@@ -272,3 +272,24 @@ def test_key_shared_map_unknown_subscription_says_so() -> None:
     assert "what_if" not in output.result.summary
     notes = [v for v in output.views if isinstance(v, Note) and v.level == "warning"]
     assert notes and "nope | nope" in notes[-1].markdown
+
+
+def ascii_broker_snapshot() -> Snapshot:
+    """Ranges as a Java 17 broker under LANG=C makes them: non-ASCII hashed as '?'."""
+    selector = ConsistentHashingSelector(points=100, name_encoding="US-ASCII")
+    joined = [Consumer(name) for name in ("zé-1", "zé-2", "zü-3")]
+    for c in joined:
+        selector.add(c)
+    ranges = selector.ranges()
+    return snapshot([consumer(c.name, ranges[c], float(i)) for i, c in enumerate(joined)], mode="")
+
+
+def test_key_shared_map_says_when_only_the_other_charset_fits(monkeypatch: Any) -> None:
+    utf8 = sub_row(analyze([ascii_broker_snapshot()]))
+    assert bool(utf8["drift"])
+    assert "match consumer names hashed as US-ASCII" in utf8["drift_reason"]
+    assert "PULSAR_LENS_JVM_CHARSET=US-ASCII" in utf8["drift_reason"]
+    fixed = sub_row(analyze([ascii_broker_snapshot()], jvm_charset="US-ASCII"))
+    assert not bool(fixed["drift"]) and int(fixed["replica_points"]) == 100
+    monkeypatch.setenv("PULSAR_LENS_JVM_CHARSET", "US-ASCII")
+    assert not bool(sub_row(analyze([ascii_broker_snapshot()]))["drift"])
