@@ -21,12 +21,10 @@ from collectors.namespaces import (
     parse_bundle_key,
 )
 from collectors.topics import (
-    TopicName,
     TopicStats,
     iter_partitions,
     parse_subscriptions,
     parse_topic,
-    parse_topic_name,
 )
 from core.model import (
     BrokerRecord,
@@ -38,6 +36,7 @@ from core.model import (
     SubscriptionRecord,
     TopicRecord,
 )
+from core.topicname import TopicName, parse_topic_name
 
 log = logging.getLogger(__name__)
 

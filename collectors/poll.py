@@ -58,10 +58,10 @@ from collectors.topics import (
     max_backlog,
     needs_topic_stats,
     parse_broker_topic_stats,
-    parse_topic_name,
 )
 from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
 from core.model import EndpointError, Snapshot
+from core.topicname import parse_topic_name
 
 __all__ = ["EVENT_KINDS", "DetailRotation", "diff", "poll"]
 

@@ -9,11 +9,9 @@ need them (see `needs_topic_stats`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from collectors.admin import AdminClient
 from collectors.fields import (
@@ -32,45 +30,9 @@ from collectors.fields import (
 )
 from core.errors import AdminApiError
 from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord, TopicRecord
+from core.topicname import TopicName, parse_topic_name
 
-_PARTITION = re.compile(r"^(?P<parent>.+)-partition-(?P<index>\d+)$")
 SINGLE_ACTIVE_TYPES = frozenset({"Exclusive", "Failover"})
-
-
-@dataclass(frozen=True, slots=True)
-class TopicName:
-    """A full topic name split as Pulsar's TopicName does (v2 `t/ns/x`, v1 `t/cluster/ns/x`)."""
-
-    topic: str
-    domain: str
-    tenant: str
-    namespace: str
-    local: str
-    partitioned_topic: str | None
-    partition_index: int
-
-    @property
-    def persistent(self) -> bool:
-        return self.domain == "persistent"
-
-    @property
-    def admin_path(self) -> str:
-        """The admin REST prefix of this topic, e.g. /admin/v2/persistent/t/ns/x."""
-        version = "v2/" if self.namespace.count("/") == 1 else ""
-        return f"/admin/{version}{self.domain}/{self.namespace}/{quote(self.local, safe='')}"
-
-
-def parse_topic_name(topic: str) -> TopicName:
-    """Split a full topic name; raises ValueError for a name that is not one."""
-    domain, sep, rest = topic.partition("://")
-    parts = rest.split("/", 3)
-    if not sep or domain not in ("persistent", "non-persistent") or len(parts) < 3:
-        raise ValueError(f"not a full topic name: {topic!r}")
-    namespace = "/".join(parts[:-1])
-    match = _PARTITION.match(topic)
-    parent = match.group("parent") if match else None
-    index = int(match.group("index")) if match else -1
-    return TopicName(topic, domain, parts[0], namespace, parts[-1], parent, index)
 
 
 @dataclass(frozen=True, slots=True)

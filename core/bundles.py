@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from core.errors import ModelError
 from core.hashing import topic_bundle_hash
+from core.topicname import TopicNameError, parse_topic_name
 
 FULL_LOWER = 0x00000000
 FULL_UPPER = 0xFFFFFFFF
@@ -120,17 +121,13 @@ def find_bundle(boundaries: Sequence[int], hash_value: int) -> BundleRange:
 
 
 def full_topic_name(topic: str) -> str:
-    """The name the broker hashes, e.g. `x` -> `persistent://public/default/x`."""
-    if "://" in topic:
-        return topic
-    parts = topic.split("/")
-    if len(parts) == 1:
-        return f"persistent://public/default/{topic}"
-    if len(parts) == 3:
-        return f"persistent://{topic}"
-    raise ModelError(
-        f"cannot read topic {topic!r}; give persistent://tenant/ns/name, tenant/ns/name or name"
-    )
+    """The name the broker hashes (its `TopicName.toString()`), e.g. `x` ->
+    `persistent://public/default/x`, `PERSISTENT://t/ns/x` -> `persistent://t/ns/x`;
+    ModelError with the broker's reason for a name it refuses."""
+    try:
+        return parse_topic_name(topic).topic
+    except TopicNameError as exc:
+        raise ModelError(f"topic {topic!r}: {exc}") from None
 
 
 def topic_bundle(boundaries: Sequence[int], topic: str) -> BundleRange:

@@ -33,6 +33,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core.topicname import parse_topic_name
 from plugins.api import (
     AnalysisPlugin,
     BaseModel,
@@ -116,7 +117,10 @@ class SubscriptionStatus(AnalysisPlugin):
 
 
 def is_system_topic(topic: str) -> bool:
-    return topic.rsplit("/", 1)[-1].startswith("__")
+    try:
+        return parse_topic_name(topic).local.startswith("__")
+    except ValueError:
+        return False
 
 
 def with_window(subs: pd.DataFrame, snapshots: pd.DataFrame, *, window: int) -> pd.DataFrame:

@@ -164,3 +164,32 @@ def test_failover_rejects_unknown_charset(capsys: pytest.CaptureFixture[str]) ->
         run(["failover", "--topic", ORDERS, "--consumers", "a", "--jvm-charset", "nope"], capsys)
     assert exited.value.code == 2
     assert "unknown charset 'nope'" in capsys.readouterr().err
+
+
+def test_bundle_reads_topic_names_as_the_broker_does(capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.main import main
+
+    assert (
+        main(["bundle", "--json", "PERSISTENT://public/default/x", "persistent://public/default/x"])
+        == 0
+    )
+    placed = json.loads(capsys.readouterr().out)
+    assert len(set(map(str, placed.values()))) == 1  # the domain is lower-cased before hashing
+
+
+@pytest.mark.parametrize(
+    ("topic", "reason"),
+    [
+        ("foo://public/default/x", "Invalid topic domain: 'foo'"),
+        ("persistent://public/default/", "Topic local name must not be blank"),
+        ("persistent://public/default/x/", "Topic local name must not be blank"),
+        ("persistent://public/def ault/x", "Invalid named entity: def ault"),
+    ],
+)
+def test_bundle_refuses_names_the_broker_refuses(
+    topic: str, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli.main import main
+
+    assert main(["bundle", topic]) == 1  # the others are still placed; this one is named
+    assert reason in capsys.readouterr().err

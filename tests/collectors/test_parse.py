@@ -45,9 +45,14 @@ def test_parse_topic_name_reads_v1_names_and_quotes_local_names() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["orders", "public/default/orders", "http://x/y/z", "persistent://a/b"]
+    "short", ["orders", "public/default/orders", "PERSISTENT://public/default/orders"]
 )
-def test_parse_topic_name_rejects_short_names(bad: str) -> None:
+def test_parse_topic_name_completes_names_as_the_broker_does(short: str) -> None:
+    assert parse_topic_name(short).topic == "persistent://public/default/orders"
+
+
+@pytest.mark.parametrize("bad", ["http://x/y/z", "persistent://a/b", "a/b", "persistent://a/b/"])
+def test_parse_topic_name_refuses_what_the_broker_refuses(bad: str) -> None:
     with pytest.raises(ValueError):
         parse_topic_name(bad)
 

@@ -1,0 +1,171 @@
+"""Topic names read as the broker reads them (`org.apache.pulsar.common.naming.TopicName`).
+
+One parser for the CLI, the collectors and the plugins, so a name means the same thing
+everywhere, and the same thing it means to the broker:
+
+- a short name is completed: `x` -> `persistent://public/default/x`, `t/ns/x` ->
+  `persistent://t/ns/x` (split on `/` with empty parts dropped, as commons-lang does);
+- the domain is matched ignoring case and written lower-case (`PERSISTENT://...` is
+  `persistent://...`), and only `persistent` and `non-persistent` exist;
+- `tenant/namespace/local` is a v2 name, `tenant/cluster/namespace/local` a v1 name (the
+  local name keeps any further `/`); tenant, cluster and namespace must be non-empty and
+  made of `A-Z a-z 0-9 _ - = : .` only; the local name must not be blank (4.0.7 refuses
+  whitespace-only local names too) and may hold anything else;
+- `-partition-N` ends a partition's name when N is a plain non-negative int.
+
+`TopicName.topic` is the broker's `toString()`: the name it hashes to place a topic in a
+bundle. Names the broker refuses raise `TopicNameError` with the broker's own message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import quote
+
+DOMAINS = ("persistent", "non-persistent")
+PARTITION_SUFFIX = "-partition-"
+INT_MAX = 2**31 - 1
+_NAMED_ENTITY = re.compile(r"[-=:.A-Za-z0-9_]*")  # Java's \w is ASCII-only here
+
+
+class TopicNameError(ValueError):
+    """The broker would refuse this topic name (IllegalArgumentException)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicName:
+    """A topic name split as the broker splits it; `topic` is its normalised full name."""
+
+    topic: str
+    domain: str
+    tenant: str
+    namespace: str  # "tenant/ns", or "tenant/cluster/ns" for a v1 name
+    local: str
+    partitioned_topic: str | None  # the parent's full name for a partition, else None
+    partition_index: int  # -1 when not a partition
+
+    @property
+    def persistent(self) -> bool:
+        return self.domain == "persistent"
+
+    @property
+    def v2(self) -> bool:
+        return self.namespace.count("/") == 1
+
+    @property
+    def admin_path(self) -> str:
+        """The admin REST prefix of this topic, e.g. /admin/v2/persistent/t/ns/x."""
+        version = "v2/" if self.v2 else ""
+        return f"/admin/{version}{self.domain}/{self.namespace}/{quote(self.local, safe='')}"
+
+
+@lru_cache(maxsize=65_536)
+def parse_topic_name(name: str) -> TopicName:
+    """`name` read as the broker's `TopicName.get(name)`; TopicNameError when it refuses it."""
+    complete = _completed(name)
+    domain_text, _, rest = complete.partition("://")
+    domain = _domain(domain_text)
+    parts = rest.split("/", 3)
+    if len(parts) == 3:
+        tenant, cluster, namespace, local = parts[0], None, parts[1], parts[2]
+    elif len(parts) == 4:
+        tenant, cluster, namespace, local = parts
+    else:
+        raise TopicNameError(f"Invalid topic name: {complete}")
+    _check_namespace(tenant, cluster, namespace)
+    if _blank(local):
+        raise TopicNameError(f"Invalid topic name: {complete}. Topic local name must not be blank.")
+    space = f"{tenant}/{namespace}" if cluster is None else f"{tenant}/{cluster}/{namespace}"
+    full = f"{domain}://{space}/{local}"
+    index = partition_index(complete)
+    parent = full[: full.rfind(PARTITION_SUFFIX)] if index >= 0 else None
+    return TopicName(full, domain, tenant, space, local, parent, index)
+
+
+def normalized(name: str) -> str:
+    """The broker's full name of `name` (what it hashes for the bundle)."""
+    return parse_topic_name(name).topic
+
+
+def partition_index(name: str) -> int:
+    """`TopicName.getPartitionIndex`: N of a trailing `-partition-N`, else -1."""
+    if PARTITION_SUFFIX not in name:
+        return -1
+    text = name[name.rfind(PARTITION_SUFFIX) + len(PARTITION_SUFFIX) :]
+    value = _java_parse_int(text)
+    if value is None or value < 0 or len(text) != len(str(value)):
+        return -1
+    return value
+
+
+def _completed(name: str) -> str:
+    if "://" in name:
+        return name
+    parts = [p for p in name.split("/") if p]
+    if len(parts) == 3:
+        return f"persistent://{name}"
+    if len(parts) == 1:
+        return f"persistent://public/default/{parts[0]}"
+    raise TopicNameError(
+        f"Invalid short topic name '{name}', it should be in the format of "
+        "<tenant>/<namespace>/<topic> or <topic>"
+    )
+
+
+def _domain(text: str) -> str:
+    for domain in DOMAINS:
+        if _equals_ignore_case(domain, text):
+            return domain
+    raise TopicNameError(f"Invalid topic domain: '{text}'")
+
+
+def _equals_ignore_case(a: str, b: str) -> bool:
+    """Java's String.equalsIgnoreCase: char by char, upper then lower case compared."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x == y:
+            continue
+        ux, uy = _upper(x), _upper(y)
+        if ux == uy or _lower(ux) == _lower(uy):
+            continue
+        return False
+    return True
+
+
+def _upper(char: str) -> str:
+    upper = char.upper()
+    return upper if len(upper) == 1 else char  # Java maps a char to one char or keeps it
+
+
+def _blank(text: str) -> bool:
+    """commons-lang `StringUtils.isBlank`: empty, or only Java whitespace (which, unlike
+    Python's, leaves out the no-break spaces and U+0085)."""
+    return all(c.isspace() and c not in "\u00a0\u2007\u202f\u0085" for c in text)
+
+
+def _lower(char: str) -> str:
+    lower = char.lower()
+    if len(lower) == 1:
+        return lower
+    return "i" if char == "\u0130" else char  # Java lower-cases dotted capital I to plain i
+
+
+def _check_namespace(tenant: str, cluster: str | None, namespace: str) -> None:
+    parts = [tenant, namespace] if cluster is None else [tenant, cluster, namespace]
+    if not all(parts):
+        raise TopicNameError(f"Invalid namespace format. namespace: {'/'.join(parts)}")
+    for part in parts:
+        if not _NAMED_ENTITY.fullmatch(part):
+            raise TopicNameError(f"Invalid named entity: {part}")
+
+
+def _java_parse_int(text: str) -> int | None:
+    """Integer.parseInt: an optional sign, then decimal digits (any script), within int."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not all(c.isdecimal() for c in digits):
+        return None
+    value = int(text)
+    return value if -INT_MAX - 1 <= value <= INT_MAX else None
