@@ -108,9 +108,10 @@ def plugin_loaded(slug: str) -> bool:
 
 @st.cache_data(ttl=3600, max_entries=64, show_spinner=False)
 def _param_choices(root: str, snapshot_id: str, slug: str) -> dict[str, list[str]]:
-    plugin = registry().get(slug).plugin
-    inputs = runner.load_inputs(plugin, get_store(root))
-    return {name: [str(v) for v in values] for name, values in plugin.param_choices(inputs).items()}
+    loaded = registry().get(slug)
+    inputs = runner.load_inputs(loaded.plugin, get_store(root))
+    choices = runner.param_choices(loaded, inputs)
+    return {str(name): [str(v) for v in values] for name, values in choices.items()}
 
 
 def param_choices(root: str, slug: str) -> dict[str, list[str]]:

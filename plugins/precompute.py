@@ -63,7 +63,7 @@ def _compute_one(
         return Outcome(instance.name, "kept")
     started = time.perf_counter()
     try:
-        output = runner.run(instance, store, params, use_cache=False, use_stored=False)
+        output = runner.run(plugin, store, params, use_cache=False, use_stored=False)
         status, error, result = "ok", None, output.result
     except PluginError as exc:
         status, error, result = "failed", str(exc), None

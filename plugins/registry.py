@@ -24,10 +24,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from core.errors import PluginLoadError, PluginUnavailable
+from core.errors import PluginLoadError, PluginUnavailable, SettingsError
 from core.model import TABLES
+from plugins import isolation
 from plugins.api import ENGINES, AnalysisPlugin
 from plugins.builtin import BUILTIN_PLUGINS
+from plugins.isolation import Locator
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -55,6 +57,11 @@ class LoadedPlugin:
     plugin: AnalysisPlugin
     source: str  # "builtin plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
     version: str
+
+    @property
+    def isolated(self) -> bool:
+        """Third-party code (entry points, drop-in files) runs in a worker process."""
+        return not self.source.startswith("builtin ")
 
     @property
     def name(self) -> str:
@@ -170,6 +177,11 @@ def _entry_point_candidates(failures: list[PluginLoadError]) -> Iterator[tuple[s
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = f" ({ep.dist.name} {ep.dist.version})" if ep.dist is not None else ""
         source = f"entry point {ep.name} = {ep.value}{dist}"
+        module = ep.value.partition(":")[0].strip()
+        refused = isolation.probe_import(source, Locator("module", module, module), _limits())
+        if refused is not None:
+            failures.append(PluginLoadError(source, f"import failed: {refused}"))
+            continue
         try:
             obj = ep.load()
         except Exception as exc:
@@ -188,8 +200,23 @@ def _directory_candidates(
             )
         )
         return
+    root = directory.resolve()
     for path in sorted(directory.glob("*.py")):
         if path.name.startswith(("_", ".")):
+            continue
+        if not path.resolve().is_relative_to(root):
+            failures.append(
+                PluginLoadError(
+                    str(path),
+                    f"a link to {path.resolve()}, outside the plugin folder; refused (copy the "
+                    "file into the folder, or list its own folder in PULSAR_LENS_PLUGIN_DIRS)",
+                )
+            )
+            continue
+        locator = Locator("file", str(path), _module_name(path))
+        refused = isolation.probe_import(str(path), locator, _limits())
+        if refused is not None:
+            failures.append(PluginLoadError(str(path), f"import failed: {refused}"))
             continue
         try:
             module = _import_file(path)
@@ -218,9 +245,21 @@ def _expand(source: str, obj: Any) -> Iterator[tuple[str, Any]]:
         yield source, obj
 
 
-def _import_file(path: Path) -> Any:
+def _module_name(path: Path) -> str:
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
-    module_name = f"pulsar_lens_dropin_{re.sub(r'[^0-9a-zA-Z_]', '_', path.stem)}_{digest}"
+    return f"{isolation.DROPIN_PREFIX}{re.sub(r'[^0-9a-zA-Z_]', '_', path.stem)}_{digest}"
+
+
+def _limits() -> isolation.Limits:
+    try:
+        return isolation.Limits.from_env()
+    except SettingsError as exc:
+        log.warning("%s; using the default plugin limits", exc)
+        return isolation.Limits()
+
+
+def _import_file(path: Path) -> Any:
+    module_name = _module_name(path)
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")

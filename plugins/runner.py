@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pandas as pd
 import pyarrow as pa
@@ -28,6 +28,7 @@ from core.errors import (
     PluginRunError,
 )
 from core.model import SCHEMAS
+from plugins import isolation
 from plugins.api import AnalysisPlugin, Chart, Inputs, Metric, Note, Result, Table, View
 from plugins.registry import LoadedPlugin
 from plugins.results import ResultStore, StoredResult
@@ -38,6 +39,7 @@ __all__ = [
     "SnapshotStore",
     "clear_cache",
     "load_inputs",
+    "param_choices",
     "results_for",
     "run",
     "run_on_inputs",
@@ -173,11 +175,11 @@ def run(
     results = results_for(store) if use_stored and ids else None
     stored = results.read(instance.name, instance.version, params_json, ids) if results else None
     if stored is not None:
-        output = _from_stored(instance, validated, stored, time.perf_counter() - started)
+        output = _from_stored(plugin, validated, stored, time.perf_counter() - started)
     else:
         inputs = load_inputs(instance, store, window=window)
         load_seconds = time.perf_counter() - started
-        output = run_on_inputs(instance, inputs, validated)
+        output = run_on_inputs(plugin, inputs, validated)
         timings = {"load": load_seconds, **output.timings}
         output = RunOutput(**{**output.__dict__, "timings": timings})
     if use_cache:
@@ -189,12 +191,16 @@ def run(
 
 
 def _from_stored(
-    plugin: AnalysisPlugin, params: BaseModel, stored: StoredResult, read_seconds: float
+    loaded: AnalysisPlugin | LoadedPlugin,
+    params: BaseModel,
+    stored: StoredResult,
+    read_seconds: float,
 ) -> RunOutput:
+    plugin = _instance(loaded)
     if stored.result is None:
         raise PluginRunError(plugin.name, f"{stored.error} (when this snapshot was analysed)")
     started = time.perf_counter()
-    views = _render(plugin, stored.result)
+    views = _render(loaded, stored.result)
     return RunOutput(
         plugin=plugin.name,
         version=plugin.version,
@@ -222,9 +228,9 @@ def run_on_inputs(
     instance = _instance(plugin)
     validated = validate_params(instance, params)
     started = time.perf_counter()
-    result = _analyze(instance, inputs, validated)
+    result = _analyze(plugin, inputs, validated)
     analyzed = time.perf_counter()
-    views = _render(instance, result)
+    views = _render(plugin, result)
     rendered = time.perf_counter()
     return RunOutput(
         plugin=instance.name,
@@ -237,16 +243,45 @@ def run_on_inputs(
     )
 
 
-def _analyze(plugin: AnalysisPlugin, inputs: Inputs, params: BaseModel) -> Result:
+def _isolated(plugin: AnalysisPlugin | LoadedPlugin) -> bool:
+    return isinstance(plugin, LoadedPlugin) and plugin.isolated
+
+
+def _call(loaded: AnalysisPlugin | LoadedPlugin, method: str, *args: Any) -> Any:
+    """`plugin.method(*args)`: in-process for built-ins, in a limited worker for the rest."""
+    plugin = _instance(loaded)
+    if not _isolated(loaded):
+        return getattr(plugin, method)(*args)
+    if method == "analyze":
+        args = (args[0], args[1].model_dump(mode="json"))
+    locator = isolation.locate(type(plugin))
+    return isolation.call(plugin.name, locator, method, args, isolation.Limits.from_env())
+
+
+def param_choices(loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs) -> Mapping[str, Any]:
+    """The plugin's `param_choices(inputs)` (isolated like analyze); {} when it fails."""
+    plugin = _instance(loaded)
+    if type(plugin).param_choices is AnalysisPlugin.param_choices:
+        return {}
     try:
-        result = plugin.analyze(inputs, params)
+        choices = _call(loaded, "param_choices", inputs)
+    except Exception as exc:  # choices are a convenience: the form works without them
+        log.warning("plugin %s: param_choices failed: %s", plugin.name, exc)
+        return {}
+    return choices if isinstance(choices, Mapping) else {}
+
+
+def _analyze(loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs, params: BaseModel) -> Result:
+    plugin = _instance(loaded)
+    try:
+        result = _call(loaded, "analyze", inputs, params)
     except PluginError:
         raise
     except Exception as exc:
         log.exception("plugin %s failed in analyze", plugin.name)
         raise PluginRunError(plugin.name, f"analyze raised {type(exc).__name__}: {exc}") from exc
     _check_result(plugin, result)
-    return result
+    return cast(Result, result)
 
 
 def _check_result(plugin: AnalysisPlugin, result: Any) -> None:
@@ -268,9 +303,10 @@ def _check_result(plugin: AnalysisPlugin, result: Any) -> None:
             )
 
 
-def _render(plugin: AnalysisPlugin, result: Result) -> tuple[View, ...]:
+def _render(loaded: AnalysisPlugin | LoadedPlugin, result: Result) -> tuple[View, ...]:
+    plugin = _instance(loaded)
     try:
-        views = plugin.render(result)
+        views = _call(loaded, "render", result)
     except PluginError:
         raise
     except Exception as exc:

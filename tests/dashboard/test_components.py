@@ -227,3 +227,39 @@ def test_a_spark_analysis_is_refused_at_load_and_offers_nothing(
     at = AppTest.from_function(_analysis_script, args=("heavy",), default_timeout=TIMEOUT).run()
     assert not at.exception and not at.toggle
     assert any("this version has no Spark engine" in i.value for i in at.info)
+
+
+EXITS = """
+import os
+from plugins.api import AnalysisPlugin, Result
+
+class Exits(AnalysisPlugin):
+    name = "exits"
+    title = "Exits"
+    description = "Ends its process."
+    version = "1"
+    inputs = ("topics",)
+    outputs = ("x",)
+
+    def analyze(self, data, params):
+        os._exit(3)
+
+    def render(self, result):
+        return []
+
+PLUGINS = (Exits,)
+"""
+
+
+def test_a_plugin_that_exits_shows_its_failure_and_the_app_goes_on(
+    scenario: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, app
+) -> None:
+    folder = tmp_path / "exiting"
+    folder.mkdir()
+    (folder / "exits.py").write_text(textwrap.dedent(EXITS))
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(folder))
+    at = AppTest.from_function(_analysis_script, args=("exits",), default_timeout=60).run()
+    assert not at.exception
+    assert any("analyze ended its worker process (exit code 3)" in e.value for e in at.error)
+    again = app()
+    assert not again.exception and [t.value for t in again.title] == ["Overview"]

@@ -1,0 +1,247 @@
+"""Third-party plugin code runs in a worker process, with a time and a memory limit.
+
+Built-in analyses run in-process. Plugins from entry points and drop-in files are someone
+else's code: their `analyze`, `render` and `param_choices` each run in a short-lived worker
+forked from a forkserver (not from the dashboard's threaded process), under
+`PULSAR_LENS_PLUGIN_TIMEOUT` (default 60 s) and `PULSAR_LENS_PLUGIN_MEMORY` (default 1 GiB,
+as RLIMIT_DATA: the heap a worker may grow). A worker that hangs is killed; one that exits,
+is killed by a signal or runs out of memory is reported as that plugin's failure
+(`PluginRunError`), and nothing else stops. Drop-in files and entry-point modules are first
+imported in a worker too (`probe_import`, at most `PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT`,
+10 s), so one that hangs or exits at import is a load failure, not a hung command.
+
+Arguments and answers cross by pickle: inputs (pandas frames), params as a dict (the
+worker rebuilds them with the plugin's own `Params`), results and views.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import multiprocessing
+import multiprocessing.connection
+import os
+import resource
+import sys
+import threading
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.errors import PluginRunError, SettingsError
+from core.settings import parse_duration
+
+TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_TIMEOUT"
+MEMORY_ENV = "PULSAR_LENS_PLUGIN_MEMORY"
+IMPORT_TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT"
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_IMPORT_TIMEOUT = 10.0
+DEFAULT_MEMORY = 1024 * 1024 * 1024
+PRELOAD = ["plugins.api", "pandas", "pyarrow", "altair"]
+DROPIN_PREFIX = "pulsar_lens_dropin_"
+
+
+@dataclass(frozen=True)
+class Locator:
+    """Where a worker finds a plugin class: a file (drop-in) or a module, and the class."""
+
+    kind: str  # "file" or "module"
+    where: str  # file path, or module name
+    module_name: str  # the module's name in the parent (drop-ins get a derived one)
+    qualname: str = ""
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = DEFAULT_TIMEOUT
+    memory: int = DEFAULT_MEMORY
+    import_timeout: float = DEFAULT_IMPORT_TIMEOUT
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Limits:
+        env = os.environ if environ is None else environ
+        return cls(
+            timeout=_seconds(env, TIMEOUT_ENV, DEFAULT_TIMEOUT),
+            memory=_mebibytes(env, MEMORY_ENV, DEFAULT_MEMORY),
+            import_timeout=_seconds(env, IMPORT_TIMEOUT_ENV, DEFAULT_IMPORT_TIMEOUT),
+        )
+
+
+def _seconds(env: Any, name: str, default: float) -> float:
+    text = (env.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        seconds = parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise SettingsError(f"{name}: {exc}") from None
+    if seconds <= 0:
+        raise SettingsError(f"{name} must be longer than zero, got {text!r}")
+    return seconds
+
+
+def _mebibytes(env: Any, name: str, default: int) -> int:
+    text = (env.get(name) or "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or not 64 <= int(text) <= 1024 * 1024:
+        raise SettingsError(f"{name} is a number of MiB from 64 to 1048576, got {text!r}")
+    return int(text) * 1024 * 1024
+
+
+def locate(cls: type) -> Locator:
+    """The locator of a plugin class loaded by the registry."""
+    module = sys.modules[cls.__module__]
+    path = getattr(module, "__file__", None)
+    if cls.__module__.startswith(DROPIN_PREFIX) and path:
+        return Locator("file", path, cls.__module__, cls.__qualname__)
+    return Locator("module", cls.__module__, cls.__module__, cls.__qualname__)
+
+
+# --- the parent side -------------------------------------------------------------------------
+
+_context: Any = None
+
+
+def _ctx() -> Any:
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(PRELOAD)
+    return _context
+
+
+def call(plugin: str, locator: Locator, method: str, args: tuple[Any, ...], limits: Limits) -> Any:
+    """`method(*args)` of a fresh instance of the located plugin class, in a worker."""
+    return _run(plugin, locator, method, args, limits, limits.timeout, what=method)
+
+
+def probe_import(source: str, locator: Locator, limits: Limits) -> str | None:
+    """Import the file or module in a worker first: None when that worked, else why not."""
+    try:
+        _run(source, locator, "", (), limits, limits.import_timeout, what="import")
+    except PluginRunError as exc:
+        return str(exc).removeprefix(f"plugin {source!r} failed: ")
+    return None
+
+
+def _run(
+    plugin: str,
+    locator: Locator,
+    method: str,
+    args: tuple[Any, ...],
+    limits: Limits,
+    timeout: float,
+    *,
+    what: str,
+) -> Any:
+    ctx = _ctx()
+    receive, send = ctx.Pipe(duplex=False)
+    worker = ctx.Process(
+        target=_worker, args=(locator, method, args, limits.memory, send), daemon=True
+    )
+    _start(worker)
+    send.close()
+    try:
+        answer = _wait(receive, worker, timeout)
+    finally:
+        receive.close()
+        if worker.is_alive():
+            worker.kill()
+        worker.join(5)
+    if answer is None:
+        raise PluginRunError(plugin, f"{what} ended its worker process ({_exit(worker)})")
+    status, payload = answer
+    if status == "timeout":
+        raise PluginRunError(plugin, f"{what} timed out after {timeout:g} s; it was stopped")
+    if status == "ok":
+        return payload
+    if status == "memory":
+        mib = limits.memory // (1024 * 1024)
+        raise PluginRunError(
+            plugin, f"{what} exceeded its memory limit of {mib} MiB ({MEMORY_ENV})"
+        )
+    raise PluginRunError(plugin, str(payload))
+
+
+_start_lock = threading.Lock()
+
+
+def _start(worker: Any) -> None:
+    """Start a worker without it re-running our `__main__` (multiprocessing would run the
+    parent's main script in the child: the Streamlit app, a pytest run, the CLI)."""
+    with _start_lock:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            worker.start()
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+
+
+def _wait(receive: Any, worker: Any, timeout: float) -> tuple[str, Any] | None:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            worker.kill()
+            return ("timeout", None)
+        ready = multiprocessing.connection.wait([receive, worker.sentinel], timeout=left)
+        if receive in ready:
+            try:
+                answer: tuple[str, Any] = receive.recv()
+            except (EOFError, OSError):
+                return None
+            return answer
+        if worker.sentinel in ready and not receive.poll():
+            return None
+
+
+def _exit(worker: Any) -> str:
+    code = worker.exitcode
+    if code is not None and code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+# --- the worker side -------------------------------------------------------------------------
+
+
+def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, send: Any) -> None:
+    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    try:
+        cls = _load(locator)
+        if not method:
+            send.send(("ok", None))
+            return
+        instance = cls()
+        if method == "analyze":
+            data, params = args
+            args = (data, cls.Params.model_validate(params))
+        send.send(("ok", getattr(instance, method)(*args)))
+    except MemoryError:
+        send.send(("memory", None))
+    except BaseException as exc:  # everything a plugin raises becomes its failure, in words
+        raised = f"{type(exc).__name__}: {exc}"
+        send.send(("error", f"{method} raised {raised}" if method else raised))
+    finally:
+        send.close()
+
+
+def _load(locator: Locator) -> Any:
+    if locator.kind == "file":
+        spec = importlib.util.spec_from_file_location(locator.module_name, Path(locator.where))
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {locator.where}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[locator.module_name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(locator.where)
+    obj: Any = module
+    for part in locator.qualname.split(".") if locator.qualname else ():
+        obj = getattr(obj, part)
+    return obj

@@ -1,0 +1,119 @@
+"""Third-party plugins that hang, exit, eat memory or hang at import are reported as their own
+failure; built-ins and everything else go on."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from core.errors import PluginRunError
+from core.store import Store
+from plugins import runner
+from plugins.registry import discover
+from tests.fake_admin import FakeAdmin
+from tests.lens_cli import run_lens
+from tests.plugins.test_results import store_with_polls
+
+TEMPLATE = """
+import os, time
+from plugins.api import AnalysisPlugin, Metric, Result
+
+class Bad(AnalysisPlugin):
+    name = "{slug}"
+    title = "{slug}"
+    description = "misbehaves"
+    version = "1"
+    inputs = ("topics",)
+    outputs = ("x",)
+
+    def analyze(self, data, params):
+        {body}
+        return Result(frames={{"x": data.latest("topics")[["topic"]]}})
+
+    def render(self, result):
+        return [Metric("rows", len(result.frames["x"]))]
+
+PLUGINS = (Bad,)
+"""
+
+BEHAVIOURS = {
+    "hangs": "time.sleep(3600)",
+    "exits": "os._exit(3)",
+    "hogs": "block = bytearray(1_500_000_000); block[::4096] = b'x' * len(block[::4096])",
+    "works": "pass",
+}
+
+
+@pytest.fixture
+def bad_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    for slug, body in BEHAVIOURS.items():
+        (folder / f"{slug}.py").write_text(textwrap.dedent(TEMPLATE.format(slug=slug, body=body)))
+    (folder / "import_hangs.py").write_text("import time\ntime.sleep(3600)\n")
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text(TEMPLATE.format(slug="linked", body="pass"))
+    (folder / "linked.py").symlink_to(outside)
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(folder))
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_TIMEOUT", "3s")
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT", "3s")
+    return folder
+
+
+def test_bad_imports_and_links_are_load_failures_and_builtins_load(bad_plugins: Path) -> None:
+    started = time.monotonic()
+    registry = discover()
+    assert time.monotonic() - started < 30
+    failed = {Path(f.source).name: f.message for f in registry.failures}
+    assert "timed out after 3 s" in failed["import_hangs.py"]
+    assert "outside the plugin folder; refused" in failed["linked.py"]
+    assert {"hangs", "exits", "hogs", "works", "subscription-status"} <= set(registry.plugins)
+
+
+@pytest.mark.parametrize(
+    ("slug", "expected"),
+    [
+        ("hangs", "analyze timed out after 3 s; it was stopped"),
+        ("exits", "analyze ended its worker process (exit code 3)"),
+        ("hogs", "analyze exceeded its memory limit of 1024 MiB"),
+    ],
+)
+def test_a_misbehaving_analysis_is_that_plugins_failure(
+    bad_plugins: Path, tmp_path: Path, slug: str, expected: str
+) -> None:
+    store = store_with_polls(tmp_path / "store")
+    registry = discover()
+    started = time.monotonic()
+    with pytest.raises(PluginRunError, match=re.escape(expected)):
+        runner.run(registry.get(slug), store, use_cache=False, use_stored=False)
+    assert time.monotonic() - started < 20
+    works = runner.run(registry.get("works"), store, use_cache=False, use_stored=False)
+    assert works.result.frames["x"]["topic"].tolist()  # and the next plugin runs fine
+
+
+def test_collect_and_analyze_go_on_past_misbehaving_plugins(
+    bad_plugins: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    env = {
+        "PULSAR_LENS_PLUGIN_DIRS": str(bad_plugins),
+        "PULSAR_LENS_PLUGIN_TIMEOUT": "3s",
+        "PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT": "3s",
+    }
+    with FakeAdmin() as fake:
+        argv = ("collect", "--once", "--store", str(store))
+        done = run_lens(*argv, env={**env, "PULSAR_ADMIN_URL": fake.url}, timeout=180)
+    assert done.returncode == 0, done.stderr  # analysed after the poll: each failure reported
+    assert "analysis hangs failed" in done.stderr and "analysis exits failed" in done.stderr
+    done = run_lens("analyze", "exits", "--store", str(store), env=env, timeout=120)
+    assert done.returncode != 0
+    assert "analyze ended its worker process (exit code 3)" in done.stderr
+    done = run_lens("analyze", "subscription-status", "--store", str(store), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["plugin"] == "subscription-status"
+    assert Store(store).latest_snapshot_id() is not None
