@@ -38,6 +38,9 @@ RANGE_SIZE = 65536
 CONSISTENT_HASH_MAX = 65535
 """4.0 consistent hashing reduces into [1, 65535] (`h31 % 65535 + 1`)."""
 
+DEFAULT_POINTS = 100
+"""`subscriptionKeySharedConsistentHashingReplicaPoints` default."""
+
 NONE_KEY = b"NONE_KEY"
 """The sticky key of a message with neither ordering key, partition key nor (4.0) producer."""
 

@@ -20,9 +20,8 @@ import bisect
 from typing import Literal
 
 from core.assignments import Assignments, Consumer, Impact, Selector
-from core.hashing import INT31_MASK, murmur3_31
+from core.hashing import DEFAULT_POINTS, INT31_MASK, murmur3_31
 from core.model import HashRange
-from core.selectors import DEFAULT_POINTS
 
 LegacyVariant = Literal["3.0.7", "3.0.3", "3.0.0"]
 

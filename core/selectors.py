@@ -25,7 +25,13 @@ from core.assignments import (
     sorted_unique,
 )
 from core.errors import ModelError
-from core.hashing import CONSISTENT_HASH_MAX, PulsarLine, SelectorKind, murmur3_31
+from core.hashing import (
+    CONSISTENT_HASH_MAX,
+    DEFAULT_POINTS,
+    PulsarLine,
+    SelectorKind,
+    murmur3_31,
+)
 from core.range_selectors import (
     AutoSplitSelector,
     StickySelector,
@@ -47,9 +53,6 @@ __all__ = [
     "ring_assignments",
     "validate_sticky_ranges",
 ]
-
-DEFAULT_POINTS = 100
-"""`subscriptionKeySharedConsistentHashingReplicaPoints` default."""
 
 
 class ConsistentHashingSelector(Selector):
