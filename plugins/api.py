@@ -8,12 +8,15 @@ Streamlit). See docs/plugins.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import altair as alt
 import pandas as pd
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import Metric as MetricFamily
 from pydantic import BaseModel, Field
 
 __all__ = [
@@ -21,15 +24,20 @@ __all__ = [
     "AnalysisPlugin",
     "BaseModel",
     "Chart",
+    "CounterMetricFamily",
     "Engine",
     "Field",
+    "GaugeMetricFamily",
     "Inputs",
     "Metric",
+    "MetricFamily",
+    "MetricsContext",
     "Note",
     "NoteLevel",
     "Result",
     "Table",
     "View",
+    "finite",
 ]
 
 Engine = Literal["light"]
@@ -125,6 +133,32 @@ class Note:
 View = Chart | Table | Metric | Note
 
 
+@dataclass(frozen=True)
+class MetricsContext:
+    """The bounds of what a plugin's `metrics()` may export, so a big cluster cannot blow up
+    a scrape: per-subscription series only for `subscriptions` (the ones with the largest
+    backlog, PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS of them, largest first), and at most
+    `max_groups` series of any other per-object family."""
+
+    subscriptions: tuple[tuple[str, str], ...] = ()
+    max_groups: int = 500
+    _kept: frozenset[tuple[str, str]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_kept", frozenset(self.subscriptions))
+
+    def keeps(self, topic: object, subscription: object) -> bool:
+        return (str(topic), str(subscription)) in self._kept
+
+
+def finite(value: object) -> float | None:
+    """A frame cell as a finite float, or None for a missing one (None, NaN, pd.NA)."""
+    if value is None or value is pd.NA:
+        return None
+    number = float(value)  # type: ignore[arg-type]
+    return None if math.isnan(number) or math.isinf(number) else number
+
+
 class AnalysisPlugin:
     """Base class of every analysis; subclass it and declare the class attributes.
 
@@ -144,6 +178,14 @@ class AnalysisPlugin:
 
     class Params(BaseModel):
         """No parameters; override with your own fields (they drive the dashboard form)."""
+
+    def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
+        """Prometheus families for /metrics from a result of the default parameters.
+
+        Optional. Names must start with `pulsar_lens_`; keep per-subscription series to
+        `context.subscriptions` and other per-object series to `context.max_groups`.
+        """
+        return []
 
     def analyze(self, data: Inputs, params: Any) -> Result:
         """Compute the output frames from the input tables; pure, no I/O."""

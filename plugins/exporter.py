@@ -1,9 +1,11 @@
 """The /metrics endpoint: a Prometheus collector over the store, and the HTTP server for it.
 
 At each scrape `LensCollector` reports the loop's own polls (from a `PollRecorder`) and the
-age of the newest stored snapshot; the cluster and analysis families (see `plugins.metrics`)
-are computed at most once per new snapshot id and reused until the next one is stored. The
-built-in analyses only are run (no entry points, no drop-in files); one that fails sets
+age of the newest stored snapshot; the cluster families (see `plugins.metrics`) and the
+families every loaded plugin contributes through its `metrics(result, context)` hook (read
+from its stored result of the newest snapshot) are built at most once per new snapshot id.
+Built-ins and third-party plugins go through the same hook; a plugin whose analysis or hook
+fails, or whose families break the rules (not `pulsar_lens_*`, a name taken), sets
 `pulsar_lens_plugin_errors{plugin}` and the scrape goes on without its series.
 
     PULSAR_LENS_METRICS_PORT              port of /metrics (0: off)
@@ -32,7 +34,6 @@ from plugins.metrics import (
     DEFAULT_MAX_SUBSCRIPTIONS,
     ClusterFacts,
     PollStats,
-    compute_analysis_families,
     compute_cluster_families,
     compute_collector_families,
     compute_plugin_error_families,
@@ -40,7 +41,6 @@ from plugins.metrics import (
 )
 
 if TYPE_CHECKING:  # the analyses (and altair with them) load at the first scrape, not before
-    from plugins.api import AnalysisPlugin, Result
     from plugins.runner import SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -50,13 +50,7 @@ ADDRESS_ENV = "PULSAR_LENS_METRICS_ADDRESS"
 MAX_SUBSCRIPTIONS_ENV = "PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS"
 DEFAULT_ADDRESS = "127.0.0.1"
 SERVE_PORT = 9464  # the default of `serve` and `demo`; `collect` has it off unless asked
-ANALYSES: tuple[str, ...] = (
-    "key-shared-map",
-    "stuck-hashes",
-    "subscription-status",
-    "failover-assignment",
-    "bundle-ownership",
-)
+PREFIX = "pulsar_lens_"
 COUNTED_TABLES = ("brokers", "topics", "subscriptions", "consumers")
 
 
@@ -132,13 +126,15 @@ class PollRecorder:
             return self._stats
 
 
-def builtin_analyses() -> tuple[list[AnalysisPlugin], list[str]]:
-    """The built-in analyses /metrics reports on, and the names of those that did not load."""
+def exporting_plugins() -> tuple[list[Any], list[str]]:
+    """Every loaded plugin with a `metrics` hook (built-in, entry point or drop-in), and the
+    names of plugins that failed to load."""
+    from plugins.api import AnalysisPlugin
     from plugins.registry import discover
 
-    registry = discover(builtins=True, entry_points=False, plugin_dirs=())
-    loaded = [registry.plugins[n].plugin for n in ANALYSES if n in registry.plugins]
-    return loaded, [n for n in ANALYSES if n not in registry.plugins]
+    registry = discover()
+    loaded = [p for p in registry if type(p.plugin).metrics is not AnalysisPlugin.metrics]
+    return loaded, [f.plugin or f.source for f in registry.failures]
 
 
 def utcnow() -> dt.datetime:
@@ -154,13 +150,13 @@ class LensCollector(Collector):
         *,
         recorder: PollRecorder | None = None,
         max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
-        plugins: Sequence[AnalysisPlugin] | None = None,
+        plugins: Sequence[Any] | None = None,
         now: Callable[[], dt.datetime] = utcnow,
     ) -> None:
         self._store = store
         self._recorder = recorder or PollRecorder()
         self._max = max_subscriptions
-        self._plugins: list[AnalysisPlugin] | None = None if plugins is None else list(plugins)
+        self._plugins: list[Any] | None = None if plugins is None else list(plugins)
         self._unloaded: list[str] = []
         self._now = now
         self._lock = threading.Lock()
@@ -221,31 +217,56 @@ class LensCollector(Collector):
         self.computations += 1
         facts = read_facts(self._store, sid, collected_at, index_row)
         keep = top_subscriptions(facts.subscriptions, self._max)
-        results, failed = self._analyze()
-        names = [p.name for p in self._loaded()] + self._unloaded
-        return [
-            *compute_cluster_families(facts, keep=keep),
-            *compute_analysis_families(results, keep=keep, max_groups=self._max),
-            *compute_plugin_error_families(names, failed),
-        ]
+        from plugins.api import MetricsContext
 
-    def _loaded(self) -> list[AnalysisPlugin]:
+        cluster = compute_cluster_families(facts, keep=keep)
+        context = MetricsContext(subscriptions=tuple(keep), max_groups=self._max)
+        contributed, failed = self._contributed(context, taken=_names(cluster))
+        names = [p.name for p in self._loaded()] + self._unloaded
+        return [*cluster, *contributed, *compute_plugin_error_families(names, failed)]
+
+    def _loaded(self) -> list[Any]:
         if self._plugins is None:
-            self._plugins, self._unloaded = builtin_analyses()
+            self._plugins, self._unloaded = exporting_plugins()
         return self._plugins
 
-    def _analyze(self) -> tuple[dict[str, Result], list[str]]:
+    def _contributed(self, context: Any, *, taken: set[str]) -> tuple[list[Metric], list[str]]:
         from plugins import runner
 
-        results: dict[str, Result] = {}
+        families: list[Metric] = []
         failed = list(self._unloaded)
         for plugin in self._loaded():
+            name = getattr(plugin, "name", "?")
             try:
-                results[plugin.name] = runner.run(plugin, self._store, use_cache=False).result
-            except Exception as exc:  # one failing analysis must not break the scrape
-                log.warning("/metrics: analysis %s failed: %s", plugin.name, exc)
-                failed.append(plugin.name)
-        return results, failed
+                result = runner.run(plugin, self._store, use_cache=False).result
+                mine = runner.metrics(plugin, result, context)
+                _check_families(mine, taken)
+            except Exception as exc:  # one failing plugin must not break the scrape
+                log.warning("/metrics: plugin %s contributed no series: %s", name, exc)
+                failed.append(name)
+                continue
+            taken |= _names(mine)
+            families.extend(mine)
+        return families, failed
+
+
+def _names(families: Sequence[Metric]) -> set[str]:
+    return {f.name for f in families}
+
+
+def _check_families(families: Any, taken: set[str]) -> None:
+    """A plugin's families: Prometheus metric families named pulsar_lens_*, none taken."""
+    if not isinstance(families, list | tuple):
+        raise TypeError(f"metrics() must return a list of metric families, found {type(families)}")
+    seen: set[str] = set()
+    for family in families:
+        if not isinstance(family, Metric):
+            raise TypeError(f"metrics() returned {type(family).__name__}, not a metric family")
+        if not family.name.startswith(PREFIX):
+            raise ValueError(f"metric {family.name!r} must be named {PREFIX}*")
+        if family.name in taken or family.name in seen:
+            raise ValueError(f"metric {family.name!r} is already exported")
+        seen.add(family.name)
 
 
 def read_facts(

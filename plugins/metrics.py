@@ -1,7 +1,9 @@
 """Prometheus metric families from the newest snapshot, plugin results and the loop's own polls.
 
-Pure functions: facts in, `prometheus_client` metric families out. `plugins.exporter` reads
-the store, runs the analyses once per new snapshot and serves these families on /metrics.
+Pure functions: facts in, `prometheus_client` metric families out: the collector's own
+health, the newest snapshot's counts and per-subscription broker stats, and which plugins
+failed. What the analyses found comes from each plugin's own `metrics()` hook;
+`plugins.exporter` gathers both and serves them on /metrics.
 Per-subscription series are bounded to the subscriptions with the largest backlog, so a
 cluster with many subscriptions cannot blow up the scrape. Labels carry only topic,
 subscription, group, status, kind and plugin names: never a URL or a credential.
@@ -11,24 +13,20 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-if TYPE_CHECKING:
-    from plugins.api import Result
-
 __all__ = [
     "DEFAULT_MAX_SUBSCRIPTIONS",
     "ClusterFacts",
     "PollStats",
     "SubscriptionKey",
-    "compute_analysis_families",
     "compute_cluster_families",
     "compute_collector_families",
     "compute_plugin_error_families",
@@ -169,136 +167,6 @@ def _rows_by_key(frame: pd.DataFrame) -> dict[SubscriptionKey, Mapping[str, Any]
     if frame.empty:
         return {}
     return {(str(r["topic"]), str(r["subscription"])): r for r in frame.to_dict("records")}
-
-
-def compute_analysis_families(
-    results: Mapping[str, Result], *, keep: Sequence[SubscriptionKey], max_groups: int
-) -> list[Metric]:
-    """Facts the built-in analyses found, for the subscriptions of `keep` (see each HELP)."""
-    kept = set(keep)
-    families: list[Metric] = []
-    if "key-shared-map" in results:
-        families.extend(_key_shared(results["key-shared-map"], kept))
-    if "stuck-hashes" in results:
-        families.append(_stuck(results["stuck-hashes"], keep, results.get("key-shared-map")))
-    if "subscription-status" in results:
-        families.extend(_status(results["subscription-status"], kept))
-    if "failover-assignment" in results:
-        families.extend(_failover(results["failover-assignment"], max_groups))
-    if "bundle-ownership" in results:
-        families.append(_ownership(results["bundle-ownership"]))
-    return families
-
-
-def _keyed(frame: pd.DataFrame, kept: set[SubscriptionKey]) -> Iterator[dict[str, Any]]:
-    for row in frame.to_dict("records"):
-        if (str(row["topic"]), str(row["subscription"])) in kept:
-            yield row
-
-
-def _key_shared(result: Result, kept: set[SubscriptionKey]) -> list[Metric]:
-    imbalance = _gauge(
-        "pulsar_lens_key_shared_imbalance",
-        "Largest consumer share of the Key_Shared hash space over the fair share 1/n "
-        "(key-shared-map); bounded like the subscription backlog.",
-        SUB_LABELS,
-    )
-    drift = _gauge(
-        "pulsar_lens_key_shared_drift",
-        "1 when the broker's Key_Shared hash ranges differ from our model of them "
-        "(key-shared-map), else 0; bounded like the subscription backlog.",
-        SUB_LABELS,
-    )
-    for row in _keyed(result.frames["subscriptions"], kept):
-        labels = [str(row["topic"]), str(row["subscription"])]
-        imbalance.add_metric(labels, _number(row["imbalance"]) or 0.0)
-        drift.add_metric(labels, 1.0 if bool(row["drift"]) else 0.0)
-    return [imbalance, drift]
-
-
-def _stuck(result: Result, keep: Sequence[SubscriptionKey], key_shared: Result | None) -> Metric:
-    gauge = _gauge(
-        "pulsar_lens_stuck_hashes",
-        "Key_Shared hashes draining without acknowledgement progress while messages wait "
-        "(stuck-hashes); bounded like the subscription backlog.",
-        SUB_LABELS,
-    )
-    hashes = result.frames["hashes"]
-    counts: dict[SubscriptionKey, int] = {}
-    for row in hashes.to_dict("records"):
-        if row["state"] == "stuck":
-            key = (str(row["topic"]), str(row["subscription"]))
-            counts[key] = counts.get(key, 0) + 1
-    shown = set(counts)
-    if key_shared is not None:
-        subs = key_shared.frames["subscriptions"]
-        shown |= {
-            (str(t), str(s)) for t, s in zip(subs["topic"], subs["subscription"], strict=True)
-        }
-    for key in keep:
-        if key in shown:
-            gauge.add_metric(list(key), float(counts.get(key, 0)))
-    return gauge
-
-
-def _status(result: Result, kept: set[SubscriptionKey]) -> list[Metric]:
-    status = _gauge(
-        "pulsar_lens_subscription_status",
-        "1 for the subscription's status (OK, WARN, STALL, STOP, ERROR; subscription-status), "
-        "one series per subscription; bounded like the subscription backlog.",
-        (*SUB_LABELS, "status"),
-    )
-    lag = _gauge(
-        "pulsar_lens_subscription_time_lag_seconds",
-        "Age of the oldest unacknowledged message when the snapshot was taken "
-        "(subscription-status); bounded like the subscription backlog.",
-        SUB_LABELS,
-    )
-    for row in _keyed(result.frames["status"], kept):
-        labels = [str(row["topic"]), str(row["subscription"])]
-        status.add_metric([*labels, str(row["status"])], 1.0)
-        seconds = _number(row["time_lag_s"])
-        if seconds is not None:
-            lag.add_metric(labels, seconds)
-    return [status, lag]
-
-
-def _failover(result: Result, max_groups: int) -> list[Metric]:
-    labels = ("group", "subscription")
-    bound = f"at most {max_groups} groups, most imbalanced first"
-    imbalance = _gauge(
-        "pulsar_lens_failover_imbalance",
-        "Largest active-partition count of a consumer over the fair count in a Failover "
-        f"group (failover-assignment); {bound}.",
-        labels,
-    )
-    flapping = _gauge(
-        "pulsar_lens_failover_flapping_partitions",
-        "Partitions of a Failover group whose active consumer changed repeatedly in recent "
-        f"snapshots (failover-assignment); {bound}.",
-        labels,
-    )
-    groups = result.frames["groups"]
-    if len(groups):
-        groups = groups.sort_values(["imbalance", "label"], ascending=[False, True])
-        for row in groups.head(max_groups).to_dict("records"):
-            key = [str(row["label"]), str(row["subscription"])]
-            imbalance.add_metric(key, _number(row["imbalance"]) or 0.0)
-            flapping.add_metric(key, float(row["flapping"]))
-    return [imbalance, flapping]
-
-
-def _ownership(result: Result) -> Metric:
-    gauge = _gauge(
-        "pulsar_lens_bundle_ownership_events",
-        "Bundle ownership events (moved, unloaded, reacquired, ...) seen over the stored "
-        "snapshots the bundle-ownership analysis reads, by kind.",
-        ("kind",),
-    )
-    events: Mapping[str, int] = result.summary.get("events", {})
-    for kind, count in sorted(events.items()):
-        gauge.add_metric([str(kind)], float(count))
-    return gauge
 
 
 def compute_plugin_error_families(plugins: Iterable[str], failed: Iterable[str]) -> list[Metric]:

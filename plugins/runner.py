@@ -29,7 +29,17 @@ from core.errors import (
 )
 from core.model import SCHEMAS
 from plugins import isolation
-from plugins.api import AnalysisPlugin, Chart, Inputs, Metric, Note, Result, Table, View
+from plugins.api import (
+    AnalysisPlugin,
+    Chart,
+    Inputs,
+    Metric,
+    MetricsContext,
+    Note,
+    Result,
+    Table,
+    View,
+)
 from plugins.registry import LoadedPlugin
 from plugins.results import ResultStore, StoredResult
 
@@ -39,6 +49,7 @@ __all__ = [
     "SnapshotStore",
     "clear_cache",
     "load_inputs",
+    "metrics",
     "param_choices",
     "results_for",
     "run",
@@ -256,6 +267,14 @@ def _call(loaded: AnalysisPlugin | LoadedPlugin, method: str, *args: Any) -> Any
         args = (args[0], args[1].model_dump(mode="json"))
     locator = isolation.locate(type(plugin))
     return isolation.call(plugin.name, locator, method, args, isolation.Limits.from_env())
+
+
+def metrics(
+    loaded: AnalysisPlugin | LoadedPlugin, result: Result, context: MetricsContext
+) -> list[Any]:
+    """The plugin's `metrics(result, context)` families (isolated like analyze)."""
+    families = _call(loaded, "metrics", result, context)
+    return cast(list[Any], list(families) if isinstance(families, tuple) else families)
 
 
 def param_choices(loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs) -> Mapping[str, Any]:

@@ -43,8 +43,11 @@ from plugins.api import (
     BaseModel,
     Chart,
     Field,
+    GaugeMetricFamily,
     Inputs,
     Metric,
+    MetricFamily,
+    MetricsContext,
     Note,
     Result,
     Table,
@@ -90,11 +93,11 @@ class StuckHashes(AnalysisPlugin):
         "Key_Shared hashes that keep draining with no acknowledgement progress while messages "
         "wait for them, who holds them, and consumers held back by the classic dispatcher."
     )
-    version = "1.0"
+    version = "1.1"
     engine = "light"
     inputs = ("draining_hashes", "consumers", "subscriptions")
     history = 60
-    outputs = ("hashes", "history", "violations", "held_back")
+    outputs = ("hashes", "history", "violations", "held_back", "key_shared")
 
     class Params(BaseModel):
         polls: int = Field(3, ge=2, le=60, description="Polls without progress before 'stuck'")
@@ -116,6 +119,7 @@ class StuckHashes(AnalysisPlugin):
                 "history": history.reset_index(drop=True),
                 "violations": violations,
                 "held_back": held,
+                "key_shared": key_shared_pairs(data.latest("subscriptions")),
             },
             summary={
                 "draining": len(hashes),
@@ -125,6 +129,27 @@ class StuckHashes(AnalysisPlugin):
                 "held_back": len(held),
             },
         )
+
+    def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
+        gauge = GaugeMetricFamily(
+            "pulsar_lens_stuck_hashes",
+            "Key_Shared hashes draining without acknowledgement progress while messages wait "
+            "(stuck-hashes); bounded like the subscription backlog.",
+            labels=["topic", "subscription"],
+        )
+        counts: dict[tuple[str, str], int] = {}
+        for row in result.frames["hashes"].to_dict("records"):
+            if row["state"] == "stuck":
+                key = (str(row["topic"]), str(row["subscription"]))
+                counts[key] = counts.get(key, 0) + 1
+        pairs = result.frames["key_shared"]
+        shown = set(counts) | {
+            (str(t), str(s)) for t, s in zip(pairs["topic"], pairs["subscription"], strict=True)
+        }
+        for key in context.subscriptions:
+            if key in shown:
+                gauge.add_metric(list(key), float(counts.get(key, 0)))
+        return [gauge]
 
     def render(self, result: Result) -> list[View]:
         hashes, summary = result.frames["hashes"], result.summary
@@ -148,6 +173,18 @@ class StuckHashes(AnalysisPlugin):
         if len(result.frames["held_back"]):
             views.append(Table(result.frames["held_back"], title="Held back (classic dispatcher)"))
         return views
+
+
+def key_shared_pairs(subscriptions: pd.DataFrame) -> pd.DataFrame:
+    """(topic, subscription) of the Key_Shared subscriptions with consumers: each gets a
+    stuck-hash series, 0 when none is stuck."""
+    columns = ["topic", "subscription"]
+    if subscriptions.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    keyed = subscriptions[
+        (subscriptions["type"] == "Key_Shared") & (subscriptions["consumer_count"] > 0)
+    ]
+    return keyed[columns].drop_duplicates().sort_values(columns).reset_index(drop=True)
 
 
 def _stuck_views(hashes: pd.DataFrame, history: pd.DataFrame) -> list[View]:

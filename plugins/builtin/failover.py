@@ -44,9 +44,13 @@ from plugins.api import (
     AnalysisPlugin,
     BaseModel,
     Field,
+    GaugeMetricFamily,
     Inputs,
+    MetricFamily,
+    MetricsContext,
     Result,
     View,
+    finite,
 )
 from plugins.builtin.failover_views import render_views
 
@@ -137,6 +141,30 @@ class FailoverAssignment(AnalysisPlugin):
         }
         selected = params.subscription or (next(iter(groups)) if groups else "")
         return Result(frames=frames, summary=summarize(frames, selected))
+
+    def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
+        labels = ["group", "subscription"]
+        bound = f"at most {context.max_groups} groups, most imbalanced first"
+        imbalance = GaugeMetricFamily(
+            "pulsar_lens_failover_imbalance",
+            "Largest active-partition count of a consumer over the fair count in a Failover "
+            f"group (failover-assignment); {bound}.",
+            labels=labels,
+        )
+        flapping = GaugeMetricFamily(
+            "pulsar_lens_failover_flapping_partitions",
+            "Partitions of a Failover group whose active consumer changed repeatedly in recent "
+            f"snapshots (failover-assignment); {bound}.",
+            labels=labels,
+        )
+        groups = result.frames["groups"]
+        if len(groups):
+            groups = groups.sort_values(["imbalance", "label"], ascending=[False, True])
+            for row in groups.head(context.max_groups).to_dict("records"):
+                key = [str(row["label"]), str(row["subscription"])]
+                imbalance.add_metric(key, finite(row["imbalance"]) or 0.0)
+                flapping.add_metric(key, float(row["flapping"]))
+        return [imbalance, flapping]
 
     def render(self, result: Result) -> list[View]:
         return render_views(result)

@@ -35,9 +35,13 @@ from plugins.api import (
     AnalysisPlugin,
     BaseModel,
     Field,
+    GaugeMetricFamily,
     Inputs,
+    MetricFamily,
+    MetricsContext,
     Result,
     View,
+    finite,
 )
 from plugins.builtin.hash_ranges import ROUTABLE
 from plugins.builtin.key_shared_fit import MAX_POINTS, Fit, fit_consistent
@@ -128,6 +132,26 @@ class KeySharedMap(AnalysisPlugin):
 
     def render(self, result: Result) -> list[View]:
         return render_views(result)
+
+    def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
+        imbalance = GaugeMetricFamily(
+            "pulsar_lens_key_shared_imbalance",
+            "Largest consumer share of the Key_Shared hash space over the fair share 1/n "
+            "(key-shared-map); bounded like the subscription backlog.",
+            labels=["topic", "subscription"],
+        )
+        drift = GaugeMetricFamily(
+            "pulsar_lens_key_shared_drift",
+            "1 when the broker's Key_Shared hash ranges differ from our model of them "
+            "(key-shared-map), else 0; bounded like the subscription backlog.",
+            labels=["topic", "subscription"],
+        )
+        for row in result.frames["subscriptions"].to_dict("records"):
+            if context.keeps(row["topic"], row["subscription"]):
+                labels = [str(row["topic"]), str(row["subscription"])]
+                imbalance.add_metric(labels, finite(row["imbalance"]) or 0.0)
+                drift.add_metric(labels, 1.0 if bool(row["drift"]) else 0.0)
+        return [imbalance, drift]
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
         subs = key_shared_subscriptions(data.latest("subscriptions"))

@@ -31,8 +31,11 @@ from plugins.api import (
     BaseModel,
     Chart,
     Field,
+    GaugeMetricFamily,
     Inputs,
     Metric,
+    MetricFamily,
+    MetricsContext,
     Note,
     Result,
     Table,
@@ -109,6 +112,18 @@ class BundleOwnership(AnalysisPlugin):
             "events": {k: int(v) for k, v in events["kind"].value_counts().sort_index().items()},
         }
         return Result(frames=frames, summary=summary)
+
+    def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
+        gauge = GaugeMetricFamily(
+            "pulsar_lens_bundle_ownership_events",
+            "Bundle ownership events (moved, unloaded, reacquired, ...) seen over the stored "
+            "snapshots the bundle-ownership analysis reads, by kind.",
+            labels=["kind"],
+        )
+        events: Mapping[str, int] = result.summary.get("events", {})
+        for kind, count in sorted(events.items()):
+            gauge.add_metric([str(kind)], float(count))
+        return [gauge]
 
     def render(self, result: Result) -> list[View]:
         summary, frames = result.summary, result.frames

@@ -39,12 +39,16 @@ from plugins.api import (
     BaseModel,
     Chart,
     Field,
+    GaugeMetricFamily,
     Inputs,
     Metric,
+    MetricFamily,
+    MetricsContext,
     Note,
     Result,
     Table,
     View,
+    finite,
 )
 
 STATUSES = ("ERROR", "STOP", "STALL", "WARN", "OK")
@@ -101,6 +105,29 @@ class SubscriptionStatus(AnalysisPlugin):
             frames={"status": status, "backlog": backlog},
             summary={"subscriptions": len(status), "worst": worst, "counts": counts},
         )
+
+    def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
+        status = GaugeMetricFamily(
+            "pulsar_lens_subscription_status",
+            "1 for the subscription's status (OK, WARN, STALL, STOP, ERROR; "
+            "subscription-status), one series per subscription; bounded like the "
+            "subscription backlog.",
+            labels=["topic", "subscription", "status"],
+        )
+        lag = GaugeMetricFamily(
+            "pulsar_lens_subscription_time_lag_seconds",
+            "Age of the oldest unacknowledged message when the snapshot was taken "
+            "(subscription-status); bounded like the subscription backlog.",
+            labels=["topic", "subscription"],
+        )
+        for row in result.frames["status"].to_dict("records"):
+            if context.keeps(row["topic"], row["subscription"]):
+                labels = [str(row["topic"]), str(row["subscription"])]
+                status.add_metric([*labels, str(row["status"])], 1.0)
+                seconds = finite(row["time_lag_s"])
+                if seconds is not None:
+                    lag.add_metric(labels, seconds)
+        return [status, lag]
 
     def render(self, result: Result) -> list[View]:
         status = result.frames["status"]

@@ -23,16 +23,16 @@ from core.model import (
     SubscriptionRecord,
     TopicRecord,
 )
-from plugins.api import AnalysisPlugin, Inputs, Result, View
+from plugins.api import AnalysisPlugin, Inputs, MetricsContext, Result, View
 from plugins.builtin.draining import StuckHashes
 from plugins.builtin.failover import FailoverAssignment
+from plugins.builtin.key_shared import KeySharedMap
 from plugins.builtin.ownership import BundleOwnership
 from plugins.builtin.status import SubscriptionStatus
 from plugins.exporter import LensCollector, MetricsSettings, PollRecorder
 from plugins.metrics import (
     ClusterFacts,
     PollStats,
-    compute_analysis_families,
     compute_cluster_families,
     compute_collector_families,
     compute_plugin_error_families,
@@ -176,12 +176,30 @@ def stuck_snapshots() -> list[Snapshot]:
     ]
 
 
+HOOKS: dict[str, AnalysisPlugin] = {
+    "key-shared-map": KeySharedMap(),
+    "stuck-hashes": StuckHashes(),
+    "subscription-status": SubscriptionStatus(),
+    "failover-assignment": FailoverAssignment(),
+    "bundle-ownership": BundleOwnership(),
+}
+
+
+def compute_analysis_families(
+    results: Mapping[str, Result], *, keep: Sequence[tuple[str, str]], max_groups: int
+) -> list[Any]:
+    """What /metrics gets from these plugins' hooks for their results."""
+    context = MetricsContext(subscriptions=tuple(keep), max_groups=max_groups)
+    return [f for slug, result in results.items() for f in HOOKS[slug].metrics(result, context)]
+
+
 def run_plugin(plugin: AnalysisPlugin, snapshots: Sequence[Snapshot]) -> Result:
     return run_on_inputs(plugin, make_inputs(snapshots, plugin.inputs)).result
 
 
 def test_analysis_families_key_shared_and_stuck_hashes_per_subscription() -> None:
-    snaps = stuck_snapshots()
+    other = SubscriptionRecord("t/x", "s", type="Key_Shared", consumer_count=1)
+    snaps = [replace(s, subscriptions=(*s.subscriptions, other)) for s in stuck_snapshots()]
     results = {
         "stuck-hashes": run_plugin(StuckHashes(), snaps),
         "key-shared-map": key_shared_result([(TOPIC, SUB, 1.5, True), ("t/x", "s", 1.0, False)]),

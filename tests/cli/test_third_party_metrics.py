@@ -1,0 +1,112 @@
+"""A third-party plugin can do what a built-in does: a drop-in file's metrics() hook puts its
+family on a real /metrics scrape, and it gets its own dashboard page; a plugin whose hook
+breaks the rules is reported, and the scrape goes on."""
+
+from __future__ import annotations
+
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from cli.main import build_parser
+from collectors.localpulsar import free_port
+from tests.cli.test_metrics_cmd import GatedSource, wait_scrape
+
+BACKLOG_TOP = """
+from plugins.api import (
+    AnalysisPlugin, GaugeMetricFamily, Metric, MetricsContext, Result, Table, finite,
+)
+
+class BacklogTop(AnalysisPlugin):
+    name = "backlog-top"
+    title = "Largest backlogs"
+    description = "Subscriptions with the largest backlog."
+    version = "1.0"
+    inputs = ("subscriptions",)
+    outputs = ("top",)
+
+    def analyze(self, data, params):
+        subs = data.latest("subscriptions")
+        top = subs.nlargest(5, "msg_backlog")[["topic", "subscription", "msg_backlog"]]
+        return Result(frames={"top": top.reset_index(drop=True)}, summary={"shown": len(top)})
+
+    def render(self, result):
+        return [Metric("Shown", result.summary["shown"]), Table(result.frames["top"])]
+
+    def metrics(self, result, context: MetricsContext):
+        gauge = GaugeMetricFamily(
+            "pulsar_lens_backlog_top_messages", "Backlog of the largest subscriptions.",
+            labels=["topic", "subscription"],
+        )
+        for row in result.frames["top"].to_dict("records"):
+            if context.keeps(row["topic"], row["subscription"]):
+                labels = [row["topic"], row["subscription"]]
+                gauge.add_metric(labels, finite(row["msg_backlog"]) or 0)
+        return [gauge]
+
+class Rude(BacklogTop):
+    name = "rude"
+    title = "Rude"
+
+    def metrics(self, result, context):
+        return [GaugeMetricFamily("up", "takes a name that is not ours")]
+
+PLUGINS = (BacklogTop, Rude)
+"""
+
+
+@pytest.fixture
+def drop_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "backlog_top.py").write_text(textwrap.dedent(BACKLOG_TOP))
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(folder))
+    return folder
+
+
+def test_a_drop_in_exports_a_metric_like_a_builtin(drop_ins: Path, tmp_path: Path) -> None:
+    port = free_port()
+    source = GatedSource()
+    argv = ["collect", "--admin-url", "http://b:8080", "--store", str(tmp_path / "store")]
+    args = build_parser().parse_args([*argv, "--interval", "1s", "--metrics-port", str(port)])
+    args.source_factory = source
+    args.max_polls = 2
+    worker = threading.Thread(target=args.func, args=(args,), daemon=True)
+    worker.start()
+    try:
+        text = wait_scrape(port, timeout=60)
+    finally:
+        source.release.set()
+        worker.join(timeout=60)
+    assert 'pulsar_lens_backlog_top_messages{subscription="' in text
+    assert 'pulsar_lens_plugin_errors{plugin="backlog-top"} 0.0' in text
+    assert 'pulsar_lens_plugin_errors{plugin="rude"} 1.0' in text
+    assert "\nup " not in text
+
+
+def _analysis_page() -> None:
+    from dashboard.app_pages.analysis import draw_analysis
+
+    draw_analysis("backlog-top")
+
+
+def test_a_drop_in_gets_a_page_like_a_builtin(
+    drop_ins: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashboard.navigation import analysis_url, page_plan
+    from plugins.registry import discover
+    from tests.dashboard.scenario import write_scenario
+
+    plan = page_plan(discover())
+    urls = {spec.url_path for specs in plan.values() for spec in specs}
+    assert analysis_url("backlog-top") in urls and analysis_url("sticky-ranges") in urls
+    store = tmp_path / "store"
+    monkeypatch.setenv("PULSAR_LENS_STORE", str(store))
+    write_scenario(store)
+    at = AppTest.from_function(_analysis_page, default_timeout=60).run()
+    assert not at.exception and not at.error
+    assert [t.value for t in at.title] == ["Largest backlogs"]
+    assert [m.label for m in at.metric] == ["Shown"]
