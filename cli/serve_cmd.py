@@ -137,7 +137,7 @@ def dashboard_url(address: str, port: int) -> str:
 
 
 def serve(
-    admin_url: str,
+    admin_url: str | None,
     store: Path,
     interval: dt.timedelta,
     *,
@@ -148,13 +148,16 @@ def serve(
     metrics: int = 0,
     collect_args: Sequence[str] = (),
 ) -> int:
-    """Supervise the loop and the dashboard until stopped; 1 (with the reason) if one dies."""
+    """Supervise the loop and the dashboard until stopped; 1 (with the reason) if one dies.
+    Without an admin URL only the dashboard runs, over the store as it is (offline)."""
     store.mkdir(parents=True, exist_ok=True)
     url = dashboard_url(address, port)
-    children = [
-        collect_child(admin_url, store, interval, metrics=metrics, extra=collect_args),
-        streamlit_child(store, interval, address=address, port=port),
-    ]
+    children = [streamlit_child(store, interval, address=address, port=port)]
+    if admin_url is not None:
+        collector = collect_child(admin_url, store, interval, metrics=metrics, extra=collect_args)
+        children.insert(0, collector)
+    else:
+        metrics = 0  # /metrics lives in the collect process
     stop = stop or threading.Event()
 
     def ready() -> None:
@@ -178,19 +181,38 @@ def serve(
 
 def run_serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
-    admin_url = require_admin_url("serve", args.admin_url, settings)
-    if not admin_url:
-        return 2
     store = Path(args.store or settings.store_dir).resolve()
+    if not (args.admin_url or settings.admin_url) and _has_snapshots(store):
+        banner = [f"Browsing {store} offline: no admin URL is set, so nothing is polled"]
+        admin_url = None
+    else:
+        admin_url = require_admin_url("serve", args.admin_url, settings)
+        if not admin_url:
+            print(
+                f"pulsar-lens serve: or point --store at a store with snapshots to browse it "
+                f"offline ({store} has none)",
+                file=sys.stderr,
+            )
+            return 2
+        banner = [f"Collecting from {display_url(admin_url)} into {store}"]
     return serve(
         admin_url,
         store,
         args.interval or settings.poll_interval,
         address=args.address or os.environ.get(BIND_ENV) or "127.0.0.1",
         port=args.port,
-        banner=[f"Collecting from {display_url(admin_url)} into {store}"],
+        banner=banner,
         metrics=metrics_port(args.metrics_port, default=SERVE_PORT),
     )
+
+
+def _has_snapshots(store: Path) -> bool:
+    from core.store import Store
+
+    try:
+        return Store(store).latest_snapshot_id() is not None
+    except Exception:  # an unreadable store is no store to browse
+        return False
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -136,3 +136,25 @@ def test_url_credentials_stay_off_the_collector_command_line_and_the_banner(
     assert collector.env is not None and collector.env["PULSAR_ADMIN_URL"] == url
     assert dashboard.env is not None
     assert "PW-never-in-ps" not in " ".join(f"{k}={v}" for k, v in dashboard.env.items())
+
+
+def test_serve_browses_an_existing_store_offline_without_an_admin_url(tmp_path: Path) -> None:
+    from core.store import Store
+    from tests.core.snapshots import make_snapshot
+
+    store = tmp_path / "store"
+    Store(store).write(make_snapshot())
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    argv = [PY, "-m", "cli.main", "serve", "--port", str(port), "--store", str(store)]
+    with subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        _stop_on_sigterm(proc, port)
+        rest = proc.stdout.read() if proc.stdout else ""
+    assert "offline: no admin URL is set, so nothing is polled" in rest
