@@ -174,9 +174,10 @@ def run(args: argparse.Namespace) -> int:
     wrap_poll, wrap_beat = sampling_hooks(args, settings, store)
     source = factory(admin_url, args.namespaces)
     printer = HeartbeatPrinter()
-    analyses = Analyses(store)
+    analyses: Analyses | None = None
     try:
-        metrics.start()
+        metrics.start()  # first: /metrics answers while the plugins load
+        analyses = Analyses(store)
         loop = PollLoop(
             wrap_poll(source.poll),
             store,
@@ -198,7 +199,8 @@ def run(args: argparse.Namespace) -> int:
         if args.once or args.max_polls:
             analyses.finish()  # a bounded run leaves its results stored, like its snapshots
     finally:
-        analyses.close()
+        if analyses is not None:
+            analyses.close()
         metrics.close()
         source.close()
     if loop.last_success is None and printer.last and printer.last.write_error:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collectors.brokers import parse_broker, parse_owned_bundles
-from collectors.fields import field_warnings, reading
+from collectors.fields import field_warnings, reading, shown, warn
 from collectors.namespaces import (
     NamespaceListing,
     bundle_for,
@@ -143,8 +143,8 @@ def _topic_names(
     for name in sorted(names):
         try:
             topic = parse_topic_name(name)
-        except ValueError:
-            log.debug("ignoring a topic name that is not one: %r", name)
+        except ValueError as exc:
+            warn(f"topic {shown(name)} left out: the broker would refuse its name ({exc})")
             continue
         if topic.namespace in wanted:
             parsed.append(topic)

@@ -63,7 +63,12 @@ class TopicName:
 
 @lru_cache(maxsize=65_536)
 def parse_topic_name(name: str) -> TopicName:
-    """`name` read as the broker's `TopicName.get(name)`; TopicNameError when it refuses it."""
+    """`name` read as the broker's `TopicName.get(name)`; TopicNameError when it refuses it.
+
+    A name holding a lone surrogate (bytes that were not UTF-8) is refused too: the broker's
+    class would take it, but no request can carry it to a broker."""
+    if any("\ud800" <= c <= "\udfff" for c in name):
+        raise TopicNameError(f"{name.encode('utf-8', 'backslashreplace')!r} is not valid text")
     complete = _completed(name)
     domain_text, _, rest = complete.partition("://")
     domain = _domain(domain_text)
@@ -165,7 +170,8 @@ def _check_namespace(tenant: str, cluster: str | None, namespace: str) -> None:
 def _java_parse_int(text: str) -> int | None:
     """Integer.parseInt: an optional sign, then decimal digits (any script), within int."""
     digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits or not all(c.isdecimal() for c in digits):
+    # Java reads one UTF-16 unit at a time: a digit outside the BMP is two units, no digit
+    if not digits or not all(c.isdecimal() and ord(c) < 0x10000 for c in digits):
         return None
     value = int(text)
     return value if -INT_MAX - 1 <= value <= INT_MAX else None

@@ -105,15 +105,18 @@ def _watch(proc: subprocess.Popen[str], store: Path, port: int, metrics: int) ->
     both must answer every time."""
     deadline = time.monotonic() + 180
     stored = 0
+    up = False
     while time.monotonic() < deadline and stored < POLLS:
         assert proc.poll() is None, "serve exited"
         time.sleep(2)
         try:
             health, _ = get(f"http://127.0.0.1:{port}/_stcore/health")
+            status, text = get(f"http://127.0.0.1:{metrics}/metrics")
         except OSError:
-            continue  # the dashboard is still starting
+            assert not up, "the dashboard or /metrics stopped answering"
+            continue  # still starting
+        up = True
         assert health == 200
-        status, text = get(f"http://127.0.0.1:{metrics}/metrics")
         assert status == 200 and "pulsar_lens_polls_total" in text
         assert TOKEN not in text
         stored = len(Store(store).snapshots())

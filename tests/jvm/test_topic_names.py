@@ -104,6 +104,8 @@ KNOWN = [
     "a//b/c",
     "/a/b/c",
     "",
+    "persistent://public/default/x-partition-\U0001d7d9",  # a digit outside the BMP
+    "persistent://public/default/x-partition-\u0663",  # a digit inside it
 ]
 
 
@@ -162,3 +164,8 @@ def test_whitespace_local_names_are_refused_like_the_broker(oracle: Oracle) -> N
     ]
     for name, theirs in zip(names, oracle.ask(names), strict=True):
         assert ours(name, 4) == theirs, name
+
+
+def test_lone_surrogates_are_refused_though_the_class_would_take_them() -> None:
+    with pytest.raises(TopicNameError, match="is not valid text"):
+        parse_topic_name("persistent://public/default/x\udcff")

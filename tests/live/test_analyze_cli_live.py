@@ -59,7 +59,7 @@ def test_analyze_cli_live_subscription_status(live_store: Path) -> None:
 
 def test_analyze_cli_live_stuck_hashes(live_store: Path) -> None:
     result = analyze(live_store, "stuck-hashes")
-    assert set(result["frames"]) == {"hashes", "history", "violations", "held_back"}
+    assert set(result["frames"]) == {"hashes", "history", "violations", "held_back", "key_shared"}
     assert result["summary"]["violations"] == 0
 
 
