@@ -10,6 +10,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY core core
 COPY collectors collectors
+COPY lab lab
 COPY plugins plugins
 COPY dashboard dashboard
 COPY cli cli

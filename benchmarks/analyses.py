@@ -31,7 +31,7 @@ from plugins.builtin.draining import StuckHashes
 from plugins.builtin.ownership import BundleOwnership
 from plugins.builtin.status import SubscriptionStatus
 from plugins.runner import load_inputs, run_on_inputs
-from tests.plugins.factory import at, make_snapshot
+from plugins.testing import at, make_snapshot
 
 
 def poll_at(i: int, subscriptions: int, hashes: int) -> Snapshot:

@@ -27,9 +27,9 @@ import pulsar as pulsar_client
 import requests
 
 from collectors.admin import AdminClient
-from collectors.localpulsar import LocalPulsar
 from collectors.poll import poll
 from collectors.topics import parse_topic_name
+from lab.localpulsar import LocalPulsar
 
 CREATE_WORKERS = 8
 SETUP_DEADLINE = 600.0

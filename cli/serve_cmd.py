@@ -227,8 +227,8 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def run_demo_in(store: Path, args: argparse.Namespace) -> int:
     """A local broker, the demo workloads on it, and serve(); everything stopped on the way out."""
-    from collectors.demo import DemoSettings, DemoWorkloads
-    from collectors.localpulsar import LocalPulsar
+    from lab.demo import DemoSettings, DemoWorkloads
+    from lab.localpulsar import LocalPulsar
 
     print("Starting a local Pulsar 4.0 standalone on 127.0.0.1 ...", flush=True)
     pulsar = LocalPulsar().start()  # stops itself if interrupted while starting
@@ -257,7 +257,7 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
 
 
 def demo_banner(admin_url: str) -> list[str]:
-    from collectors.demo import DemoSettings
+    from lab.demo import DemoSettings
 
     return [
         f"Local Pulsar admin API: {admin_url}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from collectors.localpulsar import LocalPulsar
+from lab.localpulsar import LocalPulsar
 
 
 class BrokerPool:

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from collectors.localpulsar import LocalPulsar
 from core import secrets
+from lab.localpulsar import LocalPulsar
 from tests.brokers import BrokerPool
 
 

@@ -13,9 +13,9 @@ import pytest
 
 from cli.collect_cmd import Source
 from cli.main import build_parser, main
-from collectors.localpulsar import free_port
 from core.model import Snapshot
 from core.store import Store
+from lab.localpulsar import free_port
 from tests.core.snapshots import make_snapshot, unreachable_snapshot
 
 

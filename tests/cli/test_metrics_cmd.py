@@ -17,8 +17,8 @@ from cli.collect_cmd import Source
 from cli.main import build_parser, main
 from cli.metrics_endpoint import metrics_port
 from cli.serve_cmd import collect_child
-from collectors.localpulsar import free_port
 from core.model import Snapshot
+from lab.localpulsar import free_port
 from tests.core.snapshots import make_snapshot
 
 SENTINEL = "sentinel-token-5f1c2e"

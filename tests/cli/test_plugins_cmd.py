@@ -10,7 +10,7 @@ import pytest
 from cli.main import main
 from core.model import SubscriptionRecord
 from core.store import Store
-from tests.plugins.factory import TOPIC, make_snapshot
+from plugins.testing import TOPIC, make_snapshot
 
 
 def stalled_store(root: Path) -> Path:

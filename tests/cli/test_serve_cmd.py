@@ -17,7 +17,7 @@ import pytest
 
 from cli.main import main
 from cli.supervisor import Child, ChildFailed, supervise
-from collectors.localpulsar import free_port
+from lab.localpulsar import free_port
 
 UNREACHABLE = "http://127.0.0.1:9"  # discard port: nothing answers; collect keeps retrying
 PY = sys.executable

@@ -15,8 +15,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from collectors.localpulsar import free_port
 from core.store import Store
+from lab.localpulsar import free_port
 from tests.cli.test_collect_survival import BULK, hostile_bulk, hostile_stats
 from tests.fake_admin import FakeAdmin, Seen, echo_headers
 from tests.lens_cli import ROOT

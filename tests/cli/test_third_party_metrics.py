@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from cli.main import build_parser
-from collectors.localpulsar import free_port
+from lab.localpulsar import free_port
 from tests.cli.test_metrics_cmd import GatedSource, wait_scrape
 
 BACKLOG_TOP = """

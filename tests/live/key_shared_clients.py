@@ -16,10 +16,10 @@ from typing import Any
 import pulsar
 import requests
 
-from collectors.localpulsar import JVM_CHARSET, LocalPulsar
 from core.assignments import Consumer
 from core.model import HashRange
 from core.selectors import Impact, Selector
+from lab.localpulsar import JVM_CHARSET, LocalPulsar
 
 SUB = "lens"
 HANDLE = "lens-handle"

@@ -15,10 +15,10 @@ import pulsar
 import requests
 
 from collectors.admin import AdminClient
-from collectors.localpulsar import LocalPulsar
 from collectors.poll import diff, poll
 from core.model import Snapshot
 from core.store import Store
+from lab.localpulsar import LocalPulsar
 from plugins import runner
 from plugins.api import AnalysisPlugin
 

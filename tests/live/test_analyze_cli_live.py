@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from collectors.localpulsar import LocalPulsar
+from lab.localpulsar import LocalPulsar
 from tests.lens_cli import run_lens
 from tests.live.lens_polls import new_topic, pulsar_client
 

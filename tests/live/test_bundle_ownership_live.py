@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pulsar import ConsumerType
 
-from collectors.localpulsar import LocalPulsar
 from collectors.namespaces import bundle_for, parse_boundaries
+from lab.localpulsar import LocalPulsar
 from plugins.builtin.ownership import BundleOwnership
 from tests.live.lens_polls import (
     STATS_REFRESH,

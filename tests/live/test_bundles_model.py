@@ -16,7 +16,6 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from collectors.localpulsar import LocalPulsar
 from core.bundles import (
     FULL_UPPER,
     BundleRange,
@@ -29,6 +28,7 @@ from core.bundles import (
 )
 from core.errors import ModelError
 from core.hashing import topic_bundle_hash
+from lab.localpulsar import LocalPulsar
 from tests.crcforge import forge_name
 
 TENANT = "public"

@@ -12,9 +12,9 @@ import pytest
 import requests
 
 from cli.collect_cmd import admin_source
-from collectors.localpulsar import LocalPulsar
 from collectors.loop import PollLoop
 from core.store import Store
+from lab.localpulsar import LocalPulsar
 from tests.lens_cli import run_lens
 
 

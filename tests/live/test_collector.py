@@ -23,9 +23,9 @@ import pytest
 import requests
 
 from collectors.admin import AdminClient
-from collectors.localpulsar import LocalPulsar, free_port
 from collectors.poll import diff, poll
 from core.model import Snapshot
+from lab.localpulsar import LocalPulsar, free_port
 from tests.brokers import BrokerPool
 from tests.collectors.recorded import DATA, index
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from collectors.localpulsar import LocalPulsar, free_port
+from lab.localpulsar import LocalPulsar, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()

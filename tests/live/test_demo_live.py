@@ -16,12 +16,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from collectors.admin import AdminClient
-from collectors.demo import EVENTS, ORDERS, PAYMENTS, DemoSettings, DemoWorkloads
-from collectors.localpulsar import LocalPulsar
 from collectors.loop import PollLoop
 from collectors.poll import diff, poll
 from core.failover import partition_index
 from core.store import Store
+from lab.demo import EVENTS, ORDERS, PAYMENTS, DemoSettings, DemoWorkloads
+from lab.localpulsar import LocalPulsar
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 POLLS = 8

@@ -21,8 +21,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from collectors.localpulsar import LocalPulsar
 from core.model import Snapshot
+from lab.localpulsar import LocalPulsar
 from plugins.builtin.failover import FailoverAssignment
 from tests.brokers import BrokerPool
 from tests.live.failover_clients import FailoverClient

@@ -20,8 +20,6 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from collectors.localpulsar import JVM_FLAGS, LocalPulsar
-from collectors.runtime import find_java
 from core.failover import (
     FailoverConsumer,
     build_ring,
@@ -31,6 +29,8 @@ from core.failover import (
     select_active_consumer,
 )
 from core.hashing import murmur3_31
+from lab.localpulsar import JVM_FLAGS, LocalPulsar
+from lab.runtime import find_java
 from tests.brokers import BrokerPool
 from tests.live.failover_clients import FailoverClient
 

@@ -19,9 +19,9 @@ import pulsar as pulsar_client_lib
 import pytest
 
 from collectors.keys import collect_key_samples, sample_keys
-from collectors.localpulsar import LocalPulsar
 from core.keyload import UNCOVERED, compute_key_load
 from core.store import Store
+from lab.localpulsar import LocalPulsar
 from tests.lens_cli import run_lens
 from tests.live.lens_polls import admin, pulsar_client, topic_stats, wait_for
 

@@ -20,7 +20,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from collectors.localpulsar import LocalPulsar
+from lab.localpulsar import LocalPulsar
 from plugins.builtin.key_shared import KeySharedMap
 from tests.brokers import BrokerPool
 from tests.lens_cli import run_lens

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 import pulsar as pulsar_client
 import pytest
 
-from collectors.localpulsar import LocalPulsar
 from core.errors import ModelError
 from core.hashing import resolve_sticky_key
 from core.selectors import (
@@ -24,6 +23,7 @@ from core.selectors import (
     StickySelector,
     validate_sticky_ranges,
 )
+from lab.localpulsar import LocalPulsar
 from tests.brokers import BrokerPool
 from tests.live.key_shared_clients import Group, jvm_name_encoding, new_topic, publish, topic_stats
 

@@ -7,8 +7,8 @@ import uuid
 import pulsar as pulsar_client
 import requests
 
-from collectors.localpulsar import LocalPulsar
-from collectors.runtime import PULSAR_VERSION, find_java, java_version
+from lab.localpulsar import LocalPulsar
+from lab.runtime import PULSAR_VERSION, find_java, java_version
 from tests.brokers import BrokerPool
 
 

@@ -20,9 +20,9 @@ import pulsar
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from collectors.localpulsar import LocalPulsar, free_port
 from core.hashing import murmur3_31
 from core.store import Store
+from lab.localpulsar import LocalPulsar, free_port
 from tests.live.lens_polls import STATS_REFRESH, new_topic, pulsar_client, topic_stats, wait_for
 
 SUB = "metrics-ks"

@@ -16,8 +16,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from collectors.localpulsar import LocalPulsar, free_port
 from core.store import Store
+from lab.localpulsar import LocalPulsar, free_port
 
 PY = sys.executable
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pulsar
 
-from collectors.localpulsar import LocalPulsar
 from core.hashing import sticky_key_hash
 from core.model import HashRange
+from lab.localpulsar import LocalPulsar
 from plugins.builtin.sticky_ranges import StickyRanges
 from tests.live.lens_polls import (
     STATS_REFRESH,

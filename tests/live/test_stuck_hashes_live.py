@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 import pulsar
 
-from collectors.localpulsar import LocalPulsar
 from core.hashing import murmur3_31
+from lab.localpulsar import LocalPulsar
 from plugins.builtin.draining import StuckHashes
 from tests.brokers import BrokerPool
 from tests.live.lens_polls import (

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 from pulsar import Consumer, ConsumerType, Message
 
-from collectors.localpulsar import LocalPulsar
+from lab.localpulsar import LocalPulsar
 from plugins.builtin.status import SubscriptionStatus
 from tests.brokers import BrokerPool
 from tests.live.lens_polls import (

@@ -12,7 +12,7 @@ from plugins.api import Chart, Note, Table
 from plugins.builtin.classic import parse_positions
 from plugins.builtin.draining import StuckHashes
 from plugins.runner import RunOutput, run_on_inputs
-from tests.plugins.factory import TOPIC, at, make_inputs, make_snapshot
+from plugins.testing import TOPIC, at, make_inputs, make_snapshot
 
 PLUGIN = StuckHashes()
 SUB = "orders-ks"

@@ -14,8 +14,8 @@ from core.model import ConsumerRecord, Snapshot, SubscriptionRecord
 from plugins.api import Chart, Metric, Note, Table
 from plugins.builtin.failover import FailoverAssignment
 from plugins.runner import RunOutput, run_on_inputs
+from plugins.testing import make_inputs, make_snapshot
 from tests.collectors import recorded
-from tests.plugins.factory import make_inputs, make_snapshot
 
 PLUGIN = FailoverAssignment()
 NS = "persistent://public/default"

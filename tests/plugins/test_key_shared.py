@@ -21,8 +21,8 @@ from plugins.builtin.hash_ranges import Member, infer_selector
 from plugins.builtin.key_shared import KeySharedMap
 from plugins.builtin.key_shared_rebuild import name_indexes, rebuild
 from plugins.runner import RunOutput, run_on_inputs
+from plugins.testing import TOPIC, at, make_inputs, make_snapshot
 from tests.collectors import recorded
-from tests.plugins.factory import TOPIC, at, make_inputs, make_snapshot
 
 PLUGIN = KeySharedMap()
 SUB = "ks"

@@ -40,7 +40,7 @@ from plugins.metrics import (
     top_subscriptions,
 )
 from plugins.runner import run_on_inputs
-from tests.plugins.factory import TOPIC, MemoryStore, at, make_inputs, make_snapshot
+from plugins.testing import TOPIC, MemoryStore, at, make_inputs, make_snapshot
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 SUB = "orders-ks"

@@ -11,7 +11,7 @@ from core.model import BundleRecord, ConsumerRecord, EventRecord, Snapshot, Topi
 from plugins.api import Chart, Table
 from plugins.builtin.ownership import BundleOwnership
 from plugins.runner import RunOutput, run_on_inputs
-from tests.plugins.factory import at, make_inputs, make_snapshot
+from plugins.testing import at, make_inputs, make_snapshot
 
 PLUGIN = BundleOwnership()
 NS = "public/default"

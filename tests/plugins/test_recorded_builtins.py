@@ -11,8 +11,8 @@ from plugins.builtin.draining import StuckHashes
 from plugins.builtin.ownership import BundleOwnership
 from plugins.builtin.status import SubscriptionStatus
 from plugins.runner import run_on_inputs
+from plugins.testing import make_inputs
 from tests.collectors import recorded
-from tests.plugins.factory import make_inputs
 
 ORDERS = "persistent://public/default/orders"
 

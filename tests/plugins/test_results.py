@@ -20,7 +20,7 @@ from plugins.api import AnalysisPlugin, Inputs, Metric, Result, View
 from plugins.precompute import ResultsWorker, compute_results
 from plugins.registry import discover
 from plugins.results import ResultStore, StoredResult
-from tests.plugins.factory import make_snapshot
+from plugins.testing import make_snapshot
 
 
 class Counting(AnalysisPlugin):

@@ -15,7 +15,7 @@ from core.store import Store
 from plugins import runner
 from plugins.api import AnalysisPlugin, BaseModel, Field, Inputs, Metric, Result, View
 from plugins.builtin.ownership import BundleOwnership
-from tests.plugins.factory import MemoryStore, make_snapshot
+from plugins.testing import MemoryStore, make_snapshot
 
 
 class Counting(AnalysisPlugin):

@@ -12,7 +12,7 @@ from core.model import ConsumerRecord, Snapshot, SubscriptionRecord
 from plugins.api import Chart, Metric, Note, Table
 from plugins.builtin.status import SubscriptionStatus
 from plugins.runner import run_on_inputs
-from tests.plugins.factory import TOPIC, at, make_inputs, make_snapshot
+from plugins.testing import TOPIC, at, make_inputs, make_snapshot
 
 PLUGIN = SubscriptionStatus()
 

@@ -23,7 +23,7 @@ from plugins.api import Chart, Inputs, Metric, Note, Table
 from plugins.builtin.hash_ranges import owner_array
 from plugins.builtin.sticky_ranges import StickyRanges, plan_ranges
 from plugins.runner import RunOutput, run_on_inputs
-from tests.plugins.factory import TOPIC, at, make_inputs, make_snapshot
+from plugins.testing import TOPIC, at, make_inputs, make_snapshot
 
 PLUGIN = StickyRanges()
 LABEL = f"{TOPIC} | st"

@@ -2,7 +2,7 @@
 
 Used by the live tests, `pulsar-lens demo` and `pulsar-lens pulsar start|stop|status`. Each
 broker gets free ports and a fresh data directory, and listens on 127.0.0.1 only; the JDK and
-the jars come from `collectors.runtime`.
+the jars come from `lab.runtime`.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collectors.runtime import (
+from core.errors import LocalPulsarError
+from lab.runtime import (
     PULSAR_VERSION,
     RUNTIME_DIR,
     cache_root,
     ensure_runtime,
     find_java,
 )
-from core.errors import LocalPulsarError
 
 log = logging.getLogger(__name__)
 

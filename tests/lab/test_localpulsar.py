@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from collectors import runtime
-from collectors.localpulsar import JVM_FLAGS, LocalPulsar
-from collectors.runtime import find_java, java_supported
 from core.errors import LocalPulsarError
+from lab import runtime
+from lab.localpulsar import JVM_FLAGS, LocalPulsar
+from lab.runtime import find_java, java_supported
 
 
 def fake_java(folder: Path, version: str) -> Path:

@@ -1,4 +1,7 @@
-"""Snapshots and inputs for plugin tests, built from core.model records.
+"""Sample data for developing and testing a plugin without a cluster.
+
+Snapshots and inputs built from `core.model` records, exactly as the runner would hand them
+to `analyze`: the same factory the built-in plugins' tests and the benchmarks use.
 
 `make_snapshot()` builds one poll; `make_inputs()` turns a series of them into the exact
 `Inputs` the runner would load from a store (Arrow tables with the common columns, then pandas);
@@ -30,11 +33,8 @@ def at(seconds: float) -> dt.datetime:
 
 def make_snapshot(seconds: float = 0.0, *, cluster: str = "standalone", **tables: Any) -> Snapshot:
     """One poll at T0 + seconds with the given records, e.g. `bundles=(BundleRecord(...),)`."""
-    return Snapshot(
-        cluster=cluster,
-        collected_at=at(seconds),
-        **{name: tuple(records) for name, records in tables.items()},
-    )
+    records: dict[str, Any] = {name: tuple(rows) for name, rows in tables.items()}
+    return Snapshot(cluster=cluster, collected_at=at(seconds), **records)
 
 
 def table_of(name: str, snapshot: Snapshot, records: Sequence[Any] | None = None) -> pa.Table:
