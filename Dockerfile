@@ -12,6 +12,7 @@ COPY core core
 COPY collectors collectors
 COPY lab lab
 COPY plugins plugins
+COPY exporter exporter
 COPY dashboard dashboard
 COPY cli cli
 RUN python -m pip wheel --no-deps --wheel-dir /wheels .

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from collectors.loop import Heartbeat, HeartbeatFn
 from core.errors import SettingsError
 from core.store import Store
-from plugins.exporter import (
+from exporter.collector import (
     ADDRESS_ENV,
     PORT_ENV,
     LensCollector,

@@ -22,7 +22,7 @@ from cli.metrics_endpoint import add_metrics_port, metrics_port, metrics_url
 from cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
 from core.secrets import display_url
 from core.settings import Settings, format_duration
-from plugins.exporter import SERVE_PORT
+from exporter.collector import SERVE_PORT
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"

@@ -66,8 +66,8 @@ def hostile(fake: FakeAdmin, elsewhere: FakeAdmin) -> None:
 
 def metrics_text(store: Store) -> str:
     """What /metrics serves over this store."""
-    from plugins.exporter import LensCollector
-    from plugins.metrics import exposition
+    from exporter.collector import LensCollector
+    from exporter.families import exposition
 
     return exposition(list(LensCollector(store).collect()))
 

@@ -64,8 +64,8 @@ def test_analyze_runs_on_a_store_with_foreign_files(tmp_path: Path) -> None:
 
 
 def test_metrics_count_the_quarantined_files(tmp_path: Path) -> None:
-    from plugins.exporter import LensCollector
-    from plugins.metrics import exposition
+    from exporter.collector import LensCollector
+    from exporter.families import exposition
 
     root = tmp_path / "store"
     two_polls(root)

@@ -89,7 +89,7 @@ def test_container_wheel_holds_every_package_and_the_broker_recipe(installed: Pa
     site = Path(
         sysconfig.get_path("purelib", vars={"base": str(installed), "platbase": str(installed)})
     )
-    for package in ("core", "collectors", "lab", "plugins", "dashboard", "cli"):
+    for package in ("core", "collectors", "lab", "plugins", "exporter", "dashboard", "cli"):
         assert (site / package / "__init__.py").exists(), package
     assert (site / "dashboard" / "app.py").exists()
     assert (site / "lab" / "pulsar_runtime" / "pom.xml").exists()

@@ -23,14 +23,8 @@ from core.model import (
     SubscriptionRecord,
     TopicRecord,
 )
-from plugins.api import AnalysisPlugin, Inputs, MetricsContext, Result, View
-from plugins.builtin.draining import StuckHashes
-from plugins.builtin.failover import FailoverAssignment
-from plugins.builtin.key_shared import KeySharedMap
-from plugins.builtin.ownership import BundleOwnership
-from plugins.builtin.status import SubscriptionStatus
-from plugins.exporter import LensCollector, MetricsSettings, PollRecorder
-from plugins.metrics import (
+from exporter.collector import LensCollector, MetricsSettings, PollRecorder
+from exporter.families import (
     ClusterFacts,
     PollStats,
     compute_cluster_families,
@@ -39,6 +33,12 @@ from plugins.metrics import (
     exposition,
     top_subscriptions,
 )
+from plugins.api import AnalysisPlugin, Inputs, MetricsContext, Result, View
+from plugins.builtin.draining import StuckHashes
+from plugins.builtin.failover import FailoverAssignment
+from plugins.builtin.key_shared import KeySharedMap
+from plugins.builtin.ownership import BundleOwnership
+from plugins.builtin.status import SubscriptionStatus
 from plugins.runner import run_on_inputs
 from plugins.testing import TOPIC, MemoryStore, at, make_inputs, make_snapshot
 

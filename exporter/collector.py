@@ -1,7 +1,7 @@
 """The /metrics endpoint: a Prometheus collector over the store, and the HTTP server for it.
 
 At each scrape `LensCollector` reports the loop's own polls (from a `PollRecorder`) and the
-age of the newest stored snapshot; the cluster families (see `plugins.metrics`) and the
+age of the newest stored snapshot; the cluster families (see `exporter.families`) and the
 families every loaded plugin contributes through its `metrics(result, context)` hook (read
 from its stored result of the newest snapshot) are built at most once per new snapshot id.
 Built-ins and third-party plugins go through the same hook; a plugin whose analysis or hook
@@ -30,7 +30,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from core.errors import SettingsError
-from plugins.metrics import (
+from exporter.families import (
     DEFAULT_MAX_SUBSCRIPTIONS,
     ClusterFacts,
     PollStats,
