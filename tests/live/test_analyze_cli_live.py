@@ -26,6 +26,7 @@ def live_store(pulsar: LocalPulsar, tmp_path_factory: pytest.TempPathFactory) ->
         for i in range(5):
             producer.send(str(i).encode())
         producer.flush()
+        _wait_for_bulk_stats(pulsar, topic)  # the broker rebuilds them every 2 s
         for _ in range(2):
             done = run_lens(
                 "collect", "--once", "--admin-url", pulsar.admin_url, "--store", str(store)
@@ -34,6 +35,21 @@ def live_store(pulsar: LocalPulsar, tmp_path_factory: pytest.TempPathFactory) ->
     finally:
         client.close()
     return store
+
+
+def _wait_for_bulk_stats(pulsar: LocalPulsar, topic: str, *, timeout: float = 30.0) -> None:
+    """Until the broker's bulk stats list the new topic's subscription (bounded)."""
+    import time
+
+    from collectors.admin import AdminClient
+
+    deadline = time.monotonic() + timeout
+    with AdminClient(pulsar.admin_url) as client:
+        while time.monotonic() < deadline:
+            if f'"{topic}"' in json.dumps(client.get_json("/admin/v2/broker-stats/topics")):
+                return
+            time.sleep(0.5)
+    raise AssertionError(f"{topic} never appeared in the broker's bulk stats")
 
 
 def analyze(store: Path, slug: str) -> dict[str, Any]:
