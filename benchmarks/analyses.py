@@ -27,9 +27,9 @@ from core.model import (
 )
 from core.store import Store
 from plugins.api import AnalysisPlugin
-from plugins.builtin.draining import StuckHashes
-from plugins.builtin.ownership import BundleOwnership
-from plugins.builtin.status import SubscriptionStatus
+from plugins.builtin.bundle_ownership import BundleOwnership
+from plugins.builtin.stuck_hashes import StuckHashes
+from plugins.builtin.subscription_status import SubscriptionStatus
 from plugins.runner import load_inputs, run_on_inputs
 from plugins.testing import at, make_snapshot
 

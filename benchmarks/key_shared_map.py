@@ -23,7 +23,7 @@ import pandas as pd
 from core.model import ConsumerRecord, SubscriptionRecord, records_to_table
 from core.selectors import ConsistentHashingSelector, Consumer
 from plugins.api import Inputs
-from plugins.builtin.key_shared import KeySharedMap
+from plugins.builtin.key_shared_map import KeySharedMap
 from plugins.runner import run_on_inputs
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -7,10 +7,10 @@ one, so a broken built-in is reported like any other plugin and the rest still l
 from __future__ import annotations
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
-    "plugins.builtin.ownership:BundleOwnership",
-    "plugins.builtin.status:SubscriptionStatus",
-    "plugins.builtin.draining:StuckHashes",
-    "plugins.builtin.key_shared:KeySharedMap",
+    "plugins.builtin.bundle_ownership:BundleOwnership",
+    "plugins.builtin.subscription_status:SubscriptionStatus",
+    "plugins.builtin.stuck_hashes:StuckHashes",
+    "plugins.builtin.key_shared_map:KeySharedMap",
     "plugins.builtin.sticky_ranges:StickyRanges",
-    "plugins.builtin.failover:FailoverAssignment",
+    "plugins.builtin.failover_assignment:FailoverAssignment",
 )

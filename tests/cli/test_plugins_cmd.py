@@ -39,7 +39,7 @@ def test_plugins_cmd_lists_builtins_as_json(capsys: pytest.CaptureFixture[str]) 
         "title": "Subscription status",
         "version": "1.0",
         "engine": "light",
-        "source": "builtin plugins.builtin.status:SubscriptionStatus",
+        "source": "builtin plugins.builtin.subscription_status:SubscriptionStatus",
     }
     assert listing["failed"] == []
 

@@ -16,7 +16,7 @@ from pulsar import ConsumerType
 
 from collectors.namespaces import bundle_for, parse_boundaries
 from lab.localpulsar import LocalPulsar
-from plugins.builtin.ownership import BundleOwnership
+from plugins.builtin.bundle_ownership import BundleOwnership
 from tests.live.lens_polls import (
     STATS_REFRESH,
     Recorder,

@@ -23,7 +23,7 @@ import pytest
 
 from core.model import Snapshot
 from lab.localpulsar import LocalPulsar
-from plugins.builtin.failover import FailoverAssignment
+from plugins.builtin.failover_assignment import FailoverAssignment
 from tests.brokers import BrokerPool
 from tests.live.failover_clients import FailoverClient
 from tests.live.lens_polls import STATS_REFRESH, Recorder, admin, pulsar_client, wait_for

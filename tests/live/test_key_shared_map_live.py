@@ -21,7 +21,7 @@ import pulsar
 import pytest
 
 from lab.localpulsar import LocalPulsar
-from plugins.builtin.key_shared import KeySharedMap
+from plugins.builtin.key_shared_map import KeySharedMap
 from tests.brokers import BrokerPool
 from tests.lens_cli import run_lens
 from tests.live.lens_polls import (

@@ -18,7 +18,7 @@ import pulsar
 
 from core.hashing import murmur3_31
 from lab.localpulsar import LocalPulsar
-from plugins.builtin.draining import StuckHashes
+from plugins.builtin.stuck_hashes import StuckHashes
 from tests.brokers import BrokerPool
 from tests.live.lens_polls import (
     STATS_REFRESH,

@@ -15,7 +15,7 @@ import pandas as pd
 from pulsar import Consumer, ConsumerType, Message
 
 from lab.localpulsar import LocalPulsar
-from plugins.builtin.status import SubscriptionStatus
+from plugins.builtin.subscription_status import SubscriptionStatus
 from tests.brokers import BrokerPool
 from tests.live.lens_polls import (
     STATS_REFRESH,

@@ -34,11 +34,11 @@ from exporter.families import (
     top_subscriptions,
 )
 from plugins.api import AnalysisPlugin, Inputs, MetricsContext, Result, View
-from plugins.builtin.draining import StuckHashes
-from plugins.builtin.failover import FailoverAssignment
-from plugins.builtin.key_shared import KeySharedMap
-from plugins.builtin.ownership import BundleOwnership
-from plugins.builtin.status import SubscriptionStatus
+from plugins.builtin.bundle_ownership import BundleOwnership
+from plugins.builtin.failover_assignment import FailoverAssignment
+from plugins.builtin.key_shared_map import KeySharedMap
+from plugins.builtin.stuck_hashes import StuckHashes
+from plugins.builtin.subscription_status import SubscriptionStatus
 from plugins.runner import run_on_inputs
 from plugins.testing import TOPIC, MemoryStore, at, make_inputs, make_snapshot
 

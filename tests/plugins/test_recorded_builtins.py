@@ -7,9 +7,9 @@ import responses
 from collectors.admin import AdminClient
 from collectors.poll import poll
 from core.model import Snapshot
-from plugins.builtin.draining import StuckHashes
-from plugins.builtin.ownership import BundleOwnership
-from plugins.builtin.status import SubscriptionStatus
+from plugins.builtin.bundle_ownership import BundleOwnership
+from plugins.builtin.stuck_hashes import StuckHashes
+from plugins.builtin.subscription_status import SubscriptionStatus
 from plugins.runner import run_on_inputs
 from plugins.testing import make_inputs
 from tests.collectors import recorded

@@ -64,7 +64,7 @@ def test_registry_loads_every_builtin_without_failure() -> None:
     assert len(registry) == len(BUILTIN_PLUGINS)
     assert {"bundle-ownership", "subscription-status", "stuck-hashes"} <= set(registry.plugins)
     loaded = registry.get("stuck-hashes")
-    assert loaded.source == "builtin plugins.builtin.draining:StuckHashes"
+    assert loaded.source == "builtin plugins.builtin.stuck_hashes:StuckHashes"
     assert (loaded.version, loaded.engine) == (loaded.plugin.version, "light")
 
 
@@ -120,7 +120,7 @@ def test_registry_duplicate_slug_names_both_sources(tmp_path: Path) -> None:
     (failure,) = registry.failures
     assert failure.plugin == "stuck-hashes"
     assert str(tmp_path / "dup.py") in str(failure)
-    assert "builtin plugins.builtin.draining:StuckHashes" in str(failure)
+    assert "builtin plugins.builtin.stuck_hashes:StuckHashes" in str(failure)
     assert registry.get("stuck-hashes").source.startswith("builtin ")
 
 

@@ -14,7 +14,7 @@ from core.model import TopicRecord
 from core.store import Store
 from plugins import runner
 from plugins.api import AnalysisPlugin, BaseModel, Field, Inputs, Metric, Result, View
-from plugins.builtin.ownership import BundleOwnership
+from plugins.builtin.bundle_ownership import BundleOwnership
 from plugins.testing import MemoryStore, make_snapshot
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from core.assignments import Consumer
 from core.hashing import sticky_key_hash
+from core.keyshared.ranges import owner_array
 from core.model import (
     ConsumerRecord,
     HashRange,
@@ -20,7 +21,6 @@ from core.model import (
 )
 from core.selectors import StickySelector
 from plugins.api import Chart, Inputs, Metric, Note, Table
-from plugins.builtin.hash_ranges import owner_array
 from plugins.builtin.sticky_ranges import StickyRanges, plan_ranges
 from plugins.runner import RunOutput, run_on_inputs
 from plugins.testing import TOPIC, at, make_inputs, make_snapshot

@@ -12,7 +12,7 @@ from collectors.poll import poll
 from core.failover import FailoverConsumer, compute_topics
 from core.model import ConsumerRecord, Snapshot, SubscriptionRecord
 from plugins.api import Chart, Metric, Note, Table
-from plugins.builtin.failover import FailoverAssignment
+from plugins.builtin.failover_assignment import FailoverAssignment
 from plugins.runner import RunOutput, run_on_inputs
 from plugins.testing import make_inputs, make_snapshot
 from tests.collectors import recorded

@@ -9,7 +9,7 @@ import pandas as pd
 
 from core.model import BundleRecord, ConsumerRecord, EventRecord, Snapshot, TopicRecord
 from plugins.api import Chart, Table
-from plugins.builtin.ownership import BundleOwnership
+from plugins.builtin.bundle_ownership import BundleOwnership
 from plugins.runner import RunOutput, run_on_inputs
 from plugins.testing import at, make_inputs, make_snapshot
 

@@ -52,7 +52,7 @@ from plugins.api import (
     View,
     finite,
 )
-from plugins.builtin.failover_views import render_views
+from plugins.builtin.failover_assignment.views import render_views
 
 GROUP_COLUMNS = [
     "label",

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from core.hashing import SelectorKind, sticky_key_hash
-from plugins.builtin.hash_ranges import ROUTABLE, Member, ranges_text, routable_count
-from plugins.builtin.key_shared_rebuild import Model, WhatIf
+from core.keyshared.ranges import ROUTABLE, Member, ranges_text, routable_count
+from core.keyshared.rebuild import Model, WhatIf
 
 State = tuple[list[Member], Model]
 WHAT_IF_COLUMNS = [

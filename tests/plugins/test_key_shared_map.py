@@ -14,12 +14,12 @@ from collectors.admin import AdminClient
 from collectors.poll import poll
 from core.assignments import merge_ranges
 from core.hashing import sticky_key_hash
+from core.keyshared.ranges import Member, infer_selector
+from core.keyshared.rebuild import name_indexes, rebuild
 from core.model import ConsumerRecord, HashRange, Snapshot, SubscriptionRecord
 from core.selectors import ConsistentHashingSelector, Consumer, make_selector
 from plugins.api import Chart, Metric, Note, Table
-from plugins.builtin.hash_ranges import Member, infer_selector
-from plugins.builtin.key_shared import KeySharedMap
-from plugins.builtin.key_shared_rebuild import name_indexes, rebuild
+from plugins.builtin.key_shared_map import KeySharedMap
 from plugins.runner import RunOutput, run_on_inputs
 from plugins.testing import TOPIC, at, make_inputs, make_snapshot
 from tests.collectors import recorded

@@ -36,17 +36,7 @@ import pyarrow as pa
 
 from core.assignments import Consumer
 from core.hashing import sticky_key_hash_array
-from core.model import HashRange
-from core.selectors import ConsistentHashingSelector
-from plugins.api import (
-    AnalysisPlugin,
-    BaseModel,
-    Field,
-    Inputs,
-    Result,
-    View,
-)
-from plugins.builtin.hash_ranges import (
+from core.keyshared.ranges import (
     ROUTABLE,
     Member,
     coverage_counts,
@@ -57,7 +47,17 @@ from plugins.builtin.hash_ranges import (
     runs,
     share_stats,
 )
-from plugins.builtin.sticky_ranges_views import render_views
+from core.model import HashRange
+from core.selectors import ConsistentHashingSelector
+from plugins.api import (
+    AnalysisPlugin,
+    BaseModel,
+    Field,
+    Inputs,
+    Result,
+    View,
+)
+from plugins.builtin.sticky_ranges.views import render_views
 
 GROUP_COLUMNS = [
     "label",

@@ -22,7 +22,7 @@ the rebuild from the connected consumers may differ after a leave (reported as d
 that reason), and what-ifs start from the broker's own ranges instead. Sticky ranges are the
 consumers' own, so the model is the observed state.
 
-The consistent-hashing search itself runs in `key_shared_fit`, for many subscriptions at once.
+The consistent-hashing search itself runs in `core.keyshared.fit`, for many subscriptions at once.
 """
 
 from __future__ import annotations
@@ -34,21 +34,21 @@ import numpy as np
 
 from core.assignments import Assignments, Consumer, RangeMove, diff_assignments
 from core.errors import ModelError
+from core.keyshared.fit import (
+    Fit,
+    fit_consistent,
+    name_indexes_of,
+    point_candidates,
+)
+from core.keyshared.layout import from_members
+from core.keyshared.points import PointTable
+from core.keyshared.ranges import Kind, Member, owner_array, routable_count
 from core.selectors import (
     AutoSplitSelector,
     ConsistentHashingSelector,
     Selector,
     StickySelector,
 )
-from plugins.builtin.hash_ranges import Kind, Member, owner_array, routable_count
-from plugins.builtin.key_shared_fit import (
-    Fit,
-    fit_consistent,
-    name_indexes_of,
-    point_candidates,
-)
-from plugins.builtin.key_shared_layout import from_members
-from plugins.builtin.key_shared_points import PointTable
 
 
 @dataclass

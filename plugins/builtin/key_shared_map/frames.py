@@ -1,7 +1,7 @@
 """`key-shared-map`'s per-subscription, per-consumer and per-range frames, built by column.
 
-Consistent-hashing subscriptions come from one `key_shared_fit.Fit`; the others (auto split,
-sticky, unknown) from their own `key_shared_rebuild.Model`. Row order: subscriptions as
+Consistent-hashing subscriptions come from one `core.keyshared.fit.Fit`; the others (auto split,
+sticky, unknown) from their own `core.keyshared.rebuild.Model`. Row order: subscriptions as
 given, consumers in connection order, and per subscription the broker's ranges (by consumer)
 followed by the model's when it drifts.
 """
@@ -17,7 +17,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from plugins.builtin.hash_ranges import (
+from core.keyshared.fit import Fit
+from core.keyshared.layout import Layout
+from core.keyshared.ranges import (
     AUTO_SPLIT_TOP,
     I64,
     ROUTABLE,
@@ -29,10 +31,8 @@ from plugins.builtin.hash_ranges import (
     owner_array,
     routable_count,
 )
-from plugins.builtin.key_shared_fit import Fit
-from plugins.builtin.key_shared_layout import Layout
-from plugins.builtin.key_shared_rebuild import Model
-from plugins.builtin.key_shared_what_if import empty
+from core.keyshared.rebuild import Model
+from plugins.builtin.key_shared_map.what_if import empty
 
 SUB_COLUMNS = [
     "label",

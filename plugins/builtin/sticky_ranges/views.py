@@ -7,8 +7,8 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
+from core.keyshared.ranges import STICKY_TOP
 from plugins.api import Chart, Metric, Note, Result, Table, View
-from plugins.builtin.hash_ranges import STICKY_TOP
 
 
 def render_views(result: Result) -> list[View]:

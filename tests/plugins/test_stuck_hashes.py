@@ -9,8 +9,8 @@ import pandas as pd
 
 from core.model import ConsumerRecord, DrainingHashRecord, Snapshot, SubscriptionRecord
 from plugins.api import Chart, Note, Table
-from plugins.builtin.classic import parse_positions
-from plugins.builtin.draining import StuckHashes
+from plugins.builtin.stuck_hashes import StuckHashes
+from plugins.builtin.stuck_hashes.classic import parse_positions
 from plugins.runner import RunOutput, run_on_inputs
 from plugins.testing import TOPIC, at, make_inputs, make_snapshot
 

@@ -1,4 +1,4 @@
-"""Consistent-hashing models of many Key_Shared subscriptions at once (see `key_shared_rebuild`
+"""Consistent-hashing models of many Key_Shared subscriptions at once (see `core.keyshared.rebuild`
 for the rules: name indexes, the replica-points candidates, drift).
 
 Every step works on whole columns: the ring points come from one `PointTable`, the lower
@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.keyshared.layout import Layout, segments
+from core.keyshared.points import FIRST_POINTS, PointTable
+from core.keyshared.ranges import I64, ROUTABLE_HIGH, owner_array
 from core.limits import MAX_REPLICA_POINTS
 from core.selectors import DEFAULT_POINTS
-from plugins.builtin.hash_ranges import I64, ROUTABLE_HIGH, owner_array
-from plugins.builtin.key_shared_layout import Layout, segments
-from plugins.builtin.key_shared_points import FIRST_POINTS, PointTable
 
 MAX_POINTS = MAX_REPLICA_POINTS  # the ring fit searches as far as any model goes
 EXTRA_POINTS = 32

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.keyshared.fit import fit_consistent
+from core.keyshared.layout import Layout, from_members
+from core.keyshared.points import hash_points, prefix_of
+from core.keyshared.ranges import Member
 from core.selectors import ConsistentHashingSelector, Consumer
-from plugins.builtin.hash_ranges import Member
-from plugins.builtin.key_shared_fit import fit_consistent
-from plugins.builtin.key_shared_layout import Layout, from_members
-from plugins.builtin.key_shared_points import hash_points, prefix_of
 
 
 def ring(points: int, names: list[str]) -> list[Member]:

@@ -53,8 +53,8 @@ from plugins.api import (
     Table,
     View,
 )
-from plugins.builtin.classic import compute_held_back
-from plugins.builtin.windows import snapshot_order, with_positions
+from plugins.builtin.stuck_hashes.classic import compute_held_back
+from plugins.builtin.stuck_hashes.windows import snapshot_order, with_positions
 
 HASH_KEY = ["topic", "subscription", "consumer_name", "hash"]
 HASH_COLUMNS = [

@@ -2,9 +2,9 @@
 
 Per subscription (one per topic or partition) of the newest snapshot: every consumer's hash
 ranges as the broker reports them (`keyHashRangeArrays`), its share of the routable hashes
-1..65535, and the imbalance (largest share over the fair share 1/n). The selector is read from
-the mode and the ranges (see `hash_ranges.infer_selector`); for consistent hashing the replica
-points are inferred from the ranges (see `key_shared_rebuild`).
+1..65535, and the imbalance (largest share over the fair share 1/n). The selector is read
+from the mode and the ranges (see `core.keyshared.ranges.infer_selector`); for consistent
+hashing the replica points are inferred from the ranges (see `core.keyshared.rebuild`).
 
 **Drift**: our model, rebuilt from the consumer names in connection order (`connected_since`)
 with the inferred selector and points, must give the broker's ranges exactly. When it does not,
@@ -31,6 +31,10 @@ import numpy as np
 import pandas as pd
 
 from core.failover import OTHER_CHARSET, jvm_charset
+from core.keyshared.fit import MAX_POINTS, Fit, fit_consistent
+from core.keyshared.layout import Layout, from_frame, infer_kinds
+from core.keyshared.ranges import ROUTABLE
+from core.keyshared.rebuild import WhatIf, apply_what_if, consistent_model, rebuild
 from plugins.api import (
     AnalysisPlugin,
     BaseModel,
@@ -43,13 +47,9 @@ from plugins.api import (
     View,
     finite,
 )
-from plugins.builtin.hash_ranges import ROUTABLE
-from plugins.builtin.key_shared_fit import MAX_POINTS, Fit, fit_consistent
-from plugins.builtin.key_shared_frames import Analysis, map_frames
-from plugins.builtin.key_shared_layout import Layout, from_frame, infer_kinds
-from plugins.builtin.key_shared_rebuild import WhatIf, apply_what_if, consistent_model, rebuild
-from plugins.builtin.key_shared_views import render_views
-from plugins.builtin.key_shared_what_if import (
+from plugins.builtin.key_shared_map.frames import Analysis, map_frames
+from plugins.builtin.key_shared_map.views import render_views
+from plugins.builtin.key_shared_map.what_if import (
     LOOKUP_COLUMNS,
     State,
     frame,

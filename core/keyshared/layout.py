@@ -1,7 +1,7 @@
 """The consumers and hash ranges of many Key_Shared subscriptions as flat arrays.
 
 `from_frame` reads the consumers frame once: every subscription's consumers in connection
-order (as `hash_ranges.members_of` orders them), and their ranges, sorted, back to back.
+order (as `core.keyshared.ranges.members_of` orders them), and their ranges, sorted, back to back.
 The analyses then work on whole columns; `Layout.members` gives one subscription's `Member`s
 where the per-subscription models need them.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from plugins.builtin.hash_ranges import (
+from core.keyshared.ranges import (
     AUTO_SPLIT_TOP,
     I64,
     ROUTABLE_HIGH,
@@ -147,7 +147,7 @@ def flat_ranges(cells: Any) -> tuple[I64, I64, I64]:
 
 
 def infer_kinds(layout: Layout, modes: Sequence[Any]) -> list[Kind]:
-    """`hash_ranges.infer_selector` of every subscription, from the flat ranges."""
+    """`core.keyshared.ranges.infer_selector` of every subscription, from the flat ranges."""
     bounds = layout.range_first[layout.first]  # each subscription's ranges, back to back
     sizes = np.diff(bounds)
     low, high = np.zeros(len(sizes), np.int64), np.zeros(len(sizes), np.int64)

@@ -10,7 +10,7 @@ import pytest
 
 from core.model import ConsumerRecord, Snapshot, SubscriptionRecord
 from plugins.api import Chart, Metric, Note, Table
-from plugins.builtin.status import SubscriptionStatus
+from plugins.builtin.subscription_status import SubscriptionStatus
 from plugins.runner import run_on_inputs
 from plugins.testing import TOPIC, at, make_inputs, make_snapshot
 

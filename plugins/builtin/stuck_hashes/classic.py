@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.builtin.windows import run_start, with_positions
+from plugins.builtin.stuck_hashes.windows import run_start, with_positions
 
 HELD_COLUMNS = [
     "topic",
