@@ -2,8 +2,9 @@
 
 A plugin is an `AnalysisPlugin` subclass declaring its metadata as class attributes, a
 pydantic `Params` model, and two methods: `analyze(inputs, params) -> Result` (pure, frames in,
-frames out) and `render(result) -> list[View]` (Altair charts, tables, metrics, notes; never
-Streamlit). See docs/plugins.md.
+frames out) and `render(result) -> list[View]` (Altair charts, tables, metrics, notes, laid out
+with sections, columns and tabs; never Streamlit). Optional: `metrics(result, context)` for
+/metrics, and `page` for a page of its own in the dashboard. See docs/plugins.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "AnalysisPlugin",
     "BaseModel",
     "Chart",
+    "Columns",
     "CounterMetricFamily",
     "Engine",
     "Field",
@@ -34,8 +36,11 @@ __all__ = [
     "MetricsContext",
     "Note",
     "NoteLevel",
+    "Page",
     "Result",
+    "Section",
     "Table",
+    "Tabs",
     "View",
     "finite",
 ]
@@ -51,11 +56,12 @@ NoteLevel = Literal["info", "warning", "error"]
 
 @dataclass(frozen=True)
 class Inputs:
-    """What `analyze` receives: the declared tables for the last `history` snapshots.
+    """What `analyze` receives: each declared table over its last `history` snapshots (or
+    `history_of[table]`).
 
     Every table row carries `snapshot_id`, `collected_at` (UTC) and `cluster`. `snapshots` holds
-    the store's index rows of those snapshots, oldest first (`snapshot_id`, `collected_at`,
-    `cluster`, `partial`, ...).
+    the store's index rows of the widest window, oldest first (`snapshot_id`, `collected_at`,
+    `cluster`, `partial`, ...); its last row is the newest snapshot.
     """
 
     tables: Mapping[str, pd.DataFrame]
@@ -130,7 +136,49 @@ class Note:
     level: NoteLevel = "info"
 
 
-View = Chart | Table | Metric | Note
+@dataclass(frozen=True)
+class Section:
+    """A heading that starts a part of the page, with an optional caption under it."""
+
+    title: str
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Views side by side: one sequence of views per column, `widths` relative (equal if empty)."""
+
+    columns: Sequence[Sequence[View]]
+    widths: Sequence[float] = ()
+
+
+@dataclass(frozen=True)
+class Tabs:
+    """Alternative views of the same thing, one tab each: (label, views) pairs, first shown."""
+
+    tabs: Sequence[tuple[str, Sequence[View]]]
+
+
+View = Chart | Table | Metric | Note | Section | Columns | Tabs
+"""What `render` returns. `Section`, `Columns` and `Tabs` lay the others out on the page."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of the plugin's own in the dashboard's Cluster section, beside the Overview.
+
+    Without one, a plugin's views are shown on a generic page under Analyses. `controls` are
+    `Params` fields drawn above the views (e.g. which subscription to show); the other fields
+    stay in a "Parameters" expander. `url_path` defaults to the slug; `order` sorts the
+    Cluster pages (smaller first).
+    """
+
+    title: str
+    icon: str = ":material/analytics:"
+    caption: str = ""
+    controls: tuple[str, ...] = ()
+    url_path: str = ""
+    order: int = 100
 
 
 @dataclass(frozen=True)
@@ -164,7 +212,9 @@ class AnalysisPlugin:
 
     `name` is a stable kebab-case slug (it appears in URLs, cache keys and stored results);
     `inputs` are table names from `core.model.TABLES`; `history` is how many recent snapshots
-    the runner loads; `outputs` are the frame names `analyze` must return.
+    the runner loads of each of them, and `history_of` sets another count for some tables
+    (e.g. `{"key_samples": 12}` beside `history = 1`); `outputs` are the frame names `analyze`
+    must return; `page` asks for a dashboard page of the plugin's own.
     """
 
     name: ClassVar[str]
@@ -174,7 +224,9 @@ class AnalysisPlugin:
     engine: ClassVar[Engine] = "light"
     inputs: ClassVar[tuple[str, ...]]
     history: ClassVar[int] = 1
+    history_of: ClassVar[Mapping[str, int]] = {}
     outputs: ClassVar[tuple[str, ...]]
+    page: ClassVar[Page | None] = None
 
     class Params(BaseModel):
         """No parameters; override with your own fields (they drive the dashboard form)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from core.errors import PluginError
 from plugins import runner
-from plugins.api import AnalysisPlugin
+from plugins.api import AnalysisPlugin, Inputs
 from plugins.registry import LoadedPlugin
 from plugins.results import ResultStore, StoredResult
 
@@ -62,9 +62,12 @@ def _compute_one(
     if results.read(instance.name, instance.version, params_json, ids) is not None:
         return Outcome(instance.name, "kept")
     started = time.perf_counter()
+    choices: dict[str, list[str]] = {}
     try:
-        output = runner.run(plugin, store, params, use_cache=False, use_stored=False)
+        inputs = runner.load_inputs(instance, store, window=window)
+        output = runner.run_on_inputs(plugin, inputs, params)
         status, error, result = "ok", None, output.result
+        choices = _choices(plugin, inputs)
     except PluginError as exc:
         status, error, result = "failed", str(exc), None
     except Exception as exc:  # the runner wraps plugin errors; anything else is ours
@@ -79,6 +82,7 @@ def _compute_one(
         seconds=seconds,
         result=result,
         error=error,
+        choices=choices,
     )
     try:
         results.write(stored)
@@ -88,6 +92,12 @@ def _compute_one(
     if error:
         log.warning("analysis %s failed on the newest snapshot: %s", instance.name, error)
     return Outcome(instance.name, status, seconds, error)
+
+
+def _choices(plugin: AnalysisPlugin | LoadedPlugin, inputs: Inputs) -> dict[str, list[str]]:
+    """The plugin's allowed values of str params, stored so a page never loads the inputs."""
+    found = runner.param_choices(plugin, inputs)
+    return {str(k): [str(v) for v in vs] for k, vs in found.items() if isinstance(vs, list | tuple)}
 
 
 class ResultsWorker:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from core.errors import PluginLoadError, PluginUnavailable, SettingsError
 from core.model import TABLES
 from plugins import isolation
-from plugins.api import ENGINES, AnalysisPlugin
+from plugins.api import ENGINES, AnalysisPlugin, Page
 from plugins.builtin import BUILTIN_PLUGINS
 from plugins.isolation import Locator
 
@@ -314,6 +314,7 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
     history = cls.history
     if not isinstance(history, int) or isinstance(history, bool) or history < 1:
         yield f"history: expected an integer >= 1, found {history!r}"
+    yield from _history_of_problems(cls)
     yield from _output_problems(getattr(cls, "outputs", None))
     for method in ("analyze", "render"):
         if getattr(cls, method) is getattr(AnalysisPlugin, method):
@@ -323,6 +324,36 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
         yield f"Params: expected a pydantic BaseModel subclass, found {params!r}"
     else:
         yield from _params_default_problems(params)
+        yield from _page_problems(getattr(cls, "page", None), params)
+
+
+def _history_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
+    history_of: object = getattr(cls, "history_of", None)
+    if not isinstance(history_of, Mapping):
+        yield f"history_of: expected a mapping of table name to count, found {history_of!r}"
+        return
+    inputs = getattr(cls, "inputs", ())
+    for table, count in history_of.items():
+        if table not in inputs:
+            yield f"history_of: {table!r} is not one of the declared inputs"
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            yield f"history_of[{table!r}]: expected an integer >= 1, found {count!r}"
+
+
+def _page_problems(page: object, params: type[BaseModel]) -> Iterable[str]:
+    if page is None:
+        return
+    if not isinstance(page, Page):
+        yield f"page: expected None or a plugins.api.Page, found {page!r}"
+        return
+    if not isinstance(page.title, str) or not page.title.strip():
+        yield f"page.title: expected a non-empty string, found {page.title!r}"
+    if page.url_path and not (isinstance(page.url_path, str) and SLUG_PATTERN.match(page.url_path)):
+        yield f"page.url_path: expected a kebab-case path, found {page.url_path!r}"
+    unknown = [c for c in page.controls if c not in params.model_fields]
+    if unknown:
+        known = ", ".join(params.model_fields) or "none"
+        yield f"page.controls: {', '.join(map(repr, unknown))} are not Params fields ({known})"
 
 
 def _params_default_problems(params: type[BaseModel]) -> Iterable[str]:

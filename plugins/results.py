@@ -20,7 +20,7 @@ import logging
 import os
 import shutil
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,6 +50,7 @@ class StoredResult:
     seconds: float
     result: Result | None = None  # set when status is "ok"
     error: str | None = None  # set when status is "failed"
+    choices: Mapping[str, Sequence[str]] = field(default_factory=dict)  # param_choices()
 
 
 def result_key(
@@ -116,6 +117,7 @@ class ResultStore:
             seconds=float(meta["seconds"]),
             result=Result(frames=frames, summary=meta["summary"]) if ok else None,
             error=None if ok else str(meta["error"]),
+            choices={str(k): [str(v) for v in vs] for k, vs in meta.get("choices", {}).items()},
         )
 
     def entries(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
@@ -155,6 +157,7 @@ def _meta(stored: StoredResult, frames: list[str]) -> dict[str, Any]:
         "error": stored.error,
         "summary": dict(stored.result.summary) if stored.result is not None else {},
         "frames": frames,
+        "choices": {k: list(v) for k, v in stored.choices.items()},
     }
 
 

@@ -32,12 +32,15 @@ from plugins import isolation
 from plugins.api import (
     AnalysisPlugin,
     Chart,
+    Columns,
     Inputs,
     Metric,
     MetricsContext,
     Note,
     Result,
+    Section,
     Table,
+    Tabs,
     View,
 )
 from plugins.registry import LoadedPlugin
@@ -55,13 +58,15 @@ __all__ = [
     "run",
     "run_on_inputs",
     "snapshot_window",
+    "stored_default",
     "validate_params",
+    "window_size",
 ]
 
 log = logging.getLogger(__name__)
 
 CACHE_MAX_ENTRIES = 64
-VIEW_TYPES = (Chart, Table, Metric, Note)
+VIEW_TYPES = (Chart, Table, Metric, Note, Section, Columns, Tabs)
 
 
 class SnapshotStore(Protocol):
@@ -132,20 +137,28 @@ def _validation_text(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def window_size(plugin: AnalysisPlugin) -> int:
+    """How many recent snapshots the plugin reads at most (`history`, or more by `history_of`)."""
+    return max([plugin.history, *plugin.history_of.values()])
+
+
 def snapshot_window(plugin: AnalysisPlugin, store: SnapshotStore) -> pd.DataFrame:
-    """The index rows of the newest `plugin.history` snapshots, oldest first."""
-    return store.snapshots(limit=plugin.history).tail(plugin.history).reset_index(drop=True)
+    """The index rows of the newest snapshots the plugin reads, oldest first."""
+    size = window_size(plugin)
+    return store.snapshots(limit=size).tail(size).reset_index(drop=True)
 
 
 def load_inputs(
     plugin: AnalysisPlugin, store: SnapshotStore, *, window: pd.DataFrame | None = None
 ) -> Inputs:
-    """The declared tables of the newest `plugin.history` snapshots, as pandas frames."""
+    """Each declared table over its newest `history` (or `history_of[table]`) snapshots."""
     index = snapshot_window(plugin, store) if window is None else window
     ids = [str(s) for s in index["snapshot_id"]] if len(index) else []
     tables: dict[str, pd.DataFrame] = {}
     for name in plugin.inputs:
-        table = store.read(name, snapshot_ids=ids) if ids else SCHEMAS[name].empty_table()
+        count = plugin.history_of.get(name, plugin.history)
+        mine = ids[-count:]
+        table = store.read(name, snapshot_ids=mine) if mine else SCHEMAS[name].empty_table()
         tables[name] = table.to_pandas()
     return Inputs(tables=tables, snapshots=index)
 
@@ -154,6 +167,18 @@ def results_for(store: SnapshotStore) -> ResultStore | None:
     """The stored results beside a store on disk (None for stores that have no folder)."""
     root = getattr(store, "root", None)
     return ResultStore(root) if isinstance(root, str | os.PathLike) else None
+
+
+def stored_default(
+    plugin: AnalysisPlugin | LoadedPlugin, store: SnapshotStore
+) -> StoredResult | None:
+    """The result stored for the plugin's default params on the newest snapshots, if any."""
+    instance = _instance(plugin)
+    params = validate_params(instance, None).model_dump(mode="json")
+    window = snapshot_window(instance, store)
+    ids = tuple(str(s) for s in window["snapshot_id"]) if len(window) else ()
+    results = results_for(store) if ids else None
+    return results.read(instance.name, instance.version, params, ids) if results else None
 
 
 def run(
@@ -333,10 +358,28 @@ def _render(loaded: AnalysisPlugin | LoadedPlugin, result: Result) -> tuple[View
         raise PluginRunError(plugin.name, f"render raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(views, list | tuple):
         raise PluginContractError(plugin.name, f"render must return a list, found {type(views)}")
+    _check_views(plugin, views)
+    return tuple(views)
+
+
+def _check_views(plugin: AnalysisPlugin, views: Any, depth: int = 0) -> None:
+    """Every view is one of the API's kinds, also inside columns and tabs (nested 4 deep)."""
+    if depth > 4:
+        raise PluginContractError(plugin.name, "render nests columns and tabs over 4 deep")
     for view in views:
         if not isinstance(view, VIEW_TYPES):
             raise PluginContractError(
                 plugin.name,
-                f"render must return Chart, Table, Metric or Note views, found {type(view)}",
+                "render must return Chart, Table, Metric, Note, Section, Columns or Tabs "
+                f"views, found {type(view)}",
             )
-    return tuple(views)
+        if isinstance(view, Columns):
+            for column in view.columns:
+                _check_views(plugin, column, depth + 1)
+        elif isinstance(view, Tabs):
+            for tab in view.tabs:
+                if not (isinstance(tab, tuple) and len(tab) == 2 and isinstance(tab[0], str)):
+                    raise PluginContractError(
+                        plugin.name, f"Tabs take (label, views) pairs, found {tab!r}"
+                    )
+                _check_views(plugin, tab[1], depth + 1)

@@ -12,7 +12,7 @@ import pytest
 from pydantic import create_model
 
 from core.errors import PluginLoadError, PluginUnavailable
-from plugins.api import AnalysisPlugin, BaseModel, Field, Inputs, Result, View
+from plugins.api import AnalysisPlugin, BaseModel, Field, Inputs, Page, Result, View
 from plugins.registry import BUILTIN_PLUGINS, discover, validate_plugin
 
 GOOD = """
@@ -162,6 +162,16 @@ def _variant(**attrs: Any) -> type:
             {"Params": _params(window=(int, ...))},
             "Params.window: expected a default value (forms and the CLI start from it)",
         ),
+        ({"history_of": {"events": 5}}, "history_of: 'events' is not one of the declared"),
+        ({"history_of": {"topics": 0}}, "history_of['topics']: expected an integer >= 1"),
+        ({"history_of": [("topics", 2)]}, "history_of: expected a mapping of table name"),
+        ({"page": "Topics"}, "page: expected None or a plugins.api.Page, found 'Topics'"),
+        ({"page": Page(title=" ")}, "page.title: expected a non-empty string"),
+        ({"page": Page(title="T", url_path="Bad Path")}, "page.url_path: expected a kebab-case"),
+        (
+            {"page": Page(title="T", controls=("nope",))},
+            "page.controls: 'nope' are not Params fields (none)",
+        ),
     ],
 )
 def test_registry_validation_names_plugin_source_expected_found(
@@ -178,6 +188,16 @@ def test_registry_validation_rejects_non_plugins() -> None:
         PluginLoadError, match=r"expected a subclass of plugins\.api\.AnalysisPlugin"
     ):
         validate_plugin(object, "src")
+
+
+def test_registry_validation_accepts_a_page_and_history_of() -> None:
+    variant = _variant(
+        Params=_params(top_n=(int, 5)),
+        page=Page(title="Topics", url_path="topics-page", controls=("top_n",)),
+        history=1,
+        history_of={"topics": 12},
+    )
+    assert validate_plugin(variant, "src").page.controls == ("top_n",)
 
 
 def test_registry_validation_accepts_a_complete_plugin() -> None:

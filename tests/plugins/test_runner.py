@@ -13,7 +13,7 @@ from core.errors import PluginContractError, PluginParamsError, PluginRunError
 from core.model import TopicRecord
 from core.store import Store
 from plugins import runner
-from plugins.api import AnalysisPlugin, BaseModel, Field, Inputs, Metric, Result, View
+from plugins.api import AnalysisPlugin, BaseModel, Columns, Field, Inputs, Metric, Result, View
 from plugins.builtin.bundle_ownership import BundleOwnership
 from plugins.testing import MemoryStore, make_snapshot
 
@@ -127,7 +127,11 @@ class Broken(Counting):
         ("raise", PluginRunError, "analyze raised ZeroDivisionError: division by zero"),
         ("outputs", PluginContractError, "expected ['counts'], found ['other']"),
         ("type", PluginContractError, "must return plugins.api.Result, found dict"),
-        ("render", PluginContractError, "must return Chart, Table, Metric or Note views"),
+        (
+            "render",
+            PluginContractError,
+            "must return Chart, Table, Metric, Note, Section, Columns or Tabs",
+        ),
     ],
 )
 def test_runner_wraps_plugin_failures(
@@ -151,3 +155,35 @@ def test_runner_reads_a_real_store(tmp_path: Path) -> None:
     output = runner.run(Counting(), store)
     assert output.result.frames["counts"]["topics"].tolist() == [3, 4]
     assert runner.run(BundleOwnership(), store).result.frames["bundles"].empty
+
+
+class TwoWindows(Counting):
+    """topics over the newest poll only, bundles over all three."""
+
+    name = "two-windows"
+    inputs = ("topics", "bundles")
+    history = 1
+    history_of: ClassVar[dict[str, int]] = {"bundles": 3}
+
+
+def test_runner_reads_each_table_over_its_own_window() -> None:
+    store = three_polls()
+    output = runner.run(TwoWindows(), store)
+    data = TwoWindows.calls[-1]
+    ids = list(store.snapshots()["snapshot_id"])
+    assert list(data.snapshots["snapshot_id"]) == ids  # the widest window
+    assert set(data.history("topics")["snapshot_id"]) == {ids[-1]}
+    assert output.result.summary == {"latest": 3}
+    assert output.snapshot_ids == tuple(ids)
+
+
+class Nested(Counting):
+    name = "nested"
+
+    def render(self, result: Result) -> list[View]:
+        return [Columns(((Metric("ok", 1),), ("not a view",)))]
+
+
+def test_runner_checks_views_inside_columns_and_tabs() -> None:
+    with pytest.raises(PluginContractError, match="found <class 'str'>"):
+        runner.run(Nested(), three_polls())
