@@ -25,7 +25,8 @@ from pydantic.fields import FieldInfo
 from core.errors import DashboardError, PluginUnavailable
 from dashboard import data
 from dashboard.frames import PollStatus, format_age
-from plugins.api import Chart, Metric, Note, Table, View
+from plugins.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
+from plugins.runner import RunOutput
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,8 @@ METRICS_PER_ROW = 4
 
 
 def draw(views: Sequence[View]) -> None:
-    """Draw views in order; consecutive metrics share a row of columns."""
+    """Draw views in order; consecutive metrics share a row of columns; sections, columns
+    and tabs lay out the views they hold."""
     pending: list[Metric] = []
     for view in views:
         if isinstance(view, Metric):
@@ -41,7 +43,21 @@ def draw(views: Sequence[View]) -> None:
             continue
         _flush_metrics(pending)
         pending = []
-        if isinstance(view, Chart):
+        if isinstance(view, Section):
+            st.subheader(view.title)
+            if view.caption:
+                st.caption(view.caption)
+        elif isinstance(view, Columns):
+            widths = list(view.widths) if view.widths else len(view.columns)
+            for column, inner in zip(st.columns(widths), view.columns, strict=False):
+                with column:
+                    draw(inner)
+        elif isinstance(view, Tabs):
+            labels = [label for label, _ in view.tabs]
+            for tab, (_, inner) in zip(st.tabs(labels), view.tabs, strict=True):
+                with tab:
+                    draw(inner)
+        elif isinstance(view, Chart):
             draw_chart(view.chart, title=view.title, caption=view.caption)
         elif isinstance(view, Table):
             _heading(view.title)
@@ -195,51 +211,48 @@ def plugin_missing(slug: str) -> None:
     except PluginUnavailable as exc:
         why = f" ({exc})"
     st.info(
-        f"The `{slug}` analysis is not loaded{why}, so this page shows only what the snapshots "
-        "say directly. The Plugins page lists what loaded and why a plugin failed."
+        f"The `{slug}` analysis is not loaded{why}. The Plugins page lists what loaded and why "
+        "a plugin failed."
     )
 
 
 # --- plugin sections ----------------------------------------------------------------------
 
-LARGE_CLUSTER_TOPICS = 2000
-"""Above this many topics, a page's extra whole-cluster analysis waits for a click."""
-
 
 def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
-    """The plugin's params form (in an expander) and its views; errors stay in this block."""
+    """The plugin's controls, its other params (in an expander) and its views; errors stay in
+    this block. With default params the views come from the result stored for the newest
+    snapshot, so the page costs a read and a draw."""
     loaded = data.registry().get(slug)
+    model = loaded.plugin.Params
+    page = loaded.plugin.page
+    controls = [c for c in (page.controls if page else ()) if c in model.model_fields]
+    others = [name for name in model.model_fields if name not in controls]
     with guarded(f"The {slug} analysis"):
-        params: dict[str, object] = {}
-        if loaded.plugin.Params.model_fields:
-            with st.expander("Parameters", expanded=expanded):
-                choices = data.param_choices(root, slug)
-                params = params_form(loaded.plugin.Params, choices, key=f"analysis_{slug}")
+        choices = data.param_choices(root, slug) if model.model_fields else {}
+        key = f"analysis_{slug}"
+        params = params_form(model, choices, key=key, only=controls)
+        if others:
+            with st.expander("Parameters", expanded=expanded and not controls):
+                params.update(params_form(model, choices, key=key, only=others))
         output = data.run_plugin(root, slug, params)
         draw(output.views)
-        st.caption(f"computed in {output.seconds:.2f}s over {len(output.snapshot_ids)} poll(s)")
+        st.caption(provenance(output))
 
 
-WHOLE_CLUSTER_UP_TO = {"key-shared-map": 20_000}
-"""Analyses fast enough to run at once on bigger clusters (key-shared-map: ~0.3 s at 10,000
-topics, benchmarks/dashboard.py)."""
-
-
-def draw_plugin_section(root: str, status: PollStatus, slug: str, *, offer: str, key: str) -> None:
-    """A page's whole-cluster analysis: shown at once on small clusters, on demand on big ones."""
-    large_above = WHOLE_CLUSTER_UP_TO.get(slug, LARGE_CLUSTER_TOPICS)
-    if not data.plugin_loaded(slug):
-        plugin_missing(slug)
-        return
-    st.subheader("Analysis")
-    large = status.row_counts.get("topics", 0) > large_above
-    if st.toggle(offer, value=not large, key=key):
-        draw_plugin(root, slug)
-    elif large:
-        st.caption(f"Off by default above {large_above:,} topics: it reads them all.")
+def provenance(output: RunOutput) -> str:
+    """Where the views came from: the stored result of a snapshot, or an analysis just now."""
+    polls = f"{len(output.snapshot_ids)} poll(s)"
+    if output.stored:
+        return f"analysed once when the snapshot arrived (default parameters), over {polls}"
+    return f"computed for these parameters in {output.seconds:.2f}s over {polls}"
 
 
 # --- the params form ----------------------------------------------------------------------
+
+
+MAX_CHOICES = 5000
+"""Above this many allowed values a str param is typed, not picked from a list."""
 
 
 def params_form(
@@ -247,17 +260,30 @@ def params_form(
     choices: Mapping[str, Sequence[str]] | None = None,
     *,
     key: str,
+    only: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """One widget per field of `model`; returns the raw values (the runner validates them).
+    """One widget per field of `model` (or of the fields in `only`); returns the raw values
+    (the runner validates them).
 
-    A str field listed in `choices` becomes a selectbox of those values. Widget keys are
-    `{key}_{field}`, so tests can set them.
+    A str field listed in `choices` becomes a selectbox of those values (a text box when
+    there are more than MAX_CHOICES). Widget keys are `{key}_{field}`, so tests can set them.
     """
     values: dict[str, Any] = {}
     for name, field in model.model_fields.items():
+        if only is not None and name not in only:
+            continue
         options = (choices or {}).get(name)
+        if options is not None and len(options) > MAX_CHOICES:
+            field = _with_hint(field, f"{len(options):,} values: type one")
+            options = None
         values[name] = _field_widget(name, field, options, key=f"{key}_{name}")
     return values
+
+
+def _with_hint(field: FieldInfo, hint: str) -> FieldInfo:
+    merged = FieldInfo.merge_field_infos(field)
+    merged.description = f"{field.description} ({hint})" if field.description else hint
+    return merged
 
 
 def _field_widget(name: str, field: FieldInfo, options: Sequence[str] | None, *, key: str) -> Any:

@@ -1,7 +1,8 @@
 """The page plan: which pages the app shows, built from the plugin registry (no Streamlit).
 
-Built-in analyses with a dedicated page are shown there; every other plugin, third-party
-ones included, gets the generic analysis page at `analysis-<slug>`.
+The Cluster section is the Overview, then every plugin that asks for a page of its own
+(`plugins.api.Page`), built-in or third party alike, at its `url_path` (the slug by default).
+Every other plugin gets the generic analysis page at `analysis-<slug>` under Analyses.
 """
 
 from __future__ import annotations
@@ -11,15 +12,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from plugins.registry import LoadedPlugin
-
-# plugin slug -> the dedicated page that shows its views among other things
-DEDICATED: dict[str, str] = {
-    "key-shared-map": "key_shared.py",
-    "stuck-hashes": "stuck_hashes.py",
-    "failover-assignment": "failover.py",
-    "bundle-ownership": "bundles.py",
-    "subscription-status": "subscriptions.py",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,17 +24,9 @@ class PageSpec:
     default: bool = False
 
 
-CLUSTER = (
-    PageSpec("file", "overview.py", "Overview", ":material/monitoring:", "overview", True),
-    PageSpec("file", "key_shared.py", "Key_Shared", ":material/key:", "key-shared"),
-    PageSpec(
-        "file", "stuck_hashes.py", "Stuck hashes", ":material/hourglass_bottom:", "stuck-hashes"
-    ),
-    PageSpec("file", "failover.py", "Failover", ":material/swap_horiz:", "failover"),
-    PageSpec("file", "bundles.py", "Bundles & unloads", ":material/hub:", "bundles"),
-    PageSpec("file", "subscriptions.py", "Subscriptions", ":material/list_alt:", "subscriptions"),
-)
+OVERVIEW = PageSpec("file", "overview.py", "Overview", ":material/monitoring:", "overview", True)
 ABOUT = (PageSpec("file", "plugins.py", "Plugins", ":material/extension:", "plugins"),)
+ANALYSIS_ICON = ":material/analytics:"
 
 
 def analysis_url(slug: str) -> str:
@@ -50,13 +34,33 @@ def analysis_url(slug: str) -> str:
 
 
 def page_plan(plugins: Iterable[LoadedPlugin]) -> dict[str, tuple[PageSpec, ...]]:
-    """Sections of pages: Cluster, Analyses (plugins without a dedicated page), About."""
-    analyses = tuple(
-        PageSpec("analysis", p.name, p.title, ":material/analytics:", analysis_url(p.name))
-        for p in sorted(plugins, key=lambda p: p.title.lower())
-        if p.name not in DEDICATED
+    """Sections of pages: Cluster (Overview and plugin pages), Analyses, About.
+
+    Two plugins asking for the same url_path: the first by (order, title) keeps it, the
+    other is served at its `analysis-<slug>` path.
+    """
+    ordered = sorted(plugins, key=lambda p: p.title.lower())
+    taken = {OVERVIEW.url_path, *(p.url_path for p in ABOUT)}
+    taken |= {analysis_url(p.name) for p in ordered}
+    cluster = [OVERVIEW]
+    own = sorted(
+        (p for p in ordered if p.plugin.page is not None),
+        key=lambda p: (p.plugin.page.order, p.plugin.page.title.lower()),  # type: ignore[union-attr]
     )
-    plan = {"Cluster": CLUSTER}
+    for loaded in own:
+        page = loaded.plugin.page
+        assert page is not None
+        url = page.url_path or loaded.name
+        if url in taken:
+            url = analysis_url(loaded.name)
+        taken.add(url)
+        cluster.append(PageSpec("analysis", loaded.name, page.title, page.icon, url))
+    analyses = tuple(
+        PageSpec("analysis", p.name, p.title, ANALYSIS_ICON, analysis_url(p.name))
+        for p in ordered
+        if p.plugin.page is None
+    )
+    plan = {"Cluster": tuple(cluster)}
     if analyses:
         plan["Analyses"] = analyses
     plan["About"] = ABOUT

@@ -1,4 +1,9 @@
-"""The generic analysis page: any plugin's Params as a form, its views drawn; no plugin code."""
+"""A plugin's page: its controls and Params as a form, its views drawn; no plugin code.
+
+Every plugin page is this one, built-in or third party: a plugin with a `Page` gets its
+title, caption and controls above the views; the others get the plugin's title and
+description.
+"""
 
 from __future__ import annotations
 
@@ -22,10 +27,13 @@ def page_for(slug: str) -> Callable[[], None]:
 def draw_analysis(slug: str) -> None:
     root = data.store_root()
     loaded = data.registry().plugins.get(slug)
-    st.title(loaded.title if loaded else slug)
     if loaded is None:
+        st.title(slug)
         components.plugin_missing(slug)
         return
-    st.caption(f"{loaded.plugin.description} · `{slug}` {loaded.version} · {loaded.engine}")
+    page = loaded.plugin.page
+    st.title(page.title if page else loaded.title)
+    about = (page.caption if page else "") or loaded.plugin.description
+    st.caption(f"{about} · `{slug}` {loaded.version} · {loaded.engine}")
     components.require_snapshot(root)
-    components.draw_plugin(root, slug, expanded=True)
+    components.draw_plugin(root, slug, expanded=page is None)

@@ -37,6 +37,7 @@ from plugins.api import (
     MetricFamily,
     MetricsContext,
     Note,
+    Page,
     Result,
     Table,
     View,
@@ -80,6 +81,15 @@ class BundleOwnership(AnalysisPlugin):
     inputs = ("bundles", "topics", "consumers", "events")
     history = 60
     outputs = ("bundles", "brokers", "topics", "timeline", "events")
+    page = Page(
+        title="Bundles & unloads",
+        icon=":material/hub:",
+        url_path="bundles",
+        order=40,
+        caption="Which broker owned each bundle, poll by poll, with every move, unload and "
+        "split the polls saw.",
+        controls=("namespace",),
+    )
 
     class Params(BaseModel):
         namespace: str = Field("", description="Only this namespace (tenant/ns); empty for all")

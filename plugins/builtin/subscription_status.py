@@ -45,6 +45,7 @@ from plugins.api import (
     MetricFamily,
     MetricsContext,
     Note,
+    Page,
     Result,
     Table,
     View,
@@ -84,6 +85,13 @@ class SubscriptionStatus(AnalysisPlugin):
     inputs = ("subscriptions", "consumers")
     history = 30
     outputs = ("status", "backlog")
+    page = Page(
+        title="Subscriptions",
+        icon=":material/list_alt:",
+        url_path="subscriptions",
+        order=50,
+        caption="Every subscription with its status, backlog and time lag, worst first.",
+    )
 
     class Params(BaseModel):
         window: int = Field(5, ge=2, le=30, description="Snapshots per evaluation window")

@@ -17,7 +17,8 @@ from tests.cli.test_metrics_cmd import GatedSource, wait_scrape
 
 BACKLOG_TOP = """
 from plugins.api import (
-    AnalysisPlugin, GaugeMetricFamily, Metric, MetricsContext, Result, Table, finite,
+    AnalysisPlugin, BaseModel, Columns, Field, GaugeMetricFamily, Metric, MetricsContext, Page,
+    Result, Section, Table, Tabs, finite,
 )
 
 class BacklogTop(AnalysisPlugin):
@@ -27,14 +28,26 @@ class BacklogTop(AnalysisPlugin):
     version = "1.0"
     inputs = ("subscriptions",)
     outputs = ("top",)
+    page = Page(title="Backlogs", icon=":material/stacks:", order=5, controls=("top_n",))
+
+    class Params(BaseModel):
+        top_n: int = Field(5, ge=1, le=50, title="Subscriptions to show")
+        note: str = Field("", description="Shown under the table")
 
     def analyze(self, data, params):
         subs = data.latest("subscriptions")
-        top = subs.nlargest(5, "msg_backlog")[["topic", "subscription", "msg_backlog"]]
+        top = subs.nlargest(params.top_n, "msg_backlog")[["topic", "subscription", "msg_backlog"]]
         return Result(frames={"top": top.reset_index(drop=True)}, summary={"shown": len(top)})
 
     def render(self, result):
-        return [Metric("Shown", result.summary["shown"]), Table(result.frames["top"])]
+        top = result.frames["top"]
+        largest = Metric("Largest", str(top["msg_backlog"].max()))
+        return [
+            Section("Largest backlogs", caption="from the newest snapshot"),
+            Metric("Shown", result.summary["shown"]),
+            Columns(((Table(top, title="Top"),), (largest,))),
+            Tabs((("Table", (Table(top),)), ("Again", (Table(top),)))),
+        ]
 
     def metrics(self, result, context: MetricsContext):
         gauge = GaugeMetricFamily(
@@ -50,6 +63,7 @@ class BacklogTop(AnalysisPlugin):
 class Rude(BacklogTop):
     name = "rude"
     title = "Rude"
+    page = None
 
     def metrics(self, result, context):
         return [GaugeMetricFamily("up", "takes a name that is not ours")]
@@ -97,16 +111,34 @@ def test_a_drop_in_gets_a_page_like_a_builtin(
     drop_ins: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from dashboard.navigation import analysis_url, page_plan
+    from plugins.precompute import compute_results
     from plugins.registry import discover
+    from plugins.results import ResultStore
     from tests.dashboard.scenario import write_scenario
 
-    plan = page_plan(discover())
-    urls = {spec.url_path for specs in plan.values() for spec in specs}
-    assert analysis_url("backlog-top") in urls and analysis_url("sticky-ranges") in urls
+    registry = discover()
+    plan = page_plan(registry)
+    cluster = [(spec.target, spec.url_path, spec.title) for spec in plan["Cluster"]]
+    # its own page in the Cluster section, ordered before the built-ins' (order 5 < 10)
+    assert cluster[:3] == [
+        ("overview.py", "overview", "Overview"),
+        ("backlog-top", "backlog-top", "Backlogs"),
+        ("key-shared-map", "key-shared", "Key_Shared"),
+    ]
+    assert analysis_url("rude") in {spec.url_path for spec in plan["Analyses"]}
     store = tmp_path / "store"
     monkeypatch.setenv("PULSAR_LENS_STORE", str(store))
-    write_scenario(store)
+    written = write_scenario(store)
+    compute_results(written, list(registry), results=ResultStore(store))
     at = AppTest.from_function(_analysis_page, default_timeout=60).run()
     assert not at.exception and not at.error
-    assert [t.value for t in at.title] == ["Largest backlogs"]
-    assert [m.label for m in at.metric] == ["Shown"]
+    assert [t.value for t in at.title] == ["Backlogs"]
+    assert [m.label for m in at.metric] == ["Shown", "Largest"]
+    assert [s.value for s in at.subheader] == ["Largest backlogs"]
+    assert len(at.tabs) == 2 and len(at.columns) >= 2
+    assert any("analysed once when the snapshot arrived" in c.value for c in at.caption)
+    # its control sits above the views, the other field in the expander, as for a built-in
+    at.number_input(key="analysis_backlog-top_top_n").set_value(2).run()
+    assert not at.exception
+    assert {m.label: m.value for m in at.metric}["Shown"] == "2"
+    assert any("computed for these parameters" in c.value for c in at.caption)

@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.store import Store
+from tests import pages
 from tests.dashboard.scenario import write_scenario
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
@@ -41,3 +42,9 @@ def app() -> Callable[[str | None], AppTest]:
         return at
 
     return run
+
+
+@pytest.fixture
+def plugin_page() -> Callable[[str], AppTest]:
+    """Run the page of plugin `slug` as the app serves it (its own or the generic one)."""
+    return lambda slug: pages.plugin_page(slug, timeout=TIMEOUT)

@@ -10,21 +10,32 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.hashing import sticky_key_hash
+from core.limits import MAX_REPLICA_POINTS
 from core.store import Store
-from dashboard.components import WHOLE_CLUSTER_UP_TO
-from tests.dashboard.scenario import C2_RANGES, HOT_KEYS, write_key_samples, write_scenario
+from plugins.precompute import compute_results
+from plugins.registry import discover
+from plugins.results import ResultStore
+from tests.dashboard.scenario import (
+    C2_RANGES,
+    DRAINING,
+    HOT_KEYS,
+    write_key_samples,
+    write_scenario,
+)
 
 AppRunner = Callable[..., AppTest]
+PageRunner = Callable[[str], AppTest]
 
-PAGES = {
-    "overview.py": "Overview",
-    "key_shared.py": "Key_Shared",
-    "stuck_hashes.py": "Stuck hashes",
-    "failover.py": "Failover",
-    "bundles.py": "Bundles & unloads",
-    "subscriptions.py": "Subscriptions",
-    "plugins.py": "Plugins",
+PAGES = {"overview.py": "Overview", "plugins.py": "Plugins"}
+PLUGIN_PAGES = {
+    "key-shared-map": "Key_Shared",
+    "stuck-hashes": "Stuck hashes",
+    "failover-assignment": "Failover",
+    "bundle-ownership": "Bundles & unloads",
+    "subscription-status": "Subscriptions",
+    "sticky-ranges": "Sticky hash ranges",
 }
+KS = "analysis_key-shared-map"
 
 
 def _frame(at: AppTest, *columns: str) -> pd.DataFrame:
@@ -43,11 +54,41 @@ def test_app_page_renders_recorded_snapshots(scenario: Store, app: AppRunner, pa
     assert "**Cluster** `standalone`" in [m.value for m in at.sidebar.markdown]
 
 
-@pytest.mark.parametrize("page", sorted(set(PAGES) - {"plugins.py"}))
+@pytest.mark.parametrize("slug", sorted(PLUGIN_PAGES))
+def test_app_plugin_page_renders_the_stored_result(
+    scenario: Store, plugin_page: PageRunner, slug: str
+) -> None:
+    plugins = list(discover(entry_points=False, plugin_dirs=()))
+    compute_results(scenario, plugins, results=ResultStore(scenario.root))
+    at = plugin_page(slug)
+    assert not at.exception and not at.error
+    assert [t.value for t in at.title] == [PLUGIN_PAGES[slug]]
+    assert any("analysed once when the snapshot arrived" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("slug", sorted(PLUGIN_PAGES))
+def test_app_plugin_page_without_a_stored_result_analyses_on_demand(
+    scenario: Store, plugin_page: PageRunner, slug: str
+) -> None:
+    at = plugin_page(slug)
+    assert not at.exception and not at.error
+    assert any("computed for these parameters" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("page", ["overview.py"])
 def test_app_page_on_an_empty_store_says_to_start_collecting(
     store_dir: Path, app: AppRunner, page: str
 ) -> None:
     at = app(page)
+    assert not at.exception
+    assert any("pulsar-lens collect" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("slug", sorted(PLUGIN_PAGES))
+def test_app_plugin_page_on_an_empty_store_says_to_start_collecting(
+    store_dir: Path, plugin_page: PageRunner, slug: str
+) -> None:
+    at = plugin_page(slug)
     assert not at.exception
     assert any("pulsar-lens collect" in i.value for i in at.info)
 
@@ -84,25 +125,26 @@ def test_app_partial_snapshot_is_flagged_and_its_errors_listed(
     assert list(errors["endpoint"]) == ["GET /admin/v2/broker-stats/load-report"]
 
 
-def test_app_key_shared_lists_subscriptions_most_draining_first(
-    scenario: Store, app: AppRunner
+def test_app_key_shared_shows_the_subscription_with_most_draining_hashes_first(
+    scenario: Store, plugin_page: PageRunner
 ) -> None:
-    at = app("key_shared.py")
-    box = at.selectbox(key="key_shared_subscription")
-    assert box.options[0] == "persistent://public/default/payments | payments-ks"
+    at = plugin_page("key-shared-map")
+    box = at.selectbox(key=f"{KS}_subscription")
+    assert "persistent://public/default/payments | payments-ks" in box.options
+    assert at.subheader[0].value == "persistent://public/default/payments | payments-ks"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Consumers"] == "2"
     assert metrics["Draining hashes"] == "5"
-    shares = _frame(at, "consumer_name", "share")
+    shares = _frame(at, "consumer_name", "share", "fair_share")
     assert set(shares["consumer_name"]) == {"c1", "c2"}
     assert shares["hashes"].sum() == 65535
 
 
 def test_app_key_shared_lookup_names_consumer_and_draining_holder(
-    scenario: Store, app: AppRunner
+    scenario: Store, plugin_page: PageRunner
 ) -> None:
-    at = app("key_shared.py")
-    at.text_input(key="key_shared_lookup_key").input("9").run()
+    at = plugin_page("key-shared-map")
+    at.text_input(key=f"{KS}_key").input("9").run()
     metrics = {m.label: m.value for m in at.metric}
     # key "9" hashes to 2862 (4.0 docs): now in c2's range, still draining for c1
     assert metrics["Sticky hash"] == "2862"
@@ -111,42 +153,45 @@ def test_app_key_shared_lookup_names_consumer_and_draining_holder(
     assert any("still draining for `c1`" in w.value for w in at.warning)
 
 
-def test_app_key_shared_band_style_redraws(scenario: Store, app: AppRunner) -> None:
-    at = app("key_shared.py")
-    at.radio(key="key_shared_style").set_value("Band").run()
+def test_app_key_shared_picks_another_subscription(
+    scenario: Store, plugin_page: PageRunner
+) -> None:
+    at = plugin_page("key-shared-map")
+    other = "persistent://public/default/orders | orders-ks"
+    at.selectbox(key=f"{KS}_subscription").set_value(other).run()
     assert not at.exception
+    assert at.subheader[0].value == other
+    assert {m.label: m.value for m in at.metric}["Draining hashes"] == "0"
 
 
-def test_app_failover_compares_modulo_with_pip392(scenario: Store, app: AppRunner) -> None:
-    at = app("failover.py")
-    assert at.selectbox(key="failover_subscription").value == (
-        "persistent://public/default/events | events-fo"
-    )
-    flaps = _frame(at, "changes", "active_now")
-    assert list(flaps["changes"]) == [0, 0, 1]
-    pip392 = _frame(at, "modulo", "consistent_hashing")
-    assert list(pip392["modulo"]) == ["ev-1", "ev-2", "ev-1"]
+def test_app_failover_compares_modulo_with_pip392(scenario: Store, plugin_page: PageRunner) -> None:
+    at = plugin_page("failover-assignment")
+    box = at.selectbox(key="analysis_failover-assignment_subscription")
+    assert "events-fo @ persistent://public/default/events" in box.options
+    parts = _frame(at, "modulo", "consistent_hashing", "changes")
+    assert list(parts["changes"]) == [0, 0, 1]
+    assert list(parts["modulo"]) == ["ev-1", "ev-2", "ev-1"]
 
 
-def test_app_bundles_lists_the_owner_change(scenario: Store, app: AppRunner) -> None:
-    at = app("bundles.py")
-    changes = _frame(at, "bundle_key", "before", "after")
-    assert list(changes["bundle_key"]) == ["public/default/0x40000000_0x80000000"]
-    assert list(changes["after"]) == ["broker-b:8080"]
+def test_app_bundles_lists_the_owner_change(scenario: Store, plugin_page: PageRunner) -> None:
+    at = plugin_page("bundle-ownership")
+    events = _frame(at, "kind", "bundle", "before", "after")
+    assert list(events["bundle"]) == ["0x40000000_0x80000000"]
+    assert list(events["after"]) == ["broker-b:8080"]
 
 
-def test_app_stuck_hashes_timeline_covers_every_poll(scenario: Store, app: AppRunner) -> None:
-    at = app("stuck_hashes.py")
-    box = at.selectbox(key="stuck_subscription")
-    assert box.value == "persistent://public/default/payments | payments-ks"
-    assert not at.exception
+def test_app_stuck_hashes_names_the_stuck_hashes(scenario: Store, plugin_page: PageRunner) -> None:
+    at = plugin_page("stuck-hashes")
+    hashes = _frame(at, "hash", "state", "polls_without_progress")
+    assert set(hashes["state"]) == {"stuck"}
+    assert sorted(hashes["hash"]) == sorted(DRAINING)
 
 
 def test_app_key_shared_what_if_adding_a_consumer_shows_what_moves(
-    scenario: Store, app: AppRunner
+    scenario: Store, plugin_page: PageRunner
 ) -> None:
-    at = app("key_shared.py")
-    at.text_input(key="key_shared_add").input("c3").run()
+    at = plugin_page("key-shared-map")
+    at.text_input(key=f"{KS}_add_consumer").input("c3").run()
     assert not at.exception
     moved = next(m for m in at.metric if m.label.startswith("Hash space that moves"))
     assert moved.label == "Hash space that moves (add c3)"
@@ -159,49 +204,39 @@ def test_app_key_shared_what_if_adding_a_consumer_shows_what_moves(
 
 
 def test_app_key_shared_what_if_removing_a_consumer_moves_all_its_hashes(
-    scenario: Store, app: AppRunner
+    scenario: Store, plugin_page: PageRunner
 ) -> None:
-    at = app("key_shared.py")
-    at.radio(key="key_shared_change").set_value("remove a consumer").run()
-    at.selectbox(key="key_shared_remove").set_value("c1").run()
+    at = plugin_page("key-shared-map")
+    at.selectbox(key=f"{KS}_remove_consumer").set_value("c1").run()
     per_consumer = _frame(at, "hashes_before", "hashes_after", "lost_hashes")
     c1 = per_consumer[per_consumer["consumer_name"] == "c1"].iloc[0]
     assert c1["hashes_after"] == 0
     assert c1["lost_hashes"] == c1["hashes_before"]
     moved = next(m for m in at.metric if m.label.startswith("Hash space that moves"))
-    share = _frame(at, "consumer_name", "share")
-    c1_share = float(share.loc[share["consumer_name"] == "c1", "share"].iloc[0])
-    assert moved.value == f"{c1_share:.1%}"
+    assert moved.value == f"{c1['lost_hashes'] / 65535:.1%}"
 
 
-def test_app_key_shared_what_if_replica_points(scenario: Store, app: AppRunner) -> None:
-    at = app("key_shared.py")
-    at.radio(key="key_shared_change").set_value("change replica points").run()
-    at.number_input(key="key_shared_points").set_value(200).run()
+def test_app_key_shared_what_if_replica_points(scenario: Store, plugin_page: PageRunner) -> None:
+    at = plugin_page("key-shared-map")
+    at.number_input(key=f"{KS}_what_if_points").set_value(200).run()
     assert not at.exception
     labels = [m.label for m in at.metric]
     assert "Hash space that moves (replica points 200)" in labels
 
 
-def test_app_whole_cluster_analysis_waits_for_a_click_on_large_clusters(
-    scenario: Store, app: AppRunner, monkeypatch: pytest.MonkeyPatch
+def test_app_key_shared_offers_no_more_replica_points_than_the_plugin_accepts(
+    scenario: Store, plugin_page: PageRunner
 ) -> None:
-    small = app("key_shared.py")
-    assert small.toggle(key="key_shared_all").value is True
-    assert any(m.label == "Drifting from the model" for m in small.metric)
-    monkeypatch.setitem(WHOLE_CLUSTER_UP_TO, "key-shared-map", 3)
-    large = app("key_shared.py")
-    assert large.toggle(key="key_shared_all").value is False
-    assert not any(m.label == "Drifting from the model" for m in large.metric)
-    large.toggle(key="key_shared_all").set_value(True).run()
-    assert any(m.label == "Drifting from the model" for m in large.metric)
+    at = plugin_page("key-shared-map")
+    box = at.number_input(key=f"{KS}_what_if_points")
+    assert box.max == MAX_REPLICA_POINTS
 
 
 def test_app_key_shared_weighs_consumers_by_sampled_traffic(
-    scenario: Store, app: AppRunner
+    scenario: Store, plugin_page: PageRunner
 ) -> None:
     write_key_samples(scenario)
-    at = app("key_shared.py")
+    at = plugin_page("key-shared-map")
     metrics = {m.label: m.value for m in at.metric}
     owner = {
         key: "c2" if any(s <= sticky_key_hash(key.encode()) <= e for s, e in C2_RANGES) else "c1"
@@ -216,8 +251,8 @@ def test_app_key_shared_weighs_consumers_by_sampled_traffic(
 
 
 def test_app_key_shared_without_samples_says_how_to_get_them(
-    scenario: Store, app: AppRunner
+    scenario: Store, plugin_page: PageRunner
 ) -> None:
-    at = app("key_shared.py")
+    at = plugin_page("key-shared-map")
     assert "Traffic imbalance" not in {m.label for m in at.metric}
-    assert any("--sample-keys" in c.value for c in at.caption)
+    assert any("--sample-keys" in i.value for i in at.info)

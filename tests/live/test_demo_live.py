@@ -22,6 +22,7 @@ from core.failover import partition_index
 from core.store import Store
 from lab.demo import EVENTS, ORDERS, PAYMENTS, DemoSettings, DemoWorkloads
 from lab.localpulsar import LocalPulsar
+from tests.pages import plugin_page
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 POLLS = 8
@@ -83,52 +84,59 @@ def test_demo_overview_counts_the_demo_topics(demo_store: Path, app: AppTest) ->
     assert Store(demo_store).snapshots()["snapshot_id"].nunique() == POLLS
 
 
+KS = "analysis_key-shared-map"
+
+
 def test_demo_key_shared_page_shows_stuck_payments_hashes(app: AppTest) -> None:
-    app.switch_page("app_pages/key_shared.py").run()
-    assert not app.exception
-    labels = app.selectbox(key="key_shared_subscription").options
+    page = plugin_page("key-shared-map", timeout=60)
+    assert not page.exception
+    labels = page.selectbox(key=f"{KS}_subscription").options
     payments = next(label for label in labels if f"/{PAYMENTS} |" in label)
     assert any(f"/{ORDERS} |" in label for label in labels)
-    app.selectbox(key="key_shared_subscription").set_value(payments).run()
-    shares = _frame(app, "consumer_name", "hashes", "share")
+    page.selectbox(key=f"{KS}_subscription").set_value(payments).run()
+    shares = _frame(page, "consumer_name", "hashes", "share")
     assert set(shares["consumer_name"]) == {"payments-stuck", "payments-ok"}
     assert shares["hashes"].sum() == 65535  # the broker's ranges cover 1..65535
-    assert int(_metrics(app)["Draining hashes"]) > 0
-    draining = _frame(app, "consumer_name", "hash", "unack_msgs")
+    assert int(_metrics(page)["Draining hashes"]) > 0
+    draining = _frame(page, "consumer_name", "hash", "unack_msgs")
     assert set(draining["consumer_name"]) == {"payments-stuck"}
 
 
 def test_demo_key_lookup_names_a_connected_consumer(app: AppTest) -> None:
-    app.switch_page("app_pages/key_shared.py").run()
-    app.text_input(key="key_shared_lookup_key").input("customer-0").run()
-    metrics = _metrics(app)
+    page = plugin_page("key-shared-map", timeout=60)
+    page.text_input(key=f"{KS}_key").input("customer-0").run()
+    metrics = _metrics(page)
     assert 1 <= int(metrics["Sticky hash"]) <= 65535
     assert metrics["Consumer"] != "none"
 
 
-def test_demo_stuck_hashes_page_has_a_timeline(app: AppTest) -> None:
-    app.switch_page("app_pages/stuck_hashes.py").run()
-    assert not app.exception
-    assert f"/{PAYMENTS} | payments-by-account" in app.selectbox(key="stuck_subscription").value
+def test_demo_stuck_hashes_page_names_the_stuck_payments_hashes(app: AppTest) -> None:
+    page = plugin_page("stuck-hashes", timeout=60)
+    assert not page.exception
+    hashes = _frame(page, "hash", "state", "consumer_name")
+    assert any(f"/{PAYMENTS}" in t for t in hashes["topic"])
+    assert "payments-by-account" in set(hashes["subscription"])
 
 
 def test_demo_failover_page_matches_the_broker(app: AppTest) -> None:
-    app.switch_page("app_pages/failover.py").run()
-    assert not app.exception
-    assert f"/{EVENTS} | events-failover" in app.selectbox(key="failover_subscription").value
-    pip392 = _frame(app, "observed", "modulo", "consistent_hashing")
-    assert list(pip392["partition"]) == list(range(6))
+    page = plugin_page("failover-assignment", timeout=60)
+    assert not page.exception
+    group = page.selectbox(key="analysis_failover-assignment_subscription")
+    label = next(o for o in group.options if o and o.startswith("events-failover @ "))
+    group.set_value(label).run()
+    parts = _frame(page, "observed", "modulo", "consistent_hashing")
+    assert list(parts["partition_index"]) == list(range(6))
     # the broker's active consumers are the ones the modulo rule predicts
-    assert list(pip392["observed"]) == list(pip392["modulo"])
+    assert list(parts["observed"]) == list(parts["modulo"])
 
 
 def test_demo_bundles_and_subscriptions_pages_have_rows(app: AppTest) -> None:
-    app.switch_page("app_pages/bundles.py").run()
-    assert not app.exception
-    assert not any("No bundle" in i.value for i in app.info)
-    app.switch_page("app_pages/subscriptions.py").run()
-    assert not app.exception
-    assert len(app.dataframe) >= 1
+    page = plugin_page("bundle-ownership", timeout=60)
+    assert not page.exception
+    assert not any("No bundles" in i.value for i in page.info)
+    page = plugin_page("subscription-status", timeout=60)
+    assert not page.exception
+    assert len(page.dataframe) >= 1
 
 
 def test_demo_partition_topics_are_recognised(demo_store: Path) -> None:

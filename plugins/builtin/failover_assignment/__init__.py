@@ -48,6 +48,7 @@ from plugins.api import (
     Inputs,
     MetricFamily,
     MetricsContext,
+    Page,
     Result,
     View,
     finite,
@@ -105,6 +106,15 @@ class FailoverAssignment(AnalysisPlugin):
     inputs = ("subscriptions", "consumers")
     history = 30
     outputs = ("groups", "partitions", "consumers", "matrix", "timeline")
+    page = Page(
+        title="Failover",
+        icon=":material/swap_horiz:",
+        url_path="failover",
+        order=30,
+        caption="The active consumer of each partition, flapping, and what PIP-392 consistent "
+        "hashing (activeConsumerFailoverConsistentHashing) would assign instead.",
+        controls=("subscription",),
+    )
 
     class Params(BaseModel):
         subscription: str = Field("", description="Group to draw; empty: the first")

@@ -17,8 +17,15 @@ name, remove the most recently connected consumer of a name, or change the repli
 space that moves, the ranges each consumer loses (on a 4.0 broker, the hashes there with
 unacknowledged messages start draining) and each consumer's share before and after.
 
-**Lookup**: a key's sticky hash (hashed as the UTF-8 bytes of a partition key) and the
-consumer that receives it.
+**Lookup**: a key's sticky hash (hashed as the UTF-8 bytes of a partition key), the
+consumer that receives it and the one its hash still drains to.
+
+**Traffic**: the sampled message keys of the selected subscription's topic (`key_samples`,
+the newest 12 polls) counted against the broker's ranges: a hash space split evenly can
+still load one consumer with the hot keys.
+
+The subscription shown by default is the most troubled one: most draining hashes, then most
+consumers.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from core.failover import OTHER_CHARSET, jvm_charset
+from core.keyload import compute_key_load
 from core.keyshared.fit import MAX_POINTS, Fit, fit_consistent
 from core.keyshared.layout import Layout, from_frame, infer_kinds
 from core.keyshared.ranges import ROUTABLE
@@ -43,6 +51,7 @@ from plugins.api import (
     Inputs,
     MetricFamily,
     MetricsContext,
+    Page,
     Result,
     View,
     finite,
@@ -57,6 +66,9 @@ from plugins.builtin.key_shared_map.what_if import (
     what_if_frames,
 )
 
+KEY_SAMPLE_POLLS = 12
+"""How many recent polls of key samples the traffic per consumer counts."""
+
 
 def label_of(topic: str, subscription: str) -> str:
     return f"{topic} | {subscription}"
@@ -70,35 +82,60 @@ class KeySharedMap(AnalysisPlugin):
         "selector and replica points behind it, drift from our model, what moves when a "
         "consumer joins or leaves, and which consumer receives a given key."
     )
-    version = "1.0"
+    version = "1.1"
     engine = "light"
-    inputs = ("subscriptions", "consumers")
+    inputs = ("subscriptions", "consumers", "draining_hashes", "key_samples")
     history = 1
+    history_of = {"key_samples": KEY_SAMPLE_POLLS}
     outputs = (
         "subscriptions",
         "consumers",
         "ranges",
+        "draining",
+        "traffic",
         "what_if",
         "moves",
         "what_if_ranges",
         "lookup",
     )
+    page = Page(
+        title="Key_Shared",
+        icon=":material/key:",
+        url_path="key-shared",
+        order=10,
+        caption="How each Key_Shared subscription splits the hash space, what is draining, "
+        "where a key goes and what a joining or leaving consumer would move.",
+        controls=("subscription", "key", "add_consumer", "remove_consumer", "what_if_points"),
+    )
 
     class Params(BaseModel):
         subscription: str = Field(
-            "", description="'topic | subscription' for the what-if and lookup; empty: the first"
+            "",
+            title="Subscription",
+            description="'topic | subscription' to show, look up and change; empty: the one "
+            "with the most draining hashes",
         )
         replica_points: int = Field(
             0, ge=0, le=MAX_POINTS, description="Replica points of the model; 0 infers them"
         )
-        add_consumer: str = Field("", description="What if a consumer of this name joins")
+        add_consumer: str = Field(
+            "", title="What if this consumer joins", description="A consumer name"
+        )
         remove_consumer: str = Field(
-            "", description="What if the last connected consumer of this name leaves"
+            "",
+            title="What if this consumer leaves",
+            description="The last connected consumer of this name leaves",
         )
         what_if_points: int = Field(
-            0, ge=0, le=MAX_POINTS, description="What if the broker used this many replica points"
+            0,
+            ge=0,
+            le=MAX_POINTS,
+            title="What if the broker used this many replica points",
+            description="0: no change",
         )
-        key: str = Field("", description="A message key to look up")
+        key: str = Field(
+            "", title="Message key", description="Its sticky hash and the consumer it goes to"
+        )
         jvm_charset: str = Field(
             "",
             description="How the broker's JVM encodes consumer names (UTF-8 or US-ASCII); "
@@ -114,7 +151,8 @@ class KeySharedMap(AnalysisPlugin):
             charset=jvm_charset(params.jvm_charset),
         )
         frames = map_frames(subs, analysis)
-        selected = params.subscription or (analysis.labels[0] if analysis.labels else "")
+        frames["draining"] = draining_frame(data.latest("draining_hashes"), subs)
+        selected = params.subscription or most_troubled(frames["subscriptions"])
         state = state_of(analysis, selected)
         what_if = None
         if state is not None:
@@ -126,7 +164,11 @@ class KeySharedMap(AnalysisPlugin):
                 points=params.what_if_points,
             )
         frames.update(what_if_frames(selected, what_if))
-        lookup = lookup_row(selected, params.key, state, what_if)
+        frames["traffic"] = traffic_frame(
+            data.history("key_samples"), frames["subscriptions"], frames["ranges"], selected
+        )
+        mine = frames["draining"][frames["draining"]["label"] == selected]
+        lookup = lookup_row(selected, params.key, state, what_if, mine)
         frames["lookup"] = frame([lookup] if lookup else [], LOOKUP_COLUMNS)
         return Result(frames=frames, summary=summarize(frames, selected, what_if, lookup))
 
@@ -161,6 +203,62 @@ class KeySharedMap(AnalysisPlugin):
         )
         names = sorted(set(keyed["consumer_name"].dropna().astype(str)))
         return {"subscription": ["", *labels], "remove_consumer": ["", *names]}
+
+
+DRAINING_COLUMNS = ["label", "consumer_name", "hash", "unack_msgs", "blocked_attempts"]
+TRAFFIC_COLUMNS = [
+    "label",
+    "consumer_name",
+    "sampled_messages",
+    "distinct_keys",
+    "share",
+    "vs_fair",
+]
+
+
+def most_troubled(subs: pd.DataFrame) -> str:
+    """The label of the subscription with the most draining hashes, then most consumers."""
+    if subs.empty:
+        return ""
+    ranked = subs.sort_values(
+        ["draining_hashes", "consumers", "label"], ascending=[False, False, True]
+    )
+    return str(ranked["label"].iloc[0])
+
+
+def draining_frame(draining: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
+    """The draining hashes of the Key_Shared subscriptions, by label and hash."""
+    if draining.empty or subs.empty:
+        return frame([], DRAINING_COLUMNS)
+    keyed = draining.merge(subs[["topic", "subscription"]], on=["topic", "subscription"])
+    if keyed.empty:
+        return frame([], DRAINING_COLUMNS)
+    labels = [label_of(t, s) for t, s in zip(keyed["topic"], keyed["subscription"], strict=True)]
+    out = keyed.assign(label=labels)[DRAINING_COLUMNS]
+    return out.sort_values(["label", "hash"]).reset_index(drop=True)
+
+
+def traffic_frame(
+    samples: pd.DataFrame, subs: pd.DataFrame, ranges: pd.DataFrame, label: str
+) -> pd.DataFrame:
+    """Sampled messages per consumer of subscription `label`, counted against the broker's
+    ranges under its selector; empty without samples of its topic."""
+    row = subs[subs["label"] == label]
+    if row.empty or samples.empty:
+        return frame([], TRAFFIC_COLUMNS)
+    topic, kind = str(row["topic"].iloc[0]), str(row["selector"].iloc[0])
+    mine = samples[samples["topic"] == topic]
+    owned = ranges[(ranges["label"] == label) & (ranges["source"] == "broker")]
+    if mine.empty or owned.empty:
+        return frame([], TRAFFIC_COLUMNS)
+    by_consumer: dict[str, list[tuple[int, int]]] = {}
+    for name, start, end in zip(owned["consumer_name"], owned["start"], owned["end"], strict=True):
+        by_consumer.setdefault(str(name), []).append((int(start), int(end)))
+    selector = kind if kind in ("auto-split", "sticky") else "consistent"
+    load = compute_key_load(mine, by_consumer, selector=selector)  # type: ignore[arg-type]
+    load = load.assign(label=label, vs_fair=load["share"].astype(float) * len(by_consumer))
+    ordered = load.sort_values("share", ascending=False).reset_index(drop=True)
+    return ordered[TRAFFIC_COLUMNS]
 
 
 def key_shared_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
@@ -258,5 +356,7 @@ def summarize(
             "losers": sorted(set(losers.loc[losers["lost_hashes"] > 0, "consumer_name"])),
         }
     if lookup is not None:
-        summary["lookup"] = {k: lookup[k] for k in ("key", "hash", "consumer", "model_consumer")}
+        summary["lookup"] = {
+            k: lookup[k] for k in ("key", "hash", "consumer", "model_consumer", "draining_for")
+        }
     return summary

@@ -48,6 +48,9 @@ SUB_COLUMNS = [
     "drift",
     "drift_hashes",
     "drift_reason",
+    "draining_hashes",
+    "msg_backlog",
+    "msg_in_replay",
 ]
 CONSUMER_COLUMNS = [
     "label",
@@ -216,8 +219,19 @@ def _subscriptions(
         "drift": [d > 0 for d in drift],
         "drift_hashes": drift,
         "drift_reason": [f[3] for f in ordered],
+        "draining_hashes": _counts(subs, "draining_hashes_count"),
+        "msg_backlog": _counts(subs, "msg_backlog"),
+        "msg_in_replay": _counts(subs, "msg_in_replay"),
     }
     return frame_of(columns, SUB_COLUMNS, len(counts))
+
+
+def _counts(subs: pd.DataFrame, column: str) -> list[int]:
+    """A count column of the subscriptions, a missing value (3.x brokers) as 0."""
+    if column not in subs:
+        return [0] * len(subs)
+    values = pd.to_numeric(subs[column], errors="coerce").fillna(0).astype("int64")
+    return [int(v) for v in values]
 
 
 def _consumers(

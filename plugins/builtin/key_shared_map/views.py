@@ -1,116 +1,164 @@
-"""Views of `key-shared-map`: metrics, the hash map, shares and the what-if, as Altair."""
+"""Views of `key-shared-map`, laid out as its page: the selected subscription first (hash
+space, draining hashes, sampled traffic, key lookup, what-if), then every subscription."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-import altair as alt
 import pandas as pd
 
-from plugins.api import Chart, Metric, Note, Result, Table, View
+from plugins.api import Chart, Columns, Metric, Note, Result, Section, Table, Tabs, View
+from plugins.builtin.key_shared_map.charts import (
+    chart_hash_band,
+    chart_hash_map,
+    chart_hash_ring,
+    chart_share,
+    chart_shares,
+    chart_what_if,
+)
+
+TRAFFIC_HELP = "largest share of the sampled messages / fair share (1/n)"
+NO_SAMPLES = (
+    "No key samples for this topic yet. `pulsar-lens collect --sample-keys` reads recent "
+    "message keys with a non-durable reader (the demo does)."
+)
 
 
 def render_views(result: Result) -> list[View]:
     frames, summary = result.frames, result.summary
     subs = frames["subscriptions"]
-    views: list[View] = [
-        Metric("Key_Shared subscriptions", summary["subscriptions"]),
-        Metric("Drifting from the model", summary["drifting"]),
-        Metric("Worst imbalance", f"{summary['max_imbalance']:.2f}x", help="largest share / 1/n"),
-    ]
     if subs.empty:
-        return [*views, Note("No Key_Shared subscription with consumers in the newest snapshot.")]
-    for row in subs[subs["drift"].astype(bool)].itertuples(index=False):
-        views.append(Note(f"**{row.label}** drifts from our model: {row.drift_reason}", "warning"))
-    views.append(Table(subs, title="Subscriptions"))
-    selected = summary["selected"]
-    if selected not in set(subs["label"]):
         return [
-            *views,
-            Note(f"No Key_Shared subscription `{selected}` in the snapshot.", "warning"),
+            Note(
+                "No Key_Shared subscription with consumers in the newest snapshot. Subscribe "
+                "a consumer with `consumer_type=KeyShared` (the demo does) and wait for a poll."
+            )
         ]
+    selected = summary["selected"]
+    views: list[View] = []
+    if selected in set(subs["label"]):
+        views.extend(_selected_views(frames, summary, selected))
+    else:
+        views.append(Note(f"No Key_Shared subscription `{selected}` in the snapshot.", "warning"))
+    views.extend(_every_subscription(subs, summary))
+    return views
+
+
+def _selected_views(
+    frames: Mapping[str, pd.DataFrame], summary: Mapping[str, Any], selected: str
+) -> list[View]:
+    row = frames["subscriptions"].set_index("label").loc[selected]
     ranges = frames["ranges"][frames["ranges"]["label"] == selected]
+    broker = ranges[ranges["source"] == "broker"]
     consumers = frames["consumers"][frames["consumers"]["label"] == selected]
-    views.append(Chart(chart_hash_map(ranges), title=f"Hash ranges of {selected}"))
-    views.append(Chart(chart_shares(consumers), title="Share of the hash space"))
+    draining = frames["draining"][frames["draining"]["label"] == selected]
+    views: list[View] = [
+        Section(selected, caption=f"selector: {row['selector']}; red marks are draining hashes"),
+        Metric("Consumers", int(row["consumers"])),
+        Metric("Imbalance", f"{row['imbalance']:.2f}×", help="largest share / fair share"),
+        Metric("Draining hashes", len(draining)),
+        Metric("Backlog", int(row["msg_backlog"])),
+        Metric("In replay", int(row["msg_in_replay"]), help="messages held back for ordering"),
+    ]
+    if bool(row["drift"]):
+        views.append(Note(f"Drifts from our model: {row['drift_reason']}", "warning"))
+    shape = Tabs(
+        (
+            ("Ring", (Chart(chart_hash_ring(broker, draining), title="Hash space by consumer"),)),
+            ("Band", (Chart(chart_hash_band(broker, draining), title="Hash space by consumer"),)),
+            ("Lanes", (Chart(chart_hash_map(ranges), title="Ranges per consumer and source"),)),
+        )
+    )
+    shares = (Chart(chart_shares(consumers), title="Share of the hash space"),)
+    views.append(Columns(((shape,), shares), widths=(3, 2)))
     views.append(Table(consumers, title="Consumers", caption="In connection order"))
+    if len(draining):
+        views.append(
+            Table(draining, title="Draining hashes", caption="held until their consumer acks")
+        )
+    views.extend(_traffic_views(frames["traffic"]))
+    views.extend(_lookup_views(summary))
     views.extend(_what_if_views(frames, summary))
-    if "lookup" in summary:
-        hit = summary["lookup"]
-        views.append(Note(f"Key `{hit['key']}` hashes to {hit['hash']} -> {hit['consumer']}"))
+    return views
+
+
+def _traffic_views(traffic: pd.DataFrame) -> list[View]:
+    views: list[View] = [Section("Sampled traffic per consumer")]
+    if traffic.empty:
+        return [*views, Note(NO_SAMPLES)]
+    views += [
+        Metric("Sampled messages", int(traffic["sampled_messages"].sum())),
+        Metric("Traffic imbalance", f"{traffic['vs_fair'].max():.2f}×", help=TRAFFIC_HELP),
+        Metric("Distinct keys", int(traffic["distinct_keys"].sum())),
+        Columns(
+            (
+                (
+                    Chart(
+                        chart_share(traffic, title="share of sampled messages"),
+                        title="Share of sampled messages",
+                        caption="hot keys load whichever consumer owns their hashes",
+                    ),
+                ),
+                (Table(traffic.drop(columns=["label"])),),
+            ),
+            widths=(3, 2),
+        ),
+    ]
+    return views
+
+
+def _lookup_views(summary: Mapping[str, Any]) -> list[View]:
+    views: list[View] = [Section("Which consumer gets key K?")]
+    hit = summary.get("lookup")
+    if hit is None:
+        return [*views, Note("Type a message key to see its sticky hash and its consumer.")]
+    views += [
+        Metric("Sticky hash", hit["hash"]),
+        Metric("Consumer", hit["consumer"] or "none"),
+        Metric("Draining for", hit["draining_for"] or "—"),
+    ]
+    holder = hit["draining_for"]
+    if holder and holder != hit["consumer"]:
+        views.append(
+            Note(
+                f"Hash {hit['hash']} is still draining for `{holder}`: new messages with key "
+                f"`{hit['key']}` wait until it acknowledges the ones it holds.",
+                "warning",
+            )
+        )
     return views
 
 
 def _what_if_views(frames: Mapping[str, pd.DataFrame], summary: Mapping[str, Any]) -> list[View]:
+    views: list[View] = [Section("What if")]
     if "what_if" not in summary:
-        return []
+        return [*views, Note("Name a consumer that joins or leaves, or other replica points.")]
     facts = summary["what_if"]
     return [
-        Metric(f"Moved by '{facts['change']}'", f"{facts['moved_fraction']:.1%}"),
-        Chart(chart_what_if(frames["what_if"]), title="Shares before and after"),
+        *views,
+        Metric(f"Hash space that moves ({facts['change']})", f"{facts['moved_fraction']:.1%}"),
+        Chart(
+            chart_what_if(frames["what_if"]),
+            title="Shares before and after",
+            caption="consumers that lose hashes with unacknowledged messages start draining them",
+        ),
         Table(frames["moves"], title="Moved ranges", caption="Hashes that change consumer"),
         Table(frames["what_if"], title="Per consumer"),
     ]
 
 
-def chart_hash_map(ranges: pd.DataFrame) -> alt.Chart:
-    """One lane per consumer (and per source when the model drifts), ranges as bars."""
-    data = ranges.assign(
-        lane=ranges["consumer_name"].astype(str) + " #" + ranges["position"].astype(str),
-        stop=ranges["end"] + 1,
+def _every_subscription(subs: pd.DataFrame, summary: Mapping[str, Any]) -> list[View]:
+    views: list[View] = [
+        Section("Every Key_Shared subscription"),
+        Metric("Key_Shared subscriptions", summary["subscriptions"]),
+        Metric("Drifting from the model", summary["drifting"]),
+        Metric("Worst imbalance", f"{summary['max_imbalance']:.2f}x", help="largest share / 1/n"),
+    ]
+    for row in subs[subs["drift"].astype(bool)].head(20).itertuples(index=False):
+        views.append(Note(f"**{row.label}** drifts from our model: {row.drift_reason}", "warning"))
+    ranked = subs.sort_values(
+        ["draining_hashes", "imbalance", "label"], ascending=[False, False, True]
     )
-    chart: alt.Chart = (
-        alt.Chart(data)
-        .mark_bar()
-        .encode(
-            x=alt.X("start:Q", scale=alt.Scale(domain=[0, 65536]), title="sticky key hash"),
-            x2="stop:Q",
-            y=alt.Y("lane:N", title=None),
-            color=alt.Color("lane:N", legend=None),
-            row=alt.Row("source:N", title=None),
-            tooltip=["consumer_name:N", "start:Q", "end:Q", "size:Q", "source:N"],
-        )
-    )
-    return chart
-
-
-def chart_shares(consumers: pd.DataFrame) -> alt.LayerChart:
-    """Each consumer's share with the fair share 1/n as a rule."""
-    data = consumers.assign(
-        lane=consumers["consumer_name"].astype(str) + " #" + consumers["position"].astype(str)
-    )
-    bars = (
-        alt.Chart(data)
-        .mark_bar()
-        .encode(
-            x=alt.X("share:Q", axis=alt.Axis(format="%"), title="share of hashes"),
-            y=alt.Y("lane:N", title=None, sort=None),
-            tooltip=["consumer_name:N", "hashes:Q", alt.Tooltip("share:Q", format=".2%")],
-        )
-    )
-    fair = alt.Chart(data).mark_rule(color="red").encode(x="mean(fair_share):Q")
-    return alt.LayerChart(layer=[bars, fair])
-
-
-def chart_what_if(what_if: pd.DataFrame) -> alt.Chart:
-    """Shares before and after the change, side by side per consumer."""
-    data = what_if.assign(
-        lane=what_if["consumer_name"].astype(str) + " #" + what_if["position"].astype(str)
-    ).melt(
-        id_vars=["lane"],
-        value_vars=["share_before", "share_after"],
-        var_name="when",
-        value_name="share",
-    )
-    chart: alt.Chart = (
-        alt.Chart(data)
-        .mark_bar()
-        .encode(
-            x=alt.X("share:Q", axis=alt.Axis(format="%")),
-            y=alt.Y("when:N", title=None),
-            row=alt.Row("lane:N", title=None),
-            color="when:N",
-        )
-    )
-    return chart
+    views.append(Table(ranked, title="Subscriptions", caption="most draining hashes first"))
+    return views

@@ -37,6 +37,7 @@ LOOKUP_COLUMNS = [
     "position",
     "model_consumer",
     "consumer_after",
+    "draining_for",
 ]
 
 
@@ -117,10 +118,15 @@ def _name_at(handle: Any, position: Mapping[Any, int]) -> str | None:
 
 
 def lookup_row(
-    label: str, key: str, state: State | None, what_if: WhatIf | None
+    label: str,
+    key: str,
+    state: State | None,
+    what_if: WhatIf | None,
+    draining: pd.DataFrame | None = None,
 ) -> dict[str, Any] | None:
     """Where the broker sends `key` (as a partition key): by its ranges, our model's and after
-    the what-if. Unknown selectors get the 4.0 consistent-hashing hash and no consumer."""
+    the what-if, and the consumer its hash still drains to (`draining`: that subscription's
+    draining hashes). Unknown selectors get the 4.0 consistent-hashing hash and no consumer."""
     if not key or state is None:
         return None
     members, model = state
@@ -145,4 +151,12 @@ def lookup_row(
         "position": owner,
         "model_consumer": predicted.name if predicted is not None else None,
         "consumer_after": after,
+        "draining_for": _holder(draining, value),
     }
+
+
+def _holder(draining: pd.DataFrame | None, value: int) -> str | None:
+    if draining is None or draining.empty:
+        return None
+    held = draining.loc[draining["hash"] == value, "consumer_name"]
+    return str(held.iloc[0]) if len(held) else None

@@ -49,6 +49,7 @@ from plugins.api import (
     MetricFamily,
     MetricsContext,
     Note,
+    Page,
     Result,
     Table,
     View,
@@ -98,6 +99,15 @@ class StuckHashes(AnalysisPlugin):
     inputs = ("draining_hashes", "consumers", "subscriptions")
     history = 60
     outputs = ("hashes", "history", "violations", "held_back", "key_shared")
+    page = Page(
+        title="Stuck hashes",
+        icon=":material/hourglass_bottom:",
+        url_path="stuck-hashes",
+        order=20,
+        caption="A hash drains when its range moved to another consumer while the old one "
+        "still held unacknowledged messages of it; new messages with that hash wait until "
+        "they are acked.",
+    )
 
     class Params(BaseModel):
         polls: int = Field(3, ge=2, le=60, description="Polls without progress before 'stuck'")

@@ -1,0 +1,218 @@
+"""Altair charts of `key-shared-map`: the hash space as a ring and a band (draining hashes
+marked), each consumer's lane of ranges, shares against the fair share, and the what-if.
+
+Every builder takes frames of the plugin's result and works on an empty frame too.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import altair as alt
+import pandas as pd
+
+HASH_SPACE = 65536
+"""Key_Shared sticky hashes lie in [0, 65535] (4.0 uses [1, 65535])."""
+
+DRAINING_COLOR = "#d62728"
+UNOWNED = "(unowned)"
+UNOWNED_COLOR = "#c7c7c7"
+PALETTE: Final = "tableau10"
+"""Distinct hues for consumers and brokers (the default theme uses shades of one blue)."""
+
+
+def _category(field: str, title: str, *, legend: alt.Legend | None = None) -> alt.Color:
+    return alt.Color(
+        field, title=title, scale=alt.Scale(scheme=PALETTE), legend=legend or alt.Legend()
+    )
+
+
+def _hash_axis() -> alt.Scale:
+    return alt.Scale(domain=[0, HASH_SPACE], nice=False, zero=True)
+
+
+def chart_hash_band(
+    ranges: pd.DataFrame, draining: pd.DataFrame | None = None, *, thickness: int = 70
+) -> alt.TopLevelMixin:
+    """The hash space 0-65535 as one band, coloured by consumer; draining hashes as red rules.
+
+    `ranges`: consumer_name, start, end (inclusive). `draining`: consumer_name, hash,
+    unack_msgs, blocked_attempts.
+    """
+    frame = ranges.assign(
+        stop=ranges["end"] + 1, width=ranges["end"] - ranges["start"] + 1, lane="hashes"
+    )
+    band = (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X("start:Q", scale=_hash_axis(), title="sticky key hash (0–65535)"),
+            x2="stop:Q",
+            y=alt.Y("lane:N", title=None, axis=None),
+            color=_category("consumer_name:N", "consumer", legend=alt.Legend(orient="top")),
+            tooltip=["consumer_name:N", "start:Q", "end:Q", alt.Tooltip("width:Q", title="hashes")],
+        )
+    )
+    layers: list[alt.Chart] = [band]
+    if draining is not None and not draining.empty:
+        layers.append(_draining_rules(draining))
+    return alt.layer(*layers).properties(height=alt.Step(thickness), width="container")
+
+
+def _draining_rules(draining: pd.DataFrame) -> alt.Chart:
+    chart: alt.Chart = (
+        alt.Chart(draining)
+        .mark_rule(color=DRAINING_COLOR, strokeWidth=2)
+        .encode(
+            x=alt.X("hash:Q", scale=_hash_axis()),
+            tooltip=[
+                alt.Tooltip("hash:Q", title="draining hash"),
+                alt.Tooltip("consumer_name:N", title="draining for"),
+                alt.Tooltip("unack_msgs:Q", title="unacked"),
+                alt.Tooltip("blocked_attempts:Q", title="blocked attempts"),
+            ],
+        )
+    )
+    return chart
+
+
+def chart_hash_ring(
+    ranges: pd.DataFrame, draining: pd.DataFrame | None = None, *, size: int = 380
+) -> alt.TopLevelMixin:
+    """The hash space as a ring (0 at the top, clockwise), arcs coloured by consumer.
+
+    Same columns as `chart_hash_band`. Draining hashes are red ticks just outside the ring.
+    """
+    frame = ranges.assign(stop=ranges["end"] + 1, width=ranges["end"] - ranges["start"] + 1)
+    ring = (
+        alt.Chart(frame)
+        .mark_arc(innerRadius=size * 0.24, outerRadius=size * 0.36, stroke="white", strokeWidth=0.3)
+        .encode(
+            theta=alt.Theta("start:Q", scale=_ring_scale()),
+            theta2="stop:Q",
+            color=_category("consumer_name:N", "consumer", legend=alt.Legend(orient="top")),
+            tooltip=["consumer_name:N", "start:Q", "end:Q", alt.Tooltip("width:Q", title="hashes")],
+        )
+    )
+    layers: list[alt.Chart] = [ring]
+    if draining is not None and not draining.empty:
+        layers.append(_draining_ticks(draining, size=size))
+    return alt.layer(*layers).properties(width=size, height=size)
+
+
+def _ring_scale() -> alt.Scale:
+    return alt.Scale(domain=[0, HASH_SPACE], range=[0, 2 * math.pi])
+
+
+RING_TICK_HALF_WIDTH = 150
+"""Half the angular width of a draining tick, in hashes, so a single hash stays visible."""
+
+
+def _draining_ticks(draining: pd.DataFrame, *, size: int) -> alt.Chart:
+    ticks = draining.assign(
+        from_hash=(draining["hash"] - RING_TICK_HALF_WIDTH).clip(lower=0),
+        to_hash=(draining["hash"] + RING_TICK_HALF_WIDTH).clip(upper=HASH_SPACE),
+    )
+    chart: alt.Chart = (
+        alt.Chart(ticks)
+        .mark_arc(innerRadius=size * 0.375, outerRadius=size * 0.43, color=DRAINING_COLOR)
+        .encode(
+            theta=alt.Theta("from_hash:Q", scale=_ring_scale()),
+            theta2="to_hash:Q",
+            tooltip=[
+                alt.Tooltip("hash:Q", title="draining hash"),
+                alt.Tooltip("consumer_name:N", title="draining for"),
+                alt.Tooltip("unack_msgs:Q", title="unacked"),
+                alt.Tooltip("blocked_attempts:Q", title="blocked attempts"),
+            ],
+        )
+    )
+    return chart
+
+
+def chart_share(shares: pd.DataFrame, *, title: str = "share of hash space") -> alt.TopLevelMixin:
+    """A share per consumer (of the hash space by default), with the fair share (1/n) as a
+    dashed rule.
+
+    `shares`: consumer_name, share (0-1).
+    """
+    fair = 1.0 / len(shares) if len(shares) else 0.0
+    bars = (
+        alt.Chart(shares)
+        .mark_bar()
+        .encode(
+            y=alt.Y("consumer_name:N", title=None, sort="-x"),
+            x=alt.X("share:Q", title=title, axis=alt.Axis(format="%")),
+            color=alt.Color("consumer_name:N", scale=alt.Scale(scheme=PALETTE), legend=None),
+            tooltip=["consumer_name:N", alt.Tooltip("share:Q", format=".1%")],
+        )
+    )
+    rule = (
+        alt.Chart(pd.DataFrame({"fair": [fair]}))
+        .mark_rule(strokeDash=[4, 3], color="gray")
+        .encode(x="fair:Q", tooltip=[alt.Tooltip("fair:Q", title="fair share", format=".1%")])
+    )
+    return alt.layer(bars, rule).properties(width="container", height=alt.Step(28))
+
+
+def chart_hash_map(ranges: pd.DataFrame) -> alt.Chart:
+    """One lane per consumer (and per source when the model drifts), ranges as bars."""
+    data = ranges.assign(
+        lane=ranges["consumer_name"].astype(str) + " #" + ranges["position"].astype(str),
+        stop=ranges["end"] + 1,
+    )
+    chart: alt.Chart = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=alt.X("start:Q", scale=alt.Scale(domain=[0, 65536]), title="sticky key hash"),
+            x2="stop:Q",
+            y=alt.Y("lane:N", title=None),
+            color=alt.Color("lane:N", legend=None),
+            row=alt.Row("source:N", title=None),
+            tooltip=["consumer_name:N", "start:Q", "end:Q", "size:Q", "source:N"],
+        )
+    )
+    return chart
+
+
+def chart_shares(consumers: pd.DataFrame) -> alt.TopLevelMixin:
+    """Each consumer's share with the fair share 1/n as a rule."""
+    data = consumers.assign(
+        lane=consumers["consumer_name"].astype(str) + " #" + consumers["position"].astype(str)
+    )
+    bars = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=alt.X("share:Q", axis=alt.Axis(format="%"), title="share of hashes"),
+            y=alt.Y("lane:N", title=None, sort=None),
+            tooltip=["consumer_name:N", "hashes:Q", alt.Tooltip("share:Q", format=".2%")],
+        )
+    )
+    fair = alt.Chart(data).mark_rule(color="red").encode(x="mean(fair_share):Q")
+    return alt.LayerChart(layer=[bars, fair])
+
+
+def chart_what_if(what_if: pd.DataFrame) -> alt.Chart:
+    """Shares before and after the change, side by side per consumer."""
+    data = what_if.assign(
+        lane=what_if["consumer_name"].astype(str) + " #" + what_if["position"].astype(str)
+    ).melt(
+        id_vars=["lane"],
+        value_vars=["share_before", "share_after"],
+        var_name="when",
+        value_name="share",
+    )
+    chart: alt.Chart = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=alt.X("share:Q", axis=alt.Axis(format="%")),
+            y=alt.Y("when:N", title=None),
+            row=alt.Row("lane:N", title=None),
+            color="when:N",
+        )
+    )
+    return chart
