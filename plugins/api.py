@@ -20,16 +20,44 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.core import Metric as MetricFamily
 from pydantic import BaseModel, Field
 
+# The model surface: what Pulsar does, as the built-ins use it (see docs/plugins.md):
+# sticky-key hashing, Key_Shared selectors and their assignments, the failover active-consumer
+# picker (modulo and PIP-392), the bundle of a topic, topic names as the broker parses them,
+# and the sampled key load per consumer.
+from core.assignments import Assignments, Consumer, diff_assignments
+from core.bundles import BundleRange, find_bundle, parse_bundles, topic_bundle, topic_bundles
+from core.failover import (
+    OTHER_CHARSET,
+    FailoverConsumer,
+    active_consumer_picker,
+    compare_modes,
+    jvm_charset,
+    partition_index,
+    select_active_consumer,
+)
+from core.hashing import SelectorKind, sticky_key_hash, sticky_key_hash_array, topic_bundle_hash
+from core.keyload import compute_key_load
+from core.model import HashRange
+from core.selectors import ConsistentHashingSelector, make_selector
+from core.topicname import TopicName, TopicNameError, parse_topic_name
+
 __all__ = [
     "ENGINES",
+    "OTHER_CHARSET",
     "AnalysisPlugin",
+    "Assignments",
     "BaseModel",
+    "BundleRange",
     "Chart",
     "Columns",
+    "ConsistentHashingSelector",
+    "Consumer",
     "CounterMetricFamily",
     "Engine",
+    "FailoverConsumer",
     "Field",
     "GaugeMetricFamily",
+    "HashRange",
     "Inputs",
     "Metric",
     "MetricFamily",
@@ -39,10 +67,29 @@ __all__ = [
     "Page",
     "Result",
     "Section",
+    "SelectorKind",
     "Table",
     "Tabs",
+    "TopicName",
+    "TopicNameError",
     "View",
+    "active_consumer_picker",
+    "compare_modes",
+    "compute_key_load",
+    "diff_assignments",
+    "find_bundle",
     "finite",
+    "jvm_charset",
+    "make_selector",
+    "parse_bundles",
+    "parse_topic_name",
+    "partition_index",
+    "select_active_consumer",
+    "sticky_key_hash",
+    "sticky_key_hash_array",
+    "topic_bundle",
+    "topic_bundle_hash",
+    "topic_bundles",
 ]
 
 Engine = Literal["light"]

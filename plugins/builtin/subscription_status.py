@@ -33,7 +33,6 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from core.topicname import parse_topic_name
 from plugins.api import (
     AnalysisPlugin,
     BaseModel,
@@ -50,6 +49,7 @@ from plugins.api import (
     Table,
     View,
     finite,
+    parse_topic_name,
 )
 
 STATUSES = ("ERROR", "STOP", "STALL", "WARN", "OK")

@@ -34,15 +34,10 @@ from typing import Any
 
 import pandas as pd
 
-from core.failover import (
-    FailoverConsumer,
-    active_consumer_picker,
-    jvm_charset,
-    partition_index,
-)
 from plugins.api import (
     AnalysisPlugin,
     BaseModel,
+    FailoverConsumer,
     Field,
     GaugeMetricFamily,
     Inputs,
@@ -51,7 +46,10 @@ from plugins.api import (
     Page,
     Result,
     View,
+    active_consumer_picker,
     finite,
+    jvm_charset,
+    partition_index,
 )
 from plugins.builtin.failover_assignment.views import render_views
 

@@ -37,13 +37,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.failover import OTHER_CHARSET, jvm_charset
-from core.keyload import compute_key_load
 from core.keyshared.fit import MAX_POINTS, Fit, fit_consistent
 from core.keyshared.layout import Layout, from_frame, infer_kinds
 from core.keyshared.ranges import ROUTABLE
 from core.keyshared.rebuild import WhatIf, apply_what_if, consistent_model, rebuild
 from plugins.api import (
+    OTHER_CHARSET,
     AnalysisPlugin,
     BaseModel,
     Field,
@@ -54,7 +53,9 @@ from plugins.api import (
     Page,
     Result,
     View,
+    compute_key_load,
     finite,
+    jvm_charset,
 )
 from plugins.builtin.key_shared_map.frames import Analysis, map_frames
 from plugins.builtin.key_shared_map.views import render_views

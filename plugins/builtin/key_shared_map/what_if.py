@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.hashing import SelectorKind, sticky_key_hash
 from core.keyshared.ranges import ROUTABLE, Member, ranges_text, routable_count
 from core.keyshared.rebuild import Model, WhatIf
+from plugins.api import SelectorKind, sticky_key_hash
 
 State = tuple[list[Member], Model]
 WHAT_IF_COLUMNS = [

@@ -34,8 +34,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from core.assignments import Consumer
-from core.hashing import sticky_key_hash_array
 from core.keyshared.ranges import (
     ROUTABLE,
     Member,
@@ -47,15 +45,17 @@ from core.keyshared.ranges import (
     runs,
     share_stats,
 )
-from core.model import HashRange
-from core.selectors import ConsistentHashingSelector
 from plugins.api import (
     AnalysisPlugin,
     BaseModel,
+    ConsistentHashingSelector,
+    Consumer,
     Field,
+    HashRange,
     Inputs,
     Result,
     View,
+    sticky_key_hash_array,
 )
 from plugins.builtin.sticky_ranges.views import render_views
 
