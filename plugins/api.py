@@ -20,7 +20,9 @@ from prometheus_client.core import Metric as MetricFamily
 from pydantic import BaseModel, Field
 
 __all__ = [
+    "API_VERSION",
     "ENGINES",
+    "OLDEST_API_VERSION",
     "AnalysisPlugin",
     "BaseModel",
     "Chart",
@@ -39,6 +41,14 @@ __all__ = [
     "View",
     "finite",
 ]
+
+API_VERSION = 1
+"""The plugin API this version of Pulsar Lens offers. It goes up when the contract changes in a
+way an older plugin cannot follow; a plugin declares the one it was written for in
+`AnalysisPlugin.api_version`, and one written for a newer API is refused at load time."""
+
+OLDEST_API_VERSION = 1
+"""The oldest plugin API this version still runs; a plugin declaring an older one is refused."""
 
 Engine = Literal["light"]
 """`light` runs `analyze` on pandas frames. It is the only engine this version offers; a plugin
@@ -164,8 +174,11 @@ class AnalysisPlugin:
 
     `name` is a stable kebab-case slug (it appears in URLs, cache keys and stored results);
     `inputs` are table names from `core.model.TABLES`; `history` is how many recent snapshots
-    the runner loads; `outputs` are the frame names `analyze` must return.
+    the runner loads; `outputs` are the frame names `analyze` must return; `api_version` is
+    the plugin API (`API_VERSION`) the plugin was written for.
     """
+
+    api_version: ClassVar[int] = 1  # 1, not API_VERSION: a plugin that omits it predates it
 
     name: ClassVar[str]
     title: ClassVar[str]

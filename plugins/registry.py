@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from core.errors import PluginLoadError, PluginUnavailable, SettingsError
 from core.model import TABLES
 from plugins import isolation
-from plugins.api import ENGINES, AnalysisPlugin
+from plugins.api import API_VERSION, ENGINES, OLDEST_API_VERSION, AnalysisPlugin
 from plugins.builtin import BUILTIN_PLUGINS
 from plugins.isolation import Locator
 
@@ -299,6 +299,7 @@ def validate_plugin(obj: Any, source: str) -> AnalysisPlugin:
 
 
 def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
+    yield from _api_version_problems(getattr(cls, "api_version", None))
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not SLUG_PATTERN.match(name):
         yield f"name: expected a kebab-case slug like 'bundle-ownership', found {name!r}"
@@ -367,3 +368,24 @@ def _output_problems(outputs: Any) -> Iterable[str]:
         yield f"outputs: expected a non-empty tuple of frame names, found {outputs!r}"
     elif len(set(outputs)) != len(outputs):
         yield f"outputs: expected unique frame names, found {outputs!r}"
+
+
+def _api_version_problems(declared: Any) -> Iterable[str]:
+    """The plugin API the plugin was written for must be one this version runs."""
+    if OLDEST_API_VERSION == API_VERSION:
+        supported = f"plugin API {API_VERSION}"
+    else:
+        supported = f"plugin API {OLDEST_API_VERSION} to {API_VERSION}"
+    if not isinstance(declared, int) or isinstance(declared, bool):
+        yield f"api_version: expected an integer, found {declared!r}; this version runs {supported}"
+    elif declared > API_VERSION:
+        yield (
+            f"api_version: declares plugin API {declared}, written for a newer Pulsar Lens; "
+            f"this version runs {supported} (upgrade Pulsar Lens, or use a release of the "
+            "plugin written for this API)"
+        )
+    elif declared < OLDEST_API_VERSION:
+        yield (
+            f"api_version: declares plugin API {declared}, which this version no longer runs; "
+            f"it runs {supported} (update the plugin)"
+        )
