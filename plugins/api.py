@@ -65,11 +65,13 @@ class Inputs:
 
     Every table row carries `snapshot_id`, `collected_at` (UTC) and `cluster`. `snapshots` holds
     the store's index rows of those snapshots, oldest first (`snapshot_id`, `collected_at`,
-    `cluster`, `partial`, ...).
+    `cluster`, `partial`, ...). `results` holds, by slug, the default-parameter result of each
+    plugin named in `requires`, for the same newest snapshot.
     """
 
     tables: Mapping[str, pd.DataFrame]
     snapshots: pd.DataFrame
+    results: Mapping[str, Result] = field(default_factory=dict)
 
     def latest_snapshot_id(self) -> str | None:
         """The id of the newest snapshot, or None when there is none."""
@@ -85,6 +87,16 @@ class Inputs:
             known = ", ".join(sorted(self.tables)) or "none"
             raise KeyError(
                 f"table {name!r} was not declared in inputs; declared: {known}"
+            ) from None
+
+    def result(self, slug: str) -> Result:
+        """The default-parameter result of plugin `slug`, one of those in `requires`."""
+        try:
+            return self.results[slug]
+        except KeyError:
+            known = ", ".join(sorted(self.results)) or "none"
+            raise KeyError(
+                f"plugin {slug!r} was not declared in requires; declared: {known}"
             ) from None
 
     def latest(self, name: str) -> pd.DataFrame:
@@ -174,8 +186,9 @@ class AnalysisPlugin:
 
     `name` is a stable kebab-case slug (it appears in URLs, cache keys and stored results);
     `inputs` are table names from `core.model.TABLES`; `history` is how many recent snapshots
-    the runner loads; `outputs` are the frame names `analyze` must return; `api_version` is
-    the plugin API (`API_VERSION`) the plugin was written for.
+    the runner loads; `outputs` are the frame names `analyze` must return; `requires` are the
+    slugs of plugins whose default-parameter result `analyze` reads (`Inputs.result`);
+    `api_version` is the plugin API (`API_VERSION`) the plugin was written for.
     """
 
     api_version: ClassVar[int] = 1  # 1, not API_VERSION: a plugin that omits it predates it
@@ -188,6 +201,7 @@ class AnalysisPlugin:
     inputs: ClassVar[tuple[str, ...]]
     history: ClassVar[int] = 1
     outputs: ClassVar[tuple[str, ...]]
+    requires: ClassVar[tuple[str, ...]] = ()
 
     class Params(BaseModel):
         """No parameters; override with your own fields (they drive the dashboard form)."""
