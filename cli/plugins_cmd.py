@@ -56,6 +56,8 @@ def registry_listing(registry: Registry) -> dict[str, Any]:
             "title": p.title,
             "version": p.version,
             "engine": p.engine,
+            "api_version": p.plugin.api_version,
+            "requires": list(p.plugin.requires),
             "source": p.source,
         }
         for p in sorted(registry, key=lambda p: p.name)
@@ -75,8 +77,11 @@ def run_plugins(args: argparse.Namespace) -> int:
         return failed
     print(f"{len(listing['loaded'])} plugin(s) loaded")
     for p in listing["loaded"]:
-        print(f"  {p['name']:<22} {p['version']:<8} {p['engine']:<6} {p['title']}")
+        api = f"api {p['api_version']}"
+        print(f"  {p['name']:<22} {p['version']:<8} {p['engine']:<6} {api:<6} {p['title']}")
         print(f"  {'':<22} from {p['source']}")
+        if p["requires"]:
+            print(f"  {'':<22} requires {', '.join(p['requires'])}")
     if listing["failed"]:
         print(f"{len(listing['failed'])} plugin(s) failed to load")
         for f in listing["failed"]:

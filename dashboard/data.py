@@ -104,7 +104,7 @@ def _param_choices(root: str, snapshot_id: str, slug: str) -> dict[str, list[str
     stored = runner.stored_default(loaded, store)
     if stored is not None and stored.result is not None:
         return {name: list(values) for name, values in stored.choices.items()}
-    inputs = runner.load_inputs(loaded.plugin, store)
+    inputs = runner.load_inputs(loaded, store)
     choices = runner.param_choices(loaded, inputs)
     return {str(name): [str(v) for v in values] for name, values in choices.items()}
 

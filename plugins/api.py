@@ -42,7 +42,9 @@ from core.selectors import ConsistentHashingSelector, make_selector
 from core.topicname import TopicName, TopicNameError, parse_topic_name
 
 __all__ = [
+    "API_VERSION",
     "ENGINES",
+    "OLDEST_API_VERSION",
     "OTHER_CHARSET",
     "AnalysisPlugin",
     "Assignments",
@@ -92,6 +94,14 @@ __all__ = [
     "topic_bundles",
 ]
 
+API_VERSION = 1
+"""The plugin API this version of Pulsar Lens offers. It goes up when the contract changes in a
+way an older plugin cannot follow; a plugin declares the one it was written for in
+`AnalysisPlugin.api_version`, and one written for a newer API is refused at load time."""
+
+OLDEST_API_VERSION = 1
+"""The oldest plugin API this version still runs; a plugin declaring an older one is refused."""
+
 Engine = Literal["light"]
 """`light` runs `analyze` on pandas frames. It is the only engine this version offers; a plugin
 declaring another is refused at load time, so nothing is listed that cannot run."""
@@ -108,11 +118,14 @@ class Inputs:
 
     Every table row carries `snapshot_id`, `collected_at` (UTC) and `cluster`. `snapshots` holds
     the store's index rows of the widest window, oldest first (`snapshot_id`, `collected_at`,
-    `cluster`, `partial`, ...); its last row is the newest snapshot.
+    `cluster`, `partial`, ...); its last row is the newest snapshot. `results` holds, by slug,
+    the default-parameter result of each plugin named in `requires`, for the same newest
+    snapshot.
     """
 
     tables: Mapping[str, pd.DataFrame]
     snapshots: pd.DataFrame
+    results: Mapping[str, Result] = field(default_factory=dict)
 
     def latest_snapshot_id(self) -> str | None:
         """The id of the newest snapshot, or None when there is none."""
@@ -128,6 +141,16 @@ class Inputs:
             known = ", ".join(sorted(self.tables)) or "none"
             raise KeyError(
                 f"table {name!r} was not declared in inputs; declared: {known}"
+            ) from None
+
+    def result(self, slug: str) -> Result:
+        """The default-parameter result of plugin `slug`, one of those in `requires`."""
+        try:
+            return self.results[slug]
+        except KeyError:
+            known = ", ".join(sorted(self.results)) or "none"
+            raise KeyError(
+                f"plugin {slug!r} was not declared in requires; declared: {known}"
             ) from None
 
     def latest(self, name: str) -> pd.DataFrame:
@@ -261,8 +284,12 @@ class AnalysisPlugin:
     `inputs` are table names from `core.model.TABLES`; `history` is how many recent snapshots
     the runner loads of each of them, and `history_of` sets another count for some tables
     (e.g. `{"key_samples": 12}` beside `history = 1`); `outputs` are the frame names `analyze`
-    must return; `page` asks for a dashboard page of the plugin's own.
+    must return; `page` asks for a dashboard page of the plugin's own; `requires` are the
+    slugs of plugins whose default-parameter result `analyze` reads (`Inputs.result`);
+    `api_version` is the plugin API (`API_VERSION`) the plugin was written for.
     """
+
+    api_version: ClassVar[int] = 1  # 1, not API_VERSION: a plugin that omits it predates it
 
     name: ClassVar[str]
     title: ClassVar[str]
@@ -274,6 +301,7 @@ class AnalysisPlugin:
     history_of: ClassVar[Mapping[str, int]] = {}
     outputs: ClassVar[tuple[str, ...]]
     page: ClassVar[Page | None] = None
+    requires: ClassVar[tuple[str, ...]] = ()
 
     class Params(BaseModel):
         """No parameters; override with your own fields (they drive the dashboard form)."""

@@ -39,14 +39,49 @@ def compute_results(
     *,
     results: ResultStore,
 ) -> list[Outcome]:
-    """Run and store every plugin on the newest snapshots; prune results retention removed."""
-    outcomes = [_compute_one(store, plugin, results) for plugin in plugins]
+    """Run and store every plugin on the newest snapshots; prune results retention removed.
+
+    Plugins run in `requirements_first` order, so a plugin that builds on another reads the
+    result just stored for it; outcomes come in that order.
+    """
+    outcomes = [_compute_one(store, plugin, results) for plugin in requirements_first(plugins)]
     try:
         live = {str(s) for s in store.snapshots()["snapshot_id"]}
         results.prune(live)
     except Exception as exc:  # pruning is housekeeping: report it, keep the results
         log.warning("pruning stored results failed: %s", exc)
     return outcomes
+
+
+def requirements_first(
+    plugins: Sequence[AnalysisPlugin | LoadedPlugin],
+) -> list[AnalysisPlugin | LoadedPlugin]:
+    """`plugins` with each one after those of them it requires, otherwise in the given order.
+
+    Requirements that are not among `plugins` are ignored (the runner computes them on
+    demand); plugins left on a cycle, which `discover()` refuses, keep their given order.
+    """
+    names = {_instance(p).name for p in plugins}
+    ordered: list[AnalysisPlugin | LoadedPlugin] = []
+    placed: set[str] = set()
+    pending = list(plugins)
+    while pending:
+        ready = next(
+            (
+                i
+                for i, plugin in enumerate(pending)
+                if all(r in placed or r not in names for r in _instance(plugin).requires)
+            ),
+            0,
+        )
+        plugin = pending.pop(ready)
+        ordered.append(plugin)
+        placed.add(_instance(plugin).name)
+    return ordered
+
+
+def _instance(plugin: AnalysisPlugin | LoadedPlugin) -> AnalysisPlugin:
+    return plugin.plugin if isinstance(plugin, LoadedPlugin) else plugin
 
 
 def _compute_one(
@@ -64,7 +99,7 @@ def _compute_one(
     started = time.perf_counter()
     choices: dict[str, list[str]] = {}
     try:
-        inputs = runner.load_inputs(instance, store, window=window)
+        inputs = runner.load_inputs(plugin, store, window=window)
         output = runner.run_on_inputs(plugin, inputs, params)
         status, error, result = "ok", None, output.result
         choices = _choices(plugin, inputs)

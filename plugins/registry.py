@@ -3,7 +3,8 @@
 Three sources, loaded by an explicit `discover()` call (never at import):
 built-ins (`plugins.builtin.BUILTIN_PLUGINS`), installed packages (entry-point group
 `pulsar_lens.plugins`) and `*.py` drop-in files in the directories of PULSAR_LENS_PLUGIN_DIRS.
-A plugin that fails to import or validate becomes a `PluginLoadError` in `Registry.failures`.
+A plugin that fails to import or validate becomes a `PluginLoadError` in `Registry.failures`;
+so does one whose `requires` names a plugin that is not loaded or forms a cycle.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from core.errors import PluginLoadError, PluginUnavailable, SettingsError
 from core.model import TABLES
 from plugins import isolation
-from plugins.api import ENGINES, AnalysisPlugin, Page
+from plugins.api import API_VERSION, ENGINES, OLDEST_API_VERSION, AnalysisPlugin, Page
 from plugins.builtin import BUILTIN_PLUGINS
 from plugins.isolation import Locator
 
@@ -52,11 +53,16 @@ METADATA_STRINGS = ("title", "description", "version")
 
 @dataclass(frozen=True)
 class LoadedPlugin:
-    """A validated plugin instance and where it came from."""
+    """A validated plugin instance and where it came from.
+
+    `requirements` are the loaded plugins named in its `requires`, in that order, each with
+    its own requirements: `discover()` links them, so the runner needs no registry.
+    """
 
     plugin: AnalysisPlugin
     source: str  # "builtin plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
     version: str
+    requirements: tuple[LoadedPlugin, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def isolated(self) -> bool:
@@ -140,7 +146,89 @@ def discover(
             failures.append(exc)
         else:
             plugins[loaded.name] = loaded
-    return Registry(plugins=plugins, failures=failures)
+    return Registry(plugins=_link_requirements(plugins, failures), failures=failures)
+
+
+def _link_requirements(
+    plugins: Mapping[str, LoadedPlugin], failures: list[PluginLoadError]
+) -> dict[str, LoadedPlugin]:
+    """The plugins whose requirements are all loaded and acyclic, each linked to them.
+
+    The others become failures. Refusing one can leave its dependants short of a requirement,
+    so this repeats until nothing more is refused.
+    """
+    kept = dict(plugins)
+    while True:
+        refused = _unmet(kept, failures) or _cyclic(kept)
+        if not refused:
+            break
+        for slug, message in refused.items():
+            loaded = kept.pop(slug)
+            error = PluginLoadError(loaded.source, message, plugin=slug)
+            log.warning("%s", error)
+            failures.append(error)
+    linked: dict[str, LoadedPlugin] = {}
+
+    def link(slug: str) -> LoadedPlugin:
+        if slug not in linked:
+            loaded = kept[slug]
+            requirements = tuple(link(r) for r in loaded.plugin.requires)
+            linked[slug] = replace(loaded, requirements=requirements) if requirements else loaded
+        return linked[slug]
+
+    return {slug: link(slug) for slug in kept}
+
+
+def _unmet(kept: Mapping[str, LoadedPlugin], failures: list[PluginLoadError]) -> dict[str, str]:
+    """Why each plugin requiring one that is not loaded is refused, by slug."""
+    failed = {f.plugin for f in failures if f.plugin is not None}
+    refused: dict[str, str] = {}
+    for slug, loaded in kept.items():
+        missing = [r for r in loaded.plugin.requires if r not in kept]
+        if missing:
+            reasons = [
+                f"{r!r} ({'it failed to load' if r in failed else 'no plugin has this name'})"
+                for r in missing
+            ]
+            refused[slug] = (
+                f"requires: expected loaded plugins, found {', '.join(reasons)}; "
+                f"loaded plugins: {', '.join(sorted(kept)) or 'none'}"
+            )
+    return refused
+
+
+def _cyclic(kept: Mapping[str, LoadedPlugin]) -> dict[str, str]:
+    """Why each plugin on a cycle of requirements is refused, by slug (every requirement is
+    loaded when this runs)."""
+    refused: dict[str, str] = {}
+    for slug in kept:
+        path = _path_back(slug, kept)
+        if path is not None:
+            refused[slug] = (
+                f"requires: expected no cycle, found {' -> '.join(path)}; a plugin cannot "
+                "build on its own result"
+            )
+    return refused
+
+
+def _path_back(start: str, kept: Mapping[str, LoadedPlugin]) -> list[str] | None:
+    """The shortest chain of requirements from `start` back to itself, or None."""
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for slug in frontier:
+            for required in kept[slug].plugin.requires:
+                if required == start:
+                    chain = [slug]
+                    while chain[-1] != start:
+                        chain.append(previous[chain[-1]])
+                    return [*reversed(chain), start]
+                if required not in previous:
+                    previous[required] = slug
+                    following.append(required)
+        frontier = following
+    return None
 
 
 def _accept(obj: Any, source: str, plugins: Mapping[str, LoadedPlugin]) -> LoadedPlugin:
@@ -299,6 +387,7 @@ def validate_plugin(obj: Any, source: str) -> AnalysisPlugin:
 
 
 def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
+    yield from _api_version_problems(getattr(cls, "api_version", None))
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not SLUG_PATTERN.match(name):
         yield f"name: expected a kebab-case slug like 'bundle-ownership', found {name!r}"
@@ -316,6 +405,7 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
         yield f"history: expected an integer >= 1, found {history!r}"
     yield from _history_of_problems(cls)
     yield from _output_problems(getattr(cls, "outputs", None))
+    yield from _requires_problems(getattr(cls, "requires", None), name)
     for method in ("analyze", "render"):
         if getattr(cls, method) is getattr(AnalysisPlugin, method):
             yield f"{method}: expected the plugin to define {method}(), found only the base one"
@@ -398,3 +488,38 @@ def _output_problems(outputs: Any) -> Iterable[str]:
         yield f"outputs: expected a non-empty tuple of frame names, found {outputs!r}"
     elif len(set(outputs)) != len(outputs):
         yield f"outputs: expected unique frame names, found {outputs!r}"
+
+
+def _api_version_problems(declared: Any) -> Iterable[str]:
+    """The plugin API the plugin was written for must be one this version runs."""
+    if OLDEST_API_VERSION == API_VERSION:
+        supported = f"plugin API {API_VERSION}"
+    else:
+        supported = f"plugin API {OLDEST_API_VERSION} to {API_VERSION}"
+    if not isinstance(declared, int) or isinstance(declared, bool):
+        yield f"api_version: expected an integer, found {declared!r}; this version runs {supported}"
+    elif declared > API_VERSION:
+        yield (
+            f"api_version: declares plugin API {declared}, written for a newer Pulsar Lens; "
+            f"this version runs {supported} (upgrade Pulsar Lens, or use a release of the "
+            "plugin written for this API)"
+        )
+    elif declared < OLDEST_API_VERSION:
+        yield (
+            f"api_version: declares plugin API {declared}, which this version no longer runs; "
+            f"it runs {supported} (update the plugin)"
+        )
+
+
+def _requires_problems(requires: Any, name: Any) -> Iterable[str]:
+    if not isinstance(requires, tuple) or not all(
+        isinstance(r, str) and SLUG_PATTERN.match(r) for r in requires
+    ):
+        yield f"requires: expected a tuple of plugin slugs, found {requires!r}"
+    elif len(set(requires)) != len(requires):
+        yield f"requires: expected unique plugin slugs, found {requires!r}"
+    elif name in requires:
+        yield (
+            f"requires: expected other plugins, found its own slug {name!r}; a plugin cannot "
+            "build on its own result"
+        )

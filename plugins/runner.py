@@ -1,8 +1,8 @@
 """Run a plugin: load its inputs from the store, validate params, analyze, check, render.
 
-The light engine hands pandas frames (read through pyarrow) to `analyze`. Results are cached
-in-process by `core.digest.cache_key(plugin, version, params, snapshot ids)`, bounded by entry
-count.
+The light engine hands pandas frames (read through pyarrow) to `analyze`, with the
+default-parameter results of the plugins it `requires`. Results are cached in-process by
+`core.digest.cache_key(plugin, version, params, snapshot ids)`, bounded by entry count.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ __all__ = [
     "load_inputs",
     "metrics",
     "param_choices",
+    "required_results",
     "results_for",
     "run",
     "run_on_inputs",
@@ -149,18 +150,57 @@ def snapshot_window(plugin: AnalysisPlugin, store: SnapshotStore) -> pd.DataFram
 
 
 def load_inputs(
-    plugin: AnalysisPlugin, store: SnapshotStore, *, window: pd.DataFrame | None = None
+    plugin: AnalysisPlugin | LoadedPlugin,
+    store: SnapshotStore,
+    *,
+    window: pd.DataFrame | None = None,
+    use_cache: bool = True,
 ) -> Inputs:
-    """Each declared table over its newest `history` (or `history_of[table]`) snapshots."""
-    index = snapshot_window(plugin, store) if window is None else window
+    """Each declared table over its newest `history` (or `history_of[table]`) snapshots.
+
+    Given a `LoadedPlugin`, also the results of its requirements (`required_results`); a bare
+    `AnalysisPlugin` has none resolved, so its `Inputs.results` stay empty.
+    """
+    instance = _instance(plugin)
+    results = required_results(plugin, store, use_cache=use_cache)
+    index = snapshot_window(instance, store) if window is None else window
     ids = [str(s) for s in index["snapshot_id"]] if len(index) else []
     tables: dict[str, pd.DataFrame] = {}
-    for name in plugin.inputs:
-        count = plugin.history_of.get(name, plugin.history)
+    for name in instance.inputs:
+        count = instance.history_of.get(name, instance.history)
         mine = ids[-count:]
         table = store.read(name, snapshot_ids=mine) if mine else SCHEMAS[name].empty_table()
         tables[name] = table.to_pandas()
-    return Inputs(tables=tables, snapshots=index)
+    return Inputs(tables=tables, snapshots=index, results=results)
+
+
+def _unlinked(plugin: AnalysisPlugin | LoadedPlugin) -> list[str]:
+    """The slugs in `requires` that no linked requirement answers for."""
+    linked = {r.name for r in plugin.requirements} if isinstance(plugin, LoadedPlugin) else set()
+    return [slug for slug in _instance(plugin).requires if slug not in linked]
+
+
+def required_results(
+    plugin: AnalysisPlugin | LoadedPlugin, store: SnapshotStore, *, use_cache: bool = True
+) -> dict[str, Result]:
+    """The default-parameter result of each plugin `plugin` requires, on the newest snapshots.
+
+    Each comes from `run`, so a stored result is read rather than analysed again. A failed
+    requirement fails the dependant: `PluginRunError` names the requirement and its error.
+    Only the requirements `discover()` linked to a `LoadedPlugin` are there (none for a bare
+    `AnalysisPlugin`); `run` refuses a plugin that lacks some.
+    """
+    if not isinstance(plugin, LoadedPlugin):
+        return {}
+    results: dict[str, Result] = {}
+    for required in plugin.requirements:
+        try:
+            results[required.name] = run(required, store, None, use_cache=use_cache).result
+        except PluginError as exc:
+            raise PluginRunError(
+                plugin.name, f"its requirement {required.name!r} failed: {exc}"
+            ) from exc
+    return results
 
 
 def results_for(store: SnapshotStore) -> ResultStore | None:
@@ -193,9 +233,19 @@ def run(
 
     A result stored for exactly these inputs (plugin, version, params, snapshots) is read
     instead of analysing again, unless `use_stored` is False; a stored failure raises
-    `PluginRunError`. Outputs are also cached in memory when `use_cache`.
+    `PluginRunError`. Outputs are also cached in memory when `use_cache`. Before analysing,
+    the results of the plugins it requires are obtained the same way (their stored results
+    are read whatever `use_stored` says); this needs the `LoadedPlugin` that `discover()`
+    linked to them.
     """
     instance = _instance(plugin)
+    unlinked = _unlinked(plugin)
+    if unlinked:
+        raise PluginRunError(
+            instance.name,
+            f"it requires {', '.join(unlinked)}; run the LoadedPlugin that "
+            "plugins.registry.discover() returns, which is linked to its requirements",
+        )
     validated = validate_params(instance, params)
     params_json = validated.model_dump(mode="json")
     started = time.perf_counter()
@@ -213,7 +263,7 @@ def run(
     if stored is not None:
         output = _from_stored(plugin, validated, stored, time.perf_counter() - started)
     else:
-        inputs = load_inputs(instance, store, window=window)
+        inputs = load_inputs(plugin, store, window=window, use_cache=use_cache)
         load_seconds = time.perf_counter() - started
         output = run_on_inputs(plugin, inputs, validated)
         timings = {"load": load_seconds, **output.timings}

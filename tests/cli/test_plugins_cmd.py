@@ -39,6 +39,8 @@ def test_plugins_cmd_lists_builtins_as_json(capsys: pytest.CaptureFixture[str]) 
         "title": "Subscription status",
         "version": "1.0",
         "engine": "light",
+        "api_version": 1,
+        "requires": [],
         "source": "builtin plugins.builtin.subscription_status:SubscriptionStatus",
     }
     assert listing["failed"] == []
@@ -53,6 +55,23 @@ def test_plugins_cmd_lists_failures_in_text(
     out = capsys.readouterr().out
     assert "stuck-hashes" in out and "failed to load" in out
     assert f"{tmp_path / 'bad.py'}: import failed: ValueError: nope" in out
+
+
+def test_plugins_cmd_shows_api_versions_and_requirements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "builds.py").write_text(
+        "from plugins.builtin.subscription_status import SubscriptionStatus\n"
+        "class Builds(SubscriptionStatus):\n"
+        "    name = 'builds-on-status'\n"
+        "    requires = ('subscription-status',)\n"
+        "PLUGINS = (Builds,)\n"
+    )
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(tmp_path))
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "  subscription-status    1.0      light  api 1  Subscription status\n" in out
+    assert f"from {tmp_path / 'builds.py'}\n{'':<24} requires subscription-status\n" in out
 
 
 def test_plugins_cmd_analyze_prints_json_frames(

@@ -89,6 +89,8 @@ def test_hello_plugin_listed_by_the_cli(hello_target: Path) -> None:
             "title": "Hello: namespaces",
             "version": "0.1.0",
             "engine": "light",
+            "api_version": 1,
+            "requires": [],
             "source": "entry point hello = hello_pulsar_lens:HelloNamespaces "
             "(hello-pulsar-lens 0.1.0)",
         }

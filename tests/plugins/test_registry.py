@@ -12,7 +12,8 @@ import pytest
 from pydantic import create_model
 
 from core.errors import PluginLoadError, PluginUnavailable
-from plugins.api import AnalysisPlugin, BaseModel, Field, Inputs, Page, Result, View
+from plugins import registry as registry_module
+from plugins.api import API_VERSION, AnalysisPlugin, BaseModel, Field, Inputs, Page, Result, View
 from plugins.registry import BUILTIN_PLUGINS, discover, validate_plugin
 
 GOOD = """
@@ -181,6 +182,41 @@ def test_registry_validation_names_plugin_source_expected_found(
         validate_plugin(_variant(**attrs), "test-source")
     assert expected in str(info.value)
     assert "test-source" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("declared", "expected"),
+    [
+        (
+            API_VERSION + 1,
+            f"api_version: declares plugin API {API_VERSION + 1}, written for a newer Pulsar "
+            f"Lens; this version runs plugin API {API_VERSION}",
+        ),
+        ("1", "api_version: expected an integer, found '1'; this version runs plugin API 1"),
+        (True, "api_version: expected an integer, found True"),
+        (1.0, "api_version: expected an integer, found 1.0"),
+        (0, "api_version: declares plugin API 0, which this version no longer runs"),
+    ],
+)
+def test_registry_refuses_a_plugin_for_another_api_naming_what_it_declared(
+    declared: object, expected: str
+) -> None:
+    with pytest.raises(PluginLoadError) as info:
+        validate_plugin(_variant(api_version=declared), "test-source")
+    assert str(info.value).startswith("plugin 'valid-one' from test-source: ")
+    assert expected in str(info.value)
+
+
+def test_registry_api_version_defaults_to_1_and_a_newer_lens_runs_older_plugins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert AnalysisPlugin.api_version == 1 == API_VERSION
+    assert validate_plugin(Valid, "src").api_version == 1
+    monkeypatch.setattr(registry_module, "API_VERSION", 2)
+    assert validate_plugin(_variant(api_version=2), "src").api_version == 2
+    assert validate_plugin(Valid, "src").api_version == 1
+    with pytest.raises(PluginLoadError, match="this version runs plugin API 1 to 2"):
+        validate_plugin(_variant(api_version=3), "src")
 
 
 def test_registry_validation_rejects_non_plugins() -> None:
