@@ -12,7 +12,7 @@ import pytest
 from pydantic import create_model
 
 from core.errors import PluginLoadError, PluginUnavailable
-from plugins import registry as registry_module
+from plugins import validation as validation_module
 from plugins.api import API_VERSION, AnalysisPlugin, BaseModel, Field, Inputs, Page, Result, View
 from plugins.registry import BUILTIN_PLUGINS, discover, validate_plugin
 
@@ -212,7 +212,7 @@ def test_registry_api_version_defaults_to_1_and_a_newer_lens_runs_older_plugins(
 ) -> None:
     assert AnalysisPlugin.api_version == 1 == API_VERSION
     assert validate_plugin(Valid, "src").api_version == 1
-    monkeypatch.setattr(registry_module, "API_VERSION", 2)
+    monkeypatch.setattr(validation_module, "API_VERSION", 2)
     assert validate_plugin(_variant(api_version=2), "src").api_version == 2
     assert validate_plugin(Valid, "src").api_version == 1
     with pytest.raises(PluginLoadError, match="this version runs plugin API 1 to 2"):

@@ -1,0 +1,179 @@
+"""Load-time validation of a plugin class against the contract of `plugins.api`.
+
+Each problem names what was expected and what was found; the registry turns the first one
+into a `PluginLoadError` for that plugin, and every other plugin still loads.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from core.errors import PluginLoadError
+from core.model import TABLES
+from plugins.api import API_VERSION, ENGINES, OLDEST_API_VERSION, AnalysisPlugin, Page
+
+SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+METADATA_STRINGS = ("title", "description", "version")
+
+
+def validate_plugin(obj: Any, source: str) -> AnalysisPlugin:
+    """Check a plugin class against the contract and return an instance of it."""
+    label = getattr(obj, "name", None) if inspect.isclass(obj) else None
+    plugin = label if isinstance(label, str) else None
+
+    def fail(message: str) -> PluginLoadError:
+        return PluginLoadError(source, message, plugin=plugin)
+
+    if not (inspect.isclass(obj) and issubclass(obj, AnalysisPlugin)):
+        raise fail(f"expected a subclass of plugins.api.AnalysisPlugin, found {obj!r}")
+    for problem in _problems(obj):
+        raise fail(problem)
+    try:
+        return obj()
+    except Exception as exc:
+        message = f"expected a class that takes no arguments; instantiating it raised {exc!r}"
+        raise fail(message) from exc
+
+
+def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
+    yield from _api_version_problems(getattr(cls, "api_version", None))
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not SLUG_PATTERN.match(name):
+        yield f"name: expected a kebab-case slug like 'bundle-ownership', found {name!r}"
+    for attr in METADATA_STRINGS:
+        value = getattr(cls, attr, None)
+        if not isinstance(value, str) or not value.strip():
+            yield f"{attr}: expected a non-empty string, found {value!r}"
+    engine: object = getattr(cls, "engine", None)
+    if engine not in ENGINES:
+        unbuilt = " (this version has no Spark engine)" if engine == "spark" else ""
+        yield f"engine: expected one of {', '.join(ENGINES)}, found {engine!r}{unbuilt}"
+    yield from _table_problems(getattr(cls, "inputs", None))
+    history = cls.history
+    if not isinstance(history, int) or isinstance(history, bool) or history < 1:
+        yield f"history: expected an integer >= 1, found {history!r}"
+    yield from _history_of_problems(cls)
+    yield from _output_problems(getattr(cls, "outputs", None))
+    yield from _requires_problems(getattr(cls, "requires", None), name)
+    for method in ("analyze", "render"):
+        if getattr(cls, method) is getattr(AnalysisPlugin, method):
+            yield f"{method}: expected the plugin to define {method}(), found only the base one"
+    params = cls.Params
+    if not (inspect.isclass(params) and issubclass(params, BaseModel)):
+        yield f"Params: expected a pydantic BaseModel subclass, found {params!r}"
+    else:
+        yield from _params_default_problems(params)
+        yield from _page_problems(getattr(cls, "page", None), params)
+
+
+def _history_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
+    history_of: object = getattr(cls, "history_of", None)
+    if not isinstance(history_of, Mapping):
+        yield f"history_of: expected a mapping of table name to count, found {history_of!r}"
+        return
+    inputs = getattr(cls, "inputs", ())
+    for table, count in history_of.items():
+        if table not in inputs:
+            yield f"history_of: {table!r} is not one of the declared inputs"
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            yield f"history_of[{table!r}]: expected an integer >= 1, found {count!r}"
+
+
+def _page_problems(page: object, params: type[BaseModel]) -> Iterable[str]:
+    if page is None:
+        return
+    if not isinstance(page, Page):
+        yield f"page: expected None or a plugins.api.Page, found {page!r}"
+        return
+    if not isinstance(page.title, str) or not page.title.strip():
+        yield f"page.title: expected a non-empty string, found {page.title!r}"
+    if page.url_path and not (isinstance(page.url_path, str) and SLUG_PATTERN.match(page.url_path)):
+        yield f"page.url_path: expected a kebab-case path, found {page.url_path!r}"
+    unknown = [c for c in page.controls if c not in params.model_fields]
+    if unknown:
+        known = ", ".join(params.model_fields) or "none"
+        yield f"page.controls: {', '.join(map(repr, unknown))} are not Params fields ({known})"
+
+
+def _params_default_problems(params: type[BaseModel]) -> Iterable[str]:
+    """Every field needs a default that passes its own rules: the CLI and the dashboard form
+    both start from the defaults, and pydantic does not check them itself."""
+    defaults: dict[str, Any] = {}
+    for name, info in params.model_fields.items():
+        if info.is_required():
+            yield f"Params.{name}: expected a default value (forms and the CLI start from it)"
+        else:
+            defaults[name] = info.get_default(call_default_factory=True)
+    if len(defaults) < len(params.model_fields):
+        return
+    try:
+        params.model_validate(defaults)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error["loc"]) or "?"
+            yield (
+                f"Params.{where}: its default {error.get('input')!r} breaks its own rule: "
+                f"{error['msg']}"
+            )
+    except Exception as exc:  # a validator of the plugin's own that crashes
+        yield f"Params: validating the defaults raised {type(exc).__name__}: {exc}"
+
+
+def _table_problems(inputs: Any) -> Iterable[str]:
+    if not isinstance(inputs, tuple) or not all(isinstance(t, str) for t in inputs):
+        yield f"inputs: expected a tuple of table names, found {inputs!r}"
+        return
+    unknown = [t for t in inputs if t not in TABLES]
+    if unknown:
+        yield f"inputs: expected tables among {', '.join(TABLES)}, found {', '.join(unknown)}"
+
+
+def _output_problems(outputs: Any) -> Iterable[str]:
+    if (
+        not isinstance(outputs, tuple)
+        or not outputs
+        or not all(isinstance(o, str) for o in outputs)
+    ):
+        yield f"outputs: expected a non-empty tuple of frame names, found {outputs!r}"
+    elif len(set(outputs)) != len(outputs):
+        yield f"outputs: expected unique frame names, found {outputs!r}"
+
+
+def _api_version_problems(declared: Any) -> Iterable[str]:
+    """The plugin API the plugin was written for must be one this version runs."""
+    if OLDEST_API_VERSION == API_VERSION:
+        supported = f"plugin API {API_VERSION}"
+    else:
+        supported = f"plugin API {OLDEST_API_VERSION} to {API_VERSION}"
+    if not isinstance(declared, int) or isinstance(declared, bool):
+        yield f"api_version: expected an integer, found {declared!r}; this version runs {supported}"
+    elif declared > API_VERSION:
+        yield (
+            f"api_version: declares plugin API {declared}, written for a newer Pulsar Lens; "
+            f"this version runs {supported} (upgrade Pulsar Lens, or use a release of the "
+            "plugin written for this API)"
+        )
+    elif declared < OLDEST_API_VERSION:
+        yield (
+            f"api_version: declares plugin API {declared}, which this version no longer runs; "
+            f"it runs {supported} (update the plugin)"
+        )
+
+
+def _requires_problems(requires: Any, name: Any) -> Iterable[str]:
+    if not isinstance(requires, tuple) or not all(
+        isinstance(r, str) and SLUG_PATTERN.match(r) for r in requires
+    ):
+        yield f"requires: expected a tuple of plugin slugs, found {requires!r}"
+    elif len(set(requires)) != len(requires):
+        yield f"requires: expected unique plugin slugs, found {requires!r}"
+    elif name in requires:
+        yield (
+            f"requires: expected other plugins, found its own slug {name!r}; a plugin cannot "
+            "build on its own result"
+        )
