@@ -1,0 +1,207 @@
+"""`bundle-ownership`'s events between consecutive snapshots: owner changes, unloads that
+completed between two polls (every consumer reconnected), splits, and the bundle events the
+collector stored (see the package for the rules)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+EVENT_COLUMNS = ["at", "kind", "namespace", "bundle", "before", "after", "detail", "source"]
+CONSUMER_KEY = ["topic", "subscription", "consumer_name"]
+
+
+def _owner(value: Any) -> str | None:
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+
+
+def _snapshots_of(frame: pd.DataFrame, ids: Sequence[str]) -> dict[str, pd.DataFrame]:
+    return {sid: part for sid, part in frame.groupby("snapshot_id", sort=False) if sid in ids}
+
+
+def compute_events(
+    bundles: pd.DataFrame,
+    topics: pd.DataFrame,
+    consumers: pd.DataFrame,
+    snapshots: pd.DataFrame,
+) -> pd.DataFrame:
+    """Ownership events between consecutive snapshots, newest first."""
+    ids = [str(s) for s in snapshots["snapshot_id"]] if len(snapshots) else []
+    by_snapshot = _snapshots_of(bundles, ids)
+    topics_by, consumers_by = _snapshots_of(topics, ids), _snapshots_of(consumers, ids)
+    last_owner: dict[tuple[str, str], str] = {}
+    seen = pd.DataFrame(columns=[*CONSUMER_KEY, "connected_since"])
+    rows: list[dict[str, Any]] = []
+    previous: pd.DataFrame | None = None
+    for sid, at in zip(ids, snapshots["collected_at"], strict=True):
+        current = by_snapshot.get(sid)
+        if current is None:
+            continue
+        now = consumers_by.get(sid)
+        if previous is not None:
+            reconnected = reconnected_bundles(topics_by.get(sid), seen, now)
+            rows.extend(_owner_events(previous, current, at, last_owner, reconnected))
+            rows.extend(_listing_events(previous, current, at))
+        for row in current.itertuples(index=False):
+            owner = _owner(row.owner_broker)
+            if owner is not None:
+                last_owner[(row.namespace, row.bundle)] = owner
+        seen = _remember(seen, now)
+        previous = current
+    frame = pd.DataFrame(rows, columns=EVENT_COLUMNS)
+    return frame.sort_values("at", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _owner_events(
+    previous: pd.DataFrame,
+    current: pd.DataFrame,
+    at: Any,
+    last_owner: Mapping[tuple[str, str], str],
+    reconnected: Mapping[tuple[str, str], int],
+) -> Iterator[dict[str, Any]]:
+    before = {(r.namespace, r.bundle): _owner(r.owner_broker) for r in previous.itertuples()}
+    for row in current.itertuples(index=False):
+        key = (row.namespace, row.bundle)
+        if key not in before:
+            continue
+        old, new = before[key], _owner(row.owner_broker)
+        kind, detail = _transition(old, new, last_owner.get(key), reconnected.get(key, 0))
+        if kind:
+            yield _event(at, kind, key, old, new, detail)
+
+
+def _transition(
+    old: str | None, new: str | None, last: str | None, reconnected: int
+) -> tuple[str | None, str]:
+    if old and new and old != new:
+        return "moved", f"from {old} to {new}"
+    if old and not new:
+        return "unloaded", f"{old} no longer owns it"
+    if not old and new:
+        if new == last:
+            return "reacquired", f"{new} owns it again after an unload"
+        return "acquired", f"{new} took it" + (f" (last owner {last})" if last else "")
+    if old and new == old and reconnected:
+        return "reloaded", (
+            f"all {reconnected} consumer(s) of its topics reconnected while {old} kept it: "
+            "unloaded and re-acquired between polls"
+        )
+    return None, ""
+
+
+def _event(
+    at: Any, kind: str, key: tuple[str, str], before: Any, after: Any, detail: str
+) -> dict[str, Any]:
+    return {
+        "at": at,
+        "kind": kind,
+        "namespace": key[0],
+        "bundle": key[1],
+        "before": before,
+        "after": after,
+        "detail": detail,
+        "source": "snapshots",
+    }
+
+
+def _tiles(parent: Any, children: Sequence[Any]) -> bool:
+    """Whether the children ranges exactly tile the parent's range."""
+    ordered = sorted(children, key=lambda c: c.lower)
+    if len(ordered) < 2 or ordered[0].lower != parent.lower or ordered[-1].upper != parent.upper:
+        return False
+    return all(a.upper == b.lower for a, b in itertools.pairwise(ordered))
+
+
+def _listing_events(
+    previous: pd.DataFrame, current: pd.DataFrame, at: Any
+) -> Iterator[dict[str, Any]]:
+    before = set(zip(previous["namespace"], previous["bundle"], strict=True))
+    after = set(zip(current["namespace"], current["bundle"], strict=True))
+    # a namespace seen for the first time (or no more) is not a bundle change
+    common = set(previous["namespace"]) & set(current["namespace"])
+    changed = sorted({ns for ns, _ in before ^ after} & common)
+    for namespace in changed:
+        now = current[current["namespace"] == namespace]
+        then = previous[previous["namespace"] == namespace]
+        gone = [r for r in then.itertuples() if r.bundle not in set(now["bundle"])]
+        new = [r for r in now.itertuples() if r.bundle not in set(then["bundle"])]
+        explained: set[str] = set()
+        for parent in gone:
+            children = [c for c in new if parent.lower <= c.lower and c.upper <= parent.upper]
+            key = (str(namespace), parent.bundle)
+            if _tiles(parent, children):
+                names = ", ".join(c.bundle for c in sorted(children, key=lambda c: c.lower))
+                explained |= {c.bundle for c in children}
+                yield _event(at, "split", key, parent.bundle, names, f"split into {names}")
+            else:
+                yield _event(at, "disappeared", key, _owner(parent.owner_broker), None, "")
+        for child in new:
+            if child.bundle not in explained:
+                key = (str(namespace), child.bundle)
+                yield _event(at, "appeared", key, None, _owner(child.owner_broker), "")
+
+
+def _remember(seen: pd.DataFrame, consumers: pd.DataFrame | None) -> pd.DataFrame:
+    """The newest connectedSince seen so far for every consumer."""
+    if consumers is None or consumers.empty:
+        return seen
+    latest = consumers[[*CONSUMER_KEY, "connected_since"]].dropna(subset=["connected_since"])
+    if seen.empty:
+        return latest.drop_duplicates(CONSUMER_KEY, keep="last")
+    both = pd.concat([seen, latest], ignore_index=True)
+    return both.drop_duplicates(CONSUMER_KEY, keep="last")
+
+
+def reconnected_bundles(
+    topics: pd.DataFrame | None, seen: pd.DataFrame, after: pd.DataFrame | None
+) -> dict[tuple[str, str], int]:
+    """Bundles whose every consumer seen before has a newer connectedSince now.
+
+    A consumer is compared with the last snapshot that listed it, so a snapshot taken while
+    the clients were reconnecting (and listed none) does not hide the reload.
+    """
+    if topics is None or after is None or seen.empty or after.empty:
+        return {}
+    both = seen.merge(
+        after[[*CONSUMER_KEY, "connected_since"]], on=CONSUMER_KEY, suffixes=("_before", "_after")
+    )
+    both = both.dropna(subset=["connected_since_before", "connected_since_after"])
+    both = both.merge(topics[["topic", "namespace", "bundle"]], on="topic", how="inner")
+    if both.empty:
+        return {}
+    both["renewed"] = both["connected_since_after"] > both["connected_since_before"]
+    per_bundle = both.groupby(["namespace", "bundle"])["renewed"].agg(["all", "count"])
+    renewed = per_bundle[per_bundle["all"]]
+    return {(str(ns), str(b)): int(n) for (ns, b), n in renewed["count"].items()}
+
+
+def with_stored_events(derived: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFrame:
+    """Add the collector's bundle events that no derived event already covers."""
+    if stored.empty or "kind" not in stored:
+        return derived
+    mine = stored[stored["kind"].astype(str).str.startswith("bundle")]
+    if mine.empty:
+        return derived
+    bundle = mine["subject"].astype(str).str.rsplit("/", n=1).str[-1]
+    extra = pd.DataFrame(
+        {
+            "at": mine["collected_at"],
+            "kind": mine["kind"],
+            "namespace": mine["namespace"],
+            "bundle": bundle,
+            "before": mine["before"],
+            "after": mine["after"],
+            "detail": "",
+            "source": "collector",
+        }
+    )
+    seen = set(zip(derived["at"], derived["namespace"], derived["bundle"], strict=True))
+    keep = [
+        (a, n, b) not in seen
+        for a, n, b in zip(extra["at"], extra["namespace"], extra["bundle"], strict=True)
+    ]
+    merged = pd.concat([derived, extra[keep]], ignore_index=True) if any(keep) else derived
+    return merged.sort_values("at", ascending=False, kind="stable").reset_index(drop=True)
