@@ -1,13 +1,26 @@
 """A third-party Pulsar Lens plugin: topics, subscriptions and backlog per namespace.
 
-Installed with pip, it is found through its entry point in group `pulsar_lens.plugins`.
+Installed with pip, it is found through its entry point in group `pulsar_lens.plugins`. It
+asks for a page of its own in the dashboard's Cluster section, laid out in two columns.
 """
 
 from __future__ import annotations
 
 import altair as alt
 
-from plugins.api import AnalysisPlugin, BaseModel, Chart, Field, Inputs, Metric, Result, Table, View
+from plugins.api import (
+    AnalysisPlugin,
+    BaseModel,
+    Chart,
+    Columns,
+    Field,
+    Inputs,
+    Metric,
+    Page,
+    Result,
+    Table,
+    View,
+)
 
 __all__ = ["HelloNamespaces"]
 
@@ -21,9 +34,18 @@ class HelloNamespaces(AnalysisPlugin):
     inputs = ("topics", "subscriptions")
     history = 1
     outputs = ("namespaces",)
+    page = Page(
+        title="Namespaces",
+        icon=":material/folder:",
+        caption="Topics, subscriptions and backlog per namespace.",
+        controls=("min_topics",),
+        order=90,
+    )
 
     class Params(BaseModel):
-        min_topics: int = Field(1, ge=0, description="Hide namespaces with fewer topics")
+        min_topics: int = Field(
+            1, ge=0, title="Smallest namespace", description="Hide namespaces with fewer topics"
+        )
 
     def analyze(self, data: Inputs, params: Params) -> Result:
         topics = data.latest("topics")
@@ -54,6 +76,11 @@ class HelloNamespaces(AnalysisPlugin):
         )
         return [
             Metric("Namespaces", int(result.summary["namespaces"])),
-            Chart(chart, title="Topics per namespace"),
-            Table(frame, title="Namespaces"),
+            Columns(
+                (
+                    (Chart(chart, title="Topics per namespace"),),
+                    (Table(frame, title="Namespaces"),),
+                ),
+                widths=(3, 2),
+            ),
         ]

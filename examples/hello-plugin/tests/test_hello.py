@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from hello_pulsar_lens import HelloNamespaces
 
-from plugins.api import Chart, Inputs, Metric, Table
+from plugins.api import Chart, Columns, Inputs, Metric, Table
 from plugins.registry import validate_plugin
 
 SNAPSHOT = "sha256:one"
@@ -56,7 +56,9 @@ def test_hello_min_topics_hides_small_namespaces() -> None:
     assert list(result.frames["namespaces"]["namespace"]) == ["public/default"]
 
 
-def test_hello_renders_a_metric_a_chart_and_a_table() -> None:
+def test_hello_renders_a_metric_then_a_chart_beside_a_table() -> None:
     plugin = HelloNamespaces()
     views = plugin.render(plugin.analyze(inputs(), HelloNamespaces.Params()))
-    assert [type(v) for v in views] == [Metric, Chart, Table]
+    assert [type(v) for v in views] == [Metric, Columns]
+    chart, table = (column[0] for column in views[1].columns)
+    assert isinstance(chart, Chart) and isinstance(table, Table)
