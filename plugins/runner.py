@@ -31,20 +31,14 @@ from core.model import SCHEMAS
 from plugins import isolation
 from plugins.api import (
     AnalysisPlugin,
-    Chart,
-    Columns,
     Inputs,
-    Metric,
     MetricsContext,
-    Note,
     Result,
-    Section,
-    Table,
-    Tabs,
     View,
 )
 from plugins.registry import LoadedPlugin
 from plugins.results import ResultStore, StoredResult
+from plugins.validation import check_result, check_views
 
 __all__ = [
     "CACHE_MAX_ENTRIES",
@@ -67,7 +61,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CACHE_MAX_ENTRIES = 64
-VIEW_TYPES = (Chart, Table, Metric, Note, Section, Columns, Tabs)
 
 
 class SnapshotStore(Protocol):
@@ -374,27 +367,8 @@ def _analyze(loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs, params: Base
     except Exception as exc:
         log.exception("plugin %s failed in analyze", plugin.name)
         raise PluginRunError(plugin.name, f"analyze raised {type(exc).__name__}: {exc}") from exc
-    _check_result(plugin, result)
+    check_result(plugin, result)
     return cast(Result, result)
-
-
-def _check_result(plugin: AnalysisPlugin, result: Any) -> None:
-    if not isinstance(result, Result):
-        raise PluginContractError(
-            plugin.name, f"analyze must return plugins.api.Result, found {type(result).__name__}"
-        )
-    expected, found = set(plugin.outputs), set(result.frames)
-    if expected != found:
-        raise PluginContractError(
-            plugin.name,
-            f"analyze must return exactly the declared outputs; expected "
-            f"{sorted(expected)}, found {sorted(found)}",
-        )
-    for name, frame in result.frames.items():
-        if not isinstance(frame, pd.DataFrame):
-            raise PluginContractError(
-                plugin.name, f"output {name!r} must be a pandas DataFrame, found {type(frame)}"
-            )
 
 
 def _render(loaded: AnalysisPlugin | LoadedPlugin, result: Result) -> tuple[View, ...]:
@@ -408,28 +382,5 @@ def _render(loaded: AnalysisPlugin | LoadedPlugin, result: Result) -> tuple[View
         raise PluginRunError(plugin.name, f"render raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(views, list | tuple):
         raise PluginContractError(plugin.name, f"render must return a list, found {type(views)}")
-    _check_views(plugin, views)
+    check_views(plugin, views)
     return tuple(views)
-
-
-def _check_views(plugin: AnalysisPlugin, views: Any, depth: int = 0) -> None:
-    """Every view is one of the API's kinds, also inside columns and tabs (nested 4 deep)."""
-    if depth > 4:
-        raise PluginContractError(plugin.name, "render nests columns and tabs over 4 deep")
-    for view in views:
-        if not isinstance(view, VIEW_TYPES):
-            raise PluginContractError(
-                plugin.name,
-                "render must return Chart, Table, Metric, Note, Section, Columns or Tabs "
-                f"views, found {type(view)}",
-            )
-        if isinstance(view, Columns):
-            for column in view.columns:
-                _check_views(plugin, column, depth + 1)
-        elif isinstance(view, Tabs):
-            for tab in view.tabs:
-                if not (isinstance(tab, tuple) and len(tab) == 2 and isinstance(tab[0], str)):
-                    raise PluginContractError(
-                        plugin.name, f"Tabs take (label, views) pairs, found {tab!r}"
-                    )
-                _check_views(plugin, tab[1], depth + 1)

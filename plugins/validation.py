@@ -1,7 +1,9 @@
-"""Load-time validation of a plugin class against the contract of `plugins.api`.
+"""A plugin against the contract of `plugins.api`: its class at load time, and what its
+`analyze` and `render` return at run time.
 
 Each problem names what was expected and what was found; the registry turns the first one
-into a `PluginLoadError` for that plugin, and every other plugin still loads.
+into a `PluginLoadError` for that plugin, and every other plugin still loads; the runner
+raises `PluginContractError` for a result or views that break the contract.
 """
 
 from __future__ import annotations
@@ -11,11 +13,26 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pandas as pd
 from pydantic import BaseModel, ValidationError
 
-from core.errors import PluginLoadError
+from core.errors import PluginContractError, PluginLoadError
 from core.model import TABLES
-from plugins.api import API_VERSION, ENGINES, OLDEST_API_VERSION, AnalysisPlugin, Page
+from plugins.api import (
+    API_VERSION,
+    ENGINES,
+    OLDEST_API_VERSION,
+    AnalysisPlugin,
+    Chart,
+    Columns,
+    Metric,
+    Note,
+    Page,
+    Result,
+    Section,
+    Table,
+    Tabs,
+)
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 METADATA_STRINGS = ("title", "description", "version")
@@ -177,3 +194,49 @@ def _requires_problems(requires: Any, name: Any) -> Iterable[str]:
             f"requires: expected other plugins, found its own slug {name!r}; a plugin cannot "
             "build on its own result"
         )
+
+
+VIEW_TYPES = (Chart, Table, Metric, Note, Section, Columns, Tabs)
+
+
+def check_result(plugin: AnalysisPlugin, result: Any) -> None:
+    """`result` is a Result holding exactly the declared outputs, each a DataFrame."""
+    if not isinstance(result, Result):
+        raise PluginContractError(
+            plugin.name, f"analyze must return plugins.api.Result, found {type(result).__name__}"
+        )
+    expected, found = set(plugin.outputs), set(result.frames)
+    if expected != found:
+        raise PluginContractError(
+            plugin.name,
+            f"analyze must return exactly the declared outputs; expected "
+            f"{sorted(expected)}, found {sorted(found)}",
+        )
+    for name, frame in result.frames.items():
+        if not isinstance(frame, pd.DataFrame):
+            raise PluginContractError(
+                plugin.name, f"output {name!r} must be a pandas DataFrame, found {type(frame)}"
+            )
+
+
+def check_views(plugin: AnalysisPlugin, views: Any, depth: int = 0) -> None:
+    """Every view is one of the API's kinds, also inside columns and tabs (nested 4 deep)."""
+    if depth > 4:
+        raise PluginContractError(plugin.name, "render nests columns and tabs over 4 deep")
+    for view in views:
+        if not isinstance(view, VIEW_TYPES):
+            raise PluginContractError(
+                plugin.name,
+                "render must return Chart, Table, Metric, Note, Section, Columns or Tabs "
+                f"views, found {type(view)}",
+            )
+        if isinstance(view, Columns):
+            for column in view.columns:
+                check_views(plugin, column, depth + 1)
+        elif isinstance(view, Tabs):
+            for tab in view.tabs:
+                if not (isinstance(tab, tuple) and len(tab) == 2 and isinstance(tab[0], str)):
+                    raise PluginContractError(
+                        plugin.name, f"Tabs take (label, views) pairs, found {tab!r}"
+                    )
+                check_views(plugin, tab[1], depth + 1)
