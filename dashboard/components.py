@@ -60,13 +60,29 @@ def draw(views: Sequence[View]) -> None:
         elif isinstance(view, Chart):
             draw_chart(view.chart, title=view.title, caption=view.caption)
         elif isinstance(view, Table):
-            _heading(view.title)
-            st.dataframe(view.frame, hide_index=True)
-            if view.caption:
-                st.caption(view.caption)
+            draw_table(view)
         elif isinstance(view, Note):
             draw_note(view.markdown, level=view.level)
     _flush_metrics(pending)
+
+
+MAX_TABLE_ROWS = 5000
+"""A table shows at most this many rows (the plugin's order: worst first); the CLI's
+`analyze --json` has them all."""
+
+
+def draw_table(view: Table) -> None:
+    _heading(view.title)
+    frame = view.frame
+    st.dataframe(frame.head(MAX_TABLE_ROWS), hide_index=True)
+    notes = [view.caption] if view.caption else []
+    if len(frame) > MAX_TABLE_ROWS:
+        notes.append(
+            f"the first {MAX_TABLE_ROWS:,} of {len(frame):,} rows; "
+            "`pulsar-lens analyze SLUG --json` prints them all"
+        )
+    if notes:
+        st.caption(" · ".join(notes))
 
 
 def _heading(title: str) -> None:

@@ -109,6 +109,34 @@ def _guarded_script(kind: str) -> None:
     st.write("the page goes on")
 
 
+def _layout_script() -> None:
+    import pandas as pd
+
+    from dashboard.components import MAX_TABLE_ROWS, draw
+    from plugins.api import Columns, Metric, Note, Section, Table, Tabs
+
+    big = pd.DataFrame({"n": range(MAX_TABLE_ROWS + 7)})
+    draw(
+        [
+            Section("Part one", caption="its caption"),
+            Columns(((Metric("Left", 1),), (Metric("Right", 2), Note("under right"))), (2, 1)),
+            Tabs((("First", (Table(big, title="Big"),)), ("Second", (Note("in tab two"),)))),
+        ]
+    )
+
+
+def test_draw_lays_out_sections_columns_and_tabs_and_caps_long_tables() -> None:
+    at = AppTest.from_function(_layout_script, default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert [s.value for s in at.subheader] == ["Part one"]
+    assert [m.label for m in at.metric] == ["Left", "Right"]
+    assert len(at.columns) >= 2 and [t.label for t in at.tabs] == ["First", "Second"]
+    assert [i.value for i in at.tabs[1].info] == ["in tab two"]
+    shown = at.tabs[0].dataframe[0].value
+    assert len(shown) == 5000
+    assert any("the first 5,000 of 5,007 rows" in c.value for c in at.caption)
+
+
 def test_guarded_shows_our_errors_plainly() -> None:
     at = AppTest.from_function(_guarded_script, args=("ours",), default_timeout=TIMEOUT).run()
     assert not at.exception
