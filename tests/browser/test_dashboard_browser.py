@@ -118,7 +118,7 @@ def test_browser_key_shared_draws_charts_and_answers_a_lookup(
     open_page(page, f"{served.url}/key-shared", "Key_Shared")
     expect(page.locator(".vega-embed").first).to_be_visible(timeout=TIMEOUT_MS)
     assert page.locator(".vega-embed").count() >= 2
-    box = page.get_by_label("Message key")
+    box = page.get_by_role("textbox", name="Message key")
     box.fill("9")
     box.press("Enter")
     metric = page.get_by_test_id("stMetric").filter(has_text="Sticky hash")
