@@ -183,18 +183,43 @@ def parent_of(topic: str) -> str:
 def group_topics(
     subs: pd.DataFrame, names: Mapping[tuple[str, str], frozenset[str]]
 ) -> dict[str, list[tuple[str, str]]]:
-    """Label -> (topic, subscription) keys: same subscription name, linked by shared consumers."""
+    """Label -> (topic, subscription) keys: same subscription name, linked by shared consumers.
+
+    Keys sharing a consumer name, directly or through other keys, form one group (union-find,
+    near-linear); groups are listed in the order of their last key."""
     groups: dict[str, list[tuple[str, str]]] = {}
     for sub_name, subset in subs.groupby("subscription", sort=True):
-        clusters: list[tuple[set[str], list[tuple[str, str]]]] = []
-        for key in subset["key"]:
-            own = set(names.get(key, frozenset()))
-            linked = [c for c in clusters if c[0] & own]
-            merged = (own.union(*(c[0] for c in linked)), [k for c in linked for k in c[1]] + [key])
-            clusters = [c for c in clusters if c not in linked] + [merged]
-        for _, keys in clusters:
-            groups[_unique(group_label(str(sub_name), keys), groups)] = keys
+        keys = list(subset["key"])
+        for members in _linked(keys, names):
+            grouped = [keys[i] for i in members]
+            groups[_unique(group_label(str(sub_name), grouped), groups)] = grouped
     return groups
+
+
+def _linked(
+    keys: Sequence[tuple[str, str]], names: Mapping[tuple[str, str], frozenset[str]]
+) -> list[list[int]]:
+    """Positions of `keys` grouped by shared consumer names, each group ordered, the groups
+    ordered by their last position."""
+    parent = list(range(len(keys)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_with: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        for name in names.get(key, frozenset()):
+            j = first_with.setdefault(name, i)
+            a, b = root(i), root(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    members: dict[int, list[int]] = {}
+    for i in range(len(keys)):
+        members.setdefault(root(i), []).append(i)
+    return sorted(members.values(), key=lambda group: group[-1])
 
 
 def group_label(subscription: str, keys: Sequence[tuple[str, str]]) -> str:
