@@ -101,9 +101,9 @@ def plugin_loaded(slug: str) -> bool:
 def _param_choices(root: str, snapshot_id: str, slug: str) -> dict[str, list[str]]:
     loaded = registry().get(slug)
     store = get_store(root)
-    stored = runner.stored_default(loaded, store)
-    if stored is not None and stored.result is not None:
-        return {name: list(values) for name, values in stored.choices.items()}
+    stored = runner.stored_choices(loaded, store)
+    if stored is not None:
+        return stored
     inputs = runner.load_inputs(loaded, store)
     choices = runner.param_choices(loaded, inputs)
     return {str(name): [str(v) for v in values] for name, values in choices.items()}

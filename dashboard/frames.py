@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -91,19 +92,27 @@ def format_age(seconds: float) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
-def compute_counts(tables: dict[str, pd.DataFrame]) -> dict[str, int]:
-    """Headline counts of one snapshot."""
+def compute_counts(
+    tables: Mapping[str, pd.DataFrame], row_counts: Mapping[str, float] | None = None
+) -> dict[str, int]:
+    """Headline counts of one snapshot. A table not given is counted from `row_counts` (the
+    rows per table the store's index keeps), so the Overview never reads the consumers."""
     subs = tables.get("subscriptions", pd.DataFrame())
     bundles = tables.get("bundles", pd.DataFrame())
+    stored = row_counts or {}
+
+    def rows(name: str) -> int:
+        return len(tables[name]) if name in tables else int(stored.get(name, 0))
+
     return {
-        "brokers": len(tables.get("brokers", ())),
+        "brokers": rows("brokers"),
         "namespaces": int(bundles["namespace"].nunique()) if len(bundles) else 0,
-        "bundles": len(bundles),
-        "topics": len(tables.get("topics", ())),
-        "subscriptions": len(subs),
-        "consumers": len(tables.get("consumers", ())),
+        "bundles": rows("bundles"),
+        "topics": rows("topics"),
+        "subscriptions": rows("subscriptions"),
+        "consumers": rows("consumers"),
         "key_shared": int((subs["type"] == "Key_Shared").sum()) if len(subs) else 0,
-        "draining_hashes": len(tables.get("draining_hashes", ())),
+        "draining_hashes": rows("draining_hashes"),
     }
 
 

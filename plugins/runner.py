@@ -53,7 +53,7 @@ __all__ = [
     "run",
     "run_on_inputs",
     "snapshot_window",
-    "stored_default",
+    "stored_choices",
     "validate_params",
     "window_size",
 ]
@@ -202,16 +202,17 @@ def results_for(store: SnapshotStore) -> ResultStore | None:
     return ResultStore(root) if isinstance(root, str | os.PathLike) else None
 
 
-def stored_default(
+def stored_choices(
     plugin: AnalysisPlugin | LoadedPlugin, store: SnapshotStore
-) -> StoredResult | None:
-    """The result stored for the plugin's default params on the newest snapshots, if any."""
+) -> dict[str, list[str]] | None:
+    """The param choices stored with the plugin's default result on the newest snapshots;
+    None when that result is not stored (yet) or failed."""
     instance = _instance(plugin)
     params = validate_params(instance, None).model_dump(mode="json")
     window = snapshot_window(instance, store)
     ids = tuple(str(s) for s in window["snapshot_id"]) if len(window) else ()
     results = results_for(store) if ids else None
-    return results.read(instance.name, instance.version, params, ids) if results else None
+    return results.choices(instance.name, instance.version, params, ids) if results else None
 
 
 def run(

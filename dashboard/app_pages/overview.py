@@ -14,9 +14,9 @@ components.poll_banner(root)
 components.plugin_failures_banner()
 
 with components.guarded("The overview"):
-    names = ("brokers", "bundles", "topics", "subscriptions", "consumers", "draining_hashes")
+    names = ("brokers", "bundles", "topics", "subscriptions")
     snap = data.tables(root, status.snapshot_id, *names)
-    counts = frames.compute_counts(snap)
+    counts = frames.compute_counts(snap, status.row_counts)
     row = st.columns(6)
     for column, (label, key) in zip(
         row,
