@@ -147,7 +147,14 @@ class SubscriptionStatus(AnalysisPlugin):
         if len(bad):
             views.append(Note(f"{len(bad)} subscription(s) need attention.", level="warning"))
         views.append(Table(status, title="Subscriptions", caption="Worst first"))
-        views.append(Chart(chart_backlog(result.frames["backlog"], status), title="Backlog"))
+        shown = min(len(status), CHART_LINES)
+        views.append(
+            Chart(
+                chart_backlog(result.frames["backlog"], status),
+                title="Backlog",
+                caption=f"the {shown} worst of {len(status):,} subscriptions",
+            )
+        )
         return views
 
 
@@ -283,9 +290,15 @@ def judge(f: Mapping[str, Any], *, consumer_blocked: bool) -> tuple[str, str]:
     return "OK", "consumers keep up"
 
 
+CHART_LINES = 25
+"""The backlog chart draws the first this many subscriptions of the status table (worst
+first): a line per subscription of a whole cluster is neither readable nor cheap to send."""
+
+
 def chart_backlog(backlog: pd.DataFrame, status: pd.DataFrame) -> alt.Chart:
-    """Backlog over time, one line per subscription, coloured by its current status."""
-    labelled = backlog.merge(status[[*KEY, "status"]], on=KEY, how="inner").assign(
+    """Backlog over time of the CHART_LINES worst subscriptions, coloured by current status."""
+    worst = status[[*KEY, "status"]].head(CHART_LINES)
+    labelled = backlog.merge(worst, on=KEY, how="inner").assign(
         name=lambda f: f["topic"].str.rsplit("/", n=1).str[-1] + " / " + f["subscription"]
     )
     chart: alt.Chart = (
