@@ -102,7 +102,8 @@ class SubscriptionStatus(AnalysisPlugin):
     def analyze(self, data: Inputs, params: Params) -> Result:
         subs = data.history("subscriptions")
         if not params.include_system:
-            subs = subs[~subs["topic"].map(is_system_topic).astype(bool)]
+            system = {t: is_system_topic(t) for t in subs["topic"].unique()}
+            subs = subs[~subs["topic"].map(system).astype(bool)]
         subs = with_window(subs, data.snapshots, window=params.window)
         blocked = blocked_consumers(data.latest("consumers"))
         status = compute_status(subs, blocked, newest=data.latest_snapshot_id())
@@ -190,15 +191,15 @@ def compute_status(
     facts = facts[facts["snapshot_id"] == newest]  # the others are gone
     if facts.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in STATUS_COLUMNS})
+    records = facts.to_dict("records")
     judged = [
-        judge(f, consumer_blocked=(f["topic"], f["subscription"]) in blocked)
-        for f in facts.to_dict("records")
+        judge(f, consumer_blocked=(f["topic"], f["subscription"]) in blocked) for f in records
     ]
     frame = facts.assign(
         status=[j[0] for j in judged],
         reason=[j[1] for j in judged],
         backlog_change=facts["msg_backlog"] - facts["first_backlog"],
-        time_lag_s=[time_lag_seconds(f) for f in facts.to_dict("records")],
+        time_lag_s=[time_lag_seconds(f) for f in records],
     )
     order = frame["status"].map({s: i for i, s in enumerate(STATUSES)})
     frame = frame.assign(_o=order).sort_values(["_o", *KEY]).reset_index(drop=True)
