@@ -18,19 +18,11 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[object]:
-    """A local session; getOrCreate shares one with any other Spark test of this run."""
+    """The run's one local session (`plugins.spark.session`), shared with tests/spark."""
     os.environ.setdefault("SPARK_TESTING", "1")
-    from pyspark.sql import SparkSession
+    from plugins.spark import session
 
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("pulsar-lens-store-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    yield session
+    yield session.get("local[2]")
 
 
 def test_store_layout_reads_in_spark_and_skips_a_half_written_file(

@@ -1,0 +1,53 @@
+"""Read store tables into Spark DataFrames, pruned to a time window by the `date` folders.
+
+`read(session, root, "subscriptions", since=..., until=...)` lists only the day folders that
+overlap the window (Spark's partition filter on `date`) and keeps the rows collected inside
+it; `snapshot_ids=` narrows to given polls. A table with no files yet is an empty frame of
+the right schema, never an error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from plugins.spark.schemas import PARTITION_COLUMN, spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def read(
+    session: SparkSession,
+    root: str | Path,
+    name: str,
+    *,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    snapshot_ids: Sequence[str] | None = None,
+) -> DataFrame:
+    """Rows of store table `name` collected in [since, until] (either bound optional)."""
+    from pyspark.sql import functions as F
+
+    schema = spark_schema(name)
+    folder = Path(root) / name
+    if not any(folder.glob(f"{PARTITION_COLUMN}=*/*.parquet")):
+        return session.createDataFrame([], schema)
+    frame = session.read.schema(schema).option("basePath", str(folder)).parquet(str(folder))
+    if since is not None:
+        frame = frame.filter(F.col(PARTITION_COLUMN) >= F.lit(_utc(since).date()))
+        frame = frame.filter(F.col("collected_at") >= F.lit(_utc(since)))
+    if until is not None:
+        frame = frame.filter(F.col(PARTITION_COLUMN) <= F.lit(_utc(until).date()))
+        frame = frame.filter(F.col("collected_at") <= F.lit(_utc(until)))
+    if snapshot_ids is not None:
+        frame = frame.filter(F.col("snapshot_id").isin(list(snapshot_ids)))
+    return frame
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value.isoformat()}: pass an aware UTC datetime")
+    return value.astimezone(dt.UTC)

@@ -1,0 +1,107 @@
+"""One SparkSession per process, from PULSAR_LENS_SPARK_MASTER (default `local[2]`).
+
+`local[N]`, `spark://host:port` (standalone), `yarn`, `k8s://...` and Spark Connect
+`sc://host:port` all work. The session runs in UTC with Arrow on, its web UI off unless
+PULSAR_LENS_SPARK_UI=1, and a local driver binds to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.errors import SettingsError
+from core.settings import DEFAULT_SPARK_MASTER
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+MASTER_ENV = "PULSAR_LENS_SPARK_MASTER"
+UI_ENV = "PULSAR_LENS_SPARK_UI"
+APP_NAME = "pulsar-lens"
+MASTER_PREFIXES = ("local", "spark://", "sc://", "yarn", "k8s://", "mesos://")
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+_started: Started | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """How the process's session came up: its master and how long the JVM took."""
+
+    master: str
+    seconds: float
+    connect: bool  # a Spark Connect client, no JVM of ours
+
+
+def master_from_env(environ: dict[str, str] | None = None) -> str:
+    """The configured master; a value no Spark accepts is a SettingsError naming it."""
+    raw = ((environ if environ is not None else os.environ).get(MASTER_ENV) or "").strip()
+    master = raw or DEFAULT_SPARK_MASTER
+    if not master.startswith(MASTER_PREFIXES):
+        raise SettingsError(
+            f"{MASTER_ENV}={master!r}: expected local[N], spark://host:port, sc://host:port, "
+            "yarn or k8s://..."
+        )
+    return master
+
+
+def get(master: str | None = None) -> SparkSession:
+    """The process's session, started on first use (thread-safe)."""
+    global _session, _started
+    with _lock:
+        if _session is not None:
+            return _session
+        chosen = master or master_from_env()
+        started = time.perf_counter()
+        _session = _build(chosen)
+        _started = Started(chosen, time.perf_counter() - started, chosen.startswith("sc://"))
+        log.info("Spark session on %s started in %.1fs", chosen, _started.seconds)
+        return _session
+
+
+def started() -> Started | None:
+    """How the session came up, or None when this process has not started one."""
+    return _started
+
+
+def stop() -> None:
+    """Stop the process's session (the next `get()` starts a new one)."""
+    global _session, _started
+    with _lock:
+        if _session is not None:
+            _session.stop()
+        _session, _started = None, None
+
+
+def _build(master: str) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    # Python workers run our hashing over Arrow batches: they need this interpreter (and the
+    # packages it sees), not whichever python3 comes first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(APP_NAME)
+    if master.startswith("sc://"):
+        builder = builder.remote(master)
+    else:
+        builder = builder.master(master).config(
+            "spark.ui.enabled", "true" if os.environ.get(UI_ENV) == "1" else "false"
+        )
+        if master.startswith("local"):
+            builder = builder.config("spark.driver.host", "127.0.0.1").config(
+                "spark.driver.bindAddress", "127.0.0.1"
+            )
+            builder = builder.config("spark.sql.shuffle.partitions", "4")
+    builder = builder.config("spark.sql.session.timeZone", "UTC").config(
+        "spark.sql.execution.arrow.pyspark.enabled", "true"
+    )
+    return builder.getOrCreate()

@@ -1,0 +1,16 @@
+"""One local Spark session for the whole run (`plugins.spark.session`), on local[2]."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    os.environ.setdefault("SPARK_TESTING", "1")
+    from plugins.spark import session
+
+    yield session.get("local[2]")

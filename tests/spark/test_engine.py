@@ -1,0 +1,119 @@
+"""The Spark engine's parts on local[2]: schemas, windowed reads of the store, hashing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from core.errors import SettingsError
+from core.hashing import sticky_key_hash
+from core.store import STORE_SCHEMAS, Store
+from plugins.spark.hashing import with_sticky_hash
+from plugins.spark.reader import read
+from plugins.spark.schemas import spark_schema
+from plugins.spark.session import master_from_env
+from tests.core.snapshots import make_snapshot
+
+pytestmark = pytest.mark.spark
+
+BEFORE_MIDNIGHT = dt.datetime(2026, 11, 21, 23, 59, 0, tzinfo=dt.UTC)
+POLLS = [BEFORE_MIDNIGHT + dt.timedelta(seconds=30 * i) for i in range(5)]  # 2 days
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    written = Store(tmp_path_factory.mktemp("spark-store"))
+    for i, at in enumerate(POLLS):
+        written.write(make_snapshot(at=at, topics=i + 1, backlog=i))
+    return written
+
+
+@pytest.mark.parametrize("name", sorted(STORE_SCHEMAS))
+def test_every_store_table_has_an_explicit_schema_with_its_day(name: str) -> None:
+    schema = spark_schema(name)
+    assert schema.names == [*STORE_SCHEMAS[name].names, "date"]
+
+
+def test_an_unknown_table_names_the_known_ones() -> None:
+    with pytest.raises(KeyError, match="no store table 'nope'; known: brokers"):
+        spark_schema("nope")
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(["collected_at", "topic"]).reset_index(drop=True)
+
+
+def test_a_windowed_read_equals_the_stores_own_read(spark: object, store: Store) -> None:
+    since, until = POLLS[1], POLLS[3]
+    frame = read(spark, store.root, "topics", since=since, until=until)
+    got = _sorted(frame.drop("date").toPandas())
+    want = _sorted(store.read("topics", since=since, until=until).to_pandas())
+    assert len(got) == 2 + 3 + 4
+    assert list(got.columns) == list(want.columns)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+def test_a_window_inside_one_day_lists_only_that_days_folder(spark: object, store: Store) -> None:
+    frame = read(spark, store.root, "topics", since=POLLS[2], until=POLLS[4])
+    plan = frame._jdf.queryExecution().executedPlan().toString()  # type: ignore[attr-defined]
+    assert "PartitionFilters: [isnotnull(date" in plan
+    assert {str(d) for d in frame.select("date").distinct().toPandas()["date"]} == {"2026-11-22"}
+
+
+def test_snapshot_ids_narrow_the_read(spark: object, store: Store) -> None:
+    newest = str(store.snapshots()["snapshot_id"].iloc[-1])
+    frame = read(spark, store.root, "topics", snapshot_ids=[newest])
+    assert frame.count() == 5
+
+
+def test_a_table_without_files_is_empty_with_its_schema(spark: object, store: Store) -> None:
+    frame = read(spark, store.root, "probes", since=POLLS[0])
+    assert frame.count() == 0 and frame.schema == spark_schema("probes")
+
+
+def test_a_naive_window_is_refused(spark: object, store: Store) -> None:
+    with pytest.raises(ValueError, match="naive datetime"):
+        read(spark, store.root, "topics", since=dt.datetime(2026, 11, 21))
+
+
+@pytest.mark.parametrize("selector", ["consistent", "auto-split", "sticky"])
+def test_hashing_in_spark_equals_the_scalar_hash(spark: object, selector: str) -> None:
+    rng = random.Random(7)
+    alphabet = "abcXYZ019-_/ éü中😀"
+    keys = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(5000)]
+    keys += ["", "9", "3", "customer-42"]
+    frame = spark.createDataFrame(pd.DataFrame({"key": keys}))  # type: ignore[attr-defined]
+    hashed = with_sticky_hash(frame, selector=selector).toPandas()  # type: ignore[arg-type]
+    want = [sticky_key_hash(k.encode("utf-8"), selector=selector) for k in hashed["key"]]
+    assert hashed["hash"].tolist() == want
+
+
+def test_a_null_key_hashes_as_the_empty_key(spark: object) -> None:
+    frame = spark.createDataFrame([("a",), (None,)], "key string")  # type: ignore[attr-defined]
+    hashed = with_sticky_hash(frame).toPandas()
+    assert hashed["hash"].tolist() == [sticky_key_hash(b"a"), sticky_key_hash(b"")]
+
+
+def test_the_master_comes_from_the_environment_and_a_bad_one_is_named() -> None:
+    assert master_from_env({}) == "local[2]"
+    assert master_from_env({"PULSAR_LENS_SPARK_MASTER": "sc://127.0.0.1:15002"}).startswith("sc")
+    with pytest.raises(SettingsError, match="PULSAR_LENS_SPARK_MASTER='http://x'"):
+        master_from_env({"PULSAR_LENS_SPARK_MASTER": "http://x"})
+
+
+def test_the_run_shares_one_session(spark: object) -> None:
+    from plugins.spark import session
+
+    assert session.get() is spark
+    started = session.started()
+    assert started is not None and started.master == "local[2]" and not started.connect
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"  # type: ignore[attr-defined]
+    assert spark.conf.get("spark.ui.enabled") == "false"  # type: ignore[attr-defined]
+
+
+def test_store_root_is_a_path(store: Store) -> None:
+    assert Path(store.root).is_dir()
