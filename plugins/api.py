@@ -70,6 +70,7 @@ __all__ = [
     "Result",
     "Section",
     "SelectorKind",
+    "SparkInputs",
     "Table",
     "Tabs",
     "TopicName",
@@ -102,11 +103,14 @@ way an older plugin cannot follow; a plugin declares the one it was written for 
 OLDEST_API_VERSION = 1
 """The oldest plugin API this version still runs; a plugin declaring an older one is refused."""
 
-Engine = Literal["light"]
-"""`light` runs `analyze` on pandas frames. It is the only engine this version offers; a plugin
-declaring another is refused at load time, so nothing is listed that cannot run."""
+Engine = Literal["light", "spark"]
+"""`light` runs `analyze` on pandas frames (`Inputs`); `spark` on Spark DataFrames
+(`SparkInputs`), for analyses that read long history or many keys (docs/spark.md)."""
 
 ENGINES: tuple[str, ...] = ("light",)
+"""The engines a plugin may declare in this version. `spark` joins when Spark analyses run as
+jobs outside page requests; until then a plugin declaring it is refused at load time, so
+nothing is listed that cannot run."""
 
 NoteLevel = Literal["info", "warning", "error"]
 
@@ -160,6 +164,45 @@ class Inputs:
         if newest is None or "snapshot_id" not in frame:
             return frame.iloc[0:0]
         return frame[frame["snapshot_id"] == newest].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class SparkInputs:
+    """What a Spark plugin's `analyze` receives: one Spark DataFrame per declared table, read
+    from the store over the window of its last `history` snapshots, listing only the day
+    folders inside it.
+
+    `snapshots` is the store's index of that window as a small pandas frame, oldest first;
+    `since` and `until` are the collection times of its first and last snapshot. `analyze`
+    returns a `Result` of small pandas frames (aggregates brought back with `toPandas()`),
+    stored and drawn like any plugin's.
+    """
+
+    tables: Mapping[str, Any]
+    snapshots: pd.DataFrame
+    since: Any = None
+    until: Any = None
+
+    def latest_snapshot_id(self) -> str | None:
+        """The id of the newest snapshot, or None when there is none."""
+        if len(self.snapshots) and "snapshot_id" in self.snapshots:
+            return str(self.snapshots["snapshot_id"].iloc[-1])
+        return None
+
+    def history(self, name: str) -> Any:
+        """The Spark DataFrame of table `name` over the whole window."""
+        try:
+            return self.tables[name]
+        except KeyError:
+            known = ", ".join(sorted(self.tables)) or "none"
+            raise KeyError(
+                f"table {name!r} was not declared in inputs; declared: {known}"
+            ) from None
+
+    def latest(self, name: str) -> Any:
+        """The rows of table `name` that belong to the newest snapshot only."""
+        frame = self.history(name)
+        return frame.filter(frame["snapshot_id"] == (self.latest_snapshot_id() or ""))
 
 
 @dataclass(frozen=True)

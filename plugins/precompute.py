@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from core.errors import PluginError
 from plugins import runner
-from plugins.api import AnalysisPlugin, Inputs
+from plugins.api import AnalysisPlugin, Inputs, SparkInputs
 from plugins.registry import LoadedPlugin
 from plugins.results import ResultStore, StoredResult
 
@@ -99,7 +99,7 @@ def _compute_one(
     started = time.perf_counter()
     choices: dict[str, list[str]] = {}
     try:
-        inputs = runner.load_inputs(plugin, store, window=window)
+        inputs = runner.inputs_for(plugin, store, window=window)
         output = runner.run_on_inputs(plugin, inputs, params)
         status, error, result = "ok", None, output.result
         choices = _choices(plugin, inputs)
@@ -129,8 +129,12 @@ def _compute_one(
     return Outcome(instance.name, status, seconds, error)
 
 
-def _choices(plugin: AnalysisPlugin | LoadedPlugin, inputs: Inputs) -> dict[str, list[str]]:
+def _choices(
+    plugin: AnalysisPlugin | LoadedPlugin, inputs: Inputs | SparkInputs
+) -> dict[str, list[str]]:
     """The plugin's allowed values of str params, stored so a page never loads the inputs."""
+    if isinstance(inputs, SparkInputs):
+        return {}  # a Spark plugin offers its choices through its result, not a second job
     found = runner.param_choices(plugin, inputs)
     return {str(k): [str(v) for v in vs] for k, vs in found.items() if isinstance(vs, list | tuple)}
 

@@ -34,6 +34,7 @@ from plugins.api import (
     Inputs,
     MetricsContext,
     Result,
+    SparkInputs,
     View,
 )
 from plugins.registry import LoadedPlugin
@@ -45,7 +46,9 @@ __all__ = [
     "RunOutput",
     "SnapshotStore",
     "clear_cache",
+    "inputs_for",
     "load_inputs",
+    "load_spark_inputs",
     "metrics",
     "param_choices",
     "required_results",
@@ -167,6 +170,49 @@ def load_inputs(
     return Inputs(tables=tables, snapshots=index, results=results)
 
 
+def load_spark_inputs(
+    plugin: AnalysisPlugin, store: SnapshotStore, *, window: pd.DataFrame | None = None
+) -> SparkInputs:
+    """Spark DataFrames of the declared tables, each over its last `history` (or
+    `history_of[table]`) snapshots as a time window, read with day pruning (plugins/spark)."""
+    from plugins.spark import reader, schemas, session
+
+    root = getattr(store, "root", None)
+    if not isinstance(root, str | os.PathLike):
+        raise PluginRunError(plugin.name, "a Spark analysis reads a store on disk")
+    index = snapshot_window(plugin, store) if window is None else window
+    spark = session.get()
+    times = [t.to_pydatetime() for t in pd.to_datetime(index["collected_at"], utc=True)]
+    tables: dict[str, Any] = {}
+    for name in plugin.inputs:
+        if not times:
+            tables[name] = spark.createDataFrame([], schemas.spark_schema(name))
+            continue
+        count = plugin.history_of.get(name, plugin.history)
+        since = times[-count] if count < len(times) else times[0]
+        tables[name] = reader.read(spark, root, name, since=since, until=times[-1])
+    return SparkInputs(
+        tables=tables,
+        snapshots=index,
+        since=times[0] if times else None,
+        until=times[-1] if times else None,
+    )
+
+
+def inputs_for(
+    plugin: AnalysisPlugin | LoadedPlugin,
+    store: SnapshotStore,
+    *,
+    window: pd.DataFrame | None = None,
+    use_cache: bool = True,
+) -> Inputs | SparkInputs:
+    """What the plugin's `analyze` receives on its engine: pandas `Inputs` or `SparkInputs`."""
+    instance = _instance(plugin)
+    if instance.engine == "spark":
+        return load_spark_inputs(instance, store, window=window)
+    return load_inputs(plugin, store, window=window, use_cache=use_cache)
+
+
 def _unlinked(plugin: AnalysisPlugin | LoadedPlugin) -> list[str]:
     """The slugs in `requires` that no linked requirement answers for."""
     linked = {r.name for r in plugin.requirements} if isinstance(plugin, LoadedPlugin) else set()
@@ -257,7 +303,7 @@ def run(
     if stored is not None:
         output = _from_stored(plugin, validated, stored, time.perf_counter() - started)
     else:
-        inputs = load_inputs(plugin, store, window=window, use_cache=use_cache)
+        inputs = inputs_for(plugin, store, window=window, use_cache=use_cache)
         load_seconds = time.perf_counter() - started
         output = run_on_inputs(plugin, inputs, validated)
         timings = {"load": load_seconds, **output.timings}
@@ -293,7 +339,7 @@ def _from_stored(
     )
 
 
-def _snapshot_ids(inputs: Inputs) -> tuple[str, ...]:
+def _snapshot_ids(inputs: Inputs | SparkInputs) -> tuple[str, ...]:
     if not len(inputs.snapshots):
         return ()
     return tuple(str(s) for s in inputs.snapshots["snapshot_id"])
@@ -301,7 +347,7 @@ def _snapshot_ids(inputs: Inputs) -> tuple[str, ...]:
 
 def run_on_inputs(
     plugin: AnalysisPlugin | LoadedPlugin,
-    inputs: Inputs,
+    inputs: Inputs | SparkInputs,
     params: Mapping[str, Any] | BaseModel | None = None,
 ) -> RunOutput:
     """Analyze and render given inputs (no store, no cache): for tests and the dashboard."""
@@ -359,7 +405,9 @@ def param_choices(loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs) -> Mapp
     return choices if isinstance(choices, Mapping) else {}
 
 
-def _analyze(loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs, params: BaseModel) -> Result:
+def _analyze(
+    loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs | SparkInputs, params: BaseModel
+) -> Result:
     plugin = _instance(loaded)
     try:
         result = _call(loaded, "analyze", inputs, params)

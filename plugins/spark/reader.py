@@ -9,6 +9,7 @@ the right schema, never an error.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 def read(
     session: SparkSession,
-    root: str | Path,
+    root: str | os.PathLike[str],
     name: str,
     *,
     since: dt.datetime | None = None,
