@@ -48,7 +48,6 @@ __all__ = [
     "clear_cache",
     "inputs_for",
     "load_inputs",
-    "load_spark_inputs",
     "metrics",
     "param_choices",
     "required_results",
@@ -170,35 +169,6 @@ def load_inputs(
     return Inputs(tables=tables, snapshots=index, results=results)
 
 
-def load_spark_inputs(
-    plugin: AnalysisPlugin, store: SnapshotStore, *, window: pd.DataFrame | None = None
-) -> SparkInputs:
-    """Spark DataFrames of the declared tables, each over its last `history` (or
-    `history_of[table]`) snapshots as a time window, read with day pruning (plugins/spark)."""
-    from plugins.spark import reader, schemas, session
-
-    root = getattr(store, "root", None)
-    if not isinstance(root, str | os.PathLike):
-        raise PluginRunError(plugin.name, "a Spark analysis reads a store on disk")
-    index = snapshot_window(plugin, store) if window is None else window
-    spark = session.get()
-    times = [t.to_pydatetime() for t in pd.to_datetime(index["collected_at"], utc=True)]
-    tables: dict[str, Any] = {}
-    for name in plugin.inputs:
-        if not times:
-            tables[name] = spark.createDataFrame([], schemas.spark_schema(name))
-            continue
-        count = plugin.history_of.get(name, plugin.history)
-        since = times[-count] if count < len(times) else times[0]
-        tables[name] = reader.read(spark, root, name, since=since, until=times[-1])
-    return SparkInputs(
-        tables=tables,
-        snapshots=index,
-        since=times[0] if times else None,
-        until=times[-1] if times else None,
-    )
-
-
 def inputs_for(
     plugin: AnalysisPlugin | LoadedPlugin,
     store: SnapshotStore,
@@ -208,9 +178,15 @@ def inputs_for(
 ) -> Inputs | SparkInputs:
     """What the plugin's `analyze` receives on its engine: pandas `Inputs` or `SparkInputs`."""
     instance = _instance(plugin)
-    if instance.engine == "spark":
-        return load_spark_inputs(instance, store, window=window)
-    return load_inputs(plugin, store, window=window, use_cache=use_cache)
+    if instance.engine != "spark":
+        return load_inputs(plugin, store, window=window, use_cache=use_cache)
+    from plugins.spark.inputs import load_spark_inputs
+
+    root = getattr(store, "root", None)
+    if not isinstance(root, str | os.PathLike):
+        raise PluginRunError(instance.name, "a Spark analysis reads a store on disk")
+    index = snapshot_window(instance, store) if window is None else window
+    return load_spark_inputs(instance, root, index)
 
 
 def _unlinked(plugin: AnalysisPlugin | LoadedPlugin) -> list[str]:
