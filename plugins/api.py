@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import altair as alt
 import pandas as pd
@@ -80,8 +80,10 @@ __all__ = [
     "compare_modes",
     "compute_key_load",
     "diff_assignments",
+    "empty_frame",
     "find_bundle",
     "finite",
+    "frame_of",
     "jvm_charset",
     "make_selector",
     "parse_bundles",
@@ -133,29 +135,15 @@ class Inputs:
 
     def latest_snapshot_id(self) -> str | None:
         """The id of the newest snapshot, or None when there is none."""
-        if len(self.snapshots) and "snapshot_id" in self.snapshots:
-            return str(self.snapshots["snapshot_id"].iloc[-1])
-        return None
+        return _newest_id(self.snapshots)
 
     def history(self, name: str) -> pd.DataFrame:
         """All rows of table `name` (every snapshot in the window)."""
-        try:
-            return self.tables[name]
-        except KeyError:
-            known = ", ".join(sorted(self.tables)) or "none"
-            raise KeyError(
-                f"table {name!r} was not declared in inputs; declared: {known}"
-            ) from None
+        return _declared(self.tables, name, "table", "inputs")
 
     def result(self, slug: str) -> Result:
         """The default-parameter result of plugin `slug`, one of those in `requires`."""
-        try:
-            return self.results[slug]
-        except KeyError:
-            known = ", ".join(sorted(self.results)) or "none"
-            raise KeyError(
-                f"plugin {slug!r} was not declared in requires; declared: {known}"
-            ) from None
+        return _declared(self.results, slug, "plugin", "requires")
 
     def latest(self, name: str) -> pd.DataFrame:
         """Rows of table `name` that belong to the newest snapshot only."""
@@ -164,6 +152,24 @@ class Inputs:
         if newest is None or "snapshot_id" not in frame:
             return frame.iloc[0:0]
         return frame[frame["snapshot_id"] == newest].reset_index(drop=True)
+
+
+T = TypeVar("T")
+
+
+def _newest_id(snapshots: pd.DataFrame) -> str | None:
+    if len(snapshots) and "snapshot_id" in snapshots:
+        return str(snapshots["snapshot_id"].iloc[-1])
+    return None
+
+
+def _declared(found: Mapping[str, T], name: str, kind: str, where: str) -> T:
+    """found[name], or a KeyError naming what the plugin declared in `where`."""
+    try:
+        return found[name]
+    except KeyError:
+        known = ", ".join(sorted(found)) or "none"
+        raise KeyError(f"{kind} {name!r} was not declared in {where}; declared: {known}") from None
 
 
 @dataclass(frozen=True)
@@ -185,19 +191,11 @@ class SparkInputs:
 
     def latest_snapshot_id(self) -> str | None:
         """The id of the newest snapshot, or None when there is none."""
-        if len(self.snapshots) and "snapshot_id" in self.snapshots:
-            return str(self.snapshots["snapshot_id"].iloc[-1])
-        return None
+        return _newest_id(self.snapshots)
 
     def history(self, name: str) -> Any:
         """The Spark DataFrame of table `name` over the whole window."""
-        try:
-            return self.tables[name]
-        except KeyError:
-            known = ", ".join(sorted(self.tables)) or "none"
-            raise KeyError(
-                f"table {name!r} was not declared in inputs; declared: {known}"
-            ) from None
+        return _declared(self.tables, name, "table", "inputs")
 
     def latest(self, name: str) -> Any:
         """The rows of table `name` that belong to the newest snapshot only."""
@@ -310,6 +308,16 @@ class MetricsContext:
 
     def keeps(self, topic: object, subscription: object) -> bool:
         return (str(topic), str(subscription)) in self._kept
+
+
+def empty_frame(columns: Sequence[str]) -> pd.DataFrame:
+    """A frame with these columns and no rows (object dtype), for an output with nothing in it."""
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+
+
+def frame_of(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+    """Rows (dicts) as a frame of exactly these columns, in this order; `empty_frame` if none."""
+    return pd.DataFrame(list(rows), columns=list(columns)) if rows else empty_frame(columns)
 
 
 def finite(value: object) -> float | None:

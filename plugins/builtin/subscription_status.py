@@ -48,6 +48,7 @@ from plugins.api import (
     Result,
     Table,
     View,
+    empty_frame,
     finite,
     parse_topic_name,
 )
@@ -190,7 +191,7 @@ def compute_status(
     facts = compute_facts(subs)
     facts = facts[facts["snapshot_id"] == newest]  # the others are gone
     if facts.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in STATUS_COLUMNS})
+        return empty_frame(STATUS_COLUMNS)
     records = facts.to_dict("records")
     judged = [
         judge(f, consumer_blocked=(f["topic"], f["subscription"]) in blocked) for f in records

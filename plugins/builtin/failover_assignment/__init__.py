@@ -47,13 +47,13 @@ from plugins.api import (
     View,
     active_consumer_picker,
     finite,
+    frame_of,
     jvm_charset,
     partition_index,
 )
 from plugins.builtin.failover_assignment.frames import (
     PARTITION_COLUMNS,
     consumer_frame,
-    frame_of,
     group_frame,
     matrix_frame,
     summarize,

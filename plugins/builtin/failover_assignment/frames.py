@@ -9,6 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from plugins.api import frame_of
+
 GROUP_COLUMNS = [
     "label",
     "subscription",
@@ -44,12 +46,6 @@ PARTITION_COLUMNS = [
 CONSUMER_COLUMNS = ["label", "consumer_name", "partitions", "partitions_alternative", "vs_fair"]
 MATRIX_COLUMNS = ["label", "topic", "consumer_name", "role"]
 TIMELINE_COLUMNS = ["label", "topic", "collected_at", "active_consumer_name"]
-
-
-def frame_of(rows: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
-    if not rows:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-    return pd.DataFrame(rows, columns=list(columns))
 
 
 def with_flaps(partitions: pd.DataFrame, history: pd.DataFrame, params: Any) -> pd.DataFrame:

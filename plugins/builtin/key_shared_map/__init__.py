@@ -55,6 +55,7 @@ from plugins.api import (
     View,
     compute_key_load,
     finite,
+    frame_of,
     jvm_charset,
 )
 from plugins.builtin.key_shared_map.frames import Analysis, map_frames
@@ -62,7 +63,6 @@ from plugins.builtin.key_shared_map.views import render_views
 from plugins.builtin.key_shared_map.what_if import (
     LOOKUP_COLUMNS,
     State,
-    frame,
     lookup_row,
     what_if_frames,
 )
@@ -170,7 +170,7 @@ class KeySharedMap(AnalysisPlugin):
         )
         mine = frames["draining"][frames["draining"]["label"] == selected]
         lookup = lookup_row(selected, params.key, state, what_if, mine)
-        frames["lookup"] = frame([lookup] if lookup else [], LOOKUP_COLUMNS)
+        frames["lookup"] = frame_of([lookup] if lookup else [], LOOKUP_COLUMNS)
         return Result(frames=frames, summary=summarize(frames, selected, what_if, lookup))
 
     def render(self, result: Result) -> list[View]:
@@ -230,10 +230,10 @@ def most_troubled(subs: pd.DataFrame) -> str:
 def draining_frame(draining: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
     """The draining hashes of the Key_Shared subscriptions, by label and hash."""
     if draining.empty or subs.empty:
-        return frame([], DRAINING_COLUMNS)
+        return frame_of([], DRAINING_COLUMNS)
     keyed = draining.merge(subs[["topic", "subscription"]], on=["topic", "subscription"])
     if keyed.empty:
-        return frame([], DRAINING_COLUMNS)
+        return frame_of([], DRAINING_COLUMNS)
     labels = [label_of(t, s) for t, s in zip(keyed["topic"], keyed["subscription"], strict=True)]
     out = keyed.assign(label=labels)[DRAINING_COLUMNS]
     return out.sort_values(["label", "hash"]).reset_index(drop=True)
@@ -246,12 +246,12 @@ def traffic_frame(
     ranges under its selector; empty without samples of its topic."""
     row = subs[subs["label"] == label]
     if row.empty or samples.empty:
-        return frame([], TRAFFIC_COLUMNS)
+        return frame_of([], TRAFFIC_COLUMNS)
     topic, kind = str(row["topic"].iloc[0]), str(row["selector"].iloc[0])
     mine = samples[samples["topic"] == topic]
     owned = ranges[(ranges["label"] == label) & (ranges["source"] == "broker")]
     if mine.empty or owned.empty:
-        return frame([], TRAFFIC_COLUMNS)
+        return frame_of([], TRAFFIC_COLUMNS)
     by_consumer: dict[str, list[tuple[int, int]]] = {}
     for name, start, end in zip(owned["consumer_name"], owned["start"], owned["end"], strict=True):
         by_consumer.setdefault(str(name), []).append((int(start), int(end)))

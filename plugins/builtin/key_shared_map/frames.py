@@ -32,7 +32,7 @@ from core.keyshared.ranges import (
     routable_count,
 )
 from core.keyshared.rebuild import Model
-from plugins.builtin.key_shared_map.what_if import empty
+from plugins.api import empty_frame
 
 SUB_COLUMNS = [
     "label",
@@ -102,8 +102,8 @@ class Analysis:
         return [tuple(r) for r in out]
 
 
-def frame_of(columns: Mapping[str, Any], names: Sequence[str], rows: int) -> pd.DataFrame:
-    return pd.DataFrame(dict(columns), columns=list(names)) if rows else empty(names)
+def columns_frame(columns: Mapping[str, Any], names: Sequence[str], rows: int) -> pd.DataFrame:
+    return pd.DataFrame(dict(columns), columns=list(names)) if rows else empty_frame(names)
 
 
 def strings(values: Sequence[str], at: I64) -> pd.Series:
@@ -223,7 +223,7 @@ def _subscriptions(
         "msg_backlog": _counts(subs, "msg_backlog"),
         "msg_in_replay": _counts(subs, "msg_in_replay"),
     }
-    return frame_of(columns, SUB_COLUMNS, len(counts))
+    return columns_frame(columns, SUB_COLUMNS, len(counts))
 
 
 def _counts(subs: pd.DataFrame, column: str) -> list[int]:
@@ -253,7 +253,7 @@ def _consumers(
         "model_hashes": model_hashes,
         "drift_hashes": wrong,
     }
-    return frame_of(columns, CONSUMER_COLUMNS, len(layout.names))
+    return columns_frame(columns, CONSUMER_COLUMNS, len(layout.names))
 
 
 def _ranges(analysis: Analysis, drifting: Mapping[int, Ranges]) -> pd.DataFrame:
@@ -267,7 +267,7 @@ def _ranges(analysis: Analysis, drifting: Mapping[int, Ranges]) -> pd.DataFrame:
         order = np.argsort(key, kind="stable")
         key, who, start, end = key[order], who[order], start[order], end[order]
     if not len(key):
-        return empty(RANGE_COLUMNS)
+        return empty_frame(RANGE_COLUMNS)
     columns = {
         "label": strings(analysis.labels, key // 2),
         "source": strings(["broker", "model"], key % 2),

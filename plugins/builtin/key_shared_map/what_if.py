@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -10,7 +10,7 @@ import pandas as pd
 
 from core.keyshared.ranges import ROUTABLE, Member, ranges_text, routable_count
 from core.keyshared.rebuild import Model, WhatIf
-from plugins.api import SelectorKind, sticky_key_hash
+from plugins.api import SelectorKind, empty_frame, frame_of, sticky_key_hash
 
 State = tuple[list[Member], Model]
 WHAT_IF_COLUMNS = [
@@ -41,26 +41,18 @@ LOOKUP_COLUMNS = [
 ]
 
 
-def empty(columns: Sequence[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-
-
-def frame(rows: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=list(columns)) if rows else empty(columns)
-
-
 def what_if_frames(label: str, what_if: WhatIf | None) -> dict[str, pd.DataFrame]:
     """The what-if per consumer, the moved ranges and every consumer's ranges after it."""
     if what_if is None:
         return {
-            "what_if": empty(WHAT_IF_COLUMNS),
-            "moves": empty(MOVE_COLUMNS),
-            "what_if_ranges": empty(AFTER_COLUMNS),
+            "what_if": empty_frame(WHAT_IF_COLUMNS),
+            "moves": empty_frame(MOVE_COLUMNS),
+            "what_if_ranges": empty_frame(AFTER_COLUMNS),
         }
     return {
-        "what_if": frame(per_consumer_rows(label, what_if), WHAT_IF_COLUMNS),
-        "moves": frame(move_rows(label, what_if), MOVE_COLUMNS),
-        "what_if_ranges": frame(after_rows(label, what_if), AFTER_COLUMNS),
+        "what_if": frame_of(per_consumer_rows(label, what_if), WHAT_IF_COLUMNS),
+        "moves": frame_of(move_rows(label, what_if), MOVE_COLUMNS),
+        "what_if_ranges": frame_of(after_rows(label, what_if), AFTER_COLUMNS),
     }
 
 

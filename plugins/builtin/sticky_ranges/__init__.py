@@ -55,6 +55,7 @@ from plugins.api import (
     Inputs,
     Result,
     View,
+    frame_of,
     sticky_key_hash_array,
 )
 from plugins.builtin.sticky_ranges.views import render_views
@@ -224,13 +225,7 @@ def coverage_frames(groups: Sequence[Group], samples: pd.DataFrame) -> dict[str,
             for s, e in m.ranges
         )
         rows["groups"].append(group_row(group, gaps, overlaps, hashes))
-    return {name: _frame(rows[name], cols) for name, cols in COVERAGE_COLUMNS.items()}
-
-
-def _frame(rows: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
-    if not rows:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-    return pd.DataFrame(rows, columns=list(columns))
+    return {name: frame_of(rows[name], cols) for name, cols in COVERAGE_COLUMNS.items()}
 
 
 def _in(hashes: np.ndarray, start: int, end: int) -> int:
@@ -320,7 +315,7 @@ def plan_frame(plan: Sequence[tuple[HashRange, ...]], prefix: str) -> pd.DataFra
         for i, ranges in enumerate(plan)
         for s, e in ranges
     ]
-    return _frame(rows, PLAN_COLUMNS)
+    return frame_of(rows, PLAN_COLUMNS)
 
 
 def balance_frame(
@@ -340,7 +335,7 @@ def balance_frame(
         }
         for i, ranges in enumerate(plan)
     ]
-    return _frame(rows, BALANCE_COLUMNS)
+    return frame_of(rows, BALANCE_COLUMNS)
 
 
 def summarize(

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import AnalysisPlugin, Note, Result, SparkInputs, Table, View
+from plugins.api import AnalysisPlugin, Note, Result, SparkInputs, Table, View, empty_frame
 from plugins.builtin.stuck_hash_history.reference import (
     EPISODE_COLUMNS,
     KEY,
@@ -67,7 +67,7 @@ def spark_episodes(data: SparkInputs) -> pd.DataFrame:
     spark = draining.sparkSession
     index = data.snapshots[["snapshot_id"]].assign(position=range(len(data.snapshots)))
     if index.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in EPISODE_COLUMNS})
+        return empty_frame(EPISODE_COLUMNS)
     positions = spark.createDataFrame(index)
     rows = draining.join(F.broadcast(positions), "snapshot_id")
     order = Window.partitionBy(*KEY).orderBy("position")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from plugins.api import Result
+from plugins.api import Result, empty_frame
 
 KEY = ["topic", "subscription", "hash", "consumer_name"]
 EPISODE_COLUMNS = [
@@ -40,7 +40,7 @@ def episodes(draining: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
     rows = draining.assign(position=draining["snapshot_id"].astype(str).map(position))
     rows = rows.dropna(subset=["position"]).astype({"position": "int64"})
     if rows.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in EPISODE_COLUMNS})
+        return empty_frame(EPISODE_COLUMNS)
     rows = rows.sort_values([*KEY, "position"])
     rows["run"] = rows["position"] - rows.groupby(KEY).cumcount()
     grouped = rows.groupby([*KEY, "run"], as_index=False).agg(
@@ -58,7 +58,7 @@ def episodes(draining: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
 def finish(raw: pd.DataFrame, *, newest: int) -> Result:
     """The output frames from raw episodes: episodes (longest first), offenders, recurrence."""
     if raw.empty:
-        empty = pd.DataFrame({c: pd.Series(dtype=object) for c in OUTPUT_EPISODES})
+        empty = empty_frame(OUTPUT_EPISODES)
         return Result(
             frames={
                 "episodes": empty,

@@ -53,6 +53,7 @@ from plugins.api import (
     Result,
     Table,
     View,
+    empty_frame,
 )
 from plugins.builtin.stuck_hashes.classic import compute_held_back
 from plugins.builtin.stuck_hashes.windows import snapshot_order, with_positions
@@ -190,7 +191,7 @@ def key_shared_pairs(subscriptions: pd.DataFrame) -> pd.DataFrame:
     stuck-hash series, 0 when none is stuck."""
     columns = ["topic", "subscription"]
     if subscriptions.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+        return empty_frame(columns)
     keyed = subscriptions[
         (subscriptions["type"] == "Key_Shared") & (subscriptions["consumer_count"] > 0)
     ]
@@ -235,7 +236,7 @@ def compute_hashes(
 ) -> pd.DataFrame:
     """One row per hash draining in the newest snapshot, with its streak and state."""
     if draining.empty or order.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in HASH_COLUMNS})
+        return empty_frame(HASH_COLUMNS)
     newest = int(order["position"].iloc[-1])
     times = order.set_index("position")["collected_at"]
     rows = with_runs(draining)
@@ -246,7 +247,7 @@ def compute_hashes(
     last = rows[rows["position"] == newest]
     last = last.join(since, on="run_present").join(start, on="run_same")
     if last.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in HASH_COLUMNS})
+        return empty_frame(HASH_COLUMNS)
     count = newest - last["still"] + 1
     quiet = (times[newest] - _times_at(times, last["still"])).dt.total_seconds()
     long_enough = (count >= 2) & ((count >= polls) | (quiet >= seconds))
@@ -311,7 +312,7 @@ def compute_violations(draining: pd.DataFrame) -> pd.DataFrame:
     key = ["snapshot_id", "collected_at", "topic", "subscription", "hash"]
     shared = draining[draining.duplicated(key, keep=False)] if len(draining) else draining
     if shared.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in VIOLATION_COLUMNS})
+        return empty_frame(VIOLATION_COLUMNS)
     bad = shared.groupby(key, as_index=False).agg(names=("consumer_name", _names))
     out = bad.groupby(["topic", "subscription", "hash"], as_index=False).agg(
         consumers=("names", _union),

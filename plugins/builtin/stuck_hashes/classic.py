@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from plugins.api import empty_frame
 from plugins.builtin.stuck_hashes.windows import run_start, with_positions
 
 HELD_COLUMNS = [
@@ -41,7 +42,7 @@ def compute_held_back(
     """Consumers held back in the newest snapshot, and since when (consecutive polls)."""
     held = _held_rows(with_positions(subscriptions, order))
     if held.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in HELD_COLUMNS})
+        return empty_frame(HELD_COLUMNS)
     newest = int(order["position"].iloc[-1])
     times = dict(zip(order["position"], order["collected_at"], strict=True))
     rows = []
@@ -61,7 +62,7 @@ def compute_held_back(
             }
         )
     if not rows:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in HELD_COLUMNS})
+        return empty_frame(HELD_COLUMNS)
     return _with_connected_since(pd.DataFrame(rows), consumers)
 
 
