@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.errors import SettingsError
+from core.errors import PluginError, SettingsError
 from core.settings import Settings
 from core.store import Store
 from dashboard import frames
@@ -99,18 +99,15 @@ def plugin_loaded(slug: str) -> bool:
 
 @st.cache_data(ttl=3600, max_entries=64, show_spinner=False)
 def _param_choices(root: str, snapshot_id: str, slug: str) -> dict[str, list[str]]:
-    loaded = registry().get(slug)
-    store = get_store(root)
-    stored = runner.stored_choices(loaded, store)
-    if stored is not None:
-        return stored
-    inputs = runner.load_inputs(loaded, store)
-    choices = runner.param_choices(loaded, inputs)
-    return {str(name): [str(v) for v in values] for name, values in choices.items()}
+    try:
+        output = run_plugin(root, slug)  # the default run the page reuses from the cache
+    except PluginError:  # the page shows the failure when it runs; the form needs no choices
+        return {}
+    return {name: list(values) for name, values in output.choices.items()}
 
 
 def param_choices(root: str, slug: str) -> dict[str, list[str]]:
-    """The plugin's allowed values for its str params: stored with the newest result, else
-    asked of the plugin."""
+    """The plugin's allowed values for its str params, which come with its default-params
+    result (stored, or analysed now and cached for the page's own run)."""
     status = poll_status(root)
     return _param_choices(root, status.snapshot_id, slug) if status else {}

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.errors import PluginError
 from plugins import runner
-from plugins.api import AnalysisPlugin, Inputs, SparkInputs
+from plugins.api import AnalysisPlugin
 from plugins.registry import LoadedPlugin
 from plugins.results import ResultStore, StoredResult
 
@@ -97,12 +97,10 @@ def _compute_one(
     if results.read(instance.name, instance.version, params_json, ids) is not None:
         return Outcome(instance.name, "kept")
     started = time.perf_counter()
-    choices: dict[str, list[str]] = {}
+    choices: Mapping[str, Sequence[str]] = {}
     try:
-        inputs = runner.inputs_for(plugin, store, window=window)
-        output = runner.run_on_inputs(plugin, inputs, params)
-        status, error, result = "ok", None, output.result
-        choices = _choices(plugin, inputs)
+        output = runner.run(plugin, store, params, use_cache=False, use_stored=False)
+        status, error, result, choices = "ok", None, output.result, output.choices
     except PluginError as exc:
         status, error, result = "failed", str(exc), None
     except Exception as exc:  # the runner wraps plugin errors; anything else is ours
@@ -127,16 +125,6 @@ def _compute_one(
     if error:
         log.warning("analysis %s failed on the newest snapshot: %s", instance.name, error)
     return Outcome(instance.name, status, seconds, error)
-
-
-def _choices(
-    plugin: AnalysisPlugin | LoadedPlugin, inputs: Inputs | SparkInputs
-) -> dict[str, list[str]]:
-    """The plugin's allowed values of str params, stored so a page never loads the inputs."""
-    if isinstance(inputs, SparkInputs):
-        return {}  # a Spark plugin offers its choices through its result, not a second job
-    found = runner.param_choices(plugin, inputs)
-    return {str(k): [str(v) for v in vs] for k, vs in found.items() if isinstance(vs, list | tuple)}
 
 
 class ResultsWorker:

@@ -120,20 +120,6 @@ class ResultStore:
             choices={str(k): [str(v) for v in vs] for k, vs in meta.get("choices", {}).items()},
         )
 
-    def choices(
-        self, plugin: str, version: str, params: Mapping[str, Any], snapshot_ids: Sequence[str]
-    ) -> dict[str, list[str]] | None:
-        """The param choices stored with a successful entry (its metadata only, no frames);
-        None when there is no such entry or it failed."""
-        entry = self._entry(plugin, result_key(plugin, version, params, snapshot_ids))
-        try:
-            meta = json.loads((entry / META).read_text())
-        except (OSError, ValueError):
-            return None
-        if meta.get("status") != "ok" or not isinstance(meta.get("choices", {}), dict):
-            return None
-        return {str(k): [str(v) for v in vs] for k, vs in meta.get("choices", {}).items()}
-
     def entries(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
         """Every readable entry with its metadata (hidden staging folders skipped)."""
         if not self.root.is_dir():

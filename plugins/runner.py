@@ -55,7 +55,6 @@ __all__ = [
     "run",
     "run_on_inputs",
     "snapshot_window",
-    "stored_choices",
     "validate_params",
     "window_size",
 ]
@@ -86,6 +85,9 @@ class RunOutput:
     timings: Mapping[str, float] = field(default_factory=dict)  # seconds: load, analyze, render
     cached: bool = False  # served from this process's memory
     stored: bool = False  # read from the stored results, not analysed now
+    choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """The plugin's allowed values of str params (`param_choices`), with the default-params
+    result only: they depend on the data, not on the params."""
 
     @property
     def seconds(self) -> float:
@@ -224,19 +226,6 @@ def results_for(store: SnapshotStore) -> ResultStore | None:
     return ResultStore(root) if isinstance(root, str | os.PathLike) else None
 
 
-def stored_choices(
-    plugin: AnalysisPlugin | LoadedPlugin, store: SnapshotStore
-) -> dict[str, list[str]] | None:
-    """The param choices stored with the plugin's default result on the newest snapshots;
-    None when that result is not stored (yet) or failed."""
-    instance = _instance(plugin)
-    params = validate_params(instance, None).model_dump(mode="json")
-    window = snapshot_window(instance, store)
-    ids = tuple(str(s) for s in window["snapshot_id"]) if len(window) else ()
-    results = results_for(store) if ids else None
-    return results.choices(instance.name, instance.version, params, ids) if results else None
-
-
 def run(
     plugin: AnalysisPlugin | LoadedPlugin,
     store: SnapshotStore,
@@ -283,7 +272,9 @@ def run(
         load_seconds = time.perf_counter() - started
         output = run_on_inputs(plugin, inputs, validated)
         timings = {"load": load_seconds, **output.timings}
-        output = RunOutput(**{**output.__dict__, "timings": timings})
+        default = params_json == validate_params(instance, None).model_dump(mode="json")
+        choices = param_choices(plugin, inputs) if default else {}
+        output = RunOutput(**{**output.__dict__, "timings": timings, "choices": choices})
     if use_cache:
         with _cache_lock:
             _cache[key] = output
@@ -312,6 +303,7 @@ def _from_stored(
         snapshot_ids=stored.snapshot_ids,
         timings={"read": read_seconds, "render": time.perf_counter() - started},
         stored=True,
+        choices=stored.choices,
     )
 
 
@@ -368,17 +360,28 @@ def metrics(
     return cast(list[Any], list(families) if isinstance(families, tuple) else families)
 
 
-def param_choices(loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs) -> Mapping[str, Any]:
-    """The plugin's `param_choices(inputs)` (isolated like analyze); {} when it fails."""
+def param_choices(
+    loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs | SparkInputs
+) -> dict[str, list[str]]:
+    """The plugin's `param_choices(inputs)` (isolated like analyze) as lists of strings; {}
+    when it fails, and for a Spark plugin (its choices would cost a second job)."""
     plugin = _instance(loaded)
-    if type(plugin).param_choices is AnalysisPlugin.param_choices:
+    if isinstance(inputs, SparkInputs) or (
+        type(plugin).param_choices is AnalysisPlugin.param_choices
+    ):
         return {}
     try:
         choices = _call(loaded, "param_choices", inputs)
     except Exception as exc:  # choices are a convenience: the form works without them
         log.warning("plugin %s: param_choices failed: %s", plugin.name, exc)
         return {}
-    return choices if isinstance(choices, Mapping) else {}
+    if not isinstance(choices, Mapping):
+        return {}
+    return {
+        str(name): [str(v) for v in values]
+        for name, values in choices.items()
+        if isinstance(values, list | tuple)
+    }
 
 
 def _analyze(

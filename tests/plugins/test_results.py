@@ -113,19 +113,22 @@ def test_each_snapshot_is_analysed_once_and_every_reader_gets_the_stored_result(
     pd.testing.assert_frame_equal(fresh.result.frames["counts"], output.result.frames["counts"])
 
 
-def test_the_param_choices_are_stored_with_the_result_and_read_without_its_frames(
+def test_the_param_choices_come_with_the_default_result_stored_or_analysed(
     tmp_path: Path,
 ) -> None:
     store = store_with_polls(tmp_path)
     plugins = list(discover(entry_points=False, plugin_dirs=()))
     bundles = next(p for p in plugins if p.name == "bundle-ownership")
-    assert runner.stored_choices(bundles, store) is None  # nothing stored yet
-    compute_results(store, [bundles, Failing()], results=ResultStore(tmp_path))
-    choices = runner.stored_choices(bundles, store)
     inputs = runner.load_inputs(bundles, store)
-    assert choices == {k: list(v) for k, v in runner.param_choices(bundles, inputs).items()}
-    assert choices is not None and "namespace" in choices
-    assert runner.stored_choices(Failing(), store) is None  # a failed run stores none
+    expected = runner.param_choices(bundles, inputs)
+    assert "namespace" in expected
+    analysed = runner.run(bundles, store, use_cache=False)  # nothing stored yet
+    assert not analysed.stored and analysed.choices == expected
+    other = runner.run(bundles, store, {"namespace": "public/default"}, use_cache=False)
+    assert other.choices == {}  # they come with the default result only
+    compute_results(store, [bundles, Failing()], results=ResultStore(tmp_path))
+    stored = runner.run(bundles, store, use_cache=False)
+    assert stored.stored and stored.choices == expected
 
 
 def test_a_failure_is_stored_as_that_plugins_failure_for_that_snapshot(tmp_path: Path) -> None:
