@@ -60,18 +60,21 @@ def chart_hash_band(
     return alt.layer(*layers).properties(height=alt.Step(thickness), width="container")
 
 
+DRAINING_TOOLTIP = [
+    alt.Tooltip("hash:Q", title="draining hash"),
+    alt.Tooltip("consumer_name:N", title="draining for"),
+    alt.Tooltip("unack_msgs:Q", title="unacked"),
+    alt.Tooltip("blocked_attempts:Q", title="blocked attempts"),
+]
+
+
 def _draining_rules(draining: pd.DataFrame) -> alt.Chart:
     chart: alt.Chart = (
         alt.Chart(draining)
         .mark_rule(color=DRAINING_COLOR, strokeWidth=2)
         .encode(
             x=alt.X("hash:Q", scale=_hash_axis()),
-            tooltip=[
-                alt.Tooltip("hash:Q", title="draining hash"),
-                alt.Tooltip("consumer_name:N", title="draining for"),
-                alt.Tooltip("unack_msgs:Q", title="unacked"),
-                alt.Tooltip("blocked_attempts:Q", title="blocked attempts"),
-            ],
+            tooltip=DRAINING_TOOLTIP,
         )
     )
     return chart
@@ -120,12 +123,7 @@ def _draining_ticks(draining: pd.DataFrame, *, size: int) -> alt.Chart:
         .encode(
             theta=alt.Theta("from_hash:Q", scale=_ring_scale()),
             theta2="to_hash:Q",
-            tooltip=[
-                alt.Tooltip("hash:Q", title="draining hash"),
-                alt.Tooltip("consumer_name:N", title="draining for"),
-                alt.Tooltip("unack_msgs:Q", title="unacked"),
-                alt.Tooltip("blocked_attempts:Q", title="blocked attempts"),
-            ],
+            tooltip=DRAINING_TOOLTIP,
         )
     )
     return chart
