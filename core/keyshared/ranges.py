@@ -28,6 +28,14 @@ STICKY_TOP = 65535
 WIDE_HIGH = 2**31 - 1
 
 Kind = SelectorKind | str  # plus "unknown" when the ranges fit no 4.0 selector
+
+
+def hash_selector(kind: Kind) -> SelectorKind:
+    """The selector whose hash reduction a key gets under `kind`: its own for the 4.0
+    selectors, the consistent-hashing one for ranges that fit none ("unknown")."""
+    return kind if kind in ("consistent", "auto-split", "sticky") else "consistent"
+
+
 I64 = npt.NDArray[np.int64]
 
 

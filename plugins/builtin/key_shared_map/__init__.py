@@ -39,7 +39,7 @@ import pandas as pd
 
 from core.keyshared.fit import MAX_POINTS, Fit, fit_consistent
 from core.keyshared.layout import Layout, from_frame, infer_kinds
-from core.keyshared.ranges import ROUTABLE
+from core.keyshared.ranges import ROUTABLE, hash_selector
 from core.keyshared.rebuild import WhatIf, apply_what_if, consistent_model, rebuild
 from plugins.api import (
     OTHER_CHARSET,
@@ -255,8 +255,7 @@ def traffic_frame(
     by_consumer: dict[str, list[tuple[int, int]]] = {}
     for name, start, end in zip(owned["consumer_name"], owned["start"], owned["end"], strict=True):
         by_consumer.setdefault(str(name), []).append((int(start), int(end)))
-    selector = kind if kind in ("auto-split", "sticky") else "consistent"
-    load = compute_key_load(mine, by_consumer, selector=selector)  # type: ignore[arg-type]
+    load = compute_key_load(mine, by_consumer, selector=hash_selector(kind))
     load = load.assign(label=label, vs_fair=load["share"].astype(float) * len(by_consumer))
     ordered = load.sort_values("share", ascending=False).reset_index(drop=True)
     return ordered[TRAFFIC_COLUMNS]

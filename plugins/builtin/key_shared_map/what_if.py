@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.keyshared.ranges import ROUTABLE, Member, ranges_text, routable_count
+from core.keyshared.ranges import ROUTABLE, Member, hash_selector, ranges_text, routable_count
 from core.keyshared.rebuild import Model, WhatIf
-from plugins.api import SelectorKind, empty_frame, frame_of, sticky_key_hash
+from plugins.api import empty_frame, frame_of, sticky_key_hash
 
 State = tuple[list[Member], Model]
 WHAT_IF_COLUMNS = [
@@ -122,7 +122,7 @@ def lookup_row(
     if not key or state is None:
         return None
     members, model = state
-    kind: SelectorKind = "consistent" if model.kind == "unknown" else model.kind  # type: ignore[assignment]
+    kind = hash_selector(model.kind)
     value = sticky_key_hash(key.encode("utf-8"), selector=kind)
     owner = next(
         (p for p, m in enumerate(members) if any(s <= value <= e for s, e in m.ranges)), None
