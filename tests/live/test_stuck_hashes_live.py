@@ -18,6 +18,7 @@ import pulsar
 
 from core.hashing import murmur3_31
 from lab.localpulsar import LocalPulsar
+from plugins.builtin.key_shared_map import KeySharedMap
 from plugins.builtin.stuck_hashes import StuckHashes
 from tests.brokers import BrokerPool
 from tests.live.lens_polls import (
@@ -132,6 +133,19 @@ def test_stuck_hashes_live_flags_the_held_hashes_then_clears(
         assert (stuck["msg_in_replay"] >= len(moved)).all()
         assert only(output.result.frames["violations"], topic).empty
         assert on_c2.count() == 0, "a blocked message reached c2 before c1 acknowledged"
+        # key-shared-map's lookup names both sides of a moved key: the consumer that owns its
+        # hash now (c2) and the one it still drains to (c1), as the broker reports them
+        label = f"{topic} | {SUB}"
+        for key in (moved[0], next(k for k in KEYS if k not in moved)):
+            found = recorder.run(KeySharedMap(), subscription=label, key=key).result
+            lookup = found.summary["lookup"]
+            draining_for = "c1" if key in moved else None
+            owner = "c2" if key in moved else "c1"
+            assert (lookup["hash"], lookup["consumer"], lookup["draining_for"]) == (
+                sticky_hash(key),
+                owner,
+                draining_for,
+            )
 
         ack_everything(c1, len(KEYS))
         wait_for(
