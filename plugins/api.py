@@ -44,6 +44,7 @@ from core.topicname import TopicName, TopicNameError, parse_topic_name
 __all__ = [
     "API_VERSION",
     "ENGINES",
+    "HISTORY_ALL",
     "OLDEST_API_VERSION",
     "OTHER_CHARSET",
     "AnalysisPlugin",
@@ -113,6 +114,10 @@ ENGINES: tuple[str, ...] = ("light",)
 """The engines a plugin may declare in this version. `spark` joins when Spark analyses run as
 jobs outside page requests; until then a plugin declaring it is refused at load time, so
 nothing is listed that cannot run."""
+
+HISTORY_ALL = 1_000_000
+"""A `history` that means every stored poll (retention bounds it): for Spark analyses of the
+whole stored history."""
 
 NoteLevel = Literal["info", "warning", "error"]
 

@@ -18,15 +18,21 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import AnalysisPlugin, Note, Result, SparkInputs, Table, View, empty_frame
+from plugins.api import (
+    HISTORY_ALL,
+    AnalysisPlugin,
+    Note,
+    Result,
+    SparkInputs,
+    Table,
+    View,
+    empty_frame,
+)
 from plugins.builtin.stuck_hash_history.reference import (
     EPISODE_COLUMNS,
     KEY,
     finish,
 )
-
-HISTORY_ALL = 1_000_000
-"""`history` large enough to mean every stored poll (retention bounds it)."""
 
 
 class StuckHashHistory(AnalysisPlugin):
