@@ -34,6 +34,13 @@ from core.store import Store
 from plugins.precompute import ResultsWorker, compute_results
 from plugins.registry import discover
 from plugins.results import ResultStore
+from plugins.spark.worker import (
+    DEFAULT_TIMEOUT,
+    JOBS_ENV,
+    TIMEOUT_ENV,
+    WorkerProcess,
+    seconds_from_env,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     analyses: Analyses | None = None
     try:
         metrics.start()  # first: /metrics answers while the plugins load
-        analyses = Analyses(store)
+        analyses = Analyses(store, spark_jobs=not (args.once or args.max_polls))
         loop = PollLoop(
             wrap_poll(source.poll),
             store,
@@ -224,15 +231,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 class Analyses:
-    """Runs every loaded plugin on each new snapshot, off the polling thread, and stores it."""
+    """Runs every loaded light plugin on each new snapshot, off the polling thread, and stores
+    it; the Spark plugins run as jobs in a job worker process (`plugins.spark.worker`), when
+    `spark_jobs` and PULSAR_LENS_SPARK_JOBS is not 0."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, spark_jobs: bool = True) -> None:
         registry = discover()
         for failure in registry.failures:
             print(f"pulsar-lens collect: {failure}", file=sys.stderr, flush=True)
         results = ResultStore(store.root)
         plugins = list(registry)
         self._worker = ResultsWorker(lambda: compute_results(store, plugins, results=results))
+        self._jobs: WorkerProcess | None = None
+        spark = [p.name for p in plugins if p.engine == "spark"]
+        if spark and spark_jobs and os.environ.get(JOBS_ENV, "1") != "0":
+            timeout = seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT)
+            self._jobs = WorkerProcess(store.root, timeout=timeout).start()
+            print(
+                f"pulsar-lens collect: Spark analyses ({', '.join(spark)}) run as jobs in a "
+                "job worker process",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def after(self, on_heartbeat: Callable[[Heartbeat], None]) -> Callable[[Heartbeat], None]:
         def both(beat: Heartbeat) -> None:
@@ -247,6 +267,8 @@ class Analyses:
 
     def close(self) -> None:
         self._worker.stop()
+        if self._jobs is not None:
+            self._jobs.close()
 
 
 @contextmanager

@@ -38,6 +38,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="snapshot store directory (default $PULSAR_LENS_STORE or ./var/store)",
     )
     a.add_argument("--json", action="store_true", help="print the result as JSON")
+    a.add_argument(
+        "--engine",
+        choices=("light", "spark"),
+        default=None,
+        help="the plugin's engine, to say which you expect (a Spark plugin runs a Spark job "
+        "here, with its progress on stderr, and stores the result for the dashboard)",
+    )
+    a.add_argument(
+        "--stored",
+        action="store_true",
+        help="a Spark plugin: print its newest stored result instead of running a job",
+    )
     a.set_defaults(func=run_analyze)
 
 
@@ -131,6 +143,13 @@ def run_analyze(args: argparse.Namespace) -> int:
     from plugins import runner
 
     loaded = discover().get(args.slug)
+    if args.engine and args.engine != loaded.engine:
+        print(
+            f"pulsar-lens analyze: {loaded.name} runs on the {loaded.engine} engine, "
+            f"not {args.engine}",
+            file=sys.stderr,
+        )
+        return 2
     raw = parse_params(args.param, plugin=loaded.name)
     params = runner.validate_params(loaded.plugin, coerce_params(type(loaded.plugin).Params, raw))
     store_dir = Path(args.store) if args.store else default_store_dir()
@@ -138,6 +157,11 @@ def run_analyze(args: argparse.Namespace) -> int:
     if store.latest_snapshot_id() is None:
         print(f"pulsar-lens: {EMPTY_STORE} (store: {store_dir})", file=sys.stderr)
         return 1
+    if loaded.engine == "spark" and not args.stored:
+        from cli.spark_job import run_spark_job  # starts a JVM: only when asked for
+
+        if not run_spark_job(loaded, store, params):
+            return 1
     output = runner.run(loaded, store, params, use_cache=False)
     if args.json:
         print(json.dumps(_json_output(output), indent=2, default=str))
@@ -160,6 +184,8 @@ def _json_output(output: Any) -> dict[str, Any]:
 
 def _print_text(output: Any) -> None:
     how = "stored result" if output.stored else "computed now"
+    if output.computed_at:
+        how += f", computed at {output.computed_at}"
     print(f"{output.plugin} {output.version} on {len(output.snapshot_ids)} snapshot(s) ({how})")
     for key, value in output.result.summary.items():
         print(f"  {key}: {value}")

@@ -14,6 +14,7 @@
         PluginRunError(plugin)
         PluginParamsError(plugin)  parameters that the plugin's Params model rejects
         PluginUnavailable(plugin)
+        ResultNotReady(plugin)     a Spark analysis with no stored result yet (a job makes it)
 
 Messages say what failed, where, and what to do. They never contain credentials: the admin
 API errors pass what they quote from the network through `core.secrets.clean`.
@@ -126,3 +127,11 @@ class PluginUnavailable(PluginError):
     def __init__(self, plugin: str, message: str) -> None:
         self.plugin = plugin
         super().__init__(f"plugin {plugin!r} is unavailable: {message}")
+
+
+class ResultNotReady(PluginError):
+    """A Spark analysis has no stored result for these params yet: a job computes it."""
+
+    def __init__(self, plugin: str, message: str) -> None:
+        self.plugin = plugin
+        super().__init__(f"{plugin}: {message}")

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from core.errors import DashboardError, PluginUnavailable
-from dashboard import data
+from dashboard import data, spark_jobs
 from dashboard.frames import PollStatus, format_age
 from plugins.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
 from plugins.runner import RunOutput
@@ -251,6 +251,13 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
         if others:
             with st.expander("Parameters", expanded=expanded and not controls):
                 params.update(params_form(model, choices, key=key, only=others))
+        if loaded.engine == "spark":
+            spark_output = spark_jobs.stored_output(root, slug, params)
+            if spark_output is not None:
+                draw(spark_output.views)
+                st.caption(spark_jobs.provenance(spark_output))
+            spark_jobs.job_panel(root, slug, params)
+            return
         output = data.run_plugin(root, slug, params)
         draw(output.views)
         st.caption(provenance(output))

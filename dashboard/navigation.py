@@ -1,8 +1,10 @@
 """The page plan: which pages the app shows, built from the plugin registry (no Streamlit).
 
-The Cluster section is the Overview, then every plugin that asks for a page of its own
-(`plugins.api.Page`), built-in or third party alike, at its `url_path` (the slug by default).
-Every other plugin gets the generic analysis page at `analysis-<slug>` under Analyses.
+The Cluster section is the Overview, then every light plugin that asks for a page of its own
+(`plugins.api.Page`), built-in or third party alike, at its `url_path` (the slug by default);
+the History section holds the Spark plugins' own pages (analyses of the whole stored history,
+run as jobs). Every other plugin gets the generic analysis page at `analysis-<slug>` under
+Analyses.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def analysis_url(slug: str) -> str:
 
 
 def page_plan(plugins: Iterable[LoadedPlugin]) -> dict[str, tuple[PageSpec, ...]]:
-    """Sections of pages: Cluster (Overview and plugin pages), Analyses, About.
+    """Sections of pages: Cluster (Overview and plugin pages), History (Spark plugin pages),
+    Analyses, About.
 
     Two plugins asking for the same url_path: the first by (order, title) keeps it, the
     other is served at its `analysis-<slug>` path.
@@ -43,6 +46,7 @@ def page_plan(plugins: Iterable[LoadedPlugin]) -> dict[str, tuple[PageSpec, ...]
     taken = {OVERVIEW.url_path, *(p.url_path for p in ABOUT)}
     taken |= {analysis_url(p.name) for p in ordered}
     cluster = [OVERVIEW]
+    history: list[PageSpec] = []
     own = sorted(
         (p for p in ordered if p.plugin.page is not None),
         key=lambda p: (p.plugin.page.order, p.plugin.page.title.lower()),  # type: ignore[union-attr]
@@ -54,13 +58,16 @@ def page_plan(plugins: Iterable[LoadedPlugin]) -> dict[str, tuple[PageSpec, ...]
         if url in taken:
             url = analysis_url(loaded.name)
         taken.add(url)
-        cluster.append(PageSpec("analysis", loaded.name, page.title, page.icon, url))
+        spec = PageSpec("analysis", loaded.name, page.title, page.icon, url)
+        (history if loaded.engine == "spark" else cluster).append(spec)
     analyses = tuple(
         PageSpec("analysis", p.name, p.title, ANALYSIS_ICON, analysis_url(p.name))
         for p in ordered
         if p.plugin.page is None
     )
     plan = {"Cluster": tuple(cluster)}
+    if history:
+        plan["History"] = tuple(history)
     if analyses:
         plan["Analyses"] = analyses
     plan["About"] = ABOUT

@@ -110,10 +110,10 @@ Engine = Literal["light", "spark"]
 """`light` runs `analyze` on pandas frames (`Inputs`); `spark` on Spark DataFrames
 (`SparkInputs`), for analyses that read long history or many keys (docs/spark.md)."""
 
-ENGINES: tuple[str, ...] = ("light",)
-"""The engines a plugin may declare in this version. `spark` joins when Spark analyses run as
-jobs outside page requests; until then a plugin declaring it is refused at load time, so
-nothing is listed that cannot run."""
+ENGINES: tuple[str, ...] = ("light", "spark")
+"""The engines a plugin may declare. A `spark` plugin runs as a job in the job worker's
+process (`plugins.spark.worker`) or in `pulsar-lens analyze`, never in a page request; it is
+refused at load time where pyspark is not installed."""
 
 HISTORY_ALL = 1_000_000
 """A `history` that means every stored poll (retention bounds it): for Spark analyses of the

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.errors import PluginError
 from plugins import runner
@@ -39,12 +40,14 @@ def compute_results(
     *,
     results: ResultStore,
 ) -> list[Outcome]:
-    """Run and store every plugin on the newest snapshots; prune results retention removed.
+    """Run and store every light plugin on the newest snapshots; prune results retention
+    removed. Spark plugins are left to the job worker (`plugins.spark.worker`).
 
     Plugins run in `requirements_first` order, so a plugin that builds on another reads the
     result just stored for it; outcomes come in that order.
     """
-    outcomes = [_compute_one(store, plugin, results) for plugin in requirements_first(plugins)]
+    light = [p for p in requirements_first(plugins) if _instance(p).engine != "spark"]
+    outcomes = [store_run(store, plugin, results) for plugin in light]
     try:
         live = {str(s) for s in store.snapshots()["snapshot_id"]}
         results.prune(live)
@@ -84,12 +87,18 @@ def _instance(plugin: AnalysisPlugin | LoadedPlugin) -> AnalysisPlugin:
     return plugin.plugin if isinstance(plugin, LoadedPlugin) else plugin
 
 
-def _compute_one(
-    store: runner.SnapshotStore, plugin: AnalysisPlugin | LoadedPlugin, results: ResultStore
+def store_run(
+    store: runner.SnapshotStore,
+    plugin: AnalysisPlugin | LoadedPlugin,
+    results: ResultStore,
+    params: Mapping[str, Any] | None = None,
 ) -> Outcome:
-    instance = plugin.plugin if isinstance(plugin, LoadedPlugin) else plugin
-    params = runner.validate_params(instance, None)
-    params_json = params.model_dump(mode="json")
+    """Analyse `plugin` with `params` (default ones when None) on the newest snapshots and
+    store the result, or the failure; "kept" when exactly this is stored already. A Spark
+    plugin runs on this process's Spark session."""
+    instance = _instance(plugin)
+    validated = runner.validate_params(instance, params)
+    params_json = validated.model_dump(mode="json")
     window = runner.snapshot_window(instance, store)
     ids = tuple(str(s) for s in window["snapshot_id"]) if len(window) else ()
     if not ids:
@@ -99,7 +108,9 @@ def _compute_one(
     started = time.perf_counter()
     choices: Mapping[str, Sequence[str]] = {}
     try:
-        output = runner.run(plugin, store, params, use_cache=False, use_stored=False)
+        output = runner.run(
+            plugin, store, validated, use_cache=False, use_stored=False, start_spark=True
+        )
         status, error, result, choices = "ok", None, output.result, output.choices
     except PluginError as exc:
         status, error, result = "failed", str(exc), None

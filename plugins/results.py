@@ -15,6 +15,7 @@ store (retention) are pruned.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -51,6 +52,7 @@ class StoredResult:
     result: Result | None = None  # set when status is "ok"
     error: str | None = None  # set when status is "failed"
     choices: Mapping[str, Sequence[str]] = field(default_factory=dict)  # param_choices()
+    computed_at: str | None = None  # ISO time the entry was written (set by `write`)
 
 
 def result_key(
@@ -83,7 +85,9 @@ class ResultStore:
             for name, frame in frames.items():
                 table = pa.Table.from_pandas(frame)
                 pq.write_table(table, staging / f"{_safe(name)}.parquet")
-            (staging / META).write_text(json.dumps(_meta(stored, list(frames)), default=_plain))
+            meta = _meta(stored, list(frames))
+            meta["computed_at"] = stored.computed_at or dt.datetime.now(dt.UTC).isoformat()
+            (staging / META).write_text(json.dumps(meta, default=_plain))
             if final.exists():
                 shutil.rmtree(final)
             staging.rename(final)
@@ -96,36 +100,46 @@ class ResultStore:
         self, plugin: str, version: str, params: Mapping[str, Any], snapshot_ids: Sequence[str]
     ) -> StoredResult | None:
         """The stored entry for exactly these inputs, or None (absent or unreadable)."""
-        entry = self._entry(plugin, result_key(plugin, version, params, snapshot_ids))
-        try:
-            meta = json.loads((entry / META).read_text())
-            frames: dict[str, pd.DataFrame] = {}
-            for name in meta["frames"]:
-                frames[name] = pq.read_table(entry / f"{_safe(name)}.parquet").to_pandas()
-        except FileNotFoundError:
-            return None
-        except Exception as exc:  # a damaged entry is a miss, recomputed, never a crash
-            log.warning("stored result %s is unreadable (%s); it will be recomputed", entry, exc)
-            return None
-        ok = meta["status"] == "ok"
-        return StoredResult(
-            plugin=plugin,
-            version=version,
-            params=meta["params"],
-            snapshot_ids=tuple(meta["snapshot_ids"]),
-            status="ok" if ok else "failed",
-            seconds=float(meta["seconds"]),
-            result=Result(frames=frames, summary=meta["summary"]) if ok else None,
-            error=None if ok else str(meta["error"]),
-            choices={str(k): [str(v) for v in vs] for k, vs in meta.get("choices", {}).items()},
-        )
+        return _load(self._entry(plugin, result_key(plugin, version, params, snapshot_ids)))
 
-    def entries(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
-        """Every readable entry with its metadata (hidden staging folders skipped)."""
+    def newest(self, plugin: str, version: str, params: Mapping[str, Any]) -> StoredResult | None:
+        """The most recently computed entry of `plugin` at `version` with `params`, whatever
+        snapshots it read (a Spark job's result stays shown until the next one lands)."""
+        mine = [
+            (str(meta.get("computed_at") or ""), entry)
+            for entry, meta in self.entries(plugin)
+            if meta.get("version") == version and meta.get("params") == dict(params)
+        ]
+        for _, entry in sorted(mine, key=lambda pair: pair[0], reverse=True):
+            stored = _load(entry)
+            if stored is not None:
+                return stored
+        return None
+
+    def keep_newest(self, plugin: str, keep: int) -> int:
+        """Delete all but the `keep` most recently computed entries of `plugin` for each
+        (version, params); how many went. Spark jobs read every poll, so each run is a new
+        entry: this bounds them."""
+        groups: dict[str, list[tuple[str, Path]]] = {}
+        for entry, meta in self.entries(plugin):
+            group = json.dumps([meta.get("version"), meta.get("params")], sort_keys=True)
+            groups.setdefault(group, []).append((str(meta.get("computed_at") or ""), entry))
+        removed = 0
+        for entries in groups.values():
+            for _, entry in sorted(entries, key=lambda pair: pair[0], reverse=True)[keep:]:
+                shutil.rmtree(entry, ignore_errors=True)
+                removed += 1
+        return removed
+
+    def entries(self, plugin: str | None = None) -> Iterator[tuple[Path, Mapping[str, Any]]]:
+        """Every readable entry (of `plugin`, when given) with its metadata (hidden staging
+        folders skipped)."""
         if not self.root.is_dir():
             return
         for plugin_dir in sorted(self.root.iterdir()):
             if not plugin_dir.is_dir() or plugin_dir.name.startswith("."):
+                continue
+            if plugin is not None and plugin_dir.name != plugin:
                 continue
             for entry in sorted(plugin_dir.iterdir()):
                 if entry.name.startswith("."):
@@ -144,6 +158,33 @@ class ResultStore:
                 shutil.rmtree(entry, ignore_errors=True)
                 removed += 1
         return removed
+
+
+def _load(entry: Path) -> StoredResult | None:
+    """The entry in folder `entry`, or None (absent or unreadable)."""
+    try:
+        meta = json.loads((entry / META).read_text())
+        frames: dict[str, pd.DataFrame] = {}
+        for name in meta["frames"]:
+            frames[name] = pq.read_table(entry / f"{_safe(name)}.parquet").to_pandas()
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # a damaged entry is a miss, recomputed, never a crash
+        log.warning("stored result %s is unreadable (%s); it will be recomputed", entry, exc)
+        return None
+    ok = meta["status"] == "ok"
+    return StoredResult(
+        plugin=str(meta["plugin"]),
+        version=str(meta["version"]),
+        params=meta["params"],
+        snapshot_ids=tuple(meta["snapshot_ids"]),
+        status="ok" if ok else "failed",
+        seconds=float(meta["seconds"]),
+        result=Result(frames=frames, summary=meta["summary"]) if ok else None,
+        error=None if ok else str(meta["error"]),
+        choices={str(k): [str(v) for v in vs] for k, vs in meta.get("choices", {}).items()},
+        computed_at=meta.get("computed_at"),
+    )
 
 
 def _meta(stored: StoredResult, frames: list[str]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from core.errors import (
     PluginError,
     PluginParamsError,
     PluginRunError,
+    ResultNotReady,
 )
 from core.model import SCHEMAS
 from plugins import isolation
@@ -49,6 +50,7 @@ __all__ = [
     "inputs_for",
     "load_inputs",
     "metrics",
+    "newest_stored",
     "param_choices",
     "required_results",
     "results_for",
@@ -88,6 +90,7 @@ class RunOutput:
     choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """The plugin's allowed values of str params (`param_choices`), with the default-params
     result only: they depend on the data, not on the params."""
+    computed_at: str | None = None  # ISO time a stored result was computed
 
     @property
     def seconds(self) -> float:
@@ -233,8 +236,14 @@ def run(
     *,
     use_cache: bool = True,
     use_stored: bool = True,
+    start_spark: bool = False,
 ) -> RunOutput:
     """Run `plugin` on the newest snapshots of `store`.
+
+    A Spark plugin is analysed only when `start_spark` (the job worker and `pulsar-lens
+    analyze` pass it); otherwise its newest stored result for these params is returned,
+    whatever polls it read, and `ResultNotReady` raised when it has none, so a page or a
+    scrape never starts a JVM.
 
     A result stored for exactly these inputs (plugin, version, params, snapshots) is read
     instead of analysing again, unless `use_stored` is False; a stored failure raises
@@ -253,6 +262,8 @@ def run(
         )
     validated = validate_params(instance, params)
     params_json = validated.model_dump(mode="json")
+    if instance.engine == "spark" and not start_spark:
+        return newest_stored(plugin, store, validated)
     started = time.perf_counter()
     window = snapshot_window(instance, store)
     ids = tuple(str(s) for s in window["snapshot_id"]) if len(window) else ()
@@ -283,6 +294,26 @@ def run(
     return output
 
 
+def newest_stored(
+    plugin: AnalysisPlugin | LoadedPlugin, store: SnapshotStore, params: BaseModel
+) -> RunOutput:
+    """The newest stored result of `plugin` with `params`, whatever polls it read (a Spark
+    analysis runs as a job; its last result stays shown until the next one lands)."""
+    instance = _instance(plugin)
+    started = time.perf_counter()
+    results = results_for(store)
+    params_json = params.model_dump(mode="json")
+    stored = results.newest(instance.name, instance.version, params_json) if results else None
+    if stored is None:
+        raise ResultNotReady(
+            instance.name,
+            "no result yet for these parameters: it runs as a Spark job, after new polls "
+            f"for the default ones; run it now with `pulsar-lens analyze {instance.name}` "
+            "or the page's Run now",
+        )
+    return _from_stored(plugin, params, stored, time.perf_counter() - started)
+
+
 def _from_stored(
     loaded: AnalysisPlugin | LoadedPlugin,
     params: BaseModel,
@@ -291,7 +322,9 @@ def _from_stored(
 ) -> RunOutput:
     plugin = _instance(loaded)
     if stored.result is None:
-        raise PluginRunError(plugin.name, f"{stored.error} (when this snapshot was analysed)")
+        error = str(stored.error).removeprefix(f"plugin {plugin.name!r} failed: ")
+        at = f" at {stored.computed_at}" if stored.computed_at else ""
+        raise PluginRunError(plugin.name, f"{error} (when this snapshot was analysed{at})")
     started = time.perf_counter()
     views = _render(loaded, stored.result)
     return RunOutput(
@@ -304,6 +337,7 @@ def _from_stored(
         timings={"read": read_seconds, "render": time.perf_counter() - started},
         stored=True,
         choices=stored.choices,
+        computed_at=stored.computed_at,
     )
 
 
@@ -344,7 +378,10 @@ def _isolated(plugin: AnalysisPlugin | LoadedPlugin) -> bool:
 def _call(loaded: AnalysisPlugin | LoadedPlugin, method: str, *args: Any) -> Any:
     """`plugin.method(*args)`: in-process for built-ins, in a limited worker for the rest."""
     plugin = _instance(loaded)
-    if not _isolated(loaded):
+    # A Spark plugin's analyze needs this process's session, which no worker can share: it
+    # runs in the job worker's process, isolated from the dashboard and the collector.
+    in_process = method == "analyze" and plugin.engine == "spark"
+    if not _isolated(loaded) or in_process:
         return getattr(plugin, method)(*args)
     if method == "analyze":
         args = (args[0], args[1].model_dump(mode="json"))

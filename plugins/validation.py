@@ -8,6 +8,7 @@ raises `PluginContractError` for a result or views that break the contract.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import re
 from collections.abc import Iterable, Mapping
@@ -68,8 +69,9 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
             yield f"{attr}: expected a non-empty string, found {value!r}"
     engine: object = getattr(cls, "engine", None)
     if engine not in ENGINES:
-        unbuilt = " (this version has no Spark engine)" if engine == "spark" else ""
-        yield f"engine: expected one of {', '.join(ENGINES)}, found {engine!r}{unbuilt}"
+        yield f"engine: expected one of {', '.join(ENGINES)}, found {engine!r}"
+    elif engine == "spark" and importlib.util.find_spec("pyspark") is None:
+        yield "engine: 'spark' needs pyspark, which is not installed (pulsar-lens[spark])"
     yield from _table_problems(getattr(cls, "inputs", None))
     history = cls.history
     if not isinstance(history, int) or isinstance(history, bool) or history < 1:

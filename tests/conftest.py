@@ -14,10 +14,15 @@ from tests.brokers import BrokerPool
 
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No test sees the developer's PULSAR_* settings."""
+    """No test sees the developer's PULSAR_* settings.
+
+    A collect process started by a test runs no Spark job worker (a JVM per test would not
+    fit two cores); the tests of the jobs turn it on.
+    """
     for key in list(os.environ):
         if key.startswith("PULSAR_") and key != "PULSAR_LENS_CACHE_DIR":
             monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PULSAR_LENS_SPARK_JOBS", "0")
     yield
 
 

@@ -13,4 +13,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.builtin.key_shared_map:KeySharedMap",
     "plugins.builtin.sticky_ranges:StickyRanges",
     "plugins.builtin.failover_assignment:FailoverAssignment",
+    "plugins.builtin.stuck_hash_history:StuckHashHistory",
 )

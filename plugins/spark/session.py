@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 
 MASTER_ENV = "PULSAR_LENS_SPARK_MASTER"
 UI_ENV = "PULSAR_LENS_SPARK_UI"
+LOG_LEVEL_ENV = "PULSAR_LENS_SPARK_LOG_LEVEL"  # Spark's own log level (ERROR by default)
 APP_NAME = "pulsar-lens"
 MASTER_PREFIXES = ("local", "spark://", "sc://", "yarn", "k8s://", "mesos://")
 
@@ -89,6 +91,11 @@ def _build(master: str) -> SparkSession:
     # packages it sees), not whichever python3 comes first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "resolves to loopback" guess
+    # PySpark's own notice about pandas 3 says nothing an operator can act on.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     builder = SparkSession.builder.appName(APP_NAME)
     if master.startswith("sc://"):
         builder = builder.remote(master)
@@ -96,11 +103,14 @@ def _build(master: str) -> SparkSession:
         builder = builder.master(master).config(
             "spark.ui.enabled", "true" if os.environ.get(UI_ENV) == "1" else "false"
         )
+        # Progress goes to the job's status (and the CLI's own bar), not Spark's console bar.
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
         if master.startswith("local"):
             builder = builder.config("spark.driver.host", "127.0.0.1").config(
                 "spark.driver.bindAddress", "127.0.0.1"
             )
             builder = builder.config("spark.sql.shuffle.partitions", "4")
+    builder = builder.config("spark.log.level", os.environ.get(LOG_LEVEL_ENV) or "ERROR")
     builder = builder.config("spark.sql.session.timeZone", "UTC").config(
         "spark.sql.execution.arrow.pyspark.enabled", "true"
     )

@@ -223,40 +223,6 @@ def test_unknown_plugin_page_says_it_is_not_loaded(scenario: Store) -> None:
     assert any("`nope` analysis is not loaded" in i.value for i in at.info)
 
 
-SPARK_PLUGIN = """
-from plugins.api import AnalysisPlugin, Result
-
-class Heavy(AnalysisPlugin):
-    name = "heavy"
-    title = "Heavy"
-    description = "Runs on Spark."
-    version = "0.1"
-    engine = "spark"
-    inputs = ("topics",)
-    outputs = ("x",)
-
-    def analyze(self, data, params):
-        raise AssertionError("a plugin that cannot run must not be offered")
-
-    def render(self, result):
-        return []
-
-PLUGINS = (Heavy,)
-"""
-
-
-def test_a_spark_analysis_is_refused_at_load_and_offers_nothing(
-    scenario: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    folder = tmp_path / "spark-plugins"
-    folder.mkdir()
-    (folder / "heavy.py").write_text(textwrap.dedent(SPARK_PLUGIN))
-    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(folder))
-    at = AppTest.from_function(_analysis_script, args=("heavy",), default_timeout=TIMEOUT).run()
-    assert not at.exception and not at.toggle
-    assert any("this version has no Spark engine" in i.value for i in at.info)
-
-
 EXITS = """
 import os
 from plugins.api import AnalysisPlugin, Result

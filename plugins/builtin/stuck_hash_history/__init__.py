@@ -22,6 +22,7 @@ from plugins.api import (
     HISTORY_ALL,
     AnalysisPlugin,
     Note,
+    Page,
     Result,
     SparkInputs,
     Table,
@@ -47,6 +48,13 @@ class StuckHashHistory(AnalysisPlugin):
     inputs = ("draining_hashes",)
     history = HISTORY_ALL
     outputs = ("episodes", "offenders", "recurrence")
+    page = Page(
+        title="Stuck-hash history",
+        icon=":material/history_toggle_off:",
+        caption="Every draining-hash episode in the stored history (PIP-379), from a Spark job.",
+        url_path="stuck-hash-history",
+        order=25,
+    )
 
     def analyze(self, data: Any, params: Any) -> Result:
         assert isinstance(data, SparkInputs)

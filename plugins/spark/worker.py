@@ -1,0 +1,306 @@
+"""The job worker: runs Spark analyses as jobs for one store, in a process of its own.
+
+`python -m plugins.spark.worker --store ROOT` holds the store's job lock, keeps one Spark
+session (started on its first job, so a worker that never gets one starts no JVM), and
+loops: the oldest requested job first (`plugins.spark.jobs.JobQueue`); otherwise, once a new
+poll has landed and at least `every` has passed since the last scheduled round, a job per
+Spark plugin with its default params. Each job's result (or failure) is stored like any
+analysis (`plugins.precompute.store_run`); the newest KEEP_RESULTS per plugin and params are
+kept. Progress (stages and tasks) goes to the job's status file as Spark reports it.
+
+`WorkerProcess` is how the collect process runs the worker: a child process, restarted with
+a backoff when it dies, and killed (with its JVM) when one job runs past its time limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from core.errors import SettingsError
+from core.settings import parse_duration
+from plugins import precompute, runner
+from plugins.registry import LoadedPlugin, discover
+from plugins.results import ResultStore
+from plugins.spark import progress, session
+from plugins.spark.jobs import JobQueue, JobStatus, now
+
+log = logging.getLogger(__name__)
+
+JOBS_ENV = "PULSAR_LENS_SPARK_JOBS"  # 0: the collect process starts no job worker
+EVERY_ENV = "PULSAR_LENS_SPARK_EVERY"
+TIMEOUT_ENV = "PULSAR_LENS_SPARK_JOB_TIMEOUT"
+DEFAULT_EVERY = 600.0
+DEFAULT_TIMEOUT = 1800.0
+KEEP_RESULTS = 3
+
+
+def seconds_from_env(name: str, default: float, environ: Mapping[str, str] | None = None) -> float:
+    text = ((os.environ if environ is None else environ).get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        seconds = parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise SettingsError(f"{name}: {exc}") from None
+    if seconds <= 0:
+        raise SettingsError(f"{name}: expected a positive duration, found {text!r}")
+    return seconds
+
+
+def run_job(
+    loaded: LoadedPlugin,
+    store: runner.SnapshotStore,
+    queue: JobQueue,
+    job: JobStatus,
+    *,
+    results: ResultStore,
+    on_update: Any = None,
+) -> JobStatus:
+    """Run `job` on this process's Spark session, store its result, and keep its status file
+    up to date; the ended status. `on_update(status)` is called on each progress change."""
+    job = queue.update(dataclasses.replace(job, state="running", started_at=now().isoformat()))
+    current = [job]
+
+    def report(counts: progress.Counts) -> None:
+        latest = dataclasses.replace(current[0], **dataclasses.asdict(counts))
+        if latest != current[0]:
+            current[0] = queue.update(latest)
+            if on_update is not None:
+                on_update(current[0])
+
+    try:
+        spark = session.get()
+        with progress.tracked(spark, job.id, report):
+            outcome = precompute.store_run(store, loaded, results, job.params)
+    except Exception as exc:  # the session could not start, or the store could not be read
+        outcome = precompute.Outcome(loaded.name, "failed", job.seconds(), f"{exc}")
+    ended = dataclasses.replace(
+        current[0],
+        state="failed" if outcome.status == "failed" else "done",
+        finished_at=now().isoformat(),
+        error=outcome.error,
+        polls=len(runner.snapshot_window(loaded.plugin, store)),
+    )
+    results.keep_newest(loaded.name, KEEP_RESULTS)
+    queue.update(ended)
+    if on_update is not None:
+        on_update(ended)
+    return ended
+
+
+class JobWorker:
+    """Runs the requested jobs of one store, and its Spark plugins after new polls."""
+
+    def __init__(
+        self,
+        store: runner.SnapshotStore,
+        root: str | os.PathLike[str],
+        plugins: Sequence[LoadedPlugin],
+        *,
+        every: float = DEFAULT_EVERY,
+    ) -> None:
+        self.store = store
+        self.queue = JobQueue(root)
+        self.results = ResultStore(root)
+        self.plugins = {p.name: p for p in plugins if p.engine == "spark"}
+        self.every = every
+        self._scheduled_for: str | None = None  # newest snapshot of the last scheduled round
+        self._scheduled_at = float("-inf")
+
+    def step(self) -> JobStatus | None:
+        """Run one job if one is due; the job, or None when there was nothing to do."""
+        pending = self.queue.pending()
+        if not pending:
+            self._schedule()
+            pending = self.queue.pending()
+        if not pending:
+            return None
+        job = pending[0]
+        loaded = self.plugins.get(job.plugin)
+        if loaded is None:
+            known = ", ".join(sorted(self.plugins)) or "none"
+            return self.queue.update(
+                dataclasses.replace(
+                    job,
+                    state="failed",
+                    finished_at=now().isoformat(),
+                    error=f"no Spark plugin {job.plugin!r} is loaded here (loaded: {known})",
+                )
+            )
+        log.info("job %s: %s %s", job.id, job.plugin, dict(job.params) or "(default params)")
+        ended = run_job(loaded, self.store, self.queue, job, results=self.results)
+        log.info(
+            "job %s %s in %.1fs%s",
+            job.id,
+            ended.state,
+            ended.seconds(),
+            f": {ended.error}" if ended.error else "",
+        )
+        self.queue.prune()
+        return ended
+
+    def _schedule(self) -> None:
+        """After a new poll, and at most once per `every`, queue each Spark plugin's default
+        run whose result for the newest polls is not stored yet."""
+        newest = self.store.snapshots(limit=1)
+        if not len(newest):
+            return
+        snapshot = str(newest["snapshot_id"].iloc[-1])
+        if snapshot == self._scheduled_for or time.monotonic() - self._scheduled_at < self.every:
+            return
+        self._scheduled_for, self._scheduled_at = snapshot, time.monotonic()
+        for loaded in self.plugins.values():
+            params = runner.validate_params(loaded.plugin, None).model_dump(mode="json")
+            window = runner.snapshot_window(loaded.plugin, self.store)
+            ids = [str(s) for s in window["snapshot_id"]]
+            if self.results.read(loaded.name, loaded.version, params, ids) is None:
+                self.queue.request(loaded.name, params, origin="schedule")
+
+    def run(self, stop: threading.Event, *, tick: float = 1.0) -> None:
+        """Serve the store until `stop` is set (holding its job lock all along)."""
+        with self.queue.worker_lock():
+            self.queue.abandon_running("the job worker stopped before the job ended")
+            while not stop.is_set():
+                try:
+                    ran = self.step()
+                except Exception:  # one broken job or store read must not end the worker
+                    log.exception("the job worker's step failed")
+                    ran = None
+                if ran is None:
+                    stop.wait(tick)
+
+
+class WorkerProcess:
+    """The job worker as a child process of the collect process: started, restarted after a
+    death (backoff 2 s doubling to 60 s), and killed with its JVM when a job overruns."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        argv: Sequence[str] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.queue = JobQueue(root)
+        self.timeout = timeout
+        self.argv = list(
+            argv or [sys.executable, "-m", "plugins.spark.worker", "--store", str(root)]
+        )
+        self.process: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="job-worker", daemon=True)
+
+    def start(self) -> WorkerProcess:
+        self._spawn()
+        self._thread.start()
+        return self
+
+    def _spawn(self) -> None:
+        self.process = subprocess.Popen(self.argv, start_new_session=True)
+        log.info("job worker started (pid %d) for %s", self.process.pid, self.root)
+
+    def _watch(self) -> None:
+        backoff = 2.0
+        while not self._stop.wait(1.0):
+            process = self.process
+            if process is None:
+                continue
+            code = process.poll()
+            if code is None:
+                self._enforce_timeout()
+                continue
+            self.queue.abandon_running(f"the job worker exited with code {code}")
+            log.warning("job worker exited with code %s; restarting in %.0fs", code, backoff)
+            if self._stop.wait(backoff):
+                return
+            backoff = min(60.0, backoff * 2)
+            self.restarts += 1
+            self._spawn()
+
+    def _enforce_timeout(self) -> None:
+        for job in self.queue.pending():
+            if job.state == "running" and job.seconds() > self.timeout:
+                log.warning(
+                    "job %s (%s) ran past %.0fs: stopping the worker",
+                    job.id,
+                    job.plugin,
+                    self.timeout,
+                )
+                self._kill()
+                self.queue.update(
+                    dataclasses.replace(
+                        job,
+                        state="failed",
+                        finished_at=now().isoformat(),
+                        error=f"stopped after running longer than {self.timeout:.0f}s "
+                        f"({TIMEOUT_ENV})",
+                    )
+                )
+
+    def _kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
+
+    def close(self, grace: float = 10.0) -> None:
+        self._stop.set()
+        if self.process is not None and self.process.poll() is None:
+            self._kill(signal.SIGTERM)
+            try:
+                self.process.wait(grace)
+            except subprocess.TimeoutExpired:
+                self._kill()
+                self.process.wait(5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from core.store import Store
+
+    parser = argparse.ArgumentParser(prog="python -m plugins.spark.worker")
+    parser.add_argument("--store", required=True, help="the snapshot store to serve")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="job-worker %(levelname)s %(message)s")
+    try:
+        every = seconds_from_env(EVERY_ENV, DEFAULT_EVERY)
+    except SettingsError as exc:
+        print(f"pulsar-lens job worker: {exc}", file=sys.stderr)
+        return 2
+    registry = discover()
+    for failure in registry.failures:
+        log.warning("%s", failure)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    worker = JobWorker(Store(args.store), args.store, list(registry), every=every)
+    if not worker.plugins:
+        log.info("no Spark plugin is loaded: the job worker has nothing to run")
+    try:
+        worker.run(stop)
+    except RuntimeError as exc:  # another worker serves this store
+        print(f"pulsar-lens job worker: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if session.started() is not None:
+            session.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
