@@ -29,7 +29,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from core.errors import SettingsError
+from core.errors import ResultNotReady, SettingsError
 from exporter.families import (
     DEFAULT_MAX_SUBSCRIPTIONS,
     ClusterFacts,
@@ -241,6 +241,8 @@ class LensCollector(Collector):
                 result = runner.run(plugin, self._store, use_cache=False).result
                 mine = runner.metrics(plugin, result, context)
                 _check_families(mine, taken)
+            except ResultNotReady:  # a Spark analysis before its first job: nothing to say yet
+                continue
             except Exception as exc:  # one failing plugin must not break the scrape
                 log.warning("/metrics: plugin %s contributed no series: %s", name, exc)
                 failed.append(name)
