@@ -230,6 +230,8 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
     from lab.demo import DemoSettings, DemoWorkloads
     from lab.localpulsar import LocalPulsar
 
+    # The History pages are Spark jobs: in a demo, a new round every 2 minutes shows them move.
+    os.environ.setdefault("PULSAR_LENS_SPARK_EVERY", "2m")
     print("Starting a local Pulsar 4.0 standalone on 127.0.0.1 ...", flush=True)
     pulsar = LocalPulsar().start()  # stops itself if interrupted while starting
     try:

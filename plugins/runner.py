@@ -378,9 +378,9 @@ def _isolated(plugin: AnalysisPlugin | LoadedPlugin) -> bool:
 def _call(loaded: AnalysisPlugin | LoadedPlugin, method: str, *args: Any) -> Any:
     """`plugin.method(*args)`: in-process for built-ins, in a limited worker for the rest."""
     plugin = _instance(loaded)
-    # A Spark plugin's analyze needs this process's session, which no worker can share: it
-    # runs in the job worker's process, isolated from the dashboard and the collector.
-    in_process = method == "analyze" and plugin.engine == "spark"
+    # A Spark plugin's analyze (and param_choices) needs this process's session, which no
+    # worker can share: it runs in the job worker's process, apart from dashboard and collector.
+    in_process = method in ("analyze", "param_choices") and plugin.engine == "spark"
     if not _isolated(loaded) or in_process:
         return getattr(plugin, method)(*args)
     if method == "analyze":
@@ -401,11 +401,9 @@ def param_choices(
     loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs | SparkInputs
 ) -> dict[str, list[str]]:
     """The plugin's `param_choices(inputs)` (isolated like analyze) as lists of strings; {}
-    when it fails, and for a Spark plugin (its choices would cost a second job)."""
+    when it fails. A Spark plugin's hook gets `SparkInputs` in its job, which stores them."""
     plugin = _instance(loaded)
-    if isinstance(inputs, SparkInputs) or (
-        type(plugin).param_choices is AnalysisPlugin.param_choices
-    ):
+    if type(plugin).param_choices is AnalysisPlugin.param_choices:
         return {}
     try:
         choices = _call(loaded, "param_choices", inputs)
