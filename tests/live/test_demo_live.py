@@ -143,3 +143,33 @@ def test_demo_partition_topics_are_recognised(demo_store: Path) -> None:
     topics = Store(demo_store).read_latest("topics").to_pandas()
     parts = sorted(partition_index(t) for t in topics["topic"] if f"/{EVENTS}-" in t)
     assert parts == list(range(6))
+
+
+def test_demo_history_pages_show_what_the_spark_jobs_computed(
+    demo_store: Path, app: AppTest
+) -> None:
+    """Every built-in Spark analysis runs as a job on the demo's polls (the job worker's step,
+    on this run's local Spark session), and its History page draws the stored result."""
+    from plugins.registry import discover
+    from plugins.spark import session
+    from plugins.spark.worker import JobWorker
+
+    session.get("local[2]")
+    spark = [p for p in discover(entry_points=False, plugin_dirs=[]) if p.engine == "spark"]
+    assert spark, "no built-in Spark analysis is registered"
+    worker = JobWorker(Store(demo_store), demo_store, spark, every=0.0)
+    ran = {}
+    for _ in range(len(spark) + 1):  # one scheduled round: a job per plugin
+        job = worker.step()
+        if job is None:
+            break
+        ran[job.plugin] = job
+    assert {p.name for p in spark} == set(ran)
+    assert all(job.state == "done" for job in ran.values()), ran
+    for loaded in spark:
+        page = plugin_page(loaded.name, timeout=60)
+        assert not page.exception and not page.error, loaded.name
+        assert any("computed by a Spark job" in c.value for c in page.caption), loaded.name
+    episodes = plugin_page("stuck-hash-history", timeout=60)
+    held = _frame(episodes, "hash", "consumer_name", "polls")
+    assert any(f"/{PAYMENTS}" in t for t in held["topic"])  # the payments consumer's hashes
