@@ -11,8 +11,10 @@ PAGE_SLUGS = (
     "bundle-ownership",
     "subscription-status",
     "sticky-ranges",
+    "stuck-hash-history",
 )
-"""Every built-in plugin: five with a page of their own, sticky-ranges on the generic one."""
+"""Every built-in plugin: five with a page of their own, sticky-ranges on the generic one,
+and the Spark analyses' pages (they show stored results; a page never starts Spark)."""
 
 
 def _page_script(slug: str) -> None:

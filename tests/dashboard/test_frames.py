@@ -70,6 +70,10 @@ def test_page_plan_gives_plugins_with_a_page_their_own_and_the_rest_a_generic_on
         ("bundles", "bundle-ownership"),
         ("subscriptions", "subscription-status"),
     ]
+    history = {p.target: p.url_path for p in plan["History"]}  # the Spark analyses' pages
+    spark = {p.name for p in registry if p.engine == "spark"}
+    assert set(history) == spark and "stuck-hash-history" in spark
+    assert history["stuck-hash-history"] == "stuck-hash-history"
     generic = {p.target for p in plan.get("Analyses", ())}
     assert generic == {p.name for p in registry if p.plugin.page is None} == {"sticky-ranges"}
     assert all(p.kind == "analysis" for p in plan.get("Analyses", ()))
