@@ -108,9 +108,7 @@ def store_run(
     started = time.perf_counter()
     choices: Mapping[str, Sequence[str]] = {}
     try:
-        output = runner.run(
-            plugin, store, validated, use_cache=False, use_stored=False, start_spark=True
-        )
+        output = runner.run(plugin, store, validated, use_cache=False, use_stored=False)
         status, error, result, choices = "ok", None, output.result, output.choices
     except PluginError as exc:
         status, error, result = "failed", str(exc), None

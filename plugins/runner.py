@@ -236,14 +236,13 @@ def run(
     *,
     use_cache: bool = True,
     use_stored: bool = True,
-    start_spark: bool = False,
 ) -> RunOutput:
     """Run `plugin` on the newest snapshots of `store`.
 
-    A Spark plugin is analysed only when `start_spark` (the job worker and `pulsar-lens
-    analyze` pass it); otherwise its newest stored result for these params is returned,
-    whatever polls it read, and `ResultNotReady` raised when it has none, so a page or a
-    scrape never starts a JVM.
+    A Spark plugin is analysed only when `use_stored` is False (the job worker and
+    `pulsar-lens analyze` ask for that); otherwise its newest stored result for these params
+    is returned, whatever polls it read, and `ResultNotReady` raised when it has none, so a
+    page or a scrape never starts a JVM.
 
     A result stored for exactly these inputs (plugin, version, params, snapshots) is read
     instead of analysing again, unless `use_stored` is False; a stored failure raises
@@ -262,7 +261,7 @@ def run(
         )
     validated = validate_params(instance, params)
     params_json = validated.model_dump(mode="json")
-    if instance.engine == "spark" and not start_spark:
+    if instance.engine == "spark" and use_stored:
         return newest_stored(plugin, store, validated)
     started = time.perf_counter()
     window = snapshot_window(instance, store)

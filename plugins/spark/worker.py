@@ -202,6 +202,7 @@ class WorkerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # no new worker is spawned once close() began
         self._thread = threading.Thread(target=self._watch, name="job-worker", daemon=True)
 
     def start(self) -> WorkerProcess:
@@ -210,7 +211,10 @@ class WorkerProcess:
         return self
 
     def _spawn(self) -> None:
-        self.process = subprocess.Popen(self.argv, start_new_session=True)
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self.process = subprocess.Popen(self.argv, start_new_session=True)
         log.info("job worker started (pid %d) for %s", self.process.pid, self.root)
 
     def _watch(self) -> None:
@@ -241,6 +245,8 @@ class WorkerProcess:
                     self.timeout,
                 )
                 self._kill()
+                if self.process is not None:
+                    self.process.wait(10)
                 self.queue.update(
                     dataclasses.replace(
                         job,
@@ -257,14 +263,19 @@ class WorkerProcess:
                 os.killpg(self.process.pid, sig)
 
     def close(self, grace: float = 10.0) -> None:
-        self._stop.set()
+        """Ask the worker to stop (it stops its Spark session), then kill what is left."""
+        with self._lock:
+            self._stop.set()
         if self.process is not None and self.process.poll() is None:
-            self._kill(signal.SIGTERM)
+            self.process.terminate()
             try:
                 self.process.wait(grace)
             except subprocess.TimeoutExpired:
                 self._kill()
                 self.process.wait(5)
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):  # a JVM the worker left behind
+                os.killpg(self.process.pid, signal.SIGKILL)
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
@@ -298,7 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     finally:
         if session.started() is not None:
-            session.stop()
+            try:
+                session.stop()
+            except Exception as exc:  # the JVM went first (e.g. the group was killed)
+                log.info("the Spark session had already ended: %s", exc)
     return 0
 
 

@@ -123,7 +123,7 @@ def test_a_failed_job_is_shown_with_its_error(store_dir: Path, plugin_page: Page
 
 
 def test_no_page_or_stored_read_imports_spark(store_dir: Path) -> None:
-    """The page's read path (runner.run without start_spark) never loads pyspark."""
+    """The page's read path (runner.run reading stored results) never loads pyspark."""
     store = _store(store_dir)
     _stored(store, minutes_ago=1, hashes=2)
     code = (
