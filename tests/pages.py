@@ -12,6 +12,7 @@ PAGE_SLUGS = (
     "subscription-status",
     "sticky-ranges",
     "stuck-hash-history",
+    "key-distribution",
 )
 """Every built-in plugin: five with a page of their own, sticky-ranges on the generic one,
 and the Spark analyses' pages (they show stored results; a page never starts Spark)."""

@@ -14,4 +14,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.builtin.sticky_ranges:StickyRanges",
     "plugins.builtin.failover_assignment:FailoverAssignment",
     "plugins.builtin.stuck_hash_history:StuckHashHistory",
+    "plugins.builtin.key_distribution:KeyDistribution",
 )
