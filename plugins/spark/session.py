@@ -110,7 +110,8 @@ def _build(master: str) -> SparkSession:
                 "spark.driver.bindAddress", "127.0.0.1"
             )
             builder = builder.config("spark.sql.shuffle.partitions", "4")
-    builder = builder.config("spark.log.level", os.environ.get(LOG_LEVEL_ENV) or "ERROR")
+        # A static setting: a Spark Connect server keeps its own and warns when a client asks.
+        builder = builder.config("spark.log.level", os.environ.get(LOG_LEVEL_ENV) or "ERROR")
     builder = builder.config("spark.sql.session.timeZone", "UTC").config(
         "spark.sql.execution.arrow.pyspark.enabled", "true"
     )
