@@ -13,6 +13,7 @@ PAGE_SLUGS = (
     "sticky-ranges",
     "stuck-hash-history",
     "key-distribution",
+    "bundle-load-history",
 )
 """Every built-in plugin: five with a page of their own, sticky-ranges on the generic one,
 and the Spark analyses' pages (they show stored results; a page never starts Spark)."""

@@ -15,4 +15,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.builtin.failover_assignment:FailoverAssignment",
     "plugins.builtin.stuck_hash_history:StuckHashHistory",
     "plugins.builtin.key_distribution:KeyDistribution",
+    "plugins.builtin.bundle_load_history:BundleLoadHistory",
 )
