@@ -1,0 +1,99 @@
+"""Run Spark plugins on a given master, in a process of their own, and write what they found.
+
+    python -m tests.spark.run_on_master --master spark://127.0.0.1:7077 --store DIR --out DIR \
+        plugins.builtin.stuck_hash_history:StuckHashHistory ...
+    python -m tests.spark.run_on_master --master sc://127.0.0.1:15002 --ping
+
+A process has one Spark session (`plugins.spark.session`), so the cluster tests run the
+plugins here, with PULSAR_LENS_SPARK_MASTER set, and compare the files to an in-process run.
+Each plugin gets OUT/<slug>/<frame>.parquet and OUT/<slug>/summary.json; OUT/session.json
+says which master the session ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from plugins.api import AnalysisPlugin
+
+
+def load_plugin(spec: str) -> AnalysisPlugin:
+    """An instance of `module:Class`."""
+    module, _, name = spec.partition(":")
+    plugin = getattr(importlib.import_module(module), name)()
+    assert isinstance(plugin, AnalysisPlugin), spec
+    return plugin
+
+
+def summary_json(summary: Mapping[str, Any]) -> str:
+    """A result's summary as canonical JSON (numpy scalars as plain numbers)."""
+
+    def plain(value: Any) -> Any:
+        if hasattr(value, "item"):
+            return value.item()
+        raise TypeError(f"{type(value).__name__} in a summary: {value!r}")
+
+    return json.dumps(summary, default=plain, sort_keys=True)
+
+
+def run(store: Path, out: Path, specs: Sequence[str]) -> None:
+    from core.store import Store
+    from plugins import runner
+    from plugins.spark import session
+
+    spark = session.get()
+    for spec in specs:
+        plugin = load_plugin(spec)
+        output = runner.run(plugin, Store(store), use_cache=False, use_stored=False)
+        folder = out / plugin.name
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, frame in output.result.frames.items():
+            # a Spark Connect toPandas() leaves its plan metrics in attrs: not data, and not JSON
+            plain = frame.copy()
+            plain.attrs = {}
+            plain.to_parquet(folder / f"{name}.parquet")
+        (folder / "summary.json").write_text(summary_json(output.result.summary))
+    about = {"master": spark.conf.get("spark.master"), "connect": _is_connect(spark)}
+    (out / "session.json").write_text(json.dumps(about))
+    session.stop()
+
+
+def ping() -> None:
+    from plugins.spark import session
+
+    answer = session.get().range(3).count()
+    session.stop()
+    if answer != 3:
+        raise SystemExit(f"range(3).count() answered {answer}")
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.spark.run_on_master")
+    parser.add_argument("--master", required=True)
+    parser.add_argument("--store", type=Path)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--ping", action="store_true", help="answer one trivial query")
+    parser.add_argument("plugins", nargs="*", help="module:Class of each Spark plugin")
+    args = parser.parse_args(argv)
+    os.environ["PULSAR_LENS_SPARK_MASTER"] = args.master
+    if args.ping:
+        ping()
+    elif args.store is None or args.out is None or not args.plugins:
+        parser.error("--store, --out and at least one plugin are needed")
+    else:
+        run(args.store, args.out, args.plugins)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
