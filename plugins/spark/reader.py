@@ -36,7 +36,10 @@ def read(
     folder = Path(root) / name
     if not any(folder.glob(f"{PARTITION_COLUMN}=*/*.parquet")):
         return session.createDataFrame([], schema)
-    frame = session.read.schema(schema).option("basePath", str(folder)).parquet(str(folder))
+    # file:// spelled out: a cluster with Hadoop settings reads a bare path from its default
+    # filesystem (HDFS), not from the shared mount every executor sees the store on
+    location = f"file://{os.path.abspath(folder)}"
+    frame = session.read.schema(schema).option("basePath", location).parquet(location)
     if since is not None:
         frame = frame.filter(F.col(PARTITION_COLUMN) >= F.lit(_utc(since).date()))
         frame = frame.filter(F.col("collected_at") >= F.lit(_utc(since)))
