@@ -87,11 +87,25 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def spark_defaults() -> str:
+    """spark-defaults.conf of every process here, as an operator would set it: few shuffle
+    partitions for a small store (Spark's 200 cost more than the data), and a default
+    filesystem that is HDFS, as on a cluster with Hadoop settings, and that nothing serves: the
+    store must still be read from its path."""
+    return (
+        "spark.sql.shuffle.partitions 8\n"
+        f"spark.hadoop.fs.defaultFS hdfs://{LOOPBACK}:{free_port()}\n"
+    )
+
+
 def spark_env(folder: Path, **extra: str) -> dict[str, str]:
     """The environment of every process here: loopback only, this interpreter for Python
-    workers, this checkout importable, scratch files under `folder`."""
-    scratch = folder / "scratch"
+    workers, this checkout importable, settings and scratch files under `folder`."""
+    scratch, conf = folder / "scratch", folder / "conf"
     scratch.mkdir(parents=True, exist_ok=True)
+    conf.mkdir(exist_ok=True)
+    if not (conf / "spark-defaults.conf").exists():
+        (conf / "spark-defaults.conf").write_text(spark_defaults())
     # as deployed: no test-only Spark behaviour, no settings of the test process
     env = {
         k: v
@@ -102,6 +116,7 @@ def spark_env(folder: Path, **extra: str) -> dict[str, str]:
         SPARK_HOME=str(spark_home()),
         SPARK_LOCAL_IP=LOOPBACK,
         SPARK_LOCAL_DIRS=str(scratch),
+        SPARK_CONF_DIR=str(conf),
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),

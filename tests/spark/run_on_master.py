@@ -7,7 +7,7 @@
 A process has one Spark session (`plugins.spark.session`), so the cluster tests run the
 plugins here, with PULSAR_LENS_SPARK_MASTER set, and compare the files to an in-process run.
 Each plugin gets OUT/<slug>/<frame>.parquet and OUT/<slug>/summary.json; OUT/session.json
-says which master the session ran on.
+says which master the session ran on and how long each plugin took.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,9 +50,12 @@ def run(store: Path, out: Path, specs: Sequence[str]) -> None:
     from plugins.spark import session
 
     spark = session.get()
+    seconds: dict[str, float] = {}
     for spec in specs:
         plugin = load_plugin(spec)
+        started = time.perf_counter()
         output = runner.run(plugin, Store(store), use_cache=False, use_stored=False)
+        seconds[plugin.name] = round(time.perf_counter() - started, 2)
         folder = out / plugin.name
         folder.mkdir(parents=True, exist_ok=True)
         for name, frame in output.result.frames.items():
@@ -60,7 +64,11 @@ def run(store: Path, out: Path, specs: Sequence[str]) -> None:
             plain.attrs = {}
             plain.to_parquet(folder / f"{name}.parquet")
         (folder / "summary.json").write_text(summary_json(output.result.summary))
-    about = {"master": spark.conf.get("spark.master"), "connect": _is_connect(spark)}
+    about = {
+        "master": spark.conf.get("spark.master"),
+        "connect": _is_connect(spark),
+        "seconds": seconds,
+    }
     (out / "session.json").write_text(json.dumps(about))
     session.stop()
 

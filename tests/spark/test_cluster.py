@@ -42,7 +42,11 @@ from tests.spark.run_on_master import load_plugin, summary_json
 
 pytestmark = pytest.mark.spark
 
-PLUGINS = ("plugins.builtin.stuck_hash_history:StuckHashHistory",)
+PLUGINS = (
+    "plugins.builtin.stuck_hash_history:StuckHashHistory",
+    "plugins.builtin.key_distribution:KeyDistribution",
+    "plugins.builtin.bundle_load_history:BundleLoadHistory",
+)
 CHILD_TIMEOUT = 300.0
 POLLS = 12
 NS = "public/default"
@@ -97,10 +101,8 @@ def test_standalone_cluster_gives_the_local_frames(
     standalone: cluster.Standalone, store_root: Path, local: Found, tmp_path: Path
 ) -> None:
     out = run_on(standalone.url, store_root, tmp_path)
-    assert json.loads((out / "session.json").read_text()) == {
-        "master": standalone.url,
-        "connect": False,
-    }
+    about = json.loads((out / "session.json").read_text())
+    assert (about["master"], about["connect"]) == (standalone.url, False)
     apps = cluster.completed_apps(standalone.ui)
     ours = [a for a in apps if a["name"] == "pulsar-lens"]
     assert ours and all(a["cores"] >= 1 for a in ours), apps
@@ -116,10 +118,8 @@ def test_spark_connect_on_the_cluster_gives_the_local_frames(
 ) -> None:
     out = run_on(connect.url, store_root, tmp_path)
     # the server's own master: the plans ran on the standalone cluster's executors
-    assert json.loads((out / "session.json").read_text()) == {
-        "master": standalone.url,
-        "connect": True,
-    }
+    about = json.loads((out / "session.json").read_text())
+    assert (about["master"], about["connect"]) == (standalone.url, True)
     assert_same(out, local)
 
 
@@ -148,11 +148,12 @@ def write_store(store: Store, rng: random.Random) -> None:
     go, a Key_Shared subscription with draining hashes and sampled keys."""
     previous: Snapshot | None = None
     for poll in range(POLLS):
+        polled_topics = topics(poll, rng)
         snapshot = make_snapshot(
             30.0 * poll,
             brokers=tuple(BrokerRecord(b, num_bundles=2) for b in BROKERS),
-            bundles=bundles(poll),
-            topics=topics(poll, rng),
+            bundles=bundles(poll, polled_topics),
+            topics=polled_topics,
             subscriptions=(*failover_subscriptions(poll), keyshared_subscription(poll)),
             consumers=(*failover_consumers(poll), *keyshared_consumers(poll)),
             draining_hashes=draining(poll, rng),
@@ -167,11 +168,26 @@ def owner(bundle: int, poll: int) -> str:
     return BROKERS[(bundle + poll // 4) % 2]
 
 
-def bundles(poll: int) -> tuple[BundleRecord, ...]:
-    return tuple(
-        BundleRecord(NS, "public", bundle_name(lo, hi), lo, hi, owner_broker=owner(i, poll))
-        for i, (lo, hi) in enumerate(itertools.pairwise(BOUNDARIES))
-    )
+def bundles(poll: int, topics: tuple[TopicRecord, ...]) -> tuple[BundleRecord, ...]:
+    """The namespace's four bundles, each with the topics and rates of its topics."""
+    rows = []
+    for i, (lo, hi) in enumerate(itertools.pairwise(BOUNDARIES)):
+        name = bundle_name(lo, hi)
+        mine = [t for t in topics if t.bundle == name]
+        rows.append(
+            BundleRecord(
+                NS,
+                "public",
+                name,
+                lo,
+                hi,
+                owner_broker=owner(i, poll),
+                topic_count=len(mine),
+                msg_rate_in=sum(t.msg_rate_in or 0.0 for t in mine),
+                msg_rate_out=sum(t.msg_rate_out or 0.0 for t in mine),
+            )
+        )
+    return tuple(rows)
 
 
 def topics(poll: int, rng: random.Random) -> tuple[TopicRecord, ...]:
