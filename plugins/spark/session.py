@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 
 MASTER_ENV = "PULSAR_LENS_SPARK_MASTER"
 UI_ENV = "PULSAR_LENS_SPARK_UI"
-LOG_LEVEL_ENV = "PULSAR_LENS_SPARK_LOG_LEVEL"  # Spark's own log level (ERROR by default)
+LOG_LEVEL_ENV = "PULSAR_LENS_SPARK_LOG_LEVEL"
+DRIVER_MEMORY_ENV = "PULSAR_LENS_SPARK_DRIVER_MEMORY"  # local mode's heap (driver = executor)
+DEFAULT_LOCAL_MEMORY = "3g"  # Spark's own log level (ERROR by default)
 APP_NAME = "pulsar-lens"
 MASTER_PREFIXES = ("local", "spark://", "sc://", "yarn", "k8s://", "mesos://")
 
@@ -110,6 +112,10 @@ def _build(master: str) -> SparkSession:
                 "spark.driver.bindAddress", "127.0.0.1"
             )
             builder = builder.config("spark.sql.shuffle.partitions", "4")
+            # In local mode the driver is the executor: the default 1g is too little for
+            # weeks of polls. Read before the JVM starts, like every setting here.
+            memory = os.environ.get(DRIVER_MEMORY_ENV) or DEFAULT_LOCAL_MEMORY
+            builder = builder.config("spark.driver.memory", memory)
         # A static setting: a Spark Connect server keeps its own and warns when a client asks.
         builder = builder.config("spark.log.level", os.environ.get(LOG_LEVEL_ENV) or "ERROR")
     builder = builder.config("spark.sql.session.timeZone", "UTC").config(
