@@ -3,144 +3,199 @@
 from __future__ import annotations
 
 import random
+import zlib
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
-from core.bundles import topic_bundle_hash
-from core.model import BundleRecord, EventRecord, TopicRecord
+from core.bundles import bundle_name, default_boundaries, topic_bundle
+from core.model import BrokerRecord, BundleRecord, EventRecord, TopicRecord
 from core.store import Store
 from plugins import runner
+from plugins.api import Chart, Columns, Note, Result
 from plugins.builtin.bundle_load_history import BundleLoadHistory
-from plugins.builtin.bundle_load_history.reference import pandas_result, violation
+from plugins.builtin.bundle_load_history.reference import pandas_result
 from plugins.testing import at, make_snapshot
 
 pytestmark = pytest.mark.spark
 
 PLUGIN = BundleLoadHistory()
 NS = "public/default"
-FULL = (0, 0xFFFFFFFF)
-HALVES = ((0, 0x80000000), (0x80000000, 0xFFFFFFFF))
-
-
-def _name(lower: int, upper: int) -> str:
-    return f"0x{lower:08x}_0x{upper:08x}"
+IDLE = "public/idle"
+FULL = (0x00000000, 0xFFFFFFFF)
+QUARTERS = default_boundaries(4)
 
 
 def _bundle(
-    lower: int, upper: int, owner: str | None, rate: float, topics: int = 1
+    ns: str, lower: int, upper: int, owner: str | None, rate: float | None, topics: int = 0
 ) -> BundleRecord:
-    return BundleRecord(NS, "public", _name(lower, upper), lower, upper, owner, topics, rate, 0.0)
+    tenant = ns.split("/")[0]
+    return BundleRecord(ns, tenant, bundle_name(lower, upper), lower, upper, owner, topics, rate)
 
 
-def _topic(name: str, bundle: str, rate: float, owner: str | None = None) -> TopicRecord:
+def _topic(ns: str, local: str, lower: int, upper: int, rate: float | None) -> TopicRecord:
     return TopicRecord(
-        f"persistent://{NS}/{name}",
-        "public",
-        NS,
-        bundle=bundle,
-        owner_broker=owner,
+        f"persistent://{ns}/{local}",
+        ns.split("/")[0],
+        ns,
+        bundle=bundle_name(lower, upper),
         msg_rate_in=rate,
-        msg_throughput_in=rate * 100,
+        msg_throughput_in=None if rate is None else rate * 100,
     )
 
 
-def _run(store: Store, **params: object) -> dict[str, pd.DataFrame]:
-    output = runner.run(PLUGIN, store, params, use_cache=False, use_stored=False)
-    return dict(output.result.frames)
+def _run(store: Store, **params: Any) -> Result:
+    return runner.run(PLUGIN, store, params, use_cache=False, use_stored=False).result
 
 
-def _same(spark: dict[str, pd.DataFrame], plain: dict[str, pd.DataFrame]) -> None:
-    assert set(spark) == set(plain)
-    for name, frame in plain.items():
+def _same(spark: Result, plain: Result) -> None:
+    assert set(spark.frames) == set(plain.frames) == set(PLUGIN.outputs)
+    for name, frame in plain.frames.items():
         pd.testing.assert_frame_equal(
-            spark[name].reset_index(drop=True),
+            spark.frames[name].reset_index(drop=True),
             frame.reset_index(drop=True),
             check_dtype=False,
             obj=name,
         )
+    assert spark.summary == pytest.approx(plain.summary)
 
 
-def test_a_lopsided_pair_of_brokers_gets_the_move_you_would_make_by_hand(
+def test_a_lopsided_cluster_gets_the_unloads_you_would_rank_by_hand(
     spark: object, tmp_path: Path
 ) -> None:
-    low, high = (_name(*h) for h in HALVES)
+    q = QUARTERS
     store = Store(tmp_path)
-    # b1 owns both halves (loads 60 and 30), b2 owns an idle third namespace bundle
-    for i in range(3):
+    # b1 owns three bundles, b2 one, b3 is listed by the poll and owns nothing
+    for i, first in enumerate((25.0, 35.0, 45.0)):
         store.write(
             make_snapshot(
                 30.0 * i,
                 bundles=[
-                    _bundle(*HALVES[0], "b1", 60.0),
-                    _bundle(*HALVES[1], "b1", 30.0),
-                    BundleRecord("public/idle", "public", _name(*FULL), *FULL, "b2", 0, 0.0, 0.0),
+                    _bundle(NS, q[0], q[1], "b1", first),
+                    _bundle(NS, q[1], q[2], "b1", 30.0),
+                    _bundle(NS, q[2], q[3], "b1", 15.0),
+                    _bundle(IDLE, *FULL, "b2", 10.0),
                 ],
-                topics=[_topic("a", low, 60.0, "b1"), _topic("b", high, 30.0, "b1")],
+                brokers=[BrokerRecord("b1"), BrokerRecord("b2"), BrokerRecord("b3")],
             )
         )
-    frames = _run(store)
-    assert list(frames["brokers"]["load"]) == [90.0, 0.0]
-    best = frames["candidates"].iloc[0]
-    # moving the 30 msg/s bundle gives 60/30 (max/mean 1.33); the 60 one gives 30/60 (1.33)
-    # too; ties break by name, and both beat splitting a one-topic bundle (not offered)
-    assert best["action"] == "unload" and best["to_broker"] == "b2"
-    assert best["violation_before"] == pytest.approx(violation({"b1": 90.0, "b2": 0.0}))
-    assert best["violation_after"] == pytest.approx(4 / 3)
-    assert set(frames["candidates"]["action"]) == {"unload"}
+    result = _run(store)
+    frames = result.frames
+    names = [bundle_name(q[i], q[i + 1]) for i in range(3)]
+    # newest loads 90 / 10 / 0, mean 33.33: busiest/mean 2.7; each unload goes to b3
+    expected = pd.DataFrame(
+        {
+            "rank": [1, 2, 3],
+            "action": ["unload"] * 3,
+            "bundle": names,
+            "from_broker": ["b1"] * 3,
+            "to_broker": ["b3"] * 3,
+            "moved_load": [45.0, 30.0, 15.0],
+            "violation_before": [2.7] * 3,
+            "violation_after": [45 / (100 / 3), 60 / (100 / 3), 75 / (100 / 3)],
+            "improvement": [2.7 - 1.35, 2.7 - 1.8, 2.7 - 2.25],
+        }
+    )
+    pd.testing.assert_frame_equal(frames["candidates"][expected.columns], expected)
+    brokers = pd.DataFrame(
+        {
+            "broker": ["b1", "b2", "b3"],
+            "bundles": [3, 1, 0],
+            "load": [90.0, 10.0, 0.0],
+            "share": [0.9, 0.1, 0.0],
+            "mean_load": [80.0, 10.0, 0.0],  # b1: (70 + 80 + 90) / 3 polls
+        }
+    )
+    pd.testing.assert_frame_equal(frames["brokers"], brokers)
     hot = frames["hot"]
-    assert list(hot["bundle"][:2]) == [low, high] and list(hot["mean_load"][:2]) == [60.0, 30.0]
-    assert hot["owner_share"].iloc[0] == pytest.approx(60 / 90)
+    assert list(hot["bundle"]) == [names[0], names[1], names[2], bundle_name(*FULL)]
+    assert hot.iloc[0][["polls", "mean_load", "peak_load", "newest_load"]].tolist() == [
+        3,
+        35.0,
+        45.0,
+        45.0,
+    ]
+    # p95 of (25, 35, 45), linear: 35 + 0.9 * 10
+    assert hot["p95_load"].iloc[0] == pytest.approx(44.0)
+    assert hot["owner_share"].iloc[0] == pytest.approx(0.5)
+    assert result.summary["violation"] == pytest.approx(2.7)
+    assert result.summary["mean_violation"] == pytest.approx(80 / 30)
+    assert result.summary["hottest"] == f"{NS}/{names[0]}"
+    views = PLUGIN.render(result)
+    inner = [v for c in views if isinstance(c, Columns) for column in c.columns for v in column]
+    charts = [v for v in [*views, *inner] if isinstance(v, Chart)]
+    assert len(charts) == 2 and all(c.chart.to_dict() for c in charts)
 
 
-def test_a_split_is_scored_from_its_topics_halves(spark: object, tmp_path: Path) -> None:
-    whole = _name(*FULL)
-    names = [f"t{i}" for i in range(8)]
+def test_a_split_is_scored_from_its_topics_crc32_halves(spark: object, tmp_path: Path) -> None:
+    whole = bundle_name(*FULL)
+    rates = {f"t{i}": 10.0 * (i + 1) for i in range(8)}
+    mid = 0x7FFFFFFF  # range_equally_divide of the full range
+    lower = sum(r for t, r in rates.items() if zlib.crc32(f"persistent://{NS}/{t}".encode()) < mid)
+    assert (lower, 360.0 - lower) == (220.0, 140.0)  # t2, t3, t6, t7 hash below the middle
     store = Store(tmp_path)
     store.write(
         make_snapshot(
             0,
-            bundles=[
-                _bundle(*FULL, "b1", 80.0, topics=8),
-                BundleRecord("public/idle", "public", whole, *FULL, "b2", 0, 0.0, 0.0),
-            ],
-            topics=[_topic(n, whole, 10.0, "b1") for n in names],
+            bundles=[_bundle(NS, *FULL, "b1", 360.0, 8), _bundle(IDLE, *FULL, "b2", 40.0, 1)],
+            topics=[_topic(NS, t, *FULL, r) for t, r in rates.items()]
+            + [_topic(IDLE, "x", *FULL, 40.0)],
         )
     )
-    candidates = _run(store)["candidates"]
-    split = candidates[candidates["action"] == "split"].iloc[0]
-    mid = 0x7FFFFFFF
-    lower = 10.0 * sum(topic_bundle_hash(f"persistent://{NS}/{n}") < mid for n in names)
-    assert split["moved_load"] in (lower, 80.0 - lower)
-    # the whole bundle moved leaves b1 empty: no better than now; a split can only help
-    assert list(candidates["action"]) == ["split"]
+    candidates = _run(store, metric="throughput").frames["candidates"]
+    # bytes/s: b1 36000, b2 4000, mean 20000 (1.8). Moving b1's upper half (14000) leaves
+    # 22000 / 18000 (1.1); the lower half 14000 / 26000 (1.3); the whole bundle 0 / 40000
+    # (2.0): only the split of the upper half helps
+    assert candidates[["action", "bundle", "to_broker"]].values.tolist() == [["split", whole, "b2"]]
+    best = candidates.iloc[0]
+    assert best["moved_load"] == pytest.approx(14000.0)
+    assert (best["violation_before"], best["violation_after"]) == pytest.approx((1.8, 1.1))
+    assert "0x7fffffff" in best["reason"] and "upper half" in best["reason"]
 
 
-def test_an_owner_change_is_one_move_on_the_timeline(spark: object, tmp_path: Path) -> None:
-    name = _name(*FULL)
+def test_a_move_is_seen_once_from_an_event_or_from_the_polls(spark: object, tmp_path: Path) -> None:
+    name = bundle_name(*FULL)
     store = Store(tmp_path)
-    store.write(make_snapshot(0, bundles=[_bundle(*FULL, "b1", 5.0)]))
-    moved = EventRecord(at(30), "bundle_owner_changed", f"{NS}/{name}", NS, before="b1", after="b2")
-    store.write(make_snapshot(30, bundles=[_bundle(*FULL, "b2", 5.0)]), events=[moved])
-    frames = _run(store)
-    assert frames["moves"][["bundle", "before", "after"]].values.tolist() == [[name, "b1", "b2"]]
-    assert list(frames["timeline"]["owner_broker"]) == ["b1", "b2"]
+    store.write(make_snapshot(0, bundles=[_bundle(NS, *FULL, "b1", 5.0)]))
+    # the collector reported the first move; the second shows only in the polls
+    event = EventRecord(at(30), "bundle_owner_changed", f"{NS}/{name}", NS, before="b1", after="b2")
+    store.write(make_snapshot(30, bundles=[_bundle(NS, *FULL, "b2", 5.0)]), events=[event])
+    store.write(make_snapshot(60, bundles=[_bundle(NS, *FULL, "b1", 5.0)]))
+    frames = _run(store).frames
+    expected = pd.DataFrame(
+        {
+            "at": pd.to_datetime([at(30), at(60)], utc=True),
+            "namespace": [NS, NS],
+            "bundle": [name, name],
+            "before": ["b1", "b2"],
+            "after": ["b2", "b1"],
+            "source": ["event", "polls"],
+        }
+    )
+    pd.testing.assert_frame_equal(frames["moves"], expected, check_dtype=False)
+    assert list(frames["timeline"]["owner_broker"]) == ["b1", "b2", "b1"]
+    assert frames["candidates"].empty  # one broker: nowhere to move to
 
 
 def _random_store(root: Path, seed: int) -> Store:
     rng = random.Random(seed)
     store = Store(root)
-    brokers = ["b1", "b2", "b3"][: rng.randint(1, 3)]
-    namespaces = ["t/a", "t/b"]
-    owners = {(ns, h): rng.choice(brokers) for ns in namespaces for h in HALVES}
-    for poll in range(rng.randint(1, 6)):
+    brokers = ["b1", "b2", "b3"][: rng.randint(2, 3)]
+    layout = {"t/a": default_boundaries(2), "t/b": default_boundaries(3)}
+    owners: dict[tuple[str, int], str | None] = {
+        (ns, i): rng.choice(brokers) for ns, cuts in layout.items() for i in range(len(cuts) - 1)
+    }
+    pools = {ns: [f"persistent://{ns}/x{k}" for k in range(7)] for ns in layout}
+    for poll in range(rng.randint(2, 6)):
         bundles, topics, events = [], [], []
-        for (ns, half), owner in list(owners.items()):
-            if rng.random() < 0.2:
-                new = rng.choice(brokers)
-                if new != owner:
-                    key = f"{ns}/{_name(*half)}"
+        for (ns, i), owner in list(owners.items()):
+            lower, upper = layout[ns][i], layout[ns][i + 1]
+            if rng.random() < 0.3:
+                new = rng.choice([*brokers, None])
+                if new != owner and rng.random() < 0.5:
+                    key = f"{ns}/{bundle_name(lower, upper)}"
                     events.append(
                         EventRecord(
                             at(30.0 * poll),
@@ -151,46 +206,45 @@ def _random_store(root: Path, seed: int) -> Store:
                             after=new,
                         )
                     )
-                    owners[(ns, half)] = owner = new
-            names = [f"x{k}" for k in range(rng.randint(0, 4))]
-            rates = [rng.choice([0.0, 1.5, 7.0, 20.0]) for _ in names]
-            bundles.append(
-                BundleRecord(ns, "t", _name(*half), *half, owner, len(names), sum(rates), 1.0)
-            )
-            topics += [
-                TopicRecord(
-                    f"persistent://{ns}/{n}-{half[0]}",
-                    "t",
-                    ns,
-                    bundle=_name(*half),
-                    owner_broker=owner,
-                    msg_rate_in=r,
-                    msg_throughput_in=r * 3,
-                )
-                for n, r in zip(names, rates, strict=True)
+                owners[(ns, i)] = owner = new
+            mine = [
+                t
+                for t in pools[ns]
+                if topic_bundle(layout[ns], t).lower == lower and rng.random() < 0.8
             ]
-        store.write(make_snapshot(30.0 * poll, bundles=bundles, topics=topics), events=events)
+            rates = [rng.choice([None, 0.0, 1.5, 7.0, 20.0]) for _ in mine]
+            total = sum(r or 0.0 for r in rates)
+            bundles.append(_bundle(ns, lower, upper, owner, total, len(mine)))
+            topics += [
+                _topic(ns, t.rsplit("/", 1)[1], lower, upper, r)
+                for t, r in zip(mine, rates, strict=True)
+            ]
+        listed = [BrokerRecord(b) for b in brokers if rng.random() < 0.8]
+        store.write(
+            make_snapshot(30.0 * poll, bundles=bundles, topics=topics, brokers=listed),
+            events=events,
+        )
     return store
 
 
-@pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("metric", ["msg_rate", "throughput"])
+@pytest.mark.parametrize(("seed", "metric"), [(0, "msg_rate"), (1, "throughput"), (2, "msg_rate")])
 def test_spark_equals_pandas_on_random_stores(
     spark: object, tmp_path: Path, seed: int, metric: str
 ) -> None:
     store = _random_store(tmp_path, seed)
-    _same(
-        _run(store, metric=metric, top=3),
-        dict(pandas_result(store.root, metric=metric, top=3).frames),
-    )
+    plain = pandas_result(store.root, metric=metric, top=3)
+    assert not plain.frames["hot"].empty and not plain.frames["timeline"].empty
+    _same(_run(store, metric=metric, top=3), plain)
 
 
 def test_an_empty_store_gives_empty_frames(spark: object, tmp_path: Path) -> None:
     store = Store(tmp_path)
     store.write(make_snapshot(0))
-    frames = _run(store)
-    assert all(frame.empty for frame in frames.values())
-    expected = pandas_result(tmp_path).frames
-    assert {n: list(f.columns) for n, f in frames.items()} == {
-        n: list(f.columns) for n, f in expected.items()
+    result = _run(store)
+    plain = pandas_result(tmp_path)
+    assert all(frame.empty for frame in result.frames.values())
+    assert {n: list(f.columns) for n, f in result.frames.items()} == {
+        n: list(f.columns) for n, f in plain.frames.items()
     }
+    assert result.summary["bundles"] == 0 and result.summary["hottest"] is None
+    assert [type(v) for v in PLUGIN.render(result)] == [Note]

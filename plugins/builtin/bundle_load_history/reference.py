@@ -1,294 +1,192 @@
-"""`bundle-load-history`'s rule on pandas, and the part both engines share.
-
-Load of a bundle in one poll: `msg_rate` = its topics' msg rate in + out (the `bundles` row),
-or `throughput` = the sum of its topics' bytes/s in + out (`topics` rows of that bundle).
-From every stored poll:
-
-* `timeline`: each bundle's topics, rates, throughput and owner, averaged per time bucket
-  (the window's span / BUCKETS, at least one second); the owner is the one of the bucket's
-  last poll. Only the `top` hottest bundles.
-* `hot`: per bundle, polls seen, mean and peak load, and its share of its owner's load in the
-  newest poll; hottest (mean load) first.
-* `moves`: the owner changes the load manager made (`bundle_owner_changed` events).
-* `brokers`: per broker in the newest poll, bundles owned and load.
-* `candidates` (newest poll): the moves a balancer could make, ranked as Cruise Control ranks
-  Kafka proposals, by how much each lowers the goal violation. The goal here is an even load:
-  its violation is `max broker load / mean broker load` over the brokers owning bundles. Two
-  actions per bundle: **unload** it to the least-loaded other broker, and **split** it in two
-  (`range_equally_divide`: the halves `[lower, mid)` and `[mid, upper)`, each topic in the half
-  its bundle hash falls in) and unload the half that balances best. An action is proposed only
-  when it lowers the violation; `improvement` is by how much.
-"""
+"""`bundle-load-history`'s rule on pandas: the same parts the Spark plan computes (see the
+package docstring), and `pandas_result`, the whole analysis of a store without Spark."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from plugins.api import Result, empty_frame, frame_of, topic_bundle_hash
+from plugins.api import Result, empty_frame, topic_bundles
+from plugins.builtin.bundle_load_history.scoring import (
+    HOT_STATS,
+    MOVE_COLUMNS,
+    NEWEST_COLUMNS,
+    OWNED_COLUMNS,
+    TIMELINE_COLUMNS,
+    Parts,
+    finish,
+    order_hot,
+)
 
 BUCKETS = 300
-TIMELINE_COLUMNS = [
-    "bucket",
-    "namespace",
-    "bundle",
-    "owner_broker",
-    "polls",
-    "topics",
-    "msg_rate",
-    "throughput",
-]
-HOT_COLUMNS = [
-    "namespace",
-    "bundle",
-    "polls",
-    "mean_load",
-    "peak_load",
-    "owner_broker",
-    "owner_share",
-]
-MOVE_COLUMNS = ["at", "namespace", "bundle", "before", "after"]
-BROKER_COLUMNS = ["broker", "bundles", "load"]
-CANDIDATE_COLUMNS = [
-    "rank",
-    "action",
-    "namespace",
-    "bundle",
-    "from_broker",
-    "to_broker",
-    "moved_load",
-    "violation_before",
-    "violation_after",
-    "improvement",
-    "reason",
-]
-LOADS = {"msg_rate": "msg_rate", "throughput": "throughput"}
+HASH_SPACE = (0x00000000, 0xFFFFFFFF)
+KEY = ["namespace", "bundle"]
+# a topic's own load under each metric: (in, out) columns of the `topics` table
+TOPIC_LOAD = {
+    "msg_rate": ("msg_rate_in", "msg_rate_out"),
+    "throughput": ("msg_throughput_in", "msg_throughput_out"),
+}
 
 
-def bucket_seconds(first: pd.Timestamp | None, last: pd.Timestamp | None) -> int:
+def bucket_seconds(first: Any, last: Any) -> int:
     """The timeline's bucket: the window's span over BUCKETS, at least one second."""
-    if first is None or last is None:
+    if first is None or last is None or pd.isna(first) or pd.isna(last):
         return 1
-    span = (last - first).total_seconds()
+    span = (pd.Timestamp(last) - pd.Timestamp(first)).total_seconds()
     return max(1, int(np.ceil(span / BUCKETS)))
 
 
-def bundle_loads(bundles: pd.DataFrame, topics: pd.DataFrame) -> pd.DataFrame:
-    """One row per (poll, bundle): owner, topics, msg_rate and throughput."""
-    out = bundles[
-        ["snapshot_id", "collected_at", "namespace", "bundle", "owner_broker", "topic_count"]
-    ].copy()
-    out["msg_rate"] = bundles["msg_rate_in"].fillna(0.0) + bundles["msg_rate_out"].fillna(0.0)
-    bytes_ = topics.assign(
-        throughput=topics["msg_throughput_in"].fillna(0.0)
-        + topics["msg_throughput_out"].fillna(0.0)
-    )
-    summed = bytes_.groupby(["snapshot_id", "namespace", "bundle"], as_index=False)["throughput"]
-    out = out.merge(summed.sum(), on=["snapshot_id", "namespace", "bundle"], how="left")
-    out["throughput"] = out["throughput"].fillna(0.0)
-    return out.rename(columns={"topic_count": "topics"})
+def bundle_loads(bundles: pd.DataFrame, topics: pd.DataFrame, *, metric: str) -> pd.DataFrame:
+    """One row per (poll, bundle): range, owner, topics, rates, its topics' summed throughput,
+    and `load`, the chosen metric (in + out)."""
+    out = bundles[["snapshot_id", "collected_at", *KEY, "lower", "upper", "owner_broker"]].copy()
+    out["topics"] = bundles["topic_count"]
+    out["msg_rate_in"] = bundles["msg_rate_in"].fillna(0.0)
+    out["msg_rate_out"] = bundles["msg_rate_out"].fillna(0.0)
+    summed = topics.assign(
+        throughput_in=topics["msg_throughput_in"].fillna(0.0),
+        throughput_out=topics["msg_throughput_out"].fillna(0.0),
+    ).groupby(["snapshot_id", *KEY], as_index=False)[["throughput_in", "throughput_out"]]
+    out = out.merge(summed.sum(), on=["snapshot_id", *KEY], how="left")
+    out[["throughput_in", "throughput_out"]] = out[["throughput_in", "throughput_out"]].fillna(0.0)
+    out["msg_rate"] = out["msg_rate_in"] + out["msg_rate_out"]
+    out["throughput"] = out["throughput_in"] + out["throughput_out"]
+    out["load"] = out[metric]
+    return out
 
 
-def history_frames(
-    loads: pd.DataFrame, events: pd.DataFrame, *, metric: str, top: int
-) -> dict[str, pd.DataFrame]:
-    """`hot`, `timeline` and `moves` from every poll's bundle loads (pandas)."""
+def compute_hot(loads: pd.DataFrame) -> pd.DataFrame:
+    """Per bundle: polls seen, mean, p95 (linear) and peak load; hottest first."""
     if loads.empty:
-        hot = empty_frame(HOT_COLUMNS)
-        timeline = empty_frame(TIMELINE_COLUMNS)
-    else:
-        load = loads[LOADS[metric]]
-        stats = loads.assign(load=load).groupby(["namespace", "bundle"], as_index=False)
-        hot = stats.agg(
-            polls=("load", "size"), mean_load=("load", "mean"), peak_load=("load", "max")
-        )
-        newest = loads[loads["collected_at"] == loads["collected_at"].max()].assign(load=load)
-        hot = hot.merge(
-            newest[["namespace", "bundle", "owner_broker", "load"]],
-            on=["namespace", "bundle"],
-            how="left",
-        )
-        owner_total = newest.groupby("owner_broker")["load"].sum()
-        total = hot["owner_broker"].map(owner_total)
-        hot["owner_share"] = hot["load"] / total.where(total > 0)  # none of nothing: null
-        hot = _order_hot(hot.drop(columns="load"))
-        width = bucket_seconds(loads["collected_at"].min(), loads["collected_at"].max())
-        chosen = hot.head(top)[["namespace", "bundle"]]
-        mine = loads.merge(chosen, on=["namespace", "bundle"])
-        since_epoch = pd.to_datetime(mine["collected_at"], utc=True) - pd.Timestamp(0, tz="UTC")
-        seconds = np.floor(since_epoch.dt.total_seconds()).astype("int64")
-        mine = mine.assign(bucket=pd.to_datetime((seconds // width) * width, unit="s", utc=True))
-        mine = mine.sort_values("collected_at")
-        timeline = mine.groupby(["bucket", "namespace", "bundle"], as_index=False).agg(
-            owner_broker=("owner_broker", "last"),
-            polls=("snapshot_id", "size"),
-            topics=("topics", "mean"),
-            msg_rate=("msg_rate", "mean"),
-            throughput=("throughput", "mean"),
-        )
-        timeline = timeline.sort_values(["bucket", "namespace", "bundle"]).reset_index(drop=True)
-    return {"hot": hot, "timeline": timeline[TIMELINE_COLUMNS], "moves": moves_frame(events)}
+        return empty_frame(HOT_STATS)
+    grouped = loads.groupby(KEY)["load"]
+    stats = grouped.agg(polls="size", mean_load="mean", peak_load="max")
+    stats["p95_load"] = grouped.quantile(0.95)
+    return order_hot(stats.reset_index())
 
 
-def _order_hot(hot: pd.DataFrame) -> pd.DataFrame:
-    ordered = hot.sort_values(["mean_load", "namespace", "bundle"], ascending=[False, True, True])
-    return ordered.reset_index(drop=True)[HOT_COLUMNS]
+def compute_timeline(loads: pd.DataFrame, chosen: pd.DataFrame, *, width: int) -> pd.DataFrame:
+    """The chosen bundles averaged per time bucket; the owner is the bucket's last poll's."""
+    mine = loads.merge(chosen[KEY], on=KEY, how="inner")
+    if mine.empty:
+        return empty_frame(TIMELINE_COLUMNS)
+    since_epoch = pd.to_datetime(mine["collected_at"], utc=True) - pd.Timestamp(0, tz="UTC")
+    seconds = np.floor(since_epoch.dt.total_seconds()).astype("int64")
+    mine = mine.assign(bucket=pd.to_datetime((seconds // width) * width, unit="s", utc=True))
+    means = ["topics", "msg_rate_in", "msg_rate_out", "msg_rate"]
+    means += ["throughput_in", "throughput_out", "throughput"]
+    keys = ["bucket", *KEY]
+    out = mine.groupby(keys, as_index=False).agg(
+        polls=("snapshot_id", "size"), **{c: (c, "mean") for c in means}
+    )
+    last = mine.sort_values("collected_at").drop_duplicates(keys, keep="last")
+    out = out.merge(last[[*keys, "owner_broker"]], on=keys, how="left")
+    return out.sort_values(keys).reset_index(drop=True)[TIMELINE_COLUMNS]
 
 
-def moves_frame(events: pd.DataFrame) -> pd.DataFrame:
+def compute_moves(loads: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """The owner changes: the collector's `bundle_owner_changed` events, and the changes from
+    one owner to another between a bundle's consecutive polls that no event reported."""
     moved = events[events["kind"] == "bundle_owner_changed"]
-    if moved.empty:
-        return empty_frame(MOVE_COLUMNS)
-    out = pd.DataFrame(
+    reported = pd.DataFrame(
         {
             "at": moved["at"],
             "namespace": moved["subject"].str.rsplit("/", n=1).str[0],
             "bundle": moved["subject"].str.rsplit("/", n=1).str[-1],
             "before": moved["before"],
             "after": moved["after"],
+            "source": "event",
         }
     )
-    return out.sort_values(["at", "namespace", "bundle"]).reset_index(drop=True)
-
-
-def finish(
-    history: Mapping[str, pd.DataFrame],
-    newest_bundles: pd.DataFrame,
-    newest_topics: pd.DataFrame,
-    *,
-    metric: str,
-) -> Result:
-    """The result: the history frames, and the brokers and candidates of the newest poll."""
-    loads = bundle_loads(newest_bundles, newest_topics) if len(newest_bundles) else None
-    brokers = _brokers(loads, metric)
-    candidates = _candidates(loads, newest_topics, brokers, metric)
-    hot = history["hot"]
-    summary: dict[str, Any] = {
-        "bundles": len(hot),
-        "brokers": len(brokers),
-        "moves": len(history["moves"]),
-        "hottest": f"{hot['namespace'].iloc[0]}/{hot['bundle'].iloc[0]}" if len(hot) else None,
-        "violation": float(candidates["violation_before"].iloc[0]) if len(candidates) else None,
-        "metric": metric,
-    }
-    frames = {**history, "brokers": brokers, "candidates": candidates}
-    frames["timeline"] = _utc(frames["timeline"], "bucket")
-    frames["moves"] = _utc(frames["moves"], "at")
-    return Result(frames=frames, summary=summary)
-
-
-def _utc(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """`column` as UTC timestamps (Spark hands back naive times in its UTC session zone)."""
-    if frame.empty:
-        return frame
-    return frame.assign(**{column: pd.to_datetime(frame[column], utc=True)})
-
-
-def _brokers(loads: pd.DataFrame | None, metric: str) -> pd.DataFrame:
-    if loads is None or loads["owner_broker"].isna().all():
-        return empty_frame(BROKER_COLUMNS)
-    owned = loads.dropna(subset=["owner_broker"])
-    out = owned.groupby("owner_broker", as_index=False).agg(
-        bundles=("bundle", "size"), load=(LOADS[metric], "sum")
+    seen = loads.sort_values("collected_at")[["collected_at", *KEY, "owner_broker"]]
+    before = seen.groupby(KEY)["owner_broker"].shift()
+    changed = before.notna() & seen["owner_broker"].notna() & (before != seen["owner_broker"])
+    polled = pd.DataFrame(
+        {
+            "at": seen["collected_at"][changed],
+            "namespace": seen["namespace"][changed],
+            "bundle": seen["bundle"][changed],
+            "before": before[changed],
+            "after": seen["owner_broker"][changed],
+            "source": "polls",
+        }
     )
-    out = out.rename(columns={"owner_broker": "broker"}).sort_values("broker")
-    return out.reset_index(drop=True)[BROKER_COLUMNS]
+    known = polled.merge(reported[["at", *KEY]], on=["at", *KEY], how="left", indicator=True)
+    polled = polled[(known["_merge"] == "left_only").to_numpy()]
+    found = [f for f in (reported, polled) if len(f)]
+    if not found:
+        return empty_frame(MOVE_COLUMNS)
+    out = pd.concat(found, ignore_index=True)
+    return out.sort_values(["at", *KEY, "source"]).reset_index(drop=True)[MOVE_COLUMNS]
 
 
-def violation(loads: Mapping[str, float]) -> float:
-    """max / mean broker load (1.0 = perfectly even; 1.0 when nothing is loaded)."""
-    values = np.array(list(loads.values()), dtype=float)
-    mean = values.mean() if len(values) else 0.0
-    return float(values.max() / mean) if mean > 0 else 1.0
-
-
-def _candidates(
-    loads: pd.DataFrame | None, topics: pd.DataFrame, brokers: pd.DataFrame, metric: str
+def compute_newest(
+    loads: pd.DataFrame, topics: pd.DataFrame, newest_id: str | None, *, metric: str
 ) -> pd.DataFrame:
-    if loads is None or len(brokers) < 2:
-        return empty_frame(CANDIDATE_COLUMNS)
-    current = dict(zip(brokers["broker"], brokers["load"].astype(float), strict=True))
-    before = violation(current)
-    rows: list[dict[str, Any]] = []
-    owned = loads.dropna(subset=["owner_broker"]).sort_values(["namespace", "bundle"])
-    for bundle in owned.itertuples(index=False):
-        source, load = str(bundle.owner_broker), float(getattr(bundle, LOADS[metric]))
-        target = min((b for b in current if b != source), key=lambda b: (current[b], b))
-        rows.append(
-            _move("unload", bundle, source, target, load, current, before, "the whole bundle")
-        )
-        halves = _halves(bundle, topics, metric)
-        if halves is not None:
-            lower, upper = halves
-            best = min(
-                ((lower, "its lower half"), (upper, "its upper half")),
-                key=lambda half: violation(_after(current, source, target, half[0])),
-            )
-            rows.append(_move("split", bundle, source, target, best[0], current, before, best[1]))
-    useful = [r for r in rows if r["improvement"] > 1e-12]
-    useful.sort(key=lambda r: (-r["improvement"], r["namespace"], r["bundle"], r["action"]))
-    for rank, row in enumerate(useful, start=1):
-        row["rank"] = rank
-    return frame_of(useful, CANDIDATE_COLUMNS)
+    """The newest poll's bundles with the loads of the two halves a split would make."""
+    now = loads[loads["snapshot_id"] == newest_id][[*KEY, "lower", "upper", "owner_broker", "load"]]
+    if now.empty:
+        return empty_frame(NEWEST_COLUMNS)
+    mine = topics[topics["snapshot_id"] == newest_id]
+    halves = compute_halves(mine, now, metric=metric)
+    out = now.merge(halves, on=KEY, how="left")
+    out["split_topics"] = out["split_topics"].fillna(0).astype("int64")
+    out[["lower_load", "upper_load"]] = out[["lower_load", "upper_load"]].fillna(0.0)
+    return out.sort_values(KEY).reset_index(drop=True)[NEWEST_COLUMNS]
 
 
-def _after(loads: Mapping[str, float], source: str, target: str, moved: float) -> dict[str, float]:
-    out = dict(loads)
-    out[source] -= moved
-    out[target] += moved
-    return out
+def compute_halves(topics: pd.DataFrame, bundles: pd.DataFrame, *, metric: str) -> pd.DataFrame:
+    """Per bundle: its topics, and their load in each half of a `range_equally_divide` split
+    (`[lower, mid)` and `[mid, upper)`), each topic placed by its bundle hash."""
+    columns = [*KEY, "split_topics", "lower_load", "upper_load"]
+    mine = topics.merge(bundles[[*KEY, "lower", "upper"]], on=KEY, how="inner")
+    if mine.empty:
+        return pd.DataFrame(columns=columns)
+    load_in, load_out = TOPIC_LOAD[metric]
+    mine = mine.assign(topic_load=mine[load_in].fillna(0.0) + mine[load_out].fillna(0.0))
+    rows = []
+    for (namespace, bundle, lower, upper), part in mine.groupby([*KEY, "lower", "upper"]):
+        mid = int(lower) + (int(upper) - int(lower)) // 2
+        cuts = sorted({*HASH_SPACE, int(lower), mid, int(upper)})
+        placed = topic_bundles(cuts, part["topic"])
+        low = np.array([placed[t].lower < mid for t in part["topic"]], dtype=bool)
+        load = part["topic_load"].to_numpy(dtype=float)
+        rows.append((namespace, bundle, len(part), load[low].sum(), load[~low].sum()))
+    return pd.DataFrame(rows, columns=columns)
 
 
-def _move(
-    action: str,
-    bundle: Any,
-    source: str,
-    target: str,
-    moved: float,
-    loads: Mapping[str, float],
-    before: float,
-    what: str,
-) -> dict[str, Any]:
-    after = violation(_after(loads, source, target, moved))
-    verb = "split and move" if action == "split" else "unload"
-    return {
-        "rank": 0,
-        "action": action,
-        "namespace": bundle.namespace,
-        "bundle": bundle.bundle,
-        "from_broker": source,
-        "to_broker": target,
-        "moved_load": moved,
-        "violation_before": before,
-        "violation_after": after,
-        "improvement": before - after,
-        "reason": f"{verb} {what} ({moved:,.1f}) from {source}, the busiest share, "
-        f"to {target}, the least loaded: max/mean {before:.2f} -> {after:.2f}",
-    }
+def compute_owned(loads: pd.DataFrame) -> pd.DataFrame:
+    """Each broker's load summed over every poll of the window."""
+    owning = loads.dropna(subset=["owner_broker"])
+    if owning.empty:
+        return empty_frame(OWNED_COLUMNS)
+    out = owning.groupby("owner_broker", as_index=False)["load"].sum()
+    return out.rename(columns={"owner_broker": "broker", "load": "window_load"})
 
 
-def _halves(bundle: Any, topics: pd.DataFrame, metric: str) -> tuple[float, float] | None:
-    """The loads of the two halves a `range_equally_divide` split makes, from its topics."""
-    mine = topics[(topics["namespace"] == bundle.namespace) & (topics["bundle"] == bundle.bundle)]
-    if len(mine) < 2:
-        return None
-    lower, upper = (int(x, 16) for x in str(bundle.bundle).split("_"))
-    mid = lower + (upper - lower) // 2
-    if metric == "throughput":
-        load = mine["msg_throughput_in"].fillna(0.0) + mine["msg_throughput_out"].fillna(0.0)
-    else:
-        load = mine["msg_rate_in"].fillna(0.0) + mine["msg_rate_out"].fillna(0.0)
-    low = np.array([topic_bundle_hash(t) < mid for t in mine["topic"]])
-    return float(load[low].sum()), float(load[~low].sum())
-
-
-def newest_of(frame: pd.DataFrame) -> pd.DataFrame:
-    if frame.empty:
-        return frame
-    return frame[frame["collected_at"] == frame["collected_at"].max()].reset_index(drop=True)
+def pandas_parts(
+    tables: dict[str, pd.DataFrame], snapshots: pd.DataFrame, *, metric: str, top: int
+) -> Parts:
+    """The parts from the window's tables (`bundles`, `topics`, `events`, `brokers`) and its
+    index of snapshots, oldest first."""
+    loads = bundle_loads(tables["bundles"], tables["topics"], metric=metric)
+    hot = compute_hot(loads)
+    first = snapshots["collected_at"].iloc[0] if len(snapshots) else None
+    last = snapshots["collected_at"].iloc[-1] if len(snapshots) else None
+    newest_id = str(snapshots["snapshot_id"].iloc[-1]) if len(snapshots) else None
+    brokers = tables["brokers"]
+    live = brokers[brokers["snapshot_id"] == newest_id]["broker_id"]
+    return Parts(
+        hot=hot,
+        timeline=compute_timeline(loads, hot.head(top), width=bucket_seconds(first, last)),
+        moves=compute_moves(loads, tables["events"]),
+        newest=compute_newest(loads, tables["topics"], newest_id, metric=metric),
+        owned=compute_owned(loads),
+        live=sorted(set(live.dropna())),
+        polls=len(snapshots),
+    )
 
 
 def pandas_result(store_root: Any, *, metric: str = "msg_rate", top: int = 10) -> Result:
@@ -296,9 +194,7 @@ def pandas_result(store_root: Any, *, metric: str = "msg_rate", top: int = 10) -
     from core.store import Store
 
     store = Store(store_root)
-    bundles = store.read("bundles").to_pandas()
-    topics = store.read("topics").to_pandas()
-    events = store.read("events").to_pandas()
-    loads = bundle_loads(bundles, topics)
-    history = history_frames(loads, events, metric=metric, top=top)
-    return finish(history, newest_of(bundles), newest_of(topics), metric=metric)
+    names = ("bundles", "topics", "events", "brokers")
+    tables = {name: store.read(name).to_pandas() for name in names}
+    parts = pandas_parts(tables, store.snapshots(), metric=metric, top=top)
+    return finish(parts, metric=metric)

@@ -1,5 +1,5 @@
-"""`bundle-load-history`'s views: load over time with the load manager's moves, the brokers,
-the hot bundles and the ranked candidates."""
+"""`bundle-load-history`'s views: the hottest bundles' load over time with the load manager's
+moves on it, the brokers' load, the ranked candidates, the hot bundles and the moves."""
 
 from __future__ import annotations
 
@@ -10,33 +10,37 @@ import pandas as pd
 
 from plugins.api import Chart, Columns, Metric, Note, Result, Section, Table, View
 
+UNITS = {"msg_rate": "msg/s", "throughput": "bytes/s"}
+
 
 def render_views(result: Result) -> list[View]:
     frames, summary = result.frames, result.summary
     if frames["hot"].empty:
         return [Note("No bundles in the stored polls.")]
     metric = str(summary.get("metric", "msg_rate"))
-    unit = "msg/s" if metric == "msg_rate" else "bytes/s"
-    violation = summary.get("violation")
+    unit = UNITS.get(metric, "")
     views: list[View] = [
         Metric("Bundles", summary.get("bundles", 0)),
         Metric("Brokers", summary.get("brokers", 0)),
         Metric("Moves seen", summary.get("moves", 0)),
-        Metric("Busiest / mean broker", "—" if violation is None else f"{violation:.2f}×"),
+        Metric("Hottest bundle", summary.get("hottest") or "—"),
+        Metric("Busiest / mean broker, newest", _ratio(summary.get("violation"))),
+        Metric("Busiest / mean broker, window mean", _ratio(summary.get("mean_violation"))),
         Chart(
-            _timeline(frames["timeline"], frames["moves"], metric, unit),
-            title=f"Hottest bundles over time ({unit}); rules: owner changes",
+            chart_timeline(frames["timeline"], frames["moves"], metric, unit),
+            title=f"Hottest bundles over time ({unit})",
+            caption="dashed rules: owner changes of the bundles drawn (the points name them)",
         ),
         Columns(
             (
-                (Chart(_brokers(frames["brokers"], unit), title="Broker load, newest poll"),),
+                (Chart(chart_brokers(frames["brokers"], unit), title="Broker load"),),
                 (Table(frames["brokers"]),),
             )
         ),
         Section("Candidates", caption="unloads and splits that would even the brokers, best first"),
     ]
     if frames["candidates"].empty:
-        views.append(Note("No unload or split would lower the busiest broker's load."))
+        views.append(Note("No unload or split would lower the busiest broker's share."))
     else:
         views.append(Table(frames["candidates"]))
     views += [
@@ -48,7 +52,12 @@ def render_views(result: Result) -> list[View]:
     return views
 
 
-def _timeline(timeline: pd.DataFrame, moves: pd.DataFrame, metric: str, unit: str) -> Any:
+def _ratio(value: Any) -> str:
+    return "—" if value is None else f"{float(value):.2f}×"
+
+
+def chart_timeline(timeline: pd.DataFrame, moves: pd.DataFrame, metric: str, unit: str) -> Any:
+    """Load per bundle and bucket, with each owner change as a rule and a point."""
     data = timeline.assign(name=timeline["namespace"] + "/" + timeline["bundle"])
     lines = (
         alt.Chart(data)
@@ -57,29 +66,35 @@ def _timeline(timeline: pd.DataFrame, moves: pd.DataFrame, metric: str, unit: st
             x=alt.X("bucket:T", title=None),
             y=alt.Y(f"{metric}:Q", title=unit),
             color=alt.Color("name:N", title="bundle"),
-            tooltip=["name", "bucket:T", "owner_broker", "topics", metric],
+            tooltip=["name", "bucket:T", "owner_broker", "topics", "polls", metric],
         )
     )
     if moves.empty:
         return lines
-    shown = set(data["name"])
     marks = moves.assign(name=moves["namespace"] + "/" + moves["bundle"])
-    marks = marks[marks["name"].isin(shown)]
+    marks = marks[marks["name"].isin(set(data["name"]))]
+    if marks.empty:
+        return lines
+    tooltip = ["name", "at:T", "before", "after", "source"]
     rules = (
         alt.Chart(marks)
         .mark_rule(strokeDash=[4, 3], color="gray")
-        .encode(x="at:T", tooltip=["name", "at:T", "before", "after"])
+        .encode(x="at:T", tooltip=tooltip)
     )
-    return alt.layer(lines, rules)
+    points = (
+        alt.Chart(marks)
+        .mark_point(shape="triangle-down", size=80, filled=True, y=0)
+        .encode(x="at:T", color=alt.Color("name:N", title="bundle"), tooltip=tooltip)
+    )
+    return alt.layer(lines, rules, points)
 
 
-def _brokers(brokers: pd.DataFrame, unit: str) -> Any:
-    return (
-        alt.Chart(brokers)
-        .mark_bar()
-        .encode(
-            x=alt.X("load:Q", title=unit),
-            y=alt.Y("broker:N", title=None, sort="-x"),
-            tooltip=["broker", "bundles", "load"],
-        )
+def chart_brokers(brokers: pd.DataFrame, unit: str) -> Any:
+    """Each broker's load in the newest poll (bars) and its mean over the window (ticks)."""
+    base = alt.Chart(brokers).encode(
+        y=alt.Y("broker:N", title=None, sort="-x"),
+        tooltip=["broker", "bundles", "load", "share", "mean_load"],
     )
+    bars = base.mark_bar().encode(x=alt.X("load:Q", title=unit))
+    ticks = base.mark_tick(color="black", thickness=2).encode(x="mean_load:Q")
+    return alt.layer(bars, ticks)
