@@ -14,6 +14,7 @@ PAGE_SLUGS = (
     "stuck-hash-history",
     "key-distribution",
     "bundle-load-history",
+    "failover-history",
 )
 """Every built-in plugin: five with a page of their own, sticky-ranges on the generic one,
 and the Spark analyses' pages (they show stored results; a page never starts Spark)."""

@@ -16,4 +16,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.builtin.stuck_hash_history:StuckHashHistory",
     "plugins.builtin.key_distribution:KeyDistribution",
     "plugins.builtin.bundle_load_history:BundleLoadHistory",
+    "plugins.builtin.failover_history:FailoverHistory",
 )

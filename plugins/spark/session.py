@@ -116,6 +116,10 @@ def _build(master: str) -> SparkSession:
             # weeks of polls. Read before the JVM starts, like every setting here.
             memory = os.environ.get(DRIVER_MEMORY_ENV) or DEFAULT_LOCAL_MEMORY
             builder = builder.config("spark.driver.memory", memory)
+        # Joins broadcast only where an analysis asks (F.broadcast): Spark's size guess of a
+        # filtered store read is the whole read, and a wrong guess at a day of polls failed
+        # with "Not enough memory to build and broadcast the table".
+        builder = builder.config("spark.sql.autoBroadcastJoinThreshold", "-1")
         # A static setting: a Spark Connect server keeps its own and warns when a client asks.
         builder = builder.config("spark.log.level", os.environ.get(LOG_LEVEL_ENV) or "ERROR")
     builder = builder.config("spark.sql.session.timeZone", "UTC").config(
