@@ -62,12 +62,12 @@ def _same(spark: Result, plain: Result) -> None:
     assert spark.summary == pytest.approx(plain.summary)
 
 
-def test_a_lopsided_cluster_gets_the_unloads_you_would_rank_by_hand(
+def test_a_lopsided_pair_of_brokers_gets_the_unloads_you_would_rank_by_hand(
     spark: object, tmp_path: Path
 ) -> None:
     q = QUARTERS
     store = Store(tmp_path)
-    # b1 owns three bundles, b2 one, b3 is listed by the poll and owns nothing
+    # b1 owns three bundles; b2 is listed by every poll and owns nothing
     for i, first in enumerate((25.0, 35.0, 45.0)):
         store.write(
             make_snapshot(
@@ -76,41 +76,41 @@ def test_a_lopsided_cluster_gets_the_unloads_you_would_rank_by_hand(
                     _bundle(NS, q[0], q[1], "b1", first),
                     _bundle(NS, q[1], q[2], "b1", 30.0),
                     _bundle(NS, q[2], q[3], "b1", 15.0),
-                    _bundle(IDLE, *FULL, "b2", 10.0),
                 ],
-                brokers=[BrokerRecord("b1"), BrokerRecord("b2"), BrokerRecord("b3")],
+                brokers=[BrokerRecord("b1"), BrokerRecord("b2")],
             )
         )
     result = _run(store)
     frames = result.frames
     names = [bundle_name(q[i], q[i + 1]) for i in range(3)]
-    # newest loads 90 / 10 / 0, mean 33.33: busiest/mean 2.7; each unload goes to b3
+    # newest loads 90 / 0, mean 45: busiest/mean 2.0. Unloading 45 leaves 45 / 45 (1.0), 30
+    # leaves 60 / 30 (60 / 45), 15 leaves 75 / 15 (75 / 45); no topics, so no split
     expected = pd.DataFrame(
         {
             "rank": [1, 2, 3],
             "action": ["unload"] * 3,
             "bundle": names,
             "from_broker": ["b1"] * 3,
-            "to_broker": ["b3"] * 3,
+            "to_broker": ["b2"] * 3,
             "moved_load": [45.0, 30.0, 15.0],
-            "violation_before": [2.7] * 3,
-            "violation_after": [45 / (100 / 3), 60 / (100 / 3), 75 / (100 / 3)],
-            "improvement": [2.7 - 1.35, 2.7 - 1.8, 2.7 - 2.25],
+            "violation_before": [2.0] * 3,
+            "violation_after": [1.0, 60 / 45, 75 / 45],
+            "improvement": [1.0, 2 - 60 / 45, 2 - 75 / 45],
         }
     )
     pd.testing.assert_frame_equal(frames["candidates"][expected.columns], expected)
     brokers = pd.DataFrame(
         {
-            "broker": ["b1", "b2", "b3"],
-            "bundles": [3, 1, 0],
-            "load": [90.0, 10.0, 0.0],
-            "share": [0.9, 0.1, 0.0],
-            "mean_load": [80.0, 10.0, 0.0],  # b1: (70 + 80 + 90) / 3 polls
+            "broker": ["b1", "b2"],
+            "bundles": [3, 0],
+            "load": [90.0, 0.0],
+            "share": [1.0, 0.0],
+            "mean_load": [80.0, 0.0],  # b1: (70 + 80 + 90) / 3 polls
         }
     )
     pd.testing.assert_frame_equal(frames["brokers"], brokers)
     hot = frames["hot"]
-    assert list(hot["bundle"]) == [names[0], names[1], names[2], bundle_name(*FULL)]
+    assert list(hot["bundle"]) == names
     assert hot.iloc[0][["polls", "mean_load", "peak_load", "newest_load"]].tolist() == [
         3,
         35.0,
@@ -120,8 +120,8 @@ def test_a_lopsided_cluster_gets_the_unloads_you_would_rank_by_hand(
     # p95 of (25, 35, 45), linear: 35 + 0.9 * 10
     assert hot["p95_load"].iloc[0] == pytest.approx(44.0)
     assert hot["owner_share"].iloc[0] == pytest.approx(0.5)
-    assert result.summary["violation"] == pytest.approx(2.7)
-    assert result.summary["mean_violation"] == pytest.approx(80 / 30)
+    assert result.summary["violation"] == pytest.approx(2.0)
+    assert result.summary["mean_violation"] == pytest.approx(80 / 40)
     assert result.summary["hottest"] == f"{NS}/{names[0]}"
     views = PLUGIN.render(result)
     inner = [v for c in views if isinstance(c, Columns) for column in c.columns for v in column]

@@ -58,7 +58,8 @@ def _ratio(value: Any) -> str:
 
 def chart_timeline(timeline: pd.DataFrame, moves: pd.DataFrame, metric: str, unit: str) -> Any:
     """Load per bundle and bucket, with each owner change as a rule and a point."""
-    data = timeline.assign(name=timeline["namespace"] + "/" + timeline["bundle"])
+    shown = ["bucket", "owner_broker", "topics", "polls", metric]
+    data = timeline[shown].assign(name=timeline["namespace"] + "/" + timeline["bundle"])
     lines = (
         alt.Chart(data)
         .mark_line(point=True)
