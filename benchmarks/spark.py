@@ -1,18 +1,26 @@
 """The Spark engine, timed against baselines run side by side in the same run.
 
-    .venv/bin/python -m benchmarks.spark [--keys 20000000] [--topics 10000] [--days 1,7]
-                                          [--pandas-memory 8g] [--skip-hashing]
+    .venv/bin/python -m benchmarks.spark [--keys 20000000] [--topics 10000] [--days 0.25,1,7]
+        [--pandas-memory 8g] [--only failover-history,...] [--timeout 1h]
+        [--skip-hashing] [--skip-scale]
 
 1. SparkSession start, cold: a fresh process until `plugins.spark.session.get()` returns.
-2. Hashing in Spark, `local[2]`: the sticky-key hash of N keys through Arrow batches and the
+2. Hashing in Spark on `local[2]`: the sticky-key hash (4.0 consistent hashing: murmur3 x86_32
+   of the key's UTF-8 bytes, 31 bits, `% 65535 + 1`) of N keys through Arrow batches and the
    compiled hash (`plugins.spark.hashing.with_sticky_hash`) against a pandas UDF calling `mmh3`
-   once per key for the same value (sums compared). Cold (first run) and warm (second).
-3. Scale curve: synthetic stores (`benchmarks/synth_store.py`, cached under
-   ~/.cache/pulsar-lens/bench/) of a `--topics`-topic cluster polled every 30 s for each of
-   `--days`; each history analysis on Spark (`local[2]`, a fresh JVM per run) and its pandas
-   twin (`reference.pandas_result`) under a memory cap (`--pandas-memory`, RLIMIT_AS). Each
-   run is a child process; its peak memory is the largest summed RSS of its process tree
-   (the Spark JVM included), sampled every 0.2 s.
+   once per key for the same value (equal on a sample key by key, and in sum). Where the time
+   goes: the same keys made and summed in the JVM alone, and sent through Arrow batches to
+   Python and back unhashed; and the compiled hash alone on them in one process. Cold is the
+   first run of each, warm the best of the next two.
+3. Scale curve: synthetic stores (`benchmarks/synth_store.py`) of a `--topics`-topic cluster
+   polled every 30 s, for each of `--days`, cached under ~/.cache/pulsar-lens/bench/ (a
+   whole-day store is the first days of one growing store, linked, not copied). Each history
+   analysis runs on Spark (`local[2]`) and on its pandas twin (`reference.pandas_result`),
+   every run in a child process of its own. Memory: the child's own peak RSS (`wait4`), the
+   peak RSS of the Spark JVM and of the Python workers it starts (`VmHWM` of each, read from
+   /proc while they live), and the largest sum over the whole process tree (sampled every
+   0.2 s). The pandas child runs under `RLIMIT_AS` = `--pandas-memory` (address space, which
+   Arrow's allocator reserves ahead of use, so it bites before the RSS reaches it).
 
 Timing goals (not asserts): hashing >= 10 M keys/s and >= 30x the per-row UDF.
 """
@@ -23,8 +31,11 @@ import argparse
 import json
 import os
 import resource
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,66 +44,226 @@ import mmh3
 import pandas as pd
 
 from core.hashing import CONSISTENT_HASH_MAX, INT31_MASK
+from core.settings import parse_duration
 
 CACHE = Path(os.environ.get("PULSAR_LENS_CACHE_DIR", Path.home() / ".cache" / "pulsar-lens"))
+INTERVAL = 30.0
 ANALYSES = {
     "bundle-load-history": "plugins.builtin.bundle_load_history",
     "failover-history": "plugins.builtin.failover_history",
 }
+OUT_OF_MEMORY = ("MemoryError", "bad_alloc", "Cannot allocate", "OutOfMemory", "out of memory")
 
 
-# ---- children -----------------------------------------------------------------------------
+# ---- children -------------------------------------------------------------------------------
 
 
 def child_session() -> dict[str, Any]:
     started = time.perf_counter()
     from plugins.spark import session
 
-    session.get("local[2]")
-    return {"seconds": time.perf_counter() - started}
+    spark = session.get("local[2]")
+    took = time.perf_counter() - started
+    return {"seconds": took, "driver_memory": spark.conf.get("spark.driver.memory")}
+
+
+def child_analysis(plugin: str, engine: str, root: str) -> dict[str, Any]:
+    import importlib
+
+    from core.store import Store
+
+    module = importlib.import_module(ANALYSES[plugin])
+    out: dict[str, Any] = {}
+    if engine == "pandas":
+        reference = importlib.import_module(ANALYSES[plugin] + ".reference")
+        started = time.perf_counter()
+        result = reference.pandas_result(root)
+    else:
+        from plugins import runner
+        from plugins.spark import session
+
+        started = time.perf_counter()
+        spark = session.get("local[2]")
+        out["jvm_seconds"] = time.perf_counter() - started
+        out["driver_memory"] = spark.conf.get("spark.driver.memory")
+        cls = next(v for v in vars(module).values() if getattr(v, "name", None) == plugin)
+        started = time.perf_counter()
+        result = runner.run(cls(), Store(root), use_cache=False, use_stored=False).result
+    out["seconds"] = time.perf_counter() - started
+    out["summary"] = dict(result.summary)
+    return out
+
+
+# ---- the parent -----------------------------------------------------------------------------
+
+
+def run_child(
+    args: list[str], *, memory: int | None = None, timeout: float | None = None
+) -> dict[str, Any]:
+    """`python -m benchmarks.spark --child ...` in a process of its own: its JSON answer, or
+    why it failed, and what memory it and its descendants took (module docstring)."""
+
+    def limit() -> None:
+        if memory:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    command = [sys.executable, "-m", "benchmarks.spark", "--child", *args]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=err, preexec_fn=limit, start_new_session=True
+        )
+        tree, peaks = 0, {"jvm": 0, "workers": 0}
+        started, late = time.monotonic(), False
+        while True:
+            finished, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if finished:
+                break
+            tree = max(tree, _watch(process.pid, peaks))
+            if timeout and time.monotonic() - started > timeout and not late:
+                late = True
+                os.killpg(process.pid, signal.SIGKILL)  # its own group: the JVM goes too
+            time.sleep(0.2)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    memory_mb = {
+        "child_mb": usage.ru_maxrss / 1024,
+        "jvm_mb": peaks["jvm"] / 2**20,
+        "workers_mb": peaks["workers"] / 2**20,
+        "tree_mb": tree / 2**20,
+    }
+    if late:
+        return {"failed": f"stopped after {timeout:.0f} s", **memory_mb}
+    if process.returncode != 0:
+        return {"failed": _why(process.returncode, stderr), **memory_mb}
+    answer: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    return {**answer, **memory_mb}
+
+
+def _why(code: int, stderr: str) -> str:
+    if code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    if any(word in stderr for word in OUT_OF_MEMORY):
+        return "out of memory"
+    lines = [line for line in stderr.splitlines() if "Error" in line or "Exception" in line]
+    return (lines[-1] if lines else (stderr.strip().splitlines() or ["?"])[-1]).strip()[:160]
+
+
+def _watch(root: int, peaks: dict[str, int]) -> int:
+    """The summed RSS of `root`'s process tree now; raises `peaks` to the `VmHWM` of the Java
+    processes ("jvm") and the Python processes they start ("workers") in it."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    total, stack, java = 0, [(root, False)], 0
+    workers = 0
+    while stack:
+        pid, under_java = stack.pop()
+        status = _status(pid)
+        total += status.get("VmRSS", 0)
+        is_java = status.get("Name") == "java"
+        if is_java:
+            java += status.get("VmHWM", 0)
+        elif under_java:
+            workers += status.get("VmHWM", 0)
+        stack.extend((c, under_java or is_java) for c in children.get(pid, []))
+    peaks["jvm"] = max(peaks["jvm"], java)
+    peaks["workers"] = max(peaks["workers"], workers)
+    return total
+
+
+def _status(pid: int) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key == "Name":
+                found[key] = value.strip()
+            elif key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0]) * 1024
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def store_for(topics: int, days: float) -> tuple[Path, dict[str, Any]]:
+    """The cached store of `days` days of `topics` topics polled every 30 s, made if missing:
+    whole days link the first days of one growing store, a part of a day is its own."""
+    from benchmarks.synth_store import describe, generate, link_days
+
+    bench = CACHE / "bench"
+    root = bench / f"synth-{topics}t-{INTERVAL:g}s-{days:g}d"
+    facts_file = root / "facts.json"
+    if facts_file.exists():
+        return root, json.loads(facts_file.read_text())
+    shutil.rmtree(root, ignore_errors=True)
+    print(f"  generating {root} ...", flush=True)
+    started = time.perf_counter()
+    if days != int(days):
+        facts = generate(root, topics=topics, days=days, interval=INTERVAL)
+    else:
+        base = bench / f"synth-{topics}t-{INTERVAL:g}s"
+        have = describe(base)["days"] if (base / "synth.json").exists() else 0
+        if have < days:
+            generate(base, topics=topics, days=days, interval=INTERVAL)
+        facts = link_days(base, root, int(days))
+    facts["seconds"] = time.perf_counter() - started
+    facts_file.write_text(json.dumps(facts))
+    return root, facts
 
 
 def child_hashing(keys: int) -> dict[str, Any]:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql import functions as F
-    from pyspark.sql.functions import pandas_udf
+    from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
 
+    from core.hashing import sticky_key_hash, sticky_key_hash_array
     from plugins.spark import session
     from plugins.spark.hashing import with_sticky_hash
 
     spark = session.get("local[2]")
-    frame = spark.range(keys, numPartitions=8).select(
-        F.concat(F.lit("order-"), (F.col("id") * 7919 % 1_000_003).cast("string")).alias("key")
+    number = (F.col("id") * KEY_MULTIPLIER) % KEY_MODULUS
+    frame: Any = spark.range(keys, numPartitions=8).select(
+        F.concat(F.lit("order-"), number.cast("string")).alias("key")
     )
 
-    @pandas_udf("long")  # type: ignore[call-overload, misc]
-    def per_row(column: pd.Series) -> pd.Series:
-        return column.map(
-            lambda k: (
-                (mmh3.hash(k.encode(), 0, signed=False) & INT31_MASK) % CONSISTENT_HASH_MAX + 1
-            )
-        )
+    per_row = pandas_udf(per_row_hash, "long")
 
-    def floor() -> int:  # the same keys through Arrow batches to Python and back, unhashed
-        return int(frame.mapInArrow(_identity, frame.schema).agg(F.count("*")).first()[0])
+    sample = with_sticky_hash(frame.limit(2000), "key").select(
+        "key", "hash", per_row("key").alias("udf")
+    )
+    rows: Any = sample.toPandas()
+    pairs = zip(rows["key"], rows["hash"], strict=True)
+    assert (rows["hash"] == rows["udf"]).all(), "the UDF and ours disagree"
+    assert all(sticky_key_hash(k.encode()) == h for k, h in pairs), "ours and the scalar differ"
 
-    def ours() -> int:
-        return int(with_sticky_hash(frame, "key").agg(F.sum("hash")).first()[0])
-
-    def baseline() -> int:
-        return int(frame.select(per_row("key").alias("hash")).agg(F.sum("hash")).first()[0])
-
-    out: dict[str, Any] = {}
-    for name, run in (("floor", floor), ("ours", ours), ("baseline", baseline)):
-        for when in ("cold", "warm"):
+    stages: dict[str, Any] = {
+        "jvm": lambda: _one(frame.agg(F.sum(F.length("key")))),
+        "arrow": lambda: _one(frame.mapInArrow(_identity, frame.schema).agg(F.count("*"))),
+        "ours": lambda: _one(with_sticky_hash(frame, "key").agg(F.sum("hash"))),
+        "udf": lambda: _one(frame.select(per_row("key").alias("hash")).agg(F.sum("hash"))),
+    }
+    ids = pa.array(np.arange(keys, dtype=np.int64) * KEY_MULTIPLIER % KEY_MODULUS)
+    local = pc.binary_join_element_wise("order-", pc.cast(ids, pa.string()), "")
+    stages["alone"] = lambda: int(sticky_key_hash_array(local).sum(dtype=np.int64))
+    out: dict[str, Any] = {"sample": len(rows)}
+    for name, run in stages.items():
+        times = []
+        for _ in range(3):
             started = time.perf_counter()
-            total = run()
-            out[f"{name}_{when}"] = time.perf_counter() - started
-            out[f"{name}_sum"] = total
+            value = run()
+            times.append(time.perf_counter() - started)
+        out[name] = {"cold": times[0], "warm": min(times[1:]), "value": int(value)}
+    assert out["ours"]["value"] == out["udf"]["value"] == out["alone"]["value"], "sums differ"
     return out
-
-
-def _identity(batches: Any) -> Any:
-    yield from batches
 
 
 def per_row_hash(column: pd.Series) -> pd.Series:
@@ -102,91 +273,153 @@ def per_row_hash(column: pd.Series) -> pd.Series:
     )
 
 
-def child_analysis(plugin: str, engine: str, root: str) -> dict[str, Any]:
+KEY_MULTIPLIER, KEY_MODULUS = 2_654_435_761, 1_000_000_007  # distinct keys, 7-16 characters
+
+
+def _one(frame: Any) -> Any:
+    return frame.first()[0]
+
+
+def _identity(batches: Any) -> Any:
+    yield from batches
+
+
+def report_hashing(keys: int) -> None:
+    print(f"\nHashing {keys:,} keys in Spark, local[2] (cold: first run; warm: best of 2 more)")
+    h = run_child(["hashing", str(keys)])
+    if "failed" in h:
+        print(f"  failed: {h['failed']}")
+        return
+    print("| stage | cold s | cold M keys/s | warm s | warm M keys/s |")
+    print("|---|---|---|---|---|")
+    for name, label in HASH_STAGES.items():
+        cold, warm = h[name]["cold"], h[name]["warm"]
+        print(
+            f"| {label} | {cold:.1f} | {keys / cold / 1e6:.2f} | {warm:.1f} | "
+            f"{keys / warm / 1e6:.2f} |"
+        )
+    ours, udf, jvm, arrow = (h[n] for n in ("ours", "udf", "jvm", "arrow"))
+    for when in ("cold", "warm"):
+        print(f"ours vs the per-row UDF, {when}: {udf[when] / ours[when]:.1f}x")
+    w = "warm"
+    print(
+        f"where ours' warm {ours[w]:.1f} s goes: making the keys in the JVM {jvm[w]:.1f} s, "
+        f"the Arrow round trip to Python {max(arrow[w] - jvm[w], 0):.1f} s, hashing "
+        f"{max(ours[w] - arrow[w], 0):.1f} s (alone, without Spark: {h['alone'][w]:.2f} s); "
+        f"the UDF spends {max(udf[w] - arrow[w], 0):.1f} s past the round trip. Values equal "
+        f"key by key on {h['sample']:,} keys (UDF, ours, scalar hash) and in sum on all."
+    )
+    print(
+        f"peak RSS: Python driver {h['child_mb']:.0f} MB, JVM {h['jvm_mb']:.0f} MB, "
+        f"Python workers {h['workers_mb']:.0f} MB"
+    )
+
+
+HASH_STAGES = {
+    "jvm": "keys made and summed in the JVM only",
+    "arrow": "... sent through Arrow batches to Python and back, unhashed",
+    "ours": "ours: with_sticky_hash (Arrow batches, compiled hash)",
+    "udf": "baseline: pandas UDF, mmh3 once per key",
+    "alone": "the compiled hash alone, one process, no Spark",
+}
+
+
+def report_scale(
+    topics: int, days: list[float], memory: int, *, only: list[str], timeout: float
+) -> None:
     import importlib
 
-    from core.store import Store
-
-    module = importlib.import_module(ANALYSES[plugin])
-    started = time.perf_counter()
-    if engine == "pandas":
-        reference = importlib.import_module(ANALYSES[plugin] + ".reference")
-        result = reference.pandas_result(root)
-    else:
-        from plugins import runner
-        from plugins.spark import session
-
-        session.get("local[2]")
-        started = time.perf_counter()  # the JVM start is reported on its own
-        cls = next(v for v in vars(module).values() if getattr(v, "name", None) == plugin)
-        result = runner.run(cls(), Store(root), use_cache=False, use_stored=False).result
-    return {"seconds": time.perf_counter() - started, "summary": dict(result.summary)}
-
-
-# ---- the parent ---------------------------------------------------------------------------
-
-
-def run_child(args: list[str], *, memory: int | None = None) -> dict[str, Any]:
-    """Run `python -m benchmarks.spark --child ...`; its JSON answer plus peak tree RSS."""
-
-    def limit() -> None:
-        if memory:
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-
-    command = [sys.executable, "-m", "benchmarks.spark", "--child", *args]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit
-    )
-    peak = 0
-    while process.poll() is None:
-        peak = max(peak, tree_rss(process.pid))
-        time.sleep(0.2)
-    out, err = process.communicate()
-    if process.returncode != 0:
-        tail = err.strip().splitlines()[-1:] or ["?"]
-        oom = "MemoryError" in err or "Cannot allocate" in err or "bad_alloc" in err
-        return {"failed": "out of memory" if oom else tail[0][:120], "peak_mb": peak / 2**20}
-    answer: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    answer["peak_mb"] = peak / 2**20
-    return answer
-
-
-def tree_rss(pid: int) -> int:
-    """Summed resident memory of `pid` and its descendants, in bytes (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    inputs: dict[str, tuple[str, ...]] = {}
+    for plugin, module in ANALYSES.items():
+        if only and plugin not in only:
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-        except (OSError, IndexError, ValueError):
+            loaded = importlib.import_module(module)
+            importlib.import_module(module + ".reference")
+        except ImportError as exc:
+            print(f"  {plugin}: cannot be imported ({exc}), skipped")
             continue
-    total, stack = 0, [pid]
-    while stack:
-        current = stack.pop()
-        total += rss.get(current, 0)
-        stack.extend(children.get(current, []))
+        cls = next(v for v in vars(loaded).values() if getattr(v, "name", None) == plugin)
+        inputs[plugin] = tuple(cls.inputs)
+    print(
+        f"\nScale: {topics:,} topics polled every {INTERVAL:g} s; pandas under RLIMIT_AS "
+        f"{memory / 2**30:.0f} GiB"
+    )
+    results = []
+    stores = []
+    for size in days:
+        root, facts = store_for(topics, size)
+        stores.append((size, facts))
+        print(
+            f"store {size:g} d: {facts['polls']:,} polls, "
+            f"{sum(facts['rows'].values()):,} rows, {facts['bytes'] / 2**30:.2f} GiB"
+        )
+        for plugin, tables in inputs.items():
+            rows = sum(facts["rows"].get(t, 0) for t in tables)
+            for engine in ("spark", "pandas"):
+                answer = run_child(
+                    ["analysis", plugin, engine, str(root)],
+                    memory=memory if engine == "pandas" else None,
+                    timeout=timeout,
+                )
+                results.append((size, plugin, engine, rows, answer))
+                load = os.getloadavg()[0]
+                print(f"  {_row(size, plugin, engine, rows, answer)} load {load:.1f}", flush=True)
+    _print_stores(stores)
+    print(
+        "\n| days | analysis | engine | rows read | time | ns/row | child RSS | JVM | "
+        "workers | tree |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for result in results:
+        print(_row(*result))
+    print(
+        f"cached stores take {_disk(CACHE / 'bench') / 2**30:.1f} GiB on disk "
+        "(linked days counted once)"
+    )
+
+
+def _print_stores(stores: list[tuple[float, dict[str, Any]]]) -> None:
+    print(
+        "\n| days | polls | topics | subscriptions | consumers | bundles | events | "
+        "on disk | made in |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for size, facts in stores:
+        rows = facts["rows"]
+        counts = " | ".join(
+            f"{rows.get(t, 0):,}"
+            for t in ("topics", "subscriptions", "consumers", "bundles", "events")
+        )
+        print(
+            f"| {size:g} | {facts['polls']:,} | {counts} | {facts['bytes'] / 2**30:.2f} GiB "
+            f"| {facts.get('seconds', 0):.0f} s |"
+        )
+
+
+def _row(size: float, plugin: str, engine: str, rows: int, answer: dict[str, Any]) -> str:
+    if "failed" in answer:
+        took, per = answer["failed"], "-"
+        if took == "out of memory":
+            took = f"out of memory at {rows:,} rows"
+    else:
+        took = f"{answer['seconds']:.1f} s"
+        per = f"{answer['seconds'] / max(rows, 1) * 1e9:.0f}"
+    memory = " | ".join(
+        f"{answer[k] / 1024:.1f} GiB" if answer[k] else "-"
+        for k in ("child_mb", "jvm_mb", "workers_mb", "tree_mb")
+    )
+    return f"| {size:g} | {plugin} | {engine} | {rows:,} | {took} | {per} | {memory} |"
+
+
+def _disk(folder: Path) -> int:
+    seen, total = set(), 0
+    for path in folder.rglob("*"):
+        info = path.stat()
+        if path.is_file() and info.st_ino not in seen:
+            seen.add(info.st_ino)
+            total += info.st_size
     return total
-
-
-def store_for(topics: int, days: float) -> tuple[Path, dict[str, float]]:
-    from benchmarks.synth_store import generate
-
-    root = CACHE / "bench" / f"synth-{topics}t-{days:g}d-30s"
-    facts_file = root / "facts.json"
-    if facts_file.exists():
-        return root, json.loads(facts_file.read_text())
-    if root.exists():
-        import shutil
-
-        shutil.rmtree(root)
-    print(f"  generating {root} ...", flush=True)
-    facts = generate(root, topics=topics, days=days, interval=30.0)
-    facts_file.write_text(json.dumps(facts))
-    return root, facts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,9 +427,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--keys", type=int, default=20_000_000)
     parser.add_argument("--topics", type=int, default=10_000)
-    parser.add_argument("--days", default="1,7")
-    parser.add_argument("--pandas-memory", default="8g")
+    parser.add_argument("--days", default="0.25,1,7")
+    parser.add_argument("--pandas-memory", default="8g", help="RLIMIT_AS of the pandas runs")
+    parser.add_argument("--only", default="", help="analyses to run (comma-separated)")
+    parser.add_argument("--timeout", default="1h", help="longest run of one analysis")
     parser.add_argument("--skip-hashing", action="store_true")
+    parser.add_argument("--skip-scale", action="store_true")
     args = parser.parse_args(argv)
     if args.child:
         kind, *rest = args.child
@@ -205,75 +441,28 @@ def main(argv: list[str] | None = None) -> int:
         elif kind == "hashing":
             answer = child_hashing(int(rest[0]))
         else:
-            answer = child_analysis(rest[0], rest[1], rest[2])
+            answer = child_analysis(*rest)
         print(json.dumps(answer, default=str))
         return 0
-    memory = int(args.pandas_memory.rstrip("g")) * 2**30
-    print("SparkSession start (cold, fresh process):", flush=True)
+    memory = int(float(args.pandas_memory.lower().rstrip("g")) * 2**30)
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
     started = run_child(["session"])
-    print(f"  {started.get('seconds', 0):.1f} s, peak {started['peak_mb']:.0f} MB", flush=True)
+    print(
+        f"SparkSession start, cold (a fresh process, local[2]): {started['seconds']:.1f} s; "
+        f"driver memory {started['driver_memory']}; peak RSS: Python "
+        f"{started['child_mb']:.0f} MB, JVM {started['jvm_mb']:.0f} MB"
+    )
     if not args.skip_hashing:
-        print(f"Hashing {args.keys:,} keys in Spark (local[2]):", flush=True)
-        h = run_child(["hashing", str(args.keys)])
-        if "failed" in h:
-            print(f"  failed: {h['failed']}")
-        else:
-            assert h["ours_sum"] == h["baseline_sum"], "the two hashes disagree"
-            for when in ("cold", "warm"):
-                ours, base, floor = (h[f"{n}_{when}"] for n in ("ours", "baseline", "floor"))
-                hashing = max(ours - floor, 1e-3)
-                print(
-                    f"  {when}: ours {ours:.1f} s ({args.keys / ours / 1e6:.1f} M keys/s), "
-                    f"per-row mmh3 UDF {base:.1f} s ({args.keys / base / 1e6:.2f} M keys/s), "
-                    f"{base / ours:.1f}x; the same batches unhashed {floor:.1f} s, so the "
-                    f"hash itself costs {hashing:.1f} s ({args.keys / hashing / 1e6:.0f} M "
-                    f"keys/s) against {max(base - floor, 1e-3):.1f} s per row "
-                    f"({max(base - floor, 1e-3) / hashing:.0f}x)",
-                    flush=True,
-                )
-    rows = []
-    for days in [float(d) for d in args.days.split(",")]:
-        root, facts = store_for(args.topics, days)
-        print(
-            f"store {days:g} d x {args.topics:,} topics: {int(facts['polls']):,} polls, "
-            f"{int(facts['topics']):,} topic rows, {facts['bytes'] / 2**30:.2f} GiB",
-            flush=True,
+        report_hashing(args.keys)
+    if not args.skip_scale:
+        report_scale(
+            args.topics,
+            [float(d) for d in args.days.split(",")],
+            memory,
+            only=[a for a in args.only.split(",") if a],
+            timeout=parse_duration(args.timeout).total_seconds(),
         )
-        for plugin, module in ANALYSES.items():
-            try:
-                __import__(module + ".reference")
-            except ImportError:
-                print(f"  {plugin}: not built, skipped", flush=True)
-                continue
-            for engine in ("spark", "pandas"):
-                answer = run_child(
-                    ["analysis", plugin, engine, str(root)],
-                    memory=memory if engine == "pandas" else None,
-                )
-                rows.append((days, plugin, engine, facts, answer))
-                print("  " + _line(days, plugin, engine, facts, answer), flush=True)
-    print("\n| days | analysis | engine | time | peak memory | topic rows | time per M rows |")
-    print("|---|---|---|---|---|---|---|")
-    for days, plugin, engine, facts, answer in rows:
-        print(_row(days, plugin, engine, facts, answer))
     return 0
-
-
-def _line(days: float, plugin: str, engine: str, facts: dict[str, float], answer: Any) -> str:
-    if "failed" in answer:
-        return f"{plugin} on {engine}: {answer['failed']} (peak {answer['peak_mb']:.0f} MB)"
-    return f"{plugin} on {engine}: {answer['seconds']:.1f} s, peak {answer['peak_mb']:.0f} MB"
-
-
-def _row(days: float, plugin: str, engine: str, facts: dict[str, float], answer: Any) -> str:
-    rows = facts["topics"]
-    if "failed" in answer:
-        took, per = answer["failed"], "—"
-    else:
-        took = f"{answer['seconds']:.1f} s"
-        per = f"{answer['seconds'] / (rows / 1e6):.2f} s"
-    peak = f"{answer['peak_mb'] / 1024:.1f} GiB"
-    return f"| {days:g} | {plugin} | {engine} | {took} | {peak} | {int(rows):,} | {per} |"
 
 
 if __name__ == "__main__":

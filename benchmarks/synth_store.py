@@ -1,22 +1,36 @@
 """A synthetic store of a cluster polled for days, in the real layout, for the Spark benchmark.
 
     .venv/bin/python -m benchmarks.synth_store ROOT [--topics 10000] [--days 1] [--interval 30s]
+        [--brokers 3] [--tables brokers,bundles,topics,subscriptions,consumers,events]
 
-What one poll holds, for `--topics N` (default 10,000):
+What one poll holds, for `--topics N` (default 10,000; counts for N = 10,000):
 
-* `topics`: N topics over 4 tenants x 5 namespaces; 10 % of them are the 10 partitions of
-  partitioned topics. Each has a base publish rate (log-normal), a daily shape (x0.5 at night,
-  x1.5 at the peak) and noise, a message size, and the bundle its name hashes into (CRC-32 over
-  16 bundles per namespace).
-* `bundles`: 16 per namespace with their owner among 3 brokers and the summed rates; about one
-  owner change an hour somewhere (and its `bundle_owner_changed` event).
-* `brokers`: the 3 brokers.
-* `subscriptions` and `consumers`: every partition has a Failover subscription with 3
-  consumers; its active consumer is the modulo pick, and flaps to another now and then.
+* `topics` (10,000 rows): 4 tenants x 5 namespaces; 10 % of the topics are the 10 partitions
+  of 100 partitioned topics. Each has a base rate (log-normal, 30 % of the non-partitioned
+  topics idle at 0), a daily shape (x0.5 at night, x1.5 in the afternoon) and noise on every
+  poll, a message size (throughput = rate x size), and the bundle its name's CRC-32 falls in.
+* `bundles` (320): 16 per namespace, their owner among `--brokers` brokers (2-4), summed rates;
+  about one owner change an hour somewhere in the cluster.
+* `brokers` (3): bundles owned and their rates.
+* `subscriptions` (10,000) and `consumers` (~20,000): one subscription per topic. Every
+  partition has a Failover subscription of 3 consumers whose first active one is the
+  partition's modulo pick; a non-partitioned topic has an Exclusive (1 consumer, 20 %),
+  Shared (2, 35 %), Failover (2, 20 %) or Key_Shared (3, 25 %, AUTO_SPLIT or STICKY, each
+  consumer owning a third of the hash range) one. A tenth of the Failover groups flap (the
+  active consumer moves on 1 % of polls, with no consumer change), the rest rarely (0.02 %);
+  a consumer that is not Key_Shared restarts on 0.01 % of polls and is gone for 1-3 polls,
+  and its group's next consumer takes over.
+* `events`: `bundle_owner_changed`, `active_consumer_changed`, `consumer_left` and
+  `consumer_joined`, as the collector's diff of two polls writes them.
+* the index (`snapshots`): one row per poll with its row counts.
 
-Rows are built vectorized and written an hour of polls at a time through the store's own
-day-partitioned writer, so `core.store.Store` and `plugins.spark.reader` read the result as
-any store. Prints rows, bytes on disk and seconds.
+Left empty: per-subscription and per-consumer rates, storage sizes, draining hashes, probes
+and key samples. Rows are built an hour of polls at a time (vectorized: numpy and Arrow
+`take`, no object per row), written through the store's day-partitioned writer, and each
+finished day is compacted by `Store.compact`, as the collector does with closed days; so
+`core.store.Store` and `plugins.spark.reader` read the result as any store. The same seed
+gives the same polls, so the first D days of a longer store are the D-day store:
+`link_days` makes that store out of hard links, without a copy. Prints rows, bytes, seconds.
 """
 
 from __future__ import annotations
@@ -24,281 +38,388 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
+import os
+import shutil
 import time
-import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+import uuid
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from core import dataset
-from core.model import SCHEMAS
-from core.settings import parse_duration
-from core.store import INDEX, INDEX_SCHEMA
-
-TENANTS, NAMESPACES, BUNDLES, BROKERS = (
-    4,
-    5,
-    16,
-    ("broker-1:8080", "broker-2:8080", "broker-3:8080"),
+from benchmarks.synth_cluster import (
+    CLUSTER,
+    START,
+    STATS_PERIOD,
+    Polls,
+    Shape,
+    State,
+    advance,
+    common,
+    index_table,
+    initial_state,
+    make_shape,
+    table,
+    take,
 )
-PARTITIONS = 10
-CONSUMERS_PER_GROUP = 3
-START = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
-CLUSTER = "synthetic"
+from core import dataset
+from core.settings import parse_duration
+from core.store import INDEX, STORE_TABLES, Store
+
+Built = tuple[pa.Table, np.ndarray]  # a table and the poll of each row
+STATE_FILE, PARAMS_FILE = "synth-state.npz", "synth.json"
+TABLES = ("brokers", "bundles", "topics", "subscriptions", "consumers", "events")
 
 
-@dataclass
-class Cluster:
-    """The fixed shape of the synthetic cluster and its state between polls."""
-
-    topics: np.ndarray  # full names
-    namespace: np.ndarray
-    tenant: np.ndarray
-    parent: np.ndarray  # partitioned parent or None
-    partition: np.ndarray  # index or -1
-    bundle_of: np.ndarray  # index into bundle arrays
-    base_rate: np.ndarray
-    msg_size: np.ndarray
-    bundle_ns: np.ndarray
-    bundle_name: np.ndarray
-    bundle_lower: np.ndarray
-    bundle_upper: np.ndarray
-    owner: np.ndarray  # broker index per bundle (changes)
-    active: np.ndarray  # active consumer index per partition (changes)
-    rng: np.random.Generator
-
-
-def make_cluster(topics: int, seed: int = 7) -> Cluster:
-    rng = np.random.default_rng(seed)
-    namespaces = [f"tenant-{t}/ns-{n}" for t in range(TENANTS) for n in range(NAMESPACES)]
-    partitioned = topics // 10 // PARTITIONS
-    names, ns_of, parents, parts = [], [], [], []
-    for p in range(partitioned):
-        ns = namespaces[p % len(namespaces)]
-        parent = f"persistent://{ns}/events-{p}"
-        for i in range(PARTITIONS):
-            names.append(f"{parent}-partition-{i}")
-            ns_of.append(ns)
-            parents.append(parent)
-            parts.append(i)
-    for i in range(topics - len(names)):
-        ns = namespaces[i % len(namespaces)]
-        names.append(f"persistent://{ns}/topic-{i}")
-        ns_of.append(ns)
-        parents.append(None)
-        parts.append(-1)
-    step = 0x100000000 // BUNDLES
-    bounds = [i * step for i in range(BUNDLES)] + [0xFFFFFFFF]
-    bundle_ns = np.repeat(np.array(namespaces, dtype=object), BUNDLES)
-    lower = np.tile(np.array(bounds[:-1], dtype=np.int64), len(namespaces))
-    upper = np.tile(np.array(bounds[1:], dtype=np.int64), len(namespaces))
-    bundle_name = np.array([f"0x{lo:08x}_0x{up:08x}" for lo, up in zip(lower, upper, strict=True)])
-    ns_index = {ns: i for i, ns in enumerate(namespaces)}
-    crc = np.array([zlib.crc32(n.encode()) for n in names], dtype=np.int64)
-    within = np.searchsorted(np.array(bounds[1:-1], dtype=np.int64), crc, side="right")
-    bundle_of = np.array([ns_index[ns] for ns in ns_of]) * BUNDLES + within
-    return Cluster(
-        topics=np.array(names, dtype=object),
-        namespace=np.array(ns_of, dtype=object),
-        tenant=np.array([ns.split("/")[0] for ns in ns_of], dtype=object),
-        parent=np.array(parents, dtype=object),
-        partition=np.array(parts, dtype=np.int64),
-        bundle_of=bundle_of,
-        base_rate=rng.lognormal(mean=2.0, sigma=1.2, size=len(names)),
-        msg_size=rng.integers(200, 4000, size=len(names)).astype(float),
-        bundle_ns=bundle_ns,
-        bundle_name=bundle_name,
-        bundle_lower=lower,
-        bundle_upper=upper,
-        owner=rng.integers(0, len(BROKERS), size=len(bundle_name)),
-        active=np.array(parts, dtype=np.int64)[np.array(parts) >= 0] % CONSUMERS_PER_GROUP,
-        rng=rng,
-    )
+def generate(
+    root: Path,
+    *,
+    topics: int = 10_000,
+    days: float = 1.0,
+    interval: float = 30.0,
+    brokers: int = 3,
+    tables: Sequence[str] = TABLES,
+    seed: int = 7,
+) -> dict[str, Any]:
+    """Write the store under `root`, or add the days missing from one written before with the
+    same parameters; what `describe` says of it."""
+    if not 2 <= brokers <= 4:
+        raise ValueError(f"brokers: 2 to 4, not {brokers}")
+    unknown = set(tables) - set(TABLES)
+    if unknown:
+        raise ValueError(f"unknown tables {sorted(unknown)}; expected some of {TABLES}")
+    started = time.perf_counter()
+    params: dict[str, Any] = {"topics": topics, "interval": interval, "brokers": brokers}
+    params.update(seed=seed, tables=sorted(tables))
+    shape, state = _resume(root, params)
+    total = round(days * 86400 / interval)
+    per_chunk = max(1, int(3600 // interval))
+    files: DayFiles | None = None
+    while state.poll < total:
+        day = int(state.poll * interval // 86400)
+        next_day = min(total, math.ceil((day + 1) * 86400 / interval))
+        polls = advance(shape, state, min(per_chunk, next_day - state.poll), interval)
+        if files is None or files.day != _day(polls):
+            files = _next_day(files, state, root, _day(polls), interval)
+        for name, rows in chunk_tables(shape, state, polls, params["tables"]).items():
+            files.add(name, rows)
+    _next_day(files, state, root, None, interval)
+    facts = describe(root)
+    facts["seconds"] = time.perf_counter() - started
+    return facts
 
 
-def _common(ids: np.ndarray, times: np.ndarray, per_poll: int) -> dict[str, pa.Array]:
-    return {
-        "snapshot_id": pa.array(np.repeat(ids, per_poll), pa.string()),
-        "collected_at": pa.array(np.repeat(times, per_poll), pa.timestamp("us", tz="UTC")),
-        "cluster": pa.array(np.full(len(ids) * per_poll, CLUSTER, dtype=object), pa.string()),
-    }
+def _resume(root: Path, params: dict[str, Any]) -> tuple[Shape, State]:
+    """The cluster's shape from its seed, and the state where an earlier run of the same
+    parameters stopped (a whole day), or the first poll's."""
+    rng = np.random.default_rng(params["seed"])
+    shape = make_shape(params["topics"], brokers=params["brokers"], rng=rng)
+    saved = root / STATE_FILE
+    if not saved.exists():
+        if root.exists() and any(root.iterdir()):
+            raise ValueError(f"{root} holds files and no {STATE_FILE} to go on from")
+        root.mkdir(parents=True, exist_ok=True)
+        (root / PARAMS_FILE).write_text(json.dumps(params))
+        return shape, initial_state(shape, rng)
+    before = json.loads((root / PARAMS_FILE).read_text())
+    if before != params:
+        raise ValueError(f"{root} was generated with {before}, not {params}")
+    state = State.load(saved)
+    # what a run stopped in the middle of a day left: written again from the saved state
+    unsaved = (START + dt.timedelta(seconds=state.poll * params["interval"])).date()
+    for name in STORE_TABLES:
+        for day in dataset.list_days(root / name):
+            if day >= unsaved:
+                shutil.rmtree(dataset.partition_dir(root / name, day))
+    return shape, state
 
 
-def _table(name: str, columns: dict[str, pa.Array]) -> pa.Table:
-    schema = SCHEMAS[name]
-    fields = [schema.field(c) for c in columns]
-    return pa.table([columns[f.name].cast(f.type) for f in fields], schema=pa.schema(fields))
+def _next_day(
+    files: DayFiles | None, state: State, root: Path, day: dt.date | None, interval: float
+) -> DayFiles:
+    """Close the day being written and keep the state after it, when the day is whole, for a
+    later run to go on from; open the next day's files."""
+    if files is not None:
+        files.close()
+        saved = root / STATE_FILE
+        if state.poll * interval % 86400 == 0:
+            state.save(saved)
+        else:  # a part of a day: nothing may be added after it
+            saved.unlink(missing_ok=True)
+    return DayFiles(root, day or dt.date.min)
+
+
+def _day(polls: Polls) -> dt.date:
+    return polls.times[0].as_py().date()  # type: ignore[no-any-return]
+
+
+class DayFiles:
+    """One file per table for one day, the shape `Store.compact` leaves a closed day in:
+    written a chunk at a time through a hidden temporary file, renamed when the day ends."""
+
+    def __init__(self, root: Path, day: dt.date) -> None:
+        self.root, self.day = root, day
+        self.open: dict[str, tuple[pq.ParquetWriter, Path, list[dt.datetime]]] = {}
+
+    def add(self, name: str, rows: pa.Table) -> None:
+        if name not in self.open:
+            folder = dataset.partition_dir(self.root / name, self.day)
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".synth-{uuid.uuid4().hex[:8]}.tmp"
+            writer = pq.ParquetWriter(tmp, rows.schema, compression=dataset.COMPRESSION)
+            self.open[name] = (writer, tmp, [])
+        writer, _, times = self.open[name]
+        writer.write_table(rows, row_group_size=dataset.ROW_GROUP_ROWS)
+        stamps = pc.min_max(rows.column("collected_at")).as_py()
+        times += [stamps["min"], stamps["max"]]
+
+    def close(self) -> None:
+        for writer, tmp, times in self.open.values():
+            writer.close()
+            tag = f"{dataset.COMPACT_TAG}{uuid.uuid4().hex[:12]}"
+            os.replace(tmp, tmp.parent / dataset.file_name(min(times), max(times), tag))
+        self.open.clear()
 
 
 def chunk_tables(
-    cluster: Cluster, first: int, polls: int, interval: float
-) -> tuple[dict[str, pa.Table], pa.Table]:
-    """The tables of polls `first .. first + polls - 1`, and their index rows."""
-    rng = cluster.rng
-    seconds = (first + np.arange(polls)) * interval
-    times = np.array([START + dt.timedelta(seconds=float(s)) for s in seconds])
-    ids = np.array([f"synth:{first + i:012d}" for i in range(polls)], dtype=object)
-    n = len(cluster.topics)
-    shape = 1.0 + 0.5 * np.sin(2 * np.pi * (seconds % 86400) / 86400 - np.pi / 2)
-    noise = rng.lognormal(0.0, 0.2, size=(polls, n))
-    rate_in = (cluster.base_rate[None, :] * shape[:, None] * noise).ravel()
-    rate_out = rate_in * 1.8
-    size = np.tile(cluster.msg_size, polls)
-    bundle_idx = np.tile(cluster.bundle_of, polls)
-    # about one owner change an hour somewhere; the bundles table shows it from then on
-    owners = np.empty((polls, len(cluster.owner)), dtype=np.int64)
-    moves = []
-    for i in range(polls):
-        if rng.random() < interval / 3600.0:
-            b = int(rng.integers(len(cluster.owner)))
-            new = (cluster.owner[b] + 1 + rng.integers(len(BROKERS) - 1)) % len(BROKERS)
-            moves.append((i, b, int(cluster.owner[b]), int(new)))
-            cluster.owner[b] = new
-        owners[i] = cluster.owner
-    topic_owner = np.take_along_axis(owners, np.tile(cluster.bundle_of, (polls, 1)), axis=1).ravel()
-    brokers = np.array(BROKERS, dtype=object)
-    tables: dict[str, pa.Table] = {}
-    tables["topics"] = _table(
-        "topics",
-        {
-            **_common(ids, times, n),
-            "topic": pa.array(np.tile(cluster.topics, polls), pa.string()),
-            "tenant": pa.array(np.tile(cluster.tenant, polls), pa.string()),
-            "namespace": pa.array(np.tile(cluster.namespace, polls), pa.string()),
-            "partitioned_topic": pa.array(np.tile(cluster.parent, polls), pa.string()),
-            "partition_index": pa.array(np.tile(cluster.partition, polls)),
-            "bundle": pa.array(cluster.bundle_name[bundle_idx], pa.string()),
-            "owner_broker": pa.array(brokers[topic_owner], pa.string()),
-            "msg_rate_in": pa.array(rate_in),
-            "msg_rate_out": pa.array(rate_out),
-            "msg_throughput_in": pa.array(rate_in * size),
-            "msg_throughput_out": pa.array(rate_out * size),
-        },
-    )
-    nb = len(cluster.bundle_name)
-    flat = np.arange(polls)[:, None] * nb + np.tile(cluster.bundle_of, (polls, 1))
-    per_bundle_in = np.bincount(flat.ravel(), weights=rate_in, minlength=polls * nb)
-    counts = np.bincount(cluster.bundle_of, minlength=nb)
-    tables["bundles"] = _table(
-        "bundles",
-        {
-            **_common(ids, times, nb),
-            "namespace": pa.array(np.tile(cluster.bundle_ns, polls), pa.string()),
-            "tenant": pa.array(
-                np.tile([ns.split("/")[0] for ns in cluster.bundle_ns], polls), pa.string()
-            ),
-            "bundle": pa.array(np.tile(cluster.bundle_name, polls), pa.string()),
-            "lower": pa.array(np.tile(cluster.bundle_lower, polls)),
-            "upper": pa.array(np.tile(cluster.bundle_upper, polls)),
-            "owner_broker": pa.array(brokers[owners.ravel()], pa.string()),
-            "topic_count": pa.array(np.tile(counts, polls)),
-            "msg_rate_in": pa.array(per_bundle_in),
-            "msg_rate_out": pa.array(per_bundle_in * 1.8),
-        },
-    )
-    tables["brokers"] = _table(
-        "brokers",
-        {**_common(ids, times, len(BROKERS)), "broker_id": pa.array(np.tile(brokers, polls))},
-    )
-    tables.update(_failover_tables(cluster, ids, times, polls))
-    if moves:
-        at = [times[i] for i, _, _, _ in moves]
-        tables["events"] = _table(
-            "events",
-            {
-                "snapshot_id": pa.array([ids[i] for i, _, _, _ in moves], pa.string()),
-                "collected_at": pa.array(at, pa.timestamp("us", tz="UTC")),
-                "cluster": pa.array([CLUSTER] * len(moves), pa.string()),
-                "at": pa.array(at, pa.timestamp("us", tz="UTC")),
-                "kind": pa.array(["bundle_owner_changed"] * len(moves), pa.string()),
-                "subject": pa.array(
-                    [f"{cluster.bundle_ns[b]}/{cluster.bundle_name[b]}" for _, b, _, _ in moves]
-                ),
-                "namespace": pa.array([cluster.bundle_ns[b] for _, b, _, _ in moves], pa.string()),
-                "before": pa.array([BROKERS[o] for _, _, o, _ in moves]),
-                "after": pa.array([BROKERS[w] for _, _, _, w in moves]),
-            },
-        )
-    index = pa.table(
-        {
-            "snapshot_id": pa.array(ids, pa.string()),
-            "collected_at": pa.array(times, pa.timestamp("us", tz="UTC")),
-            "cluster": [CLUSTER] * polls,
-            "partial": [False] * polls,
-            "errors_json": ["[]"] * polls,
-            "requests": [0] * polls,
-            "durations_json": ["{}"] * polls,
-            "row_counts_json": [json.dumps({k: t.num_rows // polls for k, t in tables.items()})]
-            * polls,
-        },
-        schema=INDEX_SCHEMA,
-    )
-    return tables, index
-
-
-def _failover_tables(
-    cluster: Cluster, ids: np.ndarray, times: np.ndarray, polls: int
+    shape: Shape, state: State, polls: Polls, wanted: Sequence[str]
 ) -> dict[str, pa.Table]:
-    parts = np.flatnonzero(cluster.partition >= 0)
-    if not len(parts):
-        return {}
-    rng = cluster.rng
-    groups = len(parts)
-    actives = np.empty((polls, groups), dtype=np.int64)
-    for i in range(polls):
-        flap = rng.random(groups) < 0.002
-        cluster.active[flap] = (cluster.active[flap] + 1) % CONSUMERS_PER_GROUP
-        actives[i] = cluster.active
-    names = np.array([f"worker-{c}" for c in range(CONSUMERS_PER_GROUP)], dtype=object)
-    topic = np.tile(cluster.topics[parts], polls)
-    subs = {
-        **_common(ids, times, groups),
-        "topic": pa.array(topic, pa.string()),
-        "subscription": pa.array(np.full(len(topic), "billing", dtype=object), pa.string()),
-        "type": pa.array(np.full(len(topic), "Failover", dtype=object), pa.string()),
-        "active_consumer_name": pa.array(names[actives.ravel()], pa.string()),
-        "consumer_count": pa.array(np.full(len(topic), CONSUMERS_PER_GROUP)),
-        "msg_backlog": pa.array(rng.integers(0, 500, size=len(topic))),
+    """The wanted tables of these polls, plus the index; the state keeps their last poll."""
+    count = len(polls.ids)
+    rates = _rates(shape, state, polls)
+    out: dict[str, Built] = {}
+    if "topics" in wanted:
+        out["topics"] = _topics(shape, polls, rates)
+    bundle_rates = _per_bundle(shape, rates)
+    if "bundles" in wanted:
+        out["bundles"] = _bundles(shape, polls, bundle_rates)
+    if "brokers" in wanted:
+        out["brokers"] = _brokers(shape, polls, bundle_rates)
+    if "subscriptions" in wanted:
+        out["subscriptions"] = _subscriptions(shape, state, polls)
+    if "consumers" in wanted:
+        out["consumers"] = _consumers(shape, polls)
+    events = _events(shape, state, polls)
+    if "events" in wanted and len(events[1]):
+        out["events"] = events
+    state.last_active, state.last_present = polls.active[-1].copy(), polls.present[-1].copy()
+    counts = {name: np.bincount(poll, minlength=count) for name, (_, poll) in out.items()}
+    return {**{name: rows for name, (rows, _) in out.items()}, INDEX: index_table(polls, counts)}
+
+
+def _rates(shape: Shape, state: State, polls: Polls) -> np.ndarray:
+    """Msg/s per poll and topic: base x daily shape x noise, drawn once per stats window (two
+    polls 30 s apart see the same window's figures, as from a broker)."""
+    windows, inverse = np.unique(polls.seconds // STATS_PERIOD, return_inverse=True)
+    noise = state.rng.lognormal(0.0, 0.2, size=(len(windows), len(shape.base_rate)))
+    if windows[0] == state.window and state.noise is not None:
+        noise[0] = state.noise
+    state.window, state.noise = int(windows[-1]), noise[-1].copy()
+    start = windows * STATS_PERIOD
+    daily = 1.0 + 0.5 * np.sin(2 * np.pi * (start % 86400) / 86400 - np.pi / 2)
+    return (shape.base_rate[None, :] * (daily[:, None] * noise))[inverse]
+
+
+def _topics(shape: Shape, polls: Polls, rates: np.ndarray) -> Built:
+    count, n = rates.shape
+    poll, topic = np.repeat(np.arange(count), n), np.tile(np.arange(n), count)
+    owner = polls.owners[poll, shape.bundle_of[topic]]
+    rate = rates.ravel()
+    size = shape.msg_size[topic]
+    columns = {
+        **common(polls, poll),
+        "topic": take(shape.topic, topic),
+        "tenant": take(shape.tenant, topic),
+        "namespace": take(shape.namespace, topic),
+        "persistent": np.ones(len(poll), dtype=bool),
+        "partitioned_topic": take(shape.parent, topic),
+        "partition_index": shape.partition[topic],
+        "bundle": take(shape.bundle_name, shape.bundle_of[topic]),
+        "owner_broker": take(shape.brokers, owner),
+        "msg_rate_in": rate,
+        "msg_rate_out": rate,  # one subscription per topic, keeping up
+        "msg_throughput_in": rate * size,
+        "msg_throughput_out": rate * size,
+        "producer_count": np.where(shape.base_rate[topic] > 0, 1, 0),
+        "subscription_count": np.ones(len(poll), dtype=np.int64),
     }
-    per = groups * CONSUMERS_PER_GROUP
-    consumers = {
-        **_common(ids, times, per),
-        "topic": pa.array(np.repeat(topic, CONSUMERS_PER_GROUP), pa.string()),
-        "subscription": pa.array(np.full(polls * per, "billing", dtype=object), pa.string()),
-        "consumer_name": pa.array(np.tile(names, polls * groups), pa.string()),
+    return table("topics", columns, len(poll)), poll
+
+
+def _per_bundle(shape: Shape, rates: np.ndarray) -> np.ndarray:
+    count, bundles = rates.shape[0], len(shape.lower)
+    flat = (np.arange(count)[:, None] * bundles + shape.bundle_of[None, :]).ravel()
+    summed = np.bincount(flat, weights=rates.ravel(), minlength=count * bundles)
+    return summed.reshape(count, bundles)
+
+
+def _bundles(shape: Shape, polls: Polls, rates: np.ndarray) -> Built:
+    count, bundles = rates.shape
+    poll, bundle = np.repeat(np.arange(count), bundles), np.tile(np.arange(bundles), count)
+    topic_count = np.bincount(shape.bundle_of, minlength=bundles)
+    columns = {
+        **common(polls, poll),
+        "namespace": take(shape.bundle_ns, bundle),
+        "tenant": take(shape.bundle_tenant, bundle),
+        "bundle": take(shape.bundle_name, bundle),
+        "lower": shape.lower[bundle],
+        "upper": shape.upper[bundle],
+        "owner_broker": take(shape.brokers, polls.owners.ravel()),
+        "topic_count": topic_count[bundle],
+        "msg_rate_in": rates.ravel(),
+        "msg_rate_out": rates.ravel(),
     }
+    return table("bundles", columns, len(poll)), poll
+
+
+def _brokers(shape: Shape, polls: Polls, rates: np.ndarray) -> Built:
+    count, k = len(polls.ids), len(shape.brokers)
+    flat = (np.arange(count)[:, None] * k + polls.owners).ravel()
+    poll, broker = np.repeat(np.arange(count), k), np.tile(np.arange(k), count)
+    columns = {
+        **common(polls, poll),
+        "broker_id": take(shape.brokers, broker),
+        "version": pa.repeat(pa.scalar("4.0.3"), len(poll)),
+        "is_leader": broker == 0,
+        "msg_rate_in": np.bincount(flat, weights=rates.ravel(), minlength=count * k),
+        "msg_rate_out": np.bincount(flat, weights=rates.ravel(), minlength=count * k),
+        "num_bundles": np.bincount(flat, minlength=count * k),
+    }
+    return table("brokers", columns, len(poll)), poll
+
+
+def _subscriptions(shape: Shape, state: State, polls: Polls) -> Built:
+    count, subs = polls.active.shape
+    poll, sub = np.repeat(np.arange(count), subs), np.tile(np.arange(subs), count)
+    active = polls.active.ravel()
+    idle = shape.base_rate[shape.sub_topic[sub]] == 0
+    columns = {
+        **common(polls, poll),
+        "topic": take(shape.topic, shape.sub_topic[sub]),
+        "subscription": take(shape.sub_name, sub),
+        "type": take(shape.sub_type, sub),
+        "msg_backlog": np.where(idle, 0, state.rng.integers(0, 500, size=len(poll))),
+        "key_shared_mode": take(shape.sub_mode, sub),
+        "active_consumer_name": pc.if_else(
+            pa.array(active >= 0),
+            take(shape.consumer_name, np.maximum(active, 0)),
+            pa.scalar(None, pa.string()),
+        ),
+        "consumer_count": np.add.reduceat(polls.present, shape.first[:-1], axis=1).ravel(),
+        "is_durable": np.ones(len(poll), dtype=bool),
+    }
+    return table("subscriptions", columns, len(poll)), poll
+
+
+def _consumers(shape: Shape, polls: Polls) -> Built:
+    poll, consumer = np.nonzero(polls.present)
+    sub = shape.consumer_sub[consumer]
+    columns = {
+        **common(polls, poll),
+        "topic": take(shape.topic, shape.sub_topic[sub]),
+        "subscription": take(shape.sub_name, sub),
+        "consumer_name": take(shape.consumer_name, consumer),
+        "hash_ranges": take(shape.hash_ranges, consumer),
+    }
+    return table("consumers", columns, len(poll)), poll
+
+
+def _events(shape: Shape, state: State, polls: Polls) -> Built:
+    """What the collector's diff of each poll against the one before records."""
+    names, topics = shape.consumer_name.to_pylist(), shape.topic.to_pylist()
+    subs = shape.sub_name.to_pylist()
+    found: list[dict[str, Any]] = []
+    for i, bundle, before, after in polls.moves:
+        ns = shape.bundle_ns[bundle].as_py()
+        found.append(
+            {
+                "poll": i,
+                "kind": "bundle_owner_changed",
+                "subject": f"{ns}/{shape.bundle_name[bundle].as_py()}",
+                "namespace": ns,
+                "before": shape.brokers[before].as_py(),
+                "after": shape.brokers[after].as_py(),
+            }
+        )
+    present = np.vstack([state.last_present, polls.present])
+    owner_sub = shape.consumer_sub
+    for i, c in zip(*np.nonzero(present[1:] != present[:-1]), strict=True):
+        s = owner_sub[c]
+        kind = "consumer_joined" if present[i + 1, c] else "consumer_left"
+        found.append(_consumer_event(i, kind, topics[shape.sub_topic[s]], subs[s], names[c]))
+    active = np.vstack([state.last_active, polls.active])
+    for i, s in zip(*np.nonzero(active[1:] != active[:-1]), strict=True):
+        topic, sub = topics[shape.sub_topic[s]], subs[s]
+        before, after = active[i, s], active[i + 1, s]
+        found.append(
+            {
+                "poll": i,
+                "kind": "active_consumer_changed",
+                "subject": f"{topic}/{sub}",
+                "topic": topic,
+                "subscription": sub,
+                "before": names[before] if before >= 0 else None,
+                "after": names[after] if after >= 0 else None,
+            }
+        )
+    found.sort(key=lambda e: (e["poll"], e["kind"], e["subject"]))
+    poll = np.array([e["poll"] for e in found], dtype=np.int64)
+    keys = ("kind", "subject", "namespace", "topic", "subscription", "consumer_name")
+    columns = {
+        **common(polls, poll),
+        "at": polls.times.take(pa.array(poll, pa.int64())),
+        **{k: pa.array([e.get(k) for e in found], pa.string()) for k in keys},
+        "before": pa.array([e.get("before") for e in found], pa.string()),
+        "after": pa.array([e.get("after") for e in found], pa.string()),
+    }
+    return table("events", columns, len(poll)), poll
+
+
+def _consumer_event(poll: int, kind: str, topic: str, sub: str, name: str) -> dict[str, Any]:
     return {
-        "subscriptions": _table("subscriptions", subs),
-        "consumers": _table("consumers", consumers),
+        "poll": poll,
+        "kind": kind,
+        "subject": f"{topic}/{sub}/{name}",
+        "topic": topic,
+        "subscription": sub,
+        "consumer_name": name,
     }
 
 
-def chunks(total: int, size: int) -> Iterator[tuple[int, int]]:
-    for first in range(0, total, size):
-        yield first, min(size, total - first)
+def describe(root: Path) -> dict[str, Any]:
+    """Polls, rows per table (from the index's row counts), days and bytes on disk."""
+    index = Store(root).snapshots()
+    rows: Counter[str] = Counter()
+    for counts in index["row_counts_json"]:
+        rows.update(json.loads(counts))
+    return {
+        "polls": len(index),
+        "days": len(set(index["collected_at"].dt.date)),
+        "rows": dict(rows),
+        "bytes": sum(p.stat().st_size for p in root.rglob("*.parquet")),
+        "cluster": CLUSTER,
+    }
 
 
-def generate(root: Path, *, topics: int, days: float, interval: float) -> dict[str, float]:
-    """Write the store; rows per table, bytes and seconds."""
-    started = time.perf_counter()
-    cluster = make_cluster(topics)
-    polls = int(days * 86400 / interval)
-    rows: dict[str, float] = {}
-    per_chunk = max(1, int(3600 / interval))
-    for first, count in chunks(polls, per_chunk):
-        tables, index = chunk_tables(cluster, first, count, interval)
-        tag = f"{first:012d}"
-        for name, table in tables.items():
-            dataset.write_rows(root / name, table, tag)
-            rows[name] = rows.get(name, 0) + table.num_rows
-        dataset.write_rows(root / INDEX, index, tag)
-    rows["polls"] = polls
-    rows["bytes"] = sum(p.stat().st_size for p in root.rglob("*.parquet"))
-    rows["seconds"] = time.perf_counter() - started
-    return rows
+def link_days(source: Path, target: Path, days: int) -> dict[str, Any]:
+    """The store of the first `days` days of `source`, under `target`, as hard links."""
+    first = dataset.list_days(source / INDEX)[:days]
+    for name in STORE_TABLES:
+        for day in first:
+            folder = dataset.partition_dir(source / name, day)
+            if not folder.is_dir():
+                continue
+            made = dataset.partition_dir(target / name, day)
+            made.mkdir(parents=True, exist_ok=True)
+            for path in folder.glob("*.parquet"):
+                os.link(path, made / path.name)
+    return describe(target)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,10 +428,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics", type=int, default=10_000)
     parser.add_argument("--days", type=float, default=1.0)
     parser.add_argument("--interval", default="30s")
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--tables", default=",".join(TABLES))
+    parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
-    interval = parse_duration(args.interval).total_seconds()
-    facts = generate(args.root, topics=args.topics, days=args.days, interval=interval)
-    print(json.dumps(facts, indent=2))
+    facts = generate(
+        args.root,
+        topics=args.topics,
+        days=args.days,
+        interval=parse_duration(args.interval).total_seconds(),
+        brokers=args.brokers,
+        tables=[t for t in args.tables.split(",") if t],
+        seed=args.seed,
+    )
+    print(f"rows written: {sum(facts['rows'].values()):,}")
+    for name, count in sorted(facts["rows"].items()):
+        print(f"  {name}: {count:,}")
+    print(f"polls: {facts['polls']:,} over {facts['days']} day(s)")
+    print(f"bytes on disk: {facts['bytes']:,} ({facts['bytes'] / 2**30:.2f} GiB)")
+    print(f"seconds: {facts['seconds']:.1f}")
     return 0
 
 
