@@ -1,19 +1,23 @@
 """`key-distribution` (Spark): where the sampled keys of every Key_Shared subscription went.
 
-Over every stored poll, each sampled key is counted for the consumer whose reported hash
-ranges contained its hash in that poll (`reference` states the rule and the result): messages
-per hash and per consumer, hot keys, skew, the what-if over consumer count and replica points
-on the real hashes, and the sticky-range planner re-scored on them. Spark does the counting
-(the STICKY hash of each key through Arrow batches, the range join, the aggregations); the
-small count frames then go through the same `finish` as the pandas twin.
+Over every stored poll, each sampled key counts for the consumer whose reported hash ranges
+held its hash in that poll, under the selector in force then (`reference` states the rule):
+messages per consumer, per hash and per key, skew, the what-if over consumer count and
+replica points on the real keys (`whatif`), and the sticky-range planner of `sticky-ranges`
+scored on them. Spark does the counting: the sticky hash of each key through Arrow batches,
+the join of keys with the ranges of their poll, the aggregations and, per subscription
+(`applyInPandas`), the what-ifs; the small counted frames then go through the same
+`frames.finish` as the pandas twin.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pandas as pd
 
+from core.keyload import UNCOVERED
 from plugins.api import (
     HISTORY_ALL,
     AnalysisPlugin,
@@ -23,14 +27,34 @@ from plugins.api import (
     Result,
     SparkInputs,
     View,
+    jvm_charset,
 )
-from plugins.builtin.key_distribution.reference import (
-    UNASSIGNED,
+from plugins.builtin.key_distribution.frames import (
+    BIN_WIDTH,
+    COUNT_COLUMNS,
+    OUTPUTS,
+    empty_counts,
     finish,
     label_of,
-    select,
+)
+from plugins.builtin.key_distribution.reference import (
+    GROUP_KEY,
+    members_in_order,
+    with_selectors,
 )
 from plugins.builtin.key_distribution.views import render_views
+from plugins.builtin.key_distribution.whatif import (
+    PLAN_SCHEMA,
+    WHAT_IF_SCHEMA,
+    plan_frame,
+    what_if_frame,
+)
+
+BROKER_POINTS = 100  # subscriptionKeySharedConsistentHashingReplicaPoints' default
+SELECTOR_SCHEMA = (
+    "snapshot_id string, topic string, subscription string, label string, "
+    "collected_at timestamp, selector string, reduction string"
+)
 
 
 class KeyDistribution(AnalysisPlugin):
@@ -41,15 +65,16 @@ class KeyDistribution(AnalysisPlugin):
         "ranges in force when they were sampled: hot keys, skew, what-if over consumer count "
         "and replica points, and the sticky-range planner scored on the real keys."
     )
-    version = "1.0"
+    version = "1.1"
     engine = "spark"
     inputs = ("key_samples", "consumers", "subscriptions")
     history = HISTORY_ALL
-    outputs = ("consumers", "skew", "hot_keys", "hash_bins", "what_if", "sticky_plan")
+    outputs = OUTPUTS
     page = Page(
         title="Key distribution",
         icon=":material/key:",
-        caption="Sampled keys per consumer of every Key_Shared subscription, from a Spark job.",
+        caption="Sampled keys per consumer of every Key_Shared subscription over the stored "
+        "history, what-ifs on them, from a Spark job.",
         controls=("subscription",),
         url_path="key-distribution",
         order=15,
@@ -60,13 +85,28 @@ class KeyDistribution(AnalysisPlugin):
         top_keys: int = Field(20, ge=1, le=1000, description="Hot keys listed per subscription")
         points_low: int = Field(20, ge=1, le=1024, description="What-if: fewest replica points")
         points_high: int = Field(400, ge=1, le=1024, description="What-if: most replica points")
+        spread: int = Field(
+            2, ge=1, le=8, description="What-if: consumers removed and added around the newest"
+        )
+        plan_points: int = Field(100, ge=1, le=1024, description="Sticky planner: points per node")
+        jvm_charset: str = Field(
+            "",
+            description="How the broker's JVM encodes consumer names (UTF-8 or US-ASCII); "
+            "empty: PULSAR_LENS_JVM_CHARSET, else UTF-8",
+        )
 
     def analyze(self, data: Any, params: Any) -> Result:
         assert isinstance(data, SparkInputs)
-        frames, members = spark_counts(data)
-        points = sorted({params.points_low, 100, params.points_high})
-        result = finish(frames, members, top_keys=params.top_keys, what_if_points=points)
-        return select(result, params.subscription)
+        points = sorted({params.points_low, BROKER_POINTS, params.points_high})
+        counts = spark_counts(
+            data,
+            top_keys=params.top_keys,
+            what_if=dict(
+                points=points, spread=params.spread, charset=jvm_charset(params.jvm_charset)
+            ),
+            plan_points=params.plan_points,
+        )
+        return finish(counts, subscription=params.subscription)
 
     def render(self, result: Result) -> list[View]:
         return render_views(result)
@@ -78,95 +118,173 @@ class KeyDistribution(AnalysisPlugin):
         return {"subscription": ["", *sorted(labels)]}
 
 
-def spark_counts(data: SparkInputs) -> tuple[dict[str, pd.DataFrame], dict[str, list[str]]]:
-    """The three count frames and each subscription's newest consumers, counted in Spark."""
+def spark_counts(
+    data: SparkInputs, *, top_keys: int, what_if: Mapping[str, Any], plan_points: int
+) -> dict[str, pd.DataFrame]:
+    """The counted frames of `frames.COUNT_COLUMNS`, counted in Spark."""
+    from pyspark.sql import functions as F
+
+    subscriptions = data.history("subscriptions")
+    subs = subscriptions.filter(F.col("type") == "Key_Shared").select(
+        *GROUP_KEY,
+        "collected_at",
+        "key_shared_mode",
+        F.concat_ws(" | ", "topic", "subscription").alias("label"),
+    )
+    samples = data.history("key_samples")
+    polls = samples.select("snapshot_id", "topic").distinct()
+    sampled = subs.join(polls, ["snapshot_id", "topic"], "left_semi")
+    consumers = data.history("consumers")
+    listed = consumers.join(sampled.select(*GROUP_KEY, "label"), GROUP_KEY, "inner")
+    selectors = _selectors(sampled, listed).cache()
+    assigned = _assigned(samples, selectors, listed).cache()
+    try:
+        if assigned.isEmpty():
+            return empty_counts()
+        labels = assigned.select("label").distinct()
+        members = members_in_order(_newest(consumers, subs, labels).toPandas())
+        frames = {
+            "consumers": _per_consumer(assigned, listed),
+            "keys": assigned.groupBy("label").agg(F.countDistinct("key").alias("keys")),
+            "selector": _newest_selector(selectors),
+            "bins": _sum(
+                assigned.withColumn("bin_start", F.col("hash") - F.col("hash") % BIN_WIDTH),
+                "bin_start",
+            ),
+            "hot_keys": _hot_keys(assigned, top_keys),
+            "what_if": _by_hash(assigned, "sticky_hash")
+            .groupBy("label")
+            .applyInPandas(lambda g: what_if_frame(g, members, **what_if), WHAT_IF_SCHEMA),
+            "sticky_plan": _by_hash(assigned, "range_hash")
+            .groupBy("label")
+            .applyInPandas(lambda g: plan_frame(g, members, points=plan_points), PLAN_SCHEMA),
+        }
+        return {
+            name: frame.select(*COUNT_COLUMNS[name]).toPandas() for name, frame in frames.items()
+        }
+    finally:
+        assigned.unpersist()
+        selectors.unpersist()
+
+
+def _selectors(sampled: Any, listed: Any) -> Any:
+    """One row per sampled subscription and poll: its selector (`reference.with_selectors`)."""
+    from pyspark.sql import functions as F
+
+    member = F.when(F.col("consumer_name").isNotNull(), F.struct("consumer_name", "hash_ranges"))
+    groups = (
+        sampled.join(listed.select(*GROUP_KEY, "consumer_name", "hash_ranges"), GROUP_KEY, "left")
+        .groupBy(*GROUP_KEY, "label", "collected_at", "key_shared_mode")
+        .agg(F.collect_list(member).alias("members"))
+    )
+    return groups.mapInPandas(_selector_batches, SELECTOR_SCHEMA)
+
+
+def _selector_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    for batch in batches:
+        yield with_selectors(batch)
+
+
+def _assigned(samples: Any, selectors: Any, listed: Any) -> Any:
+    """Sampled messages per (poll, subscription, key): its hashes and its consumer."""
     from pyspark.sql import functions as F
 
     from plugins.spark.hashing import with_sticky_hash
 
-    subscriptions = data.history("subscriptions")
-    subs = subscriptions.filter(F.col("type") == "Key_Shared").select(
-        "snapshot_id",
-        "topic",
-        "subscription",
-        F.concat_ws(" | ", "topic", "subscription").alias("label"),
-        F.when(F.col("key_shared_mode") == "STICKY", "sticky")
-        .otherwise("consistent")
-        .alias("selector"),
+    keyed = samples.select(
+        "snapshot_id", "topic", F.coalesce("key", F.lit("")).alias("key"), "sticky_hash"
     )
-    samples = with_sticky_hash(
-        data.history("key_samples").select("snapshot_id", "topic", "key", "sticky_hash"),
-        "key",
-        out="sticky_mode_hash",
-        selector="sticky",
+    per_key = keyed.groupBy("snapshot_id", "topic", "key", "sticky_hash").agg(
+        F.count("*").alias("messages")
     )
-    rows = samples.join(subs, ["snapshot_id", "topic"]).select(
-        F.monotonically_increasing_id().alias("row"),
-        "snapshot_id",
-        "topic",
-        "subscription",
+    # 4.0's auto split and sticky selectors reduce a key alike (core.hashing.reduction)
+    hashed = with_sticky_hash(per_key, "key", out="range_hash", selector="sticky")
+    routed = F.when(F.col("reduction") == "consistent", F.col("sticky_hash"))
+    rows = hashed.join(selectors, ["snapshot_id", "topic"], "inner").select(
+        *GROUP_KEY,
         "label",
+        "collected_at",
         "key",
-        F.when(F.col("selector") == "sticky", F.col("sticky_mode_hash"))
-        .otherwise(F.col("sticky_hash"))
-        .cast("long")
-        .alias("hash"),
+        F.col("sticky_hash").cast("long").alias("sticky_hash"),
+        "range_hash",
+        routed.otherwise(F.col("range_hash")).cast("long").alias("hash"),
+        "messages",
     )
-    consumers = data.history("consumers")
-    ranges = consumers.select(
-        "snapshot_id",
-        "topic",
-        "subscription",
-        "consumer_name",
-        F.explode("hash_ranges").alias("range"),
+    ranges = listed.select(
+        *GROUP_KEY, "consumer_name", F.explode("hash_ranges").alias("range")
     ).select(
-        "snapshot_id",
-        "topic",
-        "subscription",
-        "consumer_name",
+        *[F.col(k).alias(f"r_{k}") for k in GROUP_KEY],
+        F.col("consumer_name"),
         F.col("range.start").cast("long").alias("start"),
         F.col("range.end").cast("long").alias("end"),
     )
-    inside = (rows["hash"] >= ranges["start"]) & (rows["hash"] <= ranges["end"])
-    keys = ["snapshot_id", "topic", "subscription"]
-    owned = rows.join(ranges, [rows[k] == ranges[k] for k in keys] + [inside], "left").select(
-        rows["row"], rows["label"], rows["key"], rows["hash"], ranges["consumer_name"]
+    inside = (F.col("hash") >= F.col("start")) & (F.col("hash") <= F.col("end"))
+    same = [F.col(k) == F.col(f"r_{k}") for k in GROUP_KEY]
+    owned = rows.join(ranges, [*same, inside], "left")
+    return owned.groupBy(*rows.columns).agg(
+        F.coalesce(F.min("consumer_name"), F.lit(UNCOVERED)).alias("consumer_name")
     )
-    # Ranges never overlap: a row meets at most one; min() keeps one row per sample anyway.
-    assigned = owned.groupBy("row", "label", "key", "hash").agg(
-        F.coalesce(F.min("consumer_name"), F.lit(UNASSIGNED)).alias("consumer_name")
-    )
-    assigned = assigned.cache()
-    try:
-        frames = {
-            "hashes": _counted(assigned, ["label", "hash"]),
-            "consumers": _counted(assigned, ["label", "consumer_name"]),
-            "keys": _counted(assigned, ["label", "key", "hash", "consumer_name"]),
-        }
-    finally:
-        assigned.unpersist()
-    return frames, _newest_members(consumers, subs)
 
 
-def _counted(frame: Any, by: list[str]) -> pd.DataFrame:
-    counted = frame.groupBy(*by).count().withColumnRenamed("count", "messages").toPandas()
-    counted["messages"] = counted["messages"].astype("int64")
-    return counted.sort_values(by).reset_index(drop=True)
-
-
-def _newest_members(consumers: Any, subs: Any) -> dict[str, list[str]]:
+def _newest(consumers: Any, subs: Any, labels: Any) -> Any:
+    """The consumers of each sampled label's newest poll that lists any."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    joined = consumers.join(subs, ["snapshot_id", "topic", "subscription"])
+    listed = consumers.join(subs.select(*GROUP_KEY, "label"), GROUP_KEY, "inner")
+    listed = listed.join(labels, "label", "left_semi")
     newest = F.max("collected_at").over(Window.partitionBy("label"))
-    rows = (
-        joined.withColumn("newest", newest)
+    return (
+        listed.withColumn("newest", newest)
         .filter(F.col("collected_at") == F.col("newest"))
-        .select("label", "consumer_name")
-        .collect()
+        .select("label", "consumer_name", "connected_since")
     )
-    members: dict[str, list[str]] = {}
-    for row in rows:
-        members.setdefault(str(row["label"]), []).append(str(row["consumer_name"]))
-    return {label: sorted(names) for label, names in members.items()}
+
+
+def _per_consumer(assigned: Any, listed: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    present = listed.select("label", "consumer_name").distinct()
+    zero = present.withColumn("messages", F.lit(0).cast("long"))
+    return _sum(
+        assigned.select("label", "consumer_name", "messages").unionByName(zero), "consumer_name"
+    )
+
+
+def _newest_selector(selectors: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    newest = F.max(F.struct("collected_at", "selector")).alias("newest")
+    return selectors.groupBy("label").agg(newest).select("label", "newest.selector")
+
+
+def _sum(frame: Any, by: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return frame.groupBy("label", by).agg(F.sum("messages").cast("long").alias("messages"))
+
+
+def _by_hash(assigned: Any, column: str) -> Any:
+    return _sum(assigned, column).withColumnRenamed(column, "hash")
+
+
+def _hot_keys(assigned: Any, top: int) -> Any:
+    """Per label, the `top` keys by messages (ties by key), with hash and consumer at their
+    newest sample (the greatest (collected_at, consumer_name, hash))."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    real = F.when(F.col("consumer_name") != UNCOVERED, F.col("consumer_name"))
+    keys = assigned.groupBy("label", "key").agg(
+        F.sum("messages").cast("long").alias("messages"),
+        F.countDistinct(real).alias("consumers_seen"),
+        F.max(F.struct("collected_at", "consumer_name", "hash")).alias("newest"),
+    )
+    rank = F.row_number().over(
+        Window.partitionBy("label").orderBy(F.desc("messages"), F.asc("key"))
+    )
+    return (
+        keys.withColumn("rank", rank)
+        .filter(F.col("rank") <= top)
+        .select("label", "key", "newest.hash", "newest.consumer_name", "consumers_seen", "messages")
+    )

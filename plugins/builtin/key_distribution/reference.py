@@ -1,331 +1,226 @@
-"""`key-distribution`'s rule on pandas, and the part both engines share.
+"""`key-distribution`'s rule on pandas: the whole result from a store root, without Spark.
 
-The counts (`counts`): every sampled key of a Key_Shared subscription's topic goes to the
-consumer whose reported hash ranges, in the same poll, contain the key's hash. The hash is
-the one the subscription's selector gives the key: STICKY subscriptions reduce the key's
-murmur3 hash `% 65536`, every other 4.0 subscription (consistent hashing) `% 65535 + 1`; the
-stored `sticky_hash` is the latter. A partition's samples count for that partition's
-subscription. Out of it come three small frames: messages per (subscription, hash), per
-(subscription, consumer) and per (subscription, key).
+The rule. In every poll, each Key_Shared subscription of a sampled topic has a selector in
+force, inferred from its mode and its consumers' ranges in that poll as `key-shared-map`
+infers it (`infer_selector`). Each key sampled from that topic in that poll (a partition's
+samples go to that partition's subscription) gets the hash this selector routes it by
+(`hash_selector`): the stored `sticky_hash` (4.0 consistent hashing, `h31 % 65535 + 1`), or
+for auto split and sticky `h31 % 65536` with 0 -> 1. It counts for the consumer whose ranges
+in that poll contain that hash, `UNCOVERED` when none does. A broker refuses overlapping
+ranges within a subscription; if stale rows overlap anyway, the first consumer by name counts.
 
-`finish` turns them into the result, the same way on both engines: skew per subscription
-(the busiest consumer's share over the fair share 1/n, and the Gini coefficient of the
-consumers' messages), hot keys, a 256-bin histogram of the hash space, the what-if (the
-real hashes on a 4.0 consistent-hashing ring of n-1..n+2 consumers at several replica-point
-counts) and the sticky-range planner of `sticky-ranges` re-scored on the real hashes.
+`frames` says what is counted from there and `whatif` what the what-ifs compute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from core.keyshared.ranges import ranges_of
-from plugins.api import (
-    ConsistentHashingSelector,
-    Consumer,
-    Result,
-    empty_frame,
-    frame_of,
-    sticky_key_hash_array,
+from core.keyload import UNCOVERED, sample_hashes
+from core.keyshared.ranges import Member, hash_selector, infer_selector, ranges_of
+from plugins.api import Result, empty_frame
+from plugins.builtin.key_distribution.frames import (
+    BIN_WIDTH,
+    COUNT_COLUMNS,
+    empty_counts,
+    finish,
+    label_of,
 )
-from plugins.builtin.sticky_ranges import plan_ranges
+from plugins.builtin.key_distribution.whatif import plan_frame, what_if_frame
 
-HASH_COUNT_COLUMNS = ["label", "hash", "messages"]
-CONSUMER_COUNT_COLUMNS = ["label", "consumer_name", "messages"]
-KEY_COUNT_COLUMNS = ["label", "key", "hash", "consumer_name", "messages"]
-CONSUMER_COLUMNS = ["label", "consumer_name", "messages", "share", "over_fair"]
-SKEW_COLUMNS = [
-    "label",
-    "consumers",
-    "keys",
-    "messages",
-    "unassigned",
-    "max_share",
-    "fair_share",
-    "max_over_fair",
-    "gini",
-]
-HOT_KEY_COLUMNS = ["label", "key", "hash", "consumer_name", "messages", "share"]
-BIN_COLUMNS = ["label", "bin_start", "bin_end", "messages"]
-WHAT_IF_COLUMNS = ["label", "consumers", "points", "max_share", "max_over_fair", "moved_share"]
-STICKY_COLUMNS = ["label", "nodes", "node", "share", "over_fair"]
-BINS = 256
-UNASSIGNED = "(no consumer)"
-"""The consumer of a hash no reported range covered (a gap, or a consumer still joining)."""
+GROUP_KEY = ["snapshot_id", "topic", "subscription"]
+SELECTOR_COLUMNS = [*GROUP_KEY, "label", "collected_at", "selector", "reduction"]
+DEFAULT_POINTS = (20, 100, 400)
 
 
-def label_of(topic: str, subscription: str) -> str:
-    return f"{topic} | {subscription}"
+def kind_of(mode: Any, members: Iterable[Mapping[str, Any]] | None) -> str:
+    """The selector of one subscription in one poll from its mode and its consumers
+    (`{consumer_name, hash_ranges}` each)."""
+    listed = () if members is None else members  # a numpy array from Spark, a list on pandas
+    found = [Member(str(m["consumer_name"]), ranges_of(m["hash_ranges"])) for m in listed]
+    return str(infer_selector(mode, found))
 
 
-def subscriptions_of(subscriptions: pd.DataFrame) -> pd.DataFrame:
-    """(snapshot_id, topic, subscription, label, selector) of the Key_Shared subscriptions."""
-    subs = subscriptions[subscriptions["type"] == "Key_Shared"]
-    out = subs[["snapshot_id", "topic", "subscription"]].copy()
-    out["label"] = [label_of(t, s) for t, s in zip(out["topic"], out["subscription"], strict=True)]
-    out["selector"] = np.where(subs["key_shared_mode"] == "STICKY", "sticky", "consistent")
-    return out.reset_index(drop=True)
-
-
-def ranges_frame(consumers: pd.DataFrame) -> pd.DataFrame:
-    """(snapshot_id, topic, subscription, consumer_name, start, end), one row per range."""
-    rows = [
-        (snap, topic, sub, name, start, end)
-        for snap, topic, sub, name, cell in zip(
-            consumers["snapshot_id"],
-            consumers["topic"],
-            consumers["subscription"],
-            consumers["consumer_name"],
-            consumers["hash_ranges"],
-            strict=True,
-        )
-        for start, end in ranges_of(cell)
+def with_selectors(groups: pd.DataFrame) -> pd.DataFrame:
+    """`groups` (one row per sampled subscription and poll, with `key_shared_mode` and
+    `members`) as `SELECTOR_COLUMNS`: its selector, and the selector whose hash it routes by."""
+    kinds = [
+        kind_of(mode, members)
+        for mode, members in zip(groups["key_shared_mode"], groups["members"], strict=True)
     ]
-    columns = ["snapshot_id", "topic", "subscription", "consumer_name", "start", "end"]
-    return pd.DataFrame(rows, columns=columns)
+    out = groups.assign(selector=kinds, reduction=[hash_selector(k) for k in kinds])
+    return out[SELECTOR_COLUMNS]
 
 
-def counts(
-    samples: pd.DataFrame, consumers: pd.DataFrame, subscriptions: pd.DataFrame
-) -> dict[str, pd.DataFrame]:
-    """The three count frames (see the module docstring), on pandas."""
-    subs = subscriptions_of(subscriptions)
-    rows = samples.merge(subs, on=["snapshot_id", "topic"])
-    if rows.empty:
-        return _empty_counts()
-    sticky = sticky_key_hash_array(pa.array(rows["key"], pa.string()), selector="sticky")
-    rows["hash"] = np.where(rows["selector"] == "sticky", sticky, rows["sticky_hash"])
-    rows["hash"] = rows["hash"].astype(np.int64)
-    ranges = ranges_frame(consumers)
-    owners = rows.reset_index().merge(ranges, on=["snapshot_id", "topic", "subscription"])
-    owners = owners[(owners["hash"] >= owners["start"]) & (owners["hash"] <= owners["end"])]
-    owner_of = owners.groupby("index")["consumer_name"].min()  # ranges never overlap
-    rows["consumer_name"] = rows.index.map(owner_of).fillna(UNASSIGNED)
-    return {
-        "hashes": _count(rows, ["label", "hash"]),
-        "consumers": _count(rows, ["label", "consumer_name"]),
-        "keys": _count(rows, ["label", "key", "hash", "consumer_name"]),
-    }
-
-
-def _count(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    out = rows.groupby(by, as_index=False).size().rename(columns={"size": "messages"})
-    return out.sort_values(by).reset_index(drop=True)
-
-
-def _empty_counts() -> dict[str, pd.DataFrame]:
-    return {
-        "hashes": empty_frame(HASH_COUNT_COLUMNS),
-        "consumers": empty_frame(CONSUMER_COUNT_COLUMNS),
-        "keys": empty_frame(KEY_COUNT_COLUMNS),
-    }
-
-
-def newest_members(consumers: pd.DataFrame, subscriptions: pd.DataFrame) -> dict[str, list[str]]:
-    """Per subscription label, the consumer names of the newest poll that lists it."""
-    subs = subscriptions_of(subscriptions)
-    if subs.empty:
+def members_in_order(newest: pd.DataFrame) -> dict[str, list[str]]:
+    """Per label, its consumers (rows of `label, consumer_name, connected_since`) in connection
+    order, as `members_of` orders them; namesakes of the same time by name."""
+    if newest.empty:
         return {}
-    joined = consumers.merge(subs, on=["snapshot_id", "topic", "subscription"])
+    since = pd.to_datetime(newest["connected_since"], utc=True)
+    ordered = newest.assign(_since=since).sort_values(
+        ["label", "_since", "consumer_name"], na_position="last", kind="stable"
+    )
     out: dict[str, list[str]] = {}
-    for label, group in joined.groupby("label"):
-        newest = group[group["collected_at"] == group["collected_at"].max()]
-        out[str(label)] = sorted(str(n) for n in newest["consumer_name"])
+    for label, name in zip(ordered["label"], ordered["consumer_name"], strict=True):
+        out.setdefault(str(label), []).append(str(name))
     return out
 
 
-def finish(
-    frames: Mapping[str, pd.DataFrame],
-    members: Mapping[str, Sequence[str]],
-    *,
-    top_keys: int,
-    what_if_points: Sequence[int],
-) -> Result:
-    """The result from the three count frames and each subscription's newest consumers."""
-    consumers = _consumers(frames["consumers"])
-    skew = _skew(frames, consumers)
-    hot = _hot_keys(frames["keys"], top_keys)
-    bins = _bins(frames["hashes"])
-    what_if, sticky = _what_ifs(frames["hashes"], members, what_if_points)
-    worst = skew.dropna(subset=["max_over_fair"])
-    worst = worst.sort_values(["max_over_fair", "label"], ascending=[False, True])
-    summary: dict[str, Any] = {
-        "subscriptions": len(skew),
-        "messages": int(skew["messages"].sum()) if len(skew) else 0,
-        "most_skewed": str(worst["label"].iloc[0]) if len(worst) else None,
-        "max_over_fair": float(worst["max_over_fair"].iloc[0]) if len(worst) else None,
-    }
-    return Result(
-        frames={
-            "consumers": consumers,
-            "skew": skew,
-            "hot_keys": hot,
-            "hash_bins": bins,
-            "what_if": what_if,
-            "sticky_plan": sticky,
-        },
-        summary=summary,
-    )
-
-
-def _consumers(counted: pd.DataFrame) -> pd.DataFrame:
-    if counted.empty:
-        return empty_frame(CONSUMER_COLUMNS)
-    out = counted.copy()
-    totals = out.groupby("label")["messages"].transform("sum")
-    real = out["consumer_name"] != UNASSIGNED
-    n = out[real].groupby("label")["consumer_name"].transform("count").reindex(out.index)
-    out["share"] = out["messages"] / totals
-    out["over_fair"] = (out["share"] * n).where(real)
-    return out.sort_values(["label", "consumer_name"]).reset_index(drop=True)[CONSUMER_COLUMNS]
-
-
-def _skew(frames: Mapping[str, pd.DataFrame], consumers: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    keys = frames["keys"].groupby("label")["key"].nunique()
-    for label, group in consumers.groupby("label"):
-        real = group[group["consumer_name"] != UNASSIGNED]
-        total = int(group["messages"].sum())
-        n = len(real)
-        top = float(real["share"].max()) if n else None
-        rows.append(
-            {
-                "label": label,
-                "consumers": n,
-                "keys": int(keys.get(label, 0)),
-                "messages": total,
-                "unassigned": total - int(real["messages"].sum()),
-                "max_share": top,
-                "fair_share": 1.0 / n if n else None,
-                "max_over_fair": top * n if top is not None else None,
-                "gini": gini(real["messages"].to_numpy(dtype=float)),
-            }
-        )
-    return frame_of(rows, SKEW_COLUMNS)
-
-
-def gini(values: np.ndarray) -> float | None:
-    """0 when every consumer got as many messages, towards 1 when one got them all."""
-    if len(values) == 0 or values.sum() == 0:
-        return None
-    ordered = np.sort(values)
-    n = len(ordered)
-    ranks = np.arange(1, n + 1)
-    return float((2 * (ranks * ordered).sum()) / (n * ordered.sum()) - (n + 1) / n)
-
-
-def _hot_keys(keys: pd.DataFrame, top: int) -> pd.DataFrame:
-    if keys.empty:
-        return empty_frame(HOT_KEY_COLUMNS)
-    out = keys.copy()
-    out["share"] = out["messages"] / out.groupby("label")["messages"].transform("sum")
-    out = out.sort_values(["label", "messages", "key"], ascending=[True, False, True])
-    return out.groupby("label").head(top).reset_index(drop=True)[HOT_KEY_COLUMNS]
-
-
-def _bins(hashes: pd.DataFrame) -> pd.DataFrame:
-    if hashes.empty:
-        return empty_frame(BIN_COLUMNS)
-    width = 65536 // BINS
-    out = hashes.assign(bin_start=(hashes["hash"] // width) * width)
-    out = out.groupby(["label", "bin_start"], as_index=False)["messages"].sum()
-    out["bin_end"] = out["bin_start"] + width - 1
-    return out.sort_values(["label", "bin_start"]).reset_index(drop=True)[BIN_COLUMNS]
-
-
-def _what_ifs(
-    hashes: pd.DataFrame, members: Mapping[str, Sequence[str]], points: Sequence[int]
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    what_if, sticky = [], []
-    for label, group in hashes.groupby("label"):
-        names = list(members.get(str(label), ()))
-        if not names:
-            continue
-        values = group["hash"].to_numpy(np.int64)
-        weights = group["messages"].to_numpy(np.int64)
-        for p in points:
-            base = _owners(names, p, values)
-            for n in range(max(1, len(names) - 1), len(names) + 3):
-                shares, owners = _ring_shares(names, n, p, values, weights)
-                moved = float(weights[owners != base].sum() / weights.sum())
-                top = float(shares.max())
-                what_if.append(
-                    {
-                        "label": label,
-                        "consumers": n,
-                        "points": p,
-                        "max_share": top,
-                        "max_over_fair": top * n,
-                        "moved_share": moved,
-                    }
-                )
-        plan = plan_ranges(len(names), 100, prefix="node")
-        for i, ranges in enumerate(plan):
-            inside = np.zeros(len(values), bool)
-            for start, end in ranges:
-                inside |= (values >= start) & (values <= end)
-            share = float(weights[inside].sum() / weights.sum())
-            sticky.append(
-                {
-                    "label": label,
-                    "nodes": len(names),
-                    "node": f"node-{i}",
-                    "share": share,
-                    "over_fair": share * len(names),
-                }
-            )
-    return frame_of(what_if, WHAT_IF_COLUMNS), frame_of(sticky, STICKY_COLUMNS)
-
-
-def _ring(names: Sequence[str], n: int, points: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(range ends, owner index per range, owner names) of a 4.0 ring of `n` consumers: the
-    real names first, then `extra-1`, `extra-2`, ... (fewer: the last real one leaves)."""
-    chosen = [*names[:n], *(f"extra-{i}" for i in range(1, n - len(names) + 1))]
-    selector = ConsistentHashingSelector(points=points)
-    handles = [Consumer(name) for name in chosen]
-    for handle in handles:
-        selector.add(handle)
-    assignments = selector.assignments()
-    index = {id(h): i for i, h in enumerate(handles)}
-    owners = np.array([index[id(assignments.table[o])] for o in assignments.owners], np.int64)
-    return np.asarray(assignments.ends, np.int64), owners, chosen
-
-
-def _owners(names: Sequence[str], points: int, values: np.ndarray) -> np.ndarray:
-    ends, owners, chosen = _ring(names, len(names), points)
-    picked: np.ndarray = np.array(chosen, dtype=object)[owners[np.searchsorted(ends, values)]]
-    return picked
-
-
-def _ring_shares(
-    names: Sequence[str], n: int, points: int, values: np.ndarray, weights: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    ends, owners, chosen = _ring(names, n, points)
-    owner = owners[np.searchsorted(ends, values)]
-    shares = np.bincount(owner, weights=weights, minlength=n) / weights.sum()
-    return shares, np.array(chosen, dtype=object)[owner]
-
-
-def select(result: Result, subscription: str) -> Result:
-    """`result` with the subscription its page draws: `subscription`, else the most skewed."""
-    chosen = subscription or result.summary.get("most_skewed")
-    return Result(frames=result.frames, summary={**result.summary, "selected": chosen})
-
-
 def pandas_result(
-    store_root: Any, *, top_keys: int = 20, what_if_points: Sequence[int] = (20, 100, 400)
+    store_root: Any,
+    *,
+    subscription: str = "",
+    top_keys: int = 20,
+    points: Sequence[int] = DEFAULT_POINTS,
+    spread: int = 2,
+    plan_points: int = 100,
+    charset: str = "utf-8",
 ) -> Result:
-    """The whole analysis over every stored poll, on pandas only (no Spark)."""
+    """The whole analysis over every stored poll, on pandas only."""
     from core.store import Store
 
     store = Store(store_root)
     tables = {n: store.read(n).to_pandas() for n in ("key_samples", "consumers", "subscriptions")}
-    frames = counts(tables["key_samples"], tables["consumers"], tables["subscriptions"])
-    members = newest_members(tables["consumers"], tables["subscriptions"])
-    result = finish(frames, members, top_keys=top_keys, what_if_points=what_if_points)
-    return select(result, "")
+    counts = pandas_counts(
+        tables["key_samples"],
+        tables["consumers"],
+        tables["subscriptions"],
+        top_keys=top_keys,
+        what_if=dict(points=points, spread=spread, charset=charset),
+        plan_points=plan_points,
+    )
+    return finish(counts, subscription=subscription)
+
+
+def pandas_counts(
+    samples: pd.DataFrame,
+    consumers: pd.DataFrame,
+    subscriptions: pd.DataFrame,
+    *,
+    top_keys: int,
+    what_if: Mapping[str, Any],
+    plan_points: int,
+) -> dict[str, pd.DataFrame]:
+    """The counted frames of `frames.COUNT_COLUMNS`, on pandas."""
+    subs = subscriptions[subscriptions["type"] == "Key_Shared"]
+    pairs = zip(subs["topic"], subs["subscription"], strict=True)
+    subs = subs.assign(label=[label_of(t, s) for t, s in pairs])
+    sampled = subs.merge(samples[["snapshot_id", "topic"]].drop_duplicates(), on=GROUP_KEY[:2])
+    if sampled.empty:
+        return empty_counts()
+    listed = consumers.merge(sampled[[*GROUP_KEY, "label"]], on=GROUP_KEY)
+    selectors = with_selectors(sampled.assign(members=_members(sampled, listed)))
+    rows = _assigned(samples, selectors, listed)
+    members = members_in_order(_newest(consumers.merge(subs[[*GROUP_KEY, "label"]])))
+    members = {label: members.get(label, []) for label in rows["label"].unique()}
+    return {
+        "consumers": _per_consumer(rows, listed),
+        "keys": rows.groupby("label", as_index=False).agg(keys=("key", "nunique")),
+        "selector": _newest_selector(selectors),
+        "bins": _sum(rows.assign(bin_start=rows["hash"] - rows["hash"] % BIN_WIDTH), "bin_start"),
+        "hot_keys": _hot_keys(rows, top_keys),
+        "what_if": _per_label(
+            _sum(rows, "sticky_hash").rename(columns={"sticky_hash": "hash"}),
+            lambda g: what_if_frame(g, members, **what_if),
+            "what_if",
+        ),
+        "sticky_plan": _per_label(
+            _sum(rows, "range_hash").rename(columns={"range_hash": "hash"}),
+            lambda g: plan_frame(g, members, points=plan_points),
+            "sticky_plan",
+        ),
+    }
+
+
+def _members(groups: pd.DataFrame, listed: pd.DataFrame) -> list[list[dict[str, Any]]]:
+    found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in listed.itertuples(index=False):
+        key = (row.snapshot_id, row.topic, row.subscription)
+        found.setdefault(key, []).append(
+            {"consumer_name": row.consumer_name, "hash_ranges": row.hash_ranges}
+        )
+    keys = zip(groups["snapshot_id"], groups["topic"], groups["subscription"], strict=True)
+    return [found.get(key, []) for key in keys]
+
+
+def _assigned(samples: pd.DataFrame, selectors: pd.DataFrame, listed: pd.DataFrame) -> pd.DataFrame:
+    """Sampled messages per (poll, subscription, key) with their hashes and consumer."""
+    keyed = samples.assign(key=samples["key"].fillna(""))
+    by = ["snapshot_id", "collected_at", "topic", "key", "sticky_hash"]
+    rows = keyed.groupby(by, as_index=False).size().rename(columns={"size": "messages"})
+    rows["range_hash"] = sample_hashes(rows["key"], selector="sticky")
+    rows = rows.drop(columns="collected_at").merge(selectors, on=["snapshot_id", "topic"])
+    consistent = rows["reduction"] == "consistent"
+    rows["hash"] = np.where(consistent, rows["sticky_hash"], rows["range_hash"]).astype(np.int64)
+    ranges = _ranges(listed)
+    owners = rows[[*GROUP_KEY, "hash"]].reset_index().merge(ranges, on=GROUP_KEY)
+    inside = (owners["hash"] >= owners["start"]) & (owners["hash"] <= owners["end"])
+    owner_of = owners[inside].groupby("index")["consumer_name"].min()
+    rows["consumer_name"] = rows.index.map(owner_of).fillna(UNCOVERED)
+    return rows
+
+
+def _ranges(listed: pd.DataFrame) -> pd.DataFrame:
+    rows = [
+        (snap, topic, sub, name, start, end)
+        for snap, topic, sub, name, cell in zip(
+            listed["snapshot_id"],
+            listed["topic"],
+            listed["subscription"],
+            listed["consumer_name"],
+            listed["hash_ranges"],
+            strict=True,
+        )
+        for start, end in ranges_of(cell)
+    ]
+    return pd.DataFrame(rows, columns=[*GROUP_KEY, "consumer_name", "start", "end"])
+
+
+def _newest(listed: pd.DataFrame) -> pd.DataFrame:
+    """The consumers of each label's newest poll that lists any."""
+    newest = listed.groupby("label")["collected_at"].transform("max")
+    return listed[listed["collected_at"] == newest][["label", "consumer_name", "connected_since"]]
+
+
+def _per_consumer(rows: pd.DataFrame, listed: pd.DataFrame) -> pd.DataFrame:
+    present = listed[["label", "consumer_name"]].drop_duplicates().assign(messages=0)
+    both = pd.concat([rows[["label", "consumer_name", "messages"]], present])
+    return _sum(both, "consumer_name")
+
+
+def _newest_selector(selectors: pd.DataFrame) -> pd.DataFrame:
+    ordered = selectors.sort_values(["label", "collected_at", "selector"])
+    newest = ordered.drop_duplicates("label", keep="last")
+    return newest.reset_index(drop=True)[COUNT_COLUMNS["selector"]]
+
+
+def _sum(rows: pd.DataFrame, by: str) -> pd.DataFrame:
+    return rows.groupby(["label", by], as_index=False)["messages"].sum()
+
+
+def _hot_keys(rows: pd.DataFrame, top: int) -> pd.DataFrame:
+    """Per (label, key): messages, and hash and consumer at its newest sample (the greatest
+    (collected_at, consumer_name, hash)); the `top` keys of each label."""
+    ordered = rows.sort_values(["collected_at", "consumer_name", "hash"])
+    newest = ordered.drop_duplicates(["label", "key"], keep="last")[
+        ["label", "key", "hash", "consumer_name"]
+    ]
+    real = rows["consumer_name"].where(rows["consumer_name"] != UNCOVERED)
+    totals = (
+        rows.assign(real=real)
+        .groupby(["label", "key"], as_index=False)
+        .agg(consumers_seen=("real", "nunique"), messages=("messages", "sum"))
+    )
+    keys = totals.merge(newest, on=["label", "key"])
+    keys = keys.sort_values(["label", "messages", "key"], ascending=[True, False, True])
+    return keys.groupby("label").head(top).reset_index(drop=True)[COUNT_COLUMNS["hot_keys"]]
+
+
+def _per_label(rows: pd.DataFrame, shape: Any, name: str) -> pd.DataFrame:
+    found = [frame for _, group in rows.groupby("label") if len(frame := shape(group))]
+    return pd.concat(found, ignore_index=True) if found else empty_frame(COUNT_COLUMNS[name])

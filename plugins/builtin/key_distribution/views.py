@@ -1,14 +1,18 @@
 """`key-distribution`'s views: the chosen subscription's consumers, hashes, hot keys and
-what-ifs, and every subscription's skew."""
+what-ifs, then every subscription's skew."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import altair as alt
 import pandas as pd
 
 from plugins.api import Chart, Columns, Metric, Note, Result, Section, Table, Tabs, View
+from plugins.builtin.key_distribution.charts import (
+    chart_consumers,
+    chart_hash_bins,
+    chart_now_and_planned,
+    chart_what_if,
+    now_and_planned,
+)
 
 
 def render_views(result: Result) -> list[View]:
@@ -21,85 +25,64 @@ def render_views(result: Result) -> list[View]:
                 "sampling on (`collect --sample-keys`) to see where the keys go."
             )
         ]
-    label = str(summary.get("selected") or summary.get("most_skewed") or skew["label"].iloc[0])
+    label = str(summary.get("selected") or skew["label"].iloc[0])
+    if label not in set(skew["label"]):
+        return [Note(f"No sampled keys for `{label}` in the stored polls."), *_every(skew)]
     mine = {name: frame[frame["label"] == label] for name, frame in frames.items()}
-    row = skew[skew["label"] == label]
-    views: list[View] = [Note(f"Subscription: `{label}`")]
-    if len(row):
-        r = row.iloc[0]
-        views += [
-            Metric("Sampled messages", f"{int(r['messages']):,}"),
-            Metric("Consumers", int(r["consumers"])),
-            Metric("Busiest / fair share", _ratio(r["max_over_fair"])),
-            Metric("Gini", "—" if pd.isna(r["gini"]) else f"{r['gini']:.2f}"),
-        ]
-    views.append(
+    return [
+        Note(f"Subscription `{label}`"),
+        Columns(tuple((m,) for m in _metrics(mine["skew"].iloc[0]))),
         Columns(
             (
-                (Chart(_consumer_bars(mine["consumers"]), title="Messages per consumer"),),
-                (Chart(_hash_histogram(mine["hash_bins"]), title="Messages over the hash space"),),
+                (Chart(chart_consumers(mine["consumers"]), title="Messages per consumer"),),
+                (Chart(chart_hash_bins(mine["hash_bins"]), title="Messages over the hash space"),),
             )
-        )
-    )
-    views.append(
+        ),
         Tabs(
             (
                 ("Hot keys", (Table(mine["hot_keys"], caption="most sampled first"),)),
                 (
                     "What-if",
                     (
-                        Chart(_what_if_lines(mine["what_if"]), title="Busiest over fair share"),
+                        Chart(chart_what_if(mine["what_if"]), title="Busiest over fair share"),
                         Table(mine["what_if"]),
                     ),
                 ),
-                ("Sticky plan", (Table(mine["sticky_plan"], caption="planner, 100 points"),)),
+                (
+                    "Sticky plan",
+                    (
+                        Chart(
+                            chart_now_and_planned(
+                                now_and_planned(mine["consumers"], mine["sticky_plan"])
+                            ),
+                            title="Now and under the planned sticky ranges",
+                        ),
+                        Table(mine["sticky_plan"]),
+                    ),
+                ),
             )
-        )
-    )
-    views += [
-        Section("Every subscription", caption="skew of the sampled messages, worst first"),
-        Table(skew.sort_values(["max_over_fair", "label"], ascending=[False, True])),
+        ),
+        *_every(skew),
     ]
-    return views
+
+
+def _metrics(row: pd.Series) -> list[View]:
+    return [
+        Metric("Sampled messages", f"{int(row['messages']):,}"),
+        Metric("Consumers", int(row["consumers"])),
+        Metric("Busiest / fair share", _ratio(row["max_over_fair"])),
+        Metric("Gini", "—" if pd.isna(row["gini"]) else f"{float(row['gini']):.2f}"),
+        Metric("Planned busiest / fair", _ratio(row["planned_max_over_fair"])),
+    ]
+
+
+def _every(skew: pd.DataFrame) -> list[View]:
+    ordered = skew.sort_values(["max_over_fair", "label"], ascending=[False, True])
+    return [
+        Section("Every subscription", caption="skew of the sampled messages, the worst first"),
+        Table(ordered.reset_index(drop=True)),
+    ]
 
 
 def _ratio(value: object) -> str:
     return "—" if value is None or pd.isna(value) else f"{float(value):.2f}×"  # type: ignore[arg-type]
-
-
-def _consumer_bars(consumers: pd.DataFrame) -> Any:
-    return (
-        alt.Chart(consumers)
-        .mark_bar()
-        .encode(
-            x=alt.X("messages:Q", title="sampled messages"),
-            y=alt.Y("consumer_name:N", title=None, sort="-x"),
-            tooltip=["consumer_name", "messages", alt.Tooltip("share:Q", format=".1%")],
-        )
-    )
-
-
-def _hash_histogram(bins: pd.DataFrame) -> Any:
-    return (
-        alt.Chart(bins)
-        .mark_bar()
-        .encode(
-            x=alt.X("bin_start:Q", bin="binned", title="hash", scale=alt.Scale(domain=[0, 65536])),
-            x2="bin_end:Q",
-            y=alt.Y("messages:Q", title="sampled messages"),
-            tooltip=["bin_start", "bin_end", "messages"],
-        )
-    )
-
-
-def _what_if_lines(what_if: pd.DataFrame) -> Any:
-    return (
-        alt.Chart(what_if)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("consumers:O", title="consumers"),
-            y=alt.Y("max_over_fair:Q", title="busiest share / fair share"),
-            color=alt.Color("points:N", title="replica points"),
-            tooltip=["consumers", "points", "max_over_fair", "moved_share"],
-        )
-    )

@@ -1,0 +1,162 @@
+"""`key-distribution`'s what-ifs on the real keys, one subscription at a time.
+
+`what_if_frame`: the subscription's sampled messages, by their consistent-hashing hash, on a
+4.0 consistent-hashing ring (`ConsistentHashingSelector`, the ring `key-shared-map` rebuilds)
+of n consumers at a few replica-point counts, for n from N - spread to N + spread around the
+N consumers of its newest poll. The ring keeps the first n of them in connection order (the
+last connected leave first) and adds `extra-1`, `extra-2`, ... beyond N. Per (n, points):
+the busiest consumer's share, that over the fair share 1/n, and the share of messages that
+would change consumer against the N consumers at the same points.
+
+`plan_frame`: the sticky-range planner of `sticky-ranges` (`plan_ranges`, N nodes) scored on
+the messages by their sticky hash (`h31 % 65536`, 0 -> 1), per planned node.
+
+Both engines call these per subscription (Spark through `applyInPandas`) on frames of
+(label, hash, messages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from plugins.api import ConsistentHashingSelector, Consumer, frame_of
+from plugins.builtin.sticky_ranges import plan_ranges
+
+WHAT_IF_COLUMNS = ["label", "consumers", "points", "max_share", "max_over_fair", "moved_share"]
+WHAT_IF_SCHEMA = (
+    "label string, consumers long, points long, max_share double, max_over_fair double, "
+    "moved_share double"
+)
+PLAN_COLUMNS = ["label", "nodes", "points", "node", "ranges", "messages", "share", "over_fair"]
+PLAN_SCHEMA = (
+    "label string, nodes long, points long, node string, ranges long, messages long, "
+    "share double, over_fair double"
+)
+_TYPES: dict[str, dict[str, str]] = {  # the schemas' types, also for a frame with no rows
+    "what_if": dict.fromkeys(["consumers", "points"], "int64")
+    | dict.fromkeys(["max_share", "max_over_fair", "moved_share"], "float64"),
+    "plan": dict.fromkeys(["nodes", "points", "ranges", "messages"], "int64")
+    | dict.fromkeys(["share", "over_fair"], "float64"),
+}
+
+
+def ring_owners(
+    names: Sequence[str], points: int, hashes: np.ndarray, *, charset: str
+) -> np.ndarray:
+    """The position in `names` of the consumer each hash goes to on a 4.0 consistent-hashing
+    ring of exactly these consumers, joined in this order."""
+    selector = ConsistentHashingSelector(points=points, name_encoding=charset)
+    handles = [Consumer(name) for name in names]
+    for handle in handles:
+        selector.add(handle)
+    assignments = selector.assignments()
+    position = {id(handle): i for i, handle in enumerate(handles)}
+    at = [position[id(owner)] for owner in assignments.table]
+    owners: np.ndarray = np.asarray(at, np.int64)[assignments.owner_of(hashes)]
+    return owners
+
+
+def what_if_rows(
+    label: str,
+    hashes: np.ndarray,
+    weights: np.ndarray,
+    names: Sequence[str],
+    *,
+    points: Sequence[int],
+    spread: int,
+    charset: str,
+) -> list[dict[str, Any]]:
+    total = float(weights.sum())
+    if not names or not total:
+        return []
+    rows = []
+    for p in points:
+        now = ring_owners(names, p, hashes, charset=charset)
+        for n in range(max(1, len(names) - spread), len(names) + spread + 1):
+            extra = [f"extra-{i}" for i in range(1, n - len(names) + 1)]
+            owners = ring_owners([*names[:n], *extra], p, hashes, charset=charset)
+            shares = np.bincount(owners, weights=weights, minlength=n) / total
+            top = float(shares.max())
+            rows.append(
+                {
+                    "label": label,
+                    "consumers": n,
+                    "points": p,
+                    "max_share": top,
+                    "max_over_fair": top * n,
+                    "moved_share": float(weights[owners != now].sum()) / total,
+                }
+            )
+    return rows
+
+
+def plan_rows(
+    label: str, hashes: np.ndarray, weights: np.ndarray, nodes: int, *, points: int
+) -> list[dict[str, Any]]:
+    total = int(weights.sum())
+    if not nodes or not total:
+        return []
+    rows = []
+    for i, ranges in enumerate(plan_ranges(nodes, points, prefix="node")):
+        inside = np.zeros(len(hashes), bool)
+        for start, end in ranges:
+            inside |= (hashes >= start) & (hashes <= end)
+        messages = int(weights[inside].sum())
+        rows.append(
+            {
+                "label": label,
+                "nodes": nodes,
+                "points": points,
+                "node": f"node-{i}",
+                "ranges": len(ranges),
+                "messages": messages,
+                "share": messages / total,
+                "over_fair": messages / total * nodes,
+            }
+        )
+    return rows
+
+
+def what_if_frame(
+    group: pd.DataFrame,
+    members: Mapping[str, Sequence[str]],
+    *,
+    points: Sequence[int],
+    spread: int,
+    charset: str,
+) -> pd.DataFrame:
+    """The what-if of one subscription's (label, hash, messages) rows."""
+    if group.empty:
+        return _typed(frame_of([], WHAT_IF_COLUMNS), "what_if")
+    label = str(group["label"].iloc[0])
+    hashes, weights = _arrays(group)
+    names = members.get(label, ())
+    rows = what_if_rows(
+        label, hashes, weights, names, points=points, spread=spread, charset=charset
+    )
+    return _typed(frame_of(rows, WHAT_IF_COLUMNS), "what_if")
+
+
+def plan_frame(
+    group: pd.DataFrame, members: Mapping[str, Sequence[str]], *, points: int
+) -> pd.DataFrame:
+    """The planner scored on one subscription's (label, hash, messages) rows."""
+    if group.empty:
+        return _typed(frame_of([], PLAN_COLUMNS), "plan")
+    label = str(group["label"].iloc[0])
+    hashes, weights = _arrays(group)
+    rows = plan_rows(label, hashes, weights, len(members.get(label, ())), points=points)
+    return _typed(frame_of(rows, PLAN_COLUMNS), "plan")
+
+
+def _arrays(group: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    ordered = group.sort_values("hash")
+    return ordered["hash"].to_numpy(np.int64), ordered["messages"].to_numpy(np.int64)
+
+
+def _typed(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
+    return frame.astype(_TYPES[kind])
