@@ -1,84 +1,166 @@
-"""key-distribution against a real 4.0 broker: the keys sampled from a Key_Shared topic, counted
-on Spark under the ranges the broker reported, give each consumer exactly the messages it
-received."""
+"""key-distribution against a real 4.0 broker: every key produced to a Key_Shared subscription
+(one topic, and one of three partitions) is sampled, and key-distribution on Spark gives each
+consumer exactly the messages it received, under consistent hashing and under auto split."""
 
 from __future__ import annotations
 
-import json
+import os
 import random
+import re
 import threading
+import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pulsar as pulsar_client_lib
+import pytest
 
+from collectors.admin import AdminClient
+from collectors.poll import poll
+from collectors.sampling import KeySampling
+from core.digest import snapshot_id
+from core.model import Snapshot
+from core.store import Store
 from lab.localpulsar import LocalPulsar
-from tests.lens_cli import run_lens
-from tests.live.lens_polls import admin, pulsar_client, wait_for
+from plugins import runner
+from plugins.builtin.key_distribution import KeyDistribution
+from tests.brokers import BrokerPool
+from tests.live.lens_polls import STATS_REFRESH, admin, pulsar_client, wait_for
 
 SUB = "lens-dist"
 CONSUMERS = ("c-alpha", "c-beta", "c-gamma")
-MESSAGES = 180  # under the sampler's 200 per topic, so every message is sampled
+MESSAGES = 600  # per topic; the sampler reads up to PER_TOPIC of each partition
+PER_TOPIC = 1000
+PARTITIONS = 3
+AUTO_SPLIT = {"subscriptionKeySharedUseConsistentHashing": "false"}
 
 
-def test_key_distribution_predicts_what_each_consumer_received(
-    pulsar: LocalPulsar, tmp_path: Path
-) -> None:
-    namespace = f"public/dist-{uuid.uuid4().hex[:8]}"
-    admin(pulsar, "PUT", f"/admin/v2/namespaces/{namespace}")
-    topic = f"persistent://{namespace}/orders"
-    rng = random.Random(7)
-    keys = [f"customer-{rng.randint(0, 59)}" for _ in range(MESSAGES - 30)] + ["hot"] * 30
-    received: Counter[str] = Counter()
-    lock = threading.Lock()
+@pytest.fixture(scope="module")
+def spark() -> Iterator[object]:
+    """The process's one Spark session (`tests/spark/conftest.py` makes the same)."""
+    os.environ.setdefault("SPARK_TESTING", "1")
+    from plugins.spark import session
 
-    def listener(name: str) -> Any:
+    yield session.get("local[2]")
+
+
+@dataclass
+class Received:
+    """What each consumer received, per topic (a partitioned topic counted as a whole)."""
+
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def listener(self, topic: str, name: str) -> Any:
         def on_message(consumer: Any, message: Any) -> None:
-            with lock:
-                received[name] += 1
+            with self.lock:
+                self.counts[(topic, name)] += 1
             consumer.acknowledge(message)
 
         return on_message
 
-    client = pulsar_client(pulsar)
+    def all_of(self, topic: str) -> bool:
+        with self.lock:
+            return sum(n for (t, _), n in self.counts.items() if t == topic) == MESSAGES
+
+    def of(self, topic: str) -> dict[str, int]:
+        with self.lock:
+            return {name: n for (t, name), n in self.counts.items() if t == topic}
+
+
+def _keys(seed: int) -> list[str]:
+    """MESSAGES keys: 150 customers, some far busier than others, and one hot key."""
+    rng = random.Random(seed)
+    weights = [1 + (i % 7) ** 2 for i in range(150)]
+    customers = rng.choices([f"customer-{i}" for i in range(150)], weights, k=MESSAGES - 60)
+    return customers + ["hot"] * 60
+
+
+def _settled(broker: LocalPulsar, namespace: str, topics: list[str]) -> Snapshot:
+    """A poll that lists the three consumers, with their ranges, on every topic partition."""
+    client = AdminClient(broker.admin_url, retries=1)
     try:
-        for name in CONSUMERS:  # all connected before the first message
-            client.subscribe(
-                topic,
-                SUB,
-                consumer_type=pulsar_client_lib.ConsumerType.KeyShared,
-                consumer_name=name,
-                message_listener=listener(name),
+
+        def ready() -> Snapshot | None:
+            time.sleep(STATS_REFRESH / 5)
+            snapshot = poll(client, namespaces=[namespace])
+            listed = Counter(
+                c.topic for c in snapshot.consumers if c.subscription == SUB and c.hash_ranges
             )
-        producer = client.create_producer(topic, batching_enabled=False)
-        for i, key in enumerate(keys):
-            producer.send(f"m{i}".encode(), partition_key=key)
-        wait_for(lambda: sum(received.values()) == MESSAGES, what="every message", timeout=30)
-        wait_for(
-            lambda: SUB in admin(pulsar, "GET", "/admin/v2/broker-stats/topics").text,
-            what="the bulk stats listing the subscription",
-        )
-        store = tmp_path / "store"
-        done = run_lens(
-            "collect", "--once", "--sample-keys",
-            "--admin-url", pulsar.admin_url,
-            "--service-url", pulsar.service_url,
-            "--namespace", namespace,
-            "--store", str(store),
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
+            done = not snapshot.errors and all(listed[t] == len(CONSUMERS) for t in topics)
+            return snapshot if done else None
+
+        return wait_for(ready, what="a poll listing every consumer's ranges", timeout=60)
     finally:
         client.close()
-    done = run_lens(
-        "analyze", "key-distribution", "--engine", "spark", "--store", str(store), "--json"
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout)
-    rows = result["frames"]["consumers"]
-    predicted = {r["consumer_name"]: r["messages"] for r in rows if r["label"].startswith(topic)}
-    assert predicted == dict(received), (predicted, received)
-    assert sum(predicted.values()) == MESSAGES
-    hot = result["frames"]["hot_keys"][0]
-    assert hot["key"] == "hot" and hot["messages"] == 30
+
+
+def _produce_and_sample(broker: LocalPulsar, store: Store) -> tuple[list[str], Received]:
+    """Two topics (one with PARTITIONS partitions), each with three Key_Shared consumers that
+    joined before MESSAGES keyed messages; then one stored poll with every key sampled."""
+    namespace = f"public/dist-{uuid.uuid4().hex[:8]}"
+    admin(broker, "PUT", f"/admin/v2/namespaces/{namespace}")
+    single, parted = f"persistent://{namespace}/orders", f"persistent://{namespace}/payments"
+    admin(broker, "PUT", f"/admin/v2/persistent/{namespace}/payments/partitions", json=PARTITIONS)
+    received = Received()
+    client = pulsar_client(broker)
+    try:
+        for topic in (single, parted):
+            for name in CONSUMERS:
+                client.subscribe(
+                    topic,
+                    SUB,
+                    consumer_type=pulsar_client_lib.ConsumerType.KeyShared,
+                    consumer_name=name,
+                    message_listener=received.listener(topic, name),
+                )
+        for seed, topic in enumerate((single, parted)):
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i, key in enumerate(_keys(seed)):
+                producer.send(f"m{i}".encode(), partition_key=key)
+            producer.close()
+        for topic in (single, parted):
+            wait_for(partial(received.all_of, topic), what=f"every message of {topic}")
+        partitions = [f"{parted}-partition-{i}" for i in range(PARTITIONS)]
+        snapshot = _settled(broker, namespace, [single, *partitions])
+        store.write(snapshot)
+        sampling = KeySampling(
+            store, service_url=broker.service_url, per_topic=PER_TOPIC, timeout=60
+        )
+        samples = sampling.sample(snapshot, snapshot_id(snapshot))
+    finally:
+        client.close()
+    assert sorted(s.topic for s in samples) == sorted([single, *partitions])
+    assert all(s.error is None and s.stopped == "caught-up" for s in samples), samples
+    assert sum(len(s.records) for s in samples) == 2 * MESSAGES
+    return [single, parted], received
+
+
+def _predicted(frames: Any, topic: str) -> dict[str, int]:
+    """Per consumer, the messages key-distribution counted over the topic's partitions."""
+    rows = frames["consumers"]
+    parents = [re.sub(r"-partition-\d+$", "", label.split(" | ")[0]) for label in rows["label"]]
+    totals = rows[[p == topic for p in parents]].groupby("consumer_name")["messages"].sum()
+    return {str(name): int(n) for name, n in totals.items()}
+
+
+@pytest.mark.parametrize("selector", ["consistent", "auto-split"])
+def test_key_distribution_predicts_what_each_consumer_received(
+    broker_pool: BrokerPool, spark: object, tmp_path: Path, selector: str
+) -> None:
+    broker = broker_pool.get(AUTO_SPLIT if selector == "auto-split" else None)
+    store = Store(tmp_path / "store")
+    topics, received = _produce_and_sample(broker, store)
+    result = runner.run(KeyDistribution(), store, use_cache=False, use_stored=False).result
+    frames = result.frames
+    for topic in topics:
+        assert _predicted(frames, topic) == received.of(topic), topic
+    assert set(frames["skew"]["selector"]) == {selector}
+    assert result.summary["messages"] == 2 * MESSAGES and result.summary["uncovered"] == 0
+    hot = frames["hot_keys"][frames["hot_keys"]["label"] == f"{topics[0]} | {SUB}"].iloc[0]
+    assert (hot["key"], hot["messages"]) == ("hot", 60)
