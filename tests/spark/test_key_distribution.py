@@ -398,28 +398,24 @@ def _same(spark: dict[str, pd.DataFrame], plain: dict[str, pd.DataFrame]) -> Non
         )
 
 
-@pytest.mark.parametrize("seed", range(2))
-def test_spark_equals_pandas_on_random_stores(spark: object, tmp_path: Path, seed: int) -> None:
+OTHER_PARAMS = {"top_keys": 2, "points_low": 7, "points_high": 100, "spread": 1, "plan_points": 9}
+PANDAS_OTHER = {"top_keys": 2, "points": (7, 100), "spread": 1, "plan_points": 9}
+
+
+@pytest.mark.parametrize(
+    ("seed", "params", "twin"),
+    [(0, {}, {}), (11, OTHER_PARAMS, PANDAS_OTHER)],
+    ids=["defaults", "other-params"],
+)
+def test_spark_equals_pandas_on_random_stores(
+    spark: object, tmp_path: Path, seed: int, params: dict[str, Any], twin: dict[str, Any]
+) -> None:
     store = _random_store(tmp_path, seed)
-    spark_run = runner.run(PLUGIN, store, use_cache=False, use_stored=False).result
-    plain = pandas_result(store.root)
-    _same(dict(spark_run.frames), dict(plain.frames))
-    assert spark_run.summary == plain.summary
-
-
-def test_spark_equals_pandas_with_other_params(spark: object, tmp_path: Path) -> None:
-    store = _random_store(tmp_path, 11)
-    params = {"top_keys": 2, "points_low": 7, "points_high": 100, "spread": 1, "plan_points": 9}
-    spark_run = _run(store, subscription=f"{T} | ks", **params)
-    plain = pandas_result(
-        store.root,
-        subscription=f"{T} | ks",
-        top_keys=2,
-        points=(7, 100),
-        spread=1,
-        plan_points=9,
-    )
-    _same(spark_run, dict(plain.frames))
+    chosen: dict[str, Any] = {"subscription": f"{T} | ks"} if params else {}
+    output = runner.run(PLUGIN, store, {**params, **chosen}, use_cache=False, use_stored=False)
+    plain = pandas_result(store.root, **twin, **chosen)
+    _same(dict(output.result.frames), dict(plain.frames))
+    assert output.result.summary == plain.summary
 
 
 def test_an_empty_store_gives_empty_frames(spark: object, tmp_path: Path) -> None:

@@ -116,7 +116,7 @@ def pandas_counts(
     listed = consumers.merge(sampled[[*GROUP_KEY, "label"]], on=GROUP_KEY)
     selectors = with_selectors(sampled.assign(members=_members(sampled, listed)))
     rows = _assigned(samples, selectors, listed)
-    members = members_in_order(_newest(consumers.merge(subs[[*GROUP_KEY, "label"]])))
+    members = members_in_order(_newest(consumers.merge(subs[[*GROUP_KEY, "label"]], on=GROUP_KEY)))
     members = {label: members.get(label, []) for label in rows["label"].unique()}
     return {
         "consumers": _per_consumer(rows, listed),
