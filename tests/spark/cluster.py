@@ -239,7 +239,6 @@ def start_connect(folder: Path, *, master: str, timeout: float = 120.0) -> Conne
         "spark.cores.max": "1",
         "spark.executor.memory": "1g",
         "spark.sql.session.timeZone": "UTC",
-        "spark.pyspark.python": sys.executable,
     }
     argv = [str(spark_home() / "bin" / "spark-submit"), "--class", CONNECT_CLASS,
             "--name", "pulsar-lens-connect", "--master", master]  # fmt: skip

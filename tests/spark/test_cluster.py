@@ -46,8 +46,9 @@ PLUGINS = (
     "plugins.builtin.stuck_hash_history:StuckHashHistory",
     "plugins.builtin.key_distribution:KeyDistribution",
     "plugins.builtin.bundle_load_history:BundleLoadHistory",
+    "plugins.builtin.failover_history:FailoverHistory",
 )
-CHILD_TIMEOUT = 300.0
+CHILD_TIMEOUT = 420.0  # four analyses on a loaded 2-core machine took ~110 s
 POLLS = 12
 NS = "public/default"
 ORDERS = f"persistent://{NS}/orders"
