@@ -217,6 +217,11 @@ def completed_apps(ui: str) -> list[dict[str, Any]]:
     return _listed(ui, "completedapps")
 
 
+def active_apps(ui: str) -> list[dict[str, Any]]:
+    """The applications running on the cluster now, as the master's /json lists them."""
+    return _listed(ui, "activeapps")
+
+
 def _listed(ui: str, field: str) -> list[dict[str, Any]]:
     listed = (master_state(ui) or {}).get(field) or []
     assert isinstance(listed, list), f"{field}: {listed!r}"

@@ -121,6 +121,8 @@ def test_spark_connect_on_the_cluster_gives_the_local_frames(
     # the server's own master: the plans ran on the standalone cluster's executors
     about = json.loads((out / "session.json").read_text())
     assert (about["master"], about["connect"]) == (standalone.url, True)
+    apps = cluster.active_apps(standalone.ui)
+    assert [a["cores"] for a in apps if a["name"] == "pulsar-lens-connect"] == [1], apps
     assert_same(out, local)
 
 
