@@ -200,8 +200,9 @@ def start_standalone(
 
 def master_state(ui: str) -> dict[str, object] | None:
     """The master's JSON status, or None while it does not answer."""
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
     try:
-        with urllib.request.urlopen(f"{ui}/json/", timeout=2) as answer:
+        with direct.open(f"{ui}/json/", timeout=2) as answer:
             state: dict[str, object] = json.load(answer)
             return state
     except OSError:
