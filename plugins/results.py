@@ -83,7 +83,7 @@ class ResultStore:
         try:
             frames = stored.result.frames if stored.result is not None else {}
             for name, frame in frames.items():
-                table = pa.Table.from_pandas(frame)
+                table = pa.Table.from_pandas(_without_attrs(frame))
                 pq.write_table(table, staging / f"{_safe(name)}.parquet")
             meta = _meta(stored, list(frames))
             meta["computed_at"] = stored.computed_at or dt.datetime.now(dt.UTC).isoformat()
@@ -158,6 +158,16 @@ class ResultStore:
                 shutil.rmtree(entry, ignore_errors=True)
                 removed += 1
         return removed
+
+
+def _without_attrs(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` without `attrs` (a Spark Connect frame carries its plan metrics there, which
+    Arrow cannot store and warns about)."""
+    if not frame.attrs:
+        return frame
+    bare = frame.copy(deep=False)
+    bare.attrs = {}
+    return bare
 
 
 def _load(entry: Path) -> StoredResult | None:

@@ -26,9 +26,9 @@ log = logging.getLogger(__name__)
 
 MASTER_ENV = "PULSAR_LENS_SPARK_MASTER"
 UI_ENV = "PULSAR_LENS_SPARK_UI"
-LOG_LEVEL_ENV = "PULSAR_LENS_SPARK_LOG_LEVEL"
+LOG_LEVEL_ENV = "PULSAR_LENS_SPARK_LOG_LEVEL"  # Spark's own log level (ERROR by default)
 DRIVER_MEMORY_ENV = "PULSAR_LENS_SPARK_DRIVER_MEMORY"  # local mode's heap (driver = executor)
-DEFAULT_LOCAL_MEMORY = "3g"  # Spark's own log level (ERROR by default)
+DEFAULT_LOCAL_MEMORY = "3g"
 APP_NAME = "pulsar-lens"
 MASTER_PREFIXES = ("local", "spark://", "sc://", "yarn", "k8s://", "mesos://")
 
@@ -116,12 +116,12 @@ def _build(master: str) -> SparkSession:
             # weeks of polls. Read before the JVM starts, like every setting here.
             memory = os.environ.get(DRIVER_MEMORY_ENV) or DEFAULT_LOCAL_MEMORY
             builder = builder.config("spark.driver.memory", memory)
-        # Joins broadcast only where an analysis asks (F.broadcast): Spark's size guess of a
-        # filtered store read is the whole read, and a wrong guess at a day of polls failed
-        # with "Not enough memory to build and broadcast the table".
-        builder = builder.config("spark.sql.autoBroadcastJoinThreshold", "-1")
         # A static setting: a Spark Connect server keeps its own and warns when a client asks.
         builder = builder.config("spark.log.level", os.environ.get(LOG_LEVEL_ENV) or "ERROR")
+    # Joins broadcast only where an analysis asks (F.broadcast): Spark's size guess of a
+    # filtered store read is the whole read, and a wrong guess at a day of polls failed with
+    # "Not enough memory to build and broadcast the table". A session setting: Connect too.
+    builder = builder.config("spark.sql.autoBroadcastJoinThreshold", "-1")
     builder = builder.config("spark.sql.session.timeZone", "UTC").config(
         "spark.sql.execution.arrow.pyspark.enabled", "true"
     )
