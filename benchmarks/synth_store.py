@@ -368,6 +368,8 @@ def _events(shape: Shape, state: State, polls: Polls) -> Built:
                 "after": names[after] if after >= 0 else None,
             }
         )
+    if state.poll == len(polls.ids):  # the store's first poll has none before it to differ from
+        found = [e for e in found if e["poll"] > 0]
     found.sort(key=lambda e: (e["poll"], e["kind"], e["subject"]))
     poll = np.array([e["poll"] for e in found], dtype=np.int64)
     keys = ("kind", "subject", "namespace", "topic", "subscription", "consumer_name")
