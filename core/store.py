@@ -302,8 +302,8 @@ class Store:
         schema, a folder) is moved to quarantine/ and the read goes on without it."""
         try:
             return dataset.scan(files, schema, expr)
-        except FileNotFoundError:
-            raise
+        except (FileNotFoundError, MemoryError):
+            raise  # a moved file, or a reader short of memory: no file here is foreign
         except (OSError, pa.ArrowException) as exc:
             bad = [f for f in files if not _readable(f.path, schema)]
             if not bad:
@@ -378,8 +378,12 @@ class Store:
 
 
 def _readable(path: Path, schema: pa.Schema) -> bool:
+    """Whether one file reads as the table; running out of memory proves nothing about
+    the file, so that error goes up instead of a verdict."""
     try:
         dataset.scan([dataset.describe(path, dt.date(1970, 1, 1))], schema, None)
+    except MemoryError:
+        raise
     except (OSError, pa.ArrowException):
         return False
     return True

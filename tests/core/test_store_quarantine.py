@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
+from core import dataset
 from core.store import Store
 from tests.core.snapshots import T0, make_snapshot
 from tests.lens_cli import run_lens
@@ -76,3 +78,21 @@ def test_metrics_count_the_quarantined_files(tmp_path: Path) -> None:
     assert store.quarantined_files() == 2
     text = exposition(list(LensCollector(store).collect()))
     assert "pulsar_lens_store_quarantined_files 2.0" in text
+
+
+def test_a_read_short_of_memory_moves_nothing_aside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrow's out-of-memory error is an ArrowException too; it must not make good files
+    look foreign (a reader under a memory limit once emptied a store this way)."""
+    root = tmp_path / "store"
+    two_polls(root)
+
+    def short_of_memory(*_args: object, **_kwargs: object) -> pa.Table:
+        raise pa.ArrowMemoryError("malloc of size 1048576 failed")
+
+    monkeypatch.setattr(dataset, "scan", short_of_memory)
+    store = Store(root)
+    with pytest.raises(MemoryError):
+        store.read("topics")
+    assert store.quarantined_files() == 0
+    monkeypatch.undo()
+    assert Store(root).read("topics").num_rows > 0
