@@ -73,6 +73,8 @@ def child_analysis(plugin: str, engine: str, root: str) -> dict[str, Any]:
     from core.store import Store
 
     module = importlib.import_module(ANALYSES[plugin])
+    store = Store(root)
+    quarantined = store.quarantined_files()
     out: dict[str, Any] = {}
     if engine == "pandas":
         reference = importlib.import_module(ANALYSES[plugin] + ".reference")
@@ -88,8 +90,11 @@ def child_analysis(plugin: str, engine: str, root: str) -> dict[str, Any]:
         out["driver_memory"] = spark.conf.get("spark.driver.memory")
         cls = next(v for v in vars(module).values() if getattr(v, "name", None) == plugin)
         started = time.perf_counter()
-        result = runner.run(cls(), Store(root), use_cache=False, use_stored=False).result
+        result = runner.run(cls(), store, use_cache=False, use_stored=False).result
     out["seconds"] = time.perf_counter() - started
+    moved = store.quarantined_files() - quarantined
+    if moved:  # a read that ran out of memory looks unreadable: the result lacks that file
+        raise RuntimeError(f"out of memory reading: the store moved {moved} file(s) aside")
     out["summary"] = dict(result.summary)
     return out
 
@@ -357,11 +362,18 @@ def report_scale(
         for plugin, tables in inputs.items():
             rows = sum(facts["rows"].get(t, 0) for t in tables)
             for engine in ("spark", "pandas"):
-                answer = run_child(
-                    ["analysis", plugin, engine, str(root)],
-                    memory=memory if engine == "pandas" else None,
-                    timeout=timeout,
-                )
+                # each run reads its own linked copy: nothing one run moves aside is lost
+                scratch = CACHE / "bench" / f".run-{os.getpid()}"
+                shutil.rmtree(scratch, ignore_errors=True)
+                shutil.copytree(root, scratch, copy_function=os.link)
+                try:
+                    answer = run_child(
+                        ["analysis", plugin, engine, str(scratch)],
+                        memory=memory if engine == "pandas" else None,
+                        timeout=timeout,
+                    )
+                finally:
+                    shutil.rmtree(scratch, ignore_errors=True)
                 results.append((size, plugin, engine, rows, answer))
                 load = os.getloadavg()[0]
                 print(f"  {_row(size, plugin, engine, rows, answer)} load {load:.1f}", flush=True)
