@@ -80,7 +80,9 @@ def test_metrics_count_the_quarantined_files(tmp_path: Path) -> None:
     assert "pulsar_lens_store_quarantined_files 2.0" in text
 
 
-def test_a_read_short_of_memory_moves_nothing_aside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_read_short_of_memory_moves_nothing_aside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Arrow's out-of-memory error is an ArrowException too; it must not make good files
     look foreign (a reader under a memory limit once emptied a store this way)."""
     root = tmp_path / "store"
