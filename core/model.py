@@ -160,12 +160,24 @@ class EventRecord:
 
 @dataclass(frozen=True, slots=True)
 class ProbeRecord:
-    topic: str  # the probe topic
-    sent_at: dt.datetime  # when the probe message was sent
-    latency_ms: float | None  # publish-to-receive latency, None when it failed
-    ok: bool  # whether the probe came back
-    error: str | None = None  # why it failed
-    broker: str | None = None  # broker that owned the probe topic
+    """One probe message: published by a probe's producer and read back by its consumer.
+
+    A row is written once its fate is known: received, or given up on after the probe's
+    receive timeout (received == 0: lost, unless the run stopped first). `collected_at` is
+    when the batch was written; `snapshot_id` names the batch."""
+
+    probe: str  # the probe run that sent it; sequence numbers restart with each run
+    topic: str  # the probe topic, persistent://tenant/ns/...
+    namespace: str  # "tenant/ns" of the watched bundle
+    bundle: str  # the watched bundle, e.g. 0x00000000_0x40000000
+    seq: int  # sequence number within the run, from 0, one per message sent
+    sent_at: dt.datetime  # when the producer was asked to send it
+    acked_at: dt.datetime | None = None  # when the broker acknowledged the publish
+    received_at: dt.datetime | None = None  # when the consumer first received it
+    publish_ms: float | None = None  # sent -> acked, milliseconds
+    e2e_ms: float | None = None  # sent -> first received, milliseconds
+    received: int = 0  # times the consumer received it; more than 1 are duplicates
+    error: str | None = None  # why publishing failed, when it did
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,18 +158,24 @@ def test_store_write_table_appends_probes(tmp_path: Path) -> None:
             "snapshot_id": ["probe"],
             "collected_at": [T0],
             "cluster": ["standalone"],
+            "probe": ["p1"],
             "topic": ["persistent://public/default/probe"],
+            "namespace": ["public/default"],
+            "bundle": ["0x00000000_0x40000000"],
+            "seq": [0],
             "sent_at": [T0],
-            "latency_ms": [3.5],
-            "ok": [True],
+            "acked_at": [T0],
+            "received_at": [T0],
+            "publish_ms": [3.5],
+            "e2e_ms": [4.0],
+            "received": [1],
             "error": [None],
-            "broker": [None],
         }
     )
     store.write_table("probes", rows)
     probes = store.read("probes")
     assert probes.schema == SCHEMAS["probes"]
-    assert probes["latency_ms"].to_pylist() == [3.5]
+    assert probes["publish_ms"].to_pylist() == [3.5]
 
 
 def test_store_write_table_refuses_the_wrong_columns(tmp_path: Path) -> None:
