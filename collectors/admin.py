@@ -275,6 +275,11 @@ class AdminClient:
         resp = self._send("POST", path, params=params, json_body=json_body)
         return self._decode(resp, "POST", path)
 
+    def delete(self, path: str, *, params: Params = None) -> Any:
+        """DELETE once (never retried); the decoded JSON answer or None."""
+        resp = self._send("DELETE", path, params=params)
+        return self._decode(resp, "DELETE", path)
+
     # --- internals ---------------------------------------------------------------------
 
     def redact(self, text: str) -> str:

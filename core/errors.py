@@ -6,6 +6,7 @@
         AdminApiUnreachable(method, path, reason)
       LocalPulsarError        the local standalone could not be assembled or started
       SettingsError           a PULSAR_* setting or a command-line value is malformed or missing
+        MutationsDisabled     an action would change the cluster and mutations are not enabled
       SnapshotError           unreadable or incompatible stored snapshot
       ModelError              an assignment model refused an input (e.g. a sticky range conflict)
       PluginError
@@ -72,6 +73,10 @@ class LocalPulsarError(DashboardError):
 
 class SettingsError(DashboardError):
     """A setting (environment variable or command-line value) is malformed or missing."""
+
+
+class MutationsDisabled(SettingsError):
+    """An action would change the cluster, and PULSAR_LENS_ALLOW_MUTATIONS is not set."""
 
 
 class SnapshotError(DashboardError):

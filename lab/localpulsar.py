@@ -71,6 +71,7 @@ BASE_SETTINGS: Mapping[str, str] = {
     "journalSyncData": "false",
     "journalMaxGroupWaitMSec": "1",
     "allowLoopback": "true",
+    "listeningInterface": "lo",  # the bookie binds its advertised 127.0.0.1, not every interface
     "diskUsageThreshold": "0.99",
     "diskUsageWarnThreshold": "0.99",
     "gcWaitTime": "300000",
@@ -112,7 +113,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _get_json(url: str, timeout: float = 2.0) -> object:
+def get_json(url: str, timeout: float = 2.0) -> object:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.loads(resp.read() or b"null")
 
@@ -237,8 +238,8 @@ class LocalPulsar:
     def is_ready(self) -> bool:
         """The cluster exists and `public/default` has been created."""
         try:
-            clusters = _get_json(f"{self.admin_url}/admin/v2/clusters")
-            namespaces = _get_json(f"{self.admin_url}/admin/v2/namespaces/public")
+            clusters = get_json(f"{self.admin_url}/admin/v2/clusters")
+            namespaces = get_json(f"{self.admin_url}/admin/v2/namespaces/public")
         except (OSError, urllib.error.URLError, ValueError):
             return False
         return (
@@ -251,7 +252,7 @@ class LocalPulsar:
     def stop(self, *, grace: float = 30.0) -> None:
         """SIGTERM the process group, then SIGKILL after `grace` seconds; always."""
         if self.pid is not None:
-            _terminate_group(self.pid, grace=grace, child=self.process)
+            terminate_group(self.pid, grace=grace, child=self.process)
             self.pid = None
         self.process = None
         if self._own_data_dir and self.data_dir is not None:
@@ -281,7 +282,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _terminate_group(
+def terminate_group(
     pid: int, *, grace: float, child: subprocess.Popen[bytes] | None = None
 ) -> None:
     def gone() -> bool:
@@ -353,7 +354,7 @@ def stop_detached(*, grace: float = 30.0) -> bool:
         with contextlib.suppress(OSError):
             state_file().unlink()
         return False
-    _terminate_group(int(str(state["pid"])), grace=grace)
+    terminate_group(int(str(state["pid"])), grace=grace)
     with contextlib.suppress(OSError):
         state_file().unlink()
     return True

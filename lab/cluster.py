@@ -1,0 +1,499 @@
+"""A real multi-broker Pulsar 4.0 cluster on 127.0.0.1: one ZooKeeper, one bookie, N brokers.
+
+Bundles really move between brokers here, which a standalone cannot show: unloads, transfers
+and what they cost the clients. Every process is a child JVM in its own process group, with
+free ports and a fresh data directory, listening on 127.0.0.1 only; the JDK and the jars come
+from `lab.runtime`, as for `lab.localpulsar.LocalPulsar`.
+
+The brokers run `PulsarBrokerStarter`, not the standalone starter: a standalone broker tells
+clients to come back through its own service URL whenever the owner is a loopback address,
+which sends them to the wrong broker of a loopback cluster. The load manager is selectable:
+`modular` (`ModularLoadManagerImpl`, 4.0's default) or `extensible` (PIP-192,
+`ExtensibleLoadManagerImpl` with `TransferShedder`), the latter with multi-phase unload
+(PIP-307) on or off. Automatic shedding and splitting are off: bundles move only when asked.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import LocalPulsarError
+from lab.localpulsar import JVM_FLAGS, free_port, get_json, terminate_group
+from lab.runtime import PULSAR_VERSION, RUNTIME_DIR, ensure_runtime, find_java
+
+log = logging.getLogger(__name__)
+
+CLUSTER_NAME = "local"
+LOAD_MANAGERS: Mapping[str, str] = {
+    "modular": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
+    "extensible": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+}
+TRANSFER_SHEDDER = "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder"
+
+BROKER_SETTINGS: Mapping[str, str] = {
+    "advertisedAddress": "127.0.0.1",
+    "bindAddress": "127.0.0.1",
+    "managedLedgerDefaultEnsembleSize": "1",
+    "managedLedgerDefaultWriteQuorum": "1",
+    "managedLedgerDefaultAckQuorum": "1",
+    "managedLedgerCacheSizeMB": "32",
+    "functionsWorkerEnabled": "false",
+    "transactionCoordinatorEnabled": "false",
+    "enablePackagesManagement": "false",
+    "webSocketServiceEnabled": "false",
+    "systemTopicEnabled": "true",
+    "topicLevelPoliciesEnabled": "true",
+    "allowAutoTopicCreation": "true",
+    "allowAutoTopicCreationType": "non-partitioned",
+    "brokerDeleteInactiveTopicsEnabled": "false",
+    "loadBalancerEnabled": "true",
+    "loadBalancerSheddingEnabled": "false",  # bundles move only when an unload asks
+    "loadBalancerAutoBundleSplitEnabled": "false",
+    "loadBalancerAutoUnloadSplitBundlesEnabled": "false",
+    "defaultNumberOfNamespaceBundles": "4",
+    "statsUpdateFrequencyInSecs": "2",
+    "statsUpdateInitialDelayInSecs": "1",
+}
+
+BOOKIE_SETTINGS: Mapping[str, str] = {
+    "advertisedAddress": "127.0.0.1",
+    "listeningInterface": "lo",  # bind the advertised 127.0.0.1, not every interface
+    "allowLoopback": "true",
+    "ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
+    "dbStorage_writeCacheMaxSizeMb": "32",
+    "dbStorage_readAheadCacheMaxSizeMb": "32",
+    "journalSyncData": "false",
+    "journalMaxGroupWaitMSec": "1",
+    "diskUsageThreshold": "0.99",
+    "diskUsageWarnThreshold": "0.99",
+    "gcWaitTime": "300000",
+    "httpServerEnabled": "false",
+    "statsProviderClass": "org.apache.bookkeeper.stats.NullStatsProvider",
+}
+
+ZK_HEAP = ("-Xms64m", "-Xmx128m")
+BOOKIE_HEAP = ("-Xms128m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m")
+BROKER_HEAP = ("-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=512m")
+
+
+@dataclass
+class ClusterProcess:
+    """One JVM of the cluster: its role, ports and process group."""
+
+    name: str  # "zookeeper", "bookie", "broker-0", ...
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    web_port: int = 0  # brokers only
+    broker_port: int = 0  # brokers only
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    @property
+    def broker_id(self) -> str:
+        """The id `/admin/v2/brokers/{cluster}` lists this broker under."""
+        return f"127.0.0.1:{self.web_port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.broker_port}"
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, grace: float) -> None:
+        if self.process is not None:
+            terminate_group(self.process.pid, grace=grace, child=self.process)
+            self.process = None
+
+
+@dataclass
+class LocalPulsarCluster:
+    """ZooKeeper, one bookie and `brokers` brokers sharing cluster `local` on 127.0.0.1.
+
+    `load_manager` is "modular" or "extensible"; `multi_phase_unload` sets
+    `loadBalancerMultiPhaseBundleUnload` for the extensible one. `settings` override broker
+    settings. Use as a context manager, or call start() and stop().
+    """
+
+    brokers: int = 2
+    load_manager: str = "modular"
+    multi_phase_unload: bool = True
+    settings: Mapping[str, str] = field(default_factory=dict)
+    data_dir: Path | None = None
+    version: str = PULSAR_VERSION
+    zk_port: int = 0
+    bookie_port: int = 0
+    started_in: float | None = None  # seconds start() took, for reports
+    members: list[ClusterProcess] = field(default_factory=list, repr=False)
+    _own_data_dir: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.load_manager not in LOAD_MANAGERS:
+            raise ValueError(
+                f"unknown load manager {self.load_manager!r}; choose {', '.join(LOAD_MANAGERS)}"
+            )
+        if self.brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+
+    # --- what the cluster offers --------------------------------------------------------
+
+    @property
+    def broker_processes(self) -> list[ClusterProcess]:
+        return [m for m in self.members if m.name.startswith("broker-")]
+
+    @property
+    def broker_ids(self) -> list[str]:
+        return [b.broker_id for b in self.broker_processes]
+
+    @property
+    def admin_url(self) -> str:
+        return self.broker_processes[0].admin_url
+
+    @property
+    def admin_urls(self) -> list[str]:
+        return [b.admin_url for b in self.broker_processes]
+
+    @property
+    def service_url(self) -> str:
+        """A multi-host service URL naming every broker, as clients of a cluster use it."""
+        hosts = ",".join(f"127.0.0.1:{b.broker_port}" for b in self.broker_processes)
+        return f"pulsar://{hosts}"
+
+    @property
+    def metadata_url(self) -> str:
+        return f"zk:127.0.0.1:{self.zk_port}"
+
+    @property
+    def load_manager_class(self) -> str:
+        return LOAD_MANAGERS[self.load_manager]
+
+    def pids(self) -> list[int]:
+        return [m.pid for m in self.members if m.pid is not None]
+
+    def rss_bytes(self) -> int:
+        """Resident memory of every JVM of the cluster, summed."""
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError, ValueError):
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        return total
+
+    # --- start and stop -----------------------------------------------------------------
+
+    def start(self, *, timeout: float = 240.0) -> LocalPulsarCluster:
+        """Start every process and wait until the cluster is usable from each broker; raise
+        with the log tail of whichever process failed."""
+        began = time.monotonic()
+        deadline = began + timeout
+        java = find_java()
+        lib = ensure_runtime(self.version)
+        if self.data_dir is None:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="pulsar-lens-cluster-"))
+            self._own_data_dir = True
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.data_dir / "conf"
+        conf.mkdir(exist_ok=True)
+        shutil.copy(RUNTIME_DIR / "log4j2.properties", conf / "log4j2.properties")
+        self.zk_port = self.zk_port or free_port()
+        self.bookie_port = self.bookie_port or free_port()
+        brokers = [
+            ClusterProcess(
+                f"broker-{i}",
+                self.data_dir / f"broker-{i}.log",
+                web_port=free_port(),
+                broker_port=free_port(),
+            )
+            for i in range(self.brokers)
+        ]
+        try:
+            zk = self._spawn_zookeeper(java, lib)
+            self._wait(lambda: _zk_ok(self.zk_port), zk, deadline, "ZooKeeper to answer")
+            self._initialize_metadata(java, lib, brokers[0], deadline)
+            bookie = self._spawn_bookie(java, lib)
+            self._wait(lambda: _port_open(self.bookie_port), bookie, deadline, "the bookie")
+            for broker in brokers:
+                self._spawn_broker(java, lib, broker)
+            for broker in brokers:
+                self._wait(lambda b=broker: self._broker_ready(b), broker, deadline, "broker")
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in = time.monotonic() - began
+        log.info(
+            "local Pulsar cluster (%d brokers, %s load manager) ready in %.1fs",
+            self.brokers,
+            self.load_manager,
+            self.started_in,
+        )
+        return self
+
+    def stop(self, *, grace: float = 20.0) -> None:
+        """Stop brokers first (in parallel), then the bookie, then ZooKeeper; always."""
+        brokers = self.broker_processes
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(brokers))) as pool:
+            list(pool.map(lambda b: b.stop(grace), brokers))
+        for member in reversed([m for m in self.members if m not in brokers]):
+            member.stop(grace)
+        self.members = []
+        if self._own_data_dir and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def stop_broker(self, index: int, *, grace: float = 20.0) -> None:
+        """Stop one broker (a broker restart or loss); its bundles move to the others."""
+        self.broker_processes[index].stop(grace)
+
+    def restart_broker(self, index: int, *, timeout: float = 120.0) -> None:
+        """Start a stopped broker again on its own ports and wait until it is listed."""
+        broker = self.broker_processes[index]
+        if broker.alive():
+            return
+        self._spawn_broker(find_java(), ensure_runtime(self.version), broker)
+        deadline = time.monotonic() + timeout
+        self._wait(lambda: self._broker_ready(broker), broker, deadline, "broker")
+
+    def __enter__(self) -> LocalPulsarCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- the processes ------------------------------------------------------------------
+
+    def _spawn(self, member: ClusterProcess, argv: list[str]) -> ClusterProcess:
+        assert self.data_dir is not None
+        with open(member.log_path, "ab") as out:
+            member.process = subprocess.Popen(
+                argv,
+                cwd=self.data_dir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        if member not in self.members:
+            self.members.append(member)
+        return member
+
+    def _java(self, java: str, lib: Path, heap: tuple[str, ...], *args: str) -> list[str]:
+        assert self.data_dir is not None
+        conf = self.data_dir / "conf"
+        return [
+            java,
+            *JVM_FLAGS,
+            *heap,
+            f"-Dlog4j.configurationFile={conf / 'log4j2.properties'}",
+            "-cp",
+            f"{conf}:{lib}/*",
+            *args,
+        ]
+
+    def _spawn_zookeeper(self, java: str, lib: Path) -> ClusterProcess:
+        assert self.data_dir is not None
+        cfg = self.data_dir / "conf" / "zookeeper.conf"
+        _write_properties(
+            cfg,
+            {
+                "tickTime": "2000",
+                "dataDir": str(self.data_dir / "zookeeper"),
+                "clientPort": str(self.zk_port),
+                "clientPortAddress": "127.0.0.1",
+                "admin.enableServer": "false",
+                "maxClientCnxns": "0",
+                "4lw.commands.whitelist": "ruok",
+            },
+        )
+        argv = self._java(
+            java, lib, ZK_HEAP, "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)
+        )
+        return self._spawn(ClusterProcess("zookeeper", self.data_dir / "zookeeper.log"), argv)
+
+    def _initialize_metadata(
+        self, java: str, lib: Path, first: ClusterProcess, deadline: float
+    ) -> None:
+        """The cluster, `public`, `public/default` and BookKeeper's ledger layout, once."""
+        assert self.data_dir is not None
+        argv = self._java(
+            java,
+            lib,
+            ("-Xmx256m",),
+            "org.apache.pulsar.PulsarClusterMetadataSetup",
+            "--cluster",
+            CLUSTER_NAME,
+            "--metadata-store",
+            self.metadata_url,
+            "--configuration-metadata-store",
+            self.metadata_url,
+            "--web-service-url",
+            first.admin_url,
+            "--broker-service-url",
+            first.service_url,
+        )
+        log_path = self.data_dir / "metadata-setup.log"
+        with open(log_path, "ab") as out:
+            done = subprocess.run(
+                argv,
+                cwd=self.data_dir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=max(5.0, deadline - time.monotonic()),
+                check=False,
+            )
+        if done.returncode != 0:
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+            raise LocalPulsarError(
+                f"cluster metadata setup exited with code {done.returncode}; log tail:\n{tail}"
+            )
+
+    def _spawn_bookie(self, java: str, lib: Path) -> ClusterProcess:
+        assert self.data_dir is not None
+        cfg = self.data_dir / "conf" / "bookkeeper.conf"
+        _write_properties(
+            cfg,
+            {
+                **BOOKIE_SETTINGS,
+                "bookiePort": str(self.bookie_port),
+                "metadataServiceUri": f"zk+null://127.0.0.1:{self.zk_port}/ledgers",
+                "journalDirectories": str(self.data_dir / "bookie" / "journal"),
+                "ledgerDirectories": str(self.data_dir / "bookie" / "ledgers"),
+            },
+        )
+        argv = self._java(
+            java, lib, BOOKIE_HEAP, "org.apache.bookkeeper.server.Main", "--conf", str(cfg)
+        )
+        return self._spawn(ClusterProcess("bookie", self.data_dir / "bookie.log"), argv)
+
+    def broker_settings(self, broker: ClusterProcess) -> dict[str, str]:
+        settings = {
+            **BROKER_SETTINGS,
+            "clusterName": CLUSTER_NAME,
+            "metadataStoreUrl": self.metadata_url,
+            "configurationMetadataStoreUrl": self.metadata_url,
+            "brokerServicePort": str(broker.broker_port),
+            "webServicePort": str(broker.web_port),
+            "loadManagerClassName": self.load_manager_class,
+        }
+        if self.load_manager == "extensible":
+            settings["loadBalancerLoadSheddingStrategy"] = TRANSFER_SHEDDER
+            settings["loadBalancerMultiPhaseBundleUnload"] = str(self.multi_phase_unload).lower()
+        return {**settings, **self.settings}
+
+    def _spawn_broker(self, java: str, lib: Path, broker: ClusterProcess) -> ClusterProcess:
+        assert self.data_dir is not None
+        cfg = self.data_dir / "conf" / f"{broker.name}.conf"
+        _write_properties(cfg, self.broker_settings(broker))
+        argv = self._java(
+            java,
+            lib,
+            BROKER_HEAP,
+            f"-Dpulsar.config.file={cfg}",
+            "org.apache.pulsar.PulsarBrokerStarter",
+            "--broker-conf",
+            str(cfg),
+        )
+        return self._spawn(broker, argv)
+
+    # --- readiness ----------------------------------------------------------------------
+
+    def _broker_ready(self, broker: ClusterProcess) -> bool:
+        """Listed among the cluster's brokers, `public/default` readable, and a lookup
+        answered through it (the load manager assigns bundles)."""
+        try:
+            listed = get_json(f"{broker.admin_url}/admin/v2/brokers/{CLUSTER_NAME}")
+            get_json(f"{broker.admin_url}/admin/v2/namespaces/public/default/bundles")
+            owner = get_json(
+                f"{broker.admin_url}/lookup/v2/topic/persistent/public/default/lens-ready",
+                timeout=10.0,
+            )
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+        return (
+            isinstance(listed, list)
+            and broker.broker_id in listed
+            and isinstance(owner, dict)
+            and bool(owner.get("brokerUrl"))
+        )
+
+    def ready(self) -> bool:
+        """Every broker lists every other one, and each answers for `public/default`."""
+        try:
+            for broker in self.broker_processes:
+                listed = get_json(f"{broker.admin_url}/admin/v2/brokers/{CLUSTER_NAME}")
+                if not isinstance(listed, list) or set(self.broker_ids) - set(listed):
+                    return False
+                get_json(f"{broker.admin_url}/admin/v2/namespaces/public/default/bundles")
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+        return True
+
+    def _wait(
+        self, check: Callable[[], bool], member: ClusterProcess, deadline: float, what: str
+    ) -> None:
+        while time.monotonic() < deadline:
+            if not member.alive():
+                code = member.process.returncode if member.process is not None else None
+                raise LocalPulsarError(
+                    f"{member.name} exited with code {code} while starting; log tail:\n"
+                    f"{member.log_tail()}"
+                )
+            if check():
+                return
+            time.sleep(0.5)
+        raise LocalPulsarError(
+            f"timed out waiting for {what} ({member.name}); log tail:\n{member.log_tail()}"
+        )
+
+
+def _write_properties(path: Path, settings: Mapping[str, str]) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+
+
+def _port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1.0):
+        return True
+    return False
+
+
+def _zk_ok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), 1.0) as s:
+            s.sendall(b"ruok")
+            return s.recv(4) == b"imok"
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def running_cluster(**options: object) -> Iterator[LocalPulsarCluster]:
+    cluster = LocalPulsarCluster(**options)  # type: ignore[arg-type]
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
