@@ -102,3 +102,95 @@ def oracle() -> Iterator[Oracle]:
         for pipe in (process.stdin, process.stdout):
             if pipe is not None:
                 pipe.close()
+
+
+BACKOFF_SOURCE = Path(__file__).with_name("BackoffOracle.java")
+
+
+class BackoffOracle:
+    """The client's own `org.apache.pulsar.common.util.Backoff`, driven over a pipe."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+
+    def _say(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{line}\n".encode())
+        self.process.stdin.flush()
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        return self.process.stdout.readline().decode().rstrip("\n")
+
+    def defaults(self) -> tuple[int, int, int]:
+        """The client's defaults in ms: initial backoff, max backoff, producer send timeout."""
+        self._say("DEFAULTS")
+        fields = self._line().split(" ")
+        assert fields[0] == "DEFAULTS" and len(fields) == 4, f"the oracle answered {fields}"
+        return int(fields[1]), int(fields[2]), int(fields[3])
+
+    def run(
+        self,
+        *,
+        initial: int,
+        max_ms: int,
+        stop: int,
+        seed: int,
+        runs: int,
+        steps: int,
+        attempt: int = 0,
+        reset_at: int = 0,
+        clock: bool = True,
+    ) -> list[tuple[int, ...]]:
+        """`runs` fresh backoffs, `steps` `next()` calls each, after seeding the class's shared
+        Random; `clock` drives a manual clock (each delay plus `attempt` ms), else the builder."""
+        mode = "clock" if clock else "builder"
+        self._say(
+            f"RUN {mode} {initial} {max_ms} {stop} {seed} {runs} {steps} {attempt} {reset_at}"
+        )
+        sequences = [tuple(int(v) for v in self._line().split(" ")) for _ in range(runs)]
+        end = self._line()
+        assert end == "END", f"the oracle answered {end!r} after {runs} runs"
+        return sequences
+
+
+def _compiled_source(java: str, classpath: str, source: Path) -> Path:
+    digest = hashlib.sha256(source.read_bytes() + classpath.encode()).hexdigest()[:16]
+    out = Path.home() / ".cache" / "pulsar-lens" / "oracle" / f"{source.stem}-{digest}"
+    if not (out / f"{source.stem}.class").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        javac = str(Path(java).with_name("javac"))
+        done = subprocess.run(
+            [javac, "-d", str(out), "-cp", classpath, str(source)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, f"javac failed:\n{done.stdout}{done.stderr}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def backoff_oracle() -> Iterator[BackoffOracle]:
+    java = find_java()
+    jars = sorted(ensure_runtime().glob("*.jar"))
+    assert jars, "no Pulsar jars: run scripts/setup.sh"
+    classpath = ":".join(str(j) for j in jars)
+    classes = _compiled_source(java, classpath, BACKOFF_SOURCE)
+    process = subprocess.Popen(
+        [java, "-Xmx256m", "-cp", f"{classes}:{classpath}", "BackoffOracle"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline().decode().strip()
+        assert first == "READY", f"the backoff oracle did not start: {first!r}"
+        yield BackoffOracle(process)
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()
