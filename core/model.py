@@ -223,6 +223,10 @@ POLLED_TABLES: tuple[str, ...] = (
     "draining_hashes",
 )
 
+TIMED_TABLES: tuple[str, ...] = ("probes",)
+"""Tables written on their own clock, not with a poll: their `snapshot_id` names a write
+batch, so analyses read them by `collected_at` over the window of polls instead."""
+
 UTC_TS = pa.timestamp("us", tz="UTC")
 HASH_RANGE_TYPE = pa.list_(pa.struct([("start", pa.int32()), ("end", pa.int32())]))
 COMMON_FIELDS = (

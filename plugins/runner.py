@@ -7,6 +7,7 @@ default-parameter results of the plugins it `requires`. Results are cached in-pr
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import threading
@@ -28,7 +29,7 @@ from core.errors import (
     PluginRunError,
     ResultNotReady,
 )
-from core.model import SCHEMAS
+from core.model import SCHEMAS, TIMED_TABLES
 from plugins import isolation
 from plugins.api import (
     AnalysisPlugin,
@@ -71,7 +72,13 @@ class SnapshotStore(Protocol):
 
     def snapshots(self, *, limit: int | None = None) -> pd.DataFrame: ...
 
-    def read(self, name: str, *, snapshot_ids: Sequence[str] | None = None) -> pa.Table: ...
+    def read(
+        self,
+        name: str,
+        *,
+        snapshot_ids: Sequence[str] | None = None,
+        since: dt.datetime | None = None,
+    ) -> pa.Table: ...
 
 
 @dataclass(frozen=True)
@@ -169,7 +176,13 @@ def load_inputs(
     for name in instance.inputs:
         count = instance.history_of.get(name, instance.history)
         mine = ids[-count:]
-        table = store.read(name, snapshot_ids=mine) if mine else SCHEMAS[name].empty_table()
+        if not mine:
+            table = SCHEMAS[name].empty_table()
+        elif name in TIMED_TABLES:  # rows of the window's time span, up to now
+            first = index["collected_at"].iloc[-len(mine)]
+            table = store.read(name, since=pd.Timestamp(first).to_pydatetime())
+        else:
+            table = store.read(name, snapshot_ids=mine)
         tables[name] = table.to_pandas()
     return Inputs(tables=tables, snapshots=index, results=results)
 
