@@ -9,6 +9,7 @@ PAGE_SLUGS = (
     "stuck-hashes",
     "failover-assignment",
     "bundle-ownership",
+    "unload-latency",
     "subscription-status",
     "sticky-ranges",
     "stuck-hash-history",
@@ -16,7 +17,7 @@ PAGE_SLUGS = (
     "bundle-load-history",
     "failover-history",
 )
-"""Every built-in plugin: five with a page of their own, sticky-ranges on the generic one,
+"""Every built-in plugin: six with a page of their own, sticky-ranges on the generic one,
 and the Spark analyses' pages (they show stored results; a page never starts Spark)."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.builtin.bundle_ownership:BundleOwnership",
+    "plugins.builtin.unload_latency:UnloadLatency",
     "plugins.builtin.subscription_status:SubscriptionStatus",
     "plugins.builtin.stuck_hashes:StuckHashes",
     "plugins.builtin.key_shared_map:KeySharedMap",

@@ -1,0 +1,279 @@
+"""`unload-latency`: what each bundle unload cost the applications, measured by the probes.
+
+Unload events come from the `bundle-ownership` plugin (ownership changes between polls, and
+the "reloaded" ones inferred from clients that all reconnected); the probes' rows (the
+`probes` table, written by `collectors.probe` when probing is on) give each event its
+outage, worst publish latency, delayed and lost messages. Outages that no ownership change
+explains (an unload and re-acquire between two polls on one broker) are events too. See
+`outages.py` for the exact definitions.
+
+Without probes the page lists the events and the clients that reconnected, and says that a
+probe would measure the cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import altair as alt
+import pandas as pd
+
+from core.backoff import LADDER_MS
+from plugins.api import (
+    AnalysisPlugin,
+    BaseModel,
+    Chart,
+    Field,
+    GaugeMetricFamily,
+    Inputs,
+    Metric,
+    MetricFamily,
+    MetricsContext,
+    Note,
+    Page,
+    Result,
+    Table,
+    View,
+)
+from plugins.builtin.unload_latency.outages import (
+    SLOW_MS,
+    blind_spot,
+    ladder,
+    probe_outages,
+    timeline,
+    unload_events,
+)
+
+
+class UnloadLatency(AnalysisPlugin):
+    name = "unload-latency"
+    title = "Unload latency"
+    description = (
+        "What each bundle unload cost the clients: outage, worst publish latency, delayed and "
+        "lost probe messages per event, against the client's reconnect backoff ladder."
+    )
+    version = "1.0"
+    engine = "light"
+    inputs = ("probes",)
+    requires = ("bundle-ownership",)
+    history = 60
+    outputs = ("events", "outages", "timeline", "ladder", "blind_spot", "probes")
+    page = Page(
+        title="Unload latency",
+        icon=":material/timer:",
+        url_path="unloads",
+        order=41,
+        caption="Probe publish latency per second with every unload overlaid, and what each "
+        "unload cost: the gap between the last acknowledgement before it and the first after.",
+        controls=("namespace",),
+    )
+
+    class Params(BaseModel):
+        namespace: str = Field("", description="Only this namespace (tenant/ns); empty for all")
+        slow_ms: float = Field(
+            SLOW_MS, gt=0, description="A probe publish slower than this is part of an outage"
+        )
+
+    def analyze(self, data: Inputs, params: Params) -> Result:
+        probes = _only(data.history("probes"), params.namespace)
+        ownership = _only(data.result("bundle-ownership").frames["events"], params.namespace)
+        outages = probe_outages(probes, slow_ms=params.slow_ms)
+        events = unload_events(ownership, data.snapshots, probes, outages)
+        per_probe = _probe_summary(probes)
+        frames = {
+            "events": events,
+            "outages": outages,
+            "timeline": timeline(probes),
+            "ladder": ladder(outages),
+            "blind_spot": blind_spot(probes, events),
+            "probes": per_probe,
+        }
+        measured = events["outage_ms"].dropna()
+        summary = {
+            "events": len(events),
+            "measured": len(measured),
+            "probe_messages": len(probes),
+            "lost": int((probes["received"] == 0).sum()) if len(probes) else 0,
+            "duplicates": int((probes["received"] - 1).clip(lower=0).sum()) if len(probes) else 0,
+            "worst_outage_ms": float(measured.max()) if len(measured) else None,
+            "median_outage_ms": float(measured.median()) if len(measured) else None,
+        }
+        return Result(frames=frames, summary=summary)
+
+    def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
+        summary = result.summary
+        events = GaugeMetricFamily(
+            "pulsar_lens_unload_events",
+            "Bundle unloads (ownership changes and probe outages) in the analysed window.",
+        )
+        events.add_metric([], float(summary.get("events", 0)))
+        lost = GaugeMetricFamily(
+            "pulsar_lens_probe_messages_lost",
+            "Probe messages published and never received in the analysed window.",
+        )
+        lost.add_metric([], float(summary.get("lost", 0)))
+        worst = GaugeMetricFamily(
+            "pulsar_lens_unload_worst_outage_seconds",
+            "The longest probe outage of an unload in the analysed window.",
+        )
+        if summary.get("worst_outage_ms") is not None:
+            worst.add_metric([], float(summary["worst_outage_ms"]) / 1000)
+        return [events, lost, worst]
+
+    def render(self, result: Result) -> list[View]:
+        summary, frames = result.summary, result.frames
+        views: list[View] = [
+            Metric("Unload events", summary["events"]),
+            Metric("Measured by probes", summary["measured"]),
+            Metric(
+                "Worst outage",
+                "-"
+                if summary["worst_outage_ms"] is None
+                else f"{summary['worst_outage_ms']:,.0f} ms",
+            ),
+            Metric("Probe messages lost", summary["lost"]),
+        ]
+        if summary["lost"]:
+            views.append(
+                Note(
+                    f"{summary['lost']} probe message(s) were published and never received: "
+                    "an unload lost messages.",
+                    level="error",
+                )
+            )
+        if frames["probes"].empty:
+            views.append(
+                Note(
+                    "No probe ran in this window, so the events below are what the polls saw "
+                    "(owners and reconnected clients), not what they cost. Probes measure the "
+                    "cost: `pulsar-lens collect --probe NAMESPACE[/BUNDLE]` or "
+                    "`pulsar-lens drill unload` (both need PULSAR_LENS_ALLOW_MUTATIONS=1).",
+                )
+            )
+        else:
+            views.append(
+                Chart(
+                    chart_timeline(frames["timeline"], frames["events"]),
+                    title="Probe publish latency, with unloads",
+                )
+            )
+        views.append(Table(frames["events"], title="Unload events", caption="Newest first"))
+        if not frames["outages"].empty:
+            views.append(
+                Chart(chart_ladder(frames["outages"]), title="Outages against the backoff ladder")
+            )
+            views.append(Table(frames["ladder"], title="Outages per retry of the client"))
+        if not frames["blind_spot"].empty:
+            views.append(
+                Table(
+                    frames["blind_spot"],
+                    title="What a 1-minute average shows",
+                    caption="The minute's average publish latency, as a scrape reports it, "
+                    "against the worst one the probe saw in that minute.",
+                )
+            )
+        if not frames["probes"].empty:
+            views.append(Table(frames["probes"], title="Probes"))
+        return views
+
+    def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
+        namespaces = sorted(set(data.history("probes")["namespace"].dropna()))
+        return {"namespace": ["", *namespaces]}
+
+
+def _only(frame: pd.DataFrame, namespace: str) -> pd.DataFrame:
+    if not namespace or "namespace" not in frame:
+        return frame
+    return frame[frame["namespace"] == namespace].reset_index(drop=True)
+
+
+def _probe_summary(probes: pd.DataFrame) -> pd.DataFrame:
+    columns = [
+        "probe",
+        "namespace",
+        "bundle",
+        "topic",
+        "sent",
+        "received",
+        "lost",
+        "duplicates",
+        "p50_ms",
+        "p99_ms",
+        "max_ms",
+        "first",
+        "last",
+    ]
+    if probes.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = probes.groupby(["probe", "namespace", "bundle", "topic"])
+    out = grouped.agg(
+        sent=("seq", "count"),
+        received=("received", lambda s: int((s > 0).sum())),
+        lost=("received", lambda s: int((s == 0).sum())),
+        duplicates=("received", lambda s: int((s - 1).clip(lower=0).sum())),
+        p50_ms=("publish_ms", "median"),
+        p99_ms=(
+            "publish_ms",
+            lambda s: float(s.dropna().quantile(0.99)) if s.notna().any() else None,
+        ),
+        max_ms=("publish_ms", "max"),
+        first=("sent_at", "min"),
+        last=("sent_at", "max"),
+    ).reset_index()
+    return out.reindex(columns=columns)
+
+
+def chart_timeline(points: pd.DataFrame, events: pd.DataFrame) -> alt.LayerChart:
+    """p50, p99 and max publish latency per second, log scale, with each unload as a rule
+    (measured ones at their cut, the others at the poll that saw them)."""
+    long = points.melt(
+        id_vars=["at", "namespace", "bundle"],
+        value_vars=["p50_ms", "p99_ms", "max_ms"],
+        var_name="stat",
+        value_name="ms",
+    )
+    lines = (
+        alt.Chart(long)
+        .mark_line(point=False)
+        .encode(
+            x=alt.X("at:T", title="Sent at"),
+            y=alt.Y("ms:Q", title="Publish latency (ms)", scale=alt.Scale(type="log")),
+            color=alt.Color("stat:N", title=None),
+            detail="bundle:N",
+            tooltip=[
+                "at:T",
+                "namespace:N",
+                "bundle:N",
+                "stat:N",
+                alt.Tooltip("ms:Q", format=",.1f"),
+            ],
+        )
+    )
+    marks = events.assign(when=events["cut_at"].fillna(events["at"]))
+    rules = (
+        alt.Chart(marks)
+        .mark_rule(color="firebrick", strokeDash=[4, 3])
+        .encode(
+            x="when:T",
+            tooltip=["kind:N", "bundle:N", "from_broker:N", "to_broker:N", "outage_ms:Q"],
+        )
+    )
+    return alt.layer(lines, rules)
+
+
+def chart_ladder(outages: pd.DataFrame) -> alt.LayerChart:
+    """Each outage as a tick on a time axis, with the client's nominal retry times as rules."""
+    ticks = (
+        alt.Chart(outages)
+        .mark_tick(thickness=3, size=30)
+        .encode(
+            x=alt.X("outage_ms:Q", title="Outage (ms)"),
+            tooltip=["bundle:N", "cut_at:T", alt.Tooltip("outage_ms:Q", format=",.0f")],
+        )
+    )
+    ladder_rules = (
+        alt.Chart(pd.DataFrame({"retry_ms": list(LADDER_MS)}))
+        .mark_rule(color="gray", strokeDash=[2, 2])
+        .encode(x="retry_ms:Q", tooltip=[alt.Tooltip("retry_ms:Q", title="client retry at (ms)")])
+    )
+    return alt.layer(ladder_rules, ticks)

@@ -1,0 +1,261 @@
+"""What unloads cost, from probe rows: outages, their events, the timeline and the blind spot.
+
+An **outage** is a maximal run of a probe's consecutive messages (by sequence number) whose
+publish was slow (`publish_ms > slow_ms`) or never acknowledged. It starts at the last good
+acknowledgement before the run (`cut_at`; the run's first send when there is none) and ends
+at the first acknowledgement of the run's messages (`back_at`: the queued messages are
+acknowledged together once the producer is through again; the next good message's, when
+none of the run was acknowledged). Its length is `back_at - cut_at`, so its
+resolution is one send interval of the probe. A transfer that delays no message past
+`slow_ms` has no outage: its cost is 0.
+
+Every function takes and returns pandas frames; nothing here reads the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.backoff import LADDER_MS, Backoff
+
+SLOW_MS = 50.0
+MOVE_KINDS = ("moved", "unloaded", "reacquired", "acquired", "reloaded")
+OUTAGE_COLUMNS = [
+    "probe",
+    "namespace",
+    "bundle",
+    "topic",
+    "first_seq",
+    "last_seq",
+    "cut_at",
+    "back_at",
+    "outage_ms",
+    "worst_publish_ms",
+    "delayed",
+    "failed",
+    "lost",
+]
+EVENT_COLUMNS = [
+    "at",
+    "since",
+    "namespace",
+    "bundle",
+    "kind",
+    "from_broker",
+    "to_broker",
+    "probed",
+    "cut_at",
+    "outage_ms",
+    "worst_publish_ms",
+    "delayed",
+    "lost",
+    "rung",
+    "detail",
+]
+TIMELINE_COLUMNS = ["at", "namespace", "bundle", "p50_ms", "p99_ms", "max_ms", "messages"]
+
+
+def probe_outages(probes: pd.DataFrame, *, slow_ms: float = SLOW_MS) -> pd.DataFrame:
+    """Every outage of every probe run, oldest first."""
+    if probes.empty:
+        return pd.DataFrame(columns=OUTAGE_COLUMNS)
+    rows = [
+        row
+        for _, run in probes.groupby(["probe", "topic"], sort=True)
+        for row in _runs(run.sort_values("seq", kind="stable").reset_index(drop=True), slow_ms)
+    ]
+    frame = pd.DataFrame(rows, columns=OUTAGE_COLUMNS)
+    return frame.sort_values("cut_at", kind="stable").reset_index(drop=True)
+
+
+def _runs(run: pd.DataFrame, slow_ms: float) -> Iterator[dict[str, Any]]:
+    publish = run["publish_ms"].astype("float64")
+    bad = (publish.isna() | (publish > slow_ms)).to_numpy()
+    if not bad.any():
+        return
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], bad.astype(np.int8), [0]))))
+    for start, stop in zip(edges[::2], edges[1::2], strict=True):
+        part = run.iloc[start:stop]
+        good_before = run.iloc[:start][~bad[:start]]
+        cut = (
+            good_before["acked_at"].iloc[-1]
+            if len(good_before) and pd.notna(good_before["acked_at"].iloc[-1])
+            else part["sent_at"].iloc[0]
+        )
+        acks = part["acked_at"].dropna()
+        if acks.empty:  # none of the run was acknowledged: the next good one ends it
+            acks = run.iloc[stop:]["acked_at"].dropna()
+        back = acks.min() if len(acks) else pd.NaT
+        outage = (back - cut).total_seconds() * 1000 if pd.notna(back) else np.nan
+        yield {
+            "probe": run["probe"].iloc[0],
+            "namespace": run["namespace"].iloc[0],
+            "bundle": run["bundle"].iloc[0],
+            "topic": run["topic"].iloc[0],
+            "first_seq": int(part["seq"].iloc[0]),
+            "last_seq": int(part["seq"].iloc[-1]),
+            "cut_at": cut,
+            "back_at": back,
+            "outage_ms": max(0.0, float(outage)) if pd.notna(outage) else np.nan,
+            "worst_publish_ms": float(publish.iloc[start:stop].max()),
+            "delayed": int(stop - start),
+            "failed": int(part["error"].notna().sum()),
+            "lost": int((part["received"] == 0).sum()),
+        }
+
+
+def unload_events(
+    ownership_events: pd.DataFrame,
+    snapshots: pd.DataFrame,
+    probes: pd.DataFrame,
+    outages: pd.DataFrame,
+) -> pd.DataFrame:
+    """One row per unload: each ownership change the polls saw (bundle, from, to, the time
+    between the two polls), with the probe's outage in that time when the bundle was probed;
+    plus each outage that no ownership change explains (kind "outage", owners unknown)."""
+    moves = ownership_events[ownership_events["kind"].isin(MOVE_KINDS)]
+    times = pd.to_datetime(snapshots["collected_at"], utc=True).sort_values().tolist()
+    used: set[int] = set()
+    rows = []
+    for event in moves.itertuples(index=False):
+        at = pd.Timestamp(event.at)
+        since = _previous(times, at)
+        here = outages[
+            (outages["namespace"] == event.namespace)
+            & (outages["bundle"] == event.bundle)
+            & (outages["cut_at"] >= since)
+            & (outages["cut_at"] <= at)
+        ]
+        used |= set(here.index)
+        probed = _probed(probes, event.namespace, event.bundle, since, at)
+        rows.append(
+            _event_row(at, since, event.namespace, event.bundle, event.kind, event, here, probed)
+        )
+    for index, outage in outages.iterrows():
+        if index in used:
+            continue
+        here = outages.loc[[index]]
+        rows.append(
+            _event_row(
+                outage["back_at"] if pd.notna(outage["back_at"]) else outage["cut_at"],
+                outage["cut_at"],
+                outage["namespace"],
+                outage["bundle"],
+                "outage",
+                None,
+                here,
+                True,
+            )
+        )
+    frame = pd.DataFrame(rows, columns=EVENT_COLUMNS)
+    return frame.sort_values("at", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _previous(times: list[pd.Timestamp], at: pd.Timestamp) -> pd.Timestamp:
+    earlier = [t for t in times if t < at]
+    return earlier[-1] if earlier else at
+
+
+def _probed(probes: pd.DataFrame, namespace: str, bundle: str, since: Any, until: Any) -> bool:
+    if probes.empty:
+        return False
+    mine = probes[(probes["namespace"] == namespace) & (probes["bundle"] == bundle)]
+    return bool(((mine["sent_at"] >= since) & (mine["sent_at"] <= until)).any())
+
+
+def _event_row(
+    at: Any,
+    since: Any,
+    namespace: str,
+    bundle: str,
+    kind: str,
+    event: Any,
+    here: pd.DataFrame,
+    probed: bool,
+) -> dict[str, Any]:
+    outage = float(here["outage_ms"].max()) if len(here) else (0.0 if probed else np.nan)
+    return {
+        "at": at,
+        "since": since,
+        "namespace": namespace,
+        "bundle": bundle,
+        "kind": kind,
+        "from_broker": getattr(event, "before", None),
+        "to_broker": getattr(event, "after", None),
+        "probed": probed,
+        "cut_at": here["cut_at"].min() if len(here) else pd.NaT,
+        "outage_ms": outage,
+        "worst_publish_ms": float(here["worst_publish_ms"].max()) if len(here) else np.nan,
+        "delayed": int(here["delayed"].sum()) if len(here) else 0,
+        "lost": int(here["lost"].sum()) if len(here) else 0,
+        "rung": rung_of(outage),
+        "detail": getattr(event, "detail", "") or "",
+    }
+
+
+def rung_of(outage_ms: float) -> int | None:
+    """The client's retry (1 = the first, at 100 ms) that an outage this long ended at; 0
+    for no outage, None when not measured."""
+    if outage_ms is None or not np.isfinite(outage_ms):
+        return None
+    return Backoff().step_of(float(outage_ms))
+
+
+def ladder(outages: pd.DataFrame) -> pd.DataFrame:
+    """How many outages ended at each rung of the client's backoff ladder."""
+    rungs = [rung_of(v) for v in outages["outage_ms"]] if len(outages) else []
+    labels = ["no outage", *[f"retry {i + 1} (by {ms:,} ms)" for i, ms in enumerate(LADDER_MS)]]
+    counts = [sum(1 for r in rungs if r == i) for i in range(len(labels))]
+    beyond = sum(1 for r in rungs if r is not None and r > len(LADDER_MS))
+    return pd.DataFrame(
+        {
+            "rung": [*labels, f"later than {LADDER_MS[-1]:,} ms"],
+            "nominal_ms": [0, *LADDER_MS, np.nan],
+            "outages": [*counts, beyond],
+        }
+    )
+
+
+def timeline(probes: pd.DataFrame) -> pd.DataFrame:
+    """Publish latency per bucket and bundle: p50, p99 and max. One-second buckets up to an
+    hour of probe rows, coarser beyond, so the chart stays a few thousand points."""
+    acked = probes.dropna(subset=["publish_ms"])
+    if acked.empty:
+        return pd.DataFrame(columns=TIMELINE_COLUMNS)
+    span = (acked["sent_at"].max() - acked["sent_at"].min()).total_seconds()
+    bucket = "1s" if span <= 3600 else "10s" if span <= 36_000 else "60s"
+    keyed = acked.assign(at=acked["sent_at"].dt.floor(bucket))
+    grouped = keyed.groupby(["at", "namespace", "bundle"])["publish_ms"]
+    out = grouped.agg(
+        p50_ms="median",
+        p99_ms=lambda s: float(np.percentile(s, 99)),
+        max_ms="max",
+        messages="count",
+    ).reset_index()
+    return out.reindex(columns=TIMELINE_COLUMNS)
+
+
+def blind_spot(probes: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """For each measured outage: the average publish latency of its whole minute, as a
+    1-minute scrape shows it, against the worst publish latency the probe saw."""
+    columns = ["at", "namespace", "bundle", "minute_avg_ms", "worst_ms", "hidden"]
+    measured = events[events["worst_publish_ms"].notna() & events["cut_at"].notna()]
+    rows = []
+    for event in measured.itertuples(index=False):
+        minute = pd.Timestamp(event.cut_at).floor("60s")
+        mine = probes[
+            (probes["namespace"] == event.namespace)
+            & (probes["bundle"] == event.bundle)
+            & (probes["sent_at"] >= minute)
+            & (probes["sent_at"] < minute + pd.Timedelta(seconds=60))
+        ]["publish_ms"].dropna()
+        if mine.empty:
+            continue
+        average = float(mine.mean())
+        worst = float(event.worst_publish_ms)
+        rows.append([minute, event.namespace, event.bundle, average, worst, worst / average])
+    return pd.DataFrame(rows, columns=columns)

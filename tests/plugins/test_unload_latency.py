@@ -1,0 +1,71 @@
+"""Outages from probe rows, as `unload-latency` defines them, on hand-made rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+
+from plugins.builtin.unload_latency.outages import ladder, probe_outages, rung_of, timeline
+
+T0 = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
+
+
+def rows(publish: list[float | None], *, every_ms: int = 100) -> pd.DataFrame:
+    """One probe run: message i sent at i*every_ms, acked publish[i] ms later (None: never)."""
+    sent = [T0 + dt.timedelta(milliseconds=i * every_ms) for i in range(len(publish))]
+    acked = [
+        s + dt.timedelta(milliseconds=p) if p is not None else None
+        for s, p in zip(sent, publish, strict=True)
+    ]
+    return pd.DataFrame(
+        {
+            "probe": "p",
+            "topic": "persistent://public/default/probe",
+            "namespace": "public/default",
+            "bundle": "0x00000000_0x40000000",
+            "seq": range(len(publish)),
+            "sent_at": pd.to_datetime(sent, utc=True),
+            "acked_at": pd.to_datetime(acked, utc=True),
+            "publish_ms": [float("nan") if p is None else float(p) for p in publish],
+            "received": 1,
+            "error": None,
+        }
+    )
+
+
+def test_no_slow_message_no_outage() -> None:
+    assert probe_outages(rows([3.0, 4.0, 49.0, 5.0])).empty
+
+
+def test_an_outage_runs_from_the_last_good_ack_to_the_first_ack_after_the_cut() -> None:
+    # sent at 0,100,...; messages 2..4 queued until 700 ms, when all three are acked
+    frame = rows([3.0, 3.0, 500.0, 400.0, 300.0, 3.0])
+    (outage,) = probe_outages(frame).itertuples()
+    assert (outage.first_seq, outage.last_seq, outage.delayed) == (2, 4, 3)
+    assert outage.cut_at == frame["acked_at"][1]  # 103 ms
+    assert outage.back_at == frame["acked_at"][4]  # 700 ms: the first ack after the cut
+    assert outage.outage_ms == 597.0
+    assert outage.worst_publish_ms == 500.0
+
+
+def test_an_unacked_message_is_part_of_the_outage_and_a_lost_one_is_counted() -> None:
+    frame = rows([3.0, None, 250.0, 3.0])
+    frame.loc[1, "received"] = 0
+    (outage,) = probe_outages(frame).itertuples()
+    assert (outage.first_seq, outage.last_seq, outage.lost) == (1, 2, 1)
+
+
+def test_rungs_follow_the_clients_ladder() -> None:
+    assert rung_of(0.0) == 0
+    assert rung_of(90.0) == 1
+    assert rung_of(250.0) == 2
+    assert rung_of(float("nan")) is None
+    counts = ladder(probe_outages(rows([3.0, 500.0, 3.0]))).set_index("rung")["outages"]
+    assert counts.sum() == 1
+
+
+def test_timeline_buckets_per_second() -> None:
+    points = timeline(rows([3.0] * 25))
+    assert list(points["messages"]) == [10, 10, 5]
+    assert (points["max_ms"] == 3.0).all()
