@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "cli.assign_cmd",
     "cli.model_cmd",
     "cli.serve_cmd",
+    "cli.drill_cmd",
 )
 
 

@@ -144,6 +144,7 @@ class ProbeRunner:
     _producers: dict[str, Any] = field(default_factory=dict, repr=False)
     _consumers: dict[str, Any] = field(default_factory=dict, repr=False)
     _next_seq: dict[str, int] = field(default_factory=dict, repr=False)
+    _newest_acked_send: dt.datetime | None = field(default=None, repr=False)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -230,6 +231,11 @@ class ProbeRunner:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def last_ack_sent_after(self, since: dt.datetime) -> bool:
+        """Whether a message sent after `since` has been acknowledged."""
+        with self._lock:
+            return self._newest_acked_send is not None and self._newest_acked_send > since
+
     # --- sending and receiving ----------------------------------------------------------
 
     def _send_loop(self) -> None:
@@ -276,6 +282,9 @@ class ProbeRunner:
                 message.acked_at = dt.datetime.now(dt.UTC)
                 message.publish_ms = (now_mono - message.sent_mono) / 1e6
                 self.counts.acked += 1
+                newest = self._newest_acked_send
+                if newest is None or message.sent_at > newest:
+                    self._newest_acked_send = message.sent_at
             else:
                 message.error = clean(str(result), limit=200)
                 self.counts.errors += 1

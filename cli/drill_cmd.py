@@ -1,0 +1,138 @@
+"""`pulsar-lens drill unload`: unload one bundle under a probe and report what it cost.
+
+The measuring is `collectors.drill`; the report is the `unload-latency` plugin's result over
+what the drill stored, narrowed to the drill's bundle and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+import pandas as pd
+
+from cli.collect_cmd import require_admin_url
+from core.settings import Settings
+
+PLUGIN = "unload-latency"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "drill",
+        help="run an operational drill against the cluster (needs PULSAR_LENS_ALLOW_MUTATIONS=1)",
+        description="Drills change the cluster on purpose and measure the effect.",
+    )
+    kinds = p.add_subparsers(dest="drill", required=True, metavar="DRILL")
+    u = kinds.add_parser(
+        "unload",
+        help="probe a bundle, unload it, report the outage, delete the probe topic",
+        description="Starts a probe on the bundle, waits for a clean baseline, unloads the "
+        "bundle (to --to where the load manager supports it), measures, stops the probe, "
+        "deletes the probe topic and prints the report. Creates a topic and a subscription "
+        "and moves a bundle: needs PULSAR_LENS_ALLOW_MUTATIONS=1.",
+    )
+    u.add_argument(
+        "--bundle",
+        required=True,
+        metavar="NS/RANGE",
+        help="e.g. public/default/0x00000000_0x40000000",
+    )
+    u.add_argument("--to", metavar="BROKER", help="destination broker id (host:webPort)")
+    u.add_argument("--admin-url", help="admin REST URL (default PULSAR_ADMIN_URL)")
+    u.add_argument(
+        "--service-url", help="binary protocol URL (default PULSAR_SERVICE_URL, else a broker's)"
+    )
+    u.add_argument("--store", help="snapshot store directory (default PULSAR_LENS_STORE)")
+    u.add_argument("--rate", type=float, default=20.0, help="probe messages per second (20)")
+    u.add_argument("--timeout", type=float, default=120.0, help="seconds for the whole drill (120)")
+    u.add_argument("--keep-topic", action="store_true", help="keep the probe topic afterwards")
+    u.add_argument("--json", action="store_true", help="print the report as JSON")
+    u.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from collectors.admin import AdminClient, display_url
+    from collectors.drill import DrillPlan, run_drill
+    from collectors.keys import client_token
+    from core.mutations import require_mutations
+    from core.store import Store
+
+    settings = Settings.from_env()
+    plan = DrillPlan.parse(
+        args.bundle, to=args.to, rate=args.rate, timeout=args.timeout, keep_topic=args.keep_topic
+    )
+    require_mutations(f"the unload drill on {args.bundle}")
+    admin_url = require_admin_url("drill", args.admin_url, settings)
+    if not admin_url:
+        return 2
+    store = Store(args.store or settings.store_dir)
+    with AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url}) as admin:
+        service_url = args.service_url or settings.service_url
+        print(f"drill: unload {args.bundle} on {display_url(admin_url)}", file=sys.stderr)
+        drill = run_drill(
+            plan,
+            admin=admin,
+            service_url=service_url,
+            store=store,
+            token=client_token(),
+            progress=lambda line: print(f"drill: {line}", file=sys.stderr),
+        )
+    report = drill_report(store, drill)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        _print_report(report)
+    return 1 if report["lost"] else 0
+
+
+def drill_report(store: Any, drill: Any) -> dict[str, Any]:
+    """The unload-latency result over the stored rows, narrowed to this drill."""
+    from plugins import runner
+    from plugins.registry import discover
+
+    loaded = discover().get(PLUGIN)
+    params = runner.validate_params(loaded.plugin, {"namespace": drill.plan.namespace})
+    output = runner.run(loaded, store, params, use_cache=False)
+    frames = output.result.frames
+    start = pd.Timestamp(drill.started_at)
+    events = frames["events"]
+    mine = events[(events["bundle"] == drill.plan.bundle) & (events["at"] >= start)]
+    probes = frames["probes"]
+    probe = probes[probes["probe"] == drill.probe_run]
+    return {
+        "bundle": f"{drill.plan.namespace}/{drill.plan.bundle}",
+        "topic": drill.topic,
+        "probe": drill.probe_run,
+        "from": drill.owner_before,
+        "to": drill.owner_after,
+        "unload_at": drill.unload_at,
+        "events": mine.to_dict(orient="records"),
+        "outage_ms": float(mine["outage_ms"].max()) if len(mine) else None,
+        "worst_publish_ms": float(mine["worst_publish_ms"].max()) if len(mine) else None,
+        "sent": int(probe["sent"].sum()),
+        "received": int(probe["received"].sum()),
+        "lost": int(probe["lost"].sum()),
+        "duplicates": int(probe["duplicates"].sum()),
+        "deleted": drill.deleted,
+        "steps": drill.steps,
+    }
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    print(f"unload drill on {report['bundle']}: {report['from']} -> {report['to']}")
+    outage = report["outage_ms"]
+    print(f"  outage: {'not measured' if outage is None else f'{outage:,.0f} ms'}")
+    worst = report["worst_publish_ms"]
+    print(f"  worst publish latency: {'-' if worst is None else f'{worst:,.0f} ms'}")
+    print(
+        f"  probe messages: {report['sent']} sent, {report['received']} received, "
+        f"{report['lost']} lost, {report['duplicates']} duplicates"
+    )
+    if report["lost"]:
+        print("  MESSAGES WERE LOST during the unload")
+    for event in report["events"]:
+        print(f"  event {event['kind']} at {event['at']}: {event['detail'] or ''}".rstrip())

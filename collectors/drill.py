@@ -1,0 +1,192 @@
+"""The unload drill: probe one bundle, unload it, measure what it cost, clean up.
+
+Steps, each bounded in time: poll the cluster once; start a probe on the bundle and wait for
+a clean baseline (`baseline` seconds of acknowledged publishes, none failed); poll again (the
+"before" snapshot: the probe's topic keeps the bundle owned from here on); unload the bundle
+(to `to` where given; the extensible load manager refuses the current owner); wait until the
+probe's publishes are acknowledged again and `settle` seconds more; stop the probe (its rows
+go to the store's `probes` table); poll again (the "after" snapshot); delete the probe topic.
+The report is the `unload-latency` plugin's result over the stored rows: the drill
+measures, the plugin judges.
+
+The drill changes the cluster (a topic, a subscription, a bundle move): it needs
+PULSAR_LENS_ALLOW_MUTATIONS=1.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from collectors.admin import AdminClient
+from collectors.events import diff
+from collectors.poll import poll
+from collectors.probe import ProbeRunner, ProbeSettings, ProbeTarget, store_sink
+from collectors.sampling import service_url_of
+from core.bundles import parse_bundle_name
+from core.errors import SettingsError
+from core.model import Snapshot
+from core.mutations import require_mutations
+from core.secrets import Secret
+from core.store import Store
+
+log = logging.getLogger(__name__)
+
+SLOW_MS = 50.0
+
+
+@dataclass(frozen=True, slots=True)
+class DrillPlan:
+    namespace: str  # "tenant/ns"
+    bundle: str  # "0x00000000_0x40000000"
+    to: str | None = None  # destination broker id, e.g. "10.0.0.2:8080"
+    rate: float = 20.0  # probe messages per second
+    baseline: float = 3.0  # seconds of clean publishes before the unload
+    settle: float = 3.0  # seconds of probing after the probe is through again
+    timeout: float = 120.0  # seconds for the whole drill
+    keep_topic: bool = False  # keep the probe topic afterwards
+
+    @classmethod
+    def parse(cls, target: str, **options: Any) -> DrillPlan:
+        """`tenant/ns/0x00000000_0x40000000` -> a plan; SettingsError when malformed."""
+        parts = target.strip("/").split("/")
+        if len(parts) != 3:
+            raise SettingsError(
+                f"--bundle {target!r}: expected TENANT/NAMESPACE/0xLOWER_0xUPPER, "
+                "e.g. public/default/0x00000000_0x40000000"
+            )
+        try:
+            parse_bundle_name(parts[2])
+        except Exception as exc:
+            raise SettingsError(f"--bundle {target!r}: {exc}") from None
+        return cls(namespace=f"{parts[0]}/{parts[1]}", bundle=parts[2], **options)
+
+
+@dataclass
+class DrillRun:
+    """What the drill did, for its report."""
+
+    plan: DrillPlan
+    topic: str = ""
+    probe_run: str = ""  # the probe run id: its rows are this drill's
+    owner_before: str | None = None
+    owner_after: str | None = None
+    unload_at: dt.datetime | None = None
+    started_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    finished_at: dt.datetime | None = None
+    probe_counts: dict[str, int] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+
+
+def run_drill(
+    plan: DrillPlan,
+    *,
+    admin: AdminClient,
+    service_url: str | None,
+    store: Store,
+    token: Secret | None = None,
+    progress: Callable[[str], None] = lambda _line: None,
+) -> DrillRun:
+    """Carry out the drill against the cluster behind `admin`; rows and polls go to `store`.
+    Without a `service_url`, the brokers' own binary URL from the first poll is used."""
+    require_mutations(f"the unload drill on {plan.namespace}/{plan.bundle}")
+    deadline = time.monotonic() + plan.timeout
+    run = DrillRun(plan)
+
+    def step(line: str) -> None:
+        run.steps.append(line)
+        log.info("drill: %s", line)
+        progress(line)
+
+    before = _poll_and_store(admin, store, plan.namespace, None)
+    step(f"polled the cluster ({before.cluster})")
+    target = ProbeTarget.of(plan.namespace, plan.bundle)
+    service_url = service_url or service_url_of(before) or _lookup_service_url(admin, target)
+    if not service_url:
+        raise SettingsError("no service URL: the brokers report none; pass --service-url")
+    run.topic = target.topic
+    probe = ProbeRunner(
+        service_url,
+        [target],
+        store_sink(store, before.cluster),
+        token=token,
+        settings=ProbeSettings(rate=plan.rate, flush_every=1.0),
+    )
+    run.probe_run = probe.run_id
+    probe.start()
+    try:
+        step(f"probing {target.topic} at {plan.rate:g} msg/s")
+        _wait_clean(probe, plan.baseline, deadline)
+        # the "before" poll: the probe's topic keeps the bundle owned from here on
+        before = _poll_and_store(admin, store, plan.namespace, before)
+        run.owner_before = owner_of(admin, target.topic)
+        if plan.to is not None and plan.to == run.owner_before:
+            raise SettingsError(f"--to {plan.to}: that broker already owns the bundle")
+        step(f"baseline clean; {run.owner_before} owns the bundle; unloading")
+        params = {"destinationBroker": plan.to} if plan.to else None
+        run.unload_at = dt.datetime.now(dt.UTC)
+        admin.put(f"/admin/v2/namespaces/{plan.namespace}/{plan.bundle}/unload", params=params)
+        _wait_through(probe, run.unload_at, deadline)
+        time.sleep(max(0.0, min(plan.settle, deadline - time.monotonic())))
+        run.owner_after = owner_of(admin, target.topic)
+        step(f"probe through again; {run.owner_after} owns the bundle")
+    finally:
+        counts = probe.stop(drain=5.0)
+        run.probe_counts = dict(vars(counts))
+    after = _poll_and_store(admin, store, plan.namespace, before)
+    step(f"polled the cluster again ({len(after.bundles)} bundles)")
+    if not plan.keep_topic:
+        run.deleted = probe.delete_topics(admin)
+        step(f"deleted {', '.join(run.deleted) or 'nothing'}")
+    run.finished_at = dt.datetime.now(dt.UTC)
+    return run
+
+
+def owner_of(admin: AdminClient, topic: str) -> str | None:
+    """The broker id (host:webPort) owning `topic` now, from a lookup."""
+    answer = admin.get_json("/lookup/v2/topic/" + topic.replace("://", "/", 1))
+    url = str((answer or {}).get("httpUrl") or (answer or {}).get("httpUrlTls") or "")
+    return url.split("://", 1)[-1].rstrip("/") or None
+
+
+def _lookup_service_url(admin: AdminClient, target: ProbeTarget) -> str | None:
+    """The binary URL of the broker a lookup of the probe topic names (the extensible load
+    manager's brokers publish no load report to read it from)."""
+    answer = admin.get_json("/lookup/v2/topic/" + target.topic.replace("://", "/", 1))
+    return str((answer or {}).get("brokerUrl") or "") or None
+
+
+def _poll_and_store(
+    admin: AdminClient, store: Store, namespace: str, previous: Snapshot | None
+) -> Snapshot:
+    snapshot = poll(admin, namespaces=[namespace])
+    events = diff(previous, snapshot) if previous is not None else []
+    store.write(snapshot, events=events)
+    return snapshot
+
+
+def _wait_clean(probe: ProbeRunner, seconds: float, deadline: float) -> None:
+    """Until `seconds` pass in which at least one publish was acknowledged and none failed."""
+    start = time.monotonic()
+    errors = probe.counts.errors
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        if probe.counts.errors != errors:
+            start, errors = time.monotonic(), probe.counts.errors
+        if time.monotonic() - start >= seconds and probe.counts.acked > 0:
+            return
+    raise SettingsError("the probe never had a clean baseline before the drill's timeout")
+
+
+def _wait_through(probe: ProbeRunner, since: dt.datetime, deadline: float) -> None:
+    """Until a publish sent after `since` is acknowledged (the producer is through)."""
+    while time.monotonic() < deadline:
+        if probe.last_ack_sent_after(since):
+            return
+        time.sleep(0.05)
+    raise SettingsError("the probe was not through again before the drill's timeout")

@@ -1,0 +1,143 @@
+"""The unload drill on a real two-broker cluster, under both load managers, and on a single
+broker: the event is detected with the right bundle and owners, the outage the report gives
+is what the raw probe rows show, and every probe message sent was received.
+
+The outage figures of every drill are written to artifacts/unload-drills.json (median and
+worst per load manager) for the README."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import requests
+
+from cli.drill_cmd import drill_report
+from collectors.admin import AdminClient
+from collectors.drill import DrillPlan, owner_of, run_drill
+from collectors.probe import probe_topic
+from core.store import Store
+from lab.cluster import LocalPulsarCluster
+from lab.localpulsar import LocalPulsar
+
+DRILLS = 10
+SLOW_MS = 50.0
+FIGURES = Path(__file__).resolve().parents[2] / "artifacts" / "unload-drills.json"
+_measured: dict[str, list[float]] = {}
+
+
+@pytest.fixture(scope="module", params=["modular", "extensible"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[LocalPulsarCluster]:
+    with LocalPulsarCluster(brokers=2, load_manager=request.param) as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def mutations(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PULSAR_LENS_ALLOW_MUTATIONS", "1")
+
+
+def first_bundle(admin_url: str) -> str:
+    bounds = requests.get(f"{admin_url}/admin/v2/namespaces/public/default/bundles", timeout=30)
+    boundaries = bounds.json()["boundaries"]
+    return f"{boundaries[0]}_{boundaries[1]}"
+
+
+def raw_outage(rows: pd.DataFrame) -> float:
+    """The longest outage straight from the probe rows: for each run of slow or unacked
+    messages, its first ack (the next one's when none) minus the last good ack before it."""
+    rows = rows.sort_values("seq").reset_index(drop=True)
+    slow = [pd.isna(v) or v > SLOW_MS for v in rows["publish_ms"]]
+    worst = 0.0
+    i = 0
+    while i < len(rows):
+        if not slow[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(rows) and slow[j]:
+            j += 1
+        good = [k for k in range(i) if not slow[k]]
+        cut = rows["acked_at"][good[-1]] if good else rows["sent_at"][i]
+        acks = rows["acked_at"][i:j].dropna()
+        back = acks.min() if len(acks) else rows["acked_at"][j:].dropna().min()
+        worst = max(worst, (back - cut).total_seconds() * 1000)
+        i = j
+    return worst
+
+
+def drill(cluster_admin: str, store: Store, bundle: str, to: str | None) -> dict[str, Any]:
+    plan = DrillPlan("public/default", bundle, to=to, rate=20.0, baseline=2.0, settle=2.0)
+    with AdminClient(cluster_admin) as admin:
+        run = run_drill(plan, admin=admin, service_url=None, store=store)
+    report = drill_report(store, run)
+    rows = store.read("probes").to_pandas()
+    report["rows"] = rows[rows["probe"] == run.probe_run]
+    return report
+
+
+def check_probe_rows(report: dict[str, Any]) -> None:
+    rows = report["rows"]
+    assert len(rows) == report["sent"] > 0
+    assert sorted(rows["seq"]) == list(range(len(rows))), "sequence numbers are not contiguous"
+    assert (rows["received"] >= 1).all(), "a probe message was lost"
+    assert report["lost"] == 0
+    assert int((rows["received"] - 1).sum()) == report["duplicates"]
+    measured = report["outage_ms"] or 0.0
+    assert measured == pytest.approx(raw_outage(rows), abs=0.01)
+
+
+def test_unload_to_the_other_broker_is_detected_and_measured(
+    cluster: LocalPulsarCluster, tmp_path: Path
+) -> None:
+    store = Store(tmp_path / "store")
+    bundle = first_bundle(cluster.admin_url)
+    outages = []
+    for _ in range(DRILLS):
+        with AdminClient(cluster.admin_url) as admin:
+            owner = owner_of(admin, probe_topic("public/default", bundle))
+        other = next(b for b in cluster.broker_ids if b != owner)
+        report = drill(cluster.admin_url, store, bundle, other)
+        assert report["from"] != report["to"]
+        assert report["to"] == other
+        moved = [e for e in report["events"] if e["kind"] == "moved"]
+        assert moved, f"no moved event: {report['events']}"
+        assert moved[0]["bundle"] == bundle
+        assert (moved[0]["from_broker"], moved[0]["to_broker"]) == (report["from"], other)
+        check_probe_rows(report)
+        outages.append(report["outage_ms"] or 0.0)
+    _measured[cluster.load_manager] = outages
+    _write_figures()
+
+
+def test_unload_on_a_single_broker_is_detected_and_measured(
+    pulsar: LocalPulsar, tmp_path: Path
+) -> None:
+    store = Store(tmp_path / "store")
+    bundle = first_bundle(pulsar.admin_url)
+    report = drill(pulsar.admin_url, store, bundle, None)
+    assert report["from"] == report["to"]  # re-acquired by the only broker
+    ours = [e for e in report["events"] if e["bundle"] == bundle]
+    assert ours, "the unload was not detected"
+    assert ours[0]["kind"] in {"reloaded", "outage", "reacquired"}
+    assert ours[0]["outage_ms"] == pytest.approx(report["outage_ms"])
+    check_probe_rows(report)
+
+
+def _write_figures() -> None:
+    summary = {
+        manager: {
+            "drills": len(values),
+            "median_ms": statistics.median(values),
+            "worst_ms": max(values),
+            "outages_ms": [round(v, 1) for v in values],
+        }
+        for manager, values in _measured.items()
+    }
+    FIGURES.parent.mkdir(parents=True, exist_ok=True)
+    FIGURES.write_text(json.dumps(summary, indent=2) + "\n")
