@@ -26,6 +26,7 @@ import time
 import urllib.error
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from core.errors import LocalPulsarError
@@ -240,7 +241,7 @@ class LocalPulsarCluster:
             for broker in brokers:
                 self._spawn_broker(java, lib, broker)
             for broker in brokers:
-                self._wait(lambda b=broker: self._broker_ready(b), broker, deadline, "broker")
+                self._wait(partial(self._broker_ready, broker), broker, deadline, "broker")
         except BaseException:
             self.stop()
             raise

@@ -68,6 +68,7 @@ def test_page_plan_gives_plugins_with_a_page_their_own_and_the_rest_a_generic_on
         ("stuck-hashes", "stuck-hashes"),
         ("failover", "failover-assignment"),
         ("bundles", "bundle-ownership"),
+        ("unloads", "unload-latency"),
         ("subscriptions", "subscription-status"),
     ]
     history = {p.target: p.url_path for p in plan["History"]}  # the Spark analyses' pages

@@ -372,6 +372,7 @@ def test_lens_collector_runs_the_builtin_analyses_by_default() -> None:
         "subscription-status",
         "failover-assignment",
         "bundle-ownership",
+        "unload-latency",
     }
     assert value(found, "pulsar_lens_plugin_errors", plugin="subscription-status") == 0
 

@@ -258,7 +258,7 @@ def chart_timeline(points: pd.DataFrame, events: pd.DataFrame) -> alt.LayerChart
             tooltip=["kind:N", "bundle:N", "from_broker:N", "to_broker:N", "outage_ms:Q"],
         )
     )
-    return alt.layer(lines, rules)
+    return alt.LayerChart(layer=[lines, rules])
 
 
 def chart_ladder(outages: pd.DataFrame) -> alt.LayerChart:
@@ -276,4 +276,4 @@ def chart_ladder(outages: pd.DataFrame) -> alt.LayerChart:
         .mark_rule(color="gray", strokeDash=[2, 2])
         .encode(x="retry_ms:Q", tooltip=[alt.Tooltip("retry_ms:Q", title="client retry at (ms)")])
     )
-    return alt.layer(ladder_rules, ticks)
+    return alt.LayerChart(layer=[ladder_rules, ticks])
