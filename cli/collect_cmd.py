@@ -17,9 +17,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 from cli.key_sampling import add_sampling_args, sampling_hooks
 from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
+from cli.probing import add_probe_args, probe_hooks
 from collectors.loop import DiffFn, Heartbeat, PollFn, PollLoop
 from core.model import Snapshot
 from core.secrets import display_url
@@ -128,8 +130,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="poll only this namespace (repeatable; default: all)",
     )
     add_sampling_args(p, positive=positive_int)
+    add_probe_args(p)
     add_metrics_port(p, default_text="0")
     p.set_defaults(func=run, source_factory=admin_source)
+
+
+def _then(first: Callable[[Any], Any], second: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Wrap with `first`, then with `second`."""
+    return lambda fn: second(first(fn))
 
 
 class HeartbeatPrinter:
@@ -179,6 +187,10 @@ def run(args: argparse.Namespace) -> int:
     metrics = MetricsEndpoint(store, port=args.metrics_port)
     factory: SourceFactory = args.source_factory
     wrap_poll, wrap_beat = sampling_hooks(args, settings, store)
+    probes = probe_hooks(args, settings, store, admin_url)
+    if probes is not None:
+        wrap_poll = _then(wrap_poll, probes.wrap)
+        wrap_beat = _then(wrap_beat, probes.after)
     source = factory(admin_url, args.namespaces)
     printer = HeartbeatPrinter()
     analyses: Analyses | None = None
@@ -208,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if analyses is not None:
             analyses.close()
+        if probes is not None:
+            probes.close()
         metrics.close()
         source.close()
     if loop.last_success is None and printer.last and printer.last.write_error:

@@ -25,7 +25,13 @@ from typing import Any
 from collectors.admin import AdminClient
 from collectors.events import diff
 from collectors.poll import poll
-from collectors.probe import ProbeRunner, ProbeSettings, ProbeTarget, store_sink
+from collectors.probe import (
+    ProbeRunner,
+    ProbeSettings,
+    ProbeTarget,
+    lookup_service_url,
+    store_sink,
+)
 from collectors.sampling import service_url_of
 from core.bundles import parse_bundle_name
 from core.errors import SettingsError
@@ -106,7 +112,7 @@ def run_drill(
     before = _poll_and_store(admin, store, plan.namespace, None)
     step(f"polled the cluster ({before.cluster})")
     target = ProbeTarget.of(plan.namespace, plan.bundle)
-    service_url = service_url or service_url_of(before) or _lookup_service_url(admin, target)
+    service_url = service_url or service_url_of(before) or lookup_service_url(admin, target.topic)
     if not service_url:
         raise SettingsError("no service URL: the brokers report none; pass --service-url")
     run.topic = target.topic
@@ -152,13 +158,6 @@ def owner_of(admin: AdminClient, topic: str) -> str | None:
     answer = admin.get_json("/lookup/v2/topic/" + topic.replace("://", "/", 1))
     url = str((answer or {}).get("httpUrl") or (answer or {}).get("httpUrlTls") or "")
     return url.split("://", 1)[-1].rstrip("/") or None
-
-
-def _lookup_service_url(admin: AdminClient, target: ProbeTarget) -> str | None:
-    """The binary URL of the broker a lookup of the probe topic names (the extensible load
-    manager's brokers publish no load report to read it from)."""
-    answer = admin.get_json("/lookup/v2/topic/" + target.topic.replace("://", "/", 1))
-    return str((answer or {}).get("brokerUrl") or "") or None
 
 
 def _poll_and_store(

@@ -249,7 +249,8 @@ def chart_timeline(points: pd.DataFrame, events: pd.DataFrame) -> alt.LayerChart
             ],
         )
     )
-    marks = events.assign(when=events["cut_at"].fillna(events["at"]))
+    cut, seen = events["cut_at"], events["at"]
+    marks = events.assign(when=cut.where(cut.notna(), seen))
     rules = (
         alt.Chart(marks)
         .mark_rule(color="firebrick", strokeDash=[4, 3])

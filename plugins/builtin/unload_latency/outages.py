@@ -152,6 +152,8 @@ def unload_events(
             )
         )
     frame = pd.DataFrame(rows, columns=EVENT_COLUMNS)
+    for column in ("at", "since", "cut_at"):  # one time type, whichever source a row came from
+        frame[column] = pd.to_datetime(frame[column], utc=True).astype("datetime64[us, UTC]")
     return frame.sort_values("at", ascending=False, kind="stable").reset_index(drop=True)
 
 

@@ -1,0 +1,73 @@
+"""The probe options of `pulsar-lens collect`: `--probe NS[/BUNDLE]` and `--probe-rate`.
+
+Probes create topics and subscriptions, so they need PULSAR_LENS_ALLOW_MUTATIONS=1; collect
+refuses to start with `--probe` otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from functools import partial
+
+from collectors.keys import client_token
+from collectors.probe import CollectProbes, lookup_service_url, parse_probe_spec
+from core.errors import ModelError, SettingsError
+from core.mutations import require_mutations
+from core.settings import Settings
+from core.store import Store
+
+
+def add_probe_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "latency probes",
+        "publish and consume a sequence-numbered message per tick on a topic in each watched "
+        "bundle, into the probes table (creates topics: needs PULSAR_LENS_ALLOW_MUTATIONS=1)",
+    )
+    g.add_argument(
+        "--probe",
+        action="append",
+        dest="probes",
+        default=[],
+        metavar="NS[/BUNDLE]",
+        help="probe every bundle of TENANT/NS, or one bundle TENANT/NS/0xLO_0xHI (repeatable)",
+    )
+    g.add_argument(
+        "--probe-rate",
+        type=float,
+        default=10.0,
+        metavar="PER_S",
+        help="probe messages per second per bundle (10)",
+    )
+
+
+def probe_hooks(
+    args: argparse.Namespace, settings: Settings, store: Store, admin_url: str
+) -> CollectProbes | None:
+    """The collect loop's probes, or None without --probe; SettingsError for a bad spec or
+    when mutations are not enabled."""
+    if not args.probes:
+        return None
+    require_mutations(f"--probe {' '.join(args.probes)} (creates topics and subscriptions)")
+    for spec in args.probes:
+        try:
+            parse_probe_spec(spec)
+        except ModelError as exc:
+            raise SettingsError(str(exc)) from None
+    if not 0 < args.probe_rate <= 1000:
+        raise SettingsError(f"--probe-rate must be in (0, 1000], got {args.probe_rate:g}")
+    return CollectProbes(
+        store,
+        list(args.probes),
+        rate=args.probe_rate,
+        service_url=args.service_url or settings.service_url,
+        token=client_token(),
+        lookup=partial(_lookup, admin_url),
+    )
+
+
+def _lookup(admin_url: str, topic: str) -> str | None:
+    from collectors.admin import AdminClient
+
+    with AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url}) as admin:
+        return lookup_service_url(admin, topic)

@@ -1,0 +1,75 @@
+"""`pulsar-lens collect --probe`: probes started by the collect loop write probe rows that the
+unload-latency plugin reads; without PULSAR_LENS_ALLOW_MUTATIONS the flag is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import requests
+
+from collectors.probe import PROBE_PREFIX
+from core.store import Store
+from lab.localpulsar import LocalPulsar
+from plugins import runner
+from plugins.registry import discover
+from tests.lens_cli import run_lens
+
+
+def test_collect_refuses_probes_unless_mutations_are_enabled(
+    pulsar: LocalPulsar, tmp_path: Path
+) -> None:
+    store_dir = tmp_path / "store"
+    result = run_lens(
+        "collect",
+        "--once",
+        "--admin-url",
+        pulsar.admin_url,
+        "--store",
+        str(store_dir),
+        "--probe",
+        "public/default",
+    )
+    assert result.returncode == 2
+    assert "PULSAR_LENS_ALLOW_MUTATIONS=1" in result.stderr
+    assert not (store_dir / "probes").exists()
+    topics = requests.get(f"{pulsar.admin_url}/admin/v2/persistent/public/default", timeout=30)
+    assert not [t for t in topics.json() if PROBE_PREFIX in t]
+
+
+def test_collect_probes_every_bundle_of_a_namespace(pulsar: LocalPulsar, tmp_path: Path) -> None:
+    store_dir = tmp_path / "store"
+    bundles = requests.get(
+        f"{pulsar.admin_url}/admin/v2/namespaces/public/default/bundles", timeout=30
+    ).json()["numBundles"]
+    result = run_lens(
+        "collect",
+        "--interval",
+        "2s",
+        "--max-polls",
+        "4",
+        "--admin-url",
+        pulsar.admin_url,
+        "--store",
+        str(store_dir),
+        "--probe",
+        "public/default",
+        "--probe-rate",
+        "5",
+        env={"PULSAR_LENS_ALLOW_MUTATIONS": "1", "PULSAR_LENS_SPARK_JOBS": "0"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "creates topic" in result.stderr
+    store = Store(store_dir)
+    probes = store.read("probes").to_pandas()
+    assert probes["bundle"].nunique() == bundles
+    assert len(probes) >= bundles * 5  # at least a second of each probe
+    assert (probes["received"] >= 1).all() and probes["publish_ms"].notna().all()
+    for topic, bundle in probes[["topic", "bundle"]].drop_duplicates().itertuples(index=False):
+        path = topic.replace("://", "/", 1)
+        answer = requests.get(f"{pulsar.admin_url}/lookup/v2/topic/{path}/bundle", timeout=30)
+        assert answer.text.strip('"') == bundle  # the broker places each probe in its bundle
+    loaded = discover().get("unload-latency")
+    output = runner.run(loaded, store, use_cache=False)
+    assert output.result.summary["probe_messages"] > 0
+    assert output.result.summary["lost"] == 0
+    assert set(output.result.frames["probes"]["bundle"]) == set(probes["bundle"])
