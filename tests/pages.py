@@ -17,8 +17,9 @@ PAGE_SLUGS = (
     "bundle-load-history",
     "failover-history",
 )
-"""Every built-in plugin: six with a page of their own, sticky-ranges on the generic one,
-and the Spark analyses' pages (they show stored results; a page never starts Spark)."""
+"""Every built-in plugin: five with a page of their own, sticky-ranges and bundle-ownership on
+the generic one, and the Spark analyses' pages (they show stored results; a page never starts
+Spark)."""
 
 
 def _page_script(slug: str) -> None:

@@ -31,7 +31,8 @@ PLUGIN_PAGES = {
     "key-shared-map": "Key_Shared",
     "stuck-hashes": "Stuck hashes",
     "failover-assignment": "Failover",
-    "bundle-ownership": "Bundles & unloads",
+    "bundle-ownership": "Bundle ownership",
+    "unload-latency": "Bundles & unloads",
     "subscription-status": "Subscriptions",
     "sticky-ranges": "Sticky hash ranges",
 }

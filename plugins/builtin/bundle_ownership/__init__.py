@@ -35,7 +35,6 @@ from plugins.api import (
     MetricFamily,
     MetricsContext,
     Note,
-    Page,
     Result,
     Table,
     View,
@@ -81,15 +80,7 @@ class BundleOwnership(AnalysisPlugin):
     inputs = ("bundles", "topics", "consumers", "events")
     history = 60
     outputs = ("bundles", "brokers", "topics", "timeline", "events")
-    page = Page(
-        title="Bundles & unloads",
-        icon=":material/hub:",
-        url_path="bundles",
-        order=40,
-        caption="Which broker owned each bundle, poll by poll, with every move, unload and "
-        "split the polls saw.",
-        controls=("namespace",),
-    )
+    # drawn on the Bundles & unloads page of `unload-latency`, which builds on this result
 
     class Params(BaseModel):
         namespace: str = Field("", description="Only this namespace (tenant/ns); empty for all")

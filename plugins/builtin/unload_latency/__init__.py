@@ -1,4 +1,5 @@
-"""`unload-latency`: what each bundle unload cost the applications, measured by the probes.
+"""`unload-latency`: what each bundle unload cost the applications, measured by the probes;
+the Bundles & unloads page.
 
 Unload events come from the `bundle-ownership` plugin (ownership changes between polls, and
 the "reloaded" ones inferred from clients that all reconnected); the probes' rows (the
@@ -9,6 +10,10 @@ explains (an unload and re-acquire between two polls on one broker) are events t
 
 Without probes the page lists the events and the clients that reconnected, and says that a
 probe would measure the cost.
+
+The page also draws the ownership map and its history: `bundle-ownership`'s frames, carried
+in this result as they are (computed there, once), so ownership and what moves cost read
+together on one page.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from plugins.api import (
     Table,
     View,
 )
+from plugins.builtin.bundle_ownership import chart_ownership, compute_brokers
+from plugins.builtin.bundle_ownership import chart_timeline as chart_owners
 from plugins.builtin.unload_latency.outages import (
     SLOW_MS,
     blind_spot,
@@ -57,14 +64,24 @@ class UnloadLatency(AnalysisPlugin):
     inputs = ("probes",)
     requires = ("bundle-ownership",)
     history = 60
-    outputs = ("events", "outages", "timeline", "ladder", "blind_spot", "probes")
+    outputs = (
+        "events",
+        "outages",
+        "timeline",
+        "ladder",
+        "blind_spot",
+        "probes",
+        "ownership",
+        "ownership_timeline",
+        "brokers",
+    )
     page = Page(
-        title="Unload latency",
-        icon=":material/timer:",
-        url_path="unloads",
-        order=41,
-        caption="Probe publish latency per second with every unload overlaid, and what each "
-        "unload cost: the gap between the last acknowledgement before it and the first after.",
+        title="Bundles & unloads",
+        icon=":material/hub:",
+        url_path="bundles",
+        order=40,
+        caption="Which broker owned each bundle, poll by poll; probe publish latency with "
+        "every unload overlaid, and what each unload cost the clients.",
         controls=("namespace",),
     )
 
@@ -76,7 +93,9 @@ class UnloadLatency(AnalysisPlugin):
 
     def analyze(self, data: Inputs, params: Params) -> Result:
         probes = _only(data.history("probes"), params.namespace)
-        ownership = _only(data.result("bundle-ownership").frames["events"], params.namespace)
+        owned = data.result("bundle-ownership").frames
+        ownership = _only(owned["events"], params.namespace)
+        current = _only(owned["bundles"], params.namespace)
         outages = probe_outages(probes, slow_ms=params.slow_ms)
         events = unload_events(ownership, data.snapshots, probes, outages)
         per_probe = _probe_summary(probes)
@@ -87,9 +106,14 @@ class UnloadLatency(AnalysisPlugin):
             "ladder": ladder(outages),
             "blind_spot": blind_spot(probes, events),
             "probes": per_probe,
+            "ownership": current,
+            "ownership_timeline": _only(owned["timeline"], params.namespace),
+            "brokers": compute_brokers(current),
         }
         measured = events["outage_ms"].dropna()
         summary = {
+            "bundles": len(current),
+            "brokers": int(current["owner_broker"].nunique()),
             "events": len(events),
             "measured": len(measured),
             "probe_messages": len(probes),
@@ -123,8 +147,9 @@ class UnloadLatency(AnalysisPlugin):
     def render(self, result: Result) -> list[View]:
         summary, frames = result.summary, result.frames
         views: list[View] = [
+            Metric("Bundles", summary["bundles"]),
+            Metric("Brokers owning bundles", summary["brokers"]),
             Metric("Unload events", summary["events"]),
-            Metric("Measured by probes", summary["measured"]),
             Metric(
                 "Worst outage",
                 "-"
@@ -140,6 +165,11 @@ class UnloadLatency(AnalysisPlugin):
                     "an unload lost messages.",
                     level="error",
                 )
+            )
+        if not frames["ownership"].empty:
+            views.append(Chart(chart_ownership(frames["ownership"]), title="Broker x bundle"))
+            views.append(
+                Chart(chart_owners(frames["ownership_timeline"]), title="Ownership over time")
             )
         if frames["probes"].empty:
             views.append(
@@ -174,6 +204,8 @@ class UnloadLatency(AnalysisPlugin):
             )
         if not frames["probes"].empty:
             views.append(Table(frames["probes"], title="Probes"))
+        views.append(Table(frames["brokers"], title="Brokers"))
+        views.append(Table(frames["ownership"], title="Bundles"))
         return views
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
