@@ -6,20 +6,21 @@
    `ProbeRunner` on `--probes` bundles (those of `public/default`; a namespace of its own
    with that many bundles when there are more) at the default rate for `--seconds`, writing
    to a Store through `store_sink`; a baseline child does the same setup (imports, client,
-   store) and sends nothing for as long. Each child's CPU seconds (user + sys) and peak RSS
-   come from `os.wait4`; the difference is the probes' cost, as a share of one core and in
-   MB. The child also times its own CPU over the sending alone (no start-up, no drain), and
-   the broker's CPU over each child comes from /proc. Messages/s are the child's own counts
-   over its sending time and the broker's `msgRateIn` summed over the probe topics (median of
-   samples every 5 s). The probe topics are deleted afterwards.
+   store) and sends nothing for as long. Their CPU seconds (user + sys, from `os.wait4`) and
+   peak RSS (each child's VmHWM) are compared: the difference is the probes' cost, as a share
+   of one core and in MiB. The child also times its own CPU over the sending alone (no
+   start-up, no drain), and the broker's CPU over each child comes from /proc. Messages/s are
+   the child's own counts over its sending time and the broker's `msgRateIn` summed over the
+   probe topics (median of samples every 5 s). The probe topics are deleted afterwards.
 2. Growth: synthetic stores (`benchmarks/synth_probes.py`: 4 probes at 10 msg/s, an unload
    every 10 minutes, a poll every 30 s) of each of `--sizes`, cached under
    ~/.cache/pulsar-lens/bench/probes-<size>. Each is analysed cold in a child process:
-   `plugins.runner.run(unload-latency)` as the collector runs it (its `history`: the probe
-   rows sent since the oldest of the newest 60 polls), and the same analysis on every probe
-   row of the store (Inputs made with the runner's `required_results` and `run_on_inputs`;
-   bundle-ownership's events still come from its own 60 polls). A child is stopped past
-   `--timeout` seconds or `--max-mib` of RSS. Prints rows, seconds, peak MiB, s per M rows.
+   `plugins.runner.run(unload-latency)` as the collector runs it (its `history` of 60 polls:
+   the probe rows written since the oldest of them, about 30 minutes), and the same analysis
+   on every probe row of the store (Inputs made with the runner's `required_results` and
+   `run_on_inputs`; bundle-ownership's events still come from its own 60 polls). A child is
+   stopped past `--timeout` seconds or `--max-mib` of RSS. Prints rows, seconds, peak MiB and
+   seconds per million rows read.
 """
 
 from __future__ import annotations
@@ -125,15 +126,21 @@ def child_growth(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _rss_mib(pid: int | str = "self") -> float:
-    """Resident set size now, from /proc (0 when the process is gone)."""
+def _rss_mib(pid: int | str = "self", field: str = "VmRSS") -> float:
+    """Resident set size now (or its high-water mark, `VmHWM`), from /proc; 0 when gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
+
+
+def child_answer(answer: dict[str, Any]) -> str:
+    """A child's JSON line, with its own peak RSS since exec (`ru_maxrss` of a forked child
+    also counts the parent's pages at the fork, which in the parent can be a whole store)."""
+    return json.dumps({**answer, "hwm_mib": _rss_mib(field="VmHWM")})
 
 
 # ---- the parent ------------------------------------------------------------------------------
@@ -149,25 +156,26 @@ def run_child(
     during: Any = None,
 ) -> dict[str, Any]:
     """`python -m benchmarks.probes --child ...` in its own process: its JSON answer plus its
-    CPU seconds and peak RSS (`os.wait4`), wall time, the broker's CPU meanwhile, and why it
-    was stopped if it was (past `timeout` s or `max_mib` of RSS). `during(elapsed)` is called
-    every 0.2 s while it runs."""
+    CPU seconds (`os.wait4`), peak RSS (`child_answer`), wall time, the broker's CPU meanwhile,
+    and why it was stopped if it was (past `timeout` s or `max_mib` of RSS). `during(elapsed)`
+    is called every 0.2 s while it runs."""
     command = [sys.executable, "-m", "benchmarks.probes", "--child", *args]
     broker0 = _proc_cpu(broker_pid)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=out, stderr=err, start_new_session=True
         )
-        started, stopped = time.monotonic(), ""
+        started, stopped, seen = time.monotonic(), "", 0.0
         while True:
             finished, status, usage = os.wait4(process.pid, os.WNOHANG)
             if finished:
                 break
             elapsed = time.monotonic() - started
+            seen = max(seen, _rss_mib(process.pid))
             if not stopped and elapsed > timeout:
                 stopped = f"stopped after {timeout:.0f} s"
-            elif not stopped and max_mib and _rss_mib(process.pid) > max_mib:
-                stopped = f"stopped at {max_mib:,.0f} MiB"
+            elif not stopped and max_mib and seen > max_mib:
+                stopped = f"stopped at {max_mib:,.0f} MiB after {elapsed:.0f} s"
             if stopped:
                 os.killpg(process.pid, signal.SIGKILL)
             elif during is not None:
@@ -185,7 +193,7 @@ def run_child(
     return {
         **answer,
         "cpu": usage.ru_utime + usage.ru_stime,
-        "peak_mib": usage.ru_maxrss / 1024,
+        "peak_mib": answer.get("hwm_mib") or seen,  # sampled every 0.2 s when it was stopped
         "wall": wall,
         "broker_cpu": _proc_cpu(broker_pid) - broker0,
         "stopped": stopped,
@@ -386,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             answer = child_growth(args)
         else:
             answer = child_probe(args, send=args.child == "probe")
-        print(json.dumps(answer), flush=True)
+        print(child_answer(answer), flush=True)
         return 0
     if not 1 <= args.probes <= 64 or args.seconds <= 0:
         parser.error("--probes must be 1..64 and --seconds positive")

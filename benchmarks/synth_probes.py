@@ -9,10 +9,14 @@ written after `hours` hours:
   publishes wait and are acknowledged together when the producer is through again; half of
   the unloads redeliver the last message before the cut (a duplicate). Rows carry the
   `collected_at` and batch `snapshot_id` of the 2-second flush that wrote them (after the
-  probe's 2-second linger), and are written a day at a time with `Store.write_table`.
+  probe's 2-second linger), in batch order (by `collected_at`, then topic and seq, as
+  `store_sink` writes them).
 * `bundles` and the index: a poll every 30 s of the 4 bundles and their owner (the unloaded
-  bundle moves to the other broker), one file per table and day, the shape `Store.compact`
-  leaves a closed day in (written with `synth_store.DayFiles`).
+  bundle moves to the other broker).
+
+Every table gets one file per day with row groups of 65,536 rows, the shape `Store.compact`
+leaves a closed day in (written with `synth_store.DayFiles`). A real store's newest day holds
+a file per probe flush (every 2 s) and per poll until it is compacted; that is not modelled.
 
 Every row is built with numpy and Arrow, never one Python object per row. The same seed gives
 the same rows. Prints rows, bytes and seconds.
@@ -33,13 +37,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from benchmarks.synth_cluster import CLUSTER, START, table
 from benchmarks.synth_store import DayFiles
 from collectors.probe import ProbeTarget
 from core.digest import canonical_json
-from core.model import POLLED_TABLES
-from core.store import INDEX, INDEX_SCHEMA, Store
+from core.model import POLLED_TABLES, SCHEMAS
+from core.store import INDEX, INDEX_SCHEMA
 
 NAMESPACE, TENANT = "public/default", "public"
 BOUNDS = (0x00000000, 0x40000000, 0x80000000, 0xC0000000, 0xFFFFFFFF)
@@ -53,6 +58,7 @@ PUBLISH_MS, PUBLISH_SIGMA = 3.0, 0.35  # log-normal median and shape
 DELIVER_MS, DELIVER_SIGMA = 1.5, 0.4  # acked -> received, log-normal
 FLUSH, LINGER = 2.0, 2.0  # seconds, as ProbeSettings' defaults
 MARKER = "synth-probes.json"
+LAYOUT = 2  # stores cached by an earlier layout are made again
 DAY = 86_400
 
 
@@ -86,19 +92,28 @@ def generate(root: Path, *, hours: float, seed: int = 11) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     unloads = Unloads.draw(seconds, rng)
     probes = targets()
-    store = Store(root)
-    rows = 0
+    rows, carry = 0, SCHEMAS["probes"].empty_table()
     for day_start in range(0, int(np.ceil(seconds)), DAY):
         day_end = min(seconds, day_start + DAY)
-        batch = probe_rows(probes, unloads, day_start, day_end, rng)
-        store.write_table("probes", batch)
-        rows += batch.num_rows
-        files = DayFiles(root, (START + dt.timedelta(seconds=day_start)).date())
+        day = (START + dt.timedelta(seconds=day_start)).date()
+        batch = pa.concat_tables([carry, probe_rows(probes, unloads, day_start, day_end, rng)])
+        # the rows of a flush past midnight belong to the next day's partition
+        today = pc.less_equal(pc.cast(batch["collected_at"], pa.date32()), pa.scalar(day))
+        files = DayFiles(root, day)
+        files.add("probes", batch.filter(today))
+        carry = batch.filter(pc.invert(today))
         bundles, index = poll_rows(unloads, day_start, day_end)
         files.add("bundles", bundles)
         files.add(INDEX, index)
         files.close()
+        rows += batch.num_rows - carry.num_rows
+    if carry.num_rows:
+        files = DayFiles(root, carry["collected_at"][0].as_py().date())
+        files.add("probes", carry)
+        files.close()
+        rows += carry.num_rows
     facts = {
+        "layout": LAYOUT,
         "hours": hours,
         "seed": seed,
         "probe_rows": rows,
@@ -121,7 +136,10 @@ def probe_rows(
     """The rows of every probe message sent in [start, end) seconds, probe after probe."""
     ticks = np.arange(round(start * RATE), round(end * RATE))
     parts = [_probe(i, target, ticks, unloads, rng) for i, target in enumerate(probes)]
-    return pa.concat_tables(parts)
+    # in the order the store holds them: batch after batch (each sorted by topic and seq, as
+    # store_sink writes it), which a compacted day keeps, so row groups follow collected_at
+    order = [("collected_at", "ascending"), ("topic", "ascending"), ("seq", "ascending")]
+    return pa.concat_tables(parts).sort_by(order)
 
 
 def _probe(
@@ -235,7 +253,7 @@ def cached(root: Path, *, hours: float, seed: int = 11) -> dict[str, Any]:
     marker = root / MARKER
     if marker.exists():
         facts: dict[str, Any] = json.loads(marker.read_text())
-        if facts.get("hours") == hours and facts.get("seed") == seed:
+        if (facts.get("hours"), facts.get("seed"), facts.get("layout")) == (hours, seed, LAYOUT):
             return {**facts, "seconds": 0.0, "cached": True}
     if root.exists():
         shutil.rmtree(root)
