@@ -98,9 +98,12 @@ def drill_report(store: Any, drill: Any) -> dict[str, Any]:
     params = runner.validate_params(loaded.plugin, {"namespace": drill.plan.namespace})
     output = runner.run(loaded, store, params, use_cache=False)
     frames = output.result.frames
-    start = pd.Timestamp(drill.started_at)
+    # the events of this unload: seen by a poll after it, or an outage cut after it began
+    # (less one probe interval: the last good ack may come just before the unload call)
+    start = pd.Timestamp(drill.unload_at) - pd.Timedelta(seconds=1 / drill.plan.rate)
     events = frames["events"]
-    mine = events[(events["bundle"] == drill.plan.bundle) & (events["at"] >= start)]
+    when = events["cut_at"].where(events["cut_at"].notna(), events["at"])
+    mine = events[(events["bundle"] == drill.plan.bundle) & (when >= start)]
     probes = frames["probes"]
     probe = probes[probes["probe"] == drill.probe_run]
     return {

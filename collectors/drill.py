@@ -1,11 +1,14 @@
 """The unload drill: probe one bundle, unload it, measure what it cost, clean up.
 
-Steps, each bounded in time: poll the cluster once; start a probe on the bundle and wait for
-a clean baseline (`baseline` seconds of acknowledged publishes, none failed); poll again (the
-"before" snapshot: the probe's topic keeps the bundle owned from here on); unload the bundle
-(to `to` where given; the extensible load manager refuses the current owner); wait until the
-probe's publishes are acknowledged again and `settle` seconds more; stop the probe (its rows
-go to the store's `probes` table); poll again (the "after" snapshot); delete the probe topic.
+Steps, each bounded in time:
+1. poll the cluster once;
+2. start a probe on the bundle and wait for a clean baseline (`baseline` seconds of
+   acknowledged publishes, none slow or failed);
+3. poll again: the "before" snapshot (the probe's topic keeps the bundle owned from here on);
+4. unload the bundle (to `to` where given; the extensible load manager refuses the owner);
+5. wait until the probe's publishes are acknowledged again, and `settle` seconds more;
+6. stop the probe (its rows go to the store's `probes` table);
+7. poll again: the "after" snapshot; delete the probe topic.
 The report is the `unload-latency` plugin's result over the stored rows: the drill
 measures, the plugin judges.
 
@@ -41,8 +44,6 @@ from core.secrets import Secret
 from core.store import Store
 
 log = logging.getLogger(__name__)
-
-SLOW_MS = 50.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,14 +171,14 @@ def _poll_and_store(
 
 
 def _wait_clean(probe: ProbeRunner, seconds: float, deadline: float) -> None:
-    """Until `seconds` pass in which at least one publish was acknowledged and none failed."""
+    """Until `seconds` pass in which publishes were acknowledged and none was slow or failed
+    (a new topic's first publishes are slow while its ledger opens)."""
     start = time.monotonic()
-    errors = probe.counts.errors
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        if probe.counts.errors != errors:
-            start, errors = time.monotonic(), probe.counts.errors
-        if time.monotonic() - start >= seconds and probe.counts.acked > 0:
+        quiet = probe.quiet_for()
+        calm = time.monotonic() - start if quiet is None else min(quiet, time.monotonic() - start)
+        if calm >= seconds and probe.counts.acked > 0:
             return
     raise SettingsError("the probe never had a clean baseline before the drill's timeout")
 

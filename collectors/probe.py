@@ -32,7 +32,7 @@ from typing import Any
 from core.bundles import parse_bundle_name
 from core.errors import ModelError
 from core.hashing import topic_bundle_hash
-from core.model import ProbeRecord
+from core.model import SLOW_PUBLISH_MS, ProbeRecord
 from core.mutations import require_mutations
 from core.secrets import Secret, clean
 
@@ -75,6 +75,7 @@ class ProbeSettings:
     flush_every: float = 2.0  # seconds between writes to the sink
     max_pending: int = 50_000  # messages tracked at once, all probes together
     send_timeout_ms: int = 30_000  # the producer's send timeout (a failed send is an error row)
+    slow_ms: float = SLOW_PUBLISH_MS  # a publish slower than this is noted (`last_slow_age`)
 
     def __post_init__(self) -> None:
         if not 0 < self.rate <= 1000:
@@ -145,6 +146,7 @@ class ProbeRunner:
     _consumers: dict[str, Any] = field(default_factory=dict, repr=False)
     _next_seq: dict[str, int] = field(default_factory=dict, repr=False)
     _newest_acked_send: dt.datetime | None = field(default=None, repr=False)
+    _last_trouble_mono: int | None = field(default=None, repr=False)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -231,6 +233,12 @@ class ProbeRunner:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def quiet_for(self) -> float | None:
+        """Seconds since the last slow or failed publish; None when there was none."""
+        with self._lock:
+            last = self._last_trouble_mono
+        return None if last is None else (time.monotonic_ns() - last) / 1e9
+
     def last_ack_sent_after(self, since: dt.datetime) -> bool:
         """Whether a message sent after `since` has been acknowledged."""
         with self._lock:
@@ -285,9 +293,12 @@ class ProbeRunner:
                 newest = self._newest_acked_send
                 if newest is None or message.sent_at > newest:
                     self._newest_acked_send = message.sent_at
+                if message.publish_ms > self.settings.slow_ms:
+                    self._last_trouble_mono = now_mono
             else:
                 message.error = clean(str(result), limit=200)
                 self.counts.errors += 1
+                self._last_trouble_mono = now_mono
             self._mark_done(message, now_mono)
 
     def _on_message(self, consumer: Any, msg: Any) -> None:

@@ -158,6 +158,11 @@ class EventRecord:
     after: str | None = None  # value after the change, as text
 
 
+SLOW_PUBLISH_MS = 50.0
+"""A probe publish slower than this (milliseconds) is part of an outage, by default: well above
+a healthy cluster's publish latency, well below the client's first reconnect retry (100 ms)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ProbeRecord:
     """One probe message: published by a probe's producer and read back by its consumer.

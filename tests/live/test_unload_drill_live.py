@@ -21,12 +21,12 @@ from cli.drill_cmd import drill_report
 from collectors.admin import AdminClient
 from collectors.drill import DrillPlan, owner_of, run_drill
 from collectors.probe import probe_topic
+from core.model import SLOW_PUBLISH_MS
 from core.store import Store
 from lab.cluster import LocalPulsarCluster
 from lab.localpulsar import LocalPulsar
 
 DRILLS = 10
-SLOW_MS = 50.0
 FIGURES = Path(__file__).resolve().parents[2] / "artifacts" / "unload-drills.json"
 _measured: dict[str, list[float]] = {}
 
@@ -52,7 +52,7 @@ def raw_outage(rows: pd.DataFrame) -> float:
     """The longest outage straight from the probe rows: for each run of slow or unacked
     messages, its first ack (the next one's when none) minus the last good ack before it."""
     rows = rows.sort_values("seq").reset_index(drop=True)
-    slow = [pd.isna(v) or v > SLOW_MS for v in rows["publish_ms"]]
+    slow = [pd.isna(v) or v > SLOW_PUBLISH_MS for v in rows["publish_ms"]]
     worst = 0.0
     i = 0
     while i < len(rows):

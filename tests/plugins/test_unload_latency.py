@@ -69,3 +69,33 @@ def test_timeline_buckets_per_second() -> None:
     points = timeline(rows([3.0] * 25))
     assert list(points["messages"]) == [10, 10, 5]
     assert (points["max_ms"] == 3.0).all()
+
+
+def test_a_first_assignment_is_no_unload_but_an_acquire_after_an_unload_is() -> None:
+    from plugins.builtin.unload_latency.outages import unload_events
+
+    def event(seconds: int, kind: str, before: str | None, after: str | None) -> dict[str, object]:
+        return {
+            "at": pd.Timestamp(T0 + dt.timedelta(seconds=seconds)),
+            "kind": kind,
+            "namespace": "public/default",
+            "bundle": "0x00000000_0x40000000",
+            "before": before,
+            "after": after,
+            "detail": "",
+            "source": "snapshots",
+        }
+
+    ownership = pd.DataFrame(
+        [
+            event(10, "acquired", None, "a:8080"),  # nobody owned it before: not an unload
+            event(20, "unloaded", "a:8080", None),
+            event(30, "acquired", None, "b:8080"),  # after an unload: the end of a move
+        ]
+    )
+    polls = pd.DataFrame({"collected_at": [T0 + dt.timedelta(seconds=s) for s in (0, 10, 20, 30)]})
+    empty = rows([])
+    events = unload_events(ownership, polls, empty, probe_outages(empty))
+    assert list(events["kind"]) == ["acquired", "unloaded"]
+    assert events["to_broker"].iloc[0] == "b:8080" and pd.isna(events["to_broker"].iloc[1])
+    assert events["outage_ms"].isna().all()  # not probed: not measured

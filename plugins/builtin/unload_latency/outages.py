@@ -21,8 +21,9 @@ import numpy as np
 import pandas as pd
 
 from core.backoff import LADDER_MS, Backoff
+from core.model import SLOW_PUBLISH_MS
 
-SLOW_MS = 50.0
+SLOW_MS = SLOW_PUBLISH_MS
 MOVE_KINDS = ("moved", "unloaded", "reacquired", "acquired", "reloaded")
 OUTAGE_COLUMNS = [
     "probe",
@@ -117,7 +118,7 @@ def unload_events(
     """One row per unload: each ownership change the polls saw (bundle, from, to, the time
     between the two polls), with the probe's outage in that time when the bundle was probed;
     plus each outage that no ownership change explains (kind "outage", owners unknown)."""
-    moves = ownership_events[ownership_events["kind"].isin(MOVE_KINDS)]
+    moves = _unloads_only(ownership_events[ownership_events["kind"].isin(MOVE_KINDS)])
     times = pd.to_datetime(snapshots["collected_at"], utc=True).sort_values().tolist()
     used: set[int] = set()
     rows = []
@@ -155,6 +156,20 @@ def unload_events(
     for column in ("at", "since", "cut_at"):  # one time type, whichever source a row came from
         frame[column] = pd.to_datetime(frame[column], utc=True).astype("datetime64[us, UTC]")
     return frame.sort_values("at", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _unloads_only(moves: pd.DataFrame) -> pd.DataFrame:
+    """Leave out a bundle's first assignment: "acquired" counts only after an "unloaded" of
+    the same bundle (an owner that went away); before that nobody was cut off."""
+    ordered = moves.sort_values("at", kind="stable")
+    unloaded: set[tuple[str, str]] = set()
+    keep = []
+    for event in ordered.to_dict(orient="records"):
+        key = (event["namespace"], event["bundle"])
+        keep.append(event["kind"] != "acquired" or key in unloaded)
+        if event["kind"] == "unloaded":
+            unloaded.add(key)
+    return ordered[keep]
 
 
 def _previous(times: list[pd.Timestamp], at: pd.Timestamp) -> pd.Timestamp:

@@ -1,0 +1,61 @@
+"""The Bundles & unloads page on live data: an unload drill on the test run's broker, then the
+page served for real in headless Chromium shows the probe latency with the unload overlaid."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import requests
+from playwright.sync_api import Page, expect
+
+from collectors.admin import AdminClient
+from collectors.drill import DrillPlan, run_drill
+from core.store import Store
+from lab.localpulsar import LocalPulsar
+from tests.browser.conftest import ServedApp, serve
+from tests.browser.test_dashboard_browser import (
+    TIMEOUT_MS,
+    assert_healthy,
+    open_page,
+    screenshot,
+)
+
+
+@pytest.fixture(scope="module")
+def drilled(pulsar: LocalPulsar, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
+    store = Store(tmp_path_factory.mktemp("unloads") / "store")
+    answer = requests.get(
+        f"{pulsar.admin_url}/admin/v2/namespaces/public/default/bundles", timeout=30
+    )
+    bounds = answer.json()["boundaries"]
+    plan = DrillPlan("public/default", f"{bounds[0]}_{bounds[1]}", baseline=2.0, settle=2.0)
+    with pytest.MonkeyPatch.context() as env, AdminClient(pulsar.admin_url) as admin:
+        env.setenv("PULSAR_LENS_ALLOW_MUTATIONS", "1")
+        run_drill(plan, admin=admin, service_url=None, store=store)
+    app = serve(store.root, PULSAR_LENS_POLL_INTERVAL="1h", PULSAR_LENS_PLUGIN_DIRS="")
+    try:
+        yield app
+    finally:
+        app.stop()
+
+
+def test_browser_bundles_page_overlays_the_unload_on_live_probe_latency(
+    drilled: ServedApp, page: Page
+) -> None:
+    open_page(page, f"{drilled.url}/bundles", "Bundles & unloads")
+    for text in (
+        "Broker x bundle",
+        "Ownership over time",
+        "Probe publish latency, with unloads",
+        "Unload events",
+        "Probes",
+    ):
+        expect(page.get_by_text(text, exact=True).first).to_be_visible(timeout=TIMEOUT_MS)
+    events = page.get_by_test_id("stMetric").filter(has_text="Unload events")
+    expect(events).not_to_contain_text("0", timeout=TIMEOUT_MS)
+    lost = page.get_by_test_id("stMetric").filter(has_text="Probe messages lost")
+    expect(lost).to_contain_text("0")
+    assert page.locator(".vega-embed canvas, .vega-embed svg").count() >= 3
+    assert_healthy(page)
+    screenshot(page, "bundles-live-unload")
