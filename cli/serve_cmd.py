@@ -49,6 +49,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _common(d)
     d.add_argument("--no-unloads", action="store_true", help="never unload a bundle")
+    d.add_argument(
+        "--unload-every",
+        type=duration_arg,
+        metavar="DURATION",
+        help="unload one demo bundle this often, e.g. 45s (45s)",
+    )
+    d.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run a real N-broker cluster instead of a standalone; unloads then move bundles "
+        "between brokers, and probes measure what each move costs (1)",
+    )
+    d.add_argument(
+        "--load-manager",
+        choices=("modular", "extensible"),
+        default="modular",
+        help="the cluster's load manager with --brokers 2 or more (modular)",
+    )
     d.set_defaults(func=run_demo)
 
 
@@ -227,16 +247,40 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def run_demo_in(store: Path, args: argparse.Namespace) -> int:
     """A local broker, the demo workloads on it, and serve(); everything stopped on the way out."""
+    from core.mutations import ALLOW_MUTATIONS
+    from lab.cluster import LocalPulsarCluster
     from lab.demo import DemoSettings, DemoWorkloads
     from lab.localpulsar import LocalPulsar
 
     # The History pages are Spark jobs: in a demo, a new round every 2 minutes shows them move.
     os.environ.setdefault("PULSAR_LENS_SPARK_EVERY", "2m")
-    print("Starting a local Pulsar 4.0 standalone on 127.0.0.1 ...", flush=True)
-    pulsar = LocalPulsar().start()  # stops itself if interrupted while starting
+    if args.brokers < 1:
+        print("pulsar-lens demo: --brokers must be 1 or more", file=sys.stderr)
+        return 2
+    pulsar: LocalPulsar | LocalPulsarCluster
+    brokers: tuple[str, ...] = ()
+    probes: tuple[str, ...] = ()
+    if args.brokers > 1:
+        print(
+            f"Starting a local Pulsar 4.0 cluster of {args.brokers} brokers "
+            f"({args.load_manager} load manager) on 127.0.0.1 ...",
+            flush=True,
+        )
+        cluster = LocalPulsarCluster(brokers=args.brokers, load_manager=args.load_manager)
+        pulsar = cluster.start()  # stops itself if interrupted while starting
+        brokers = tuple(cluster.broker_ids)
+        # the demo's own cluster: its probes may create topics there
+        os.environ[ALLOW_MUTATIONS] = "1"
+        probes = ("--probe", DemoSettings().namespace)
+    else:
+        print("Starting a local Pulsar 4.0 standalone on 127.0.0.1 ...", flush=True)
+        pulsar = LocalPulsar().start()  # stops itself if interrupted while starting
     try:
-        demo = DemoSettings(unload_every=0.0) if args.no_unloads else DemoSettings()
-        with DemoWorkloads(pulsar.service_url, pulsar.admin_url, settings=demo):
+        demo = DemoSettings()
+        if args.no_unloads or args.unload_every:
+            every = 0.0 if args.no_unloads else args.unload_every.total_seconds()
+            demo = DemoSettings(unload_every=every)
+        with DemoWorkloads(pulsar.service_url, pulsar.admin_url, settings=demo, brokers=brokers):
             return serve(
                 pulsar.admin_url,
                 store,
@@ -251,6 +295,7 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
                     "3",
                     "--service-url",
                     pulsar.service_url,
+                    *probes,
                 ),
             )
     finally:

@@ -4,7 +4,8 @@ Everything runs against one loopback standalone and shows each dashboard page so
 a Key_Shared subscription fed skewed keys, a consumer that stops acknowledging so its hashes
 get stuck draining, a consumer that joins and leaves, failover consumers on a partitioned
 topic, a Shared subscription nobody reads, and a bundle unload now and then. The unloads
-mutate the demo's own broker only.
+mutate the demo's own broker only. On a multi-broker cluster (`brokers` lists their ids) each
+unload names another broker than the owner as destination, so bundles really move.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class DemoWorkloads:
     service_url: str
     admin_url: str
     settings: DemoSettings = field(default_factory=DemoSettings)
+    brokers: tuple[str, ...] = ()  # broker ids (host:webPort) of a multi-broker cluster
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _threads: list[threading.Thread] = field(default_factory=list, init=False)
     _client: Any = field(default=None, init=False)
@@ -267,10 +269,16 @@ class DemoWorkloads:
         return bundles
 
     def unload(self, bundle: str) -> None:
-        """PUT /admin/v2/namespaces/{tenant}/{ns}/{bundle}/unload on the demo broker."""
+        """PUT /admin/v2/namespaces/{tenant}/{ns}/{bundle}/unload on the demo broker; on a
+        cluster, to a broker other than the owner."""
         url = f"{self.admin_url}/admin/v2/namespaces/{self.settings.namespace}/{bundle}/unload"
+        params = {}
+        owner = self.owner(bundle) if len(self.brokers) > 1 else None
+        others = [b for b in self.brokers if b != owner]
+        if owner is not None and others:
+            params["destinationBroker"] = others[self.unloads % len(others)]
         try:
-            resp = self._http.put(url, timeout=30)
+            resp = self._http.put(url, params=params, timeout=30)
         except requests.RequestException as exc:
             log.warning("demo unload of %s failed: %s", bundle, exc)
             return
@@ -279,6 +287,25 @@ class DemoWorkloads:
             log.info("demo unloaded bundle %s/%s", self.settings.namespace, bundle)
         else:
             log.warning("demo unload of %s returned %s", bundle, resp.status_code)
+
+    def owner(self, bundle: str) -> str | None:
+        """The broker whose owned namespaces list `bundle` of the demo namespace, if any."""
+        key = f"{self.settings.namespace}/{bundle}"
+        cluster = self.cluster
+        for broker in self.brokers:
+            url = f"http://{broker}/admin/v2/brokers/{cluster}/{broker}/ownedNamespaces"
+            try:
+                owned = self._http.get(url, timeout=10).json()
+            except (requests.RequestException, ValueError):
+                continue
+            if isinstance(owned, dict) and key in owned:
+                return broker
+        return None
+
+    @property
+    def cluster(self) -> str:
+        clusters = self._http.get(f"{self.admin_url}/admin/v2/clusters", timeout=10).json()
+        return str(clusters[0]) if clusters else "standalone"
 
     def _create_namespace(self) -> None:
         """PUT /admin/v2/namespaces/{tenant}/{ns}; 409 means it exists."""

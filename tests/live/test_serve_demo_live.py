@@ -16,6 +16,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import requests
+
 from core.store import Store
 from lab.localpulsar import LocalPulsar, free_port
 
@@ -107,3 +109,37 @@ def test_demo_command_serves_live_data_and_stops_everything(tmp_path: Path) -> N
         assert _interrupt(proc, timeout=120) == 0
     assert not _answers(f"http://127.0.0.1:{port}/_stcore/health")
     assert not _answers(f"{admin_url}/admin/v2/clusters")
+
+
+def _moves_and_probes(store: Path) -> bool:
+    events = Store(store).read("events").to_pandas()
+    moved = events[
+        (events["kind"] == "bundle_owner_changed")
+        & events["before"].notna()
+        & events["after"].notna()
+        & (events["before"] != events["after"])
+    ]
+    return len(moved) >= 1 and Store(store).read("probes").num_rows > 0
+
+
+def test_demo_on_two_brokers_moves_bundles_and_probes_them(tmp_path: Path) -> None:
+    port, store = free_port(), tmp_path / "store"
+    argv = [PY, "-m", "cli.main", "demo", "--brokers", "2", "--unload-every", "4s"]
+    argv += ["--port", str(port), "--interval", "2s", "--metrics-port", "0"]
+    with subprocess.Popen(
+        [*argv, "--store", str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        lines = _read_until(proc, "Local Pulsar admin API:", timeout=240)
+        assert any("cluster of 2 brokers" in line for line in lines)
+        admin_url = lines[-1].split(": ", 1)[1]
+        brokers = requests.get(f"{admin_url}/admin/v2/brokers/local", timeout=10).json()
+        assert len(brokers) == 2
+        _wait(lambda: _moves_and_probes(store), what="a bundle moved, probed", timeout=150)
+        assert _interrupt(proc, timeout=120) == 0
+    assert not _answers(f"{admin_url}/admin/v2/clusters")
+    for broker in brokers:
+        assert not _answers(f"http://{broker}/admin/v2/clusters")
