@@ -281,13 +281,19 @@ class _RateSampler:
         self.next = min(15.0, seconds / 2)
 
     def __call__(self, elapsed: float) -> None:
+        from core.errors import CollectorError
+
         if elapsed < self.next or elapsed > self.seconds:
             return
-        self.next += 5.0
         total = 0.0
-        for topic in self.topics:
-            path = "/admin/v2/" + topic.replace("://", "/", 1) + "/stats"
-            total += float(self.admin.get_json(path).get("msgRateIn", 0.0))
+        try:
+            for topic in self.topics:
+                path = "/admin/v2/" + topic.replace("://", "/", 1) + "/stats"
+                total += float(self.admin.get_json(path).get("msgRateIn", 0.0))
+        except CollectorError:  # a topic the child has not created yet: ask again in 1 s
+            self.next += 1.0
+            return
+        self.next += 5.0
         self.out.append(total)
 
 
