@@ -79,17 +79,18 @@ def _runs(run: pd.DataFrame, slow_ms: float) -> Iterator[dict[str, Any]]:
     if not bad.any():
         return
     edges = np.flatnonzero(np.diff(np.concatenate(([0], bad.astype(np.int8), [0]))))
+    acked = run["acked_at"]
     for start, stop in zip(edges[::2], edges[1::2], strict=True):
         part = run.iloc[start:stop]
-        good_before = run.iloc[:start][~bad[:start]]
+        # runs are maximal, so the message just before one is good: its ack is the cut
         cut = (
-            good_before["acked_at"].iloc[-1]
-            if len(good_before) and pd.notna(good_before["acked_at"].iloc[-1])
+            acked.iloc[start - 1]
+            if start > 0 and pd.notna(acked.iloc[start - 1])
             else part["sent_at"].iloc[0]
         )
         acks = part["acked_at"].dropna()
-        if acks.empty:  # none of the run was acknowledged: the next good one ends it
-            acks = run.iloc[stop:]["acked_at"].dropna()
+        if acks.empty and stop < len(run):  # none acknowledged: the next (good) one ends it
+            acks = acked.iloc[stop : stop + 1].dropna()
         back = acks.min() if len(acks) else pd.NaT
         outage = (back - cut).total_seconds() * 1000 if pd.notna(back) else np.nan
         yield {
@@ -262,14 +263,20 @@ def blind_spot(probes: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     columns = ["at", "namespace", "bundle", "minute_avg_ms", "worst_ms", "hidden"]
     measured = events[events["worst_publish_ms"].notna() & events["cut_at"].notna()]
     rows = []
+    acked = probes.dropna(subset=["publish_ms"])
+    by_bundle = {
+        key: group.sort_values("sent_at", kind="stable")
+        for key, group in acked.groupby(["namespace", "bundle"], sort=False)
+    }
     for event in measured.itertuples(index=False):
         minute = pd.Timestamp(event.cut_at).floor("60s")
-        mine = probes[
-            (probes["namespace"] == event.namespace)
-            & (probes["bundle"] == event.bundle)
-            & (probes["sent_at"] >= minute)
-            & (probes["sent_at"] < minute + pd.Timedelta(seconds=60))
-        ]["publish_ms"].dropna()
+        group = by_bundle.get((event.namespace, event.bundle))
+        if group is None:
+            continue
+        sent = group["sent_at"]
+        lo = sent.searchsorted(minute, side="left")
+        hi = sent.searchsorted(minute + pd.Timedelta(seconds=60), side="left")
+        mine = group["publish_ms"].iloc[lo:hi]
         if mine.empty:
             continue
         average = float(mine.mean())
