@@ -21,7 +21,7 @@ from typing import Any
 
 from cli.key_sampling import add_sampling_args, sampling_hooks
 from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
-from cli.probing import add_probe_args, probe_hooks
+from cli.probing import add_probe_args, drill_service, probe_hooks
 from collectors.loop import DiffFn, Heartbeat, PollFn, PollLoop
 from core.model import Snapshot
 from core.secrets import display_url
@@ -194,8 +194,11 @@ def run(args: argparse.Namespace) -> int:
     source = factory(admin_url, args.namespaces)
     printer = HeartbeatPrinter()
     analyses: Analyses | None = None
+    drills = None
     try:
         metrics.start()  # first: /metrics answers while the plugins load
+        if not args.once:  # drills the dashboard asks for, when mutations are on
+            drills = drill_service(args, settings, store, admin_url)
         analyses = Analyses(store, spark_jobs=not (args.once or args.max_polls))
         loop = PollLoop(
             wrap_poll(source.poll),
@@ -222,6 +225,8 @@ def run(args: argparse.Namespace) -> int:
             analyses.close()
         if probes is not None:
             probes.close()
+        if drills is not None:
+            drills.close()
         metrics.close()
         source.close()
     if loop.last_success is None and printer.last and printer.last.write_error:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from functools import partial
+from typing import Any
 
+from collectors.drill_queue import DrillQueue, DrillService, DrillStatus
 from collectors.keys import client_token
 from collectors.probe import CollectProbes, lookup_service_url, parse_probe_spec
 from core.errors import ModelError, SettingsError
-from core.mutations import require_mutations
+from core.mutations import mutations_allowed, require_mutations
 from core.settings import Settings
 from core.store import Store
 
@@ -64,6 +67,32 @@ def probe_hooks(
         token=client_token(),
         lookup=partial(_lookup, admin_url),
     )
+
+
+def drill_service(
+    args: argparse.Namespace, settings: Settings, store: Store, admin_url: str
+) -> DrillService | None:
+    """The thread that runs drills the dashboard asks for; None unless mutations are on."""
+    if not mutations_allowed():
+        return None
+
+    def run(status: DrillStatus, progress: Callable[[str], None]) -> dict[str, Any]:
+        from collectors.admin import AdminClient
+        from collectors.drill import DrillPlan, run_drill
+
+        plan = DrillPlan.parse(status.bundle, to=status.to)
+        with AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url}) as admin:
+            drill = run_drill(
+                plan,
+                admin=admin,
+                service_url=args.service_url or settings.service_url,
+                store=store,
+                token=client_token(),
+                progress=progress,
+            )
+        return {"owner_before": drill.owner_before, "owner_after": drill.owner_after}
+
+    return DrillService(DrillQueue(store.root), run).start()
 
 
 def _lookup(admin_url: str, topic: str) -> str | None:

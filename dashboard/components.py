@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from core.errors import DashboardError, PluginUnavailable
-from dashboard import data, spark_jobs
+from dashboard import data, drill_panel, spark_jobs
 from dashboard.frames import PollStatus, format_age
 from plugins.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
 from plugins.runner import RunOutput
@@ -258,6 +258,8 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
                 st.caption(spark_jobs.provenance(spark_output))
             spark_jobs.job_panel(root, slug, params)
             return
+        if slug == drill_panel.DRILL_PAGE:
+            drill_panel.drill_panel(root)
         output = data.run_plugin(root, slug, params)
         draw(output.views)
         st.caption(provenance(output))

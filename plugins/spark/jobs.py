@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from core.jsonfiles import json_files, write_json
+
 log = logging.getLogger(__name__)
 
 JOBS_DIR = "jobs"
@@ -120,7 +122,7 @@ class JobQueue:
             if job.same_work(plugin, params):
                 return job
         job = self.new(plugin, params, origin=origin)
-        _write_json(self.requests / f"{job.id}.json", asdict(job))
+        write_json(self.requests / f"{job.id}.json", asdict(job))
         return job
 
     def new(self, plugin: str, params: Mapping[str, Any], *, origin: Origin) -> JobStatus:
@@ -132,7 +134,7 @@ class JobQueue:
         return self.update(job)
 
     def update(self, job: JobStatus) -> JobStatus:
-        _write_json(self.statuses / f"{job.id}.json", asdict(job))
+        write_json(self.statuses / f"{job.id}.json", asdict(job))
         if job.ended:
             (self.requests / f"{job.id}.json").unlink(missing_ok=True)
         return job
@@ -143,7 +145,7 @@ class JobQueue:
     def pending(self) -> list[JobStatus]:
         """Jobs asked for and not ended, oldest first."""
         jobs = []
-        for path in _json_files(self.requests):
+        for path in json_files(self.requests):
             job = self.status(path.stem) or _read_status(path)
             if job is None or job.ended:
                 path.unlink(missing_ok=True)  # a stray or finished request
@@ -153,7 +155,7 @@ class JobQueue:
 
     def latest(self, plugin: str, params: Mapping[str, Any] | None = None) -> JobStatus | None:
         """The newest job of `plugin` (with exactly `params`, when given)."""
-        for path in reversed(_json_files(self.statuses)):
+        for path in reversed(json_files(self.statuses)):
             job = _read_status(path)
             if job is None or job.plugin != plugin:
                 continue
@@ -164,7 +166,7 @@ class JobQueue:
     def prune(self, keep: int = STATUS_KEPT) -> int:
         """Delete the statuses of ended jobs beyond the newest `keep`; how many went."""
         removed = 0
-        ended = [p for p in _json_files(self.statuses) if (j := _read_status(p)) and j.ended]
+        ended = [p for p in json_files(self.statuses) if (j := _read_status(p)) and j.ended]
         for path in ended[: max(0, len(ended) - keep)]:
             path.unlink(missing_ok=True)
             removed += 1
@@ -207,21 +209,6 @@ class JobQueue:
                     )
                 )
         return failed
-
-
-def _json_files(folder: Path) -> list[Path]:
-    """The `*.json` files of `folder`, by name (ids sort by request time)."""
-    try:
-        return sorted(p for p in folder.iterdir() if p.suffix == ".json")
-    except FileNotFoundError:
-        return []
-
-
-def _write_json(path: Path, payload: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.{os.urandom(4).hex()}")
-    staging.write_text(json.dumps(payload, default=str))
-    staging.replace(path)
 
 
 def _read_status(path: Path) -> JobStatus | None:

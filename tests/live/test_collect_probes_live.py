@@ -7,6 +7,7 @@ from pathlib import Path
 
 import requests
 
+from collectors.drill_queue import DrillQueue
 from collectors.probe import PROBE_PREFIX
 from core.store import Store
 from lab.localpulsar import LocalPulsar
@@ -73,3 +74,40 @@ def test_collect_probes_every_bundle_of_a_namespace(pulsar: LocalPulsar, tmp_pat
     assert output.result.summary["probe_messages"] > 0
     assert output.result.summary["lost"] == 0
     assert set(output.result.frames["probes"]["bundle"]) == set(probes["bundle"])
+
+
+def test_a_drill_asked_for_like_the_dashboard_does_is_run_by_collect(
+    pulsar: LocalPulsar, tmp_path: Path
+) -> None:
+    store_dir = tmp_path / "store"
+    bounds = requests.get(
+        f"{pulsar.admin_url}/admin/v2/namespaces/public/default/bundles", timeout=30
+    ).json()["boundaries"]
+    bundle = f"public/default/{bounds[0]}_{bounds[1]}"
+    asked = DrillQueue(store_dir).request(bundle)
+    result = run_lens(
+        "collect", "--interval", "1s", "--max-polls", "6", "--admin-url", pulsar.admin_url,
+        "--store", str(store_dir),
+        env={"PULSAR_LENS_ALLOW_MUTATIONS": "1", "PULSAR_LENS_SPARK_JOBS": "0"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    done = DrillQueue(store_dir).status(asked.id)
+    assert done is not None and done.state == "done", done
+    assert done.owner_before == done.owner_after  # one broker: re-acquired
+    assert any("unloading" in step for step in done.steps)
+    probes = Store(store_dir).read("probes").to_pandas()
+    assert len(probes) > 0 and (probes["received"] >= 1).all()
+
+
+def test_collect_runs_no_drill_unless_mutations_are_enabled(
+    pulsar: LocalPulsar, tmp_path: Path
+) -> None:
+    store_dir = tmp_path / "store"
+    asked = DrillQueue(store_dir).request("public/default/0x00000000_0x40000000")
+    result = run_lens(
+        "collect", "--interval", "1s", "--max-polls", "3", "--admin-url", pulsar.admin_url,
+        "--store", str(store_dir), env={"PULSAR_LENS_SPARK_JOBS": "0"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert DrillQueue(store_dir).status(asked.id).state == "queued"  # type: ignore[union-attr]
+    assert not (store_dir / "probes").exists()
