@@ -4,6 +4,11 @@
 overlap the window (Spark's partition filter on `date`) and keeps the rows collected inside
 it; `snapshot_ids=` narrows to given polls. A table with no files yet is an empty frame of
 the right schema, never an error.
+
+A timed table (`core.model.TIMED_TABLES`, the probe rows) is written on its own clock, in
+batches between and after polls, so a window that ends at its newest poll would drop the
+newest rows: it is read from `since` on, up to now, whatever `until` says, as
+`plugins.runner.load_inputs` reads it for a light plugin.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.model import TIMED_TABLES
 from plugins.spark.schemas import PARTITION_COLUMN, spark_schema
 
 if TYPE_CHECKING:
@@ -29,7 +35,8 @@ def read(
     until: dt.datetime | None = None,
     snapshot_ids: Sequence[str] | None = None,
 ) -> DataFrame:
-    """Rows of store table `name` collected in [since, until] (either bound optional)."""
+    """Rows of store table `name` collected in [since, until] (either bound optional; a timed
+    table has no upper bound, see the module docstring)."""
     from pyspark.sql import functions as F
 
     schema = spark_schema(name)
@@ -43,7 +50,7 @@ def read(
     if since is not None:
         frame = frame.filter(F.col(PARTITION_COLUMN) >= F.lit(_utc(since).date()))
         frame = frame.filter(F.col("collected_at") >= F.lit(_utc(since)))
-    if until is not None:
+    if until is not None and name not in TIMED_TABLES:
         frame = frame.filter(F.col(PARTITION_COLUMN) <= F.lit(_utc(until).date()))
         frame = frame.filter(F.col("collected_at") <= F.lit(_utc(until)))
     if snapshot_ids is not None:
