@@ -16,6 +16,7 @@ PAGE_SLUGS = (
     "key-distribution",
     "bundle-load-history",
     "failover-history",
+    "unload-history",
 )
 """Every built-in plugin: five with a page of their own, sticky-ranges and bundle-ownership on
 the generic one, and the Spark analyses' pages (they show stored results; a page never starts

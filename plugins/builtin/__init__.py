@@ -18,4 +18,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.builtin.key_distribution:KeyDistribution",
     "plugins.builtin.bundle_load_history:BundleLoadHistory",
     "plugins.builtin.failover_history:FailoverHistory",
+    "plugins.builtin.unload_history:UnloadHistory",
 )
