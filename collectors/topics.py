@@ -129,6 +129,13 @@ def parse_topic(
     if producers is None and isinstance(stats.get("publishers"), list):
         producers = len(stats["publishers"])
     subscriptions = stats.get("subscriptions")
+    publishers = stats.get("publishers")
+    since = [
+        as_iso_time(pub, "connectedSince")
+        for pub in (publishers if isinstance(publishers, list) else [])
+        if isinstance(pub, Mapping)
+    ]
+    known = [t for t in since if t is not None]
     return TopicRecord(
         topic=name.topic,
         tenant=name.tenant,
@@ -146,6 +153,7 @@ def parse_topic(
         backlog_size=as_int(stats, "backlogSize"),
         producer_count=producers,
         subscription_count=len(subscriptions) if isinstance(subscriptions, Mapping) else None,
+        oldest_publisher_since=min(known) if known else None,
     )
 
 

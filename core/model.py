@@ -73,6 +73,9 @@ class TopicRecord:
     backlog_size: int | None = None
     producer_count: int | None = None  # connected producers
     subscription_count: int | None = None  # subscriptions on the topic
+    # the oldest connectedSince among its publishers: newer than the previous poll when
+    # every producer reconnected since (an unload), None without publishers
+    oldest_publisher_since: dt.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,3 +133,37 @@ def test_bundle_ownership_live_unload_under_a_connected_consumer(
     finally:
         recorder.close()
         client.close()
+
+
+def test_bundle_ownership_live_unload_under_a_connected_producer(
+    pulsar: LocalPulsar, tmp_path: Path
+) -> None:
+    """No consumer at all: the producer's reconnection (its publisher's connectedSince) is
+    what shows the unload and re-acquire between two polls."""
+    namespace, boundaries = new_namespace(pulsar)
+    topic = topic_away_from_system_topics(namespace, boundaries, "sender")
+    client = pulsar_client(pulsar)
+    recorder = Recorder(pulsar, tmp_path / "store", namespaces=[namespace])
+    try:
+        producer = client.create_producer(topic)
+        producer.send(b"hello")
+        bundle = broker_bundle(pulsar, topic)
+        before = topic_stats(pulsar, topic)["publishers"][0]["connectedSince"]
+        time.sleep(STATS_REFRESH)
+        recorder.poll()
+        (record,) = [t for t in recorder.snapshots[-1].topics if t.topic == topic]
+        assert record.oldest_publisher_since is not None
+
+        admin(pulsar, "PUT", f"/admin/v2/namespaces/{namespace}/{bundle}/unload")
+        wait_for(
+            lambda: [
+                p for p in topic_stats(pulsar, topic)["publishers"] if p["connectedSince"] != before
+            ],
+            what="the producer to reconnect",
+        )
+        time.sleep(STATS_REFRESH)
+        recorder.poll()
+        assert bundle_events(recorder, namespace, bundle) == [("reloaded", "snapshots")]
+    finally:
+        recorder.close()
+        client.close()

@@ -150,7 +150,51 @@ def test_ownership_reload_inferred_from_reconnected_consumers() -> None:
     snaps = [_reconnect_snapshot(0, -60), _reconnect_snapshot(10, 5)]
     events = analyze(snaps).result.frames["events"]
     assert list(events["kind"]) == ["reloaded"]
-    assert "1 consumer(s)" in events["detail"].iloc[0]
+    assert "1 client(s)" in events["detail"].iloc[0]
+
+
+def _publisher_snapshot(
+    seconds: float, oldest: float | None, consumer: float | None = None
+) -> Snapshot:
+    """A topic with two producers (the oldest connected at `oldest`), maybe a consumer."""
+    topic = "persistent://public/default/t1"
+    consumers = (
+        ()
+        if consumer is None
+        else (ConsumerRecord(topic, "s", "c1", connected_since=at(consumer)),)
+    )
+    record = TopicRecord(
+        topic,
+        "public",
+        NS,
+        bundle="0x00000000_0x40000000",
+        owner_broker=B1,
+        producer_count=None if oldest is None else 2,
+        oldest_publisher_since=None if oldest is None else at(oldest),
+    )
+    return make_snapshot(seconds, bundles=default_bundles(), topics=(record,), consumers=consumers)
+
+
+def test_ownership_reload_inferred_from_reconnected_publishers() -> None:
+    events = analyze([_publisher_snapshot(0, -60), _publisher_snapshot(10, 4)]).result.frames[
+        "events"
+    ]
+    assert list(events["kind"]) == ["reloaded"]
+    assert "2 client(s)" in events["detail"].iloc[0]
+
+
+def test_ownership_no_reload_while_a_publisher_kept_its_connection() -> None:
+    snaps = [_publisher_snapshot(0, -60), _publisher_snapshot(10, -60)]
+    assert analyze(snaps).result.frames["events"].empty
+    # consumers all reconnected, but a producer did not: not every client was cut off
+    snaps = [_publisher_snapshot(0, -60, consumer=-60), _publisher_snapshot(10, -60, consumer=5)]
+    assert analyze(snaps).result.frames["events"].empty
+    # a topic whose producers appeared only now says nothing about an unload
+    assert (
+        analyze([_publisher_snapshot(0, None), _publisher_snapshot(10, 4)])
+        .result.frames["events"]
+        .empty
+    )
 
 
 def test_ownership_reload_seen_across_a_snapshot_without_the_consumer() -> None:

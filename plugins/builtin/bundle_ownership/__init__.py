@@ -7,9 +7,11 @@ Events come from comparing consecutive snapshots of the `bundles` table, per bun
 * **reacquired** - owned by nobody after an unload, then by the broker that owned it before
   (on a single broker an unload always ends this way);
 * **acquired** - owned by nobody, then by a broker that was not the previous owner;
-* **reloaded** - same owner in both snapshots, but every consumer of the bundle's topics has
-  a newer `connectedSince` than in the last snapshot that listed it: an unload and re-acquire
-  that completed between two polls, inferred from the clients' reconnections;
+* **reloaded** - same owner in both snapshots, but every client of the bundle's topics
+  reconnected in between: each consumer has a newer `connectedSince` than in the last
+  snapshot that listed it, and each topic's publishers all connected after the previous poll
+  (`oldest_publisher_since`): an unload and re-acquire that completed between two polls,
+  inferred from the clients' reconnections;
 * **split** - a bundle disappeared and bundles that exactly tile its range appeared;
 * **disappeared** / **appeared** - a bundle left or joined the listing otherwise.
 

@@ -36,13 +36,17 @@ def compute_events(
     seen = pd.DataFrame(columns=[*CONSUMER_KEY, "connected_since"])
     rows: list[dict[str, Any]] = []
     previous: pd.DataFrame | None = None
+    previous_poll: tuple[str, Any] | None = None
     for sid, at in zip(ids, snapshots["collected_at"], strict=True):
         current = by_snapshot.get(sid)
         if current is None:
             continue
         now = consumers_by.get(sid)
-        if previous is not None:
-            reconnected = reconnected_bundles(topics_by.get(sid), seen, now)
+        if previous is not None and previous_poll is not None:
+            before_topics = topics_by.get(previous_poll[0])
+            reconnected = reconnected_bundles(
+                topics_by.get(sid), seen, now, before_topics, previous_poll[1]
+            )
             rows.extend(_owner_events(previous, current, at, last_owner, reconnected))
             rows.extend(_listing_events(previous, current, at))
         for row in current.itertuples(index=False):
@@ -50,7 +54,7 @@ def compute_events(
             if owner is not None:
                 last_owner[(row.namespace, row.bundle)] = owner
         seen = _remember(seen, now)
-        previous = current
+        previous, previous_poll = current, (sid, at)
     frame = pd.DataFrame(rows, columns=EVENT_COLUMNS)
     return frame.sort_values("at", ascending=False, kind="stable").reset_index(drop=True)
 
@@ -86,7 +90,7 @@ def _transition(
         return "acquired", f"{new} took it" + (f" (last owner {last})" if last else "")
     if old and new == old and reconnected:
         return "reloaded", (
-            f"all {reconnected} consumer(s) of its topics reconnected while {old} kept it: "
+            f"all {reconnected} client(s) of its topics reconnected while {old} kept it: "
             "unloaded and re-acquired between polls"
         )
     return None, ""
@@ -156,26 +160,76 @@ def _remember(seen: pd.DataFrame, consumers: pd.DataFrame | None) -> pd.DataFram
 
 
 def reconnected_bundles(
-    topics: pd.DataFrame | None, seen: pd.DataFrame, after: pd.DataFrame | None
+    topics: pd.DataFrame | None,
+    seen: pd.DataFrame,
+    after: pd.DataFrame | None,
+    before_topics: pd.DataFrame | None = None,
+    before_at: Any = None,
 ) -> dict[tuple[str, str], int]:
-    """Bundles whose every consumer seen before has a newer connectedSince now.
+    """Bundles whose every client seen before reconnected since: each consumer has a newer
+    connectedSince than when last listed, and each topic that had publishers in the previous
+    poll has none connected before that poll now. The count is of the clients compared.
 
     A consumer is compared with the last snapshot that listed it, so a snapshot taken while
     the clients were reconnecting (and listed none) does not hide the reload.
     """
-    if topics is None or after is None or seen.empty or after.empty:
+    if topics is None:
         return {}
+    votes = [
+        _consumer_votes(topics, seen, after),
+        _publisher_votes(topics, before_topics, before_at),
+    ]
+    both = (
+        pd.concat([v for v in votes if not v.empty], ignore_index=True)
+        if any(not v.empty for v in votes)
+        else pd.DataFrame(columns=["namespace", "bundle", "renewed", "clients"])
+    )
+    if both.empty:
+        return {}
+    per_bundle = both.groupby(["namespace", "bundle"]).agg(
+        all=("renewed", "all"), clients=("clients", "sum")
+    )
+    renewed = per_bundle[per_bundle["all"]]
+    return {(str(ns), str(b)): int(n) for (ns, b), n in renewed["clients"].items()}
+
+
+def _consumer_votes(
+    topics: pd.DataFrame, seen: pd.DataFrame, after: pd.DataFrame | None
+) -> pd.DataFrame:
+    """One row per consumer listed before and now: whether it reconnected since."""
+    if after is None or seen.empty or after.empty:
+        return pd.DataFrame()
     both = seen.merge(
         after[[*CONSUMER_KEY, "connected_since"]], on=CONSUMER_KEY, suffixes=("_before", "_after")
     )
     both = both.dropna(subset=["connected_since_before", "connected_since_after"])
     both = both.merge(topics[["topic", "namespace", "bundle"]], on="topic", how="inner")
     if both.empty:
-        return {}
-    both["renewed"] = both["connected_since_after"] > both["connected_since_before"]
-    per_bundle = both.groupby(["namespace", "bundle"])["renewed"].agg(["all", "count"])
-    renewed = per_bundle[per_bundle["all"]]
-    return {(str(ns), str(b)): int(n) for (ns, b), n in renewed["count"].items()}
+        return pd.DataFrame()
+    renewed = both["connected_since_after"] > both["connected_since_before"]
+    return both[["namespace", "bundle"]].assign(renewed=renewed, clients=1)
+
+
+def _publisher_votes(
+    topics: pd.DataFrame, before_topics: pd.DataFrame | None, before_at: Any
+) -> pd.DataFrame:
+    """One row per topic with publishers in both polls: whether all of them connected after
+    the previous poll (its oldest publisher is newer than that poll)."""
+    column = "oldest_publisher_since"
+    if before_topics is None or before_at is None or column not in topics:
+        return pd.DataFrame()
+    if column not in before_topics:
+        return pd.DataFrame()
+    had = before_topics.loc[before_topics[column].notna(), ["topic"]]
+    now = topics.loc[
+        topics[column].notna(), ["topic", "namespace", "bundle", column, "producer_count"]
+    ]
+    both = now.merge(had, on="topic", how="inner")
+    if both.empty:
+        return pd.DataFrame()
+    renewed = pd.to_datetime(both[column], utc=True) > pd.Timestamp(before_at)
+    clients = both["producer_count"].fillna(1).astype("int64")
+    return both[["namespace", "bundle"]].assign(renewed=renewed, clients=clients)
 
 
 def with_stored_events(derived: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFrame:
