@@ -318,3 +318,24 @@ def test_a_store_without_failover_subscriptions_gives_empty_frames(
     output = run(store)
     _assert_empty(output, polls=3)
     assert_same(output.result.frames, pandas_result(tmp_path).frames)
+
+
+# -- the benchmark's synthetic cluster -------------------------------------------------------
+
+
+def test_spark_equals_pandas_on_the_synthetic_cluster(spark: object, tmp_path: Path) -> None:
+    """Two hours of the benchmark's cluster (partitioned and single Failover groups, flapping
+    groups, restarting consumers, other subscription types beside them) at a small size."""
+    from benchmarks.synth_store import generate
+
+    generate(tmp_path, topics=400, days=2 / 24, interval=30.0)
+    output = run(Store(tmp_path), top=5, timeline_polls=100)
+    plain = pandas_result(tmp_path, top=5, timeline_polls=100)
+    assert_same(output.result.frames, plain.frames)
+    assert output.result.summary == plain.summary
+    summary = output.result.summary
+    assert summary["polls"] == 240 and summary["groups"] > 50
+    assert summary["flaps"] > 0 and summary["suspicious_flaps"] > 0
+    frames = output.result.frames
+    assert set(frames["what_if"]["scenario"]) == {"now", "leave", "join"}
+    assert frames["timeline"]["collected_at"].nunique() == 100
