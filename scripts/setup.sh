@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the demo and the tests need, idempotently:
-#   a JDK 17.0.17+ (or 21.0.8+; not 23+), Maven, Chromium (apt); a virtualenv with the project (pip);
+#   a JDK 17.0.17+ (or 21.0.8+; not 23+), Maven, Chromium, buildah, debootstrap, Prometheus (apt); a virtualenv with the project (pip);
 #   the Pulsar 4.0 broker jars (Maven Central, cached in ~/.cache/pulsar-lens and ~/.m2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,11 +12,23 @@ java_ok() {  # the harness's own rule: Java 17.0.17+ or 21.0.8+ (stdlib only, no
 java_ok || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+# the container image tests (buildah, a debootstrap base) and the alert rules (prometheus, promtool)
+command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} with apt"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # policy-rc.d 101: packages with a daemon (prometheus) are installed, not started
+  policy=/usr/sbin/policy-rc.d; own_policy=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null; $SUDO chmod +x "$policy"
+    own_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+    "${need_apt[@]}" >/dev/null
+  [ -z "$own_policy" ] || $SUDO rm -f "$policy"
 fi
 java_ok || { echo "setup: no Java 17.0.17+ or 21.0.8+ after installing openjdk-17-jdk-headless" >&2; exit 1; }
 
