@@ -1,0 +1,146 @@
+"""One logging setup for every process: one format, one level variable, secrets redacted.
+
+    PULSAR_LENS_LOG_LEVEL         DEBUG, INFO, WARNING, ERROR or CRITICAL (INFO)
+    PULSAR_LENS_CLIENT_LOG_LEVEL  the least level of pulsar-client's own lines that is shown
+                                  (WARNING); never below PULSAR_LENS_LOG_LEVEL
+
+Every line reads `time level logger: message`, on stderr, through `core.secrets`'
+`RedactingFilter`. The C++ library inside pulsar-client logs on its own (INFO lines on
+stdout for every connection); `pulsar_client()` routes those lines into Python logging, as
+logger `pulsar.client`, and closes clients still open at exit, before the interpreter shuts
+down, because a client alive then falls back to the library's console logger.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from core.errors import SettingsError
+from core.secrets import RedactingFilter
+
+LEVEL_ENV = "PULSAR_LENS_LOG_LEVEL"
+CLIENT_LEVEL_ENV = "PULSAR_LENS_CLIENT_LOG_LEVEL"
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+MSEC_FORMAT = "%s.%03d"  # 2026-01-31 12:00:00.123, as Streamlit writes its own lines
+CLIENT_LOGGER = "pulsar.client"
+
+_open_clients: weakref.WeakSet[Any] = weakref.WeakSet()
+_clients_lock = threading.Lock()
+_close_at_exit_registered = False
+
+
+class _LensHandler(logging.StreamHandler[TextIO]):
+    """The one handler `setup_logging` installs on the root logger (found again by type)."""
+
+
+def parse_level(text: str, *, name: str = LEVEL_ENV) -> int:
+    """`INFO` (any case, surrounding blanks ignored) as `logging.INFO`; SettingsError else."""
+    word = text.strip().upper()
+    if word == "WARN":
+        word = "WARNING"
+    if word not in LEVELS:
+        raise SettingsError(f"{name} must be one of {', '.join(LEVELS)}, got {text!r}")
+    level: int = logging.getLevelNamesMapping()[word]
+    return level
+
+
+def level_from_env(
+    environ: Mapping[str, str] | None = None, *, name: str = LEVEL_ENV, default: str = "INFO"
+) -> int:
+    """The level named by the variable `name`, or `default` when it is unset or blank."""
+    text = (os.environ if environ is None else environ).get(name, "")
+    return parse_level(text or default, name=name)
+
+
+def formatter() -> logging.Formatter:
+    """The one format: time, level, logger, message."""
+    fmt = logging.Formatter(FORMAT)
+    fmt.default_msec_format = MSEC_FORMAT
+    return fmt
+
+
+def setup_logging(
+    *,
+    level: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    stream: TextIO | None = None,
+) -> int:
+    """Configure this process's logging; idempotent (a Streamlit script calls it on every run).
+
+    `level` overrides PULSAR_LENS_LOG_LEVEL (e.g. for `--verbose`). Handlers that others
+    installed before (Streamlit's, uvicorn's) get the same format and the redacting filter.
+    Returns the level; raises SettingsError naming the variable for an unknown level.
+    """
+    chosen = level_from_env(environ) if level is None else level
+    client_level = level_from_env(environ, name=CLIENT_LEVEL_ENV, default="WARNING")
+    root = logging.getLogger()
+    ours = [h for h in root.handlers if isinstance(h, _LensHandler)]
+    if not ours:
+        root.addHandler(_LensHandler(stream or sys.stderr))
+    elif stream is not None:
+        ours[0].setStream(stream)
+    root.setLevel(chosen)
+    # propagated records skip the root logger's level: the client logger needs its own floor
+    logging.getLogger(CLIENT_LOGGER).setLevel(max(client_level, chosen))
+    for handler in _all_handlers():
+        _adopt(handler)
+    return chosen
+
+
+def _all_handlers() -> list[logging.Handler]:
+    known = list(logging.root.manager.loggerDict.values())
+    loggers = [logging.getLogger(), *(lg for lg in known if isinstance(lg, logging.Logger))]
+    return [h for lg in loggers for h in lg.handlers]
+
+
+def _adopt(handler: logging.Handler) -> None:
+    handler.setFormatter(formatter())
+    if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+        handler.addFilter(RedactingFilter())
+
+
+def client_logger() -> logging.Logger:
+    """The logger that pulsar-client's own lines go to; WARNING and above unless set up."""
+    logger = logging.getLogger(CLIENT_LOGGER)
+    if logger.level == logging.NOTSET:  # setup_logging() not called: keep the library quiet
+        logger.setLevel(level_from_env(name=CLIENT_LEVEL_ENV, default="WARNING"))
+    return logger
+
+
+def pulsar_client(service_url: str, **options: Any) -> Any:
+    """A `pulsar.Client` whose library lines go through `client_logger()`.
+
+    `options` are `pulsar.Client`'s keyword arguments; a `logger` given there wins. The
+    client is closed at exit if it is still open then.
+    """
+    import pulsar
+
+    global _close_at_exit_registered
+    options.setdefault("logger", client_logger())
+    client = pulsar.Client(service_url, **options)
+    with _clients_lock:
+        _open_clients.add(client)
+        if not _close_at_exit_registered:
+            atexit.register(close_open_clients)
+            _close_at_exit_registered = True
+    return client
+
+
+def close_open_clients() -> None:
+    """Close every client `pulsar_client()` made that is still open (closing twice is harmless)."""
+    with _clients_lock:
+        clients = list(_open_clients)
+        _open_clients.clear()
+    for client in clients:
+        try:
+            client.close()
+        except Exception:  # already closed, or the broker is gone: nothing left to release
+            logging.getLogger(__name__).debug("closing a pulsar client at exit failed")
