@@ -10,6 +10,10 @@ only to the admin URL's origin (scheme, host and port) and to the origins listed
 `PULSAR_LENS_TRUSTED_ORIGINS`; calls to, and redirects to, any other host, such as the
 broker URLs a cluster lists, are sent without them. `PULSAR_LENS_TRUSTED_ORIGINS=cluster`
 extends the trust to every broker the cluster lists.
+
+Authentication is a static token, an OAuth2 access token (client credentials, refreshed
+before it expires, `collectors.oauth2`), a client certificate (mutual TLS), or the URL's
+password. TLS verification is never off silently: PULSAR_LENS_TLS_VERIFY=false logs a warning.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
+from collectors.oauth2 import ClientCredentialsFlow, flow_from_env, jwt_claims, token_expired_at
 from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
 from core.secrets import Secret, clean, display_url, split_credentials
 from core.settings import admin_url_problem
@@ -42,10 +47,16 @@ CALL_TIMEOUTS = 3  # a whole answer may take this many per-read timeouts, no mor
 MAX_BACKOFF = 5.0
 BODY_EXCERPT = 300
 AUTH_HINT_MISSING = "set PULSAR_ADMIN_TOKEN or PULSAR_ADMIN_TOKEN_FILE"
-AUTH_HINT_REFUSED = (
-    "the token from PULSAR_ADMIN_TOKEN / PULSAR_ADMIN_TOKEN_FILE was refused; check its role"
-)
+TOKEN_SOURCE = "the token from PULSAR_ADMIN_TOKEN / PULSAR_ADMIN_TOKEN_FILE"
+OAUTH2_SOURCE = "the OAuth2 access token (PULSAR_LENS_OAUTH2_*)"
 TLS_HINT = "set PULSAR_LENS_CA_BUNDLE to the cluster's CA file (or PULSAR_LENS_TLS_VERIFY=false)"
+CLIENT_CERT_HINT = (
+    "the broker wants a client certificate it trusts; set PULSAR_LENS_TLS_CERT_FILE and "
+    "PULSAR_LENS_TLS_KEY_FILE"
+)
+# what Pulsar 4.0 says in a 401 that refuses a permission to an authenticated role
+_AUTHORIZATION_MARKERS = ("Unauthorized to ", "requires super-user access", "Don't have permission")
+_CLIENT_CERT_ALERTS = ("certificate required", "bad certificate", "unknown ca", "handshake failure")
 UNTRUSTED_HINT = (
     "credentials go only to the admin URL's host; list this one in PULSAR_LENS_TRUSTED_ORIGINS "
     "(or set it to 'cluster') to send them there too"
@@ -75,6 +86,30 @@ class _BrokerSession(requests.Session):
 
     def should_strip_auth(self, old_url: str, new_url: str) -> bool:
         return origin(new_url) not in self.trusted_origins
+
+
+_warned_unverified = threading.Event()
+
+
+def _warn_unverified() -> None:
+    """Say once per process that TLS certificates are not checked."""
+    if not _warned_unverified.is_set():
+        _warned_unverified.set()
+        log.warning(
+            "TLS verification is OFF (PULSAR_LENS_TLS_VERIFY=false): the admin API's "
+            "certificate is not checked and anyone on the path can read the credentials; "
+            "set PULSAR_LENS_CA_BUNDLE instead"
+        )
+
+
+def _readable(path: str | os.PathLike[str], setting: str) -> str:
+    try:
+        with open(path, "rb"):
+            return os.fspath(path)
+    except OSError as exc:
+        raise CollectorError(
+            f"cannot read {os.fspath(path)!r}: {exc.strerror}; fix {setting}"
+        ) from None
 
 
 def _env_flag(value: str | None, *, default: bool) -> bool:
@@ -120,10 +155,12 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
 class AdminClient:
     """A Pulsar admin REST client bound to one base URL, e.g. http://broker:8080.
 
-    `token` (or the content of `token_file`) is sent as a Bearer token. `ca_bundle` is a CA
-    file for TLS; `verify=False` turns verification off. `timeout` (seconds) applies to every
-    call; `retries` bounds the extra attempts of a GET; `backoff` is the first wait (seconds),
-    doubled after each retry. `requests_made` counts HTTP requests actually sent.
+    `token` (or the content of `token_file`) is sent as a Bearer token, or else a token of
+    the `oauth2` flow. `ca_bundle` is a CA file for TLS; `verify=False` turns verification off
+    (with a warning); `cert_file` and `key_file` are a client certificate (PEM). `timeout`
+    (seconds) applies to every call; `retries` bounds the extra attempts of a GET; `backoff`
+    is the first wait (seconds), doubled after each retry. `requests_made` counts HTTP
+    requests actually sent.
     """
 
     def __init__(
@@ -134,6 +171,9 @@ class AdminClient:
         token_file: str | os.PathLike[str] | None = None,
         ca_bundle: str | os.PathLike[str] | None = None,
         verify: bool = True,
+        cert_file: str | os.PathLike[str] | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        oauth2: ClientCredentialsFlow | None = None,
         timeout: float = 10.0,
         retries: int = 3,
         backoff: float = 0.2,
@@ -174,23 +214,42 @@ class AdminClient:
         self.session.mount("https://", adapter)
         self.session.headers["Accept"] = "application/json"
         self.session.headers["User-Agent"] = "pulsar-lens"
+        self._oauth2 = None if self._secret else oauth2
         if self._secret:
             self.session.headers["Authorization"] = f"Bearer {self._secret.reveal()}"
-        elif password is not None:
+        elif password is not None and self._oauth2 is None:
             pair = f"{user or ''}:{password.reveal()}".encode()
             self.session.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
-        self._has_credentials = "Authorization" in self.session.headers
+        self._has_credentials = "Authorization" in self.session.headers or bool(self._oauth2)
         self.session.verify = os.fspath(ca_bundle) if (ca_bundle and verify) else verify
+        if not verify:
+            _warn_unverified()
+        if bool(cert_file) != bool(key_file):
+            raise CollectorError(
+                "a client certificate needs both PULSAR_LENS_TLS_CERT_FILE and "
+                "PULSAR_LENS_TLS_KEY_FILE"
+            )
+        if cert_file and key_file:
+            self.session.cert = (
+                _readable(cert_file, "PULSAR_LENS_TLS_CERT_FILE"),
+                _readable(key_file, "PULSAR_LENS_TLS_KEY_FILE"),
+            )
         self._lock = threading.Lock()
         self._requests_made = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> AdminClient:
         """Build a client from PULSAR_ADMIN_URL, PULSAR_ADMIN_TOKEN / PULSAR_ADMIN_TOKEN_FILE,
-        PULSAR_LENS_CA_BUNDLE, PULSAR_LENS_TLS_VERIFY (default true) and
-        PULSAR_LENS_TRUSTED_ORIGINS (comma-separated URLs, or `cluster`)."""
+        PULSAR_LENS_OAUTH2_ISSUER_URL / _AUDIENCE / _PRIVATE_KEY / _SCOPE (used when no token
+        is set), PULSAR_LENS_CA_BUNDLE, PULSAR_LENS_TLS_VERIFY (default true),
+        PULSAR_LENS_TLS_CERT_FILE / _KEY_FILE and PULSAR_LENS_TRUSTED_ORIGINS
+        (comma-separated URLs, or `cluster`)."""
         env = os.environ if env is None else env
         url = env.get("PULSAR_ADMIN_URL") or "http://localhost:8080"
+        verify = _env_flag(env.get("PULSAR_LENS_TLS_VERIFY"), default=True)
+        has_token = env.get("PULSAR_ADMIN_TOKEN") or env.get("PULSAR_ADMIN_TOKEN_FILE")
+        ca = env.get("PULSAR_LENS_CA_BUNDLE") or None
+        oauth2 = None if has_token else flow_from_env(env, verify=(ca or True) if verify else False)
         return cls(
             url,
             trusted_origins=(env.get("PULSAR_LENS_TRUSTED_ORIGINS") or "").split(","),
@@ -198,12 +257,23 @@ class AdminClient:
             token_file=env.get("PULSAR_ADMIN_TOKEN_FILE") or None,
             ca_bundle=env.get("PULSAR_LENS_CA_BUNDLE") or None,
             max_response_bytes=_max_response(env.get("PULSAR_LENS_MAX_RESPONSE")),
-            verify=_env_flag(env.get("PULSAR_LENS_TLS_VERIFY"), default=True),
+            verify=verify,
+            cert_file=env.get("PULSAR_LENS_TLS_CERT_FILE") or None,
+            key_file=env.get("PULSAR_LENS_TLS_KEY_FILE") or None,
+            oauth2=oauth2,
             **kwargs,
         )
 
     def __repr__(self) -> str:
-        auth = "token" if self._secret else "password" if self._has_credentials else "no token"
+        auth = (
+            "token"
+            if self._secret
+            else "oauth2"
+            if self._oauth2
+            else "password"
+            if self._has_credentials
+            else "no token"
+        )
         return f"AdminClient({self.base_url!r}, {auth})"
 
     @property
@@ -227,6 +297,8 @@ class AdminClient:
 
     def close(self) -> None:
         self.session.close()
+        if self._oauth2 is not None:
+            self._oauth2.close()
 
     def __enter__(self) -> AdminClient:
         return self
@@ -308,12 +380,14 @@ class AdminClient:
         # errors of calls sent to a named broker say which broker answered
         path = display_url(url) if base_url else path
         trusted = self.trusts(url)
-        headers = None if trusted else {"Authorization": None}
+        headers: dict[str, str | None] | None = None if trusted else {"Authorization": None}
         attempts = 1 + (self.retries if method == "GET" else 0)
         per_read = timeout if timeout is not None else self.timeout
         for attempt in range(attempts):
             last = attempt == attempts - 1
             deadline = self._call_deadline(per_read, method, path)
+            if trusted and self._oauth2 is not None:  # raises OAuth2Error when there is none
+                headers = {"Authorization": f"Bearer {self._oauth2.token().reveal()}"}
             try:
                 self._count()
                 resp = self.session.request(
@@ -327,8 +401,12 @@ class AdminClient:
                 )
                 self._read_body(resp, deadline, method, path)
             except requests.exceptions.SSLError as exc:
-                raise AdminApiUnreachable(method, path, self._reason(exc, TLS_HINT)) from None
+                raise AdminApiUnreachable(method, path, self._reason(exc, _tls_hint(exc))) from None
             except (requests.ConnectionError, requests.exceptions.ConnectTimeout) as exc:
+                if _client_cert_refused(exc):  # TLS 1.3 reports the refusal after the handshake
+                    raise AdminApiUnreachable(
+                        method, path, self._reason(exc, CLIENT_CERT_HINT)
+                    ) from None
                 if last:
                     raise AdminApiUnreachable(method, path, self._reason(exc)) from None
                 self._wait(attempt, None, method, path, "connection failed")
@@ -339,6 +417,9 @@ class AdminClient:
                 raise AdminApiUnreachable(method, path, f"no answer within {wait:g}s") from None
             except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
                 raise AdminApiUnreachable(method, path, self._reason(exc)) from None
+            except OSError as exc:  # requests' own: a CA bundle or client cert it cannot read
+                hint = "fix PULSAR_LENS_CA_BUNDLE / PULSAR_LENS_TLS_CERT_FILE / _KEY_FILE"
+                raise AdminApiUnreachable(method, path, self._reason(exc, hint)) from None
             if resp.status_code in RETRY_STATUSES and not last:
                 self._wait(attempt, resp, method, path, f"status {resp.status_code}")
                 continue
@@ -415,12 +496,42 @@ class AdminClient:
         if resp.status_code in (401, 403) and self._has_credentials and not trusted:
             hint = UNTRUSTED_HINT
         elif resp.status_code in (401, 403):
-            hint = AUTH_HINT_REFUSED if self._has_credentials else AUTH_HINT_MISSING
+            forbidden = resp.status_code == 403 or _is_authorization(body)
+            hint = AUTH_HINT_MISSING
+            if self._has_credentials:
+                hint = self._auth_hint(forbidden=forbidden)
         elif resp.status_code == 404:
             hint = "it does not exist (deleted, or a wrong tenant, namespace or topic)"
         elif resp.status_code in (307, 308):
             hint = "the broker redirected elsewhere"
         return AdminApiError(method, path, resp.status_code, body, hint)
+
+    def _auth_hint(self, *, forbidden: bool) -> str:
+        """What to fix when the broker refused our credentials: who we are (expired, wrong
+        key) or what our role may do (`forbidden`; Pulsar answers most of those with 401)."""
+        source = OAUTH2_SOURCE if self._oauth2 else TOKEN_SOURCE
+        token = self._secret.reveal() if self._secret else ""
+        if forbidden:
+            role = jwt_claims(token).get("sub") if token else None
+            who = f" (role {clean(role)!r})" if isinstance(role, str) else ""
+            return (
+                f"forbidden: {source}{who} was refused access to this; grant that role "
+                "access, or use a role that has it"
+            )
+        if self._oauth2 is not None:
+            self._oauth2.invalidate()
+            return (
+                f"{source} was refused: the broker could not authenticate it; check "
+                "PULSAR_LENS_OAUTH2_AUDIENCE and that the broker trusts the issuer's key"
+            )
+        expired = token_expired_at(token) if token else None
+        if expired is not None:
+            when = f"{expired:%Y-%m-%dT%H:%M:%SZ}"
+            return f"{source} was refused: it expired at {when}; create a new one"
+        return (
+            f"{source} was refused: the broker could not authenticate it (signed with another "
+            "key, malformed, or for another cluster); replace it"
+        )
 
     def _decode(self, resp: requests.Response, method: str, path: str) -> Any:
         if resp.status_code == 204 or not resp.content:
@@ -431,6 +542,20 @@ class AdminClient:
             raise AdminApiError(
                 method, path, None, resp.text, f"status {resp.status_code} with a body not JSON"
             ) from None
+
+
+def _is_authorization(reason: str) -> bool:
+    """Whether a 401's reason says the role lacks a permission (not that it is unknown)."""
+    return any(m in reason for m in _AUTHORIZATION_MARKERS)
+
+
+def _client_cert_refused(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "alert" in text and any(a in text for a in _CLIENT_CERT_ALERTS)
+
+
+def _tls_hint(exc: BaseException) -> str:
+    return CLIENT_CERT_HINT if _client_cert_refused(exc) else TLS_HINT
 
 
 def _reason_text(resp: requests.Response) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from collectors.admin import read_token_file
+from collectors.oauth2 import client_options_from_env
 from core.hashing import resolve_sticky_key, sticky_key_hash
 from core.model import KeySampleRecord
 from core.secrets import Secret
@@ -194,6 +195,7 @@ def open_client(service_url: str, *, token: Secret | None, timeout: float) -> An
         "connection_timeout_ms": max(1000, min(int(timeout * 1000), 10_000)),
         "logger": pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
     }
+    options |= client_options_from_env()  # OAuth2, client certificate, CA of the settings
     if token is not None:
         options["authentication"] = pulsar.AuthenticationToken(token.reveal())
     return pulsar.Client(service_url, **options)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from collectors.oauth2 import client_options_from_env
 from core.bundles import parse_bundle_name
 from core.errors import ModelError
 from core.hashing import topic_bundle_hash
@@ -170,6 +171,7 @@ class ProbeRunner:
             "connection_timeout_ms": 10_000,
             "logger": pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
         }
+        options |= client_options_from_env()  # OAuth2, client certificate, CA of the settings
         if self.token is not None:
             options["authentication"] = pulsar.AuthenticationToken(self.token.reveal())
         self._client = pulsar.Client(self.service_url, **options)

@@ -71,6 +71,15 @@ def register(value: str) -> None:
         _known.update(p for p in pieces if len(p) >= MIN_PIECE)
 
 
+def forget(value: str) -> None:
+    """Stop redacting `value` (an access token long expired and replaced): keeps the set
+    of known secrets from growing with every refresh of a short-lived token."""
+    pieces = {value, value.strip()}
+    pieces.update(line.strip() for line in value.splitlines())
+    with _lock:
+        _known.difference_update(pieces)
+
+
 def register_basic(user: str, password: str) -> None:
     """Register the credentials of HTTP Basic auth, including the header's base64 form."""
     register(password)

@@ -2,7 +2,8 @@
 
 Used by the live tests, `pulsar-lens demo` and `pulsar-lens pulsar start|stop|status`. Each
 broker gets free ports and a fresh data directory, and listens on 127.0.0.1 only; the JDK and
-the jars come from `lab.runtime`.
+the jars come from `lab.runtime`. A secured broker (authentication on, see `lab.security`) is
+asked whether it is ready with `admin_token`; `web_tls=True` opens its web service on TLS too.
 """
 
 from __future__ import annotations
@@ -113,8 +114,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def get_json(url: str, timeout: float = 2.0) -> object:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
+def get_json(url: str, timeout: float = 2.0, *, token: str | None = None) -> object:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
         return json.loads(resp.read() or b"null")
 
 
@@ -124,6 +127,8 @@ class LocalPulsar:
 
     `settings` override broker settings, e.g. {"subscriptionKeySharedUseConsistentHashing":
     "false"}; `jvm_options` add JVM flags. Use as a context manager, or call start() and stop().
+    `admin_token` is sent by the readiness checks (a broker with authentication on);
+    `web_tls` adds `webServicePortTls` on a free port (the TLS files come in `settings`).
     """
 
     settings: Mapping[str, str] = field(default_factory=dict)
@@ -133,6 +138,9 @@ class LocalPulsar:
     web_port: int = 0
     broker_port: int = 0
     bookie_port: int = 0
+    admin_token: str | None = field(default=None, repr=False)
+    web_tls: bool = False
+    web_tls_port: int = 0
     pid: int | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _own_data_dir: bool = field(default=False, repr=False)
@@ -140,6 +148,11 @@ class LocalPulsar:
     @property
     def admin_url(self) -> str:
         return f"http://127.0.0.1:{self.web_port}"
+
+    @property
+    def admin_url_tls(self) -> str:
+        """The web service over TLS (with `web_tls`): https://127.0.0.1:<port>."""
+        return f"https://127.0.0.1:{self.web_tls_port}"
 
     @property
     def service_url(self) -> str:
@@ -185,6 +198,7 @@ class LocalPulsar:
             "brokerServicePort": str(self.broker_port),
             "webServicePort": str(self.web_port),
             "bookiePort": str(self.bookie_port),
+            **({"webServicePortTls": str(self.web_tls_port)} if self.web_tls else {}),
             **self.settings,
         }
         text = "".join(f"{k}={v}\n" for k, v in settings.items())
@@ -202,6 +216,8 @@ class LocalPulsar:
         self.web_port = self.web_port or free_port()
         self.broker_port = self.broker_port or free_port()
         self.bookie_port = self.bookie_port or free_port()
+        if self.web_tls:
+            self.web_tls_port = self.web_tls_port or free_port()
         self._write_conf()
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(
@@ -236,10 +252,15 @@ class LocalPulsar:
         )
 
     def is_ready(self) -> bool:
-        """The cluster exists and `public/default` has been created."""
+        """The cluster exists and `public/default` has been created (and, with `web_tls`,
+        the TLS port accepts connections)."""
         try:
-            clusters = get_json(f"{self.admin_url}/admin/v2/clusters")
-            namespaces = get_json(f"{self.admin_url}/admin/v2/namespaces/public")
+            clusters = get_json(f"{self.admin_url}/admin/v2/clusters", token=self.admin_token)
+            namespaces = get_json(
+                f"{self.admin_url}/admin/v2/namespaces/public", token=self.admin_token
+            )
+            if self.web_tls:
+                socket.create_connection(("127.0.0.1", self.web_tls_port), timeout=2).close()
         except (OSError, urllib.error.URLError, ValueError):
             return False
         return (

@@ -1,0 +1,335 @@
+"""OAuth2 client credentials as Pulsar's clients use them, and the binary client's auth.
+
+`ClientCredentialsFlow` gets an access token from an issuer the way Pulsar's
+`AuthenticationOAuth2` does: `GET {issuer}/.well-known/openid-configuration` names the token
+endpoint, then `POST` `grant_type=client_credentials` with `client_id`, `client_secret` and
+the optional `audience` and `scope`. The token is cached and fetched again a quarter of its
+lifetime (at most a minute) before it expires; a failed fetch is remembered for a few
+seconds so that a poll's many calls do not each ask the issuer again. The client secret and
+every access token are `Secret`s: they never reach a log line or an error.
+
+`client_auth_from_env` / `client_options_from_env` give `pulsar.Client` the same
+credentials and TLS settings as the admin client, from the same settings.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, unquote_to_bytes, urlsplit
+
+import requests
+
+from core.errors import CollectorError
+from core.secrets import Secret, clean, display_url, forget
+
+log = logging.getLogger(__name__)
+
+WELL_KNOWN = "/.well-known/openid-configuration"
+FAILURE_HOLD = 5.0  # seconds a failed fetch is answered from memory
+MAX_MARGIN = 60.0  # refresh at most this many seconds before expiry
+DEFAULT_LIFETIME = 3600.0  # when the issuer says neither expires_in nor exp
+CREDENTIALS_HINT = "fix PULSAR_LENS_OAUTH2_PRIVATE_KEY (a JSON file with client_id, client_secret)"
+TOKEN_VARS = ("PULSAR_CLIENT_TOKEN", "PULSAR_ADMIN_TOKEN")
+
+
+class OAuth2Error(CollectorError):
+    """No access token: the issuer could not be reached, refused the client, or the
+    credentials file is unreadable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What Pulsar's credentials file holds (`client_id`, `client_secret`, `issuer_url`)."""
+
+    client_id: str
+    client_secret: Secret
+    issuer_url: str | None = None
+
+
+def read_credentials(ref: str) -> Credentials:
+    """The credentials named by `ref`: a path, a `file:///path` URL or a `data:` URL (base64
+    or percent-encoded JSON), as Pulsar's `privateKey` parameter accepts."""
+    Secret(ref)  # a data: URL carries the secret itself
+    try:
+        if ref.startswith("data:"):
+            head, _, body = ref.partition(",")
+            raw = base64.b64decode(body) if head.endswith(";base64") else unquote_to_bytes(body)
+            where = "the data: URL"
+        else:
+            path = unquote(urlsplit(ref).path) if ref.startswith("file:") else ref
+            raw = Path(path).read_bytes()
+            where = repr(path)
+    except OSError as exc:
+        why = f"cannot read the OAuth2 credentials: {exc.strerror}"
+        raise OAuth2Error(f"{why}; {CREDENTIALS_HINT}") from None
+    except (binascii.Error, ValueError):
+        why = "the OAuth2 credentials data: URL is not base64"
+        raise OAuth2Error(f"{why}; {CREDENTIALS_HINT}") from None
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        data = None
+    if not isinstance(data, dict) or not data.get("client_id") or not data.get("client_secret"):
+        raise OAuth2Error(
+            f"the OAuth2 credentials in {where} are not JSON with client_id and client_secret; "
+            f"{CREDENTIALS_HINT}"
+        )
+    issuer = data.get("issuer_url")
+    return Credentials(
+        str(data["client_id"]), Secret(str(data["client_secret"])), str(issuer) if issuer else None
+    )
+
+
+def jwt_claims(token: str) -> dict[str, Any]:
+    """The claims of a JWT, read without checking its signature ({} when not a JWT).
+    Only for hints and timing: the broker is the one that verifies."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return {}
+    try:
+        payload = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
+        claims = json.loads(payload)
+    except (binascii.Error, ValueError):
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def token_expired_at(token: str, *, now: float | None = None) -> dt.datetime | None:
+    """When the JWT `token` expired, if its `exp` claim is past; else None."""
+    exp = jwt_claims(token).get("exp")
+    if not isinstance(exp, int | float):
+        return None
+    if exp > (time.time() if now is None else now):
+        return None
+    return dt.datetime.fromtimestamp(exp, dt.UTC)
+
+
+class ClientCredentialsFlow:
+    """Access tokens from an OAuth2 issuer by the client-credentials grant, cached.
+
+    `issuer_url` defaults to the credentials' own; `timeout` (seconds) bounds each call to
+    the issuer. `fetches` counts the tokens obtained. Thread-safe: one fetch at a time.
+    """
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        issuer_url: str | None = None,
+        audience: str | None = None,
+        scope: str | None = None,
+        timeout: float = 10.0,
+        verify: bool | str = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        issuer = issuer_url or credentials.issuer_url
+        if not issuer:
+            raise OAuth2Error(
+                "no OAuth2 issuer: set PULSAR_LENS_OAUTH2_ISSUER_URL (or issuer_url in the "
+                "credentials file)"
+            )
+        self.issuer_url = issuer.rstrip("/")
+        self.credentials = credentials
+        self.audience = audience
+        self.scope = scope
+        self.timeout = timeout
+        self.fetches = 0
+        self._clock = clock
+        self._session = requests.Session()
+        self._session.verify = verify
+        self._lock = threading.Lock()
+        self._token: Secret | None = None
+        self._refresh_at = 0.0
+        self._expires_at = 0.0
+        self._failure: tuple[float, OAuth2Error] | None = None
+        self._endpoint: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ClientCredentialsFlow({display_url(self.issuer_url)!r}, client_id=...)"
+
+    def token(self) -> Secret:
+        """A valid access token: the cached one, or a new one when it is due for refresh."""
+        with self._lock:
+            now = self._clock()
+            if self._token is not None and now < self._refresh_at:
+                return self._token
+            if self._failure is not None and now < self._failure[0]:
+                raise self._failure[1]
+            try:
+                token, lifetime = self._fetch()
+            except OAuth2Error as exc:
+                self._failure = (now + FAILURE_HOLD, exc)
+                raise
+            self._failure = None
+            if self._token is not None and self._expires_at < now:
+                forget(self._token.reveal())  # a long-expired token needs no more redaction
+            self._token = token
+            self._expires_at = now + lifetime
+            self._refresh_at = now + lifetime - min(MAX_MARGIN, lifetime / 4)
+            self.fetches += 1
+            log.info(
+                "OAuth2: new access token from %s, valid %.0fs",
+                display_url(self.issuer_url),
+                lifetime,
+            )
+            return token
+
+    def invalidate(self) -> None:
+        """Forget the cached token (the broker refused it): the next call fetches one."""
+        with self._lock:
+            self._refresh_at = 0.0
+
+    def close(self) -> None:
+        self._session.close()
+
+    def _fetch(self) -> tuple[Secret, float]:
+        endpoint = self._endpoint or self._discover()
+        form = {
+            "grant_type": "client_credentials",
+            "client_id": self.credentials.client_id,
+            "client_secret": self.credentials.client_secret.reveal(),
+        }
+        if self.audience:
+            form["audience"] = self.audience
+        if self.scope:
+            form["scope"] = self.scope
+        resp = self._call("POST", endpoint, data=form)
+        payload = _json(resp)
+        if resp.status_code >= 400 or not isinstance(payload.get("access_token"), str):
+            error = payload.get("error") or f"status {resp.status_code}"
+            why = clean(payload.get("error_description") or resp.text, limit=200)
+            raise OAuth2Error(
+                f"the OAuth2 issuer {display_url(endpoint)} gave no access token "
+                f"({clean(error)}: {why}); check client_id and client_secret in "
+                f"PULSAR_LENS_OAUTH2_PRIVATE_KEY, PULSAR_LENS_OAUTH2_AUDIENCE and _SCOPE"
+            )
+        token = Secret(payload["access_token"])
+        expires_in = payload.get("expires_in")
+        if isinstance(expires_in, int | float) and expires_in > 0:
+            return token, float(expires_in)
+        exp = jwt_claims(token.reveal()).get("exp")
+        if isinstance(exp, int | float):
+            return token, max(1.0, exp - self._clock())
+        return token, DEFAULT_LIFETIME
+
+    def _discover(self) -> str:
+        url = self.issuer_url + WELL_KNOWN
+        resp = self._call("GET", url)
+        endpoint = _json(resp).get("token_endpoint")
+        if resp.status_code >= 400 or not isinstance(endpoint, str):
+            raise OAuth2Error(
+                f"GET {display_url(url)} returned {resp.status_code} without a token_endpoint; "
+                "check PULSAR_LENS_OAUTH2_ISSUER_URL"
+            )
+        self._endpoint = endpoint
+        return endpoint
+
+    def _call(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        try:
+            return self._session.request(method, url, timeout=self.timeout, **kwargs)
+        except requests.RequestException as exc:
+            raise OAuth2Error(
+                f"cannot reach the OAuth2 issuer at {display_url(url)} "
+                f"({clean(type(exc).__name__)}); check PULSAR_LENS_OAUTH2_ISSUER_URL"
+            ) from None
+
+
+def _json(resp: requests.Response) -> dict[str, Any]:
+    try:
+        payload = resp.json()
+    except ValueError:
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def flow_from_env(
+    env: Mapping[str, str], *, verify: bool | str = True
+) -> ClientCredentialsFlow | None:
+    """The OAuth2 flow PULSAR_LENS_OAUTH2_* describe; None when PULSAR_LENS_OAUTH2_PRIVATE_KEY
+    is unset."""
+    ref = (env.get("PULSAR_LENS_OAUTH2_PRIVATE_KEY") or "").strip()
+    if not ref:
+        return None
+    return ClientCredentialsFlow(
+        read_credentials(ref),
+        issuer_url=(env.get("PULSAR_LENS_OAUTH2_ISSUER_URL") or "").strip() or None,
+        audience=(env.get("PULSAR_LENS_OAUTH2_AUDIENCE") or "").strip() or None,
+        scope=(env.get("PULSAR_LENS_OAUTH2_SCOPE") or "").strip() or None,
+        verify=verify,
+    )
+
+
+# --- the binary protocol (pulsar-client) ----------------------------------------------
+
+
+def _file_url(ref: str) -> str:
+    if ref.startswith(("file:", "data:")):
+        return ref
+    return Path(ref).resolve().as_uri()
+
+
+def client_auth_from_env(env: Mapping[str, str] | None = None) -> Any:
+    """The `pulsar.Authentication` for these settings, or None: a token
+    (PULSAR_CLIENT_TOKEN, PULSAR_ADMIN_TOKEN, PULSAR_ADMIN_TOKEN_FILE), else OAuth2
+    (PULSAR_LENS_OAUTH2_*), else a client certificate (PULSAR_LENS_TLS_CERT_FILE and
+    PULSAR_LENS_TLS_KEY_FILE)."""
+    import pulsar
+
+    env = os.environ if env is None else env
+    for name in TOKEN_VARS:
+        value = (env.get(name) or "").strip()
+        if value:
+            return pulsar.AuthenticationToken(Secret(value).reveal())
+    token_file = (env.get("PULSAR_ADMIN_TOKEN_FILE") or "").strip()
+    if token_file:
+        from collectors.admin import read_token_file
+
+        return pulsar.AuthenticationToken(Secret(read_token_file(token_file)).reveal())
+    ref = (env.get("PULSAR_LENS_OAUTH2_PRIVATE_KEY") or "").strip()
+    if ref:
+        creds = read_credentials(ref)  # checked here: a bad file fails before connecting
+        params = {
+            "issuer_url": (env.get("PULSAR_LENS_OAUTH2_ISSUER_URL") or "").strip()
+            or creds.issuer_url,
+            "private_key": _file_url(ref),
+        }
+        for key, name in (("audience", "AUDIENCE"), ("scope", "SCOPE")):
+            value = (env.get(f"PULSAR_LENS_OAUTH2_{name}") or "").strip()
+            if value:
+                params[key] = value
+        return pulsar.AuthenticationOauth2(json.dumps(params))
+    cert = (env.get("PULSAR_LENS_TLS_CERT_FILE") or "").strip()
+    key = (env.get("PULSAR_LENS_TLS_KEY_FILE") or "").strip()
+    if cert and key:
+        return pulsar.AuthenticationTLS(cert, key)
+    return None
+
+
+def client_options_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`pulsar.Client` keyword arguments for these settings: `authentication` (see
+    `client_auth_from_env`) and, for `pulsar+ssl://`, the CA of PULSAR_LENS_CA_BUNDLE and
+    PULSAR_LENS_TLS_VERIFY."""
+    env = os.environ if env is None else env
+    options: dict[str, Any] = {}
+    auth = client_auth_from_env(env)
+    if auth is not None:
+        options["authentication"] = auth
+    ca = (env.get("PULSAR_LENS_CA_BUNDLE") or "").strip()
+    if ca:
+        options["tls_trust_certs_file_path"] = ca
+    verify = (env.get("PULSAR_LENS_TLS_VERIFY") or "").strip().lower()
+    if verify in {"0", "false", "no", "off"}:
+        options["tls_allow_insecure_connection"] = True
+        options["tls_validate_hostname"] = False
+    return options
