@@ -10,7 +10,8 @@ import sys
 from collections.abc import Sequence
 
 from core.errors import DashboardError
-from core.secrets import redact, redact_logs
+from core.logs import setup_logging
+from core.secrets import redact
 
 # Each module has register(subparsers); a subcommand's handler is args.func(args) -> int.
 COMMAND_MODULES = (
@@ -47,13 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "names, keys and consumer names are UTF-8 text"
             )
     args = parser.parse_args(given)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    redact_logs()
     try:
+        setup_logging(level=logging.DEBUG if args.verbose else None)
         return int(args.func(args) or 0)
     except DashboardError as exc:
         print(f"pulsar-lens: {redact(str(exc))}", file=sys.stderr)
