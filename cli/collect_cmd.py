@@ -3,11 +3,16 @@
 Prints one heartbeat line per poll. Exit status: 0 when snapshots were stored, 1 when the
 admin API could not be reached (`--once`, or every poll of a bounded run), 2 for a usage or
 settings error.
+
+With several `[[clusters]]` in the settings file (`--config` or PULSAR_LENS_CONFIG), every
+cluster is polled side by side, each on its own loop, into the one store; each heartbeat names
+its cluster, and the exit status is 1 when any cluster stored nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -22,7 +27,9 @@ from typing import Any
 from cli.key_sampling import add_sampling_args, sampling_hooks
 from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from cli.probing import add_probe_args, drill_service, probe_hooks
-from collectors.loop import DiffFn, Heartbeat, PollFn, PollLoop
+from collectors.loop import DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
+from core.clusterview import ClusterView
+from core.config import ClusterSettings
 from core.model import Snapshot
 from core.secrets import display_url
 from core.settings import (
@@ -33,7 +40,7 @@ from core.settings import (
     retention_problem,
 )
 from core.store import Store
-from plugins.precompute import ResultsWorker, compute_results
+from plugins.precompute import ResultsWorker, compute_results, requirements_first, store_run
 from plugins.registry import discover
 from plugins.results import ResultStore
 from plugins.spark.worker import (
@@ -54,26 +61,38 @@ class Source:
     close: Callable[[], None] = lambda: None
 
 
-SourceFactory = Callable[[str, Sequence[str] | None], Source]
+SourceFactory = Callable[..., Source]
+"""`factory(admin_url, namespaces)`; with a settings file also `cluster=` and `settings=`."""
 
 
-def admin_source(admin_url: str, namespaces: Sequence[str] | None) -> Source:
-    """Poll a real cluster: an AdminClient (token and TLS from the environment) and poll()."""
+def admin_source(
+    admin_url: str,
+    namespaces: Sequence[str] | None,
+    *,
+    cluster: ClusterSettings | None = None,
+    settings: Settings | None = None,
+) -> Source:
+    """Poll a real cluster: an AdminClient and poll(). The connection (token, TLS, OAuth2)
+    is the cluster's own from the settings file, else the environment's; a named cluster's
+    snapshots carry its name instead of the one its brokers report."""
     from collectors.admin import AdminClient
     from collectors.poll import DetailRotation, diff, poll
 
-    settings = Settings.from_env()
-    client = AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url})
+    settings = settings or Settings.from_env()
+    env = cluster.connection_env(os.environ) if cluster else dict(os.environ)
+    client = AdminClient.from_env({**env, "PULSAR_ADMIN_URL": admin_url})
     rotation = DetailRotation()  # one per loop: successive polls detail different topics
+    name = cluster.name if cluster else None
 
     def poll_once() -> Snapshot:
-        return poll(
+        snapshot = poll(
             client,
             namespaces=namespaces,
             deadline=settings.poll_deadline.total_seconds(),
             detail_budget=settings.detail_budget,
             rotation=rotation,
         )
+        return dataclasses.replace(snapshot, cluster=name) if name else snapshot
 
     return Source(poll=poll_once, diff=diff, close=client.close)
 
@@ -113,6 +132,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="time between polls, e.g. 30s, 2m, 1h (default PULSAR_LENS_POLL_INTERVAL or 30s)",
     )
     p.add_argument("--admin-url", help="admin REST URL (default PULSAR_ADMIN_URL)")
+    add_config_arg(p)
     p.add_argument(
         "--store", metavar="DIR", help="store folder (default PULSAR_LENS_STORE or ./var/store)"
     )
@@ -140,14 +160,24 @@ def _then(first: Callable[[Any], Any], second: Callable[[Any], Any]) -> Callable
     return lambda fn: second(first(fn))
 
 
+def add_config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="settings file, TOML (default PULSAR_LENS_CONFIG; the environment wins over it)",
+    )
+
+
 class HeartbeatPrinter:
-    """Prints each heartbeat line to stdout and remembers the last one."""
+    """Prints each heartbeat line to stdout and remembers the last one (of each cluster)."""
 
     def __init__(self) -> None:
         self.last: Heartbeat | None = None
+        self.last_of: dict[str | None, Heartbeat] = {}
 
     def __call__(self, beat: Heartbeat) -> None:
         self.last = beat
+        self.last_of[beat.cluster] = beat
         print(beat.line(), flush=True)
 
 
@@ -169,21 +199,19 @@ def require_admin_url(command: str, given: str | None, settings: Settings) -> st
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
+    settings = Settings.from_env(config=args.config)
+    if len(settings.clusters) > 1:
+        from cli.collect_clusters import run_clusters
+
+        return run_clusters(args, settings)
     admin_url = require_admin_url("collect", args.admin_url, settings)
     if not admin_url:
         return 2
     store = Store(args.store or settings.store_dir)
-    interval = args.interval or settings.poll_interval
-    retention = args.retention or settings.retention
-    problem = retention_problem(retention, interval)
-    if problem:
-        print(
-            f"pulsar-lens collect: --retention {problem}, got {format_duration(retention)}: "
-            "a shorter one deletes snapshots as they are written",
-            file=sys.stderr,
-        )
+    timing = poll_timing(args, settings)
+    if timing is None:
         return 2
+    interval, retention = timing
     metrics = MetricsEndpoint(store, port=args.metrics_port)
     factory: SourceFactory = args.source_factory
     wrap_poll, wrap_beat = sampling_hooks(args, settings, store)
@@ -191,7 +219,11 @@ def run(args: argparse.Namespace) -> int:
     if probes is not None:
         wrap_poll = _then(wrap_poll, probes.wrap)
         wrap_beat = _then(wrap_beat, probes.after)
-    source = factory(admin_url, args.namespaces)
+    if settings.config_file is None:
+        source = factory(admin_url, args.namespaces)
+    else:
+        cluster = settings.clusters[0]
+        source = factory(admin_url, args.namespaces, cluster=cluster, settings=settings)
     printer = HeartbeatPrinter()
     analyses: Analyses | None = None
     drills = None
@@ -249,18 +281,56 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def poll_timing(
+    args: argparse.Namespace, settings: Settings
+) -> tuple[dt.timedelta, dt.timedelta] | None:
+    """The poll interval and retention (flags over settings); None after saying what is wrong."""
+    interval = args.interval or settings.poll_interval
+    retention = args.retention or settings.retention
+    problem = retention_problem(retention, interval)
+    if problem:
+        print(
+            f"pulsar-lens collect: --retention {problem}, got {format_duration(retention)}: "
+            "a shorter one deletes snapshots as they are written",
+            file=sys.stderr,
+        )
+        return None
+    return interval, retention
+
+
+def compute_per_cluster(
+    store: Store, plugins: Sequence[Any], results: ResultStore, clusters: Sequence[str]
+) -> None:
+    """Every light plugin on each cluster's own newest snapshots, then prune the results of
+    snapshots retention removed (over the whole store: every cluster's are live)."""
+    light = [p for p in requirements_first(plugins) if p.engine != "spark"]
+    for cluster in clusters:
+        view = ClusterView(store, cluster)
+        for plugin in light:
+            store_run(view, plugin, results)
+    results.prune({str(s) for s in store.snapshots()["snapshot_id"]})
+
+
 class Analyses:
     """Runs every loaded light plugin on each new snapshot, off the polling thread, and stores
     it; the Spark plugins run as jobs in a job worker process (`plugins.spark.worker`), when
-    `spark_jobs` and PULSAR_LENS_SPARK_JOBS is not 0."""
+    `spark_jobs` and PULSAR_LENS_SPARK_JOBS is not 0. Given `clusters`, each cluster's
+    snapshots are analysed on their own."""
 
-    def __init__(self, store: Store, *, spark_jobs: bool = True) -> None:
+    def __init__(
+        self, store: Store, *, spark_jobs: bool = True, clusters: Sequence[str] = ()
+    ) -> None:
         registry = discover()
         for failure in registry.failures:
             print(f"pulsar-lens collect: {failure}", file=sys.stderr, flush=True)
         results = ResultStore(store.root)
         plugins = list(registry)
-        self._worker = ResultsWorker(lambda: compute_results(store, plugins, results=results))
+        if clusters:
+            self._worker = ResultsWorker(
+                lambda: compute_per_cluster(store, plugins, results, clusters)
+            )
+        else:
+            self._worker = ResultsWorker(lambda: compute_results(store, plugins, results=results))
         self._jobs: WorkerProcess | None = None
         spark = [p.name for p in plugins if p.engine == "spark"]
         if spark and spark_jobs and os.environ.get(JOBS_ENV, "1") != "0":
@@ -291,7 +361,7 @@ class Analyses:
 
 
 @contextmanager
-def stop_on_sigterm(loop: PollLoop) -> Iterator[None]:
+def stop_on_sigterm(loop: PollLoop | LoopGroup) -> Iterator[None]:
     """Let `docker stop` (SIGTERM) end the loop between polls, like Ctrl-C."""
     if threading.current_thread() is not threading.main_thread():
         yield

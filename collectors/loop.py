@@ -4,11 +4,15 @@ Polls every `interval` seconds (±`jitter`, so many collectors do not beat in st
 the admin API is unreachable (a poll in which every endpoint failed) nothing is stored and
 the wait doubles up to `max_backoff`. Closed day partitions are compacted when the day
 changes, and retention runs every `housekeeping_every` seconds.
+
+`LoopGroup` runs one loop per cluster side by side, each on its own thread, into one store:
+one cluster's failures (its backoff, a poll that raises) never delay or stop another's.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime as dt
 import logging
 import random
@@ -47,11 +51,13 @@ class Heartbeat:
     retry_in: float | None = None  # seconds until the next attempt after a failure
     problems: tuple[str, ...] = ()  # the first few endpoint errors, for the operator
     write_error: str | None = None  # why the snapshot could not be stored (kept for a retry)
+    cluster: str | None = None  # the cluster's name when several are polled side by side
 
     def line(self) -> str:
         at = format_timestamp(self.at).split(".")[0] + "Z"
+        named = f" cluster={self.cluster}" if self.cluster else ""
         text = (
-            f"poll {at} topics={self.topics} subs={self.subscriptions} "
+            f"poll {at}{named} topics={self.topics} subs={self.subscriptions} "
             f"requests={self.requests} errors={self.errors} duration={self.duration:.2f}s"
         )
         if self.events:
@@ -82,7 +88,9 @@ class PollLoop:
     """Runs polls into a store until stopped, `max_polls` is reached or Ctrl-C.
 
     `poll` returns a Snapshot (it should not raise; if it does, the poll counts as failed).
-    `diff(previous, current)` yields the events stored with each snapshot. `clock`, `sleep`,
+    `diff(previous, current)` yields the events stored with each snapshot. `cluster` names
+    the loop in its heartbeats and logs; loops sharing a store share `housekeeping_lock`, so
+    that only one compacts or applies retention at a time. `clock`, `sleep`,
     `now` and `rng` are injectable for tests; `sleep(seconds)` returns True when stopped.
     """
 
@@ -99,6 +107,8 @@ class PollLoop:
         diff: DiffFn | None = None,
         on_heartbeat: HeartbeatFn = log_heartbeat,
         max_polls: int | None = None,
+        cluster: str | None = None,
+        housekeeping_lock: threading.Lock | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], bool] | None = None,
         now: Callable[[], dt.datetime] = utcnow,
@@ -116,6 +126,8 @@ class PollLoop:
         self._diff = diff
         self._on_heartbeat = on_heartbeat
         self.max_polls = max_polls
+        self.cluster = cluster
+        self._housekeeping_lock = housekeeping_lock or threading.Lock()
         self._clock = clock
         self._stop = threading.Event()
         self._sleep = sleep or self._stop.wait
@@ -188,6 +200,8 @@ class PollLoop:
                 self._last_success = snapshot.collected_at
                 self._housekeep(snapshot.collected_at.astimezone(dt.UTC).date())
             beat = _beat(snapshot, duration, sid, len(events), write_error=write_error)
+        if self.cluster:
+            beat = dataclasses.replace(beat, cluster=self.cluster)
         self._on_heartbeat(beat)
         return beat
 
@@ -248,6 +262,10 @@ class PollLoop:
 
     def _housekeep(self, today: dt.date) -> None:
         """Compact closed days once per day change; apply retention when due."""
+        with self._housekeeping_lock:
+            self._housekeep_store(today)
+
+    def _housekeep_store(self, today: dt.date) -> None:
         try:
             if self._compacted_for != today:
                 replaced = self.store.compact_closed(before=today)
@@ -261,6 +279,55 @@ class PollLoop:
                     log.info("retention removed %d files older than %s", removed, self.retention)
         except Exception:  # housekeeping failing must not stop collection
             log.exception("store housekeeping failed; polling goes on")
+
+
+class LoopGroup:
+    """Several loops (one per cluster) run side by side, each on its own thread, until all
+    end or `stop()`; the interface of one PollLoop where the CLI needs it."""
+
+    def __init__(self, loops: Sequence[PollLoop], *, join_timeout: float = 60.0) -> None:
+        if not loops:
+            raise ValueError("a loop group needs at least one loop")
+        self.loops = tuple(loops)
+        self.join_timeout = join_timeout
+
+    def stop(self) -> None:
+        for loop in self.loops:
+            loop.stop()
+
+    @property
+    def polls(self) -> int:
+        return sum(loop.polls for loop in self.loops)
+
+    def run(self) -> int:
+        """Run every loop until each ends; return the polls made. Ctrl-C stops them all."""
+        if len(self.loops) == 1:
+            return self.loops[0].run()
+        threads = [
+            threading.Thread(target=_run_logged, args=(loop,), name=f"poll-{loop.cluster}")
+            for loop in self.loops
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.5)
+        except KeyboardInterrupt:
+            log.info("polling interrupted after %d polls", self.polls)
+        finally:
+            self.stop()
+            for thread in threads:
+                thread.join(self.join_timeout)
+        return self.polls
+
+
+def _run_logged(loop: PollLoop) -> None:
+    """One loop's thread: whatever ends it is logged, and the other loops go on."""
+    try:
+        loop.run()
+    except Exception:
+        log.exception("the polling loop of %s stopped", loop.cluster or "the cluster")
 
 
 def _beat(

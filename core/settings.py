@@ -1,4 +1,8 @@
-"""Settings shared by the CLI, the polling loop and the dashboard, read from the environment.
+"""Settings shared by the CLI, the polling loop and the dashboard: the environment, over the
+optional settings file PULSAR_LENS_CONFIG (TOML; `core.config` reads it, docs/configuration.md
+lists every key). The environment variables:
+
+    PULSAR_LENS_CONFIG          the settings file (none by default)
 
     PULSAR_ADMIN_URL            admin REST base URL, e.g. http://pulsar:8080 (no default)
     PULSAR_SERVICE_URL          binary protocol URL, e.g. pulsar://pulsar:6650 (no default)
@@ -22,15 +26,17 @@ Durations read like `500ms`, `30s`, `2m`, `1h30m`, `7d`; a bare number means sec
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from core.errors import SettingsError
 from core.secrets import Secret, display_url
+
+if TYPE_CHECKING:
+    from core.config import ClusterSettings, Loaded
 
 DEFAULT_STORE = Path("var/store")
 DEFAULT_POLL_INTERVAL = dt.timedelta(seconds=30)
@@ -91,7 +97,12 @@ def format_duration(value: dt.timedelta) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Where the cluster is, where snapshots go, how often to poll and how long to keep."""
+    """Where the clusters are, where snapshots go, how often to poll and how long to keep.
+
+    `clusters` holds every cluster to poll (the file's `[[clusters]]`, else the one of the
+    environment); `admin_url`, `service_url`, `admin_token` and `admin_token_file` repeat
+    those of the only cluster, and are None when there are several.
+    """
 
     admin_url: str | None = None
     service_url: str | None = None
@@ -105,39 +116,44 @@ class Settings:
     key_sampling: bool = False
     poll_deadline: dt.timedelta = DEFAULT_POLL_DEADLINE
     detail_budget: int = DEFAULT_DETAIL_BUDGET
+    clusters: tuple[ClusterSettings, ...] = ()
+    config_file: Path | None = None
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Settings from environ (default os.environ); empty variables count as unset.
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, config: str | Path | None = None
+    ) -> Settings:
+        """Settings from environ (default os.environ) over the settings file `config` (default
+        the one PULSAR_LENS_CONFIG names, if any); empty variables count as unset.
 
-        Raises SettingsError naming the variable when a value is malformed.
+        Raises SettingsError naming the variable, or the file's line and key, of each
+        malformed value.
         """
-        env = {k: v.strip() for k, v in (os.environ if environ is None else environ).items()}
+        from core.config import load
 
-        def get(name: str) -> str | None:
-            return env.get(name) or None
+        return cls.from_loaded(load(environ, config=config))
 
-        token = get("PULSAR_ADMIN_TOKEN")
-        token_file = get("PULSAR_ADMIN_TOKEN_FILE")
-        plugin_dirs = get("PULSAR_LENS_PLUGIN_DIRS") or ""
+    @classmethod
+    def from_loaded(cls, loaded: Loaded) -> Settings:
+        """Settings from what `core.config.load` validated."""
+        c = loaded.config
+        only = c.clusters[0] if len(c.clusters) == 1 else None
         return cls(
-            admin_url=_admin_url(get("PULSAR_ADMIN_URL")),
-            service_url=_url(get("PULSAR_SERVICE_URL")),
-            store_dir=Path(get("PULSAR_LENS_STORE") or DEFAULT_STORE),
-            poll_interval=_positive("PULSAR_LENS_POLL_INTERVAL", get, DEFAULT_POLL_INTERVAL),
-            retention=_retention(get),
-            plugin_dirs=tuple(Path(p) for p in plugin_dirs.split(os.pathsep) if p.strip()),
-            spark_master=get("PULSAR_LENS_SPARK_MASTER") or DEFAULT_SPARK_MASTER,
-            admin_token=Secret(token) if token else None,
-            admin_token_file=Path(token_file) if token_file else None,
-            key_sampling=_flag("PULSAR_LENS_KEY_SAMPLING", get),
-            poll_deadline=_positive("PULSAR_LENS_POLL_DEADLINE", get, DEFAULT_POLL_DEADLINE),
-            detail_budget=_count("PULSAR_LENS_DETAIL_BUDGET", get, DEFAULT_DETAIL_BUDGET),
+            admin_url=only.admin_url if only else None,
+            service_url=only.service_url if only else None,
+            store_dir=c.store,
+            poll_interval=c.poll_interval,
+            retention=c.retention,
+            plugin_dirs=c.plugin_dirs,
+            spark_master=c.spark_master,
+            admin_token=only.token if only else None,
+            admin_token_file=only.token_file if only else None,
+            key_sampling=c.key_sampling,
+            poll_deadline=c.poll_deadline,
+            detail_budget=c.detail_budget,
+            clusters=c.clusters,
+            config_file=loaded.file,
         )
-
-
-def _url(value: str | None) -> str | None:
-    return value.rstrip("/") if value else None
 
 
 def admin_url_problem(url: str) -> str | None:
@@ -157,23 +173,6 @@ def admin_url_problem(url: str) -> str | None:
     return None
 
 
-def _admin_url(value: str | None) -> str | None:
-    url = _url(value)
-    problem = admin_url_problem(url) if url else None
-    if problem:
-        raise SettingsError(f"PULSAR_ADMIN_URL: {problem}, e.g. http://localhost:8080")
-    return url
-
-
-def _flag(name: str, get: Callable[[str], str | None]) -> bool:
-    text = (get(name) or "0").lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise SettingsError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), got {text!r}")
-
-
 def retention_problem(retention: dt.timedelta, interval: dt.timedelta) -> str | None:
     """Why a retention would delete what the collector just wrote (None when it is fine)."""
     if retention < MIN_RETENTION:
@@ -181,40 +180,3 @@ def retention_problem(retention: dt.timedelta, interval: dt.timedelta) -> str | 
     if retention < interval:
         return f"must be at least the poll interval ({format_duration(interval)})"
     return None
-
-
-def _retention(get: Callable[[str], str | None]) -> dt.timedelta:
-    value = _positive("PULSAR_LENS_RETENTION", get, DEFAULT_RETENTION)
-    interval = _positive("PULSAR_LENS_POLL_INTERVAL", get, DEFAULT_POLL_INTERVAL)
-    problem = retention_problem(value, interval)
-    if problem:
-        shown = format_duration(value)
-        raise SettingsError(
-            f"PULSAR_LENS_RETENTION {problem}, got {shown}: a shorter one deletes snapshots "
-            "as they are written"
-        )
-    return value
-
-
-def _count(name: str, get: Callable[[str], str | None], default: int) -> int:
-    text = get(name)
-    if text is None:
-        return default
-    if not text.isdigit() or not 0 <= int(text) <= MAX_DETAIL_BUDGET:
-        raise SettingsError(
-            f"{name} must be a whole number from 0 to {MAX_DETAIL_BUDGET}, got {text!r}"
-        )
-    return int(text)
-
-
-def _positive(name: str, get: Callable[[str], str | None], default: dt.timedelta) -> dt.timedelta:
-    text = get(name)
-    if text is None:
-        return default
-    try:
-        value = parse_duration(text)
-    except ValueError as exc:
-        raise SettingsError(f"{name}: {exc}") from None
-    if value <= dt.timedelta():
-        raise SettingsError(f"{name} must be longer than zero, got {text!r}")
-    return value
