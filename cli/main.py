@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "cli.model_cmd",
     "cli.serve_cmd",
     "cli.drill_cmd",
+    "cli.config_cmd",
 )
 
 

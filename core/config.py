@@ -334,9 +334,7 @@ def load(environ: Mapping[str, str] | None = None, *, config: str | Path | None 
     given = config if config is not None else env.get(CONFIG_ENV)
     path = Path(given) if given else None
     data, lines = _read_file(path, "--config" if config is not None else CONFIG_ENV)
-    origins: dict[str, Origin] = {
-        key: Origin("file", f"{path.name} line {line}") for key, line in lines.items() if path
-    }
+    origins = _file_origins(data, lines, path.name) if path else {}
     raw = dict(data)
     for key, name in GLOBAL_ENV.items():
         if name in env:
@@ -367,6 +365,30 @@ def _read_file(path: Path | None, how: str) -> tuple[dict[str, Any], dict[str, i
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: not valid TOML: {exc}") from None
     return data, key_lines(text)
+
+
+def _file_origins(
+    data: Mapping[str, Any], lines: Mapping[str, int], name: str
+) -> dict[str, Origin]:
+    """The origin of every table and value the file holds, at its line (else its table's)."""
+    origins: dict[str, Origin] = {}
+
+    def visit(value: Any, loc: tuple[Any, ...]) -> None:
+        path = key_path(loc)
+        line = next(
+            (lines[p] for d in range(len(loc), 0, -1) if (p := key_path(loc[:d])) in lines), None
+        )
+        origins[path] = Origin("file", f"{name} line {line}" if line else name)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                visit(item, (*loc, key))
+        elif isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            for i, item in enumerate(value):
+                visit(item, (*loc, i))
+
+    for key, value in data.items():
+        visit(value, (key,))
+    return origins
 
 
 def _merge_clusters(
