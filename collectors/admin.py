@@ -398,6 +398,8 @@ class AdminClient:
                     headers=headers,
                     timeout=per_read,
                     stream=True,
+                    # per call, else REQUESTS_CA_BUNDLE in the environment overrides our CA
+                    verify=self.session.verify,
                 )
                 self._read_body(resp, deadline, method, path)
             except requests.exceptions.SSLError as exc:

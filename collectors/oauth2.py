@@ -237,7 +237,9 @@ class ClientCredentialsFlow:
 
     def _call(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         try:
-            return self._session.request(method, url, timeout=self.timeout, **kwargs)
+            return self._session.request(
+                method, url, timeout=self.timeout, verify=self._session.verify, **kwargs
+            )
         except requests.RequestException as exc:
             raise OAuth2Error(
                 f"cannot reach the OAuth2 issuer at {display_url(url)} "
