@@ -7,7 +7,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from collectors.admin import AdminClient
-from collectors.fields import as_dict, as_float, as_int, as_list, as_str
+from collectors.fields import (
+    FLOAT_LIMIT,
+    as_dict,
+    as_float,
+    as_int,
+    as_list,
+    as_str,
+    as_text,
+    shown,
+    warn,
+)
 from core.errors import AdminApiError
 from core.model import BrokerRecord
 
@@ -17,7 +27,7 @@ GLOBAL_CLUSTER = "global"  # a pseudo-cluster of old geo-replication setups, nev
 def _expect_list(payload: Any, path: str) -> list[str]:
     if not isinstance(payload, list):
         raise AdminApiError("GET", path, None, repr(payload), "expected a JSON list")
-    return [item for item in payload if isinstance(item, str)]
+    return [as_text(item) for item in payload if isinstance(item, str)]
 
 
 def broker_web_url(broker_id: str, base_url: str) -> str:
@@ -57,7 +67,10 @@ def parse_leader(payload: Any) -> str | None:
     if broker_id:
         return broker_id
     url = as_str(payload, "serviceUrl")
-    return urlsplit(url).netloc or None if url else None
+    try:
+        return urlsplit(url).netloc or None if url else None
+    except ValueError:  # e.g. "http://[::1": not a URL, so no leader is known
+        return None
 
 
 def collect_load_report(client: AdminClient, web_url: str, *, timeout: float) -> Any:
@@ -97,10 +110,16 @@ def parse_owned_bundles(payload: Mapping[str, Any]) -> list[str]:
 
 
 def _pct(resource: Any) -> float | None:
+    """usage / limit in percent; None without a positive limit or for a quotient no float
+    holds (a usage of 1e17 over a limit of 1e-300)."""
     usage, limit = as_float(as_dict(resource), "usage"), as_float(as_dict(resource), "limit")
-    if usage is None or not limit:
+    if usage is None or limit is None or limit <= 0:
         return None
-    return usage / limit * 100.0
+    pct = usage / limit * 100.0
+    if not abs(pct) < FLOAT_LIMIT:
+        warn(f"usage {shown(usage)} of limit {shown(limit)} is no percentage; stored as null")
+        return None
+    return pct
 
 
 def parse_broker(

@@ -28,6 +28,8 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 FLOAT_LIMIT = 1e18  # far above any rate or throughput; sums of many stay finite
 MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, datetime's last millisecond
 MAX_WARNINGS = 50
+HASH_LIMIT = 2**31 - 1  # the largest hash a range may name (3.0's 31-bit hash; int32 column)
+_RANGE_DIGITS = 20  # longer numbers are out of range; int() of thousands of digits is slow
 
 _warnings: ContextVar[list[str] | None] = ContextVar("field_warnings", default=None)
 _where: ContextVar[str] = ContextVar("field_where", default="")
@@ -115,11 +117,24 @@ def as_bool(payload: Mapping[str, Any], *keys: str) -> bool | None:
 
 
 def as_str(payload: Mapping[str, Any], *keys: str) -> str | None:
+    """The first of `keys` holding text, made storable (see `as_text`)."""
     for key in keys:
         value = payload.get(key)
         if isinstance(value, str):
-            return value
+            return as_text(value, key)
     return None
+
+
+def as_text(value: str, what: str = "a name") -> str:
+    """`value` as storable UTF-8 text: a lone surrogate (what a JSON `\\ud800` escape
+    decodes to; no UTF-8 encoder takes it) is written as its escape `\\ud800`, and reported."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        text = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        warn(f"{what}={shown(text)} is not valid text; its lone surrogates are kept escaped")
+        return text
+    return value
 
 
 def as_dict(value: Any) -> Mapping[str, Any]:
@@ -152,7 +167,11 @@ def as_iso_time(payload: Mapping[str, Any], key: str) -> dt.datetime | None:
         return None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.astimezone(dt.UTC)
+    try:
+        return parsed.astimezone(dt.UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00+01:00 is before year 1 in UTC
+        _out_of_range(key, text, "is outside the years 1 to 9999 in UTC")
+        return None
 
 
 def as_json_text(value: Any) -> str | None:
@@ -166,7 +185,9 @@ def parse_hash_ranges(consumer: Mapping[str, Any]) -> tuple[HashRange, ...]:
     """A consumer's inclusive hash ranges, sorted.
 
     Pulsar 4.0 reports `keyHashRangeArrays` ([[start, end], ...]); the classic dispatcher
-    and 3.x report `keyHashRanges` as strings like "[2960, 5968]". Malformed items are skipped.
+    and 3.x report `keyHashRanges` as strings like "[2960, 5968]". Malformed items are skipped;
+    so are ranges no hash can form (start > end, or outside 0..2^31-1, the 3.0 hash's span and
+    the stored int32), and those are reported.
     """
     ranges: list[HashRange] = []
     for item in as_list(consumer.get("keyHashRangeArrays")):
@@ -175,10 +196,19 @@ def parse_hash_ranges(consumer: Mapping[str, Any]) -> tuple[HashRange, ...]:
             and len(item) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in item)
         ):
-            ranges.append((item[0], item[1]))
+            _add_range(ranges, item[0], item[1], "keyHashRangeArrays")
     if not ranges:
         for text in as_list(consumer.get("keyHashRanges")):
             match = _RANGE_TEXT.match(text) if isinstance(text, str) else None
-            if match:
-                ranges.append((int(match.group(1)), int(match.group(2))))
+            if match and max(len(match.group(1)), len(match.group(2))) <= _RANGE_DIGITS:
+                _add_range(ranges, int(match.group(1)), int(match.group(2)), "keyHashRanges")
+            elif match:
+                warn(f"keyHashRanges item {shown(text)} is out of range; left out")
     return tuple(sorted(ranges))
+
+
+def _add_range(ranges: list[HashRange], start: int, end: int, key: str) -> None:
+    if 0 <= start <= end <= HASH_LIMIT:
+        ranges.append((start, end))
+    else:
+        warn(f"{key} item [{start}, {end}] is not a range of 0..{HASH_LIMIT}; left out")

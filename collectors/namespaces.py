@@ -7,16 +7,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.admin import AdminClient
-from collectors.fields import as_dict
+from collectors.fields import as_dict, as_text
 from core import bundles as bundles_model
 from core.errors import AdminApiError, ModelError
+from core.limits import MAX_PARTITIONS
 from core.model import BundleRecord
+from core.topicname import parse_topic_name
 
 
 def _expect_list(payload: Any, method: str, path: str) -> list[str]:
     if not isinstance(payload, list):
         raise AdminApiError(method, path, None, repr(payload), "expected a JSON list")
-    return [item for item in payload if isinstance(item, str)]
+    return [as_text(item) for item in payload if isinstance(item, str)]
 
 
 def collect_tenants(client: AdminClient, *, timeout: float) -> list[str]:
@@ -71,8 +73,10 @@ def collect_partition_count(client: AdminClient, admin_path: str, *, timeout: fl
     path = f"{admin_path}/partitions"
     payload = as_dict(client.get_json(path, timeout=timeout))
     count = payload.get("partitions")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        raise AdminApiError("GET", path, None, repr(payload), "expected partitions: N")
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_PARTITIONS:
+        raise AdminApiError(
+            "GET", path, None, repr(payload), f"expected partitions: N, 0 <= N <= {MAX_PARTITIONS}"
+        )
     return count
 
 
@@ -122,9 +126,22 @@ class NamespaceListing:
 
 
 def missing_partitioned(listing: NamespaceListing) -> list[str]:
-    """Partitioned topics whose partitions the namespace listing did not include."""
+    """Partitioned topics whose partitions the namespace listing did not include (names the
+    broker would refuse are left out: no call can ask for them)."""
     parents = {t.rpartition("-partition-")[0] for t in listing.topics or () if "-partition-" in t}
-    return [parent for parent in listing.partitioned or () if parent not in parents]
+    return [
+        parent
+        for parent in listing.partitioned or ()
+        if parent not in parents and _valid_topic(parent)
+    ]
+
+
+def _valid_topic(name: str) -> bool:
+    try:
+        parse_topic_name(name)
+    except ValueError:
+        return False
+    return True
 
 
 def owned_bundles_by_namespace(

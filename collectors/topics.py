@@ -24,6 +24,7 @@ from collectors.fields import (
     as_json_text,
     as_list,
     as_str,
+    as_text,
     parse_hash_ranges,
     shown,
     warn,
@@ -67,7 +68,7 @@ def parse_broker_topic_stats(payload: Mapping[str, Any], broker: str) -> list[To
             for topics in as_dict(domains).values():
                 for topic, stats in as_dict(topics).items():
                     if isinstance(stats, Mapping) and "://" in topic:
-                        found.append(TopicStats(topic, broker, bundle, stats))
+                        found.append(TopicStats(topic, broker, as_text(bundle, "bundle"), stats))
     return found
 
 
@@ -259,6 +260,7 @@ def parse_subscriptions(topic: str, stats: Mapping[str, Any]) -> SubscriptionRow
         if not isinstance(sub, Mapping):
             warn(f"subscription {shown(name)} is {shown(sub)}, not an object; left out")
             continue
+        name = as_text(name, "subscription")
         subs.append(parse_subscription(topic, name, sub))
         for consumer in as_list(sub.get("consumers")):
             if not isinstance(consumer, Mapping):

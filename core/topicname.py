@@ -20,6 +20,7 @@ bundle. Names the broker refuses raise `TopicNameError` with the broker's own me
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import quote
@@ -173,5 +174,8 @@ def _java_parse_int(text: str) -> int | None:
     # Java reads one UTF-16 unit at a time: a digit outside the BMP is two units, no digit
     if not digits or not all(c.isdecimal() and ord(c) < 0x10000 for c in digits):
         return None
-    value = int(text)
+    lead = next((i for i, c in enumerate(digits) if unicodedata.decimal(c)), len(digits))
+    if len(digits) - lead > len(str(INT_MAX)):
+        return None  # beyond int, and Python's int() refuses thousands of digits
+    value = int(digits[lead:] or "0") * (-1 if text[0] == "-" else 1)
     return value if -INT_MAX - 1 <= value <= INT_MAX else None
