@@ -17,7 +17,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from cli.collect_cmd import duration_arg, require_admin_url
+from cli.collect_cmd import add_config_arg, duration_arg, require_admin_url
+from cli.dashboard_access import ACCESS_VARS, streamlit_args
 from cli.metrics_endpoint import add_metrics_port, metrics_port, metrics_url
 from cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
 from core.secrets import display_url
@@ -35,12 +36,15 @@ SECRET_VARS = (
     "PULSAR_CLIENT_TOKEN",
     "PULSAR_CLIENT_TOKEN_FILE",
     "PULSAR_ADMIN_URL",  # may carry user:password@; the dashboard reads only the store
+    "PULSAR_LENS_CONFIG",  # may hold tokens; what the dashboard needs goes by variable
+    "PULSAR_LENS_OAUTH2_PRIVATE_KEY",
 )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("serve", help="run the polling loop and the dashboard side by side")
     s.add_argument("--admin-url", help="admin REST URL (default PULSAR_ADMIN_URL)")
+    add_config_arg(s)
     _common(s)
     s.set_defaults(func=run_serve)
 
@@ -89,13 +93,15 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def collect_child(
-    admin_url: str,
+    admin_url: str | None,
     store: Path,
     interval: dt.timedelta,
     *,
     metrics: int = 0,
     extra: Sequence[str] = (),
+    config: Path | None = None,
 ) -> Child:
+    """The collect process: of `admin_url`, or of every cluster of the settings file `config`."""
     argv = [
         sys.executable,
         "-m",
@@ -107,14 +113,26 @@ def collect_child(
         format_duration(interval),
         "--metrics-port",
         str(metrics),
+        *(("--config", str(config)) if config is not None else ()),
         *extra,
     ]
     # the URL goes by environment, not argv: it may carry a password, and argv is public (ps)
-    env = {**_child_env(store, interval), "PULSAR_ADMIN_URL": admin_url}
+    env = _child_env(store, interval)
+    if admin_url is not None:
+        env["PULSAR_ADMIN_URL"] = admin_url
     return Child("collect", argv, env=env)
 
 
-def streamlit_child(store: Path, interval: dt.timedelta, *, address: str, port: int) -> Child:
+def streamlit_child(
+    store: Path,
+    interval: dt.timedelta,
+    *,
+    address: str,
+    port: int,
+    settings: Settings | None = None,
+) -> Child:
+    """The dashboard process; given `settings` (from a settings file), the keys it reads
+    (plugin folders, Spark master) go to it by variable, never the file and its secrets."""
     argv = [
         sys.executable,
         "-m",
@@ -135,9 +153,14 @@ def streamlit_child(store: Path, interval: dt.timedelta, *, address: str, port: 
         "false",
         "--client.toolbarMode",
         "minimal",  # no "Deploy" button: this is an operations tool, not a hosted app
+        *streamlit_args(address, port),  # the login, if configured, and the log format
     ]
     env = _child_env(store, interval)
-    for secret in SECRET_VARS:  # the dashboard reads only the store: it needs no credentials
+    if settings is not None and settings.config_file is not None:
+        env["PULSAR_LENS_PLUGIN_DIRS"] = os.pathsep.join(str(p) for p in settings.plugin_dirs)
+        env["PULSAR_LENS_SPARK_MASTER"] = settings.spark_master
+    # the dashboard reads only the store: it needs no credentials (the login's go by file)
+    for secret in (*SECRET_VARS, *ACCESS_VARS):
         env.pop(secret, None)
     return Child("dashboard", argv, env=env)
 
@@ -167,14 +190,19 @@ def serve(
     stop: threading.Event | None = None,
     metrics: int = 0,
     collect_args: Sequence[str] = (),
+    settings: Settings | None = None,
 ) -> int:
     """Supervise the loop and the dashboard until stopped; 1 (with the reason) if one dies.
-    Without an admin URL only the dashboard runs, over the store as it is (offline)."""
+    Without an admin URL only the dashboard runs, over the store as it is (offline), unless
+    `settings` come from a file that lists several clusters: the loop then polls them all."""
     store.mkdir(parents=True, exist_ok=True)
     url = dashboard_url(address, port)
-    children = [streamlit_child(store, interval, address=address, port=port)]
-    if admin_url is not None:
-        collector = collect_child(admin_url, store, interval, metrics=metrics, extra=collect_args)
+    children = [streamlit_child(store, interval, address=address, port=port, settings=settings)]
+    config = settings.config_file if settings is not None else None
+    if admin_url is not None or (config is not None and settings and len(settings.clusters) > 1):
+        collector = collect_child(
+            admin_url, store, interval, metrics=metrics, extra=collect_args, config=config
+        )
         children.insert(0, collector)
     else:
         metrics = 0  # /metrics lives in the collect process
@@ -200,9 +228,13 @@ def serve(
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
+    settings = Settings.from_env(config=args.config)
     store = Path(args.store or settings.store_dir).resolve()
-    if not (args.admin_url or settings.admin_url) and _has_snapshots(store):
+    if len(settings.clusters) > 1 and not args.admin_url:
+        names = ", ".join(str(c.name) for c in settings.clusters)
+        banner = [f"Collecting from {len(settings.clusters)} clusters ({names}) into {store}"]
+        admin_url = None
+    elif not (args.admin_url or settings.admin_url) and _has_snapshots(store):
         banner = [f"Browsing {store} offline: no admin URL is set, so nothing is polled"]
         admin_url = None
     else:
@@ -223,6 +255,7 @@ def run_serve(args: argparse.Namespace) -> int:
         port=args.port,
         banner=banner,
         metrics=metrics_port(args.metrics_port, default=SERVE_PORT),
+        settings=settings,
     )
 
 

@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from core.errors import SettingsError
@@ -149,7 +156,11 @@ def _paths(value: Any) -> Any:
 
 Duration = Annotated[dt.timedelta, BeforeValidator(_duration)]
 Flag = Annotated[bool, BeforeValidator(_flag)]
-SecretValue = Annotated[Secret | None, BeforeValidator(_secret)]
+SecretValue = Annotated[
+    Secret | None,
+    BeforeValidator(_secret),
+    PlainSerializer(lambda v: None if v is None else MASKED),  # a dump never reveals it
+]
 
 
 class _Table(BaseModel):
@@ -523,6 +534,7 @@ def key_lines(text: str) -> dict[str, int]:
             name = header.group(2).replace(" ", "").replace('"', "")
             if header.group(1) == "[[":
                 counts[name] = counts.get(name, -1) + 1
+                lines.setdefault(name, number)
                 prefix = f"{name}[{counts[name]}]"
                 lines[prefix] = number
             else:

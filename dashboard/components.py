@@ -136,8 +136,23 @@ def refresh_seconds() -> float:
     return min(10.0, max(2.0, data.poll_interval_seconds() / 2))
 
 
+def cluster_selector(root: str) -> None:
+    """A choice of the store's clusters (none shown when it holds one); every page then
+    shows the chosen cluster's data. The choice is kept across pages and in the URL."""
+    names = data.cluster_names(root)
+    if len(names) < 2:
+        return
+    wanted = st.session_state.get(data.CLUSTER_KEY) or st.query_params.get("cluster")
+    if wanted not in names:
+        wanted = names[0]
+    st.session_state[data.CLUSTER_KEY] = wanted  # kept when a page has no selector of its own
+    choice = st.selectbox("Cluster", names, key=data.CLUSTER_KEY)
+    st.query_params["cluster"] = choice
+
+
 def sidebar_status(root: str) -> None:
     """Cluster, snapshot age and warnings; reruns the app when a new poll lands."""
+    cluster_selector(root)
     status = data.poll_status(root)
     st.session_state[SEEN_KEY] = status.snapshot_id if status else None
 

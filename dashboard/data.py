@@ -4,6 +4,10 @@ Tables are cached by (store root, snapshot id, table): a snapshot never changes 
 so only the index is re-read often (short ttl). Plugin results come from the runner: the one
 stored for the newest snapshot when the params are the defaults, else analysed and cached
 under core.digest.cache_key(plugin, version, params, snapshot ids).
+
+A store several clusters share is read one cluster at a time: the one chosen in the sidebar
+(`chosen_cluster`, by default the cluster of the newest poll). The index, the poll status and
+the plugin runs then see that cluster's snapshots only (`core.clusterview.ClusterView`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from core.clusterview import ClusterView, clusters_in
 from core.errors import PluginError, SettingsError
 from core.settings import Settings
 from core.store import Store
@@ -28,6 +33,7 @@ from plugins.registry import PLUGIN_DIRS_ENV, Registry, discover
 log = logging.getLogger(__name__)
 
 INDEX_TTL_SECONDS = 2.0
+CLUSTER_KEY = "sidebar_cluster"
 
 
 def settings() -> Settings:
@@ -65,8 +71,39 @@ def registry() -> Registry:
 
 
 @st.cache_data(ttl=INDEX_TTL_SECONDS, max_entries=8, show_spinner=False)
-def snapshot_index(root: str) -> pd.DataFrame:
+def full_index(root: str) -> pd.DataFrame:
+    """The index of every cluster's snapshots, oldest first."""
     return get_store(root).snapshots()
+
+
+def cluster_names(root: str) -> list[str]:
+    """The clusters of the store, the one of the newest poll first, then by name."""
+    return clusters_in(full_index(root))
+
+
+def chosen_cluster(root: str) -> str | None:
+    """The cluster the sidebar chose (default the newest poll's); None with one cluster."""
+    names = cluster_names(root)
+    if len(names) < 2:
+        return None
+    chosen = st.session_state.get(CLUSTER_KEY)
+    return chosen if chosen in names else names[0]
+
+
+def snapshot_index(root: str) -> pd.DataFrame:
+    """The index of the chosen cluster's snapshots (of the only one's), oldest first."""
+    index = full_index(root)
+    cluster = chosen_cluster(root)
+    if cluster is None:
+        return index
+    return index[index["cluster"] == cluster].reset_index(drop=True)
+
+
+def store_for(root: str) -> Store | ClusterView:
+    """What the runner reads: the store, or the chosen cluster's part of it."""
+    cluster = chosen_cluster(root)
+    store = get_store(root)
+    return store if cluster is None else ClusterView(store, cluster)
 
 
 def poll_status(root: str) -> frames.PollStatus | None:
@@ -90,7 +127,7 @@ def tables(root: str, snapshot_id: str, *names: str) -> dict[str, pd.DataFrame]:
 
 def run_plugin(root: str, slug: str, params: Mapping[str, Any] | None = None) -> runner.RunOutput:
     """Run one plugin on the store (the runner caches by plugin, params and snapshots)."""
-    return runner.run(registry().get(slug), get_store(root), params)
+    return runner.run(registry().get(slug), store_for(root), params)
 
 
 def plugin_loaded(slug: str) -> bool:
