@@ -10,7 +10,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import components, data, navigation
+from core.logs import setup_logging
+from dashboard import access, components, data, navigation
 from dashboard.app_pages import analysis
 
 PAGES = Path(__file__).parent / "app_pages"
@@ -32,7 +33,9 @@ def build_pages() -> dict[str, list[st.Page]]:
 
 
 def main() -> None:
+    setup_logging()
     st.set_page_config(page_title="Pulsar Lens", page_icon=":material/flare:", layout="wide")
+    access.guard()  # an anonymous visit stops here when a login is configured
     page = st.navigation(build_pages())
     with st.sidebar:
         components.sidebar_status(data.store_root())

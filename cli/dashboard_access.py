@@ -1,0 +1,50 @@
+"""What the Streamlit child of `serve` and `demo` is started with: the login and the log format.
+
+With PULSAR_LENS_OIDC_* set (core.oidc), the `[auth]` secrets go to Streamlit in a private
+secrets.toml named by `--secrets.files` (a path, not the secrets: argv is public), and the
+variables themselves stay out of the child's environment. Streamlit's own log lines take the
+one format and level of every Pulsar Lens process (core.logs).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from core.logs import FORMAT, level_from_env
+from core.oidc import ALL_VARS, OidcSettings, write_secrets_file
+from core.secrets import display_url
+
+log = logging.getLogger(__name__)
+
+ACCESS_VARS = ALL_VARS
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def streamlit_args(address: str, port: int, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Streamlit options for the login (if configured) and for logging; SettingsError for a
+    malformed login setting or log level."""
+    args = [
+        "--logger.messageFormat",
+        FORMAT,
+        "--logger.level",
+        logging.getLevelName(level_from_env(environ)).lower(),
+    ]
+    settings = OidcSettings.from_env(environ, address=address, port=port)
+    if settings is None:
+        if address not in LOOPBACK:
+            log.warning(
+                "the dashboard on %s:%d has no login: anyone who reaches it sees the cluster "
+                "(set PULSAR_LENS_OIDC_* or put it behind a login proxy; see README, Access)",
+                address or "*",
+                port,
+            )
+        return args
+    secrets_file = write_secrets_file(settings)
+    log.info(
+        "dashboard login through %s (client %s, callback %s)",
+        display_url(settings.metadata_url),
+        settings.client_id,
+        settings.redirect_uri,
+    )
+    return [*args, "--secrets.files", str(secrets_file)]
