@@ -29,6 +29,7 @@ import requests
 from collectors.admin import AdminClient
 from collectors.poll import poll
 from collectors.topics import parse_topic_name
+from core import logs
 from lab.localpulsar import LocalPulsar
 
 CREATE_WORKERS = 8
@@ -111,7 +112,7 @@ def measure(admin: str, rounds: int) -> None:
 
 
 def add_key_shared(service_url: str, topics: list[str]) -> Any:
-    client = pulsar_client.Client(service_url, operation_timeout_seconds=60)
+    client = logs.pulsar_client(service_url, operation_timeout_seconds=60)
     for topic in topics:
         for name in ("ks-a", "ks-b"):
             client.subscribe(

@@ -53,18 +53,17 @@ def child_probe(args: argparse.Namespace, *, send: bool) -> dict[str, Any]:
     """The probe child (send=True) or its baseline: same imports, client and store."""
     import resource
 
-    import pulsar
+    import pulsar  # noqa: F401 - imported before the clock starts, in both children alike
 
     from collectors.probe import ProbeRunner, ProbeTarget, store_sink
+    from core.logs import pulsar_client
     from core.store import Store
 
     store = Store(args.store)
     targets = [ProbeTarget(*t) for t in json.loads(args.targets)]
     runner = ProbeRunner(args.service_url, targets, store_sink(store, "standalone"))
     if not send:
-        client = pulsar.Client(
-            args.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-        )
+        client = pulsar_client(args.service_url)
     cpu0, wall0 = _self_cpu(resource), time.monotonic()
     if send:
         runner.start()

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 from collectors.admin import read_token_file
 from collectors.oauth2 import client_options_from_env
 from core.hashing import resolve_sticky_key, sticky_key_hash
+from core.logs import pulsar_client
 from core.model import KeySampleRecord
 from core.secrets import Secret
 
@@ -193,12 +194,11 @@ def open_client(service_url: str, *, token: Secret | None, timeout: float) -> An
     options: dict[str, Any] = {
         "operation_timeout_seconds": max(1, math.ceil(timeout)),
         "connection_timeout_ms": max(1000, min(int(timeout * 1000), 10_000)),
-        "logger": pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
     }
     options |= client_options_from_env()  # OAuth2, client certificate, CA of the settings
     if token is not None:
         options["authentication"] = pulsar.AuthenticationToken(token.reveal())
-    return pulsar.Client(service_url, **options)
+    return pulsar_client(service_url, **options)
 
 
 def collect_key_samples(

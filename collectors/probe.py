@@ -33,6 +33,7 @@ from collectors.oauth2 import client_options_from_env
 from core.bundles import parse_bundle_name
 from core.errors import ModelError
 from core.hashing import topic_bundle_hash
+from core.logs import pulsar_client
 from core.model import SLOW_PUBLISH_MS, ProbeRecord
 from core.mutations import require_mutations
 from core.secrets import Secret, clean
@@ -169,12 +170,11 @@ class ProbeRunner:
         options: dict[str, Any] = {
             "operation_timeout_seconds": 30,
             "connection_timeout_ms": 10_000,
-            "logger": pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
         }
         options |= client_options_from_env()  # OAuth2, client certificate, CA of the settings
         if self.token is not None:
             options["authentication"] = pulsar.AuthenticationToken(self.token.reveal())
-        self._client = pulsar.Client(self.service_url, **options)
+        self._client = pulsar_client(self.service_url, **options)
         try:
             for target in self.targets:
                 self._consumers[target.topic] = self._client.subscribe(

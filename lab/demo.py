@@ -23,6 +23,7 @@ import requests
 
 from core.errors import CollectorError
 from core.hashing import topic_bundle_hash
+from core.logs import pulsar_client
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +85,9 @@ class DemoWorkloads:
         return f"persistent://{self.settings.namespace}/{name}"
 
     def start(self) -> DemoWorkloads:
-        self._client = pulsar.Client(
-            self.service_url,
-            operation_timeout_seconds=15,
-            # the C++ client logs every reconnect (each unload) at INFO
-            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-        )
+        # the C++ client logs every reconnect (each unload) at INFO: pulsar_client() keeps
+        # those out of the console and routes its warnings through our log format
+        self._client = pulsar_client(self.service_url, operation_timeout_seconds=15)
         try:
             self._create_namespace()
             self._create_partitioned(EVENTS, self.settings.event_partitions)

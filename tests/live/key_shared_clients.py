@@ -17,6 +17,7 @@ import pulsar
 import requests
 
 from core.assignments import Consumer
+from core.logs import pulsar_client
 from core.model import HashRange
 from core.selectors import Impact, Selector
 from lab.localpulsar import JVM_CHARSET, LocalPulsar
@@ -50,11 +51,7 @@ class Group:
         self.topic = topic
         self.model = model
         self.subscribe_args = subscribe
-        self.client = pulsar.Client(
-            broker.service_url,
-            operation_timeout_seconds=30,
-            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-        )
+        self.client = pulsar_client(broker.service_url, operation_timeout_seconds=30)
         self.live: dict[Consumer, pulsar.Consumer] = {}
         self.handle_of: dict[str, Consumer] = {}
         self.received: dict[str, Consumer] = {}  # message payload -> receiving handle

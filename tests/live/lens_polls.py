@@ -16,6 +16,7 @@ import requests
 
 from collectors.admin import AdminClient
 from collectors.poll import diff, poll
+from core import logs
 from core.model import Snapshot
 from core.store import Store
 from lab.localpulsar import LocalPulsar
@@ -31,11 +32,8 @@ def new_topic(prefix: str, namespace: str = "public/default") -> str:
 
 
 def pulsar_client(broker: LocalPulsar) -> pulsar.Client:
-    return pulsar.Client(
-        broker.service_url,
-        operation_timeout_seconds=30,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-    )
+    client: pulsar.Client = logs.pulsar_client(broker.service_url, operation_timeout_seconds=30)
+    return client
 
 
 def admin(broker: LocalPulsar, method: str, path: str, **kwargs: Any) -> requests.Response:
