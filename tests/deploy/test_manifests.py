@@ -280,6 +280,11 @@ def test_k8s_env_names_are_ones_the_code_reads() -> None:
     assert unknown_in_image == [], f"Dockerfile settings no code reads: {unknown_in_image}"
 
 
+def test_k8s_no_service_links_in_the_settings_namespace() -> None:
+    # Services named pulsar-lens or pulsar would inject PULSAR_LENS_PORT, PULSAR_SERVICE_HOST, ...
+    assert pod_spec()["enableServiceLinks"] is False
+
+
 def test_k8s_env_agrees_with_the_images_env() -> None:
     image = dockerfile_env()
     clashes = {k: (v, image[k]) for k, v in deployed_env().items() if k in image and v != image[k]}
@@ -397,7 +402,7 @@ def test_compose_pulsar_is_a_pinned_40_standalone_with_a_health_check() -> None:
     pulsar = compose("compose.yaml")["services"]["pulsar"]
     assert re.fullmatch(r"apachepulsar/pulsar:4\.0\.\d+", pulsar["image"])
     assert pulsar["image"].endswith(f":{PULSAR_VERSION}")  # the release the live tests prove
-    assert pulsar["command"] == ["bin/pulsar", "standalone"]
+    assert pulsar["command"][:2] == ["bin/pulsar", "standalone"]
     check = " ".join(pulsar["healthcheck"]["test"])
     assert re.search(r"http://localhost:8080/admin/v2/\S+", check)
 
@@ -427,6 +432,8 @@ def test_compose_lens_talks_to_the_pulsar_service_once_it_is_healthy() -> None:
     lens = lens_service("compose.yaml")
     env = lens["environment"]
     assert env["PULSAR_ADMIN_URL"] == "http://pulsar:8080"
+    # the broker advertises its hostname, and the collector calls the brokers it lists
+    assert compose("compose.yaml")["services"]["pulsar"]["hostname"] == "pulsar"
     assert env["PULSAR_SERVICE_URL"] == "pulsar://pulsar:6650"
     assert lens["depends_on"] == {"pulsar": {"condition": "service_healthy"}}
     assert lens["restart"] == "unless-stopped"
