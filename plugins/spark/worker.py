@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import SettingsError
+from core.logs import setup_logging
 from core.settings import parse_duration
 from plugins import precompute, runner
 from plugins.registry import LoadedPlugin, discover
@@ -286,8 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m plugins.spark.worker")
     parser.add_argument("--store", required=True, help="the snapshot store to serve")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="job-worker %(levelname)s %(message)s")
     try:
+        setup_logging()  # lines read `time level plugins.spark.worker: message`, as everywhere
         every = seconds_from_env(EVERY_ENV, DEFAULT_EVERY)
     except SettingsError as exc:
         print(f"pulsar-lens job worker: {exc}", file=sys.stderr)
