@@ -1,0 +1,133 @@
+"""`pulsar-lens collect` over the settings file's clusters, with fake snapshot sources:
+names, one store, per-cluster analyses, exit codes and the flags that need one cluster."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli.collect_cmd import Source
+from cli.main import build_parser
+from core.clusterview import ClusterView
+from core.model import Snapshot
+from core.store import Store
+from plugins.results import ResultStore
+from tests.core.snapshots import make_snapshot, unreachable_snapshot
+
+CONFIG = """\
+[[clusters]]
+name = "east"
+admin_url = "http://east:8080"
+token = "east-only-token"
+
+[[clusters]]
+name = "west"
+admin_url = "http://west:8080"
+"""
+
+
+class Sources:
+    """Fake sources by admin URL: `topics` topics each, or unreachable; remembers the calls."""
+
+    def __init__(self, topics: dict[str, int | None]) -> None:
+        self.topics = topics
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, admin_url: str, namespaces: Sequence[str] | None, **kw: Any) -> Source:
+        self.calls.append({"admin_url": admin_url, **kw})
+        count = self.topics[admin_url]
+        name = kw["cluster"].name
+
+        def poll() -> Snapshot:
+            now = dt.datetime.now(dt.UTC)
+            if count is None:
+                return unreachable_snapshot(at=now)
+            # the broker reports "standalone"; the source names it as configured
+            return make_snapshot(at=now, cluster=name, topics=count)
+
+        return Source(poll=poll)
+
+
+def parse(tmp_path: Path, *argv: str, sources: Sources, config: str = CONFIG) -> argparse.Namespace:
+    path = tmp_path / "lens.toml"
+    path.write_text(textwrap.dedent(config))
+    store = str(tmp_path / "store")
+    args = build_parser().parse_args(["collect", "--config", str(path), "--store", store, *argv])
+    args.source_factory = sources
+    return args
+
+
+def test_collect_polls_every_cluster_of_the_file_into_one_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sources = Sources({"http://east:8080": 2, "http://west:8080": 4})
+    args = parse(tmp_path, "--max-polls", "2", "--interval", "1s", sources=sources)
+    assert args.func(args) == 0
+    store = Store(tmp_path / "store")
+    assert sorted(store.snapshots()["cluster"]) == ["east", "east", "west", "west"]
+    assert ClusterView(store, "east").read_latest("topics").num_rows == 2
+    assert ClusterView(store, "west").read_latest("topics").num_rows == 4
+    lines = capsys.readouterr().out.splitlines()
+    assert sum(" cluster=east " in line for line in lines) == 2
+    assert sum(" cluster=west " in line for line in lines) == 2
+    # each cluster connects with its own settings: the token is east's alone
+    env = {c["admin_url"]: c["cluster"].connection_env({}) for c in sources.calls}
+    assert env["http://east:8080"]["PULSAR_ADMIN_TOKEN"] == "east-only-token"
+    assert "PULSAR_ADMIN_TOKEN" not in env["http://west:8080"]
+
+
+def test_collect_analyses_each_clusters_snapshot_on_its_own(tmp_path: Path) -> None:
+    sources = Sources({"http://east:8080": 2, "http://west:8080": 4})
+    args = parse(tmp_path, "--once", sources=sources)
+    assert args.func(args) == 0
+    store = Store(tmp_path / "store")
+    newest = {c: ClusterView(store, c).latest_snapshot_id() for c in ("east", "west")}
+    analysed: dict[str, set[str]] = {}
+    for _, meta in ResultStore(store.root).entries():
+        analysed.setdefault(str(meta["plugin"]), set()).add(str(meta["snapshot_ids"][-1]))
+    assert analysed, "no plugin result was stored"
+    for plugin, newest_ids in analysed.items():
+        assert newest_ids == set(newest.values()), plugin
+
+
+def test_collect_goes_on_when_one_cluster_is_unreachable_and_exits_1_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sources = Sources({"http://east:8080": 2, "http://west:8080": None})
+    args = parse(tmp_path, "--max-polls", "2", "--interval", "1s", sources=sources)
+    assert args.func(args) == 1
+    store = Store(tmp_path / "store")
+    assert list(store.snapshots()["cluster"]) == ["east", "east"]
+    err = capsys.readouterr().err
+    assert "cluster west: could not reach its admin API" in err and "cluster east" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (("--once", "--admin-url", "http://x:8080"), "--admin-url picks one cluster"),
+        (("--once", "--probe", "public/default"), "work on one cluster"),
+        (("--once", "--sample-keys"), "work on one cluster"),
+    ],
+)
+def test_collect_refuses_one_cluster_flags_with_several(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], expected: str
+) -> None:
+    sources = Sources({"http://east:8080": 2, "http://west:8080": 2})
+    args = parse(tmp_path, *argv, sources=sources)
+    assert args.func(args) == 2
+    assert expected in capsys.readouterr().err and sources.calls == []
+
+
+def test_collect_names_a_single_file_cluster_as_configured(tmp_path: Path) -> None:
+    config = '[[clusters]]\nname = "prod-eu"\nadmin_url = "http://east:8080"\n'
+    sources = Sources({"http://east:8080": 3})
+    args = parse(tmp_path, "--once", sources=sources, config=config)
+    assert args.func(args) == 0
+    assert list(Store(tmp_path / "store").snapshots()["cluster"]) == ["prod-eu"]
