@@ -437,6 +437,7 @@ def test_compose_lens_talks_to_the_pulsar_service_once_it_is_healthy() -> None:
     assert env["PULSAR_SERVICE_URL"] == "pulsar://pulsar:6650"
     assert lens["depends_on"] == {"pulsar": {"condition": "service_healthy"}}
     assert lens["restart"] == "unless-stopped"
+    assert lens["init"] is True
 
 
 @pytest.mark.parametrize("files", [("compose.yaml",), ("compose.yaml", "compose.token.yaml")])
