@@ -72,16 +72,21 @@ def setup_logging(
     level: int | None = None,
     environ: Mapping[str, str] | None = None,
     stream: TextIO | None = None,
+    unless_configured: bool = False,
 ) -> int:
     """Configure this process's logging; idempotent (a Streamlit script calls it on every run).
 
     `level` overrides PULSAR_LENS_LOG_LEVEL (e.g. for `--verbose`). Handlers that others
     installed before (Streamlit's, uvicorn's) get the same format and the redacting filter.
+    `unless_configured` leaves a process whose root logger has handlers as it is (as
+    `logging.basicConfig` does): a host such as pytest keeps its own.
     Returns the level; raises SettingsError naming the variable for an unknown level.
     """
     chosen = level_from_env(environ) if level is None else level
     client_level = level_from_env(environ, name=CLIENT_LEVEL_ENV, default="WARNING")
     root = logging.getLogger()
+    if unless_configured and root.handlers:
+        return root.getEffectiveLevel()
     ours = [h for h in root.handlers if isinstance(h, _LensHandler)]
     if not ours:
         root.addHandler(_LensHandler(stream or sys.stderr))

@@ -121,3 +121,15 @@ def test_client_logger_floor_is_warning_and_never_below_the_level() -> None:
 def test_client_logger_stays_quiet_without_setup() -> None:
     logging.getLogger(logs.CLIENT_LOGGER).setLevel(logging.NOTSET)
     assert logs.client_logger().level == logging.WARNING
+
+
+def test_setup_logging_unless_configured_leaves_a_configured_process_alone() -> None:
+    root = logging.getLogger()
+    host = logging.StreamHandler(io.StringIO())
+    root.addHandler(host)
+    try:
+        logs.setup_logging(environ={}, stream=io.StringIO(), unless_configured=True)
+        assert not any(isinstance(h, logs._LensHandler) for h in root.handlers)
+        assert not any(isinstance(f, RedactingFilter) for f in host.filters)
+    finally:
+        root.removeHandler(host)
