@@ -7,6 +7,9 @@ from its stored result of the newest snapshot) are built at most once per new sn
 Built-ins and third-party plugins go through the same hook; a plugin whose analysis or hook
 fails, or whose families break the rules (not `pulsar_lens_*`, a name taken), sets
 `pulsar_lens_plugin_errors{plugin}` and the scrape goes on without its series.
+After each poll the recorder reports, a background thread builds the new snapshot's families,
+so a scrape never waits for the analyses: while that thread runs, a scrape answers with the
+previous snapshot's families (Prometheus gives up on a scrape slower than its scrape_timeout).
 
     PULSAR_LENS_METRICS_PORT              port of /metrics (0: off)
     PULSAR_LENS_METRICS_ADDRESS           bind address (127.0.0.1)
@@ -106,6 +109,12 @@ class PollRecorder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._stats = PollStats()
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_record(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` after each poll is recorded (in the recording thread)."""
+        with self._lock:
+            self._listeners.append(listener)
 
     def record(
         self, *, at: dt.datetime, duration: float, requests: int, errors: int, failed: bool
@@ -120,6 +129,9 @@ class PollRecorder:
                 last_requests=requests,
                 last_errors=errors,
             )
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener()
 
     def stats(self) -> PollStats:
         with self._lock:
@@ -161,7 +173,9 @@ class LensCollector(Collector):
         self._now = now
         self._lock = threading.Lock()
         self._cached: tuple[str, list[Metric]] | None = None
+        self._refreshing = threading.Event()
         self.computations = 0  # how many times the snapshot families were computed
+        self._recorder.on_record(self._after_poll)
 
     def collect(self) -> Iterable[Metric]:
         now = self._now()
@@ -170,8 +184,25 @@ class LensCollector(Collector):
         families = compute_collector_families(self._recorder.stats(), newest_at=newest_at, now=now)
         families.append(self._quarantined())
         if newest is not None:
-            families.extend(self._snapshot_families(*newest))
+            families.extend(self._snapshot_families(*newest, scrape=True))
         return families
+
+    def _after_poll(self) -> None:
+        """Start building the new snapshot's families off the scrape path (one thread at a
+        time; a thread already running picks up the newer snapshot when it is done)."""
+        if self._refreshing.is_set():
+            return
+        self._refreshing.set()
+        threading.Thread(target=self._refresh, name="metrics-refresh", daemon=True).start()
+
+    def _refresh(self) -> None:
+        try:
+            done = None
+            while (newest := self._newest()) is not None and newest[0] != done:
+                self._snapshot_families(*newest)
+                done = newest[0]
+        finally:
+            self._refreshing.clear()
 
     def _quarantined(self) -> Metric:
         gauge = GaugeMetricFamily(
@@ -199,8 +230,16 @@ class LensCollector(Collector):
         return str(row["snapshot_id"]), at, row
 
     def _snapshot_families(
-        self, sid: str, collected_at: dt.datetime, index_row: Mapping[str, Any]
+        self,
+        sid: str,
+        collected_at: dt.datetime,
+        index_row: Mapping[str, Any],
+        *,
+        scrape: bool = False,
     ) -> list[Metric]:
+        cached = self._cached
+        if scrape and cached is not None and cached[0] != sid and self._refreshing.is_set():
+            return cached[1]  # the refresh thread is building `sid`: answer now, not later
         with self._lock:  # concurrent scrapes of a new snapshot compute it once
             if self._cached is None or self._cached[0] != sid:
                 try:
