@@ -131,3 +131,24 @@ def test_collect_names_a_single_file_cluster_as_configured(tmp_path: Path) -> No
     args = parse(tmp_path, "--once", sources=sources, config=config)
     assert args.func(args) == 0
     assert list(Store(tmp_path / "store").snapshots()["cluster"]) == ["prod-eu"]
+
+
+def test_serve_children_of_a_settings_file_with_several_clusters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli.serve_cmd import collect_child, streamlit_child
+    from core.settings import Settings
+
+    path = tmp_path / "lens.toml"
+    path.write_text(f'plugin_dirs = ["{tmp_path}/plugins"]\n' + CONFIG)
+    monkeypatch.setenv("PULSAR_LENS_CONFIG", str(path))
+    settings = Settings.from_env()
+    interval = dt.timedelta(seconds=5)
+    collector = collect_child(None, tmp_path, interval, config=settings.config_file)
+    assert collector.argv[collector.argv.index("--config") + 1] == str(path)
+    assert "PULSAR_ADMIN_URL" not in collector.env
+    dashboard = streamlit_child(
+        tmp_path, interval, address="127.0.0.1", port=8501, settings=settings
+    )
+    assert "PULSAR_LENS_CONFIG" not in dashboard.env  # the file holds east's token
+    assert dashboard.env["PULSAR_LENS_PLUGIN_DIRS"] == f"{tmp_path}/plugins"
