@@ -95,6 +95,8 @@ def _warn_unverified() -> None:
     """Say once per process that TLS certificates are not checked."""
     if not _warned_unverified.is_set():
         _warned_unverified.set()
+        # said here once, in our words, rather than by urllib3 on every call
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         log.warning(
             "TLS verification is OFF (PULSAR_LENS_TLS_VERIFY=false): the admin API's "
             "certificate is not checked and anyone on the path can read the credentials; "
@@ -248,8 +250,8 @@ class AdminClient:
         url = env.get("PULSAR_ADMIN_URL") or "http://localhost:8080"
         verify = _env_flag(env.get("PULSAR_LENS_TLS_VERIFY"), default=True)
         has_token = env.get("PULSAR_ADMIN_TOKEN") or env.get("PULSAR_ADMIN_TOKEN_FILE")
-        ca = env.get("PULSAR_LENS_CA_BUNDLE") or None
-        oauth2 = None if has_token else flow_from_env(env, verify=(ca or True) if verify else False)
+        # the issuer is checked against the system's CAs, as Pulsar's clients do
+        oauth2 = None if has_token else flow_from_env(env, verify=verify)
         return cls(
             url,
             trusted_origins=(env.get("PULSAR_LENS_TRUSTED_ORIGINS") or "").split(","),

@@ -60,9 +60,9 @@ class Credentials:
 def read_credentials(ref: str) -> Credentials:
     """The credentials named by `ref`: a path, a `file:///path` URL or a `data:` URL (base64
     or percent-encoded JSON), as Pulsar's `privateKey` parameter accepts."""
-    Secret(ref)  # a data: URL carries the secret itself
     try:
         if ref.startswith("data:"):
+            Secret(ref)  # a data: URL carries the secret itself
             head, _, body = ref.partition(",")
             raw = base64.b64decode(body) if head.endswith(";base64") else unquote_to_bytes(body)
             where = "the data: URL"
