@@ -112,8 +112,8 @@ def positive_int(text: str) -> int:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    if not 1 <= value <= 1_000_000_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 1,000,000,000")
     return value
 
 

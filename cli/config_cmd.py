@@ -24,10 +24,9 @@ from core.config import (
     GLOBAL_ENV,
     SECRET_KEYS,
     ClusterSettings,
-    Loaded,
-    load,
     show,
 )
+from core.configfile import Loaded, load
 from core.errors import DashboardError
 from core.secrets import clean
 

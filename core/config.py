@@ -1,14 +1,9 @@
-"""The settings file (TOML) beside the environment: keys, validation, where each value came from.
+"""The settings' keys and their validation: the top level, `[[clusters]]`, TLS and OAuth2.
 
-`load(environ, config=path)` reads the file named by `--config` or PULSAR_LENS_CONFIG (none by
-default), lays the environment over it (the environment wins), validates the result with
-pydantic-settings and remembers, for every key, whether it came from the file (and its line),
-the environment (and the variable) or the default. Errors name the key where it was set:
-`lens.toml line 7, clusters[1].admin_url: ...` or `PULSAR_LENS_RETENTION must be ...`.
-
-Clusters: every `[[clusters]]` table of the file is one cluster. Without one, the single
-cluster comes from the environment (PULSAR_ADMIN_URL, ...); with exactly one, the environment's
-connection variables override its keys; with several, they apply to none (`ignored_env`).
+`LensConfig` (pydantic-settings) validates every setting; `ClusterSettings` is one cluster,
+whose `connection_env()` is the mapping `AdminClient.from_env` builds its client from.
+`core.configfile.load()` reads the file and the environment into them. Keys, variables and
+defaults: docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -16,23 +11,19 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import tomllib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     PlainSerializer,
-    ValidationError,
     field_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from core.errors import SettingsError
 from core.secrets import Secret, display_url
 from core.settings import (
     DEFAULT_DETAIL_BUDGET,
@@ -308,245 +299,6 @@ class LensConfig(BaseSettings):
             if twice:
                 raise ValueError(f"two clusters are named {twice[0]!r}; names must be unique")
         return value
-
-
-# -- provenance -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where one value came from: `source` file / env / default, `where` the line or variable."""
-
-    source: Literal["file", "env", "default"]
-    where: str = ""
-
-    def text(self) -> str:
-        return f"{self.source} {self.where}".strip()
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """The validated settings, the file they came from, and each key's origin."""
-
-    config: LensConfig
-    file: Path | None
-    origins: Mapping[str, Origin]  # "poll_interval", "clusters[0].tls.verify"
-    ignored_env: tuple[str, ...] = ()  # connection variables no cluster took (several clusters)
-
-    def origin(self, path: str) -> Origin:
-        return self.origins.get(path, Origin("default"))
-
-
-def load(environ: Mapping[str, str] | None = None, *, config: str | Path | None = None) -> Loaded:
-    """The settings from `config` (else the file in PULSAR_LENS_CONFIG, else none) and `environ`
-    (default os.environ; empty variables count as unset). SettingsError names every problem."""
-    env = {k: v.strip() for k, v in (os.environ if environ is None else environ).items()}
-    env = {k: v for k, v in env.items() if v}
-    given = config if config is not None else env.get(CONFIG_ENV)
-    path = Path(given) if given else None
-    data, lines = _read_file(path, "--config" if config is not None else CONFIG_ENV)
-    origins = _file_origins(data, lines, path.name) if path else {}
-    raw = dict(data)
-    for key, name in GLOBAL_ENV.items():
-        if name in env:
-            raw[key] = env[name]
-            origins[key] = Origin("env", name)
-    raw.setdefault("retention", DEFAULT_RETENTION)  # checked against the poll interval
-    raw["clusters"], ignored = _merge_clusters(data.get("clusters"), env, origins)
-    problems = _missing_admin_urls(data.get("clusters"), path, origins)
-    try:
-        loaded = LensConfig(**raw)
-    except ValidationError as exc:
-        raise SettingsError(_describe(exc, origins, path, problems)) from None
-    if problems:
-        raise SettingsError("\n".join(problems))
-    return Loaded(loaded, path, origins, ignored)
-
-
-def _read_file(path: Path | None, how: str) -> tuple[dict[str, Any], dict[str, int]]:
-    if path is None:
-        return {}, {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SettingsError(f"{how}: cannot read the settings file {path}: {why}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"{path}: not valid TOML: {exc}") from None
-    return data, key_lines(text)
-
-
-def _file_origins(
-    data: Mapping[str, Any], lines: Mapping[str, int], name: str
-) -> dict[str, Origin]:
-    """The origin of every table and value the file holds, at its line (else its table's)."""
-    origins: dict[str, Origin] = {}
-
-    def visit(value: Any, loc: tuple[Any, ...]) -> None:
-        path = key_path(loc)
-        line = next(
-            (lines[p] for d in range(len(loc), 0, -1) if (p := key_path(loc[:d])) in lines), None
-        )
-        origins[path] = Origin("file", f"{name} line {line}" if line else name)
-        if isinstance(value, dict):
-            for key, item in value.items():
-                visit(item, (*loc, key))
-        elif isinstance(value, list) and all(isinstance(v, dict) for v in value):
-            for i, item in enumerate(value):
-                visit(item, (*loc, i))
-
-    for key, value in data.items():
-        visit(value, (key,))
-    return origins
-
-
-def _merge_clusters(
-    found: Any, env: Mapping[str, str], origins: dict[str, Origin]
-) -> tuple[Any, tuple[str, ...]]:
-    """The clusters with the environment's connection variables laid over the only one."""
-    if found is not None and not isinstance(found, list):
-        return found, ()  # validation says what is wrong with it
-    clusters = [dict(c) if isinstance(c, dict) else c for c in (found or [{}])]
-    set_vars = {key: name for key, name in CLUSTER_ENV.items() if name in env}
-    if len(clusters) > 1:
-        return clusters, tuple(set_vars.values())
-    only = clusters[0]
-    if not isinstance(only, dict):
-        return clusters, ()
-    for key, name in set_vars.items():
-        table, _, leaf = key.rpartition(".")
-        target = only
-        if table:
-            sub = only.get(table)
-            target = dict(sub) if isinstance(sub, dict) else {}
-            only[table] = target
-        target[leaf] = env[name]
-        origins[f"clusters[0].{key}"] = Origin("env", name)
-    return clusters, ()
-
-
-def _missing_admin_urls(found: Any, path: Path | None, origins: Mapping[str, Origin]) -> list[str]:
-    """A `[[clusters]]` table of the file must say where its admin API is."""
-    problems = []
-    for i, table in enumerate(found if isinstance(found, list) else []):
-        if isinstance(table, dict) and not table.get("admin_url"):
-            if f"clusters[{i}].admin_url" in origins:
-                continue  # the environment gave it
-            where = _where(("clusters", i), origins, path)
-            problems.append(f'{where}: admin_url is missing, e.g. admin_url = "http://pulsar:8080"')
-    return problems
-
-
-def _describe(
-    exc: ValidationError, origins: Mapping[str, Origin], path: Path | None, problems: Sequence[str]
-) -> str:
-    """One line per problem, each naming where the value was set."""
-    lines = list(problems)
-    seen: set[tuple[Any, ...]] = set()
-    for error in exc.errors(include_input=False, include_url=False):
-        extra = error["type"] == "extra_forbidden"
-        loc = tuple(error["loc"]) if extra else _field_loc(error["loc"])
-        if loc in seen:
-            continue  # the other members of a union (`str | None`) say nothing new
-        seen.add(loc)
-        where = _where(loc, origins, path)
-        if extra:
-            lines.append(f"{where}: unknown key; expected one of {_known(loc)}")
-            continue
-        message = str(error["msg"]).removeprefix("Value error, ")
-        lines.append(f"{where} {message}" if message.startswith("must ") else f"{where}: {message}")
-    return "\n".join(dict.fromkeys(lines))
-
-
-def _field_loc(loc: Sequence[Any]) -> tuple[Any, ...]:
-    """The location up to its last key or index (pydantic appends union members)."""
-    fields = {*GLOBAL_ENV, "clusters", *(p for k in CLUSTER_KEYS for p in k.split("."))}
-    kept: list[Any] = []
-    for part in loc:
-        if not (isinstance(part, int) or part in fields):
-            break
-        kept.append(part)
-    return tuple(kept)
-
-
-def _known(loc: tuple[Any, ...]) -> str:
-    if loc and loc[0] == "clusters":
-        prefix = ".".join(str(p) for p in loc[2:-1])
-        keys = (
-            [k for k in CLUSTER_KEYS if "." not in k]
-            if not prefix
-            else [k.partition(".")[2] for k in CLUSTER_KEYS if k.startswith(prefix + ".")]
-        )
-        if not prefix:
-            keys += ["tls", "oauth2"]
-        return ", ".join(keys)
-    return ", ".join([*GLOBAL_ENV, "clusters"])
-
-
-def key_path(loc: Sequence[Any]) -> str:
-    """("clusters", 1, "tls", "verify") -> "clusters[1].tls.verify"."""
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _where(loc: tuple[Any, ...], origins: Mapping[str, Origin], path: Path | None) -> str:
-    """The variable that set the value, or `file line N, key.path` (the nearest known line)."""
-    key = key_path(loc)
-    for depth in range(len(loc), 0, -1):
-        origin = origins.get(key_path(loc[:depth]))
-        if origin is None:
-            continue
-        if origin.source == "env":
-            return origin.where
-        return f"{origin.where}, {key}"
-    if path is not None:
-        return f"{path.name}, {key}"
-    return _env_name(loc) or key
-
-
-def _env_name(loc: tuple[Any, ...]) -> str | None:
-    """The variable of a key when no file is read (a default that another value contradicts)."""
-    if loc[:2] == ("clusters", 0):
-        return CLUSTER_ENV.get(".".join(str(p) for p in loc[2:]))
-    return GLOBAL_ENV.get(str(loc[0])) if len(loc) == 1 else None
-
-
-# -- line numbers -----------------------------------------------------------------------------
-
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\" ]+?)\s*\]\]?\s*(#.*)?$")
-_ASSIGN = re.compile(r"^\s*([A-Za-z0-9_\-]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*=")
-
-
-def key_lines(text: str) -> dict[str, int]:
-    """The line (1-based) of each key path the file sets (`clusters[1].tls.verify`), and of
-    each `[[clusters]]` header (`clusters[1]`). Line-based: a key inside a multi-line string
-    may be missed, which only costs the line number in an error."""
-    lines: dict[str, int] = {}
-    prefix = ""
-    counts: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _HEADER.match(line)
-        if header:
-            name = header.group(2).replace(" ", "").replace('"', "")
-            if header.group(1) == "[[":
-                counts[name] = counts.get(name, -1) + 1
-                lines.setdefault(name, number)
-                prefix = f"{name}[{counts[name]}]"
-                lines[prefix] = number
-            else:
-                head, _, rest = name.partition(".")
-                prefix = f"{head}[{counts[head]}].{rest}" if head in counts and rest else name
-                lines.setdefault(prefix, number)
-            continue
-        assign = _ASSIGN.match(line)
-        if assign:
-            key = re.sub(r"\s+", "", assign.group(1))
-            lines.setdefault(f"{prefix}.{key}" if prefix else key, number)
-    return lines
 
 
 def show(value: Any, *, secret: bool = False) -> Any:

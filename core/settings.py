@@ -1,5 +1,5 @@
 """Settings shared by the CLI, the polling loop and the dashboard: the environment, over the
-optional settings file PULSAR_LENS_CONFIG (TOML; `core.config` reads it, docs/configuration.md
+optional settings file PULSAR_LENS_CONFIG (TOML; `core.configfile` reads it, docs/configuration.md
 lists every key). The environment variables:
 
     PULSAR_LENS_CONFIG          the settings file (none by default)
@@ -36,7 +36,8 @@ from urllib.parse import urlsplit
 from core.secrets import Secret, display_url
 
 if TYPE_CHECKING:
-    from core.config import ClusterSettings, Loaded
+    from core.config import ClusterSettings
+    from core.configfile import Loaded
 
 DEFAULT_STORE = Path("var/store")
 DEFAULT_POLL_INTERVAL = dt.timedelta(seconds=30)
@@ -129,7 +130,7 @@ class Settings:
         Raises SettingsError naming the variable, or the file's line and key, of each
         malformed value.
         """
-        from core.config import load
+        from core.configfile import load
 
         return cls.from_loaded(load(environ, config=config))
 

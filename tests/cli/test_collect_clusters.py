@@ -146,9 +146,10 @@ def test_serve_children_of_a_settings_file_with_several_clusters(
     interval = dt.timedelta(seconds=5)
     collector = collect_child(None, tmp_path, interval, config=settings.config_file)
     assert collector.argv[collector.argv.index("--config") + 1] == str(path)
-    assert "PULSAR_ADMIN_URL" not in collector.env
+    assert collector.env is not None and "PULSAR_ADMIN_URL" not in collector.env
     dashboard = streamlit_child(
         tmp_path, interval, address="127.0.0.1", port=8501, settings=settings
     )
+    assert dashboard.env is not None
     assert "PULSAR_LENS_CONFIG" not in dashboard.env  # the file holds east's token
     assert dashboard.env["PULSAR_LENS_PLUGIN_DIRS"] == f"{tmp_path}/plugins"

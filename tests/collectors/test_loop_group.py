@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from collectors.loop import Heartbeat, LoopGroup, PollLoop
@@ -22,7 +23,7 @@ def test_group_polls_every_cluster_into_one_store_despite_one_failing(tmp_path: 
         with lock:
             beats.append(beat)
 
-    def healthy(name: str, topics: int):  # type: ignore[no-untyped-def]
+    def healthy(name: str, topics: int) -> Callable[[], Snapshot]:
         return lambda: make_snapshot(at=dt.datetime.now(dt.UTC), cluster=name, topics=topics)
 
     def broken() -> Snapshot:
@@ -46,17 +47,13 @@ def test_group_polls_every_cluster_into_one_store_despite_one_failing(tmp_path: 
     assert " cluster=gone " in gone[0].line()
 
 
+def polls_of(name: str) -> Callable[[], Snapshot]:
+    return lambda: make_snapshot(at=dt.datetime.now(dt.UTC), cluster=name)
+
+
 def test_group_stop_ends_every_loop(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    loops = [
-        PollLoop(
-            lambda name=name: make_snapshot(at=dt.datetime.now(dt.UTC), cluster=name),
-            store,
-            interval=3600,
-            cluster=name,
-        )
-        for name in ("a", "b")
-    ]
+    loops = [PollLoop(polls_of(n), store, interval=3600, cluster=n) for n in ("a", "b")]
     group = LoopGroup(loops, join_timeout=30)
     timer = threading.Timer(1.0, group.stop)
     timer.start()

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import MASKED, ClusterSettings, Origin, key_lines, load, show
+from core.config import MASKED, ClusterSettings, show
+from core.configfile import Origin, key_lines, load
 from core.errors import SettingsError
 from core.secrets import Secret
 from core.settings import Settings
