@@ -33,6 +33,7 @@ from core.config import ClusterSettings
 from core.model import Snapshot
 from core.secrets import display_url
 from core.settings import (
+    DEFAULT_SPARK_MASTER,
     Settings,
     admin_url_problem,
     format_duration,
@@ -41,8 +42,9 @@ from core.settings import (
 )
 from core.store import Store
 from plugins.precompute import ResultsWorker, compute_results, requirements_first, store_run
-from plugins.registry import discover
+from plugins.registry import PLUGIN_DIRS_ENV, discover
 from plugins.results import ResultStore
+from plugins.spark.session import MASTER_ENV
 from plugins.spark.worker import (
     DEFAULT_TIMEOUT,
     JOBS_ENV,
@@ -198,8 +200,20 @@ def require_admin_url(command: str, given: str | None, settings: Settings) -> st
     return admin_url
 
 
+def export_file_settings(settings: Settings) -> None:
+    """Keys of a settings file that plugin discovery and the Spark job worker read by
+    variable (PULSAR_LENS_PLUGIN_DIRS, PULSAR_LENS_SPARK_MASTER), set where still unset."""
+    if settings.config_file is None:
+        return
+    if settings.plugin_dirs:
+        os.environ.setdefault(PLUGIN_DIRS_ENV, os.pathsep.join(map(str, settings.plugin_dirs)))
+    if settings.spark_master != DEFAULT_SPARK_MASTER:
+        os.environ.setdefault(MASTER_ENV, settings.spark_master)
+
+
 def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(config=args.config)
+    export_file_settings(settings)
     if len(settings.clusters) > 1:
         from cli.collect_clusters import run_clusters
 

@@ -153,3 +153,21 @@ def test_serve_children_of_a_settings_file_with_several_clusters(
     assert dashboard.env is not None
     assert "PULSAR_LENS_CONFIG" not in dashboard.env  # the file holds east's token
     assert dashboard.env["PULSAR_LENS_PLUGIN_DIRS"] == f"{tmp_path}/plugins"
+
+
+def test_collect_hands_file_keys_read_by_variable_to_discovery_and_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from cli.collect_cmd import export_file_settings
+    from core.settings import Settings
+
+    path = tmp_path / "lens.toml"
+    path.write_text(f'plugin_dirs = ["{tmp_path}/p"]\nspark_master = "spark://m:7077"\n')
+    monkeypatch.setenv("PULSAR_LENS_SPARK_MASTER", "local[1]")  # the environment wins
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", "restored-after-the-test")
+    monkeypatch.delenv("PULSAR_LENS_PLUGIN_DIRS")
+    export_file_settings(Settings.from_env(config=path))
+    assert os.environ["PULSAR_LENS_PLUGIN_DIRS"] == f"{tmp_path}/p"
+    assert os.environ["PULSAR_LENS_SPARK_MASTER"] == "local[1]"
