@@ -559,6 +559,8 @@ def _client_cert_refused(exc: BaseException) -> bool:
 
 
 def _tls_hint(exc: BaseException) -> str:
+    if "wrong version number" in str(exc).lower():
+        return "that port does not speak TLS (a plain http:// port?)"
     return CLIENT_CERT_HINT if _client_cert_refused(exc) else TLS_HINT
 
 
