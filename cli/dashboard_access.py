@@ -8,9 +8,11 @@ one format and level of every Pulsar Lens process (core.logs).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Mapping
 
+from core.errors import SettingsError
 from core.logs import FORMAT, level_from_env
 from core.oidc import ALL_VARS, OidcSettings, write_secrets_file
 from core.secrets import display_url
@@ -40,6 +42,7 @@ def streamlit_args(address: str, port: int, environ: Mapping[str, str] | None = 
                 port,
             )
         return args
+    require_login_packages()
     secrets_file = write_secrets_file(settings)
     log.info(
         "dashboard login through %s (client %s, callback %s)",
@@ -48,3 +51,14 @@ def streamlit_args(address: str, port: int, environ: Mapping[str, str] | None = 
         settings.redirect_uri,
     )
     return [*args, "--secrets.files", str(secrets_file)]
+
+
+def require_login_packages() -> None:
+    """SettingsError unless Streamlit's login can run: Authlib and an HTTP client for it
+    (found, not imported: importing them here would only slow the start)."""
+    has_http = any(importlib.util.find_spec(name) for name in ("httpx2", "httpx"))
+    if importlib.util.find_spec("authlib") is None or not has_http:
+        raise SettingsError(
+            "the dashboard login (PULSAR_LENS_OIDC_*) needs Authlib and httpx: "
+            "pip install 'streamlit[auth]'"
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import logging
 import stat
 import tomllib
@@ -14,6 +15,7 @@ import pytest
 from cli.dashboard_access import streamlit_args
 from cli.serve_cmd import streamlit_child
 from core import oidc
+from core.errors import SettingsError
 from core.logs import FORMAT
 
 OIDC_ENV = {
@@ -64,3 +66,16 @@ def test_open_dashboard_on_every_address_warns(caplog: pytest.LogCaptureFixture)
     with caplog.at_level(logging.WARNING, logger="cli.dashboard_access"):
         streamlit_args("0.0.0.0", 8501, {})
     assert any("has no login" in r.getMessage() for r in caplog.records)
+
+
+def test_login_without_its_http_client_fails_at_start_naming_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("httpx", "httpx2") else real(name, *a),
+    )
+    with pytest.raises(SettingsError, match=r"pip install 'streamlit\[auth\]'"):
+        streamlit_args("127.0.0.1", 8501, OIDC_ENV)
