@@ -177,7 +177,8 @@ class OAuth2Settings(_Table):
 
     @property
     def configured(self) -> bool:
-        return any(v is not None for v in (self.issuer_url, self.audience, self.private_key))
+        keys = (self.issuer_url, self.audience, self.private_key, self.scope)
+        return any(v is not None for v in keys)
 
 
 class ClusterSettings(_Table):
@@ -205,8 +206,11 @@ class ClusterSettings(_Table):
     @field_validator("oauth2")
     @classmethod
     def _check_oauth2(cls, value: OAuth2Settings) -> OAuth2Settings:
-        if value.configured and (value.issuer_url is None or value.private_key is None):
-            raise ValueError("needs both issuer_url and private_key (audience and scope optional)")
+        if value.configured and value.private_key is None:
+            raise ValueError(
+                "needs private_key, the credentials file (issuer_url defaults to the one "
+                "in that file; audience and scope are optional)"
+            )
         return value
 
     @property

@@ -237,7 +237,7 @@ def test_key_lines_follow_tables_and_dotted_keys() -> None:
         ),
         (
             '[[clusters]]\nadmin_url = "http://h:1"\n[clusters.oauth2]\naudience = "a"\n',
-            "lens.toml line 3, clusters[0].oauth2: needs both issuer_url and private_key",
+            "lens.toml line 3, clusters[0].oauth2: needs private_key, the credentials file",
         ),
         (
             '[[clusters]]\nname = "bad name"\nadmin_url = "http://h:1"\n',
@@ -307,3 +307,12 @@ def test_cluster_label_without_a_name_hides_credentials() -> None:
     cluster = ClusterSettings(admin_url="http://u:p@h:8080")
     assert cluster.label == "http://h:8080"
     assert ClusterSettings().label == "(no admin URL)"
+
+
+def test_oauth2_issuer_may_come_from_the_credentials_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, '[[clusters]]\nadmin_url = "http://h:1"\noauth2.private_key = "/creds.json"\n'
+    )
+    (cluster,) = load({}, config=path).config.clusters
+    assert cluster.oauth2.issuer_url is None
+    assert cluster.connection_env()["PULSAR_LENS_OAUTH2_PRIVATE_KEY"] == "/creds.json"
