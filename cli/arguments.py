@@ -25,6 +25,24 @@ def bounded_int(flag: str, low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def bounded_float(flag: str, low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a number above `low` and at most `high` (nan and inf refused), else a
+    usage error naming both."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low < value <= high:  # false for nan too
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes a number above {low:g} and at most {high:,g}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
 def charset(text: str) -> str:
     """An argparse type: a charset name Python knows (UTF-8, US-ASCII, ISO-8859-1, ...)."""
     try:

@@ -18,6 +18,7 @@ from core.failover import FailoverConsumer, compute_topics
 from core.limits import MAX_BUNDLES, MAX_CONSUMERS, MAX_PARTITIONS
 
 DEFAULT_BUNDLES = 4  # the broker's defaultNumberOfNamespaceBundles
+MAX_PRIORITY = 2**31 - 1
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,6 +95,11 @@ def parse_consumers(names: str, priorities: str | None) -> tuple[FailoverConsume
         levels = [int(p) for p in priorities.split(",")]
     except ValueError as exc:
         raise ModelError(f"--priorities takes integers like 0,1,0, got {priorities!r}") from exc
+    if not all(0 <= level <= MAX_PRIORITY for level in levels):
+        # the client refuses a negative priorityLevel; the protocol carries an int32
+        raise ModelError(
+            f"--priorities takes levels from 0 to {MAX_PRIORITY:,}, got {priorities!r}"
+        )
     if len(levels) != len(parts):
         raise ModelError(
             f"--priorities lists {len(levels)} levels for {len(parts)} consumers; give one each"

@@ -115,7 +115,7 @@ def positive_int(text: str) -> int:
     except ValueError:
         value = 0
     if not 1 <= value <= 1_000_000_000:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 1,000,000,000")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number up to 10^9")
     return value
 
 

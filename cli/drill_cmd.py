@@ -14,10 +14,14 @@ from typing import Any
 
 import pandas as pd
 
+from cli.arguments import bounded_float
 from cli.collect_cmd import require_admin_url
+from core.secrets import display_url
 from core.settings import Settings
 
 PLUGIN = "unload-latency"
+MAX_PROBE_RATE = 1000.0  # as collect --probe-rate
+MAX_DRILL_SECONDS = 86_400.0  # a drill that has not settled within a day never will
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,15 +51,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--service-url", help="binary protocol URL (default PULSAR_SERVICE_URL, else a broker's)"
     )
     u.add_argument("--store", help="snapshot store directory (default PULSAR_LENS_STORE)")
-    u.add_argument("--rate", type=float, default=20.0, help="probe messages per second (20)")
-    u.add_argument("--timeout", type=float, default=120.0, help="seconds for the whole drill (120)")
+    u.add_argument(
+        "--rate",
+        type=bounded_float("--rate", 0, MAX_PROBE_RATE),
+        default=20.0,
+        help=f"probe messages per second (20, at most {MAX_PROBE_RATE:g})",
+    )
+    u.add_argument(
+        "--timeout",
+        type=bounded_float("--timeout", 0, MAX_DRILL_SECONDS),
+        default=120.0,
+        help=f"seconds for the whole drill (120, at most {MAX_DRILL_SECONDS:g})",
+    )
     u.add_argument("--keep-topic", action="store_true", help="keep the probe topic afterwards")
     u.add_argument("--json", action="store_true", help="print the report as JSON")
     u.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from collectors.admin import AdminClient, display_url
+    from collectors.admin import AdminClient
     from collectors.drill import DrillPlan, run_drill
     from collectors.keys import client_token
     from core.mutations import require_mutations

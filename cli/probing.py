@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from cli.arguments import bounded_float
 from collectors.drill_queue import DrillQueue, DrillService, DrillStatus
 from collectors.keys import client_token
 from collectors.probe import CollectProbes, lookup_service_url, parse_probe_spec
@@ -19,6 +20,8 @@ from core.errors import ModelError, SettingsError
 from core.mutations import mutations_allowed, require_mutations
 from core.settings import Settings
 from core.store import Store
+
+MAX_PROBE_RATE = 1000.0  # messages per second per bundle
 
 
 def add_probe_args(p: argparse.ArgumentParser) -> None:
@@ -37,7 +40,7 @@ def add_probe_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--probe-rate",
-        type=float,
+        type=bounded_float("--probe-rate", 0, MAX_PROBE_RATE),
         default=10.0,
         metavar="PER_S",
         help="probe messages per second per bundle (10)",
@@ -57,7 +60,7 @@ def probe_hooks(
             parse_probe_spec(spec)
         except ModelError as exc:
             raise SettingsError(str(exc)) from None
-    if not 0 < args.probe_rate <= 1000:
+    if not 0 < args.probe_rate <= MAX_PROBE_RATE:
         raise SettingsError(f"--probe-rate must be in (0, 1000], got {args.probe_rate:g}")
     return CollectProbes(
         store,

@@ -115,6 +115,8 @@ def partition_index(topic: str) -> int:
     # Java parses UTF-16 units: a digit outside the BMP is two non-digit surrogates there
     if not _SIGNED_DIGITS.fullmatch(suffix) or any(ord(ch) > 0xFFFF for ch in suffix):
         return -1
+    if len(suffix) > len(str(_JAVA_INT_MAX)):  # not canonical, and int() refuses 4,300 digits
+        return -1
     value = int(suffix)
     if value < 0 or value > _JAVA_INT_MAX or len(suffix) != len(str(value)):
         return -1
