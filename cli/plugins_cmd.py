@@ -11,11 +11,12 @@ from typing import Any
 
 import pandas as pd
 
-from core.errors import PluginParamsError
+from core.errors import DashboardError, PluginParamsError
 from core.settings import Settings
 from plugins.registry import Registry, discover
 
 EMPTY_STORE = "no snapshots yet: run `pulsar-lens collect --once`"
+MAX_SHOWN = 10  # choices quoted in an error
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -132,6 +133,34 @@ def coerce_params(model: Any, raw: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
+    """A param the plugin offers choices for (the dashboard's select box, from the stored
+    snapshots) must be one of them: an unknown subscription is refused, not drawn as nothing.
+
+    The choices come with the plugin's default-params result; without one (a Spark plugin
+    whose job has not run yet) nothing is checked."""
+    from plugins import runner
+
+    given = {key: value for key, value in raw.items() if value}
+    if not given:
+        return
+    try:
+        defaults = runner.validate_params(loaded.plugin, None)
+        choices = runner.run(loaded, store, defaults, use_cache=False).choices
+    except DashboardError:
+        return
+    for key, value in given.items():
+        allowed = choices.get(key)
+        if allowed is None or value in allowed:
+            continue
+        known = ", ".join(repr(v) for v in allowed[:MAX_SHOWN]) or "none"
+        if len(allowed) > MAX_SHOWN:
+            known += f", ... ({len(allowed)} in all)"
+        raise PluginParamsError(
+            loaded.name, f"--param {key}={value!r} is not in the stored snapshots; known: {known}"
+        )
+
+
 def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     text = frame.to_json(orient="records", date_format="iso", date_unit="ms", default_handler=str)
     records: list[dict[str, Any]] = json.loads(text or "[]")
@@ -154,15 +183,20 @@ def run_analyze(args: argparse.Namespace) -> int:
     params = runner.validate_params(loaded.plugin, coerce_params(type(loaded.plugin).Params, raw))
     store_dir = Path(args.store) if args.store else default_store_dir()
     store = Store(store_dir)
-    if store.latest_snapshot_id() is None:
-        print(f"pulsar-lens: {EMPTY_STORE} (store: {store_dir})", file=sys.stderr)
-        return 1
-    if loaded.engine == "spark" and not args.stored:
-        from cli.spark_job import run_spark_job  # starts a JVM: only when asked for
-
-        if not run_spark_job(loaded, store, params):
+    try:
+        if store.latest_snapshot_id() is None:
+            print(f"pulsar-lens: {EMPTY_STORE} (store: {store_dir})", file=sys.stderr)
             return 1
-    output = runner.run(loaded, store, params, use_cache=False)
+        check_choices(loaded, store, raw)
+        if loaded.engine == "spark" and not args.stored:
+            from cli.spark_job import run_spark_job  # starts a JVM: only when asked for
+
+            if not run_spark_job(loaded, store, params):
+                return 1
+        output = runner.run(loaded, store, params, use_cache=False)
+    except OSError as exc:  # e.g. a file where the store has a folder
+        print(f"pulsar-lens: cannot read the store {store_dir}: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(_json_output(output), indent=2, default=str))
     else:
