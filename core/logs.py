@@ -7,8 +7,7 @@
 Every line reads `time level logger: message`, on stderr, through `core.secrets`'
 `RedactingFilter`. The C++ library inside pulsar-client logs on its own (INFO lines on
 stdout for every connection); `pulsar_client()` routes those lines into Python logging, as
-logger `pulsar.client`, and closes clients still open at exit, before the interpreter shuts
-down, because a client alive then falls back to the library's console logger.
+logger `pulsar.client` (core.clientlog), and closes clients still open at exit.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from core.clientlog import CLIENT_LOGGER, native_logger
 from core.errors import SettingsError
 from core.secrets import RedactingFilter
 
@@ -30,7 +30,6 @@ CLIENT_LEVEL_ENV = "PULSAR_LENS_CLIENT_LOG_LEVEL"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 MSEC_FORMAT = "%s.%03d"  # 2026-01-31 12:00:00.123, as Streamlit writes its own lines
-CLIENT_LOGGER = "pulsar.client"
 
 _open_clients: weakref.WeakSet[Any] = weakref.WeakSet()
 _clients_lock = threading.Lock()
@@ -121,7 +120,8 @@ def client_logger() -> logging.Logger:
 
 
 def pulsar_client(service_url: str, **options: Any) -> Any:
-    """A `pulsar.Client` whose library lines go through `client_logger()`.
+    """A `pulsar.Client` whose library lines go through `client_logger()` (by the pipe of
+    core.clientlog, filtered at that logger's level by the library itself).
 
     `options` are `pulsar.Client`'s keyword arguments; a `logger` given there wins. The
     client is closed at exit if it is still open then.
@@ -129,7 +129,8 @@ def pulsar_client(service_url: str, **options: Any) -> Any:
     import pulsar
 
     global _close_at_exit_registered
-    options.setdefault("logger", client_logger())
+    if "logger" not in options:
+        options["logger"] = native_logger(client_logger().getEffectiveLevel())
     client = pulsar.Client(service_url, **options)
     with _clients_lock:
         _open_clients.add(client)
