@@ -237,10 +237,11 @@ class LensCollector(Collector):
         *,
         scrape: bool = False,
     ) -> list[Metric]:
-        cached = self._cached
-        if scrape and cached is not None and cached[0] != sid and self._refreshing.is_set():
-            return cached[1]  # the refresh thread is building `sid`: answer now, not later
+        if scrape and (ready := self._ready(sid)) is not None:
+            return ready
         with self._lock:  # concurrent scrapes of a new snapshot compute it once
+            if scrape and (ready := self._ready(sid)) is not None:
+                return ready  # built (or being rebuilt) by the refresh thread meanwhile
             if self._cached is None or self._cached[0] != sid:
                 try:
                     families = self._compute(sid, collected_at, index_row)
@@ -249,6 +250,14 @@ class LensCollector(Collector):
                     return []
                 self._cached = (sid, families)
             return self._cached[1]
+
+    def _ready(self, sid: str) -> list[Metric] | None:
+        """What a scrape answers at once: `sid`'s families, or the last built while the
+        refresh thread builds newer ones; None when the scrape must build them itself."""
+        cached = self._cached
+        if cached is not None and (cached[0] == sid or self._refreshing.is_set()):
+            return cached[1]
+        return None
 
     def _compute(
         self, sid: str, collected_at: dt.datetime, index_row: Mapping[str, Any]
