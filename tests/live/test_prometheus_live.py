@@ -3,7 +3,7 @@ hash of a real Pulsar 4.0 broker.
 
 c1 holds keyed messages on a Key_Shared subscription; c2 joins and takes part of the hash
 space, so the broker drains, for c1, the pending hashes that moved; messages sent with those
-keys wait. `pulsar-lens collect --metrics-port` polls every second; a Prometheus server
+keys wait. `pulsar-lens collect --metrics-port` polls every 2 s; a Prometheus server
 (/usr/bin/prometheus, loopback, temporary TSDB) scrapes it every 2 s and evaluates the rule
 file every second. Through Prometheus's own HTTP API the alert must go pending, then firing
 with the cluster, topic and subscription labels; once c1 acknowledges, it must resolve.
@@ -95,17 +95,28 @@ def diagnosis(prom: PrometheusServer, topic: str) -> str:
         for t in prom.api("targets")["activeTargets"]
     ]
     series = prom.query(f'pulsar_lens_stuck_hashes{{topic="{topic}"}}')
-    return f"targets {targets}; series {series}; rule {rule_state(prom)}"
+    return f"targets {targets}; {scrape_health(prom)}; series {series}; rule {rule_state(prom)}"
 
 
-def stop(proc: subprocess.Popen[str]) -> str:
+def scrape_health(prom: PrometheusServer) -> dict[str, float]:
+    """Scrapes so far, how many succeeded, their mean and longest duration (seconds)."""
+    asked = {
+        "scrapes": "count_over_time(up[10m])",
+        "up": "sum_over_time(up[10m])",
+        "mean_s": "avg_over_time(scrape_duration_seconds[10m])",
+        "max_s": "max_over_time(scrape_duration_seconds[10m])",
+    }
+    found = {key: prom.query(expr) for key, expr in asked.items()}
+    return {key: round(float(r[0]["value"][1]), 3) for key, r in found.items() if r}
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGTERM)
     try:
-        output, _ = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
-        output, _ = proc.communicate(timeout=10)
-    return output
+        proc.wait(timeout=10)
 
 
 def test_prometheus_live_stuck_hash_alert_fires_then_resolves(
@@ -114,7 +125,7 @@ def test_prometheus_live_stuck_hash_alert_fires_then_resolves(
     topic = new_topic("prom")
     client = pulsar_client(pulsar)
     proc: subprocess.Popen[str] | None = None
-    output = ""
+    collect_log = tmp_path / "collect.log"
     try:
         c1 = subscribe(client, topic, "c1")  # holds every message until told to ack
         producer = client.create_producer(topic, batching_enabled=False)
@@ -143,11 +154,10 @@ def test_prometheus_live_stuck_hash_alert_fires_then_resolves(
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
         argv = [sys.executable, "-m", "cli.main", "collect", "--admin-url", pulsar.admin_url]
-        argv += ["--store", str(tmp_path / "store"), "--interval", "1s", "--max-polls", "150"]
+        argv += ["--store", str(tmp_path / "store"), "--interval", "2s", "--max-polls", "100"]
         argv += ["--metrics-port", str(port), "--namespace", "public/default"]
-        proc = subprocess.Popen(
-            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        with collect_log.open("w") as sink:
+            proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True)
         rules = rules_with_short_hold(tmp_path)
         began = time.monotonic()
         with PrometheusServer(
@@ -166,9 +176,12 @@ def test_prometheus_live_stuck_hash_alert_fires_then_resolves(
                 return next((a for a in alerts if a["state"] == "firing"), None)
 
             try:
-                alert = wait_until(firing, what=f"{ALERT} firing for {topic}", timeout=60)
+                alert = wait_until(firing, what=f"{ALERT} firing for {topic}", timeout=90)
             except AssertionError as exc:
-                raise AssertionError(f"{exc}; seen {seen}; {diagnosis(prom, topic)}") from None
+                tail = collect_log.read_text()[-1500:]
+                raise AssertionError(
+                    f"{exc}; seen {seen}; {diagnosis(prom, topic)}; collect log: {tail}"
+                ) from None
             log.info("%s firing %.1fs after collect started", ALERT, time.monotonic() - began)
             assert seen[0] == "pending", seen  # held for `for:` before it fired
             labels = alert["labels"]
@@ -183,14 +196,15 @@ def test_prometheus_live_stuck_hash_alert_fires_then_resolves(
             acked = time.monotonic()
             for _ in KEYS:  # c1 acknowledges: the hashes stop draining, the waiters go to c2
                 c1.acknowledge(c1.receive(timeout_millis=10_000))
-            wait_until(
-                lambda: not ours(prom, topic) and rule_state(prom)["state"] == "inactive",
-                what=f"{ALERT} to resolve for {topic}",
-                timeout=60,
-            )
+
+            def resolved() -> bool:  # on a scraped 0, not on a series gone stale
+                stuck = prom.query(f'pulsar_lens_stuck_hashes{{topic="{topic}"}}')
+                zero = [float(s["value"][1]) for s in stuck] == [0.0]
+                return zero and not ours(prom, topic) and rule_state(prom)["state"] == "inactive"
+
+            wait_until(resolved, what=f"{ALERT} to resolve for {topic}", timeout=60)
             log.info("%s resolved %.1fs after c1 acked", ALERT, time.monotonic() - acked)
-            stuck = prom.query(f'pulsar_lens_stuck_hashes{{topic="{topic}"}}')
-            assert [float(s["value"][1]) for s in stuck] == [0.0]
+            log.info("scrapes: %s", scrape_health(prom))
             wait_until(
                 lambda: sub_stats(pulsar, topic)["msgBacklog"] == 0,
                 what="c2 to receive and ack the messages that waited",
@@ -198,6 +212,6 @@ def test_prometheus_live_stuck_hash_alert_fires_then_resolves(
             )
     finally:
         if proc is not None:
-            output = stop(proc)
+            stop(proc)
         client.close()
-    assert proc is not None and proc.returncode == 0, output[-2000:]
+    assert proc is not None and proc.returncode == 0, collect_log.read_text()[-2000:]
