@@ -172,7 +172,7 @@ class LensCollector(Collector):
         self._unloaded: list[str] = []
         self._now = now
         self._lock = threading.Lock()
-        self._cached: tuple[str, list[Metric]] | None = None
+        self._cached: tuple[str, dt.datetime, list[Metric]] | None = None
         self._refreshing = threading.Event()
         self.computations = 0  # how many times the snapshot families were computed
         self._recorder.on_record(self._after_poll)
@@ -237,10 +237,10 @@ class LensCollector(Collector):
         *,
         scrape: bool = False,
     ) -> list[Metric]:
-        if scrape and (ready := self._ready(sid)) is not None:
+        if scrape and (ready := self._ready(sid, collected_at)) is not None:
             return ready
         with self._lock:  # concurrent scrapes of a new snapshot compute it once
-            if scrape and (ready := self._ready(sid)) is not None:
+            if scrape and (ready := self._ready(sid, collected_at)) is not None:
                 return ready  # built (or being rebuilt) by the refresh thread meanwhile
             if self._cached is None or self._cached[0] != sid:
                 try:
@@ -248,15 +248,18 @@ class LensCollector(Collector):
                 except Exception:
                     log.exception("computing /metrics for snapshot %s failed", sid)
                     return []
-                self._cached = (sid, families)
-            return self._cached[1]
+                self._cached = (sid, collected_at, families)
+            return self._cached[2]
 
-    def _ready(self, sid: str) -> list[Metric] | None:
+    def _ready(self, sid: str, collected_at: dt.datetime) -> list[Metric] | None:
         """What a scrape answers at once: `sid`'s families, or the last built while the
-        refresh thread builds newer ones; None when the scrape must build them itself."""
+        refresh thread builds newer ones or when they are newer than `sid`; None when the
+        scrape must build them itself."""
         cached = self._cached
-        if cached is not None and (cached[0] == sid or self._refreshing.is_set()):
-            return cached[1]
+        if cached is None:
+            return None
+        if cached[0] == sid or cached[1] >= collected_at or self._refreshing.is_set():
+            return cached[2]
         return None
 
     def _compute(

@@ -126,3 +126,25 @@ def test_metrics_refresh_without_a_poll_a_new_snapshot_is_built_by_the_scrape() 
     store.items.append(snapshot(10, 8))
     assert gated_backlog(collector) == 8
     assert collector.computations == 2
+
+
+def test_metrics_refresh_the_first_scrape_waits_for_the_refresh_and_builds_nothing() -> None:
+    plugin = Gated()
+    plugin.gate.clear()
+    store = memory_store(snapshot(0, 3))
+    recorder = PollRecorder()
+    collector = LensCollector(store, recorder=recorder, plugins=[plugin], now=lambda: at(1))
+    record_poll(recorder)
+    assert plugin.waiting.wait(timeout=WAIT)  # the refresh holds the lock, nothing is built
+    answered: list[float] = []
+    scraper = threading.Thread(target=lambda: answered.append(gated_backlog(collector)))
+    scraper.start()
+    time.sleep(0.2)
+    assert answered == []  # nothing to answer with yet: it waits
+    store.items.append(snapshot(10, 8))  # the scrape asked for the first; the refresh moves on
+    record_poll(recorder)
+    plugin.gate.set()
+    scraper.join(timeout=WAIT)
+    assert answered in ([3], [8])  # what the refresh built, never rebuilt by the scrape
+    eventually(lambda: collector.computations == 2 and gated_backlog(collector) == 8)
+    assert collector.computations == 2
