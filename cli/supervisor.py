@@ -56,11 +56,12 @@ class Child:
 
     def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
-        for raw in self.process.stdout:
-            line = raw.decode("utf-8", errors="replace").rstrip()
-            self.tail.append(line)
-            if self.echo is not None:
-                print(f"[{self.name}] {line}", file=self.echo, flush=True)
+        with self.process.stdout as output:  # closed at the end, however late that comes
+            for raw in output:
+                line = raw.decode("utf-8", errors="replace").rstrip()
+                self.tail.append(line)
+                if self.echo is not None:
+                    print(f"[{self.name}] {line}", file=self.echo, flush=True)
 
     @property
     def returncode(self) -> int | None:
@@ -85,6 +86,11 @@ class Child:
     def _join_reader(self) -> None:
         if self._reader is not None:
             self._reader.join(timeout=5)
+            if self._reader.is_alive():
+                # A process the child left behind still holds the pipe; closing it here would
+                # wait for that process's next line, perhaps forever. The reader is a daemon.
+                log.warning("%s left a process that still writes to its output", self.name)
+                return
         if self.process is not None and self.process.stdout is not None:
             self.process.stdout.close()
 

@@ -198,7 +198,11 @@ class WorkerProcess:
         self.queue = JobQueue(root)
         self.timeout = timeout
         self.argv = list(
-            argv or [sys.executable, "-m", "plugins.spark.worker", "--store", str(root)]
+            argv
+            or [
+                *(sys.executable, "-m", "plugins.spark.worker", "--store", str(root)),
+                *("--parent", str(os.getpid())),
+            ]
         )
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
@@ -281,11 +285,40 @@ class WorkerProcess:
             self._thread.join(timeout=5)
 
 
+def _stop_when_orphaned(
+    stop: threading.Event, parent: int, every: float = 2.0, grace: float = 20.0
+) -> None:
+    """Stops the worker, and its Spark JVM, once the process that started it is gone.
+
+    The worker runs in a session of its own (so a signal meant for the collector's group does
+    not cut a job short); a collector killed outright would otherwise leave it running.
+    """
+    while True:
+        if os.getppid() != parent:
+            log.warning("the collect process (pid %d) is gone; the job worker stops", parent)
+            stop.set()
+            if not _wait_main_thread(grace):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(os.getpgid(0), signal.SIGKILL)
+            return
+        if stop.wait(every):
+            return
+
+
+def _wait_main_thread(timeout: float) -> bool:
+    main_thread = threading.main_thread()
+    main_thread.join(timeout)
+    return not main_thread.is_alive()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from core.store import Store
 
     parser = argparse.ArgumentParser(prog="python -m plugins.spark.worker")
     parser.add_argument("--store", required=True, help="the snapshot store to serve")
+    parser.add_argument(
+        "--parent", type=int, default=os.getppid(), help="stop when this process is gone"
+    )
     args = parser.parse_args(argv)
     try:
         setup_logging()  # lines read `time level plugins.spark.worker: message`, as everywhere
@@ -298,6 +331,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.warning("%s", failure)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    threading.Thread(
+        target=_stop_when_orphaned, args=(stop, args.parent), name="parent", daemon=True
+    ).start()
     worker = JobWorker(Store(args.store), args.store, list(registry), every=every)
     if not worker.plugins:
         log.info("no Spark plugin is loaded: the job worker has nothing to run")
