@@ -1,10 +1,11 @@
 """A secured local Pulsar's material: token keys, tokens, a CA and certificates, an issuer.
 
-The key pair and the superuser token come from the broker's own token tool
-(`TokensCliUtils` in the pulsar-broker jar), so the broker's tooling is the judge of their
-format; other tokens are signed with PyJWT by the same private key. Certificates are made
-with `cryptography`. `LoopbackIssuer` is an OAuth2 issuer on 127.0.0.1 that grants
-client-credentials tokens signed with that key, so one broker validates both kinds.
+The key pair comes from the broker's own token tool (`TokensCliUtils` in the pulsar-broker
+jar) or is written here in the same format; the tool makes tokens from it, so the broker's
+tooling judges the format; other tokens are signed with PyJWT by the same private key.
+Certificates are made with `cryptography`. `LoopbackIssuer` is an OAuth2 issuer on
+127.0.0.1 that grants client-credentials tokens signed with that key, so one broker validates
+both kinds.
 """
 
 from __future__ import annotations
@@ -70,6 +71,27 @@ class TokenKeys:
             str(keys.private_key),
             "--output-public-key",
             str(keys.public_key),
+        )
+        return keys
+
+    @classmethod
+    def generate(cls, folder: Path) -> TokenKeys:
+        """The same files made here (PKCS#8 and X.509 DER, as the tool writes them), without
+        a JVM: for a test that lets the tool judge them by the token it makes from them."""
+        folder.mkdir(parents=True, exist_ok=True)
+        keys = cls(folder / "token-private.key", folder / "token-public.key")
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        keys.private_key.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.DER,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        keys.public_key.write_bytes(
+            key.public_key().public_bytes(
+                serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
         )
         return keys
 
