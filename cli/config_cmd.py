@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from cli.arguments import bounded_float
 from cli.collect_cmd import add_config_arg
 from core.config import (
     CLUSTER_ENV,
@@ -46,7 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check.add_argument("--json", action="store_true", help="print one JSON document")
     check.add_argument(
         "--timeout",
-        type=float,
+        type=bounded_float("--timeout", 0.0, 300.0),
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help=f"per admin call ({DEFAULT_TIMEOUT:g})",

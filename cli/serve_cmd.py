@@ -17,6 +17,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from cli.arguments import bounded_int
 from cli.collect_cmd import add_config_arg, duration_arg, require_admin_url
 from cli.dashboard_access import ACCESS_VARS, streamlit_args
 from cli.metrics_endpoint import add_metrics_port, metrics_port, metrics_url
@@ -28,6 +29,7 @@ from exporter.collector import SERVE_PORT
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"
 DEFAULT_PORT = 8501
+MAX_BROKERS = 8  # brokers of a local demo cluster: about 0.8 GiB each beside ZooKeeper and a bookie
 DEMO_INTERVAL = dt.timedelta(seconds=5)
 READY_TIMEOUT = 90.0
 SECRET_VARS = (
@@ -61,7 +63,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     d.add_argument(
         "--brokers",
-        type=int,
+        type=bounded_int("--brokers", 1, MAX_BROKERS),
         default=1,
         metavar="N",
         help="run a real N-broker cluster instead of a standalone; unloads then move bundles "
@@ -78,7 +80,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="DIR", help="store folder (default PULSAR_LENS_STORE)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="dashboard port (8501)")
+    p.add_argument(
+        "--port",
+        type=bounded_int("--port", 1, 65535),
+        default=DEFAULT_PORT,
+        help="dashboard port (8501)",
+    )
     p.add_argument(
         "--address",
         default=None,
@@ -287,9 +294,6 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
 
     # The History pages are Spark jobs: in a demo, a new round every 2 minutes shows them move.
     os.environ.setdefault("PULSAR_LENS_SPARK_EVERY", "2m")
-    if args.brokers < 1:
-        print("pulsar-lens demo: --brokers must be 1 or more", file=sys.stderr)
-        return 2
     pulsar: LocalPulsar | LocalPulsarCluster
     brokers: tuple[str, ...] = ()
     probes: tuple[str, ...] = ()

@@ -208,8 +208,8 @@ class ClusterSettings(_Table):
     def _check_oauth2(cls, value: OAuth2Settings) -> OAuth2Settings:
         if value.configured and value.private_key is None:
             raise ValueError(
-                "needs private_key, the credentials file (issuer_url defaults to the one "
-                "in that file; audience and scope are optional)"
+                "needs private_key (PULSAR_LENS_OAUTH2_PRIVATE_KEY), the credentials file "
+                "(issuer_url defaults to the one in that file; audience and scope are optional)"
             )
         return value
 

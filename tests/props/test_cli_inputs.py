@@ -102,7 +102,7 @@ NUMERIC = (
     Numeric(("demo",), "--interval", 3650 * DAY, parse_only=True),
     Numeric(("demo",), "--metrics-port", 65535, parse_only=True),
     Numeric(("demo",), "--unload-every", 3650 * DAY, parse_only=True),
-    Numeric(("demo",), "--brokers", 16, parse_only=True),
+    Numeric(("demo",), "--brokers", 8, parse_only=True),
     Numeric(DRILL, "--rate", 1000.0),
     Numeric(DRILL, "--timeout", 86_400.0),
     Numeric(("config", "check"), "--timeout", 300.0),

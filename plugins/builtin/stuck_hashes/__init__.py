@@ -113,7 +113,10 @@ class StuckHashes(AnalysisPlugin):
     class Params(BaseModel):
         polls: int = Field(3, ge=2, le=60, description="Polls without progress before 'stuck'")
         seconds: float = Field(
-            120.0, gt=0, description="Seconds without progress before 'stuck' (either suffices)"
+            120.0,
+            gt=0,
+            le=7 * 86400,
+            description="Seconds without progress before 'stuck' (either suffices)",
         )
 
     def analyze(self, data: Inputs, params: Params) -> Result:

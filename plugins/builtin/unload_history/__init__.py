@@ -69,7 +69,10 @@ class UnloadHistory(AnalysisPlugin):
 
     class Params(BaseModel):
         slow_ms: float = Field(
-            SLOW_MS, gt=0, description="A probe publish slower than this is part of an outage"
+            SLOW_MS,
+            gt=0,
+            le=60_000,
+            description="A probe publish slower than this (ms) is part of an outage",
         )
         top: int = Field(TOP, ge=1, le=500, description="Outages in the worst list")
 

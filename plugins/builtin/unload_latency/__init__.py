@@ -88,7 +88,10 @@ class UnloadLatency(AnalysisPlugin):
     class Params(BaseModel):
         namespace: str = Field("", description="Only this namespace (tenant/ns); empty for all")
         slow_ms: float = Field(
-            SLOW_MS, gt=0, description="A probe publish slower than this is part of an outage"
+            SLOW_MS,
+            gt=0,
+            le=60_000,
+            description="A probe publish slower than this (ms) is part of an outage",
         )
 
     def analyze(self, data: Inputs, params: Params) -> Result:
