@@ -1,0 +1,250 @@
+"""buildah as the tests drive it: vfs storage, chroot isolation, host network.
+
+Builds the Dockerfile (both variants), reads an image's config, runs its command in a container
+whose processes can be found on the host, and scans an exported image for a string.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tarfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILDAH = ("buildah", "--storage-driver", "vfs")
+RUN_FLAGS = ("--isolation", "chroot", "--network", "host")
+# on the containers' processes, so the host can find them in /proc (not a PULSAR_* setting)
+TAG_VAR = "LENS_IMAGE_TEST_CONTAINER"
+
+
+def buildah(*args: str, timeout: float = 600, env: Mapping[str, str] | None = None) -> str:
+    """Run one buildah command; its stdout, or AssertionError with its stderr."""
+    done = subprocess.run(
+        [*BUILDAH, *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+    assert done.returncode == 0, f"buildah {' '.join(args[:3])} failed: {done.stderr[-3000:]}"
+    return done.stdout
+
+
+def base_image() -> str:
+    """The stand-in for python:3.11-slim (made or reimported by scripts/base-image.sh)."""
+    env = {k: v for k, v in os.environ.items() if k != "BASE_IMAGE"}
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "base-image.sh")],
+        capture_output=True, text=True, timeout=900, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, f"scripts/base-image.sh failed: {done.stderr[-3000:]}"
+    return done.stdout.strip().splitlines()[-1]
+
+
+@dataclass(frozen=True)
+class Built:
+    name: str
+    id: str
+    seconds: float
+    log: Path
+
+
+def image_id(name: str) -> str | None:
+    done = subprocess.run(
+        [*BUILDAH, "inspect", "--type", "image", "--format", "{{.FromImageID}}", name],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def build(
+    name: str, *, base: str, spark: bool, log: Path, env: Mapping[str, str] | None = None
+) -> Built:
+    """`buildah build` of the Dockerfile with its layer cache; a replaced image and the layers
+    only it used are removed, so repeated runs do not fill the disk (vfs copies every layer)."""
+    before = image_id(name)
+    argv = [
+        *BUILDAH, "build", *RUN_FLAGS, "--layers", "--format", "docker", "--pull=never",
+        "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"WITH_SPARK={int(spark)}",
+        "--tag", name, str(ROOT),
+    ]  # fmt: skip
+    started = time.monotonic()
+    with log.open("wb") as out:
+        done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=2400, env=env)
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, log.read_text(errors="replace")[-4000:]
+    after = image_id(name)
+    assert after, f"{name} is not in storage after its build"
+    if before and before != after:
+        subprocess.run([*BUILDAH, "rmi", before], capture_output=True, timeout=300)
+        subprocess.run([*BUILDAH, "rmi", "--prune"], capture_output=True, timeout=600)
+    return Built(name, after, seconds, log)
+
+
+def inspect(name: str) -> dict[str, object]:
+    """`buildah inspect` of an image, as JSON."""
+    result: dict[str, object] = json.loads(buildah("inspect", "--type", "image", name))
+    return result
+
+
+def docker_config(name: str) -> dict[str, object]:
+    """The image's Docker config: Env, Cmd, User, Healthcheck, ExposedPorts, Volumes."""
+    docker = inspect(name)["Docker"]
+    assert isinstance(docker, dict)
+    config: dict[str, object] = docker["config"]
+    return config
+
+
+def image_env(name: str) -> dict[str, str]:
+    env = docker_config(name).get("Env") or []
+    assert isinstance(env, list)
+    return dict(str(pair).split("=", 1) for pair in env)
+
+
+def size_bytes(name: str) -> int:
+    (entry,) = json.loads(buildah("images", "--json", name))
+    return int(entry["size"])
+
+
+def container_pids(tag: str) -> list[int]:
+    """Host pids of the processes started with TAG_VAR=tag in their environment."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with suppress(OSError):
+            if needle in (proc / "environ").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+    return pids
+
+
+def parent(pid: int) -> int | None:
+    with suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("PPid:"):
+                return int(line.split()[1])
+    return None
+
+
+def uids(pid: int) -> list[int]:
+    """Real, effective, saved and filesystem uid of a host process."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return [int(x) for x in line.split()[1:]]
+    raise AssertionError(f"no Uid line for pid {pid}")
+
+
+@dataclass
+class Container:
+    name: str
+    tag: str
+    root: Path
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def run(self, argv: Sequence[str], *, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """One command in this container (as the image's user), waited for."""
+        return subprocess.run(
+            [*BUILDAH, "run", *RUN_FLAGS, self.name, "--", *argv],
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+
+    def start(
+        self, argv: Sequence[str], *, env: Mapping[str, str], volumes: Mapping[Path, str]
+    ) -> None:
+        """The image's command, in the background, its output in `log`."""
+        flags = [f"--env={k}={v}" for k, v in {**env, TAG_VAR: self.tag}.items()]
+        flags += [f"--volume={host}:{inside}" for host, inside in volumes.items()]
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [*BUILDAH, "run", *RUN_FLAGS, *flags, self.name, "--", *argv],
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+    def stop(self, *, timeout: float = 60) -> int | None:
+        """SIGTERM to the command's processes (the supervisor first), then SIGKILL to any left;
+        the command's exit status, or None if it had to be killed."""
+        if self.proc is None:
+            return None
+        pids = container_pids(self.tag)
+        for pid in pids:
+            if parent(pid) not in pids:  # the command itself; it stops its children
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        try:
+            code: int | None = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        for pid in container_pids(self.tag):
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        return code
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def container(image: str, log: Path) -> Iterator[Container]:
+    """A working container of `image`, its root mounted on the host; always removed after."""
+    tag = f"lens-test-{uuid.uuid4().hex[:12]}"
+    name = buildah("from", "--pull=never", "--name", tag, image).strip()
+    try:
+        root = Path(buildah("mount", name).strip())
+        box = Container(name=name, tag=tag, root=root, log=log)
+        try:
+            yield box
+        finally:
+            box.stop()
+    finally:
+        subprocess.run([*BUILDAH, "umount", name], capture_output=True, timeout=120)
+        subprocess.run([*BUILDAH, "rm", name], capture_output=True, timeout=300)
+
+
+def push_archive(name: str, path: Path) -> Path:
+    """The image as a docker-archive tarball (every layer an uncompressed tar)."""
+    buildah("push", "--quiet", name, f"docker-archive:{path}:{name}", timeout=900)
+    return path
+
+
+def archive_hits(path: Path, needles: Sequence[bytes]) -> dict[bytes, list[str]]:
+    """For each needle, the members of the archive (and, inside layer tars, the files) that
+    hold it; read in chunks that overlap by the longest needle."""
+    hits: dict[bytes, list[str]] = {n: [] for n in needles}
+    with tarfile.open(path) as outer:
+        for member in outer:
+            if not member.isfile():
+                continue
+            stream = outer.extractfile(member)
+            assert stream is not None
+            if member.name.endswith(".tar"):
+                with tarfile.open(fileobj=stream, mode="r|") as layer:
+                    for entry in layer:
+                        if entry.isfile():
+                            inner = layer.extractfile(entry)
+                            assert inner is not None
+                            where = f"{member.name}:{entry.name}"
+                            _scan(inner.read, needles, where, hits)
+            else:
+                _scan(stream.read, needles, member.name, hits)
+    return hits
+
+
+def _scan(read: object, needles: Sequence[bytes], where: str, hits: dict[bytes, list[str]]) -> None:
+    assert callable(read)
+    keep = max(len(n) for n in needles)
+    tail = b""
+    while chunk := read(1 << 20):
+        window = tail + chunk
+        for needle in needles:
+            if needle in window and where not in hits[needle]:
+                hits[needle].append(where)
+        tail = window[-keep:]
