@@ -13,7 +13,13 @@ import datetime as dt
 import sys
 import threading
 
-from cli.collect_cmd import Analyses, HeartbeatPrinter, SourceFactory, poll_timing, stop_on_sigterm
+from cli.collect_parts import (
+    Analyses,
+    HeartbeatPrinter,
+    SourceFactory,
+    poll_timing,
+    stop_on_sigterm,
+)
 from cli.metrics_endpoint import MetricsEndpoint
 from collectors.loop import LoopGroup, PollLoop
 from core.mutations import mutations_allowed

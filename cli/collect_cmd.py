@@ -15,20 +15,22 @@ import argparse
 import dataclasses
 import datetime as dt
 import os
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from types import FrameType
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from cli.collect_parts import (
+    Analyses,
+    HeartbeatPrinter,
+    Source,
+    SourceFactory,
+    poll_timing,
+    stop_on_sigterm,
+)
 from cli.key_sampling import add_sampling_args, sampling_hooks
 from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from cli.probing import add_probe_args, drill_service, probe_hooks
-from collectors.loop import DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
-from core.clusterview import ClusterView
+from collectors.loop import PollLoop
 from core.config import ClusterSettings
 from core.model import Snapshot
 from core.secrets import display_url
@@ -38,33 +40,10 @@ from core.settings import (
     admin_url_problem,
     format_duration,
     parse_duration,
-    retention_problem,
 )
 from core.store import Store
-from plugins.precompute import ResultsWorker, compute_results, requirements_first, store_run
-from plugins.registry import PLUGIN_DIRS_ENV, discover
-from plugins.results import ResultStore
+from plugins.registry import PLUGIN_DIRS_ENV
 from plugins.spark.session import MASTER_ENV
-from plugins.spark.worker import (
-    DEFAULT_TIMEOUT,
-    JOBS_ENV,
-    TIMEOUT_ENV,
-    WorkerProcess,
-    seconds_from_env,
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """Where snapshots come from: a poll function, its diff, and how to let go of it."""
-
-    poll: PollFn
-    diff: DiffFn | None = None
-    close: Callable[[], None] = lambda: None
-
-
-SourceFactory = Callable[..., Source]
-"""`factory(admin_url, namespaces)`; with a settings file also `cluster=` and `settings=`."""
 
 
 def admin_source(
@@ -168,19 +147,6 @@ def add_config_arg(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="settings file, TOML (default PULSAR_LENS_CONFIG; the environment wins over it)",
     )
-
-
-class HeartbeatPrinter:
-    """Prints each heartbeat line to stdout and remembers the last one (of each cluster)."""
-
-    def __init__(self) -> None:
-        self.last: Heartbeat | None = None
-        self.last_of: dict[str | None, Heartbeat] = {}
-
-    def __call__(self, beat: Heartbeat) -> None:
-        self.last = beat
-        self.last_of[beat.cluster] = beat
-        print(beat.line(), flush=True)
 
 
 def require_admin_url(command: str, given: str | None, settings: Settings) -> str | None:
@@ -293,99 +259,3 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
-
-
-def poll_timing(
-    args: argparse.Namespace, settings: Settings
-) -> tuple[dt.timedelta, dt.timedelta] | None:
-    """The poll interval and retention (flags over settings); None after saying what is wrong."""
-    interval = args.interval or settings.poll_interval
-    retention = args.retention or settings.retention
-    problem = retention_problem(retention, interval)
-    if problem:
-        print(
-            f"pulsar-lens collect: --retention {problem}, got {format_duration(retention)}: "
-            "a shorter one deletes snapshots as they are written",
-            file=sys.stderr,
-        )
-        return None
-    return interval, retention
-
-
-def compute_per_cluster(
-    store: Store, plugins: Sequence[Any], results: ResultStore, clusters: Sequence[str]
-) -> None:
-    """Every light plugin on each cluster's own newest snapshots, then prune the results of
-    snapshots retention removed (over the whole store: every cluster's are live)."""
-    light = [p for p in requirements_first(plugins) if p.engine != "spark"]
-    for cluster in clusters:
-        view = ClusterView(store, cluster)
-        for plugin in light:
-            store_run(view, plugin, results)
-    results.prune({str(s) for s in store.snapshots()["snapshot_id"]})
-
-
-class Analyses:
-    """Runs every loaded light plugin on each new snapshot, off the polling thread, and stores
-    it; the Spark plugins run as jobs in a job worker process (`plugins.spark.worker`), when
-    `spark_jobs` and PULSAR_LENS_SPARK_JOBS is not 0. Given `clusters`, each cluster's
-    snapshots are analysed on their own."""
-
-    def __init__(
-        self, store: Store, *, spark_jobs: bool = True, clusters: Sequence[str] = ()
-    ) -> None:
-        registry = discover()
-        for failure in registry.failures:
-            print(f"pulsar-lens collect: {failure}", file=sys.stderr, flush=True)
-        results = ResultStore(store.root)
-        plugins = list(registry)
-        if clusters:
-            self._worker = ResultsWorker(
-                lambda: compute_per_cluster(store, plugins, results, clusters)
-            )
-        else:
-            self._worker = ResultsWorker(lambda: compute_results(store, plugins, results=results))
-        self._jobs: WorkerProcess | None = None
-        spark = [p.name for p in plugins if p.engine == "spark"]
-        if spark and spark_jobs and os.environ.get(JOBS_ENV, "1") != "0":
-            timeout = seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT)
-            self._jobs = WorkerProcess(store.root, timeout=timeout).start()
-            print(
-                f"pulsar-lens collect: Spark analyses ({', '.join(spark)}) run as jobs in a "
-                "job worker process",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def after(self, on_heartbeat: Callable[[Heartbeat], None]) -> Callable[[Heartbeat], None]:
-        def both(beat: Heartbeat) -> None:
-            on_heartbeat(beat)
-            if beat.snapshot_id is not None:
-                self._worker.submit()
-
-        return both
-
-    def finish(self) -> None:
-        self._worker.drain()
-
-    def close(self) -> None:
-        self._worker.stop()
-        if self._jobs is not None:
-            self._jobs.close()
-
-
-@contextmanager
-def stop_on_sigterm(loop: PollLoop | LoopGroup) -> Iterator[None]:
-    """Let `docker stop` (SIGTERM) end the loop between polls, like Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handle(signum: int, frame: FrameType | None) -> None:
-        loop.stop()
-
-    previous = signal.signal(signal.SIGTERM, handle)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

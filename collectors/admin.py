@@ -25,7 +25,6 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,10 +32,11 @@ import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
+from collectors.credentials import read_token_file
 from collectors.oauth2 import ClientCredentialsFlow, flow_from_env, jwt_claims, token_expired_at
 from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
 from core.secrets import Secret, clean, display_url, split_credentials
-from core.settings import admin_url_problem
+from core.values import admin_url_problem
 
 log = logging.getLogger(__name__)
 
@@ -133,25 +133,6 @@ def _max_response(text: str | None) -> int:
             f"PULSAR_LENS_MAX_RESPONSE must be a whole number of MiB from 1 to 4096, got {text!r}"
         )
     return mib * 1024 * 1024
-
-
-def read_token_file(path: str | os.PathLike[str]) -> str:
-    """The token stored in `path`, stripped; a clear error (never the content) if unreadable."""
-    try:
-        token = Path(path).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise CollectorError(
-            f"cannot read the admin token file {os.fspath(path)!r}: {exc.strerror}; "
-            "fix PULSAR_ADMIN_TOKEN_FILE"
-        ) from None
-    except UnicodeDecodeError:
-        raise CollectorError(
-            f"the admin token file {os.fspath(path)!r} is not UTF-8 text (a binary file?); "
-            "it must hold the token itself, e.g. the output of `pulsar tokens create`"
-        ) from None
-    if not token:
-        raise CollectorError(f"the admin token file {os.fspath(path)!r} is empty")
-    return token
 
 
 class AdminClient:

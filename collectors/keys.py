@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from collectors.admin import read_token_file
+from collectors.credentials import read_token_file
 from collectors.oauth2 import client_options_from_env
 from core.hashing import resolve_sticky_key, sticky_key_hash
 from core.logs import pulsar_client

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from core.digest import format_timestamp
 from core.model import POLLED_TABLES, EndpointError, EventRecord, Snapshot
-from core.settings import DEFAULT_RETENTION
 from core.store import Store
+from core.values import DEFAULT_RETENTION
 
 log = logging.getLogger(__name__)
 

@@ -295,7 +295,7 @@ def client_auth_from_env(env: Mapping[str, str] | None = None) -> Any:
             return pulsar.AuthenticationToken(Secret(value).reveal())
     token_file = (env.get("PULSAR_ADMIN_TOKEN_FILE") or "").strip()
     if token_file:
-        from collectors.admin import read_token_file
+        from collectors.credentials import read_token_file
 
         return pulsar.AuthenticationToken(Secret(read_token_file(token_file)).reveal())
     ref = (env.get("PULSAR_LENS_OAUTH2_PRIVATE_KEY") or "").strip()

@@ -25,7 +25,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from core.secrets import Secret, display_url
-from core.settings import (
+from core.values import (
     DEFAULT_DETAIL_BUDGET,
     DEFAULT_POLL_DEADLINE,
     DEFAULT_POLL_INTERVAL,

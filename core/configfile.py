@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from core.config import CLUSTER_ENV, CLUSTER_KEYS, CONFIG_ENV, GLOBAL_ENV, LensConfig
 from core.errors import SettingsError
-from core.settings import DEFAULT_RETENTION
+from core.values import DEFAULT_RETENTION
 
 
 @dataclass(frozen=True, slots=True)

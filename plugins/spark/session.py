@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.errors import SettingsError
-from core.settings import DEFAULT_SPARK_MASTER
+from core.values import DEFAULT_SPARK_MASTER
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
