@@ -251,11 +251,13 @@ def run(args: argparse.Namespace) -> int:
     if loop.last_success is None:
         problems = printer.last.problems if printer.last else ()
         cause = f" ({problems[0]})" if problems else ""
-        print(
-            f"pulsar-lens collect: could not reach the admin API at {display_url(admin_url)}"
-            f"{cause}; "
-            "check the URL and that the broker is up",
-            file=sys.stderr,
-        )
+        shown = display_url(admin_url)
+        marks = ("returned 401", "returned 403", "(HTTP 401)", "(HTTP 403)")
+        if problems and any(mark in problems[0] for mark in marks):
+            line = f"the admin API at {shown} refused the credentials{cause}"
+        else:
+            line = f"could not reach the admin API at {shown}{cause}; check the URL and that "
+            line += "the broker is up"
+        print(f"pulsar-lens collect: {line}", file=sys.stderr)
         return 1
     return 0

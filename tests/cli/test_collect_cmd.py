@@ -13,7 +13,7 @@ import pytest
 
 from cli.collect_cmd import Source
 from cli.main import build_parser, main
-from core.model import Snapshot
+from core.model import EndpointError, Snapshot
 from core.store import Store
 from lab.localpulsar import free_port
 from tests.core.snapshots import make_snapshot, unreachable_snapshot
@@ -80,6 +80,26 @@ def test_collect_once_unreachable_exits_1_and_stores_nothing(
         "(GET /admin/v2/clusters: connection refused)" in captured.err
     )
     assert Store(tmp_path).latest_snapshot_id() is None
+
+
+def test_collect_once_refused_credentials_say_so_not_unreachable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refused = EndpointError(
+        endpoint="GET /admin/v2/clusters",
+        status=401,
+        message="returned 401: the token was refused; check PULSAR_ADMIN_TOKEN",
+    )
+    source = FakeSource(
+        lambda at: Snapshot(cluster="standalone", collected_at=at, errors=(refused,), requests=1)
+    )
+    args = parse(
+        "--once", "--admin-url", "http://broker:8080", "--store", str(tmp_path), source=source
+    )
+    assert args.func(args) == 1
+    err = capsys.readouterr().err
+    assert "the admin API at http://broker:8080 refused the credentials" in err
+    assert "could not reach" not in err and "broker is up" not in err
 
 
 def test_collect_reads_the_admin_url_and_store_from_the_environment(
