@@ -105,9 +105,14 @@ def image_env(name: str) -> dict[str, str]:
     return dict(str(pair).split("=", 1) for pair in env)
 
 
+UNITS = {"B": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9}
+
+
 def size_bytes(name: str) -> int:
+    """The image's uncompressed size as buildah reports it ("920 MB": 3 significant digits)."""
     (entry,) = json.loads(buildah("images", "--json", name))
-    return int(entry["size"])
+    number, unit = str(entry["size"]).split()
+    return round(float(number) * UNITS[unit])
 
 
 def container_pids(tag: str) -> list[int]:
