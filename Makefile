@@ -13,6 +13,15 @@ demo: install ## README command 1: real local Pulsar + demo workloads + dashboar
 test: ## README command 2: every test tier, live broker included
 	scripts/test.sh
 
+test-spark: install ## only the Spark tier (local[2], a standalone master and Spark Connect)
+	.venv/bin/python -m pytest tests/spark
+
+image: ## the container image: docker when an engine runs, else buildah on a Debian stand-in base
+	@if docker info >/dev/null 2>&1; then docker build -t pulsar-lens .; \
+	else base=$$(scripts/base-image.sh | tail -1) && \
+	  buildah --storage-driver vfs build --isolation chroot --network host --layers \
+	    --format docker --build-arg BASE_IMAGE=$$base -t localhost/pulsar-lens .; fi
+
 lint: install ## ruff lint + format check
 	$(VENV)/ruff check . && $(VENV)/ruff format --check .
 
@@ -29,4 +38,4 @@ bench: install ## every benchmark (each prints ratios against a baseline run sid
 serve: install ## dashboard + polling loop against PULSAR_ADMIN_URL
 	$(VENV)/pulsar-lens serve
 
-.PHONY: help install demo test lint fix typecheck bench serve
+.PHONY: help install demo test test-spark image lint fix typecheck bench serve
