@@ -4,12 +4,34 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from core import secrets
 from lab.localpulsar import LocalPulsar
 from tests.brokers import BrokerPool
+
+IMAGE_TESTS = Path(__file__).parent / "deploy" / "test_image.py"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The container image tests run last, and their builds start now in the background: a
+    cold build takes most of a quarter of an hour, which the rest of the run then covers."""
+    image = [item for item in items if item.path == IMAGE_TESTS]
+    if image:
+        items[:] = [item for item in items if item.path != IMAGE_TESTS] + image
+        if config.option.collectonly:
+            return
+        from tests.deploy.image import start_prebuild
+
+        start_prebuild(config.rootpath / "artifacts")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from tests.deploy.image import stop_prebuild
+
+    stop_prebuild()
 
 
 @pytest.fixture(autouse=True)

@@ -6,14 +6,17 @@ whose processes can be found on the host, and scans an exported image for a stri
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import tarfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,12 +40,44 @@ def buildah(*args: str, timeout: float = 600, env: Mapping[str, str] | None = No
 def base_image() -> str:
     """The stand-in for python:3.11-slim (made or reimported by scripts/base-image.sh)."""
     env = {k: v for k, v in os.environ.items() if k != "BASE_IMAGE"}
-    done = subprocess.run(
-        [str(ROOT / "scripts" / "base-image.sh")],
-        capture_output=True, text=True, timeout=900, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, f"scripts/base-image.sh failed: {done.stderr[-3000:]}"
-    return done.stdout.strip().splitlines()[-1]
+    code, out, err = _tracked([str(ROOT / "scripts" / "base-image.sh")], timeout=900, env=env)
+    assert code == 0, f"scripts/base-image.sh failed: {err[-3000:]}"
+    return out.strip().splitlines()[-1]
+
+
+_running: set[subprocess.Popen[bytes]] = set()
+_running_lock = threading.Lock()
+
+
+def _tracked(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
+) -> tuple[int, str, str]:
+    """Run `argv` (output to `log`, else captured) where `stop_prebuild` can kill it."""
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(log.open("wb")) if log else subprocess.PIPE
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT if log else subprocess.PIPE, env=env
+        )
+        with _running_lock:
+            _running.add(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        finally:
+            with _running_lock:
+                _running.discard(proc)
+    return proc.returncode, _text(stdout), _text(stderr)
+
+
+def _text(raw: bytes | None) -> str:
+    return (raw or b"").decode(errors="replace")
 
 
 @dataclass(frozen=True)
@@ -73,10 +108,9 @@ def build(
         "--tag", name, str(ROOT),
     ]  # fmt: skip
     started = time.monotonic()
-    with log.open("wb") as out:
-        done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=2400, env=env)
+    code, _, _ = _tracked(argv, timeout=2400, env=env, log=log)
     seconds = time.monotonic() - started
-    assert done.returncode == 0, log.read_text(errors="replace")[-4000:]
+    assert code == 0, log.read_text(errors="replace")[-4000:]
     after = image_id(name)
     assert after, f"{name} is not in storage after its build"
     if before and before != after:
@@ -253,3 +287,54 @@ def _scan(read: object, needles: Sequence[bytes], where: str, hits: dict[bytes, 
             if needle in window and where not in hits[needle]:
                 hits[needle].append(where)
         tail = window[-keep:]
+
+
+IMAGE = "localhost/pulsar-lens:test"
+SPARK_IMAGE = "localhost/pulsar-lens:test-spark"
+BUILD_MARKER = f"build-env-marker-{uuid.uuid4().hex}"
+
+
+@dataclass
+class Prebuild:
+    """The stand-in base and both variants, built one after the other in the background from
+    the start of the test run (the image tests run last), so that a cold build (about 13
+    minutes here, mostly downloads and vfs copies) overlaps the rest of the run."""
+
+    base: Future[str]
+    default: Future[Built]
+    spark: Future[Built]
+    executor: ThreadPoolExecutor
+
+
+_prebuild: Prebuild | None = None
+
+
+def start_prebuild(log_dir: Path) -> Prebuild:
+    """Start (once) the builds; the build's environment holds a token, as a developer's shell
+    might, which the tests then look for in the image."""
+    global _prebuild
+    if _prebuild is None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PULSAR_ADMIN_TOKEN": BUILD_MARKER}
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="image-build")
+        base = pool.submit(base_image)
+
+        def variant(name: str, spark: bool) -> Built:
+            log = log_dir / f"image-build-{'spark' if spark else 'default'}.log"
+            return build(name, base=base.result(), spark=spark, log=log, env=env)
+
+        default = pool.submit(variant, IMAGE, False)
+        spark = pool.submit(variant, SPARK_IMAGE, True)
+        _prebuild = Prebuild(base, default, spark, pool)
+    return _prebuild
+
+
+def stop_prebuild() -> None:
+    """Cancel what has not started and kill what runs (the run is over)."""
+    if _prebuild is None:
+        return
+    _prebuild.executor.shutdown(wait=False, cancel_futures=True)
+    with _running_lock:
+        for proc in _running:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()

@@ -24,12 +24,13 @@ import requests
 
 from lab.localpulsar import LocalPulsar, free_port
 from tests.deploy.image import (
+    BUILD_MARKER,
+    IMAGE,
     ROOT,
     Built,
     Container,
+    Prebuild,
     archive_hits,
-    base_image,
-    build,
     container,
     container_pids,
     docker_config,
@@ -37,39 +38,36 @@ from tests.deploy.image import (
     inspect,
     push_archive,
     size_bytes,
+    start_prebuild,
     uids,
 )
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(3600)]
 
-IMAGE = "localhost/pulsar-lens:test"
-SPARK_IMAGE = "localhost/pulsar-lens:test-spark"
-BUILD_MARKER = f"build-env-marker-{uuid.uuid4().hex}"
 RUN_MARKER = f"run-token-marker-{uuid.uuid4().hex}"
 LENS_UID = 10001
 READY_TIMEOUT = 240
+BUILD_TIMEOUT = 2700  # a cold base and two variants, behind the rest of the run
 
 
 @pytest.fixture(scope="session")
-def base() -> str:
-    return base_image()
-
-
-def build_env() -> dict[str, str]:
-    """The build's environment holds a token, as a developer's shell might."""
-    return {**os.environ, "PULSAR_ADMIN_TOKEN": BUILD_MARKER}
+def prebuild() -> Prebuild:
+    return start_prebuild(ROOT / "artifacts")
 
 
 @pytest.fixture(scope="session")
-def image(base: str, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    log = tmp_path_factory.mktemp("build") / "default.log"
-    return build(IMAGE, base=base, spark=False, log=log, env=build_env())
+def base(prebuild: Prebuild) -> str:
+    return prebuild.base.result(timeout=BUILD_TIMEOUT)
 
 
 @pytest.fixture(scope="session")
-def spark_image(base: str, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    log = tmp_path_factory.mktemp("build") / "spark.log"
-    return build(SPARK_IMAGE, base=base, spark=True, log=log, env=build_env())
+def image(prebuild: Prebuild) -> Built:
+    return prebuild.default.result(timeout=BUILD_TIMEOUT)
+
+
+@pytest.fixture(scope="session")
+def spark_image(prebuild: Prebuild) -> Built:
+    return prebuild.spark.result(timeout=BUILD_TIMEOUT)
 
 
 @dataclass
