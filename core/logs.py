@@ -37,7 +37,25 @@ _close_at_exit_registered = False
 
 
 class _LensHandler(logging.StreamHandler[TextIO]):
-    """The one handler `setup_logging` installs on the root logger (found again by type)."""
+    """The one handler `setup_logging` installs on the root logger (found again by type).
+
+    Without a stream of its own it writes to whatever `sys.stderr` is when a record comes (as
+    logging's last-resort handler does), not to the one of the moment it was made, which a
+    host such as pytest may have closed since.
+    """
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__(stream or sys.stderr)
+        self._follow_stderr = stream is None
+
+    def setStream(self, stream: TextIO) -> TextIO | None:
+        self._follow_stderr = False
+        return super().setStream(stream)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._follow_stderr:
+            self.stream = sys.stderr
+        super().emit(record)
 
 
 def parse_level(text: str, *, name: str = LEVEL_ENV) -> int:
@@ -88,7 +106,7 @@ def setup_logging(
         return root.getEffectiveLevel()
     ours = [h for h in root.handlers if isinstance(h, _LensHandler)]
     if not ours:
-        root.addHandler(_LensHandler(stream or sys.stderr))
+        root.addHandler(_LensHandler(stream))
     elif stream is not None:
         ours[0].setStream(stream)
     root.setLevel(chosen)

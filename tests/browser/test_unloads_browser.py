@@ -57,6 +57,7 @@ def test_browser_bundles_page_overlays_the_unload_on_live_probe_latency(
     expect(events).to_contain_text(re.compile(r"Unload events\s*[1-9]"), timeout=TIMEOUT_MS)
     lost = page.get_by_test_id("stMetric").filter(has_text="Probe messages lost")
     expect(lost).to_contain_text(re.compile(r"Probe messages lost\s*0$"))
-    assert page.locator(".vega-embed canvas, .vega-embed svg").count() >= 3
+    charts = page.locator(".vega-embed canvas, .vega-embed svg")
+    expect(charts.nth(2)).to_be_attached(timeout=TIMEOUT_MS)  # charts draw after the text
     assert_healthy(page)
     screenshot(page, "bundles-live-unload")

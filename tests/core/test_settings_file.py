@@ -237,7 +237,8 @@ def test_key_lines_follow_tables_and_dotted_keys() -> None:
         ),
         (
             '[[clusters]]\nadmin_url = "http://h:1"\n[clusters.oauth2]\naudience = "a"\n',
-            "lens.toml line 3, clusters[0].oauth2: needs private_key (PULSAR_LENS_OAUTH2_PRIVATE_KEY)",
+            "lens.toml line 3, clusters[0].oauth2: needs private_key "
+            "(PULSAR_LENS_OAUTH2_PRIVATE_KEY)",
         ),
         (
             '[[clusters]]\nname = "bad name"\nadmin_url = "http://h:1"\n',
