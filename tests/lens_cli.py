@@ -4,6 +4,7 @@ unless a test passes them."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -15,13 +16,30 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_lens(
     *args: str, timeout: float = 120.0, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """The command's exit code and output. One that outlives `timeout` is stopped with SIGABRT
+    (with PYTHONFAULTHANDLER on, every thread's stack goes to its stderr) and the test fails
+    showing where it hung."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+    argv = [sys.executable, "-m", "cli.main", *args]
+    with subprocess.Popen(
+        argv,
         cwd=ROOT,
-        env={**clean, **(env or {})},
-        capture_output=True,
+        env={**clean, "PYTHONFAULTHANDLER": "1", **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
-    )
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            try:
+                out, err = proc.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            raise AssertionError(
+                f"pulsar-lens {' '.join(args[:2])} still ran after {timeout:g}s; its output:\n"
+                f"{out[-2000:]}\nits stderr (thread stacks last):\n{err[-6000:]}"
+            ) from None
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
