@@ -86,6 +86,7 @@ class MetricsEndpoint:
         if self.server is not None:
             self.server.close()
             self.server = None
+        self.collector.close()
 
 
 def metrics_port(

@@ -174,6 +174,7 @@ class LensCollector(Collector):
         self._lock = threading.Lock()
         self._cached: tuple[str, dt.datetime, list[Metric]] | None = None
         self._refreshing = threading.Event()
+        self._refresher: threading.Thread | None = None
         self.computations = 0  # how many times the snapshot families were computed
         self._recorder.on_record(self._after_poll)
 
@@ -193,7 +194,16 @@ class LensCollector(Collector):
         if self._refreshing.is_set():
             return
         self._refreshing.set()
-        threading.Thread(target=self._refresh, name="metrics-refresh", daemon=True).start()
+        refresher = threading.Thread(target=self._refresh, name="metrics-refresh", daemon=True)
+        self._refresher = refresher
+        refresher.start()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Wait (at most `timeout` s) for a refresh under way: a thread left inside pyarrow
+        when the process exits deadlocks arrow's thread pool at exit."""
+        refresher = self._refresher
+        if refresher is not None:
+            refresher.join(timeout)
 
     def _refresh(self) -> None:
         try:
