@@ -31,7 +31,8 @@ def _expect_list(payload: Any, path: str) -> list[str]:
 
 
 def broker_web_url(broker_id: str, base_url: str) -> str:
-    """The web service URL of broker "host:port": the admin URL's scheme, that host and port.
+    """The web service URL of broker "host:port": the admin URL's scheme, that host and port
+    (over https, that host and the admin URL's port).
 
     When the broker is the one the admin URL names, the admin URL itself is used (it may
     carry a path prefix, e.g. behind a proxy).
@@ -39,6 +40,14 @@ def broker_web_url(broker_id: str, base_url: str) -> str:
     base = urlsplit(base_url)
     if base.netloc == broker_id:
         return base_url.rstrip("/")
+    if base.scheme == "https":
+        # A broker lists itself by its plain-HTTP web port. Over TLS, the broker's TLS port is
+        # the one the admin URL uses (a cluster's brokers share webServicePortTls); on the
+        # admin URL's own host, the admin URL itself.
+        host = broker_id.rsplit(":", 1)[0]
+        if host.strip("[]").lower() == (base.hostname or "").lower():
+            return base_url.rstrip("/")
+        return f"https://{host}:{base.port or 443}"
     return f"{base.scheme}://{broker_id}"
 
 
