@@ -252,8 +252,7 @@ def run(args: argparse.Namespace) -> int:
         problems = printer.last.problems if printer.last else ()
         cause = f" ({problems[0]})" if problems else ""
         shown = display_url(admin_url)
-        marks = ("returned 401", "returned 403", "(HTTP 401)", "(HTTP 403)")
-        if problems and any(mark in problems[0] for mark in marks):
+        if printer.last and printer.last.refused:
             line = f"the admin API at {shown} refused the credentials{cause}"
         else:
             line = f"could not reach the admin API at {shown}{cause}; check the URL and that "

@@ -52,6 +52,7 @@ class Heartbeat:
     problems: tuple[str, ...] = ()  # the first few endpoint errors, for the operator
     write_error: str | None = None  # why the snapshot could not be stored (kept for a retry)
     cluster: str | None = None  # the cluster's name when several are polled side by side
+    refused: bool = False  # the first endpoint error was a 401 or 403: credentials, not reach
 
     def line(self) -> str:
         at = format_timestamp(self.at).split(".")[0] + "Z"
@@ -353,6 +354,7 @@ def _beat(
         retry_in=retry_in,
         problems=tuple(_problem(e) for e in snapshot.errors[:MAX_PROBLEMS]),
         write_error=write_error,
+        refused=bool(snapshot.errors) and snapshot.errors[0].status in (401, 403),
     )
 
 
