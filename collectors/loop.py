@@ -3,7 +3,8 @@
 Polls every `interval` seconds (±`jitter`, so many collectors do not beat in step). While
 the admin API is unreachable (a poll in which every endpoint failed) nothing is stored and
 the wait doubles up to `max_backoff`. Closed day partitions are compacted when the day
-changes, and retention runs every `housekeeping_every` seconds.
+changes, and retention runs every `housekeeping_every` seconds, or every quarter of the
+retention (at least one interval) when that is sooner, so a short retention holds.
 
 `LoopGroup` runs one loop per cluster side by side, each on its own thread, into one store:
 one cluster's failures (its backoff, a poll that raises) never delay or stop another's.
@@ -123,7 +124,10 @@ class PollLoop:
         self.jitter = min(max(jitter, 0.0), 1.0)
         self.max_backoff = max(max_backoff, interval)
         self.retention = retention
-        self.housekeeping_every = housekeeping_every
+        # an hour's wait under a one-minute retention would keep 60 times what it should
+        self.housekeeping_every = min(
+            housekeeping_every, max(interval, retention.total_seconds() / 4)
+        )
         self._diff = diff
         self._on_heartbeat = on_heartbeat
         self.max_polls = max_polls
