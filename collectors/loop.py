@@ -4,7 +4,13 @@ Polls every `interval` seconds (±`jitter`, so many collectors do not beat in st
 the admin API is unreachable (a poll in which every endpoint failed) nothing is stored and
 the wait doubles up to `max_backoff`. Closed day partitions are compacted when the day
 changes, and retention runs every `housekeeping_every` seconds, or every quarter of the
-retention (at least one interval) when that is sooner, so a short retention holds.
+retention (at least one interval) when that is sooner, so a short retention holds. Both
+run on a background thread (one run at a time), so that a long compaction never delays a
+poll or its heartbeat.
+
+After a restart, the first poll is diffed against the newest snapshot of its cluster that the
+store already holds (`collectors.restore`), so a change made while the collector was down
+still yields its events.
 
 `LoopGroup` runs one loop per cluster side by side, each on its own thread, into one store:
 one cluster's failures (its backoff, a poll that raises) never delay or stop another's.
@@ -22,7 +28,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from collectors.restore import restore_latest
 from core.digest import format_timestamp
+from core.errors import SnapshotError
 from core.model import POLLED_TABLES, EndpointError, EventRecord, Snapshot
 from core.store import Store
 from core.values import DEFAULT_RETENTION
@@ -92,7 +100,8 @@ class PollLoop:
     `poll` returns a Snapshot (it should not raise; if it does, the poll counts as failed).
     `diff(previous, current)` yields the events stored with each snapshot. `cluster` names
     the loop in its heartbeats and logs; loops sharing a store share `housekeeping_lock`, so
-    that only one compacts or applies retention at a time. `clock`, `sleep`,
+    that only one compacts or applies retention at a time. With `restore` (and a `diff`),
+    the first poll is diffed against the newest stored snapshot of its cluster. `clock`, `sleep`,
     `now` and `rng` are injectable for tests; `sleep(seconds)` returns True when stopped.
     """
 
@@ -111,6 +120,7 @@ class PollLoop:
         max_polls: int | None = None,
         cluster: str | None = None,
         housekeeping_lock: threading.Lock | None = None,
+        restore: bool = True,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], bool] | None = None,
         now: Callable[[], dt.datetime] = utcnow,
@@ -139,6 +149,8 @@ class PollLoop:
         self._now = now
         self._rng = rng or random.Random()
         self._previous: Snapshot | None = None
+        self._restore_pending = restore and diff is not None
+        self._housekeeper: threading.Thread | None = None
         self._last_success: dt.datetime | None = None
         self._failures = 0
         self._compacted_for: dt.date | None = None
@@ -173,7 +185,8 @@ class PollLoop:
         return self._stop.is_set()
 
     def run(self) -> int:
-        """Poll until stopped; return the number of polls made."""
+        """Poll until stopped; return the number of polls made. Housekeeping under way is
+        waited for before returning."""
         try:
             while not self._stop.is_set():
                 beat = self.poll_once()
@@ -184,7 +197,22 @@ class PollLoop:
                     break
         except KeyboardInterrupt:
             log.info("polling interrupted after %d polls", self.polls)
+        finally:
+            self.wait_housekeeping()
+            if self._unwritten:
+                log.warning(
+                    "%d snapshots the store could not take are lost: the collector stops",
+                    len(self._unwritten),
+                )
         return self.polls
+
+    def wait_housekeeping(self, timeout: float | None = None) -> bool:
+        """Wait for the housekeeping under way, if any; True when none is left running."""
+        thread = self._housekeeper
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
 
     def poll_once(self) -> Heartbeat:
         """One poll: store it (unless unreachable), housekeep, report the heartbeat."""
@@ -215,6 +243,13 @@ class PollLoop:
     ) -> tuple[str | None, str | None]:
         """Write the snapshots a failing store kept back, then this one. A write error never
         ends the loop: the snapshot waits in memory (the newest MAX_UNWRITTEN) for a retry."""
+        if len(self._unwritten) == self._unwritten.maxlen:
+            dropped = self._unwritten[0][0]
+            log.error(
+                "dropped the snapshot of %s: %d already wait for the store",
+                format_timestamp(dropped.collected_at),
+                len(self._unwritten),
+            )
         self._unwritten.append((snapshot, events))
         sid = None
         while self._unwritten:
@@ -247,6 +282,9 @@ class PollLoop:
             return Snapshot(cluster="", collected_at=self._now(), errors=(error,))
 
     def _events(self, snapshot: Snapshot) -> Sequence[EventRecord]:
+        if self._previous is None and self._restore_pending:
+            self._restore_pending = False
+            self._previous = self._restored(snapshot)
         if self._diff is None or self._previous is None:
             return ()
         try:
@@ -254,6 +292,26 @@ class PollLoop:
         except Exception:  # events are a bonus; the snapshot is still worth storing
             log.exception("diffing two snapshots failed; storing the snapshot without events")
             return ()
+
+    def _restored(self, snapshot: Snapshot) -> Snapshot | None:
+        """The newest stored snapshot of this poll's cluster, from before a restart."""
+        try:
+            restored = restore_latest(self.store, snapshot.cluster, before=snapshot.collected_at)
+        except Exception as exc:  # an unreadable store costs the first poll's events, no more
+            log.warning(
+                "could not read back the last stored snapshot of %s; the first poll has no "
+                "events: %s: %s",
+                snapshot.cluster or "the cluster",
+                type(exc).__name__,
+                exc,
+            )
+            return None
+        if restored is not None:
+            log.info(
+                "diffing the first poll against the snapshot of %s stored before",
+                format_timestamp(restored.collected_at),
+            )
+        return restored
 
     def _wait(self, beat: Heartbeat) -> float:
         """The jittered interval, minus the time the poll itself took."""
@@ -266,7 +324,18 @@ class PollLoop:
         return seconds * self._rng.uniform(1.0 - self.jitter, 1.0 + self.jitter)
 
     def _housekeep(self, today: dt.date) -> None:
-        """Compact closed days once per day change; apply retention when due."""
+        """Start compacting closed days (once per day change) and retention (when due) on a
+        background thread, unless the previous run is still going: it runs again at a later
+        poll."""
+        due = self._compacted_for != today or self._clock() >= self._housekeeping_due
+        if not due or (self._housekeeper is not None and self._housekeeper.is_alive()):
+            return
+        name = f"housekeeping-{self.cluster}" if self.cluster else "housekeeping"
+        thread = threading.Thread(target=self._housekeep_locked, args=(today,), name=name)
+        self._housekeeper = thread
+        thread.start()
+
+    def _housekeep_locked(self, today: dt.date) -> None:
         with self._housekeeping_lock:
             self._housekeep_store(today)
 
@@ -282,6 +351,8 @@ class PollLoop:
                 removed = self.store.apply_retention(max_age=self.retention, now=self._now())
                 if removed:
                     log.info("retention removed %d files older than %s", removed, self.retention)
+        except (OSError, SnapshotError) as exc:  # disk full, read-only: said in one line
+            log.error("store housekeeping failed; polling goes on: %s: %s", type(exc).__name__, exc)
         except Exception:  # housekeeping failing must not stop collection
             log.exception("store housekeeping failed; polling goes on")
 

@@ -282,3 +282,103 @@ def test_loop_a_write_error_keeps_polling_and_writes_the_kept_snapshots_later(
     assert "not_stored (No space left on device)" in beats[0].line()
     assert len(loop.store.snapshots()) == 4  # the two kept back were written at the retry
     assert loop.write_failures == 2 and loop.last_success == beats[-1].at
+
+
+def changed(at: dt.datetime) -> Snapshot:
+    """make_snapshot a while later: t0's consumer left, t1's hash ranges and the bundle's
+    owner changed."""
+    base = make_snapshot(at=at)
+    bundle = dataclasses.replace(base.bundles[0], owner_broker="127.0.0.2:8080")
+    consumers = [c for c in base.consumers if c.topic != "persistent://public/default/t0"]
+    consumers[0] = dataclasses.replace(consumers[0], hash_ranges=((0, 32767),))
+    return dataclasses.replace(base, bundles=(bundle,), consumers=tuple(consumers))
+
+
+def event_keys(events: Sequence[EventRecord]) -> list[tuple[object, ...]]:
+    return sorted((e.kind, e.subject, e.before, e.after) for e in events)
+
+
+def stored_event_keys(store: Store) -> list[tuple[object, ...]]:
+    rows = store.read("events").to_pylist()
+    return sorted((r["kind"], r["subject"], r["before"], r["after"]) for r in rows)
+
+
+def test_loop_after_a_restart_diffs_the_first_poll_against_the_stored_snapshot(
+    tmp_path: Path,
+) -> None:
+    from collectors.events import diff
+
+    fake = FakeTime()
+    before = make_snapshot(at=T0 - dt.timedelta(minutes=5))
+    Store(tmp_path / "store").write(before)  # what the collector stored before it stopped
+    loop, beats = make_loop(tmp_path, fake, [changed], diff=diff)
+    loop.run()
+    expected = diff(before, changed(beats[0].at))
+    assert {e.kind for e in expected} == {
+        "bundle_owner_changed",
+        "consumer_left",
+        "hash_ranges_changed",
+    }
+    assert beats[0].events == len(expected)
+    assert stored_event_keys(loop.store) == event_keys(expected)
+
+
+def test_loop_restores_the_newest_snapshot_of_its_own_cluster(tmp_path: Path) -> None:
+    from collectors.events import diff
+
+    fake = FakeTime()
+    store = Store(tmp_path / "store")
+    mine = make_snapshot(at=T0 - dt.timedelta(minutes=5), cluster="west")
+    store.write(make_snapshot(at=T0 - dt.timedelta(minutes=9), cluster="west", topics=1))
+    store.write(mine)
+    store.write(changed(T0 - dt.timedelta(minutes=1)))  # a newer one, of another cluster
+
+    def west(at: dt.datetime) -> Snapshot:
+        return dataclasses.replace(changed(at), cluster="west")
+
+    loop, beats = make_loop(tmp_path, fake, [west], diff=diff, cluster="west")
+    loop.run()
+    assert stored_event_keys(store) == event_keys(diff(mine, west(beats[0].at)))
+
+
+def test_loop_restore_keeps_the_partial_rules_of_the_stored_snapshot(tmp_path: Path) -> None:
+    from collectors.events import diff
+    from collectors.restore import restore_latest
+
+    fake = FakeTime()
+    failed = EndpointError(
+        "GET http://127.0.0.1:8080/admin/v2/namespaces/public/default/bundles", 500, "boom"
+    )
+    before = make_snapshot(at=T0 - dt.timedelta(minutes=5), errors=(failed,))
+    Store(tmp_path / "store").write(before)
+    restored = restore_latest(Store(tmp_path / "store"), "standalone")
+    assert restored == before  # every table, the errors, the durations and requests
+    loop, beats = make_loop(tmp_path, fake, [changed], diff=diff)
+    loop.run()
+    kinds = {e.kind for e in diff(before, changed(beats[0].at))}
+    assert kinds == {"consumer_left", "hash_ranges_changed"}  # the bundles failed before
+    assert stored_event_keys(loop.store) == event_keys(diff(before, changed(beats[0].at)))
+
+
+def test_loop_a_stored_snapshot_that_cannot_be_read_back_costs_only_the_first_events(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import pyarrow as pa
+
+    from collectors.events import diff
+    from core.store import INDEX_SCHEMA
+
+    fake = FakeTime()
+    store = Store(tmp_path / "store")
+    store.write(make_snapshot(at=T0 - dt.timedelta(minutes=5)))
+    row = store.read_latest("snapshots").to_pylist()[0]
+    row.update(snapshot_id="sha256:" + "ab" * 32, errors_json="{not json")
+    row["collected_at"] = T0 - dt.timedelta(minutes=1)
+    store.write_table("snapshots", pa.Table.from_pylist([row], schema=INDEX_SCHEMA))
+    loop, beats = make_loop(tmp_path, fake, [changed, ok], diff=diff)
+    with caplog.at_level("WARNING", logger="collectors.loop"):
+        assert loop.run() == 2
+    assert beats[0].events == 0 and beats[0].snapshot_id is not None
+    assert beats[1].events > 0  # the second poll diffs against the first as always
+    assert "could not read back the last stored snapshot of standalone" in caplog.text
+    assert all(r.exc_info is None for r in caplog.records)

@@ -1,0 +1,87 @@
+"""A stored snapshot read back as a `Snapshot`, so that a restarted loop diffs its first poll
+against the last snapshot stored before the restart.
+
+`restore_latest(store, cluster)` rebuilds the newest stored snapshot of one cluster (several
+may share a store): its brokers, bundles, topics, subscriptions, consumers (hash ranges
+included), draining hashes and, from the index row, its endpoint errors, so that the partial
+rules of `collectors.events.diff` hold as they did when it was polled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from core.clusterview import ClusterView
+from core.errors import SnapshotError
+from core.model import POLLED_TABLES, RECORD_TYPES, EndpointError, Snapshot
+from core.store import Store
+
+
+def restore_latest(
+    store: Store, cluster: str, *, before: dt.datetime | None = None
+) -> Snapshot | None:
+    """The newest stored snapshot of `cluster` (older than `before` if given); None when the
+    store holds none. SnapshotError when it is there but cannot be read back."""
+    index = ClusterView(store, cluster).snapshots(limit=1)
+    if index.empty:
+        return None
+    row = index.iloc[-1]
+    collected_at = pd.Timestamp(row["collected_at"]).to_pydatetime()
+    if before is not None and collected_at >= before:
+        return None
+    sid = str(row["snapshot_id"])
+    try:
+        tables = {name: store.read(name, snapshot_ids=[sid]) for name in POLLED_TABLES}
+        return Snapshot(
+            cluster=cluster,
+            collected_at=collected_at,
+            **{name: records_from_table(name, table) for name, table in tables.items()},
+            errors=parse_errors(row["errors_json"]),
+            durations=_durations(row["durations_json"]),
+            requests=0 if pd.isna(row["requests"]) else int(row["requests"]),
+        )
+    except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+        raise SnapshotError(f"snapshot {sid} cannot be read back: {exc}") from exc
+
+
+def records_from_table(name: str, table: pa.Table) -> tuple[Any, ...]:
+    """The records of a stored table (the inverse of core.model.records_to_table)."""
+    record_type = RECORD_TYPES[name]
+    fields = [f.name for f in dataclasses.fields(record_type)]
+    rows = table.select(fields).to_pylist()
+    return tuple(record_type(**{k: _value(v) for k, v in row.items()}) for row in rows)
+
+
+def parse_errors(errors_json: object) -> tuple[EndpointError, ...]:
+    """The endpoint errors an index row lists."""
+    if not errors_json:
+        return ()
+    items = json.loads(str(errors_json))
+    if not isinstance(items, list):
+        raise ValueError(f"errors_json is not a list: {str(errors_json)[:80]}")
+    return tuple(
+        EndpointError(
+            endpoint=str(item.get("endpoint", "")),
+            status=None if item.get("status") is None else int(item["status"]),
+            message=str(item.get("message", "")),
+        )
+        for item in items
+    )
+
+
+def _durations(text: object) -> dict[str, float]:
+    loaded = json.loads(str(text)) if text else {}
+    return {str(k): float(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+
+
+def _value(value: Any) -> Any:
+    """A stored cell as its record holds it: hash ranges become tuples of (start, end)."""
+    if isinstance(value, list):
+        return tuple((int(r["start"]), int(r["end"])) for r in value)
+    return value
