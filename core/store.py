@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import errno
 import logging
 import os
 import re
@@ -107,7 +108,7 @@ class Store:
             for path in written:
                 path.unlink(missing_ok=True)
             raise SnapshotError(
-                f"could not write snapshot {sid} under {self.root}: {type(exc).__name__}: {exc}"
+                f"could not write snapshot {_tag(sid)} under {self.root}: {write_failure(exc)}"
             ) from exc
         return sid
 
@@ -375,6 +376,20 @@ class Store:
             for day in dataset.list_days(table_dir):
                 dataset.remove_temps(dataset.partition_dir(table_dir, day))
         return removed
+
+
+def write_failure(exc: BaseException) -> str:
+    """Why a write failed, in one line: the errno's name first when the system gave one
+    (`ENOSPC: No space left on device`), without the temporary file's name."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code is None:
+        # pyarrow raises its own OSError text: "[Errno 28] Error writing bytes ... Detail: ..."
+        found = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
+        code = int(found[1]) if found else None
+    if code is not None and code in errno.errorcode:
+        return f"{errno.errorcode[code]}: {os.strerror(code)}"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _readable(path: Path, schema: pa.Schema) -> bool:

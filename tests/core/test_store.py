@@ -368,3 +368,41 @@ def test_store_read_by_snapshot_ids_within_a_time_range(tmp_path: Path) -> None:
     ids = fill(store, 4)
     rows = store.read("brokers", snapshot_ids=ids, since=T0 + 45 * S)
     assert rows["snapshot_id"].to_pylist() == ids[2:]
+
+
+def test_store_a_failed_write_says_why_in_one_line_without_the_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    store = Store(tmp_path)
+
+    def full(src: object, dst: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(src))
+
+    monkeypatch.setattr(dataset.os, "replace", full)
+    with pytest.raises(SnapshotError) as raised:
+        store.write(make_snapshot())
+    message = str(raised.value)
+    assert message.endswith(f"under {tmp_path}: EROFS: Read-only file system")
+    assert ".tmp" not in message and "\n" not in message
+    monkeypatch.undo()
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (
+            OSError("[Errno 28] Error writing bytes to file. Detail: [errno 28] No space left"),
+            "ENOSPC: No space left on device",
+        ),
+        (OSError(28, "No space left on device", "/x/.a.parquet.1234.tmp"), "ENOSPC: "),
+        (ValueError("year 10000 is out of range\n"), "ValueError: year 10000 is out of range"),
+    ],
+)
+def test_store_write_failure_names_the_errno(error: BaseException, said: str) -> None:
+    from core.store import write_failure
+
+    assert write_failure(error).startswith(said)
+    assert ".tmp" not in write_failure(error)
