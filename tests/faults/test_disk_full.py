@@ -1,0 +1,204 @@
+"""`pulsar-lens collect` on a store that fills up or turns read-only, on a real (small) tmpfs:
+each poll's heartbeat says in one line that its snapshot was not written and why, polling goes
+on, no half-written file is left for readers, and once the disk takes writes again the
+snapshots kept in memory meanwhile are written."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from core.store import Store
+from tests.fake_admin import FakeAdmin
+from tests.lens_cli import ROOT
+
+SIZE = "4m"
+MAX_POLLS = 60  # the bound of each run; every test stops its collector well before
+WAIT = 30.0  # seconds a heartbeat may take at most: polls come every second
+
+
+def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs of its own, unmounted after the test (writable again first)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = run("mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(mount))
+    if done.returncode != 0:
+        pytest.fail(
+            f"this test mounts a {SIZE} tmpfs to fill it, as root: mount refused "
+            f"(exit {done.returncode}): {done.stderr.strip()}"
+        )
+    try:
+        yield mount
+    finally:
+        run("mount", "-o", "remount,rw", str(mount))
+        if run("umount", str(mount)).returncode != 0:
+            run("umount", "-l", str(mount))
+
+
+class Collector:
+    """`pulsar-lens collect` every second into `store`, its heartbeat lines read as they come."""
+
+    def __init__(self, store: Path, admin_url: str) -> None:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+        argv = [sys.executable, "-m", "cli.main", "collect", "--interval", "1s"]
+        argv += ["--max-polls", str(MAX_POLLS), "--store", str(store)]
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env={**clean, "PULSAR_ADMIN_URL": admin_url, "PYTHONFAULTHANDLER": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.stderr = ""
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def beats(self, count: int, match: Callable[[str], bool] = lambda line: True) -> list[str]:
+        """The next heartbeat lines until `count` of them `match` (all the lines read)."""
+        seen: list[str] = []
+        found = 0
+        deadline = time.monotonic() + WAIT * count
+        while found < count:
+            try:
+                line = self._queue.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no heartbeat in time; lines so far: {self.lines}") from None
+            if line is None:
+                raise AssertionError(f"collect ended early: {self.lines}\n{self.finish()}")
+            self.lines.append(line)
+            seen.append(line)
+            found += match(line)
+        return seen
+
+    def finish(self) -> str:
+        """Stop it as `docker stop` would and return its stderr."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, self.stderr = self.proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)
+            _, self.stderr = self.proc.communicate(timeout=15)
+            raise AssertionError(f"collect did not stop:\n{self.stderr[-6000:]}") from None
+        self._reader.join(5)
+        while True:  # the lines printed while it stopped
+            line = self._queue.get_nowait() if not self._queue.empty() else None
+            if line is None:
+                break
+            self.lines.append(line)
+        return self.stderr
+
+
+def stored(line: str) -> bool:
+    return line.startswith("poll ") and "not_stored" not in line and "unreachable" not in line
+
+
+def fill(mount: Path) -> Path:
+    """Write a filler file until the disk says it is full."""
+    filler = mount / "filler"
+    with filler.open("wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def assert_readers_see_whole_files(store: Path) -> None:
+    """Every Parquet file a reader lists opens; no temporary file is left behind."""
+    visible = [p for p in store.rglob("*.parquet") if not p.name.startswith((".", "_"))]
+    assert visible
+    for path in visible:
+        pq.read_table(path)  # raises on a truncated or half-written file
+    # hidden *.tmp files (the tables') and hidden folders (a result being staged)
+    left = [p for p in store.rglob(".*") if p.name.endswith(".tmp") or p.is_dir()]
+    assert left == [], f"temporary files left behind: {left}"
+    for table in ("brokers", "topics", "consumers", "snapshots"):
+        Store(store).read(table)
+
+
+def outage(mount: Path, begin: Callable[[], None], end: Callable[[], None], why: str) -> None:
+    """Collect, `begin` the fault, see three polls not stored and why, `end` it, see the
+    kept snapshots written."""
+    store = mount / "store"
+    with FakeAdmin() as fake:
+        collector = Collector(store, fake.url)
+        try:
+            collector.beats(1, stored)
+            begin()
+            seen = collector.beats(3, lambda line: "not_stored" in line)
+            failed = [line for line in seen if "not_stored" in line]
+            for line in failed:
+                assert " not_stored (could not write snapshot " in line
+                assert line.endswith(f" under {store}: {why})"), line
+            assert_readers_see_whole_files(store)
+            ended = time.monotonic()
+            end()
+            collector.beats(1, stored)
+            resumed = time.monotonic() - ended
+            polls = len(collector.lines)
+        finally:
+            stderr = collector.finish()
+    assert collector.proc.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    assert f"{why}" in stderr  # the log line of each failed write
+    index = Store(store).snapshots()
+    # every poll stored, the kept ones at the first poll after the fault
+    assert len(index) == len(collector.lines) >= polls
+    written = {t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in index["collected_at"]}
+    assert {line.split()[1] for line in failed} <= written
+    assert_readers_see_whole_files(store)
+    print(f"{why}: writes resumed {resumed:.2f}s after the fault ended; {polls} polls")
+
+
+def test_collect_on_a_full_disk_says_enospc_and_writes_the_kept_snapshots_after(
+    tmpfs: Path,
+) -> None:
+    filler: list[Path] = []
+    outage(
+        tmpfs,
+        lambda: filler.append(fill(tmpfs)),
+        lambda: filler[0].unlink(),
+        "ENOSPC: No space left on device",
+    )
+
+
+def test_collect_on_a_read_only_store_says_erofs_and_writes_the_kept_snapshots_after(
+    tmpfs: Path,
+) -> None:
+    def remount(mode: str) -> None:
+        done = run("mount", "-o", f"remount,{mode}", str(tmpfs))
+        assert done.returncode == 0, done.stderr
+
+    outage(
+        tmpfs,
+        lambda: remount("ro"),
+        lambda: remount("rw"),
+        "EROFS: Read-only file system",
+    )
