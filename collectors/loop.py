@@ -32,7 +32,7 @@ from collectors.restore import restore_latest
 from core.digest import format_timestamp
 from core.errors import SnapshotError
 from core.model import POLLED_TABLES, EndpointError, EventRecord, Snapshot
-from core.store import Store
+from core.store import Store, write_failure
 from core.values import DEFAULT_RETENTION
 
 log = logging.getLogger(__name__)
@@ -154,6 +154,7 @@ class PollLoop:
         self._last_success: dt.datetime | None = None
         self._failures = 0
         self._compacted_for: dt.date | None = None
+        self._compaction_retry_at = 0.0
         self._housekeeping_due = 0.0
         self._unwritten: collections.deque[tuple[Snapshot, Sequence[EventRecord]]] = (
             collections.deque(maxlen=MAX_UNWRITTEN)
@@ -327,7 +328,7 @@ class PollLoop:
         """Start compacting closed days (once per day change) and retention (when due) on a
         background thread, unless the previous run is still going: it runs again at a later
         poll."""
-        due = self._compacted_for != today or self._clock() >= self._housekeeping_due
+        due = self._compaction_due(today) or self._clock() >= self._housekeeping_due
         if not due or (self._housekeeper is not None and self._housekeeper.is_alive()):
             return
         name = f"housekeeping-{self.cluster}" if self.cluster else "housekeeping"
@@ -339,22 +340,31 @@ class PollLoop:
         with self._housekeeping_lock:
             self._housekeep_store(today)
 
+    def _compaction_due(self, today: dt.date) -> bool:
+        return self._compacted_for != today and self._clock() >= self._compaction_retry_at
+
     def _housekeep_store(self, today: dt.date) -> None:
-        try:
-            if self._compacted_for != today:
+        """Compaction, then retention, each on its own: retention still frees space when a
+        full disk fails the compaction, which is tried again `housekeeping_every` later."""
+        if self._compaction_due(today):
+            try:
                 replaced = self.store.compact_closed(before=today)
+            except Exception as exc:
+                self._compaction_retry_at = self._clock() + self.housekeeping_every
+                _housekeeping_failed("compacting the closed days", exc)
+            else:
                 self._compacted_for = today
                 if replaced:
                     log.info("compacted %d files of days before %s", replaced, today)
-            if self._clock() >= self._housekeeping_due:
-                self._housekeeping_due = self._clock() + self.housekeeping_every
+        if self._clock() >= self._housekeeping_due:
+            self._housekeeping_due = self._clock() + self.housekeeping_every
+            try:
                 removed = self.store.apply_retention(max_age=self.retention, now=self._now())
+            except Exception as exc:
+                _housekeeping_failed("applying the retention", exc)
+            else:
                 if removed:
                     log.info("retention removed %d files older than %s", removed, self.retention)
-        except (OSError, SnapshotError) as exc:  # disk full, read-only: said in one line
-            log.error("store housekeeping failed; polling goes on: %s: %s", type(exc).__name__, exc)
-        except Exception:  # housekeeping failing must not stop collection
-            log.exception("store housekeeping failed; polling goes on")
 
 
 class LoopGroup:
@@ -404,6 +414,15 @@ def _run_logged(loop: PollLoop) -> None:
         loop.run()
     except Exception:
         log.exception("the polling loop of %s stopped", loop.cluster or "the cluster")
+
+
+def _housekeeping_failed(what: str, exc: Exception) -> None:
+    """Housekeeping failing never stops collection: a full or read-only disk is said in one
+    line, anything else with its traceback."""
+    if isinstance(exc, (OSError, SnapshotError)):
+        log.error("%s failed; polling goes on: %s", what, write_failure(exc))
+    else:
+        log.exception("%s failed; polling goes on", what)
 
 
 def _beat(

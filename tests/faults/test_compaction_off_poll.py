@@ -165,20 +165,33 @@ def test_run_waits_for_the_housekeeping_under_way_before_it_returns(tmp_path: Pa
 
 
 class FullStore(Store):
+    """A real store on a disk too full for a compaction's new file."""
+
+    compactions = 0
+    retentions = 0
+
     def compact_closed(self, *, before: dt.date) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device")
+        self.compactions += 1
+        raise OSError(errno.ENOSPC, "No space left on device", "/store/.x.parquet.1.tmp")
+
+    def apply_retention(self, *, max_age: dt.timedelta, now: dt.datetime | None = None) -> int:
+        self.retentions += 1
+        return super().apply_retention(max_age=max_age, now=now)
 
 
 def test_a_failing_compaction_is_one_log_line_and_polling_goes_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     beats: list[Heartbeat] = []
-    loop = PollLoop(
-        Clock().poll, FullStore(tmp_path), interval=0.01, max_polls=3, on_heartbeat=beats.append
-    )
+    store = FullStore(tmp_path)
+    loop = PollLoop(Clock().poll, store, interval=0.01, max_polls=3, on_heartbeat=beats.append)
     with caplog.at_level(logging.INFO, logger="collectors.loop"):
         assert loop.run() == 3
     assert all(b.snapshot_id for b in beats)
-    failures = [r for r in caplog.records if "housekeeping failed" in r.getMessage()]
-    assert failures and all(r.exc_info is None for r in failures)
-    assert "No space left on device" in failures[0].getMessage()
+    failures = [r for r in caplog.records if "failed; polling goes on" in r.getMessage()]
+    assert [r.getMessage() for r in failures] == [
+        "compacting the closed days failed; polling goes on: ENOSPC: No space left on device"
+    ]
+    assert all(r.exc_info is None for r in failures)
+    # retention still ran (it frees space); the compaction waits an hour, not the next poll
+    assert store.retentions == 1 and store.compactions == 1
