@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+import math
 import types
 import typing
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from pydantic.fields import FieldInfo
 
 from core.errors import DashboardError, PluginUnavailable
 from dashboard import data, drill_panel, spark_jobs
+from dashboard.access import escape_markdown
 from dashboard.frames import PollStatus, format_age
 from plugins.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
 from plugins.runner import RunOutput
@@ -144,6 +147,9 @@ def cluster_selector(root: str) -> None:
         return
     wanted = st.session_state.get(data.CLUSTER_KEY) or st.query_params.get("cluster")
     if wanted not in names:
+        if wanted:
+            shown = escape_markdown(str(wanted)[:100])
+            st.warning(f"No cluster named {shown} in this store; showing `{names[0]}`.")
         wanted = names[0]
     st.session_state[data.CLUSTER_KEY] = wanted  # kept when a page has no selector of its own
     choice = st.selectbox("Cluster", names, key=data.CLUSTER_KEY)
@@ -162,6 +168,9 @@ def sidebar_status(root: str) -> None:
         if (current.snapshot_id if current else None) != st.session_state.get(SEEN_KEY):
             st.rerun()
         draw_status(current, root)
+        quarantined = data.quarantined_files(root)
+        if quarantined:
+            st.warning(f"{quarantined} unreadable store file(s) moved to quarantine/.")
 
     _status()
 
@@ -217,6 +226,13 @@ def draw_banner(status: PollStatus, *, interval: float) -> None:
 def require_snapshot(root: str) -> PollStatus:
     """The newest poll, or an empty state that tells the user what to do (and stops the page)."""
     status = data.poll_status(root)
+    quarantined = data.quarantined_files(root)
+    if quarantined:
+        st.warning(
+            f"{quarantined} file(s) of the store could not be read as its tables (corrupt, "
+            f"empty or foreign) and were moved to `{root}/quarantine/`; what they held is "
+            "missing from the pages. Remove them once looked at."
+        )
     if status is None:
         st.info(NO_SNAPSHOTS)
         st.caption(f"Reading snapshots from `{root}` (set PULSAR_LENS_STORE to change it).")
@@ -278,6 +294,18 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
         output = data.run_plugin(root, slug, params)
         draw(output.views)
         st.caption(provenance(output))
+    hook_failure(root, slug)
+
+
+def hook_failure(root: str, slug: str) -> None:
+    """A warning when the plugin's metrics() hook failed at the last /metrics build."""
+    why = data.metrics_hook_errors(root).get(slug)
+    if why:
+        st.warning(
+            f"/metrics: the `{slug}` plugin's metrics() hook failed: {escape_markdown(why)}. "
+            "Its series are "
+            f'missing and `pulsar_lens_plugin_errors{{plugin="{slug}"}}` is 1.'
+        )
 
 
 def provenance(output: RunOutput) -> str:
@@ -293,6 +321,12 @@ def provenance(output: RunOutput) -> str:
 
 MAX_CHOICES = 5000
 """Above this many allowed values a str param is typed, not picked from a list."""
+
+MAX_TEXT_CHARS = 1000
+"""The longest text a params field takes when its model sets no `max_length`."""
+INT_LIMIT = 2**53 - 1
+FLOAT_LIMIT = 1e15
+"""The range of a number field whose model sets no bound of its own (the built-ins all do)."""
 
 
 def params_form(
@@ -336,20 +370,62 @@ def _field_widget(name: str, field: FieldInfo, options: Sequence[str] | None, *,
     if kind is bool:
         return st.checkbox(label, value=bool(default), help=hint, key=key)
     if kind in (int, float):
-        low, high = _bounds(field)
-        cast = int if kind is int else float
-        value = cast(default) if default is not None else (cast(low) if low is not None else None)
-        return st.number_input(
-            label,
-            min_value=None if low is None else cast(low),
-            max_value=None if high is None else cast(high),
-            value=value,
-            step=1 if kind is int else None,
-            help=hint,
-            key=key,
-        )
-    text = st.text_input(label, value="" if default is None else str(default), help=hint, key=key)
+        return _number_widget(label, hint, kind, field, default, key=key)
+    start = "" if default is None else str(default)
+    limit = max(_max_length(field) or MAX_TEXT_CHARS, len(start))
+    text = st.text_input(label, value=start, max_chars=limit, help=hint, key=key)
+    problem = text_problem(text, limit)
+    if problem:
+        st.error(f"{label}: {problem}; the default ({start!r}) is used instead.")
+        text = start
     return None if optional and text == "" else text
+
+
+def _number_widget(
+    label: str, hint: str | None, kind: Any, field: FieldInfo, default: Any, *, key: str
+) -> Any:
+    """A number box bounded by the field's rules (or ±INT_LIMIT, ±FLOAT_LIMIT without any);
+    the bounds are in its help."""
+    low, high = _bounds(field, whole=kind is int)
+    cast = int if kind is int else float
+    limit = INT_LIMIT if kind is int else FLOAT_LIMIT
+    low = cast(-limit if low is None else low)
+    high = cast(limit if high is None else high)
+    value = cast(default) if default is not None else low
+    bounds = f"from {low:,} to {high:,}"
+    number = st.number_input(
+        label,
+        min_value=low,
+        max_value=high,
+        value=value,
+        step=1 if kind is int else None,
+        help=f"{hint} ({bounds})" if hint else bounds.capitalize(),
+        key=key,
+    )
+    if number is None or not math.isfinite(number) or not low <= number <= high:
+        st.error(f"{label}: a number {bounds}; the default ({value:,}) is used instead.")
+        return value
+    return number
+
+
+def text_problem(text: str, limit: int) -> str:
+    """Why typed text is refused (too long, control characters, not Unicode), or ''."""
+    if len(text) > limit:
+        return f"at most {limit:,} characters, got {len(text):,}"
+    for char in text:
+        category = unicodedata.category(char)
+        if category == "Cc":
+            return f"control characters are not accepted (found U+{ord(char):04X})"
+        if category == "Cs":
+            return "not valid Unicode text (a lone surrogate)"
+    return ""
+
+
+def _max_length(field: FieldInfo) -> int | None:
+    for item in field.metadata:
+        if isinstance(item, annotated_types.MaxLen):
+            return int(item.max_length)
+    return None
 
 
 def _choice_widget(
@@ -396,16 +472,19 @@ def _is_enum(kind: Any) -> bool:
     return isinstance(kind, type) and issubclass(kind, enum.Enum)
 
 
-def _bounds(field: FieldInfo) -> tuple[float | None, float | None]:
+def _bounds(field: FieldInfo, *, whole: bool = True) -> tuple[float | None, float | None]:
+    """The field's range; a strict bound of a whole-number field moves in by one, that of a
+    float field stays (the model refuses the bound itself: `gt=0` on seconds takes 0.5)."""
+    step = 1 if whole else 0
     low: float | None = None
     high: float | None = None
     for item in field.metadata:
         if isinstance(item, annotated_types.Ge):
             low = item.ge  # type: ignore[assignment]
         elif isinstance(item, annotated_types.Gt):
-            low = item.gt + (1 if isinstance(item.gt, int) else 0)  # type: ignore[operator]
+            low = item.gt + step  # type: ignore[operator]
         elif isinstance(item, annotated_types.Le):
             high = item.le  # type: ignore[assignment]
         elif isinstance(item, annotated_types.Lt):
-            high = item.lt - (1 if isinstance(item.lt, int) else 0)  # type: ignore[operator]
+            high = item.lt - step  # type: ignore[operator]
     return low, high

@@ -27,6 +27,7 @@ from core.errors import PluginError, SettingsError
 from core.settings import Settings
 from core.store import Store
 from dashboard import frames
+from exporter.collector import read_hook_errors
 from plugins import runner
 from plugins.registry import PLUGIN_DIRS_ENV, Registry, discover
 
@@ -148,3 +149,20 @@ def param_choices(root: str, slug: str) -> dict[str, list[str]]:
     result (stored, or analysed now and cached for the page's own run)."""
     status = poll_status(root)
     return _param_choices(root, status.snapshot_id, slug) if status else {}
+
+
+@st.cache_data(ttl=INDEX_TTL_SECONDS, max_entries=8, show_spinner=False)
+def metrics_hook_errors(root: str) -> dict[str, str]:
+    """Why each plugin's metrics() hook failed when /metrics last built the families of a
+    snapshot (written by the collect process that serves /metrics), by slug."""
+    failed = read_hook_errors(root).get("failed")
+    return {str(k): str(v) for k, v in failed.items()} if isinstance(failed, dict) else {}
+
+
+@st.cache_data(ttl=INDEX_TTL_SECONDS, max_entries=8, show_spinner=False)
+def quarantined_files(root: str) -> int:
+    """How many files the store moved to its quarantine/ folder (unreadable as its tables)."""
+    try:
+        return get_store(root).quarantined_files()
+    except OSError:
+        return 0

@@ -6,7 +6,10 @@ families every loaded plugin contributes through its `metrics(result, context)` 
 from its stored result of the newest snapshot) are built at most once per new snapshot id.
 Built-ins and third-party plugins go through the same hook; a plugin whose analysis or hook
 fails, or whose families break the rules (not `pulsar_lens_*`, a name taken), sets
-`pulsar_lens_plugin_errors{plugin}` and the scrape goes on without its series.
+`pulsar_lens_plugin_errors{plugin}` and the scrape goes on without its series. A plugin with
+no hook is there too when the store keeps results: 1 when its stored analysis of the newest
+snapshot failed. The hooks that failed are also written beside the stored results
+(`results/.metrics-hooks.json`), so the dashboard says so on the plugin's page.
 After each poll the recorder reports, a background thread builds the new snapshot's families,
 so a scrape never waits for the analyses: while that thread runs, a scrape answers with the
 previous snapshot's families (Prometheus gives up on a scrape slower than its scrape_timeout).
@@ -25,6 +28,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -33,6 +37,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from core.errors import ResultNotReady, SettingsError
+from core.secrets import clean
 from exporter.families import (
     DEFAULT_MAX_SUBSCRIPTIONS,
     ClusterFacts,
@@ -55,6 +60,7 @@ DEFAULT_ADDRESS = "127.0.0.1"
 SERVE_PORT = 9464  # the default of `serve` and `demo`; `collect` has it off unless asked
 PREFIX = "pulsar_lens_"
 COUNTED_TABLES = ("brokers", "topics", "subscriptions", "consumers")
+HOOK_ERRORS = ".metrics-hooks.json"  # in the store's results/ folder
 
 
 def parse_port(text: str, *, name: str = PORT_ENV) -> int:
@@ -141,12 +147,36 @@ class PollRecorder:
 def exporting_plugins() -> tuple[list[Any], list[str]]:
     """Every loaded plugin with a `metrics` hook (built-in, entry point or drop-in), and the
     names of plugins that failed to load."""
+    loaded, _, unloaded = _discovered()
+    return loaded, unloaded
+
+
+def _discovered() -> tuple[list[Any], list[Any], list[str]]:
+    """The loaded plugins with a `metrics` hook, the light ones without, and the names of
+    plugins that failed to load."""
     from plugins.api import AnalysisPlugin
     from plugins.registry import discover
 
     registry = discover()
-    loaded = [p for p in registry if type(p.plugin).metrics is not AnalysisPlugin.metrics]
-    return loaded, [f.plugin or f.source for f in registry.failures]
+    hooked = [p for p in registry if type(p.plugin).metrics is not AnalysisPlugin.metrics]
+    silent = [p for p in registry if p not in hooked and p.engine != "spark"]
+    return hooked, silent, [f.plugin or f.source for f in registry.failures]
+
+
+def hook_errors_path(store_root: str | os.PathLike[str]) -> Path:
+    from plugins.results import RESULTS_DIR
+
+    return Path(store_root) / RESULTS_DIR / HOOK_ERRORS
+
+
+def read_hook_errors(store_root: str | os.PathLike[str]) -> dict[str, Any]:
+    """What the last /metrics build wrote: `snapshot_id`, `at` and `failed` (slug -> why the
+    plugin's metrics() hook failed); {} when there is none or it is unreadable."""
+    try:
+        loaded = json.loads(hook_errors_path(store_root).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def utcnow() -> dt.datetime:
@@ -170,6 +200,7 @@ class LensCollector(Collector):
         self._max = max_subscriptions
         self._plugins: list[Any] | None = None if plugins is None else list(plugins)
         self._unloaded: list[str] = []
+        self._silent: list[Any] = []  # loaded plugins without a hook (when discovered here)
         self._now = now
         self._lock = threading.Lock()
         self._cached: tuple[str, dt.datetime, list[Metric]] | None = None
@@ -282,35 +313,92 @@ class LensCollector(Collector):
 
         cluster = compute_cluster_families(facts, keep=keep)
         context = MetricsContext(subscriptions=tuple(keep), max_groups=self._max)
-        contributed, failed = self._contributed(context, taken=_names(cluster))
+        contributed, failed, hooks = self._contributed(context, taken=_names(cluster))
         names = [p.name for p in self._loaded()] + self._unloaded
-        return [*cluster, *contributed, *compute_plugin_error_families(names, failed)]
+        checked, silent_failed = self._stored_failures(self._silent)
+        self._write_hook_errors(sid, hooks)
+        return [
+            *cluster,
+            *contributed,
+            *compute_plugin_error_families(names + checked, failed + silent_failed),
+        ]
 
     def _loaded(self) -> list[Any]:
         if self._plugins is None:
-            self._plugins, self._unloaded = exporting_plugins()
+            self._plugins, self._silent, self._unloaded = _discovered()
         return self._plugins
 
-    def _contributed(self, context: Any, *, taken: set[str]) -> tuple[list[Metric], list[str]]:
+    def _contributed(
+        self, context: Any, *, taken: set[str]
+    ) -> tuple[list[Metric], list[str], dict[str, str]]:
+        """The plugins' families, the plugins that failed, and why each failed hook did."""
         from plugins import runner
 
         families: list[Metric] = []
         failed = list(self._unloaded)
+        hooks: dict[str, str] = {}
         for plugin in self._loaded():
             name = getattr(plugin, "name", "?")
             try:
                 result = runner.run(plugin, self._store, use_cache=False).result
-                mine = runner.metrics(plugin, result, context)
-                _check_families(mine, taken)
             except ResultNotReady:  # a Spark analysis before its first job: nothing to say yet
                 continue
             except Exception as exc:  # one failing plugin must not break the scrape
                 log.warning("/metrics: plugin %s contributed no series: %s", name, exc)
                 failed.append(name)
                 continue
+            try:
+                mine = runner.metrics(plugin, result, context)
+                _check_families(mine, taken)
+            except Exception as exc:  # its hook: the analysis itself is fine
+                log.warning("/metrics: the metrics() hook of plugin %s failed: %s", name, exc)
+                failed.append(name)
+                why = str(exc).removeprefix(f"plugin {name!r} failed: ")
+                hooks[name] = clean(why, limit=500)
+                continue
             taken |= _names(mine)
             families.extend(mine)
-        return families, failed
+        return families, failed, hooks
+
+    def _stored_failures(self, plugins: Sequence[Any]) -> tuple[list[str], list[str]]:
+        """Of the plugins without a hook: those whose stored result of the newest snapshot
+        can be read, and those of them whose stored analysis failed (none without results)."""
+        from plugins import runner
+
+        results = runner.results_for(self._store)
+        if results is None:
+            return [], []
+        checked: list[str] = []
+        failed: list[str] = []
+        for loaded in plugins:
+            plugin = loaded.plugin
+            try:
+                window = runner.snapshot_window(plugin, self._store)
+                ids = [str(s) for s in window["snapshot_id"]]
+                params = runner.validate_params(plugin, None).model_dump(mode="json")
+                stored = results.read(plugin.name, plugin.version, params, ids)
+            except Exception as exc:  # reading it must not break the scrape
+                log.warning("/metrics: the stored result of %s is unreadable: %s", plugin.name, exc)
+                continue
+            checked.append(plugin.name)
+            if stored is not None and stored.status == "failed":
+                failed.append(plugin.name)
+        return checked, failed
+
+    def _write_hook_errors(self, sid: str, hooks: Mapping[str, str]) -> None:
+        root = getattr(self._store, "root", None)
+        if not isinstance(root, str | os.PathLike):
+            return
+        path = hook_errors_path(root)
+        at = self._now().isoformat()
+        text = json.dumps({"snapshot_id": sid, "at": at, "failed": dict(hooks)})
+        staging = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            staging.write_text(text, encoding="utf-8")
+            os.replace(staging, path)
+        except OSError as exc:  # e.g. a read-only store: /metrics still answers
+            log.warning("could not write %s: %s", path, exc)
 
 
 def _names(families: Sequence[Metric]) -> set[str]:

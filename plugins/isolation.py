@@ -4,7 +4,8 @@ Built-in analyses run in-process. Plugins from entry points and drop-in files ar
 else's code: their `analyze`, `render` and `param_choices` each run in a short-lived worker
 forked from a forkserver (not from the dashboard's threaded process), under
 `PULSAR_LENS_PLUGIN_TIMEOUT` (default 60 s) and `PULSAR_LENS_PLUGIN_MEMORY` (default 1 GiB,
-as RLIMIT_DATA: the heap a worker may grow). A worker that hangs is killed; one that exits,
+as RLIMIT_DATA: the heap a worker may grow beyond what it holds when it starts, the modules
+the forkserver preloads, some 180 MiB). A worker that hangs is killed; one that exits,
 is killed by a signal or runs out of memory is reported as that plugin's failure
 (`PluginRunError`), and nothing else stops. Drop-in files and entry-point modules are first
 imported in a worker too (`probe_import`, at most `PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT`,
@@ -211,7 +212,8 @@ def _exit(worker: Any) -> str:
 
 
 def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, send: Any) -> None:
-    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    limit = _data_size() + memory
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     try:
         cls = _load(locator)
         if not method:
@@ -229,6 +231,19 @@ def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, s
         send.send(("error", f"{method} raised {raised}" if method else raised))
     finally:
         send.close()
+
+
+def _data_size() -> int:
+    """Bytes of this process's data segment now (VmData): the preloaded modules a worker
+    starts with, which its memory limit comes on top of; 0 where /proc is not there."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _load(locator: Locator) -> Any:

@@ -105,12 +105,17 @@ class RunOutput:
 
 
 _cache: OrderedDict[str, RunOutput] = OrderedDict()
+_failures: OrderedDict[str, PluginError] = OrderedDict()
+"""Analyses that failed, by the same key: a plugin that hangs costs its time limit once per
+snapshot and params, not at every page view (the dashboard asks for the default run twice:
+for the form's choices and for the views)."""
 _cache_lock = threading.Lock()
 
 
 def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()
+        _failures.clear()
 
 
 def _instance(plugin: AnalysisPlugin | LoadedPlugin) -> AnalysisPlugin:
@@ -286,6 +291,9 @@ def run(
             if hit is not None:
                 _cache.move_to_end(key)
                 return RunOutput(**{**hit.__dict__, "cached": True})
+            failed = _failures.get(key)
+        if failed is not None:
+            raise failed.with_traceback(None)
     results = results_for(store) if use_stored and ids else None
     stored = results.read(instance.name, instance.version, params_json, ids) if results else None
     if stored is not None:
@@ -293,17 +301,26 @@ def run(
     else:
         inputs = inputs_for(plugin, store, window=window, use_cache=use_cache)
         load_seconds = time.perf_counter() - started
-        output = run_on_inputs(plugin, inputs, validated)
+        try:
+            output = run_on_inputs(plugin, inputs, validated)
+        except (PluginRunError, PluginContractError) as exc:
+            if use_cache:
+                _remember(_failures, key, exc)
+            raise
         timings = {"load": load_seconds, **output.timings}
         default = params_json == validate_params(instance, None).model_dump(mode="json")
         choices = param_choices(plugin, inputs) if default else {}
         output = RunOutput(**{**output.__dict__, "timings": timings, "choices": choices})
     if use_cache:
-        with _cache_lock:
-            _cache[key] = output
-            while len(_cache) > CACHE_MAX_ENTRIES:
-                _cache.popitem(last=False)
+        _remember(_cache, key, output)
     return output
+
+
+def _remember(cache: OrderedDict[str, Any], key: str, value: Any) -> None:
+    with _cache_lock:
+        cache[key] = value
+        while len(cache) > CACHE_MAX_ENTRIES:
+            cache.popitem(last=False)
 
 
 def newest_stored(
@@ -335,6 +352,7 @@ def _from_stored(
     plugin = _instance(loaded)
     if stored.result is None:
         error = str(stored.error).removeprefix(f"plugin {plugin.name!r} failed: ")
+        error = error.removeprefix(f"plugin {plugin.name!r}: ")  # a broken contract's words
         at = f" at {stored.computed_at}" if stored.computed_at else ""
         raise PluginRunError(plugin.name, f"{error} (when this snapshot was analysed{at})")
     started = time.perf_counter()
