@@ -187,7 +187,7 @@ class PollLoop:
 
     def run(self) -> int:
         """Poll until stopped; return the number of polls made. Housekeeping under way is
-        waited for before returning."""
+        waited for before returning (a compaction stops after the day it is on)."""
         try:
             while not self._stop.is_set():
                 beat = self.poll_once()
@@ -348,12 +348,13 @@ class PollLoop:
         full disk fails the compaction, which is tried again `housekeeping_every` later."""
         if self._compaction_due(today):
             try:
-                replaced = self.store.compact_closed(before=today)
+                replaced = self.store.compact_closed(before=today, stop=self._stop.is_set)
             except Exception as exc:
                 self._compaction_retry_at = self._clock() + self.housekeeping_every
                 _housekeeping_failed("compacting the closed days", exc)
             else:
-                self._compacted_for = today
+                if not self._stop.is_set():  # else the days left wait for the next start
+                    self._compacted_for = today
                 if replaced:
                     log.info("compacted %d files of days before %s", replaced, today)
         if self._clock() >= self._housekeeping_due:

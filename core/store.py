@@ -14,7 +14,7 @@ import errno
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -352,12 +352,15 @@ class Store:
             for name, schema in STORE_SCHEMAS.items()
         )
 
-    def compact_closed(self, *, before: dt.date) -> int:
-        """Compact every day before `before` that still has several files per table."""
+    def compact_closed(self, *, before: dt.date, stop: Callable[[], bool] | None = None) -> int:
+        """Compact every day before `before` that still has several files per table. When
+        `stop()` turns true, the day under way is finished and the rest left for later."""
         replaced = 0
         for name, schema in STORE_SCHEMAS.items():
             table_dir = self._table_path(name)
             for day in dataset.list_days(table_dir):
+                if stop is not None and stop():
+                    return replaced
                 if day < before and dataset.count_files(table_dir, day) > 1:
                     replaced += dataset.compact_day(table_dir, day, schema)
         return replaced

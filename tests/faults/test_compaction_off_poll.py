@@ -9,6 +9,7 @@ import errno
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,10 +31,10 @@ class HeldStore(Store):
         super().__init__(root)
         self.gauge = gauge
 
-    def compact_closed(self, *, before: dt.date) -> int:
+    def compact_closed(self, *, before: dt.date, stop: Callable[[], bool] | None = None) -> int:
         with self.gauge:
             self.gauge.release.wait(HUNG)
-            return super().compact_closed(before=before)
+            return super().compact_closed(before=before, stop=stop)
 
 
 class Gauge:
@@ -170,7 +171,7 @@ class FullStore(Store):
     compactions = 0
     retentions = 0
 
-    def compact_closed(self, *, before: dt.date) -> int:
+    def compact_closed(self, *, before: dt.date, stop: Callable[[], bool] | None = None) -> int:
         self.compactions += 1
         raise OSError(errno.ENOSPC, "No space left on device", "/store/.x.parquet.1.tmp")
 
@@ -195,3 +196,28 @@ def test_a_failing_compaction_is_one_log_line_and_polling_goes_on(
     assert all(r.exc_info is None for r in failures)
     # retention still ran (it frees space); the compaction waits an hour, not the next poll
     assert store.retentions == 1 and store.compactions == 1
+
+
+def test_a_stopped_loop_leaves_the_days_not_yet_compacted_for_its_next_start(
+    tmp_path: Path,
+) -> None:
+    for day in (19, 20, 21):  # three closed days, each with several files per table
+        store = Store(tmp_path)
+        for minute in range(2):
+            store.write(make_snapshot(at=dt.datetime(2026, 11, day, 8, minute, tzinfo=dt.UTC)))
+    gauge = Gauge()
+    clock = Clock()
+    loop = PollLoop(clock.poll, HeldStore(tmp_path, gauge), now=clock.now, max_polls=5)
+    loop.poll_once()
+    assert gauge.started.wait(10)
+    loop.stop()  # while the compaction is held: it finishes the day it is on, no more
+    gauge.release.set()
+    assert loop.wait_housekeeping(30)
+    compacted = [
+        day for day in (19, 20, 21) if len(day_files(tmp_path, dt.date(2026, 11, day))) == 1
+    ]
+    assert compacted == []  # the stop came before the first day's turn
+    assert len(list((tmp_path / "brokers").glob("date=2026-11-19/*.parquet"))) == 2
+    restarted = PollLoop(clock.poll, Store(tmp_path), now=clock.now, max_polls=1)
+    restarted.run()
+    assert all(len(day_files(tmp_path, dt.date(2026, 11, d))) == 1 for d in (19, 20, 21))
