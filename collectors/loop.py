@@ -187,7 +187,8 @@ class PollLoop:
 
     def run(self) -> int:
         """Poll until stopped; return the number of polls made. Housekeeping under way is
-        waited for before returning (a compaction stops after the day it is on)."""
+        waited for before returning; after `stop()`, a compaction stops once the day it is on
+        is done (a bounded run lets it finish, so `--once` from cron still compacts)."""
         try:
             while not self._stop.is_set():
                 beat = self.poll_once()
