@@ -242,11 +242,8 @@ def run(args: argparse.Namespace) -> int:
         metrics.close()
         source.close()
     if loop.last_success is None and printer.last and printer.last.write_error:
-        print(
-            f"pulsar-lens collect: could not store the snapshot in {store.root}: "
-            f"{printer.last.write_error}",
-            file=sys.stderr,
-        )
+        # the write error names the snapshot and the store: "could not write snapshot … under …"
+        print(f"pulsar-lens collect: {printer.last.write_error}", file=sys.stderr)
         return 1
     if loop.last_success is None:
         problems = printer.last.problems if printer.last else ()

@@ -203,7 +203,7 @@ class PollLoop:
             self.wait_housekeeping()
             if self._unwritten:
                 log.warning(
-                    "%d snapshots the store could not take are lost: the collector stops",
+                    "stopping with snapshots the store could not take, now lost: %d",
                     len(self._unwritten),
                 )
         return self.polls

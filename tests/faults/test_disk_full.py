@@ -20,7 +20,7 @@ import pytest
 
 from core.store import Store
 from tests.fake_admin import FakeAdmin
-from tests.lens_cli import ROOT
+from tests.lens_cli import ROOT, run_lens
 
 SIZE = "4m"
 MAX_POLLS = 60  # the bound of each run; every test stops its collector well before
@@ -202,3 +202,19 @@ def test_collect_on_a_read_only_store_says_erofs_and_writes_the_kept_snapshots_a
         lambda: remount("rw"),
         "EROFS: Read-only file system",
     )
+
+
+def test_collect_once_on_a_read_only_store_exits_1_saying_why_in_one_line(tmpfs: Path) -> None:
+    store = tmpfs / "store"
+    done = run("mount", "-o", "remount,ro", str(tmpfs))
+    assert done.returncode == 0, done.stderr
+    with FakeAdmin() as fake:
+        env = {"PULSAR_ADMIN_URL": fake.url}
+        once = run_lens("collect", "--once", "--store", str(store), env=env)
+    assert once.returncode == 1, once.stderr
+    assert "Traceback" not in once.stderr
+    (beat,) = once.stdout.splitlines()
+    assert beat.endswith(f" under {store}: EROFS: Read-only file system)")
+    last = once.stderr.strip().splitlines()[-1]
+    assert last.startswith("pulsar-lens collect: could not write snapshot ")
+    assert last.endswith(f" under {store}: EROFS: Read-only file system")
