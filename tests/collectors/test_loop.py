@@ -382,3 +382,29 @@ def test_loop_a_stored_snapshot_that_cannot_be_read_back_costs_only_the_first_ev
     assert beats[1].events > 0  # the second poll diffs against the first as always
     assert "could not read back the last stored snapshot of standalone" in caplog.text
     assert all(r.exc_info is None for r in caplog.records)
+
+
+def test_loop_keeps_the_newest_unwritten_snapshots_and_says_which_it_drops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from collectors.loop import MAX_UNWRITTEN
+    from core.errors import SnapshotError
+
+    fake = FakeTime()
+    polls = MAX_UNWRITTEN + 3
+    loop, beats = make_loop(tmp_path, fake, [ok] * polls)
+    real_write = loop.store.write
+
+    def write(snapshot: Snapshot, **kw: object) -> str:
+        if loop.polls < polls:  # the disk is full until the last poll
+            raise SnapshotError("ENOSPC: No space left on device")
+        return real_write(snapshot, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop.store, "write", write)
+    with caplog.at_level("ERROR", logger="collectors.loop"):
+        loop.run()
+    stored = loop.store.snapshots()["collected_at"].tolist()
+    assert stored == [b.at for b in beats[-MAX_UNWRITTEN:]]  # the newest, the last included
+    dropped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("dropped")]
+    assert len(dropped) == polls - MAX_UNWRITTEN
+    assert dropped[0].startswith("dropped the snapshot of 2026-11-21T12:00:00")
