@@ -296,21 +296,21 @@ def run(
             raise failed.with_traceback(None)
     results = results_for(store) if use_stored and ids else None
     stored = results.read(instance.name, instance.version, params_json, ids) if results else None
-    if stored is not None:
-        output = _from_stored(plugin, validated, stored, time.perf_counter() - started)
-    else:
-        inputs = inputs_for(plugin, store, window=window, use_cache=use_cache)
-        load_seconds = time.perf_counter() - started
-        try:
+    try:
+        if stored is not None:
+            output = _from_stored(plugin, validated, stored, time.perf_counter() - started)
+        else:
+            inputs = inputs_for(plugin, store, window=window, use_cache=use_cache)
+            load_seconds = time.perf_counter() - started
             output = run_on_inputs(plugin, inputs, validated)
-        except (PluginRunError, PluginContractError) as exc:
-            if use_cache:
-                _remember(_failures, key, exc)
-            raise
-        timings = {"load": load_seconds, **output.timings}
-        default = params_json == validate_params(instance, None).model_dump(mode="json")
-        choices = param_choices(plugin, inputs) if default else {}
-        output = RunOutput(**{**output.__dict__, "timings": timings, "choices": choices})
+            timings = {"load": load_seconds, **output.timings}
+            default = params_json == validate_params(instance, None).model_dump(mode="json")
+            choices = param_choices(plugin, inputs) if default else {}
+            output = RunOutput(**{**output.__dict__, "timings": timings, "choices": choices})
+    except (PluginRunError, PluginContractError) as exc:  # its analysis or its render
+        if use_cache:
+            _remember(_failures, key, exc)
+        raise
     if use_cache:
         _remember(_cache, key, output)
     return output
