@@ -9,6 +9,7 @@ once complete. Time-range reads (`read(since=, until=)`) see whatever files exis
 from __future__ import annotations
 
 import bisect
+import contextlib
 import datetime as dt
 import errno
 import logging
@@ -106,7 +107,9 @@ class Store:
             self._write(snapshot, sid, events, written)
         except (OSError, ValueError, OverflowError, pa.ArrowException) as exc:
             for path in written:
-                path.unlink(missing_ok=True)
+                # a disk turned read-only midway keeps them: the retry replaces them
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
             raise SnapshotError(
                 f"could not write snapshot {_tag(sid)} under {self.root}: {write_failure(exc)}"
             ) from exc

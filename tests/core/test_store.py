@@ -406,3 +406,33 @@ def test_store_write_failure_names_the_errno(error: BaseException, said: str) ->
 
     assert write_failure(error).startswith(said)
     assert ".tmp" not in write_failure(error)
+
+
+def test_store_a_write_cut_by_a_read_only_disk_says_erofs_and_its_retry_replaces_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    store = Store(tmp_path)
+    snapshot = make_snapshot()
+    real_write_rows = dataset.write_rows
+    calls = {"n": 0}
+
+    def write_rows(table_dir: Path, table: pa.Table, tag: str) -> list[Path]:
+        calls["n"] += 1
+        if calls["n"] > 1:  # the disk turned read-only after the first table
+            raise OSError(errno.EROFS, "Read-only file system", str(table_dir))
+        return real_write_rows(table_dir, table, tag)
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(dataset, "write_rows", write_rows)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with pytest.raises(SnapshotError, match=r"EROFS: Read-only file system$"):
+        store.write(snapshot)
+    monkeypatch.undo()
+    assert store.snapshots().empty  # no index row: the snapshot is not there for readers
+    sid = store.write(snapshot)  # the retry, once the disk is writable again
+    assert store.read("brokers", snapshot_ids=[sid]).num_rows == len(snapshot.brokers)
+    assert len(visible_files(tmp_path, "brokers")) == 1
