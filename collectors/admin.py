@@ -1,7 +1,10 @@
 """AdminClient: one HTTP session to a Pulsar admin REST API (auth, TLS, timeouts, retries).
 
-Every call has a timeout. Only idempotent GETs are retried (connection errors, 429, 502, 503,
-504) with exponential backoff; PUT and POST are sent once. Failures raise `AdminApiError` or
+Every call has a timeout. Only idempotent GETs are retried (connection errors, a connection
+that breaks mid-answer: reset, or closed before its Content-Length; 429, 502, 503, 504) with
+exponential backoff or the server's Retry-After; PUT, POST and DELETE are sent once. Within a
+poll (`deadline` set) no wait, read or retry outlasts the poll's deadline: a retry that would
+is not made, and the failure is told as it was. Failures raise `AdminApiError` or
 `AdminApiUnreachable`, whose texts go through `core.secrets.clean`: no token, password or
 Basic credential, even when a server echoes request headers, and no control characters.
 
@@ -19,9 +22,11 @@ password. TLS verification is never off silently: PULSAR_LENS_TLS_VERIFY=false l
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -62,6 +67,7 @@ UNTRUSTED_HINT = (
     "(or set it to 'cluster') to send them there too"
 )
 TRUST_CLUSTER = "cluster"
+NOT_RETRIED = "not retried: the poll's deadline would pass during the wait"
 
 Params = Mapping[str, str | int | float | bool] | None
 
@@ -316,8 +322,13 @@ class AdminClient:
         base_url: str | None = None,
         timeout: float | None = None,
     ) -> str:
-        """GET `path` and return the body as text (some endpoints answer bare strings)."""
+        """GET `path` and return the body as text (some endpoints answer bare strings); an
+        HTML page (a proxy's or gateway's error page, even with 200) is refused, not returned."""
         resp = self._send("GET", path, params=params, base_url=base_url, timeout=timeout)
+        if _is_html(resp):
+            shown = self._url(path, base_url) if base_url else path
+            hint = f"status {resp.status_code} with an HTML page, not the answer"
+            raise AdminApiError("GET", shown, None, resp.text, hint)
         return self.redact(resp.text)
 
     def put(self, path: str, *, json_body: Any = None, params: Params = None) -> Any:
@@ -371,20 +382,25 @@ class AdminClient:
             deadline = self._call_deadline(per_read, method, path)
             if trusted and self._oauth2 is not None:  # raises OAuth2Error when there is none
                 headers = {"Authorization": f"Bearer {self._oauth2.token().reveal()}"}
+            resp: requests.Response | None = None
+            failure: CollectorError
+            wait = per_read
             try:
                 self._count()
+                # no wait for the head may outlast the call's deadline (the poll's, at most)
+                wait = _bounded(per_read, deadline)
                 resp = self.session.request(
                     method,
                     url,
                     params=params,
                     json=json_body,
                     headers=headers,
-                    timeout=per_read,
+                    timeout=wait,
                     stream=True,
                     # per call, else REQUESTS_CA_BUNDLE in the environment overrides our CA
                     verify=self.session.verify,
                 )
-                self._read_body(resp, deadline, method, path)
+                self._read_body(resp, deadline, per_read, method, path)
             except requests.exceptions.SSLError as exc:
                 raise AdminApiUnreachable(method, path, self._reason(exc, _tls_hint(exc))) from None
             except (requests.ConnectionError, requests.exceptions.ConnectTimeout) as exc:
@@ -392,25 +408,33 @@ class AdminClient:
                     raise AdminApiUnreachable(
                         method, path, self._reason(exc, CLIENT_CERT_HINT)
                     ) from None
-                if last:
-                    raise AdminApiUnreachable(method, path, self._reason(exc)) from None
-                self._wait(attempt, None, method, path, "connection failed")
-                continue
+                failure = AdminApiUnreachable(method, path, self._connection_reason(exc))
+                why = "connection failed"
+            except _BrokenAnswer as exc:  # the connection broke while the body arrived
+                failure, why = AdminApiUnreachable(method, path, exc.reason), exc.reason
             except requests.Timeout:
                 # a read timeout is not retried: the broker is slow, asking again adds load
-                wait = timeout if timeout is not None else self.timeout
-                raise AdminApiUnreachable(method, path, f"no answer within {wait:g}s") from None
+                raise AdminApiUnreachable(method, path, _no_answer(per_read, wait)) from None
             except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
                 raise AdminApiUnreachable(method, path, self._reason(exc)) from None
             except OSError as exc:  # requests' own: a CA bundle or client cert it cannot read
                 hint = "fix PULSAR_LENS_CA_BUNDLE / PULSAR_LENS_TLS_CERT_FILE / _KEY_FILE"
                 raise AdminApiUnreachable(method, path, self._reason(exc, hint)) from None
-            if resp.status_code in RETRY_STATUSES and not last:
-                self._wait(attempt, resp, method, path, f"status {resp.status_code}")
-                continue
-            if resp.status_code >= 400:
-                raise self._error(method, path, resp, trusted=trusted)
-            return resp
+            else:
+                if resp.status_code < 400:
+                    return resp
+                failure = self._error(method, path, resp, trusted=trusted)
+                if resp.status_code not in RETRY_STATUSES:
+                    raise failure
+                why = f"status {resp.status_code}"
+            if last:
+                raise (
+                    _with_note(failure, f"gave up after {attempts} attempts")
+                    if attempt
+                    else failure
+                )
+            if not self._wait(attempt, resp, method, path, why):
+                raise _with_note(failure, NOT_RETRIED)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _call_deadline(self, per_read: float, method: str, path: str) -> float:
@@ -421,21 +445,41 @@ class AdminClient:
         own = now + per_read * CALL_TIMEOUTS
         return own if self.deadline is None else min(own, self.deadline)
 
-    def _read_body(self, resp: requests.Response, deadline: float, method: str, path: str) -> None:
+    def _read_body(
+        self, resp: requests.Response, deadline: float, per_read: float, method: str, path: str
+    ) -> None:
         """Read the streamed body, at most `max_response_bytes`, before `deadline`: an
-        answer that trickles or never ends cannot hold the poll, nor a huge one the memory."""
+        answer that trickles, stalls or never ends cannot hold the poll, nor a huge one the
+        memory. A connection that breaks mid-answer raises `_BrokenAnswer` (never a partial
+        body taken for the whole)."""
         chunks: list[bytes] = []
         size = 0
+        sock = _socket_of(resp)
         try:
             while True:
-                if time.monotonic() > deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise AdminApiUnreachable(
                         method,
                         path,
                         f"the answer was still arriving after {size} bytes "
                         "when the call's deadline passed",
                     )
-                chunk = resp.raw.read1(CHUNK, decode_content=True)
+                if sock is not None:  # no single read may outlast the deadline either
+                    sock.settimeout(min(per_read, left))
+                try:
+                    chunk = resp.raw.read1(CHUNK, decode_content=True)
+                except urllib3.exceptions.ReadTimeoutError:
+                    if time.monotonic() >= deadline:
+                        continue  # said above, as the deadline
+                    raise AdminApiUnreachable(
+                        method,
+                        path,
+                        f"the answer stopped after {size} bytes: nothing more came "
+                        f"within {per_read:g}s",
+                    ) from None
+                except (urllib3.exceptions.ProtocolError, OSError) as exc:
+                    raise _BrokenAnswer(_broken_reason(exc, size)) from None
                 if not chunk:
                     break
                 size += len(chunk)
@@ -449,7 +493,7 @@ class AdminClient:
                         "(PULSAR_LENS_MAX_RESPONSE); it was not read",
                     )
                 chunks.append(chunk)
-        except (AdminApiError, AdminApiUnreachable):
+        except BaseException:
             resp.close()
             raise
         resp._content = b"".join(chunks)
@@ -457,16 +501,32 @@ class AdminClient:
 
     def _wait(
         self, attempt: int, resp: requests.Response | None, method: str, path: str, why: str
-    ) -> None:
+    ) -> bool:
+        """Sleep before the next attempt; False (no sleep) when the poll's deadline would
+        pass first: the failure is then told as it is, not as a skipped call."""
         delay = min(self.backoff * (2**attempt), MAX_BACKOFF)
         if resp is not None:
             retry_after = resp.headers.get("Retry-After", "")
             if retry_after.isdigit():
                 delay = min(max(delay, float(retry_after)), MAX_BACKOFF)
             resp.close()
+        if self.deadline is not None and time.monotonic() + delay >= self.deadline:
+            log.debug("%s %s: %s; no retry, the poll's deadline comes first", method, path, why)
+            return False
         log.debug("%s %s: %s; retry %d in %.2fs", method, path, why, attempt + 1, delay)
         if delay:
             time.sleep(delay)
+        return True
+
+    def _connection_reason(self, exc: BaseException) -> str:
+        """Why no answer came, a plain sentence first when the server reset or closed."""
+        text = str(exc)
+        plain = ""
+        if "ConnectionResetError" in text or "Connection reset" in text:
+            plain = "the connection was reset before an answer came"
+        elif "RemoteDisconnected" in text:
+            plain = "the server closed the connection without an answer"
+        return f"{plain} ({self._reason(exc)})" if plain else self._reason(exc)
 
     def _reason(self, exc: BaseException, hint: str = "") -> str:
         # requests' messages carry the URL and the low-level cause, never request headers
@@ -524,9 +584,72 @@ class AdminClient:
         try:
             return resp.json()
         except (ValueError, json.JSONDecodeError):
-            raise AdminApiError(
-                method, path, None, resp.text, f"status {resp.status_code} with a body not JSON"
-            ) from None
+            kind = resp.headers.get("Content-Type") or "no Content-Type"
+            hint = f"status {resp.status_code} with a body not JSON ({kind})"
+            raise AdminApiError(method, path, None, resp.text, hint) from None
+
+
+class _BrokenAnswer(Exception):
+    """The connection broke while an answer's body arrived (reset, or closed before its
+    Content-Length): no answer at all, as a connection error is, so a GET may be retried."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _socket_of(resp: requests.Response) -> socket.socket | None:
+    """The socket an answer streams from, when there is one (not in recorded fakes)."""
+    sock = getattr(getattr(resp.raw, "connection", None), "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _broken_reason(exc: BaseException, size: int) -> str:
+    cause = (
+        exc.args[1]
+        if isinstance(exc, urllib3.exceptions.ProtocolError) and len(exc.args) > 1
+        else exc
+    )
+    if isinstance(cause, http.client.IncompleteRead):  # urllib3's is one too
+        got = cause.partial if isinstance(cause.partial, int) else len(cause.partial)
+        more = cause.expected if isinstance(cause.expected, int) else 0
+        return (
+            f"the answer was truncated: {got} of the {got + more} bytes its Content-Length "
+            "announced came, then the connection closed"
+        )
+    if isinstance(cause, ConnectionResetError):
+        return f"the connection was reset after the headers, {size} bytes into the answer"
+    name = type(cause).__name__
+    return clean(f"the connection broke {size} bytes into the answer ({name}: {cause})")[
+        :BODY_EXCERPT
+    ]
+
+
+def _bounded(per_read: float, deadline: float) -> float:
+    """The socket timeout of one call: `per_read`, or less when `deadline` is nearer."""
+    left = deadline - time.monotonic()
+    return per_read if per_read <= left else max(0.001, left)
+
+
+def _no_answer(per_read: float, waited: float) -> str:
+    if waited < per_read:
+        return f"no answer within {waited:.2f}s, when the poll's deadline passed"
+    return f"no answer within {per_read:g}s"
+
+
+def _with_note(exc: CollectorError, note: str) -> CollectorError:
+    """The same failure, told with `note` (why it was not retried, or how often it was)."""
+    if isinstance(exc, AdminApiError):
+        hint = f"{exc.hint}; {note}" if exc.hint else note
+        return AdminApiError(exc.method, exc.path, exc.status, exc.body, hint)
+    if isinstance(exc, AdminApiUnreachable):
+        return AdminApiUnreachable(exc.method, exc.path, f"{exc.reason}; {note}")
+    return exc
+
+
+def _is_html(resp: requests.Response) -> bool:
+    kind = resp.headers.get("Content-Type", "").lower()
+    return kind.startswith("text/html") or resp.text.lstrip()[:1] == "<"
 
 
 def _is_authorization(reason: str) -> bool:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -451,3 +455,218 @@ def test_a_binary_token_file_is_a_clear_error(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe\x00binary")
     with pytest.raises(CollectorError, match="is not UTF-8 text"):
         client(token_file=path)
+
+
+# --- a server that breaks the connection: resets, truncated bodies, silence ----------------
+
+Step = Callable[[socket.socket], bool]  # answers one request; False when the connection is gone
+
+
+class RawServer:
+    """A loopback server that answers each request with the next step of a script (the last
+    step repeats), at the socket level: what an HTTP server library would not send."""
+
+    def __init__(self, *steps: Step) -> None:
+        self.steps = list(steps)
+        self.stop = threading.Event()
+        self.requests = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> RawServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self._thread.join(5)
+        self.listener.close()
+
+    def _serve(self) -> None:
+        self.listener.settimeout(0.05)  # so that it sees `stop`
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conn.settimeout(None)
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    def _connection(self, conn: socket.socket) -> None:
+        with conn:
+            while not self.stop.is_set():
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    data = conn.recv(4096)
+                    if not data:
+                        return
+                    head += data
+                step = self.steps[min(self.requests, len(self.steps) - 1)]
+                self.requests += 1
+                if not step(conn):
+                    return
+
+
+def _head(body: bytes, status: str = "200 OK") -> bytes:
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+
+
+def answer(body: bytes) -> Step:
+    def step(conn: socket.socket) -> bool:
+        conn.sendall(_head(body) + body)
+        return True
+
+    return step
+
+
+def cut(body: bytes, sent: int) -> Step:
+    """The whole body's Content-Length, `sent` bytes of it, then the connection closed."""
+
+    def step(conn: socket.socket) -> bool:
+        conn.sendall(_head(body) + body[:sent])
+        conn.shutdown(socket.SHUT_WR)
+        return False
+
+    return step
+
+
+def _rst(conn: socket.socket) -> None:
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+
+
+def reset(*, after_head: bytes | None = None) -> Step:
+    def step(conn: socket.socket) -> bool:
+        if after_head is not None:
+            conn.sendall(_head(after_head))
+            time.sleep(0.05)
+        _rst(conn)
+        return False
+
+    return step
+
+
+def stall(server_stop: threading.Event, *, head: bytes | None = None, sent: int = 0) -> Step:
+    """Nothing more after `sent` bytes of `head`'s answer (or nothing at all), until the end."""
+
+    def step(conn: socket.socket) -> bool:
+        if head is not None:
+            conn.sendall(_head(head) + head[:sent])
+        server_stop.wait(30)
+        return False
+
+    return step
+
+
+def test_a_truncated_body_is_never_taken_for_the_answer_and_a_get_asks_again() -> None:
+    # "12" is valid JSON: only the Content-Length tells it is the start of 12345
+    with RawServer(cut(b"12345", 2), answer(b"12345")) as server:
+        c = AdminClient(server.url, backoff=0.0)
+        assert c.get_json("/admin/v2/x") == 12345
+    assert c.requests_made == 2
+
+
+def test_a_body_always_truncated_is_a_clear_error_after_bounded_retries() -> None:
+    with RawServer(cut(b"12345", 2)) as server:
+        c = AdminClient(server.url, backoff=0.0, retries=3)
+        with pytest.raises(AdminApiUnreachable) as caught:
+            c.get_json("/admin/v2/x")
+    assert c.requests_made == 4
+    text = str(caught.value)
+    assert text.startswith("GET /admin/v2/x ")
+    assert "the answer was truncated: 2 of the 5 bytes its Content-Length announced came" in text
+    assert "gave up after 4 attempts" in text
+
+
+def test_a_reset_after_the_headers_is_retried_and_told_as_a_reset() -> None:
+    with RawServer(reset(after_head=b'["a"]'), answer(b'["a"]')) as server:
+        c = AdminClient(server.url, backoff=0.0)
+        assert c.get_json("/admin/v2/x") == ["a"]
+    assert c.requests_made == 2
+    with RawServer(reset(after_head=b'["a"]')) as server:
+        c = AdminClient(server.url, backoff=0.0, retries=1)
+        with pytest.raises(AdminApiUnreachable, match="reset after the headers"):
+            c.get_json("/admin/v2/x")
+    assert c.requests_made == 2
+
+
+def test_a_reset_before_any_answer_says_so() -> None:
+    with RawServer(reset()) as server:
+        c = AdminClient(server.url, backoff=0.0, retries=1)
+        with pytest.raises(AdminApiUnreachable, match="reset before an answer came"):
+            c.get_json("/admin/v2/x")
+    assert c.requests_made == 2
+
+
+def test_a_truncated_answer_to_a_write_is_not_sent_again() -> None:
+    with RawServer(cut(b'{"ok": true}', 3), answer(b'{"ok": true}')) as server:
+        c = AdminClient(server.url, backoff=0.0, retries=3)
+        with pytest.raises(AdminApiUnreachable, match="truncated"):
+            c.post("/admin/v2/x")
+    assert c.requests_made == 1
+
+
+@pytest.mark.parametrize("head", [None, b'{"a": 1}'], ids=["no-answer", "stops-mid-body"])
+def test_a_silent_server_cannot_hold_a_call_past_the_polls_deadline(head: bytes | None) -> None:
+    stop = threading.Event()
+    with RawServer(stall(stop, head=head, sent=3)) as server:
+        c = AdminClient(server.url, timeout=20.0)  # a per-read timeout far past the deadline
+        c.deadline = time.monotonic() + 0.5
+        started = time.monotonic()
+        with pytest.raises(AdminApiUnreachable) as caught:
+            c.get_json("/admin/v2/x")
+        took = time.monotonic() - started
+        stop.set()
+    assert took < 5, f"the call lasted {took:.1f}s with 0.5s left to the poll"
+    said = str(caught.value)
+    assert "poll's deadline" in said if head is None else "after 3 bytes" in said, said
+    assert c.requests_made == 1  # a timeout is not retried
+
+
+def test_a_retry_after_past_the_polls_deadline_is_not_waited_for(
+    mock: responses.RequestsMock,
+) -> None:
+    mock.get(CLUSTERS, status=503, headers={"Retry-After": "4"}, body="busy")
+    c = client(retries=3)
+    c.deadline = time.monotonic() + 1.0
+    started = time.monotonic()
+    with pytest.raises(AdminApiError) as caught:
+        c.get_json("/admin/v2/clusters")
+    assert time.monotonic() - started < 0.5
+    assert caught.value.status == 503
+    assert "not retried: the poll's deadline would pass during the wait" in str(caught.value)
+    assert c.requests_made == 1
+
+
+def test_the_backoff_stops_where_the_polls_deadline_would_pass(
+    mock: responses.RequestsMock,
+) -> None:
+    mock.get(CLUSTERS, status=502)
+    c = AdminClient(BASE, retries=3, backoff=0.2)
+    c.deadline = time.monotonic() + 0.5  # room for the first wait (0.2s), not the second (0.4s)
+    started = time.monotonic()
+    with pytest.raises(AdminApiError, match=r"returned 502.*not retried"):
+        c.get_json("/admin/v2/clusters")
+    assert 0.2 <= time.monotonic() - started < 0.5
+    assert c.requests_made == 2
+
+
+def test_get_text_refuses_an_html_page_answered_with_200(mock: responses.RequestsMock) -> None:
+    page = "<html><body><h1>Bad gateway</h1></body></html>"
+    mock.get(f"{BASE}/admin/v2/brokers/version", body=page, content_type="text/html")
+    with pytest.raises(AdminApiError, match="with an HTML page, not the answer"):
+        client().get_text("/admin/v2/brokers/version")
+
+
+def test_a_json_call_answered_with_an_html_page_says_it_is_not_json(
+    mock: responses.RequestsMock,
+) -> None:
+    mock.get(CLUSTERS, body="<html>oops</html>", content_type="text/html")
+    with pytest.raises(AdminApiError, match=r"status 200 with a body not JSON \(text/html\)"):
+        client().get_json("/admin/v2/clusters")
