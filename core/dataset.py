@@ -8,7 +8,9 @@ the day is the UTC date of `collected_at`. `<last>` and `<first>` are the newest
 without opening them and names sort by recency. A file is written under a hidden name
 (leading `.`, which pyarrow and Spark both skip) and renamed into place, so readers never see
 half a file. A compacted file lists the files it replaced in its Parquet metadata; until they
-are deleted, listings leave them out.
+are deleted, listings leave them out. Listings and compaction also take a `keep` test: the
+store leaves out the files of a poll whose index row is not written (a write under way, or
+one that a crash cut short), so that compaction never folds them into a day for good.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ COMPRESSION = "zstd"
 STALE_TEMP_SECONDS = 3600.0
 DAY = dt.timedelta(days=1)
 ONE_US = dt.timedelta(microseconds=1)
+
+Keep = Callable[["DataFile"], bool]
 
 
 def format_ts(value: dt.datetime) -> str:
@@ -122,13 +126,20 @@ def _visible(name: str) -> bool:
     return name.endswith(".parquet") and not name.startswith((".", "_"))
 
 
-def day_files(table_dir: Path, day: dt.date) -> list[DataFile]:
-    """The live files of one day, oldest first; sources of a compaction are left out."""
+def day_files(table_dir: Path, day: dt.date, keep: Keep | None = None) -> list[DataFile]:
+    """The live files of one day, oldest first; sources of a compaction are left out, and
+    with `keep`, the files it refuses."""
     folder = partition_dir(table_dir, day)
-    files = [describe(folder / n, day) for n in _listdir(folder) if _visible(n)]
+    return _live(folder, day, [n for n in _listdir(folder) if _visible(n)], keep)
+
+
+def _live(folder: Path, day: dt.date, names: Sequence[str], keep: Keep | None) -> list[DataFile]:
+    files = [describe(folder / n, day) for n in names]
     if len(files) > 1 and any(f.compacted for f in files):
         replaced = superseded(files)
         files = [f for f in files if f.path.name not in replaced]
+    if keep is not None:
+        files = [f for f in files if keep(f)]
     return sorted(files, key=lambda f: (f.last, f.first, f.path.name))
 
 
@@ -146,16 +157,45 @@ def superseded(files: Sequence[DataFile]) -> set[str]:
 
 
 def list_files(
-    table_dir: Path, *, since: dt.datetime | None = None, until: dt.datetime | None = None
+    table_dir: Path,
+    *,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    keep: Keep | None = None,
 ) -> list[DataFile]:
-    """The live files whose rows may fall in [since, until], oldest first."""
+    """The live files whose rows may fall in [since, until], oldest first (see day_files)."""
     files: list[DataFile] = []
+    for day in _days_within(table_dir, since, until):
+        files.extend(f for f in day_files(table_dir, day, keep) if f.overlaps(since, until))
+    return files
+
+
+def left_out(
+    table_dir: Path,
+    *,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    keep: Keep | None = None,
+) -> list[Path]:
+    """The visible files of the days overlapping [since, until] that listings leave out (the
+    sources of a compaction not deleted yet, the files `keep` refuses): a reader that lists
+    the folders itself, like Spark, has to skip them."""
+    out: list[Path] = []
+    for day in _days_within(table_dir, since, until):
+        folder = partition_dir(table_dir, day)
+        names = [n for n in _listdir(folder) if _visible(n)]
+        live = {f.path.name for f in _live(folder, day, names, keep)}
+        out.extend(folder / n for n in names if n not in live)
+    return out
+
+
+def _days_within(
+    table_dir: Path, since: dt.datetime | None, until: dt.datetime | None
+) -> Iterator[dt.date]:
     for day in list_days(table_dir):
         start = day_start(day)
-        if (since is not None and start + DAY <= since) or (until is not None and start > until):
-            continue
-        files.extend(f for f in day_files(table_dir, day) if f.overlaps(since, until))
-    return files
+        if (since is None or start + DAY > since) and (until is None or start <= until):
+            yield day
 
 
 def write_atomic(
@@ -253,14 +293,17 @@ def read_newest(
     return tables
 
 
-def compact_day(table_dir: Path, day: dt.date, schema: pa.Schema) -> int:
+def compact_day(
+    table_dir: Path, day: dt.date, schema: pa.Schema, *, keep: Keep | None = None
+) -> int:
     """Merge a day's files into one; return how many files it replaced (0: nothing to do).
 
     Files whose time ranges do not overlap are streamed in order, one row group at a time;
-    overlapping ones are loaded and sorted by `collected_at`.
+    overlapping ones are loaded and sorted by `collected_at`. Files `keep` refuses stay as
+    they are, outside the merged file.
     """
     remove_replaced(table_dir, day)
-    files = day_files(table_dir, day)
+    files = day_files(table_dir, day, keep)
     if len(files) < 2:
         return 0
     tag = f"{COMPACT_TAG}{uuid.uuid4().hex[:12]}"

@@ -3,7 +3,8 @@
 Every table of core.model.TABLES has its own folder, plus `snapshots`, an index with one row
 per stored poll. Writes are atomic per file (see core.dataset); a snapshot's index row is
 written after its tables, so a snapshot is visible to `read_latest` and `read_history` only
-once complete. Time-range reads (`read(since=, until=)`) see whatever files exist.
+once complete. Time-range reads (`read(since=, until=)`) and compaction leave out the files
+of a poll without an index row (its write is under way, or a crash cut it short).
 """
 
 from __future__ import annotations
@@ -287,10 +288,13 @@ class Store:
             id_filter = pc.field("snapshot_id").isin(pa.array(ids, pa.string()))
             expr = id_filter if expr is None else expr & id_filter
         for attempt in range(READ_ATTEMPTS):
-            files = dataset.list_files(self._table_path(name), since=since, until=until)
-            if at:
-                files = [f for f in files if _spans_any(f, at)]
             try:
+                if ids is None:
+                    files = self.live_files(name, since=since, until=until)
+                else:  # rows of indexed polls only: no need to look the files up in the index
+                    files = dataset.list_files(self._table_path(name), since=since, until=until)
+                if at:
+                    files = [f for f in files if _spans_any(f, at)]
                 table = self._scan(files, schema, expr)
             except FileNotFoundError:
                 # a compaction replaced a file between listing and reading: list again
@@ -298,6 +302,55 @@ class Store:
                 continue
             return table.sort_by([("collected_at", "ascending")])
         raise SnapshotError(f"could not read table {name!r} under {self.root}: files kept moving")
+
+    def live_files(
+        self,
+        name: str,
+        *,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+    ) -> list[DataFile]:
+        """The files of table `name` a read of [since, until] opens, oldest first: neither
+        the sources of a finished compaction nor the files of a poll without an index row."""
+        keep = None if name == INDEX else self._indexed()
+        return dataset.list_files(self._table_path(name), since=since, until=until, keep=keep)
+
+    def left_out_files(
+        self,
+        name: str,
+        *,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+    ) -> list[Path]:
+        """The visible files of table `name`, in the days of [since, until], that reads leave
+        out (see `live_files`): a reader listing the folders itself (Spark) must skip them."""
+        keep = None if name == INDEX else self._indexed()
+        return dataset.left_out(self._table_path(name), since=since, until=until, keep=keep)
+
+    def _indexed(self) -> Callable[[DataFile], bool]:
+        """Whether a file holds no poll's rows (probes, a foreign file) or those of a poll
+        whose index row is written; each day's index is looked at once, when first needed."""
+        tags: dict[dt.date, set[str]] = {}
+
+        def keep(f: DataFile) -> bool:
+            if not _is_snapshot_tag(f.tag):
+                return True
+            if f.day not in tags:
+                tags[f.day] = self._indexed_tags(f.day)
+            return f.tag in tags[f.day]
+
+        return keep
+
+    def _indexed_tags(self, day: dt.date) -> set[str]:
+        """The name tags of the polls of one day that have an index row (a poll's rows and
+        its index row share `collected_at`, hence the day)."""
+        tags: set[str] = set()
+        for f in dataset.day_files(self._table_path(INDEX), day):
+            if _is_snapshot_tag(f.tag):
+                tags.add(f.tag)
+            else:  # a compacted index file: its rows name the polls it holds
+                tags.update(_tag(sid) for sid in self._index_file(f)["snapshot_id"].to_pylist())
+        return tags
 
     def _scan(
         self, files: Sequence[DataFile], schema: pa.Schema, expr: pc.Expression | None
@@ -349,9 +402,13 @@ class Store:
         return dataset.list_days(self.table_dir(name))
 
     def compact(self, day: dt.date) -> int:
-        """Merge each table's files of one day into one file; return files replaced."""
+        """Merge each table's files of one day into one file; return files replaced. Files of
+        a poll without an index row stay out (see `live_files`)."""
+        indexed = self._indexed()
         return sum(
-            dataset.compact_day(self._table_path(name), day, schema)
+            dataset.compact_day(
+                self._table_path(name), day, schema, keep=None if name == INDEX else indexed
+            )
             for name, schema in STORE_SCHEMAS.items()
         )
 
@@ -359,13 +416,15 @@ class Store:
         """Compact every day before `before` that still has several files per table. When
         `stop()` turns true, the day under way is finished and the rest left for later."""
         replaced = 0
+        indexed = self._indexed()
         for name, schema in STORE_SCHEMAS.items():
             table_dir = self._table_path(name)
+            keep = None if name == INDEX else indexed
             for day in dataset.list_days(table_dir):
                 if stop is not None and stop():
                     return replaced
                 if day < before and dataset.count_files(table_dir, day) > 1:
-                    replaced += dataset.compact_day(table_dir, day, schema)
+                    replaced += dataset.compact_day(table_dir, day, schema, keep=keep)
         return replaced
 
     def apply_retention(self, *, max_age: dt.timedelta, now: dt.datetime | None = None) -> int:
