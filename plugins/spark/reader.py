@@ -3,7 +3,9 @@
 `read(session, root, "subscriptions", since=..., until=...)` lists only the day folders that
 overlap the window (Spark's partition filter on `date`) and keeps the rows collected inside
 it; `snapshot_ids=` narrows to given polls. A table with no files yet is an empty frame of
-the right schema, never an error.
+the right schema, never an error. Spark lists the folders itself, so the files the store's
+own reads leave out (the sources of a compaction killed before it deleted them, the files of
+a poll without an index row) are filtered out by name: no row shows twice or half-written.
 
 A timed table (`core.model.TIMED_TABLES`, the probe rows) is written on its own clock, in
 batches between and after polls, so a window that ends at its newest poll would drop the
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.model import TIMED_TABLES
+from core.store import Store
 from plugins.spark.schemas import PARTITION_COLUMN, spark_schema
 
 if TYPE_CHECKING:
@@ -55,6 +58,10 @@ def read(
         frame = frame.filter(F.col("collected_at") <= F.lit(_utc(until)))
     if snapshot_ids is not None:
         frame = frame.filter(F.col("snapshot_id").isin(list(snapshot_ids)))
+    upper = None if name in TIMED_TABLES else until
+    left_out = Store(root).left_out_files(name, since=since, until=upper)
+    if left_out:
+        frame = frame.filter(~F.col("_metadata.file_name").isin(sorted(p.name for p in left_out)))
     return frame
 
 
