@@ -164,8 +164,7 @@ def _view(snap: Snapshot, proxy: FlakyProxy | None) -> dict[str, set[tuple[Any, 
     return {
         "brokers": {(b(r.broker_id), r.version, r.is_leader) for r in snap.brokers},
         "bundles": {
-            (r.namespace, r.bundle, r.lower, r.upper, b(r.owner_broker), r.topic_count)
-            for r in snap.bundles
+            (r.namespace, r.bundle, r.lower, r.upper, b(r.owner_broker)) for r in snap.bundles
         },
         "topics": {
             (r.topic, r.partitioned_topic, r.partition_index, r.bundle, b(r.owner_broker))
