@@ -285,16 +285,29 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
         if loaded.engine == "spark":
             spark_output = spark_jobs.stored_output(root, slug, params)
             if spark_output is not None:
-                draw(spark_output.views)
+                draw_views(slug, spark_output.views)
                 st.caption(spark_jobs.provenance(spark_output))
             spark_jobs.job_panel(root, slug, params)
             return
         if slug == drill_panel.DRILL_PAGE:
             drill_panel.drill_panel(root)
         output = data.run_plugin(root, slug, params)
-        draw(output.views)
+        draw_views(slug, output.views)
         st.caption(provenance(output))
     hook_failure(root, slug)
+
+
+def draw_views(slug: str, views: Sequence[View]) -> None:
+    """A plugin's views; one the page cannot draw (a chart whose spec Altair refuses, say)
+    is that plugin's failure, said plainly, not a traceback."""
+    try:
+        draw(views)
+    except Exception as exc:
+        log.exception("drawing the views of plugin %s failed", slug)
+        st.error(
+            f"plugin {slug!r}: a view it rendered could not be drawn: "
+            f"{type(exc).__name__}: {escape_markdown(str(exc))}"
+        )
 
 
 def hook_failure(root: str, slug: str) -> None:

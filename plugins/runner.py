@@ -140,6 +140,10 @@ def validate_params(
         return model.model_validate(raw)
     except ValidationError as exc:
         raise PluginParamsError(plugin.name, _validation_text(exc)) from exc
+    except Exception as exc:  # a validator of the plugin's own that crashes
+        raise PluginParamsError(
+            plugin.name, f"its Params raised {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _validation_text(exc: ValidationError) -> str:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import altair as alt
 import pandas as pd
 from pydantic import BaseModel, ValidationError
 
@@ -222,9 +224,12 @@ def check_result(plugin: AnalysisPlugin, result: Any) -> None:
 
 
 def check_views(plugin: AnalysisPlugin, views: Any, depth: int = 0) -> None:
-    """Every view is one of the API's kinds, also inside columns and tabs (nested 4 deep)."""
+    """Every view is one of the API's kinds with fields of the declared types, also inside
+    columns and tabs (nested 4 deep), so the dashboard can draw each of them."""
     if depth > 4:
         raise PluginContractError(plugin.name, "render nests columns and tabs over 4 deep")
+    if not isinstance(views, list | tuple):
+        raise PluginContractError(plugin.name, f"views must be a list, found {type(views)}")
     for view in views:
         if not isinstance(view, VIEW_TYPES):
             raise PluginContractError(
@@ -232,6 +237,8 @@ def check_views(plugin: AnalysisPlugin, views: Any, depth: int = 0) -> None:
                 "render must return Chart, Table, Metric, Note, Section, Columns or Tabs "
                 f"views, found {type(view)}",
             )
+        for problem in _view_problems(view):
+            raise PluginContractError(plugin.name, f"render returned a {problem}")
         if isinstance(view, Columns):
             for column in view.columns:
                 check_views(plugin, column, depth + 1)
@@ -242,3 +249,51 @@ def check_views(plugin: AnalysisPlugin, views: Any, depth: int = 0) -> None:
                         plugin.name, f"Tabs take (label, views) pairs, found {tab!r}"
                     )
                 check_views(plugin, tab[1], depth + 1)
+
+
+NOTE_LEVELS = ("info", "warning", "error")
+
+
+def _view_problems(view: Any) -> Iterable[str]:
+    """What in one view's fields the dashboard could not draw."""
+    kind = type(view).__name__
+    texts = {
+        Chart: ("title", "caption"),
+        Table: ("title", "caption"),
+        Metric: ("label",),
+        Note: ("markdown",),
+        Section: ("title", "caption"),
+    }.get(type(view), ())
+    for name in texts:
+        value = getattr(view, name)
+        if not isinstance(value, str):
+            yield f"{kind} whose {name} is not text: {type(value).__name__}"
+    if isinstance(view, Chart) and not isinstance(view.chart, alt.TopLevelMixin):
+        yield f"Chart of {type(view.chart).__name__}, not an Altair chart"
+    elif isinstance(view, Table) and not isinstance(view.frame, pd.DataFrame):
+        yield f"Table of {type(view.frame).__name__}, not a pandas DataFrame"
+    elif isinstance(view, Metric):
+        if view.value is not None and not _scalar(view.value):
+            yield f"Metric {view.label!r} whose value is a {type(view.value).__name__}"
+        if view.delta is not None and not _scalar(view.delta):
+            yield f"Metric {view.label!r} whose delta is a {type(view.delta).__name__}"
+        if view.help is not None and not isinstance(view.help, str):
+            yield f"Metric {view.label!r} whose help is not text"
+    elif isinstance(view, Note) and view.level not in NOTE_LEVELS:
+        yield f"Note of level {view.level!r}, not one of {', '.join(NOTE_LEVELS)}"
+    elif isinstance(view, Columns):
+        columns = view.columns
+        if not isinstance(columns, list | tuple) or not columns:
+            yield "Columns without a list of columns"
+        elif view.widths and (
+            len(view.widths) != len(columns)
+            or not all(isinstance(w, numbers.Real) and w > 0 for w in view.widths)
+        ):
+            yield f"Columns whose widths {list(view.widths)!r} are not one number > 0 a column"
+    elif isinstance(view, Tabs) and (not isinstance(view.tabs, list | tuple) or not view.tabs):
+        yield "Tabs without a list of (label, views) pairs"
+
+
+def _scalar(value: Any) -> bool:
+    """Text or a real number (numpy's too; finite or not: the dashboard shows it)."""
+    return isinstance(value, str | numbers.Real)

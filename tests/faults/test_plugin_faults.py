@@ -45,8 +45,10 @@ PAGE_TIMEOUT = 60.0
 
 TEMPLATE = """
 import os, time
-from plugins.api import AnalysisPlugin, BaseModel, Field, GaugeMetricFamily, Metric, Result
-from plugins.api import Table
+import altair as alt
+from pydantic import field_validator
+from plugins.api import AnalysisPlugin, BaseModel, Chart, Field, GaugeMetricFamily, Metric
+from plugins.api import Result, Table
 
 MARKS = {marks!r}
 
@@ -66,6 +68,7 @@ class Faulty(AnalysisPlugin):
 
     class Params(BaseModel):
         rows: int = Field(10, ge=1, le=100, description="Rows shown")
+{params}
 
     def analyze(self, data, params):
         mark("analyze")
@@ -73,7 +76,7 @@ class Faulty(AnalysisPlugin):
         return Result(frames={{"x": data.latest("topics")[["topic"]].head(params.rows)}})
 
     def render(self, result):
-        return [Metric("topics", len(result.frames["x"])), Table(result.frames["x"])]
+{render}
 {hook}
 
 PLUGINS = (Faulty,)
@@ -97,38 +100,57 @@ def hook(body: str) -> str:
     return f"\n    def metrics(self, result, context):\n        mark('metrics')\n{body}"
 
 
-FAULTS: dict[str, tuple[str, str]] = {
-    # slug: (analyze body, metrics hook)
-    "raises": ("        raise RuntimeError('the cluster looks odd today')", ""),
-    "hangs": ("        time.sleep(3600)", ""),
-    "hogs": (HOG, ""),
-    "wrong-shape": ("        return Result(frames={'y': data.latest('topics')})", ""),
-    "hook-raises": ("", hook("        raise ValueError('no series today')")),
-    "hook-hangs": ("", hook("        time.sleep(3600)")),
-    "hook-lies": (
-        "",
-        hook("        return [GaugeMetricFamily('node_cpu_seconds', 'not ours', value=1.0)]"),
-    ),
+VIEWS = '        return [Metric("topics", len(result.frames["x"])), Table(result.frames["x"])]'
+BAD_SPEC = (  # the right type, but a spec Altair refuses when the page draws it
+    "        return [Chart(alt.Chart(result.frames['x']).mark_bar()"
+    ".encode(x=alt.X('topic:N', bin='sideways')))]"
+)
+VALIDATOR = """
+        @field_validator("rows")
+        @classmethod
+        def odd(cls, rows):
+            if rows == 13:
+                raise LookupError("13 is unlucky")
+            return rows
+"""
+FAULTS: dict[str, dict[str, str]] = {  # slug: its analyze body, render body, metrics hook
+    "raises": {"analyze": "        raise RuntimeError('the cluster looks odd today')"},
+    "hangs": {"analyze": "        time.sleep(3600)"},
+    "hogs": {"analyze": HOG},
+    "wrong-shape": {"analyze": "        return Result(frames={'y': data.latest('topics')})"},
+    "bad-views": {"render": "        return [Metric('topics', {'not': 'a number'})]"},
+    "bad-spec": {"render": BAD_SPEC},
+    "hook-raises": {"hook": hook("        raise ValueError('no series today')")},
+    "hook-hangs": {"hook": hook("        time.sleep(3600)")},
+    "hook-lies": {
+        "hook": hook(
+            "        return [GaugeMetricFamily('node_cpu_seconds', 'not ours', value=1.0)]"
+        )
+    },
 }
-HEALTHY = (
-    "",
-    hook(
+HEALTHY = {
+    "params": VALIDATOR,  # healthy, unless asked for 13 rows
+    "hook": hook(
         "        gauge = GaugeMetricFamily('pulsar_lens_healthy_topics', 'topics seen')\n"
         "        gauge.add_metric([], len(result.frames['x']))\n"
         "        return [gauge]"
     ),
-)
+}
 
 ON_PAGE = {  # what the plugin's page says, after "plugin '<slug>' failed: " or the hook's
     "raises": "analyze raised RuntimeError: the cluster looks odd today",
     "hangs": f"analyze timed out after {TIMEOUT_S} s; it was stopped",
     "hogs": f"analyze exceeded its memory limit of {MEMORY_MIB} MiB",
     "wrong-shape": "analyze must return exactly the declared outputs; expected ['x'], found ['y']",
+    "bad-views": "render returned a Metric 'topics' whose value is a dict",
+    "bad-spec": "a view it rendered could not be drawn: SchemaValidationError",
     "hook-raises": "metrics raised ValueError: no series today",
     "hook-hangs": f"metrics timed out after {TIMEOUT_S} s; it was stopped",
     "hook-lies": "metric 'node_cpu_seconds' must be named pulsar_lens_*",
 }
 HOOKS = ("hook-raises", "hook-hangs", "hook-lies")
+FAILED_ANALYSES = ("raises", "hangs", "hogs", "wrong-shape", "bad-views")
+DRAWN_ONLY = ("bad-spec",)  # its result is fine: only the page cannot draw it
 
 
 @dataclass
@@ -144,8 +166,15 @@ class World:
 
 
 def _write_plugins(folder: Path, marks: Path) -> None:
-    for slug, (body, metrics) in {**FAULTS, "healthy": HEALTHY}.items():
-        source = TEMPLATE.format(slug=slug, marks=str(marks), analyze=body, hook=metrics)
+    for slug, parts in {**FAULTS, "healthy": HEALTHY}.items():
+        source = TEMPLATE.format(
+            slug=slug,
+            marks=str(marks),
+            analyze=parts.get("analyze", ""),
+            render=parts.get("render", VIEWS),
+            hook=parts.get("hook", ""),
+            params=parts.get("params", ""),
+        )
         (folder / f"{slug.replace('-', '_')}.py").write_text(textwrap.dedent(source))
 
 
@@ -221,12 +250,10 @@ def _shown(at: AppTest) -> str:
 
 def test_a_collect_cycle_stores_each_fault_and_every_other_result(world: World) -> None:
     outcomes = world.outcomes
-    for slug in ("raises", "hangs", "hogs", "wrong-shape"):
+    for slug in FAILED_ANALYSES:
         assert outcomes[slug].status == "failed", outcomes[slug]
         assert ON_PAGE[slug] in str(outcomes[slug].error)
-    others = [
-        o for slug, o in outcomes.items() if slug not in ("raises", "hangs", "hogs", "wrong-shape")
-    ]
+    others = [o for slug, o in outcomes.items() if slug not in FAILED_ANALYSES]
     assert others and all(o.status == "ok" for o in others), others
     light = {p.name for p in world.registry if p.engine != "spark"}  # Spark: the job worker's
     assert light == set(outcomes)
@@ -299,8 +326,10 @@ def test_every_other_page_keeps_its_data_in_the_same_run(world: World) -> None:
 
 def test_metrics_names_each_faulty_plugin_and_serves_the_others(world: World) -> None:
     errors = _series(world.scrape, "pulsar_lens_plugin_errors")
-    assert {slug: errors.get(slug) for slug in FAULTS} == dict.fromkeys(FAULTS, 1.0)
-    healthy = {slug: v for slug, v in errors.items() if slug not in FAULTS}
+    failing = (*FAILED_ANALYSES, *HOOKS)
+    assert {slug: errors.get(slug) for slug in failing} == dict.fromkeys(failing, 1.0)
+    healthy = {slug: v for slug, v in errors.items() if slug not in failing}
+    assert set(DRAWN_ONLY) <= set(healthy)  # its analysis and render are fine
     assert healthy and set(healthy.values()) == {0.0}, errors
     assert {"healthy", "subscription-status", "key-shared-map", "sticky-ranges"} <= set(healthy)
     assert _series(world.scrape, "pulsar_lens_healthy_topics") == {"": 6.0}
@@ -324,6 +353,7 @@ def test_a_hang_costs_a_page_its_limit_once_when_nothing_is_stored(
     bare = tmp_path / "store"
     shutil.copytree(world.root, bare, ignore=shutil.ignore_patterns("results"))
     monkeypatch.setenv("PULSAR_LENS_STORE", str(bare))
+    runner.clear_cache()  # results are kept by snapshot ids, which the copy shares
     starts = world.marks / "hangs.analyze"
     before = starts.read_text().count("\n")
     started = time.monotonic()
@@ -337,3 +367,13 @@ def test_a_hang_costs_a_page_its_limit_once_when_nothing_is_stored(
     assert not at.exception
     assert any(ON_PAGE["hangs"] in e.value for e in at.error)
     assert starts.read_text().count("\n") - before == 1  # one worker hung, once
+
+
+def test_a_params_validator_that_crashes_is_told_on_the_page(world: World) -> None:
+    at = plugin_page("healthy", timeout=PAGE_TIMEOUT)
+    assert not at.error
+    at.number_input(key="analysis_healthy_rows").set_value(13).run()
+    assert not at.exception
+    said = [e.value for e in at.error]
+    assert any("plugin 'healthy'" in e and "raised LookupError: 13 is unlucky" in e for e in said)
+    assert "Traceback" not in _shown(at)
