@@ -130,15 +130,24 @@ def fill(mount: Path) -> Path:
     return filler
 
 
-def assert_readers_see_whole_files(store: Path) -> None:
-    """Every Parquet file a reader lists opens; no temporary file is left behind."""
+def temporaries(store: Path) -> set[Path]:
+    """Hidden *.tmp files (a table file being written) and hidden folders (a result being
+    staged): readers skip them; a failed write must remove its own."""
+    return {p for p in store.rglob(".*") if p.name.endswith(".tmp") or p.is_dir()}
+
+
+def assert_readers_see_whole_files(store: Path, *, settle: float = 0.0) -> None:
+    """Every Parquet file a reader lists opens; no temporary file is left behind (one that
+    a write under way holds is gone within `settle` seconds)."""
     visible = [p for p in store.rglob("*.parquet") if not p.name.startswith((".", "_"))]
     assert visible
     for path in visible:
         pq.read_table(path)  # raises on a truncated or half-written file
-    # hidden *.tmp files (the tables') and hidden folders (a result being staged)
-    left = [p for p in store.rglob(".*") if p.name.endswith(".tmp") or p.is_dir()]
-    assert left == [], f"temporary files left behind: {left}"
+    left = temporaries(store)
+    if left and settle:
+        time.sleep(settle)
+        left &= temporaries(store)
+    assert left == set(), f"temporary files left behind: {sorted(left)}"
     for table in ("brokers", "topics", "consumers", "snapshots"):
         Store(store).read(table)
 
@@ -157,7 +166,7 @@ def outage(mount: Path, begin: Callable[[], None], end: Callable[[], None], why:
             for line in failed:
                 assert " not_stored (could not write snapshot " in line
                 assert line.endswith(f" under {store}: {why})"), line
-            assert_readers_see_whole_files(store)
+            assert_readers_see_whole_files(store, settle=3.0)  # the analyses may be writing
             ended = time.monotonic()
             end()
             collector.beats(1, stored)
