@@ -18,7 +18,9 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -128,6 +130,14 @@ class ClusterProcess:
     def stop(self, grace: float) -> None:
         if self.process is not None:
             terminate_group(self.process.pid, grace=grace, child=self.process)
+            self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL the JVM (a crash: no shutdown hook, no release of what it owns) and reap it."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
             self.process = None
 
 
@@ -269,8 +279,14 @@ class LocalPulsarCluster:
         """Stop one broker (a broker restart or loss); its bundles move to the others."""
         self.broker_processes[index].stop(grace)
 
+    def kill_broker(self, index: int) -> None:
+        """SIGKILL one broker: its ZooKeeper session (and with it the bundles it owns, its
+        place in the broker list) lasts until `metadataStoreSessionTimeoutMillis` expires."""
+        self.broker_processes[index].kill()
+
     def restart_broker(self, index: int, *, timeout: float = 120.0) -> None:
-        """Start a stopped broker again on its own ports and wait until it is listed."""
+        """Start a stopped or killed broker again on its own ports and wait until it is
+        listed."""
         broker = self.broker_processes[index]
         if broker.alive():
             return

@@ -219,6 +219,15 @@ class LocalPulsar:
         if self.web_tls:
             self.web_tls_port = self.web_tls_port or free_port()
         self._write_conf()
+        self._spawn(java, lib)
+        try:
+            self.wait_ready(timeout=timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn(self, java: str, lib: Path) -> None:
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(
                 self.command(java, lib),
@@ -229,6 +238,27 @@ class LocalPulsar:
                 start_new_session=True,
             )
         self.pid = self.process.pid
+
+    def kill(self) -> None:
+        """SIGKILL the broker's JVM (a crash: no shutdown hook runs) and reap it; the ports,
+        the settings and the data directory stay for `restart()`."""
+        if self.pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait(timeout=30)
+        self.pid = None
+        self.process = None
+
+    def restart(self, *, timeout: float = 180.0) -> LocalPulsar:
+        """Start the broker again on the same ports and data directory (after `kill()` or
+        a crash) and wait until it is ready; a running broker is killed first."""
+        if self.data_dir is None or not self.web_port:
+            raise LocalPulsarError("restart() needs a broker that was started before")
+        if self.process is not None and self.process.poll() is None:
+            self.kill()
+        self._spawn(find_java(), ensure_runtime(self.version))
         try:
             self.wait_ready(timeout=timeout)
         except BaseException:
