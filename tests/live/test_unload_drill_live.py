@@ -25,6 +25,7 @@ from core.model import SLOW_PUBLISH_MS
 from core.store import Store
 from lab.cluster import LocalPulsarCluster
 from lab.localpulsar import LocalPulsar
+from tests.brokers import BrokerPool
 
 DRILLS = 10
 FIGURES = Path(__file__).resolve().parents[2] / "artifacts" / "unload-drills.json"
@@ -32,7 +33,12 @@ _measured: dict[str, list[float]] = {}
 
 
 @pytest.fixture(scope="module", params=["modular", "extensible"])
-def cluster(request: pytest.FixtureRequest) -> Iterator[LocalPulsarCluster]:
+def cluster(
+    request: pytest.FixtureRequest, broker_pool: BrokerPool
+) -> Iterator[LocalPulsarCluster]:
+    if request.param == "modular":  # the run's shared one (the broker-loss test uses it too)
+        yield broker_pool.cluster("modular")
+        return
     with LocalPulsarCluster(brokers=2, load_manager=request.param) as running:
         yield running
 
