@@ -435,7 +435,9 @@ class Store:
         """
         cutoff = (now or dt.datetime.now(dt.UTC)) - max_age
         removed = 0
-        for name in STORE_TABLES:
+        # the index first: a crash midway leaves rows without an index row, which reads
+        # leave out, never an index row whose rows are gone
+        for name in (INDEX, *TABLES):
             table_dir = self._table_path(name)
             removed += dataset.remove_before(table_dir, cutoff)
             for day in dataset.list_days(table_dir):

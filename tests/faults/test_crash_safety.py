@@ -21,6 +21,7 @@ read cleanly through the Store API; at the end also through Spark, as Spark plug
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import json
 import os
 import queue
@@ -321,3 +322,31 @@ def test_kill_9_at_random_points_loses_nothing_and_shows_nothing_half_written(
         f"CPU: writers {_cpu(resource.RUSAGE_CHILDREN):.1f}s, "
         f"this process {_cpu(resource.RUSAGE_SELF):.1f}s"
     )
+
+
+def test_retention_cut_short_leaves_no_poll_without_its_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collector killed while retention deletes old files: the polls still indexed keep
+    all their rows, whichever table's files went first."""
+    from tests.core.snapshots import T0, make_snapshot
+
+    store = Store(tmp_path / "store")
+    for hours in range(0, 72, 6):
+        store.write(make_snapshot(at=T0 + dt.timedelta(hours=hours)))
+    files = sum(1 for _ in store.root.rglob("*.parquet"))
+    delete = dataset.remove_before
+    calls: list[str] = []
+
+    def killed_after_one_table(table_dir: Path, cutoff: dt.datetime) -> int:
+        if calls:
+            raise KeyboardInterrupt("killed")  # what is on disk now is what a kill leaves
+        calls.append(table_dir.name)
+        return delete(table_dir, cutoff)
+
+    monkeypatch.setattr(dataset, "remove_before", killed_after_one_table)
+    with pytest.raises(KeyboardInterrupt):
+        store.apply_retention(max_age=dt.timedelta(days=1), now=T0 + dt.timedelta(days=3))
+    monkeypatch.undo()
+    assert sum(1 for _ in store.root.rglob("*.parquet")) < files, "killed before deleting"
+    check_store(Store(tmp_path / "store"), [])
