@@ -84,7 +84,7 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
         _announce(args, settings, store, interval)
         with stop_on_sigterm(group):
             group.run()
-        if args.once or args.max_polls:
+        if (args.once or args.max_polls) and not group.stopped:
             analyses.finish()
     finally:
         if analyses is not None:

@@ -230,8 +230,10 @@ def run(args: argparse.Namespace) -> int:
             )
         with stop_on_sigterm(loop):
             loop.run()
-        if args.once or args.max_polls:
-            analyses.finish()  # a bounded run leaves its results stored, like its snapshots
+        if (args.once or args.max_polls) and not loop.stopped:
+            # a bounded run leaves its results stored, like its snapshots; one stopped by
+            # SIGTERM leaves at once (an orchestrator's grace period is short)
+            analyses.finish()
     finally:
         if analyses is not None:
             analyses.close()

@@ -74,6 +74,8 @@ class Heartbeat:
             text += f" events={self.events}"
         if not self.reachable:
             text += " unreachable"
+        elif self.errors:
+            text += " partial"
         if self.retry_in is not None:
             text += f" retry_in={self.retry_in:.1f}s"
         if self.write_error is not None:
@@ -198,6 +200,7 @@ class PollLoop:
                 if self._sleep(delay):
                     break
         except KeyboardInterrupt:
+            self._stop.set()
             log.info("polling interrupted after %d polls", self.polls)
         finally:
             self.wait_housekeeping()
@@ -378,10 +381,21 @@ class LoopGroup:
             raise ValueError("a loop group needs at least one loop")
         self.loops = tuple(loops)
         self.join_timeout = join_timeout
+        self._stopped = False
 
     def stop(self) -> None:
+        """Ask every loop to stop (SIGTERM, Ctrl-C); `stopped` then tells so."""
+        self._stopped = True
+        self._stop_loops()
+
+    def _stop_loops(self) -> None:
         for loop in self.loops:
             loop.stop()
+
+    @property
+    def stopped(self) -> bool:
+        """True when asked to stop, not when every loop reached its end by itself."""
+        return self._stopped
 
     @property
     def polls(self) -> int:
@@ -402,9 +416,10 @@ class LoopGroup:
                 while thread.is_alive():
                     thread.join(0.5)
         except KeyboardInterrupt:
+            self._stopped = True
             log.info("polling interrupted after %d polls", self.polls)
         finally:
-            self.stop()
+            self._stop_loops()
             for thread in threads:
                 thread.join(self.join_timeout)
         return self.polls

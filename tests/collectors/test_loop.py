@@ -180,6 +180,18 @@ def test_loop_heartbeat_line(tmp_path: Path) -> None:
     assert beats[2].line().endswith("errors=1 duration=0.42s unreachable")  # no retry: done
 
 
+def test_loop_heartbeat_line_says_partial_when_some_endpoints_failed(tmp_path: Path) -> None:
+    def partial(at: dt.datetime) -> Snapshot:
+        error = EndpointError(endpoint="GET /admin/v2/brokers", status=503, message="busy")
+        return dataclasses.replace(make_snapshot(at=at), errors=(error,))
+
+    fake = FakeTime()
+    loop, beats = make_loop(tmp_path, fake, [partial])
+    loop.run()
+    assert beats[0].line().endswith("errors=1 duration=0.42s partial")
+    assert beats[0].snapshot_id is not None
+
+
 def test_loop_a_raising_poll_counts_as_a_failure(tmp_path: Path) -> None:
     fake = FakeTime()
 

@@ -62,3 +62,14 @@ def test_group_stop_ends_every_loop(tmp_path: Path) -> None:
     finally:
         timer.cancel()
     assert all(loop.stopped for loop in loops)
+    assert group.stopped  # asked to stop: a bounded run's last work is skipped
+
+
+def test_group_that_reaches_its_end_was_not_stopped(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    loops = [
+        PollLoop(polls_of(n), store, interval=0.01, cluster=n, max_polls=2) for n in ("a", "b")
+    ]
+    group = LoopGroup(loops, join_timeout=30)
+    assert group.run() == 4
+    assert not group.stopped  # so `collect --max-polls` still stores its analyses
