@@ -170,15 +170,29 @@ def _run(
 _start_lock = threading.Lock()
 
 
+ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
+
+
 def _start(worker: Any) -> None:
     """Start a worker without it re-running our `__main__` (multiprocessing would run the
-    parent's main script in the child: the Streamlit app, a pytest run, the CLI)."""
+    parent's main script in the child: the Streamlit app, a pytest run, the CLI).
+
+    The forkserver (started with the first worker) gets Arrow's system allocator: the
+    default one (mimalloc) reserves a 1 GiB arena at its first allocation, which counts
+    against RLIMIT_DATA, so under the default limit a plugin's first Arrow allocation failed.
+    """
     with _start_lock:
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = types.ModuleType("__main__")
+        pool = os.environ.get(ARROW_POOL_ENV)
+        os.environ[ARROW_POOL_ENV] = "system"
         try:
             worker.start()
         finally:
+            if pool is None:
+                os.environ.pop(ARROW_POOL_ENV, None)
+            else:
+                os.environ[ARROW_POOL_ENV] = pool
             if main is not None:
                 sys.modules["__main__"] = main
 
@@ -212,6 +226,8 @@ def _exit(worker: Any) -> str:
 
 
 def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, send: Any) -> None:
+    os.dup2(2, 1)  # what a plugin prints goes to stderr: stdout carries `analyze --json`
+    sys.stdout = sys.stderr
     limit = _data_size() + memory
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     try:

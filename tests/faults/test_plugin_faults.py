@@ -34,6 +34,7 @@ from plugins.precompute import Outcome, compute_results
 from plugins.registry import Registry, discover
 from plugins.results import ResultStore
 from tests.dashboard.scenario import write_scenario
+from tests.lens_cli import run_lens
 from tests.pages import PAGE_SLUGS, plugin_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,6 +131,7 @@ FAULTS: dict[str, dict[str, str]] = {  # slug: its analyze body, render body, me
 }
 HEALTHY = {
     "params": VALIDATOR,  # healthy, unless asked for 13 rows
+    "render": f"        print('healthy says hello')\n{VIEWS}",  # on stdout
     "hook": hook(
         "        gauge = GaugeMetricFamily('pulsar_lens_healthy_topics', 'topics seen')\n"
         "        gauge.add_metric([], len(result.frames['x']))\n"
@@ -377,3 +379,17 @@ def test_a_params_validator_that_crashes_is_told_on_the_page(world: World) -> No
     said = [e.value for e in at.error]
     assert any("plugin 'healthy'" in e and "raised LookupError: 13 is unlucky" in e for e in said)
     assert "Traceback" not in _shown(at)
+
+
+def test_analyze_json_stays_json_under_the_default_limits_when_a_plugin_prints(
+    world: World,
+) -> None:
+    """A worker's stdout goes to stderr (it used to land in `analyze --json`), and Arrow in a
+    worker allocates under the default memory limit (its default allocator reserved a 1 GiB
+    arena against RLIMIT_DATA at the first allocation: 'malloc of size 64 failed')."""
+    env = {k: v for k, v in world.env.items() if k != "PULSAR_LENS_PLUGIN_MEMORY"}
+    argv = ("analyze", "healthy", "--param", "rows=12", "--store", str(world.root), "--json")
+    done = run_lens(*argv, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["plugin"] == "healthy"
+    assert "healthy says hello" in done.stderr
