@@ -71,6 +71,7 @@ class MetricsEndpoint:
             requests=beat.requests,
             errors=beat.errors,
             failed=not beat.reachable,
+            not_stored=beat.write_error is not None,
         )
 
     def wrap(self, on_heartbeat: HeartbeatFn) -> HeartbeatFn:

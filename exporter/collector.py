@@ -123,13 +123,21 @@ class PollRecorder:
             self._listeners.append(listener)
 
     def record(
-        self, *, at: dt.datetime, duration: float, requests: int, errors: int, failed: bool
+        self,
+        *,
+        at: dt.datetime,
+        duration: float,
+        requests: int,
+        errors: int,
+        failed: bool,
+        not_stored: bool = False,
     ) -> None:
         with self._lock:
             self._stats = replace(
                 self._stats,
                 polls=self._stats.polls + 1,
                 failed_polls=self._stats.failed_polls + int(failed),
+                failed_writes=self._stats.failed_writes + int(not_stored),
                 last_poll_at=at,
                 last_duration_s=duration,
                 last_requests=requests,

@@ -45,6 +45,7 @@ class PollStats:
 
     polls: int = 0
     failed_polls: int = 0
+    failed_writes: int = 0
     last_poll_at: dt.datetime | None = None
     last_duration_s: float | None = None
     last_requests: int | None = None
@@ -86,7 +87,13 @@ def compute_collector_families(
         "Polls of this collector in which every admin endpoint failed (nothing was stored).",
     )
     failed.add_metric([], stats.failed_polls)
-    families: list[Metric] = [polls, failed]
+    not_written = CounterMetricFamily(
+        "pulsar_lens_failed_writes",
+        "Polls whose snapshot the store could not take (disk full, read-only); the newest "
+        "few wait in memory and are written when the store takes writes again.",
+    )
+    not_written.add_metric([], stats.failed_writes)
+    families: list[Metric] = [polls, failed, not_written]
     last = {
         "pulsar_lens_last_poll_timestamp_seconds": (
             "Unix time of the last poll, stored or not.",

@@ -76,6 +76,7 @@ def test_collector_families_report_the_last_poll_and_snapshot_age() -> None:
     stats = PollStats(
         polls=7,
         failed_polls=2,
+        failed_writes=3,
         last_poll_at=at(30),
         last_duration_s=0.25,
         last_requests=11,
@@ -84,6 +85,7 @@ def test_collector_families_report_the_last_poll_and_snapshot_age() -> None:
     found = samples(exposition(compute_collector_families(stats, newest_at=at(20), now=at(35))))
     assert value(found, "pulsar_lens_polls_total") == 7
     assert value(found, "pulsar_lens_failed_polls_total") == 2
+    assert value(found, "pulsar_lens_failed_writes_total") == 3
     assert value(found, "pulsar_lens_last_poll_timestamp_seconds") == at(30).timestamp()
     assert value(found, "pulsar_lens_poll_duration_seconds") == 0.25
     assert value(found, "pulsar_lens_poll_requests") == 11
@@ -93,7 +95,8 @@ def test_collector_families_report_the_last_poll_and_snapshot_age() -> None:
 
 def test_collector_families_before_any_poll_have_only_the_totals() -> None:
     found = samples(exposition(compute_collector_families(PollStats(), newest_at=None, now=at(0))))
-    assert {k[0] for k in found} == {"pulsar_lens_polls_total", "pulsar_lens_failed_polls_total"}
+    totals = {"pulsar_lens_polls_total", "pulsar_lens_failed_polls_total"}
+    assert {k[0] for k in found} == totals | {"pulsar_lens_failed_writes_total"}
     assert value(found, "pulsar_lens_polls_total") == 0
 
 
@@ -410,11 +413,13 @@ def test_poll_recorder_counts_polls_and_keeps_the_last() -> None:
     when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     recorder.record(at=when, duration=1.0, requests=3, errors=0, failed=False)
     recorder.record(at=when, duration=2.0, requests=1, errors=4, failed=True)
+    recorder.record(at=when, duration=1.5, requests=3, errors=0, failed=False, not_stored=True)
     assert recorder.stats() == PollStats(
-        polls=2,
+        polls=3,
         failed_polls=1,
+        failed_writes=1,
         last_poll_at=when,
-        last_duration_s=2.0,
-        last_requests=1,
-        last_errors=4,
+        last_duration_s=1.5,
+        last_requests=3,
+        last_errors=0,
     )
