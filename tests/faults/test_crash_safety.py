@@ -281,6 +281,24 @@ def _cpu(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _descendants_cpu() -> float:
+    """CPU seconds of this process's live descendants (Spark's JVM), from /proc."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(fields[1])
+            ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
+    mine = {os.getpid()}
+    for _ in range(8):
+        mine |= {pid for pid, parent in parents.items() if parent in mine}
+    return sum(ticks[pid] for pid in mine - {os.getpid()}) / os.sysconf("SC_CLK_TCK")
+
+
 @pytest.fixture
 def spark_started() -> Iterator[threading.Thread]:
     """Spark's JVM starts while the writer is being killed, not after."""
@@ -320,7 +338,7 @@ def test_kill_9_at_random_points_loses_nothing_and_shows_nothing_half_written(
         f"kill loop {killing:.1f}s, checks {checked - started - killing:.1f}s, waiting for "
         f"Spark {spark_ready - checked:.1f}s, Spark reads {time.monotonic() - spark_ready:.1f}s; "
         f"CPU: writers {_cpu(resource.RUSAGE_CHILDREN):.1f}s, "
-        f"this process {_cpu(resource.RUSAGE_SELF):.1f}s"
+        f"this process {_cpu(resource.RUSAGE_SELF):.1f}s, Spark's JVM {_descendants_cpu():.1f}s"
     )
 
 
