@@ -10,6 +10,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import pandas as pd
 
@@ -70,6 +71,17 @@ def parse_errors(errors_json: object) -> pd.DataFrame:
     ]
     frame = pd.DataFrame(rows, columns=["endpoint", "status", "message"])
     return frame.astype({"endpoint": "string", "message": "string"})
+
+
+def failed_brokers(errors: pd.DataFrame) -> list[str]:
+    """The brokers ("host:port") whose own calls failed in a poll: those sent to a broker's
+    URL rather than to the admin URL (per-broker stats, owned bundles, load report)."""
+    found = set()
+    for endpoint in errors.get("endpoint", pd.Series(dtype="string")).dropna():
+        target = str(endpoint).partition(" ")[2]
+        if "://" in target:
+            found.add(urlsplit(target).netloc)
+    return sorted(found - {""})
 
 
 def _json_object(text: object) -> dict[str, float]:

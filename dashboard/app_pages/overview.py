@@ -43,4 +43,9 @@ with components.guarded("The overview"):
     if status.errors.empty:
         st.success("Every admin call of the newest poll succeeded.")
     else:
+        if failed := frames.failed_brokers(status.errors):
+            st.warning(
+                f"The calls to broker(s) {', '.join(f'`{b}`' for b in failed)} failed: their "
+                "topics, bundles and load are missing from this snapshot (is the broker down?)."
+            )
         st.dataframe(status.errors, hide_index=True)

@@ -421,7 +421,7 @@ def owners_in(store: Path, sid: str, namespace: str) -> dict[str, str | None]:
 
 
 def test_one_broker_of_two_killed_gives_partial_polls_naming_it_and_its_bundles_move(
-    broker_pool: BrokerPool, tmp_path: Path
+    broker_pool: BrokerPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster = broker_pool.cluster("modular")  # shared: broker-1 is started again at the end
     survivor, victim = cluster.broker_processes
@@ -483,6 +483,11 @@ def test_one_broker_of_two_killed_gives_partial_polls_naming_it_and_its_bundles_
         scraped = lens.scrape()  # its session lasts seconds more: this poll is partial too
         assert scraped["pulsar_lens_poll_endpoint_errors"] > 0
         assert scraped["pulsar_lens_failed_polls_total"] == 0  # partial, not failed
+        page = overview(store, monkeypatch)  # the Overview names the broker that failed
+        warnings = [w.value for w in page.warning]
+        assert any("The newest snapshot is partial" in w for w in warnings), warnings
+        (naming,) = [w for w in warnings if "The calls to broker(s)" in w]
+        assert f"`{victim.broker_id}`" in naming and survivor.broker_id not in naming
 
         # The bundles it owned move to the survivor (its session expires; the producers
         # look their topics up again).
