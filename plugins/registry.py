@@ -9,6 +9,7 @@ so does one whose `requires` names a plugin that is not loaded or forms a cycle.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
@@ -241,7 +242,8 @@ def _accept(obj: Any, source: str, plugins: Mapping[str, LoadedPlugin]) -> Loade
 
 def _load_reference(reference: str) -> Any:
     module_name, _, qualname = reference.partition(":")
-    obj: Any = importlib.import_module(module_name)
+    with contextlib.redirect_stdout(sys.stderr):  # a print at import must not reach --json
+        obj: Any = importlib.import_module(module_name)
     for part in qualname.split(".") if qualname else ():
         obj = getattr(obj, part)
     return obj
@@ -349,7 +351,8 @@ def _import_file(path: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(sys.stderr):  # a print at import must not reach --json
+            spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(module_name, None)
         raise

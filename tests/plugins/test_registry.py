@@ -76,6 +76,18 @@ def test_registry_drop_in_directory_loads_listed_classes(tmp_path: Path) -> None
     assert registry.get("topic-counts").source == str(tmp_path / "counts.py")
 
 
+def test_registry_a_drop_in_printing_at_import_prints_to_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = "print('hello from import')\n" + GOOD.format(cls="Counts", slug="topic-counts")
+    write(tmp_path, "counts.py", text)
+    registry = discover(builtins=False, entry_points=False, plugin_dirs=[tmp_path])
+    assert registry.failures == []
+    out, err = capsys.readouterr()
+    assert "hello from import" not in out  # stdout carries `analyze --json`
+    assert "hello from import" in err
+
+
 def test_registry_broken_drop_in_is_reported_and_others_load(tmp_path: Path) -> None:
     write(tmp_path, "a_good.py", GOOD.format(cls="Counts", slug="topic-counts"))
     write(tmp_path, "b_syntax.py", "def broken(:\n")
