@@ -271,7 +271,7 @@ def test_collect_survives_a_broker_killed_mid_poll_and_recovers_without_a_restar
         # Freeze the JVM right after a poll, so that the next poll is surely in flight (its
         # calls unanswered), then SIGKILL it: the poll's connections are reset under it.
         lens.wait_beats(lambda b: len(b) >= 1, after=lens.count(), what="a poll", timeout=30)
-        frozen_at, beats_then = time.monotonic(), lens.count()
+        beats_then = lens.count()
         assert broker.pid is not None
         os.killpg(broker.pid, signal.SIGSTOP)
         time.sleep(INTERVAL * 1.1 + 0.5)  # past the longest wait between two polls
@@ -289,8 +289,8 @@ def test_collect_survives_a_broker_killed_mid_poll_and_recovers_without_a_restar
         restart = Restart(broker)
         restart.start()
         in_flight = failed[0]
+        # it started before the JVM died and ended after
         assert in_flight.seen - in_flight.duration < killed_at < in_flight.seen, in_flight
-        assert killed_at - frozen_at < in_flight.duration  # it had started before the kill
         for beat in failed:
             assert beat.unreachable and beat.errors > 0 and "retry_in=" in beat.line, beat
         waits = [retry_in(b) for b in failed]
