@@ -2,11 +2,12 @@
 
 Polls every `interval` seconds (±`jitter`, so many collectors do not beat in step). While
 the admin API is unreachable (a poll in which every endpoint failed) nothing is stored and
-the wait doubles up to `max_backoff`. Closed day partitions are compacted when the day
-changes, and retention runs every `housekeeping_every` seconds, or every quarter of the
-retention (at least one interval) when that is sooner, so a short retention holds. Both
-run on a background thread (one run at a time), so that a long compaction never delays a
-poll or its heartbeat.
+the wait doubles up to `max_backoff` (by default four intervals, at most five minutes, never
+less than one interval: a cluster that comes back is seen again soon). Closed day
+partitions are compacted when the day changes, and retention runs every
+`housekeeping_every` seconds, or every quarter of the retention (at least one interval)
+when that is sooner, so a short retention holds. Both run on a background thread (one run
+at a time), so that a long compaction never delays a poll or its heartbeat.
 
 After a restart, the first poll is diffed against the newest snapshot of its cluster that the
 store already holds (`collectors.restore`), so a change made while the collector was down
@@ -41,6 +42,8 @@ PollFn = Callable[[], Snapshot]
 DiffFn = Callable[[Snapshot, Snapshot], Sequence[EventRecord]]
 HeartbeatFn = Callable[["Heartbeat"], None]
 MAX_PROBLEMS = 5
+BACKOFF_INTERVALS = 4  # the default longest wait while unreachable, in intervals ...
+MAX_BACKOFF = 300.0  # ... and in seconds
 MAX_UNWRITTEN = 5  # snapshots kept in memory while the store cannot be written
 
 
@@ -80,6 +83,8 @@ class Heartbeat:
             text += f" retry_in={self.retry_in:.1f}s"
         if self.write_error is not None:
             text += f" not_stored ({self.write_error})"
+        if self.errors and self.problems:  # free text, so last: which call failed, and how
+            text += f" first_error: {self.problems[0]}"
         return text
 
 
@@ -114,7 +119,7 @@ class PollLoop:
         *,
         interval: float = 30.0,
         jitter: float = 0.1,
-        max_backoff: float = 300.0,
+        max_backoff: float | None = None,
         retention: dt.timedelta = DEFAULT_RETENTION,
         housekeeping_every: float = 3600.0,
         diff: DiffFn | None = None,
@@ -134,6 +139,8 @@ class PollLoop:
         self.store = store
         self.interval = interval
         self.jitter = min(max(jitter, 0.0), 1.0)
+        if max_backoff is None:
+            max_backoff = min(BACKOFF_INTERVALS * interval, MAX_BACKOFF)
         self.max_backoff = max(max_backoff, interval)
         self.retention = retention
         # an hour's wait under a one-minute retention would keep 60 times what it should

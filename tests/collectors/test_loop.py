@@ -116,6 +116,13 @@ def test_loop_backs_off_exponentially_while_unreachable(tmp_path: Path) -> None:
     assert len(loop.store.snapshots()) == 2  # unreachable polls are not stored
 
 
+def test_loop_backoff_by_default_stops_at_four_intervals(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop, _ = make_loop(tmp_path, fake, [down] * 4 + [ok])  # interval 30 s
+    loop.run()
+    assert fake.sleeps[:4] == [60.0, 120.0, 120.0, 120.0]  # back within 2 min, not 5
+
+
 def test_loop_backoff_resets_after_a_success(tmp_path: Path) -> None:
     fake = FakeTime()
     loop, _ = make_loop(tmp_path, fake, [down, down, ok, down, ok])
@@ -171,13 +178,16 @@ def test_loop_heartbeat_line(tmp_path: Path) -> None:
     assert beats[0].line() == (
         "poll 2026-11-21T12:00:00Z topics=3 subs=3 requests=9 errors=0 duration=0.42s"
     )
+    refused = "first_error: GET /admin/v2/clusters: connection refused"
     assert (
         beats[1]
         .line()
-        .endswith("topics=0 subs=0 requests=1 errors=1 duration=0.42s unreachable retry_in=60.0s")
+        .endswith(
+            f"topics=0 subs=0 requests=1 errors=1 duration=0.42s unreachable retry_in=60.0s {refused}"
+        )
     )
     assert beats[1].problems == ("GET /admin/v2/clusters: connection refused",)
-    assert beats[2].line().endswith("errors=1 duration=0.42s unreachable")  # no retry: done
+    assert beats[2].line().endswith(f"errors=1 duration=0.42s unreachable {refused}")  # done
 
 
 def test_loop_heartbeat_line_says_partial_when_some_endpoints_failed(tmp_path: Path) -> None:
@@ -188,7 +198,8 @@ def test_loop_heartbeat_line_says_partial_when_some_endpoints_failed(tmp_path: P
     fake = FakeTime()
     loop, beats = make_loop(tmp_path, fake, [partial])
     loop.run()
-    assert beats[0].line().endswith("errors=1 duration=0.42s partial")
+    said = "errors=1 duration=0.42s partial first_error: GET /admin/v2/brokers (HTTP 503): busy"
+    assert beats[0].line().endswith(said)
     assert beats[0].snapshot_id is not None
 
 
