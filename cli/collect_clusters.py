@@ -74,6 +74,7 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
                     interval=interval.total_seconds(),
                     retention=retention,
                     diff=source.diff,
+                    carry=source.carry,
                     on_heartbeat=metrics.wrap(analyses.after(printer)),
                     max_polls=1 if args.once else args.max_polls,
                     cluster=cluster.name,

@@ -57,7 +57,7 @@ def admin_source(
     is the cluster's own from the settings file, else the environment's; a named cluster's
     snapshots carry its name instead of the one its brokers report."""
     from collectors.admin import AdminClient
-    from collectors.poll import DetailRotation, diff, poll
+    from collectors.poll import DetailRotation, carry_forward, diff, poll
 
     settings = settings or Settings.from_env()
     env = cluster.connection_env(os.environ) if cluster else dict(os.environ)
@@ -75,7 +75,7 @@ def admin_source(
         )
         return dataclasses.replace(snapshot, cluster=name) if name else snapshot
 
-    return Source(poll=poll_once, diff=diff, close=client.close)
+    return Source(poll=poll_once, diff=diff, carry=carry_forward, close=client.close)
 
 
 def duration_arg(text: str) -> dt.timedelta:
@@ -218,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
             interval=interval.total_seconds(),
             retention=retention,
             diff=source.diff,
+            carry=source.carry,
             on_heartbeat=wrap_beat(metrics.wrap(analyses.after(printer))),
             max_polls=1 if args.once else args.max_polls,
         )

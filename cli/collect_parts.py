@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from collectors.loop import DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
+from collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
 from core.clusterview import ClusterView
 from core.settings import Settings, format_duration, retention_problem
 from core.store import Store
@@ -37,6 +37,7 @@ class Source:
 
     poll: PollFn
     diff: DiffFn | None = None
+    carry: CarryFn | None = None
     close: Callable[[], None] = lambda: None
 
 

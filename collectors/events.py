@@ -20,12 +20,10 @@ stats failed, a namespace whose bundles failed are skipped).
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from urllib.parse import unquote, urlsplit
 
 from core.model import (
     ConsumerRecord,
@@ -34,6 +32,7 @@ from core.model import (
     Snapshot,
     SubscriptionRecord,
 )
+from core.unsure import Unsure, unsure_of
 
 EVENT_KINDS: Mapping[str, str] = {
     "bundle_owner_changed": "a bundle's owner broker changed",
@@ -45,59 +44,16 @@ EVENT_KINDS: Mapping[str, str] = {
     "active_consumer_changed": "the active consumer of an Exclusive/Failover subscription changed",
 }
 
-_TOPIC_STATS = re.compile(r"/admin/v2/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/?]+)/stats")
-_BUNDLES = re.compile(r"/admin/v2/namespaces/([^/]+)/([^/]+)/bundles")
-_DISCOVERY = re.compile(r"/admin/v2/(clusters|brokers/(?!leaderBroker$|version$)[^/]+)")
 
-
-@dataclass
-class _Unsure:
-    """What a snapshot's errors leave unknown."""
-
-    everything: bool = False
-    bulk_brokers: set[str] = field(default_factory=set)
-    owner_brokers: set[str] = field(default_factory=set)
-    topics: set[str] = field(default_factory=set)
-    namespaces: set[str] = field(default_factory=set)
-
-    def merge(self, other: _Unsure) -> _Unsure:
-        return _Unsure(
-            self.everything or other.everything,
-            self.bulk_brokers | other.bulk_brokers,
-            self.owner_brokers | other.owner_brokers,
-            self.topics | other.topics,
-            self.namespaces | other.namespaces,
-        )
-
-
-def _unsure(snapshot: Snapshot) -> _Unsure:
-    found = _Unsure()
-    for error in snapshot.errors:
-        url = error.endpoint.partition(" ")[2]
-        path = urlsplit(url).path or url
-        host = urlsplit(url).netloc
-        if "/broker-stats/topics" in path:
-            if host:
-                found.bulk_brokers.add(host)
-            else:
-                found.everything = True
-        elif path.endswith("/ownedNamespaces"):
-            found.owner_brokers.add(host or path.split("/")[-2])
-        elif match := _TOPIC_STATS.search(path):
-            domain, tenant, ns, local = match.groups()
-            found.topics.add(f"{domain}://{tenant}/{ns}/{unquote(local)}")
-        elif match := _BUNDLES.search(path):
-            found.namespaces.add(f"{match.group(1)}/{match.group(2)}")
-        elif _DISCOVERY.fullmatch(path):
-            found.everything = True
-    return found
+def _unsure(snapshot: Snapshot) -> Unsure:
+    return unsure_of(error.endpoint for error in snapshot.errors)
 
 
 def _fmt_ranges(ranges: Iterable[HashRange]) -> str:
     return json.dumps([list(r) for r in ranges], separators=(",", ":"))
 
 
-def _bundle_events(prev: Snapshot, cur: Snapshot, unsure: _Unsure) -> list[EventRecord]:
+def _bundle_events(prev: Snapshot, cur: Snapshot, unsure: Unsure) -> list[EventRecord]:
     def keyed(s: Snapshot) -> dict[str, str | None]:
         return {f"{b.namespace}/{b.bundle}": b.owner_broker for b in s.bundles}
 
@@ -122,7 +78,7 @@ def _bundle_events(prev: Snapshot, cur: Snapshot, unsure: _Unsure) -> list[Event
     return events
 
 
-def _skipped_topics(prev: Snapshot, cur: Snapshot, unsure: _Unsure) -> set[str]:
+def _skipped_topics(prev: Snapshot, cur: Snapshot, unsure: Unsure) -> set[str]:
     skipped = set(unsure.topics)
     for snap in (prev, cur):
         skipped |= {t.topic for t in snap.topics if t.owner_broker in unsure.bulk_brokers}
@@ -187,6 +143,36 @@ def _active_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[Eve
                 )
             )
     return events
+
+
+def carry_forward(previous: Snapshot, current: Snapshot) -> Snapshot:
+    """`current` as the next diff should start from: what its failed calls left unknown keeps
+    its value from `previous`. A bundle listed without an owner because its owner's
+    `ownedNamespaces` call failed keeps that owner; a namespace whose bundle list failed keeps
+    its bundles. So a move seen once the calls answer again is told from the last known owner
+    (broker-1 -> broker-0), not from the gap (- -> broker-0)."""
+    unsure = _unsure(current)
+    if unsure.everything:
+        return previous
+    if not (unsure.owner_brokers or unsure.namespaces):
+        return current
+    known = {(b.namespace, b.bundle): b.owner_broker for b in previous.bundles}
+    bundles = []
+    for bundle in current.bundles:
+        last = known.get((bundle.namespace, bundle.bundle))
+        if bundle.owner_broker is None and last in unsure.owner_brokers:
+            bundle = dataclasses.replace(bundle, owner_broker=last)
+        bundles.append(bundle)
+    unlisted = unsure.namespaces - {b.namespace for b in current.bundles}
+    bundles += [b for b in previous.bundles if b.namespace in unlisted]
+    # what was carried is known again: its errors would make the next diff skip it
+    errors = tuple(e for e in current.errors if not _tells_bundles(e.endpoint))
+    return dataclasses.replace(current, bundles=tuple(bundles), errors=errors)
+
+
+def _tells_bundles(endpoint: str) -> bool:
+    one = unsure_of((endpoint,))
+    return bool(one.owner_brokers or one.namespaces)
 
 
 def diff(previous: Snapshot, current: Snapshot) -> list[EventRecord]:

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 PollFn = Callable[[], Snapshot]
 DiffFn = Callable[[Snapshot, Snapshot], Sequence[EventRecord]]
+CarryFn = Callable[[Snapshot, Snapshot], Snapshot]
 HeartbeatFn = Callable[["Heartbeat"], None]
 MAX_PROBLEMS = 5
 BACKOFF_INTERVALS = 4  # the default longest wait while unreachable, in intervals ...
@@ -108,7 +109,9 @@ class PollLoop:
     `diff(previous, current)` yields the events stored with each snapshot. `cluster` names
     the loop in its heartbeats and logs; loops sharing a store share `housekeeping_lock`, so
     that only one compacts or applies retention at a time. With `restore` (and a `diff`),
-    the first poll is diffed against the newest stored snapshot of its cluster. `clock`, `sleep`,
+    the first poll is diffed against the newest stored snapshot of its cluster.
+    `carry(previous, current)` gives what the next poll is diffed against (what a partial
+    poll left unknown kept from before). `clock`, `sleep`,
     `now` and `rng` are injectable for tests; `sleep(seconds)` returns True when stopped.
     """
 
@@ -123,6 +126,7 @@ class PollLoop:
         retention: dt.timedelta = DEFAULT_RETENTION,
         housekeeping_every: float = 3600.0,
         diff: DiffFn | None = None,
+        carry: CarryFn | None = None,
         on_heartbeat: HeartbeatFn = log_heartbeat,
         max_polls: int | None = None,
         cluster: str | None = None,
@@ -148,6 +152,7 @@ class PollLoop:
             housekeeping_every, max(interval, retention.total_seconds() / 4)
         )
         self._diff = diff
+        self._carry = carry
         self._on_heartbeat = on_heartbeat
         self.max_polls = max_polls
         self.cluster = cluster
@@ -238,7 +243,7 @@ class PollLoop:
             beat = _beat(snapshot, duration, None, 0, reachable=False, retry_in=retry_in)
         else:
             events = self._events(snapshot)
-            self._previous = snapshot
+            self._previous = self._carried(snapshot)
             self._failures = 0
             sid, write_error = self._store(snapshot, events)
             if sid is not None:
@@ -304,6 +309,17 @@ class PollLoop:
         except Exception:  # events are a bonus; the snapshot is still worth storing
             log.exception("diffing two snapshots failed; storing the snapshot without events")
             return ()
+
+    def _carried(self, snapshot: Snapshot) -> Snapshot:
+        """What the next poll is diffed against: this one, with what its failed calls left
+        unknown carried from the one before (`carry`)."""
+        if self._carry is None or self._previous is None:
+            return snapshot
+        try:
+            return self._carry(self._previous, snapshot)
+        except Exception:  # like the diff: events are a bonus
+            log.exception("carrying the last known state forward failed; diffing from this poll")
+            return snapshot
 
     def _restored(self, snapshot: Snapshot) -> Snapshot | None:
         """The newest stored snapshot of this poll's cluster, from before a restart."""

@@ -38,7 +38,7 @@ from collectors.brokers import (
     collect_owned_bundles,
     collect_version,
 )
-from collectors.events import EVENT_KINDS, diff
+from collectors.events import EVENT_KINDS, carry_forward, diff
 from collectors.namespaces import (
     NamespaceListing,
     collect_bundles,
@@ -63,7 +63,7 @@ from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
 from core.model import EndpointError, Snapshot
 from core.topicname import parse_topic_name
 
-__all__ = ["EVENT_KINDS", "DetailRotation", "diff", "poll"]
+__all__ = ["EVENT_KINDS", "DetailRotation", "carry_forward", "diff", "poll"]
 
 log = logging.getLogger(__name__)
 DEFAULT_DEADLINE = 120.0

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from core.digest import snapshot_id
+from core.digest import canonical_json, snapshot_id
 from core.model import SCHEMAS, EventRecord, Snapshot, records_to_table
 from plugins.api import Inputs
 
@@ -55,7 +55,7 @@ def index_frame(snapshots: Sequence[Snapshot]) -> pd.DataFrame:
             "collected_at": pd.to_datetime([s.collected_at for s in snapshots], utc=True),
             "cluster": [s.cluster for s in snapshots],
             "partial": [s.partial for s in snapshots],
-            "errors_json": [json.dumps([e.message for e in s.errors]) for s in snapshots],
+            "errors_json": [canonical_json(s.errors) for s in snapshots],  # as the store has it
             "requests": [s.requests for s in snapshots],
             "durations_json": [json.dumps(dict(s.durations)) for s in snapshots],
         }

@@ -9,7 +9,7 @@ from dataclasses import replace
 import responses
 
 from collectors.admin import AdminClient
-from collectors.events import EVENT_KINDS
+from collectors.events import EVENT_KINDS, carry_forward
 from collectors.poll import diff, poll
 from core.model import (
     BundleRecord,
@@ -23,6 +23,7 @@ from tests.collectors.recorded import BASE, register
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(seconds=30)
+T2 = T1 + dt.timedelta(seconds=30)
 TOPIC = "persistent://t/ns/orders"
 
 
@@ -173,6 +174,32 @@ def test_diff_skips_owner_changes_involving_a_broker_whose_ownership_failed() ->
     )
     after = snapshot(T1, owner=None, errors=(error,))
     assert diff(snapshot(owner="b0:8080"), after) == []
+
+
+def test_a_move_across_partial_polls_is_told_from_the_last_known_owner() -> None:
+    """b0 dies: while its ownedNamespaces call fails its bundles are listed unowned (no event),
+    then b1 takes them: the event says b0 -> b1, not - -> b1 (the gap carried forward)."""
+    error = EndpointError(
+        "GET http://b0:8080/admin/v2/brokers/c/b0:8080/ownedNamespaces", None, "refused"
+    )
+    owned = snapshot(owner="b0:8080")
+    gap = snapshot(T1, owner=None, errors=(error,))
+    assert diff(owned, gap) == []
+    carried = carry_forward(owned, gap)
+    assert {b.owner_broker for b in carried.bundles} == {"b0:8080"}
+    assert carried.errors == () and carried.collected_at == T1  # b0's bundles known again
+    moved = diff(carried, snapshot(T2, owner="b1:8080"))
+    assert {(e.kind, e.before, e.after) for e in moved if e.kind.startswith("bundle")} == {
+        ("bundle_owner_changed", "b0:8080", "b1:8080")
+    }
+
+
+def test_carry_forward_keeps_the_bundles_of_a_namespace_whose_listing_failed() -> None:
+    error = EndpointError("GET /admin/v2/namespaces/t/ns/bundles", 503, "busy")
+    gap = replace(snapshot(T1, errors=(error,)), bundles=())
+    carried = carry_forward(snapshot(), gap)
+    assert carried.bundles == snapshot().bundles
+    assert carry_forward(snapshot(), snapshot(T1)) == snapshot(T1)  # nothing unknown: as is
 
 
 def test_diff_after_a_failed_discovery_has_no_events() -> None:

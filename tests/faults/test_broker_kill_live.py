@@ -521,6 +521,12 @@ def test_one_broker_of_two_killed_gives_partial_polls_naming_it_and_its_bundles_
         at = pd.to_datetime(changes["at"], utc=True)
         to_survivor = changes[(changes["after"] == survivor.broker_id) & (at > killed_wall)]
         assert sorted(s.rsplit("/", 1)[1] for s in to_survivor["subject"]) == moving
+        # told from the last known owner across the partial polls, not from the gap: each
+        # moving bundle's first change after the kill leaves the dead broker (to the survivor,
+        # or to no owner when a complete poll saw it free before the survivor took it)
+        after_kill = changes[at > killed_wall].sort_values("at")
+        first = after_kill.groupby("subject").head(1)
+        assert set(first["before"]) == {victim.broker_id}, after_kill.to_string()
 
         output = runner.run(BundleOwnership(), Store(store), {"namespace": namespace})
         assert set(output.result.frames["bundles"]["owner_broker"]) == {survivor.broker_id}
@@ -539,6 +545,11 @@ def test_one_broker_of_two_killed_gives_partial_polls_naming_it_and_its_bundles_
             assert before == victim.broker_id or f"last owner {victim.broker_id}" in detail
 
         unloaded = plugin_events[plugin_events["kind"] == "unloaded"]
+        # a broker that stops answering has unloaded nothing: no bundle is called unloaded
+        # while the dead broker's calls fail (the partial polls), only once a complete poll
+        # lists it free
+        first_complete = pd.to_datetime(complete["collected_at"], utc=True).min()
+        assert (pd.to_datetime(unloaded["at"], utc=True) >= first_complete).all(), unloaded
 
         def since_kill(at: Any) -> float:
             seconds = (pd.Timestamp(at).to_pydatetime() - killed_wall).total_seconds()

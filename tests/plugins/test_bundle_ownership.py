@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from core.model import BundleRecord, ConsumerRecord, EventRecord, Snapshot, TopicRecord
+from core.model import (
+    BundleRecord,
+    ConsumerRecord,
+    EndpointError,
+    EventRecord,
+    Snapshot,
+    TopicRecord,
+)
 from plugins.api import Chart, Table
 from plugins.builtin.bundle_ownership import BundleOwnership
 from plugins.runner import RunOutput, run_on_inputs
@@ -68,6 +76,32 @@ def test_ownership_move_is_an_event() -> None:
         make_snapshot(10, bundles=default_bundles(B1, B2, B1, B1)),
     ]
     assert events_of(analyze(snaps)) == [("moved", "0x40000000_0x80000000", B1, B2)]
+
+
+def test_ownership_a_broker_that_stops_answering_has_unloaded_nothing() -> None:
+    """B2 dies: while its ownedNamespaces call fails its bundles are listed unowned, which is
+    no unload (it may still own them); when B1 takes them over, the move is from B2."""
+    failed = EndpointError(
+        f"GET http://{B2}/admin/v2/brokers/standalone/{B2}/ownedNamespaces", None, "refused"
+    )
+    gap = make_snapshot(10, bundles=default_bundles(B1, None, B1, B1), errors=(failed,))
+    snaps = [
+        make_snapshot(0, bundles=default_bundles(B1, B2, B1, B1)),
+        gap,
+        dataclasses.replace(gap, collected_at=at(20)),
+        make_snapshot(30, bundles=default_bundles()),
+    ]
+    assert events_of(analyze(snaps)) == [("moved", "0x40000000_0x80000000", B2, B1)]
+
+
+def test_ownership_a_poll_that_could_not_list_the_cluster_changes_nothing() -> None:
+    blind = EndpointError("GET /admin/v2/clusters", None, "refused")
+    snaps = [
+        make_snapshot(0, bundles=default_bundles()),
+        make_snapshot(10, bundles=default_bundles(None, None, None, None), errors=(blind,)),
+        make_snapshot(20, bundles=default_bundles()),
+    ]
+    assert events_of(analyze(snaps)) == []
 
 
 def test_ownership_unload_then_reacquire_by_the_same_broker() -> None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+from core.unsure import Unsure, unsure_of_stored
+
 EVENT_COLUMNS = ["at", "kind", "namespace", "bundle", "before", "after", "detail", "source"]
 CONSUMER_KEY = ["topic", "subscription", "consumer_name"]
 
@@ -37,10 +39,12 @@ def compute_events(
     rows: list[dict[str, Any]] = []
     previous: pd.DataFrame | None = None
     previous_poll: tuple[str, Any] | None = None
-    for sid, at in zip(ids, snapshots["collected_at"], strict=True):
+    errors = snapshots["errors_json"] if "errors_json" in snapshots else [None] * len(ids)
+    for sid, at, errors_json in zip(ids, snapshots["collected_at"], errors, strict=True):
         current = by_snapshot.get(sid)
         if current is None:
             continue
+        current = _settled(previous, current, unsure_of_stored(errors_json))
         now = consumers_by.get(sid)
         if previous is not None and previous_poll is not None:
             before_topics = topics_by.get(previous_poll[0])
@@ -57,6 +61,39 @@ def compute_events(
         previous, previous_poll = current, (sid, at)
     frame = pd.DataFrame(rows, columns=EVENT_COLUMNS)
     return frame.sort_values("at", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _settled(previous: pd.DataFrame | None, current: pd.DataFrame, unsure: Unsure) -> pd.DataFrame:
+    """`current` with what its poll's failed calls left unknown kept from `previous`: a bundle
+    listed unowned because its owner's ownedNamespaces call failed is still that broker's (a
+    broker that stops answering for a moment has not unloaded anything), and a namespace
+    whose bundle list failed keeps its bundles. A poll that could not list the cluster at all
+    changes nothing."""
+    if previous is None:
+        return current
+    if unsure.everything:
+        return previous
+    if not (unsure.owner_brokers or unsure.namespaces):
+        return current
+    last = {
+        (ns, b): _owner(o)
+        for ns, b, o in zip(
+            previous["namespace"], previous["bundle"], previous["owner_broker"], strict=True
+        )
+    }
+    keys = zip(current["namespace"], current["bundle"], strict=True)
+    kept = pd.Series(
+        [last.get(k) if last.get(k) in unsure.owner_brokers else None for k in keys],
+        index=current.index,
+        dtype=object,
+    )
+    settled = current.copy()
+    fill = settled["owner_broker"].isna() & kept.notna()
+    settled.loc[fill, "owner_broker"] = kept[fill]
+    unlisted = unsure.namespaces - set(current["namespace"])
+    if unlisted:
+        settled = pd.concat([settled, previous[previous["namespace"].isin(unlisted)]])
+    return settled
 
 
 def _owner_events(
