@@ -228,6 +228,7 @@ class Collector:
     on_beat: Callable[[str], None]
     stderr_path: Path
     lines: list[str] = field(default_factory=list)
+    beat_failures: list[str] = field(default_factory=list)  # what `on_beat` raised
     process: subprocess.Popen[str] | None = None
     _reader: threading.Thread | None = None
 
@@ -245,7 +246,10 @@ class Collector:
         for line in self.process.stdout:
             self.lines.append(line.rstrip("\n"))
             if line.startswith("poll "):
-                self.on_beat(line)
+                try:
+                    self.on_beat(line)
+                except Exception as exc:  # keep reading: a full pipe would stall the child
+                    self.beat_failures.append(f"{type(exc).__name__}: {exc}")
 
     @property
     def pid(self) -> int:
