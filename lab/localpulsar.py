@@ -219,6 +219,10 @@ class LocalPulsar:
         if self.web_tls:
             self.web_tls_port = self.web_tls_port or free_port()
         self._write_conf()
+        return self._spawn_ready(java, lib, timeout)
+
+    def _spawn_ready(self, java: str, lib: Path, timeout: float) -> LocalPulsar:
+        """Start the JVM and wait until it serves; one that does not is stopped."""
         self._spawn(java, lib)
         try:
             self.wait_ready(timeout=timeout)
@@ -258,13 +262,7 @@ class LocalPulsar:
             raise LocalPulsarError("restart() needs a broker that was started before")
         if self.process is not None and self.process.poll() is None:
             self.kill()
-        self._spawn(find_java(), ensure_runtime(self.version))
-        try:
-            self.wait_ready(timeout=timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        return self._spawn_ready(find_java(), ensure_runtime(self.version), timeout)
 
     def wait_ready(self, *, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -43,6 +43,7 @@ from lab.localpulsar import LocalPulsar, free_port
 from plugins import runner
 from plugins.builtin.bundle_ownership import BundleOwnership
 from tests.brokers import CLUSTER_SETTINGS, BrokerPool
+from tests.live.lens_polls import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "dashboard" / "app.py"
@@ -149,7 +150,7 @@ class Collector:
             beats = self.since(after)
             return beats if ok(beats) else None
 
-        return wait_for(probe, what=what, timeout=timeout)
+        return wait_for(probe, what=what, timeout=timeout, every=0.05)
 
     def scrape(self) -> dict[str, float]:
         """The unlabelled samples of /metrics."""
@@ -182,17 +183,6 @@ class Collector:
             if pipe is not None:
                 pipe.close()
         return code
-
-
-def wait_for(probe: Callable[[], T | None], *, what: str, timeout: float) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last is not None and last is not False:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 def overview(store: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
