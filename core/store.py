@@ -166,15 +166,27 @@ class Store:
         since: dt.datetime | None = None,
         until: dt.datetime | None = None,
     ) -> pa.Table:
-        if limit is not None:
-            tables = self._newest_index_tables(limit)
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                tables = self._index_tables(limit=limit, since=since, until=until)
+                break
+            except FileNotFoundError:
+                # retention or a compaction removed a file between listing and reading
+                log.debug("retrying a read of the index (attempt %d)", attempt + 1)
         else:
-            files = dataset.list_files(self._table_path(INDEX), since=since, until=until)
-            tables = [self._index_file(f) for f in files]
+            raise SnapshotError(f"could not read the index under {self.root}: files kept moving")
         index = pa.concat_tables([INDEX_SCHEMA.empty_table(), *tables])
         index = index.filter(_time_filter(since, until)) if since or until else index
         index = index.sort_by([("collected_at", "ascending")])
         return index.slice(max(0, index.num_rows - limit)) if limit is not None else index
+
+    def _index_tables(
+        self, *, limit: int | None, since: dt.datetime | None, until: dt.datetime | None
+    ) -> list[pa.Table]:
+        if limit is not None:
+            return self._newest_index_tables(limit)
+        files = dataset.list_files(self._table_path(INDEX), since=since, until=until)
+        return [self._index_file(f) for f in files]
 
     def _newest_index_tables(self, limit: int) -> list[pa.Table]:
         """Index files of the newest days, newest first, until `limit` rows are surely in."""

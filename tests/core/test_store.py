@@ -352,6 +352,26 @@ def test_store_read_lists_again_when_a_compaction_moved_files(
     assert len(calls) == 2
 
 
+@pytest.mark.parametrize("limit", [None, 2])
+def test_store_index_lists_again_when_retention_removed_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int | None
+) -> None:
+    fill(Store(tmp_path), 3)
+    store = Store(tmp_path)  # a reader that has not cached the index files yet
+    real_scan = dataset.scan
+    calls: list[int] = []
+
+    def scan_once_gone(*args: object) -> pa.Table:
+        calls.append(1)
+        if len(calls) == 1:
+            raise FileNotFoundError("removed by retention")
+        return real_scan(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dataset, "scan", scan_once_gone)
+    assert len(store.snapshots(limit=limit)) == (limit or 3)
+    assert len(calls) >= 2
+
+
 def test_store_read_by_snapshot_ids_across_compacted_and_open_days(tmp_path: Path) -> None:
     store = Store(tmp_path)
     old = fill(store, 3, start=T0 - dt.timedelta(days=3))
