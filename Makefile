@@ -35,7 +35,7 @@ bench: install ## every benchmark (each prints ratios against a baseline run sid
 	@for b in hashing collect store_reads analyses key_shared_map dashboard; do \
 	  echo "== benchmarks/$$b.py"; $(VENV)/python -m benchmarks.$$b || exit 1; done
 
-reliability: install ## load and soak (~35 min), figures in artifacts/reliability/
+reliability: install ## load and soak (~20 min), figures in artifacts/reliability/
 	.venv/bin/python -m pytest reliability -p no:cacheprovider
 
 serve: install ## dashboard + polling loop against PULSAR_ADMIN_URL
