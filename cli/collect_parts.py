@@ -19,7 +19,13 @@ from collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, PollFn, PollL
 from core.clusterview import ClusterView
 from core.settings import Settings, format_duration, retention_problem
 from core.store import Store
-from plugins.precompute import ResultsWorker, compute_results, requirements_first, store_run
+from plugins.precompute import (
+    ResultsWorker,
+    compute_results,
+    prune_results,
+    requirements_first,
+    store_run,
+)
 from plugins.registry import discover
 from plugins.results import ResultStore
 from plugins.spark.worker import (
@@ -78,14 +84,14 @@ def poll_timing(
 def compute_per_cluster(
     store: Store, plugins: Sequence[Any], results: ResultStore, clusters: Sequence[str]
 ) -> None:
-    """Every light plugin on each cluster's own newest snapshots, then prune the results of
-    snapshots retention removed (over the whole store: every cluster's are live)."""
+    """Every light plugin on each cluster's own newest snapshots, then prune the stored
+    results (`prune_results`)."""
     light = [p for p in requirements_first(plugins) if p.engine != "spark"]
     for cluster in clusters:
         view = ClusterView(store, cluster)
         for plugin in light:
             store_run(view, plugin, results)
-    results.prune({str(s) for s in store.snapshots()["snapshot_id"]})
+    prune_results(store, light, results)  # over the whole store: every cluster's are live
 
 
 class Analyses:

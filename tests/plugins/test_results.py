@@ -15,7 +15,7 @@ import pytest
 from core.errors import PluginRunError
 from core.model import TopicRecord
 from core.store import Store
-from plugins import runner
+from plugins import precompute, runner
 from plugins.api import AnalysisPlugin, Inputs, Metric, Result, View
 from plugins.precompute import ResultsWorker, compute_results
 from plugins.registry import discover
@@ -153,6 +153,20 @@ def test_results_of_snapshots_retention_removed_are_pruned(tmp_path: Path) -> No
     compute_results(store, [Counting()], results=results)
     kept = [meta["snapshot_ids"] for _, meta in results.entries()]
     assert len(kept) == 1 and not any(entry.exists() for entry in old)
+
+
+def test_only_the_newest_results_of_a_light_plugin_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(precompute, "KEEP_LIGHT_RESULTS", 3)
+    store = Store(tmp_path)
+    results = ResultStore(tmp_path)
+    for i in range(5):  # one result a poll, as collect stores them
+        store.write(make_snapshot(i * 10, topics=()))
+        compute_results(store, [Counting()], results=results)
+    kept = sorted(meta["snapshot_ids"][-1] for _, meta in results.entries("topic-count"))
+    newest = [str(s) for s in store.snapshots()["snapshot_id"]][-3:]
+    assert kept == sorted(newest)
 
 
 def test_every_builtin_is_stored_for_a_snapshot(tmp_path: Path) -> None:
