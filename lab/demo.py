@@ -14,6 +14,7 @@ import itertools
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 ORDERS = "demo-orders"
 PAYMENTS = "demo-payments"
+ACCOUNTS = 40  # the payments topic's keys
 EVENTS = "demo-events"
 AUDIT = "demo-audit"
 
@@ -63,10 +65,6 @@ def _ack(consumer: Any, message: Any) -> None:
     consumer.acknowledge(message)
 
 
-def _hold(consumer: Any, message: Any) -> None:
-    """A listener that never acknowledges: the consumer's pending acks only grow."""
-
-
 @dataclass
 class DemoWorkloads:
     """Start with start(), stop with stop(); also a context manager."""
@@ -80,6 +78,8 @@ class DemoWorkloads:
     _client: Any = field(default=None, init=False)
     _http: requests.Session = field(default_factory=requests.Session, init=False)
     unloads: int = field(default=0, init=False)
+    held: int = field(default=0, init=False)  # messages payments-stuck holds unacknowledged
+    _held_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def topic(self, name: str) -> str:
         return f"persistent://{self.settings.namespace}/{name}"
@@ -142,9 +142,9 @@ class DemoWorkloads:
     def _start_payments(self) -> None:
         topic = self.topic(PAYMENTS)
         self._subscribe(
-            topic, "payments-by-account", "payments-stuck", key_shared=True, listener=_hold
+            topic, "payments-by-account", "payments-stuck", key_shared=True, listener=self._hold
         )
-        accounts = itertools.cycle([f"account-{i}" for i in range(40)])
+        accounts = itertools.cycle([f"account-{i}" for i in range(ACCOUNTS)])
         self._spawn(
             "payments-producer",
             self._produce_loop,
@@ -245,9 +245,22 @@ class DemoWorkloads:
             self._stop.wait(self.settings.churn_every)
             consumer.close()
 
+    def _hold(self, consumer: Any, message: Any) -> None:
+        """payments-stuck's listener: never acknowledges, counts what it holds."""
+        with self._held_lock:
+            self.held += 1
+
     def _join_later(self, topic: str, subscription: str, name: str) -> None:
-        if not self._stop.wait(self.settings.stuck_after):
-            self._subscribe(topic, subscription, name, key_shared=True)
+        """payments-ok joins after `stuck_after`, and not before payments-stuck holds a
+        message of every account (a slow start would leave it nothing to drain), at most
+        a minute later."""
+        if self._stop.wait(self.settings.stuck_after):
+            return
+        give_up = time.monotonic() + 60.0
+        while self.held < ACCOUNTS and time.monotonic() < give_up:
+            if self._stop.wait(0.2):
+                return
+        self._subscribe(topic, subscription, name, key_shared=True)
 
     def _unload_loop(self) -> None:
         for bundle in itertools.cycle(self._unloadable_bundles()):
