@@ -19,7 +19,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -39,22 +39,31 @@ SETUP_DEADLINE = 600.0
 def create_topics(admin: str, namespace: str, topics: int, subscriptions: int) -> list[str]:
     """Create the topics and their subscriptions with bounded concurrency; return names."""
     names = [f"persistent://{namespace}/bench-{i}" for i in range(topics)]
-    session = requests.Session()
-    deadline = time.monotonic() + SETUP_DEADLINE
-
-    def create(topic: str) -> None:
-        rest = topic.removeprefix("persistent://")
-        for j in range(subscriptions):
-            if time.monotonic() > deadline:
-                raise TimeoutError("topic creation took too long")
-            url = f"{admin}/admin/v2/persistent/{rest}/subscription/sub-{j}"
-            resp = session.put(url, timeout=60)
-            if resp.status_code not in (204, 409):
-                raise RuntimeError(f"PUT {url} -> {resp.status_code} {resp.text[:200]}")
-
-    with ThreadPoolExecutor(CREATE_WORKERS) as pool:
-        list(pool.map(create, names))
+    subscribe_all(admin, names, subscriptions, deadline=time.monotonic() + SETUP_DEADLINE)
     return names
+
+
+def subscribe_all(admin: str, names: Sequence[str], subscriptions: int, *, deadline: float) -> None:
+    """Create each topic and its subscriptions `sub-0..` over REST (`PUT .../subscription/x`
+    creates both), `CREATE_WORKERS` at a time, before `deadline` (time.monotonic())."""
+    with requests.Session() as session:
+
+        def create(topic: str) -> None:
+            rest = topic.removeprefix("persistent://")
+            for j in range(subscriptions):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("creating the topics took too long")
+                url = f"{admin}/admin/v2/persistent/{rest}/subscription/sub-{j}"
+                for attempt in range(5):  # a bundle being loaded answers 503 for a moment
+                    resp = session.put(url, timeout=60)
+                    if resp.status_code in (204, 409):
+                        break
+                    if resp.status_code < 500 or attempt == 4:
+                        raise RuntimeError(f"PUT {url} -> {resp.status_code} {resp.text[:200]}")
+                    time.sleep(1.0)
+
+        with ThreadPoolExecutor(CREATE_WORKERS) as pool:
+            list(pool.map(create, names))
 
 
 def bulk_topic_count(admin: str, namespace: str) -> int:

@@ -20,6 +20,8 @@ from typing import Any
 
 import requests
 
+from benchmarks.collect import subscribe_all
+
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "artifacts" / "reliability"
 APP = ROOT / "dashboard" / "app.py"
@@ -106,28 +108,10 @@ def own_peak_rss_bytes() -> int:
 def create_topics(
     admin_url: str, names: Sequence[str], subscriptions: int, *, deadline: float
 ) -> float:
-    """Create each topic and its subscriptions `sub-0..` over REST (`PUT .../subscription/x`
-    creates both), `CREATE_WORKERS` at a time; return the seconds it took."""
-    session = requests.Session()
+    """Create each topic and its subscriptions (`benchmarks.collect.subscribe_all`); return
+    the seconds it took."""
     started = time.monotonic()
-
-    def create(topic: str) -> None:
-        rest = topic.removeprefix("persistent://")
-        for j in range(subscriptions):
-            if time.monotonic() > deadline:
-                raise TimeoutError("creating the topics took too long")
-            url = f"{admin_url}/admin/v2/persistent/{rest}/subscription/sub-{j}"
-            for attempt in range(5):  # a bundle being loaded answers 503 for a moment
-                resp = session.put(url, timeout=60)
-                if resp.status_code in (204, 409):
-                    break
-                if resp.status_code < 500 or attempt == 4:
-                    raise RuntimeError(f"PUT {url} -> {resp.status_code} {resp.text[:200]}")
-                time.sleep(1.0)
-
-    with ThreadPoolExecutor(CREATE_WORKERS) as pool:
-        list(pool.map(create, names))
-    session.close()
+    subscribe_all(admin_url, names, subscriptions, deadline=deadline)
     return time.monotonic() - started
 
 
