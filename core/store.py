@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 import pyarrow as pa
@@ -39,6 +40,7 @@ from core.model import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 INDEX = "snapshots"
 INDEX_SCHEMA = pa.schema(
@@ -166,15 +168,9 @@ class Store:
         since: dt.datetime | None = None,
         until: dt.datetime | None = None,
     ) -> pa.Table:
-        for attempt in range(READ_ATTEMPTS):
-            try:
-                tables = self._index_tables(limit=limit, since=since, until=until)
-                break
-            except FileNotFoundError:
-                # retention or a compaction removed a file between listing and reading
-                log.debug("retrying a read of the index (attempt %d)", attempt + 1)
-        else:
-            raise SnapshotError(f"could not read the index under {self.root}: files kept moving")
+        tables = self._listing_again(
+            "the index", lambda: self._index_tables(limit=limit, since=since, until=until)
+        )
         index = pa.concat_tables([INDEX_SCHEMA.empty_table(), *tables])
         index = index.filter(_time_filter(since, until)) if since or until else index
         index = index.sort_by([("collected_at", "ascending")])
@@ -299,21 +295,28 @@ class Store:
         if ids is not None:
             id_filter = pc.field("snapshot_id").isin(pa.array(ids, pa.string()))
             expr = id_filter if expr is None else expr & id_filter
+
+        def read() -> pa.Table:
+            if ids is None:
+                files = self.live_files(name, since=since, until=until)
+            else:  # rows of indexed polls only: no need to look the files up in the index
+                files = dataset.list_files(self._table_path(name), since=since, until=until)
+            if at:
+                files = [f for f in files if _spans_any(f, at)]
+            return self._scan(files, schema, expr)
+
+        table = self._listing_again(f"table {name!r}", read)
+        return table.sort_by([("collected_at", "ascending")])
+
+    def _listing_again(self, what: str, read: Callable[[], T]) -> T:
+        """`read()`, listed and read again when a file it listed was gone by the time it was
+        opened (a compaction replaced it, retention removed it), up to READ_ATTEMPTS times."""
         for attempt in range(READ_ATTEMPTS):
             try:
-                if ids is None:
-                    files = self.live_files(name, since=since, until=until)
-                else:  # rows of indexed polls only: no need to look the files up in the index
-                    files = dataset.list_files(self._table_path(name), since=since, until=until)
-                if at:
-                    files = [f for f in files if _spans_any(f, at)]
-                table = self._scan(files, schema, expr)
+                return read()
             except FileNotFoundError:
-                # a compaction replaced a file between listing and reading: list again
-                log.debug("retrying a read of %s (attempt %d)", name, attempt + 1)
-                continue
-            return table.sort_by([("collected_at", "ascending")])
-        raise SnapshotError(f"could not read table {name!r} under {self.root}: files kept moving")
+                log.debug("retrying a read of %s (attempt %d)", what, attempt + 1)
+        raise SnapshotError(f"could not read {what} under {self.root}: files kept moving")
 
     def live_files(
         self,
