@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from core.clusterview import ClusterView
 from core.errors import SnapshotError
-from core.model import POLLED_TABLES, RECORD_TYPES, EndpointError, Snapshot
+from core.model import POLLED_TABLES, RECORD_TYPES, Snapshot, parse_errors
 from core.store import Store
 
 
@@ -56,23 +56,6 @@ def records_from_table(name: str, table: pa.Table) -> tuple[Any, ...]:
     fields = [f.name for f in dataclasses.fields(record_type)]
     rows = table.select(fields).to_pylist()
     return tuple(record_type(**{k: _value(v) for k, v in row.items()}) for row in rows)
-
-
-def parse_errors(errors_json: object) -> tuple[EndpointError, ...]:
-    """The endpoint errors an index row lists."""
-    if not errors_json:
-        return ()
-    items = json.loads(str(errors_json))
-    if not isinstance(items, list):
-        raise ValueError(f"errors_json is not a list: {str(errors_json)[:80]}")
-    return tuple(
-        EndpointError(
-            endpoint=str(item.get("endpoint", "")),
-            status=None if item.get("status") is None else int(item["status"]),
-            message=str(item.get("message", "")),
-        )
-        for item in items
-    )
 
 
 def _durations(text: object) -> dict[str, float]:

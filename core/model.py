@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import inspect
+import json
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -208,6 +209,24 @@ class EndpointError:
         # stored and shown as they are: whatever they quote from the network is cleaned here
         object.__setattr__(self, "endpoint", clean(self.endpoint, limit=500))
         object.__setattr__(self, "message", clean(self.message, limit=1000))
+
+
+def parse_errors(errors_json: object) -> tuple[EndpointError, ...]:
+    """The endpoint errors an index row lists in `errors_json`; ValueError (or TypeError,
+    AttributeError) when the cell is not such a list."""
+    if not errors_json:
+        return ()
+    items = json.loads(str(errors_json))
+    if not isinstance(items, list):
+        raise ValueError(f"errors_json is not a list: {str(errors_json)[:80]}")
+    return tuple(
+        EndpointError(
+            endpoint=str(item.get("endpoint", "")),
+            status=None if item.get("status") is None else int(item["status"]),
+            message=str(item.get("message", "")),
+        )
+        for item in items
+    )
 
 
 RECORD_TYPES: Mapping[str, type] = {

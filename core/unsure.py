@@ -8,11 +8,12 @@ diff and the bundle-ownership analysis both ask `unsure_of(endpoints)` what to l
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
+
+from core.model import parse_errors
 
 _TOPIC_STATS = re.compile(r"/admin/v2/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/?]+)/stats")
 _BUNDLES = re.compile(r"/admin/v2/namespaces/([^/]+)/([^/]+)/bundles")
@@ -67,14 +68,8 @@ def unsure_of(endpoints: Iterable[str]) -> Unsure:
 def unsure_of_stored(errors_json: object) -> Unsure:
     """`unsure_of` for an index row's `errors_json` cell; a cell that cannot be read leaves
     everything unknown."""
-    if not errors_json:
-        return Unsure()
     try:
-        items = json.loads(str(errors_json))
-    except ValueError:
+        errors = parse_errors(errors_json)
+    except (ValueError, TypeError, AttributeError):
         return Unsure(everything=True)
-    if not isinstance(items, list):
-        return Unsure(everything=True)
-    return unsure_of(
-        str(item["endpoint"]) for item in items if isinstance(item, dict) and "endpoint" in item
-    )
+    return unsure_of(error.endpoint for error in errors)
