@@ -154,15 +154,15 @@ def carry_forward(previous: Snapshot, current: Snapshot) -> Snapshot:
     unsure = _unsure(current)
     if unsure.everything:
         return previous
-    if not (unsure.owner_brokers or unsure.namespaces):
+    if not unsure.bundles:
         return current
     known = {(b.namespace, b.bundle): b.owner_broker for b in previous.bundles}
-    bundles = []
-    for bundle in current.bundles:
-        last = known.get((bundle.namespace, bundle.bundle))
-        if bundle.owner_broker is None and last in unsure.owner_brokers:
-            bundle = dataclasses.replace(bundle, owner_broker=last)
-        bundles.append(bundle)
+    bundles = [
+        dataclasses.replace(
+            b, owner_broker=unsure.owner(b.owner_broker, known.get((b.namespace, b.bundle)))
+        )
+        for b in current.bundles
+    ]
     unlisted = unsure.namespaces - {b.namespace for b in current.bundles}
     bundles += [b for b in previous.bundles if b.namespace in unlisted]
     # what was carried is known again: its errors would make the next diff skip it
@@ -171,8 +171,7 @@ def carry_forward(previous: Snapshot, current: Snapshot) -> Snapshot:
 
 
 def _tells_bundles(endpoint: str) -> bool:
-    one = unsure_of((endpoint,))
-    return bool(one.owner_brokers or one.namespaces)
+    return unsure_of((endpoint,)).bundles
 
 
 def diff(previous: Snapshot, current: Snapshot) -> list[EventRecord]:

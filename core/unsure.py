@@ -30,6 +30,16 @@ class Unsure:
     topics: set[str] = field(default_factory=set)  # whose own stats failed
     namespaces: set[str] = field(default_factory=set)  # whose bundle list failed
 
+    @property
+    def bundles(self) -> bool:
+        """Whether some bundle's owner, or some namespace's bundles, are unknown."""
+        return bool(self.owner_brokers or self.namespaces)
+
+    def owner(self, listed: str | None, last: str | None) -> str | None:
+        """A bundle's owner as it stands: the `listed` one, or its `last` known owner when
+        it is listed unowned only because that owner's ownedNamespaces call failed."""
+        return last if listed is None and last in self.owner_brokers else listed
+
     def merge(self, other: Unsure) -> Unsure:
         return Unsure(
             self.everything or other.everything,

@@ -73,7 +73,7 @@ def _settled(previous: pd.DataFrame | None, current: pd.DataFrame, unsure: Unsur
         return current
     if unsure.everything:
         return previous
-    if not (unsure.owner_brokers or unsure.namespaces):
+    if not unsure.bundles:
         return current
     last = {
         (ns, b): _owner(o)
@@ -81,15 +81,13 @@ def _settled(previous: pd.DataFrame | None, current: pd.DataFrame, unsure: Unsur
             previous["namespace"], previous["bundle"], previous["owner_broker"], strict=True
         )
     }
-    keys = zip(current["namespace"], current["bundle"], strict=True)
-    kept = pd.Series(
-        [last.get(k) if last.get(k) in unsure.owner_brokers else None for k in keys],
+    keys = zip(current["namespace"], current["bundle"], current["owner_broker"], strict=True)
+    settled = current.copy()
+    settled["owner_broker"] = pd.Series(
+        [unsure.owner(_owner(o), last.get((ns, b))) for ns, b, o in keys],
         index=current.index,
         dtype=object,
     )
-    settled = current.copy()
-    fill = settled["owner_broker"].isna() & kept.notna()
-    settled.loc[fill, "owner_broker"] = kept[fill]
     unlisted = unsure.namespaces - set(current["namespace"])
     if unlisted:
         settled = pd.concat([settled, previous[previous["namespace"].isin(unlisted)]])
