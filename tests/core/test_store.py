@@ -333,21 +333,27 @@ def test_store_retention_cleans_stale_temp_files(tmp_path: Path) -> None:
     assert not stale.exists()
 
 
+def scans_first_missing(monkeypatch: pytest.MonkeyPatch, why: str) -> list[int]:
+    """Make the store's first file scan find its file gone (`why`); the calls made."""
+    real_scan = dataset.scan
+    calls: list[int] = []
+
+    def scan(*args: object) -> pa.Table:
+        calls.append(1)
+        if len(calls) == 1:
+            raise FileNotFoundError(why)
+        return real_scan(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dataset, "scan", scan)
+    return calls
+
+
 def test_store_read_lists_again_when_a_compaction_moved_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = Store(tmp_path)
     fill(store, 2)
-    real_scan = dataset.scan
-    calls: list[int] = []
-
-    def scan_once_stale(*args: object) -> pa.Table:
-        calls.append(1)
-        if len(calls) == 1:
-            raise FileNotFoundError("replaced by a compaction")
-        return real_scan(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(dataset, "scan", scan_once_stale)
+    calls = scans_first_missing(monkeypatch, "replaced by a compaction")
     assert store.read("topics").num_rows == 1 + 2
     assert len(calls) == 2
 
@@ -358,16 +364,7 @@ def test_store_index_lists_again_when_retention_removed_a_file(
 ) -> None:
     fill(Store(tmp_path), 3)
     store = Store(tmp_path)  # a reader that has not cached the index files yet
-    real_scan = dataset.scan
-    calls: list[int] = []
-
-    def scan_once_gone(*args: object) -> pa.Table:
-        calls.append(1)
-        if len(calls) == 1:
-            raise FileNotFoundError("removed by retention")
-        return real_scan(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(dataset, "scan", scan_once_gone)
+    calls = scans_first_missing(monkeypatch, "removed by retention")
     assert len(store.snapshots(limit=limit)) == (limit or 3)
     assert len(calls) >= 2
 
