@@ -66,7 +66,7 @@ class Recorder:
         text = text.replace(f"127.0.0.1:{self.broker.web_port}", WEB)
         return text.replace(f"127.0.0.1:{self.broker.broker_port}", BINARY)
 
-    def hook(self, resp: requests.Response, *args: Any, **kwargs: Any) -> None:
+    def record(self, resp: requests.Response) -> None:
         url = urlsplit(self.normalise(resp.request.url or ""))
         self.entries.append(
             {
@@ -163,7 +163,15 @@ def record(scenario: str, settings: dict[str, str]) -> None:
             wait_until(lambda: has_load_report(broker.admin_url), "a load report")
         rec = Recorder(broker)
         admin = AdminClient(broker.admin_url)
-        admin.session.hooks["response"].append(rec.hook)
+        # record each answer once the client has read it (a response hook would read the
+        # streamed body first, and leave the client an empty one)
+        read_body = admin._read_body
+
+        def read_and_record(resp: requests.Response, *args: Any) -> None:
+            read_body(resp, *args)
+            rec.record(resp)
+
+        admin._read_body = read_and_record  # type: ignore[method-assign]
         snapshot = poll(admin)
         if snapshot.errors:
             raise SystemExit(f"{scenario}: the poll had errors: {snapshot.errors}")
