@@ -12,7 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from collectors.brokers import parse_broker, parse_owned_bundles
+from collectors.brokers import (
+    LoadManagerCounters,
+    parse_broker,
+    parse_lb_counters,
+    parse_owned_bundles,
+)
 from collectors.fields import field_warnings, reading, shown, warn
 from collectors.namespaces import (
     NamespaceListing,
@@ -51,6 +56,7 @@ class PollAnswers:
     leader: str | None = None
     web_urls: dict[str, str] = field(default_factory=dict)
     load_reports: dict[str, Any] = field(default_factory=dict)
+    lb_metrics: dict[str, Any] = field(default_factory=dict)  # broker -> broker-stats/metrics
     versions: dict[str, str | None] = field(default_factory=dict)
     owned: dict[str, Any] = field(default_factory=dict)  # broker -> ownedNamespaces answer
     bulk: dict[str, list[TopicStats] | None] = field(default_factory=dict)
@@ -244,9 +250,15 @@ def _brokers(answers: PollAnswers) -> list[BrokerRecord]:
             leader=answers.leader,
             load_report=answers.load_reports.get(broker),
             version=answers.versions.get(broker),
+            lb=_lb_counters(answers.lb_metrics.get(broker)),
         )
         for broker in answers.broker_ids
     ]
+
+
+def _lb_counters(payload: Any) -> LoadManagerCounters | None:
+    """None when the call failed (not answered), so its counters stay unknown."""
+    return None if payload is None else parse_lb_counters(payload)
 
 
 def build_snapshot(answers: PollAnswers) -> Snapshot:

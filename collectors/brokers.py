@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -88,6 +89,57 @@ def collect_load_report(client: AdminClient, web_url: str, *, timeout: float) ->
     return client.get_json("/admin/v2/broker-stats/load-report", base_url=web_url, timeout=timeout)
 
 
+def collect_lb_metrics(client: AdminClient, web_url: str, *, timeout: float) -> Any:
+    """GET /admin/v2/broker-stats/metrics on one broker: its dimension metrics, a list of
+    {"dimensions": {...}, "metrics": {...}} (a few kB; topics are not listed one by one)."""
+    return client.get_json("/admin/v2/broker-stats/metrics", base_url=web_url, timeout=timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadManagerCounters:
+    """What a broker's load manager counted since that broker started (see `parse_lb_counters`)."""
+
+    bundles_unloaded: int | None = None
+    bundles_split: int | None = None
+
+
+# The counters' names in the dimension metrics: 4.0 ends them in _total (both load managers;
+# Prometheus shows them as pulsar_lb_*), releases before 3.0 in _count.
+LB_UNLOADED = ("brk_lb_unload_bundle_total", "brk_lb_unload_bundle_count")
+LB_SPLIT = ("brk_lb_bundles_split_total", "brk_lb_bundles_split_count")
+
+
+def parse_lb_counters(payload: Any) -> LoadManagerCounters:
+    """The load manager's own counters from a broker's dimension metrics.
+
+    `bundles_unloaded` counts the bundles its shedder chose to unload; the leader runs the
+    shedder, so only the leader's count moves (an unload asked through the admin API is not
+    counted by 4.0's load managers). `bundles_split` counts its automatic splits. The modular
+    load manager lists a counter only once it has counted something, so a counter the answer
+    does not list is 0; one listed with a value that is no count, or a payload that is not
+    a list of metrics, is unknown (None).
+    """
+    if not isinstance(payload, list):
+        warn(f"broker-stats/metrics answered {type(payload).__name__}, not a list; ignored")
+        return LoadManagerCounters()
+    found: dict[str, int | None] = {}
+    for entry in payload:
+        metrics = as_dict(as_dict(entry).get("metrics"))
+        for name in (*LB_UNLOADED, *LB_SPLIT):
+            if name in metrics and found.get(name) is None:
+                value = as_int(metrics, name)
+                if value is not None and value >= 0:
+                    found[name] = value
+                else:
+                    warn(f"{name} = {shown(metrics[name])} is no count; stored as null")
+                    found[name] = None
+
+    def first(names: tuple[str, ...]) -> int | None:
+        return next((found[n] for n in names if n in found), 0)
+
+    return LoadManagerCounters(bundles_unloaded=first(LB_UNLOADED), bundles_split=first(LB_SPLIT))
+
+
 def collect_version(client: AdminClient, web_url: str, *, timeout: float) -> str | None:
     """GET /admin/v2/brokers/version on one broker (a bare version string)."""
     text = client.get_text("/admin/v2/brokers/version", base_url=web_url, timeout=timeout)
@@ -138,9 +190,11 @@ def parse_broker(
     leader: str | None,
     load_report: Any = None,
     version: str | None = None,
+    lb: LoadManagerCounters | None = None,
 ) -> BrokerRecord:
     """A BrokerRecord from the broker id and, when the load manager keeps one, its report
-    (`LocalBrokerData`: cpu/memory {usage, limit}, msgRateIn/Out, numTopics, ...)."""
+    (`LocalBrokerData`: cpu/memory {usage, limit}, msgRateIn/Out, numTopics, ...) and its
+    counters (`lb`, None when they could not be read)."""
     report = as_dict(load_report)
     return BrokerRecord(
         broker_id=broker_id,
@@ -156,6 +210,8 @@ def parse_broker(
         num_bundles=as_int(report, "numBundles") or _count(report.get("bundles")),
         num_consumers=as_int(report, "numConsumers"),
         num_producers=as_int(report, "numProducers"),
+        lb_bundles_unloaded=lb.bundles_unloaded if lb else None,
+        lb_bundles_split=lb.bundles_split if lb else None,
     )
 
 

@@ -12,6 +12,9 @@ Event kinds (`EventRecord.kind`):
                            JSON lists of [start, end]
   active_consumer_changed  the active consumer of an Exclusive/Failover subscription changed;
                            subject "topic/subscription"
+  load_manager_unloaded    a broker's load manager counted bundles it unloaded (its shedder;
+                           only the leader's moves); subject the broker, before/after its count
+  load_manager_split       a broker's load manager counted bundles it split; subject the broker
 
 Partial snapshots do not invent events: an entity is compared only when the calls that
 describe it succeeded in both snapshots (a broker whose bulk stats failed, a topic whose
@@ -25,6 +28,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from core.counters import increase
 from core.model import (
     ConsumerRecord,
     EventRecord,
@@ -42,6 +46,12 @@ EVENT_KINDS: Mapping[str, str] = {
     "consumer_left": "a consumer disconnected from a subscription",
     "hash_ranges_changed": "a Key_Shared consumer's hash ranges changed",
     "active_consumer_changed": "the active consumer of an Exclusive/Failover subscription changed",
+    "load_manager_unloaded": "a broker's load manager counted bundles it unloaded",
+    "load_manager_split": "a broker's load manager counted bundles it split",
+}
+LOAD_MANAGER_COUNTERS = {
+    "load_manager_unloaded": "lb_bundles_unloaded",
+    "load_manager_split": "lb_bundles_split",
 }
 
 
@@ -145,6 +155,26 @@ def _active_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[Eve
     return events
 
 
+def _load_manager_events(prev: Snapshot, cur: Snapshot) -> list[EventRecord]:
+    """Each broker whose load-manager counter grew (a counter that could not be read in
+    either poll tells nothing)."""
+    before = {b.broker_id: b for b in prev.brokers}
+    events = []
+    for broker in cur.brokers:
+        old = before.get(broker.broker_id)
+        if old is None:
+            continue
+        for kind, column in LOAD_MANAGER_COUNTERS.items():
+            was, now = getattr(old, column), getattr(broker, column)
+            if increase(was, now):
+                events.append(
+                    EventRecord(
+                        cur.collected_at, kind, broker.broker_id, before=str(was), after=str(now)
+                    )
+                )
+    return events
+
+
 def carry_forward(previous: Snapshot, current: Snapshot) -> Snapshot:
     """`current` as the next diff should start from: what its failed calls left unknown keeps
     its value from `previous`. A bundle listed without an owner because its owner's
@@ -184,4 +214,5 @@ def diff(previous: Snapshot, current: Snapshot) -> list[EventRecord]:
         *_bundle_events(previous, current, unsure),
         *_consumer_events(previous, current, skipped),
         *_active_events(previous, current, skipped),
+        *_load_manager_events(previous, current),
     ]

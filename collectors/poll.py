@@ -33,6 +33,7 @@ from collectors.brokers import (
     broker_web_url,
     collect_broker_ids,
     collect_clusters,
+    collect_lb_metrics,
     collect_leader,
     collect_load_report,
     collect_owned_bundles,
@@ -182,6 +183,7 @@ class _Poll:
                 "owned_namespaces", collect_owned_bundles, a.cluster, b, url
             )
             jobs[("report", b)] = self.call("load_report", collect_load_report, url)
+            jobs[("lb", b)] = self.call("lb_metrics", collect_lb_metrics, url)
         for ns in a.namespaces:
             jobs[("bundles", ns)] = self.call("bundles", collect_bundles, ns)
             jobs[("topics", ns)] = self.call("topic_list", collect_topic_names, ns)
@@ -192,6 +194,7 @@ class _Poll:
             a.bulk[b] = None if raw is None else parse_broker_topic_stats(raw, b)
             a.owned[b] = done[("owned", b)]
             a.load_reports[b] = done[("report", b)]
+            a.lb_metrics[b] = done[("lb", b)]
         for ns in a.namespaces:
             a.listings[ns] = _listing(
                 ns, done[("bundles", ns)], done[("topics", ns)], done[("parted", ns)]

@@ -12,6 +12,7 @@ from collectors.admin import AdminClient
 from collectors.events import EVENT_KINDS, carry_forward
 from collectors.poll import diff, poll
 from core.model import (
+    BrokerRecord,
     BundleRecord,
     ConsumerRecord,
     EndpointError,
@@ -217,6 +218,8 @@ def test_diff_event_kinds_are_documented_snake_case() -> None:
         "consumer_left",
         "hash_ranges_changed",
         "active_consumer_changed",
+        "load_manager_unloaded",
+        "load_manager_split",
     }
     assert all(k == k.lower() and " " not in k for k in EVENT_KINDS)
 
@@ -242,3 +245,25 @@ def test_diff_recorded_default_against_classic_sees_range_changes() -> None:
     changed = {(e.topic, e.consumer_name) for e in events if e.kind == "hash_ranges_changed"}
     assert ("persistent://public/default/orders", "ks-1") in changed
     assert all(e.kind in EVENT_KINDS for e in events)
+
+
+def _counting(at: dt.datetime, unloaded: int | None, split: int | None = 0) -> Snapshot:
+    leader = BrokerRecord("b0:8080", is_leader=True, lb_bundles_unloaded=unloaded)
+    leader = replace(leader, lb_bundles_split=split)
+    return replace(snapshot(at), brokers=(leader, BrokerRecord("b1:8080", lb_bundles_unloaded=0)))
+
+
+def test_diff_the_load_managers_counts_that_grew_are_events() -> None:
+    events = diff(_counting(T0, 2, 0), _counting(T1, 5, 1))
+    assert [(e.kind, e.subject, e.before, e.after) for e in events] == [
+        ("load_manager_unloaded", "b0:8080", "2", "5"),
+        ("load_manager_split", "b0:8080", "0", "1"),
+    ]
+    assert diff(_counting(T0, 2), _counting(T1, 2)) == []
+
+
+def test_diff_an_unread_or_restarted_counter() -> None:
+    assert diff(_counting(T0, None), _counting(T1, 5)) == []
+    assert diff(_counting(T0, 5), _counting(T1, None)) == []
+    restarted = diff(_counting(T0, 9), _counting(T1, 1))  # counted 1 since the restart
+    assert [(e.kind, e.before, e.after) for e in restarted] == [("load_manager_unloaded", "9", "1")]

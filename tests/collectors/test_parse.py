@@ -7,8 +7,14 @@ import itertools
 
 import pytest
 
-from collectors.brokers import parse_broker, parse_leader, parse_owned_bundles
-from collectors.fields import parse_hash_ranges
+from collectors.brokers import (
+    LoadManagerCounters,
+    parse_broker,
+    parse_lb_counters,
+    parse_leader,
+    parse_owned_bundles,
+)
+from collectors.fields import field_warnings, parse_hash_ranges
 from collectors.namespaces import bundle_for, parse_boundaries, parse_bundles
 from collectors.topics import (
     needs_topic_stats,
@@ -341,3 +347,61 @@ def test_fields_no_column_can_hold_become_null_and_are_reported() -> None:
         "t: nan=nan is not a finite number below 1e+18; stored as null",
         "t: far=1000000000000000 is past the year 9999 as epoch milliseconds; stored as null",
     ]
+
+
+# ---- the load manager's counters (GET /admin/v2/broker-stats/metrics) ----------------------
+
+# Shaped as 4.0.7 answers: the modular leader after its shedder unloaded one bundle, and an
+# extensible broker with its decision breakdown (the live test reads real ones).
+MODULAR_AFTER_A_SHED = [
+    {
+        "metrics": {"brk_lb_unload_broker_total": 1, "brk_lb_unload_bundle_total": 1},
+        "dimensions": {"cluster": "local", "metric": "bundleUnloading"},
+    },
+    {"metrics": {"jvm_heap_used": 1.5e8}, "dimensions": {"metric": "jvm"}},
+]
+EXTENSIBLE = [
+    {
+        "metrics": {"brk_lb_unload_broker_breakdown_total": 1},
+        "dimensions": {
+            "broker": "127.0.0.1",
+            "metric": "bundleUnloading",
+            "reason": "HitCount",
+            "result": "Skip",
+        },
+    },
+    {
+        "metrics": {"brk_lb_unload_broker_total": 0, "brk_lb_unload_bundle_total": 3},
+        "dimensions": {"broker": "127.0.0.1", "metric": "bundleUnloading"},
+    },
+    {
+        "metrics": {"brk_lb_bundles_split_total": 2},
+        "dimensions": {"broker": "127.0.0.1", "metric": "bundlesSplit"},
+    },
+]
+
+
+def test_lb_counters_of_the_modular_and_extensible_load_managers() -> None:
+    assert parse_lb_counters(MODULAR_AFTER_A_SHED) == LoadManagerCounters(1, 0)
+    assert parse_lb_counters(EXTENSIBLE) == LoadManagerCounters(3, 2)
+    # the modular load manager lists its counters only once it has counted
+    assert parse_lb_counters([MODULAR_AFTER_A_SHED[1]]) == LoadManagerCounters(0, 0)
+    # releases before 3.0 named them *_count
+    old = [{"metrics": {"brk_lb_unload_bundle_count": 4}, "dimensions": {}}]
+    assert parse_lb_counters(old) == LoadManagerCounters(4, 0)
+
+
+def test_lb_counters_of_a_bad_answer_are_unknown_or_left_out() -> None:
+    with field_warnings() as found:
+        assert parse_lb_counters({"not": "a list"}) == LoadManagerCounters(None, None)
+        bad = [{"metrics": {"brk_lb_unload_bundle_total": -3}}, "junk", {"metrics": None}]
+        assert parse_lb_counters(bad) == LoadManagerCounters(None, 0)
+    assert any("not a list" in w for w in found) and any("no count" in w for w in found)
+
+
+def test_parse_broker_carries_the_lb_counters() -> None:
+    broker = parse_broker(
+        BROKER, web_url="http://x", leader=BROKER, lb=parse_lb_counters(EXTENSIBLE)
+    )
+    assert (broker.lb_bundles_unloaded, broker.lb_bundles_split) == (3, 2)
+    assert parse_broker(BROKER, web_url="http://x", leader=None).lb_bundles_unloaded is None

@@ -309,6 +309,8 @@ class FakeCluster:
             }
         if path == "/admin/v2/broker-stats/load-report":
             return {"brokerVersionString": "4.0.7"}
+        if path == "/admin/v2/broker-stats/metrics":
+            return [{"metrics": {"brk_lb_unload_bundle_total": 2}, "dimensions": {}}]
         if path.endswith("/bundles"):
             return {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1}
         if path.endswith("/partitioned"):
@@ -330,7 +332,8 @@ def poll_fake(mock: responses.RequestsMock, cluster: FakeCluster, concurrency: i
 
 def expected_requests(brokers: int, namespaces: int, key_shared: int) -> int:
     discovery = 3 + 1 + 1  # clusters, leader, tenants; brokers/c1; namespaces/t
-    return discovery + 3 * brokers + 3 * namespaces + key_shared
+    # per broker: bulk topic stats, owned bundles, load report, load-manager metrics
+    return discovery + 4 * brokers + 3 * namespaces + key_shared
 
 
 @pytest.mark.parametrize("topics", [50, 2000])

@@ -310,9 +310,9 @@ def test_collector_bulk_stats_lack_what_per_topic_stats_fill_in(
 
 def test_collector_poll_costs_o_brokers_plus_namespaces(polled: tuple[Setup, Snapshot]) -> None:
     _, snap = polled
-    # leader, clusters, brokers; 3 per broker + version; 3 per namespace; stats for the plain
+    # leader, clusters, brokers; 4 per broker + version; 3 per namespace; stats for the plain
     # topic (Key_Shared, 2-consumer Failover) and each partition (Key_Shared, Failover)
-    assert snap.requests == 3 + (3 + 1) + 3 + (1 + PARTITIONS)
+    assert snap.requests == 3 + (4 + 1) + 3 + (1 + PARTITIONS)
 
 
 def _backlog_of(ns_bulk: dict[str, Any], topic: str, sub: str) -> int:

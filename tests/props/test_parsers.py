@@ -16,7 +16,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from collectors.brokers import parse_broker, parse_leader, parse_owned_bundles
+from collectors.brokers import parse_broker, parse_lb_counters, parse_leader, parse_owned_bundles
 from collectors.fields import (
     as_epoch_ms,
     as_float,
@@ -211,6 +211,29 @@ def test_broker_parsers_give_well_formed_rows(report: Any, leader: Any, owned: A
     assert all(isinstance(k, str) for k in keys)
     for pct in (broker.cpu_usage_pct, broker.memory_usage_pct):
         assert pct is None or math.isfinite(pct)
+    assert_well_formed(snapshot_of(brokers=(broker,)))
+
+
+LB_METRICS = [
+    {
+        "metrics": {"brk_lb_unload_broker_total": 1, "brk_lb_unload_bundle_total": 1},
+        "dimensions": {"cluster": "local", "metric": "bundleUnloading"},
+    },
+    {"metrics": {"brk_lb_bundles_split_total": 2}, "dimensions": {"metric": "bundlesSplit"}},
+]
+
+
+@props(150)
+@given(mutated(LB_METRICS) | bad_values)
+@example([{"metrics": {"brk_lb_unload_bundle_total": 2**70}}]).via("no int64")
+@example([{"metrics": {"brk_lb_unload_bundle_total": True}}]).via("a bool is no count")
+@example([{"metrics": {"brk_lb_unload_bundle_total": float("nan")}}]).via("NaN")
+def test_lb_counters_are_counts_or_unknown(payload: Any) -> None:
+    with field_warnings():
+        counters = parse_lb_counters(payload)
+        broker = parse_broker("127.0.0.1:8080", web_url=None, leader=None, lb=counters)
+    for value in (counters.bundles_unloaded, counters.bundles_split):
+        assert value is None or (isinstance(value, int) and 0 <= value < 2**63)
     assert_well_formed(snapshot_of(brokers=(broker,)))
 
 
