@@ -19,9 +19,11 @@ from collectors.poll import diff, poll
 from core import logs
 from core.model import Snapshot
 from core.store import Store
+from lab.cluster import LocalPulsarCluster
 from lab.localpulsar import LocalPulsar
 from plugins import runner
 from plugins.api import AnalysisPlugin
+from plugins.registry import LoadedPlugin
 
 T = TypeVar("T")
 STATS_REFRESH = 2.5  # the harness sets statsUpdateFrequencyInSecs=2 for the bulk stats
@@ -63,10 +65,15 @@ def wait_for(
 
 
 class Recorder:
-    """Polls one broker into a store, with the events of each diff, like the polling loop."""
+    """Polls one broker (or cluster) into a store, with the events of each diff, like the
+    polling loop."""
 
     def __init__(
-        self, broker: LocalPulsar, root: Path, *, namespaces: Sequence[str] = ("public/default",)
+        self,
+        broker: LocalPulsar | LocalPulsarCluster,
+        root: Path,
+        *,
+        namespaces: Sequence[str] = ("public/default",),
     ) -> None:
         self.client = AdminClient(broker.admin_url, retries=1)
         self.store = Store(root)
@@ -81,7 +88,7 @@ class Recorder:
         self.snapshots.append(snapshot)
         return snapshot
 
-    def run(self, plugin: AnalysisPlugin, **params: Any) -> runner.RunOutput:
+    def run(self, plugin: AnalysisPlugin | LoadedPlugin, **params: Any) -> runner.RunOutput:
         return runner.run(plugin, self.store, params, use_cache=False)
 
     def close(self) -> None:

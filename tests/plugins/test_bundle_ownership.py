@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from core.model import (
+    BrokerRecord,
     BundleRecord,
     ConsumerRecord,
     EndpointError,
@@ -66,7 +67,15 @@ def test_ownership_map_and_broker_totals() -> None:
     brokers = output.result.frames["brokers"].set_index("owner_broker")
     assert brokers.loc[B1, ["bundles", "topics", "msg_rate_in"]].tolist() == [1, 3, 10.0]
     assert brokers.loc["(unowned)", "bundles"] == 1
-    assert output.result.summary == {"bundles": 3, "brokers": 2, "unowned": 1, "events": {}}
+    assert output.result.summary == {
+        "bundles": 3,
+        "brokers": 2,
+        "unowned": 1,
+        "events": {},
+        "load_manager_unloads": 0,
+        "load_manager_splits": 0,
+        "load_manager_unseen": 0,
+    }
     assert output.result.frames["bundles"]["bundle"].iloc[0] == "0x00000000_0x40000000"
 
 
@@ -288,3 +297,120 @@ def test_ownership_render_views() -> None:
 def test_ownership_empty_inputs() -> None:
     output = analyze([])
     assert all(frame.empty for frame in output.result.frames.values())
+
+
+# ---- the load manager's own counters -------------------------------------------------------
+
+
+def counted(
+    seconds: float, owners: Sequence[str | None], unloaded: int | None, **kw: Any
+) -> Snapshot:
+    """A poll where the leader B1's load manager has counted `unloaded` bundle unloads (None:
+    its counters could not be read); B2 counted none."""
+    brokers = (
+        BrokerRecord(B1, is_leader=True, lb_bundles_unloaded=unloaded, lb_bundles_split=0),
+        BrokerRecord(B2, lb_bundles_unloaded=None if unloaded is None else 0, lb_bundles_split=0),
+    )
+    return make_snapshot(seconds, bundles=default_bundles(*owners), brokers=brokers, **kw)
+
+
+def by_of(output: RunOutput) -> list[tuple[str, Any]]:
+    frame = output.result.frames["events"]
+    return [(r.kind, None if pd.isna(r.by) else r.by) for r in frame.itertuples()]
+
+
+def test_ownership_a_move_the_leader_counted_is_by_the_load_manager() -> None:
+    snaps = [
+        counted(0, (B1, B1, B1, B1), 3),
+        counted(10, (B1, B2, B1, B1), 4),
+        counted(20, (B1, B2, B1, B1), 4),
+    ]
+    output = analyze(snaps)
+    assert by_of(output) == [("moved", "load manager")]
+    windows = output.result.frames["load_manager"]
+    assert windows[["at", "since", "broker", "unloaded", "split", "unseen"]].values.tolist() == [
+        [at(10), at(0), B1, 1, 0, 0]
+    ]
+    assert output.result.summary["load_manager_unloads"] == 1
+
+
+def test_ownership_a_move_no_counter_counted_is_not_the_load_manager() -> None:
+    """Judged once the next poll read the counters too (the count may show a poll late)."""
+    snaps = [counted(0, (B1, B1, B1, B1), 3), counted(10, (B1, B2, B1, B1), 3)]
+    assert by_of(analyze(snaps)) == [("moved", None)]
+    snaps.append(counted(20, (B1, B2, B1, B1), 3))
+    assert by_of(analyze(snaps)) == [("moved", "not the load manager")]
+
+
+def test_ownership_an_owner_change_takes_the_count_before_an_inferred_reload() -> None:
+    """One count, two events in its window: the bundle that moved, and one whose clients
+    all reconnected (a client's dropped connection looks like that too)."""
+    snaps = [
+        dataclasses.replace(_reconnect_snapshot(0, -60), brokers=counted(0, (), 0).brokers),
+        dataclasses.replace(
+            _reconnect_snapshot(10, 5),
+            bundles=default_bundles(B1, B2, B1, B1),
+            brokers=counted(10, (), 1).brokers,
+        ),
+        counted(20, (B1, B2, B1, B1), 1),
+    ]
+    assert sorted(by_of(analyze(snaps))) == [
+        ("moved", "load manager"),
+        ("reloaded", "not the load manager"),
+    ]
+
+
+def test_ownership_without_counters_nobody_is_named() -> None:
+    snaps = [counted(0, (B1, B1, B1, B1), None), counted(10, (B1, B2, B1, B1), None)]
+    assert by_of(analyze(snaps)) == [("moved", None)]
+    snaps = [counted(0, (B1, B1, B1, B1), 3), counted(10, (B1, B2, B1, B1), None)]
+    assert by_of(analyze(snaps)) == [("moved", None)]
+
+
+def test_ownership_a_count_read_one_poll_before_the_move_still_matches() -> None:
+    """The counter and the ownership are read by one poll but not at one instant: the
+    shedder may unload between the two calls."""
+    snaps = [
+        counted(0, (B1, B1, B1, B1), 0),
+        counted(10, (B1, B1, B1, B1), 1),
+        counted(20, (B1, B2, B1, B1), 1),
+    ]
+    output = analyze(snaps)
+    assert by_of(output) == [("moved", "load manager")]
+    assert output.result.summary["load_manager_unseen"] == 0
+
+
+def test_ownership_counted_unloads_no_poll_saw_are_unseen() -> None:
+    snaps = [counted(0, (B1, B1, B1, B1), 0), counted(10, (B1, B2, B1, B1), 3)]
+    output = analyze(snaps)
+    assert by_of(output) == [("moved", "load manager")]
+    assert output.result.frames["load_manager"]["unseen"].tolist() == [2]
+    assert output.result.summary["load_manager_unseen"] == 2
+
+
+def test_ownership_a_restarted_leader_counts_from_zero() -> None:
+    snaps = [counted(0, (B1, B1, B1, B1), 7), counted(10, (B1, B2, B1, B1), 1)]
+    output = analyze(snaps)
+    assert by_of(output) == [("moved", "load manager")]
+    assert output.result.frames["load_manager"]["unloaded"].tolist() == [1]
+
+
+def test_ownership_render_says_what_the_load_manager_counted() -> None:
+    snaps = [counted(0, (B1, B1, B1, B1), 0), counted(10, (B1, B2, B1, B1), 2)]
+    views = PLUGIN.render(analyze(snaps).result)
+    notes = [v.markdown for v in views if type(v).__name__ == "Note"]
+    assert any("counted 2 bundle unload(s)" in n and "1 of the unloads" in n for n in notes)
+    assert any(isinstance(v, Table) and v.title == "Load manager's counts" for v in views)
+
+
+def test_ownership_a_neighbours_count_goes_to_its_own_move_first() -> None:
+    """An admin move at 10 s, then a shed counted with its move at 20 s: the count is the
+    second move's, though it is in the first one's neighbouring window."""
+    snaps = [
+        counted(0, (B1, B1, B1, B1), 0),
+        counted(10, (B1, B2, B1, B1), 0),
+        counted(20, (B1, B2, B2, B1), 1),
+        counted(30, (B1, B2, B2, B1), 1),
+    ]
+    output = analyze(snaps)
+    assert by_of(output) == [("moved", "load manager"), ("moved", "not the load manager")]

@@ -99,3 +99,39 @@ def test_a_first_assignment_is_no_unload_but_an_acquire_after_an_unload_is() -> 
     assert list(events["kind"]) == ["acquired", "unloaded"]
     assert events["to_broker"].iloc[0] == "b:8080" and pd.isna(events["to_broker"].iloc[1])
     assert events["outage_ms"].isna().all()  # not probed: not measured
+
+
+def test_unloads_the_load_manager_counted_and_no_poll_saw_are_events() -> None:
+    """Two unloads counted in the window (10 s, 20 s]: one explains an outage no owner change
+    explains (by the load manager); the other is an event of its own, bundle unknown."""
+    from plugins.builtin.unload_latency.outages import unload_events
+
+    probe = rows([2.0] * 110 + [400.0] + [2.0] * 20)  # the cut lands at 11 s
+    windows = pd.DataFrame(
+        {
+            "at": [pd.Timestamp(T0 + dt.timedelta(seconds=20))],
+            "since": [pd.Timestamp(T0 + dt.timedelta(seconds=10))],
+            "broker": ["a:8080"],
+            "unloaded": [2],
+            "split": [0],
+            "unseen": [2],
+        }
+    )
+    polls = pd.DataFrame({"collected_at": [T0 + dt.timedelta(seconds=s) for s in (0, 10, 20)]})
+    ownership = pd.DataFrame(columns=["at", "kind", "namespace", "bundle", "before", "after"])
+    events = unload_events(ownership, polls, probe, probe_outages(probe), windows)
+    assert list(events["kind"]) == ["counted", "outage"]
+    assert list(events["by"]) == ["load manager", "load manager"]
+    assert pd.isna(events["bundle"].iloc[0]) and events["bundle"].iloc[1] == "0x00000000_0x40000000"
+    assert "a:8080 counted an unload no poll saw" in events["detail"].iloc[0]
+    assert events["since"].iloc[0] == pd.Timestamp(T0 + dt.timedelta(seconds=10))
+
+
+def test_an_outage_outside_any_counted_window_names_nobody() -> None:
+    from plugins.builtin.unload_latency.outages import unload_events
+
+    probe = rows([2.0] * 10 + [400.0] + [2.0] * 5)
+    polls = pd.DataFrame({"collected_at": [T0, T0 + dt.timedelta(seconds=10)]})
+    ownership = pd.DataFrame(columns=["at", "kind", "namespace", "bundle", "before", "after"])
+    events = unload_events(ownership, polls, probe, probe_outages(probe))
+    assert list(events["kind"]) == ["outage"] and events["by"].isna().all()

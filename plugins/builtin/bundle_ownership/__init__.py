@@ -15,6 +15,11 @@ Events come from comparing consecutive snapshots of the `bundles` table, per bun
 * **split** - a bundle disappeared and bundles that exactly tile its range appeared;
 * **disappeared** / **appeared** - a bundle left or joined the listing otherwise.
 
+Each event says `by` whom, when the brokers' load-manager counters tell: "load manager" (its
+shedder counted the unload or split), "not the load manager" (every counter was read and none
+grew: an admin unload, a restart, ...), or nothing (not read). `load_manager` lists the
+counts per poll window, with those no event accounts for (`unseen`). See `load_manager.py`.
+
 Events the collector stored (the `events` table, kinds starting with `bundle`) are listed too
 when no derived event covers the same bundle and snapshot.
 """
@@ -44,6 +49,12 @@ from plugins.api import (
 from plugins.builtin.bundle_ownership.events import (
     compute_events,
     with_stored_events,
+)
+from plugins.builtin.bundle_ownership.load_manager import (
+    attribute,
+    counted_polls,
+    load_manager_views,
+    load_manager_windows,
 )
 
 UNOWNED = "(unowned)"
@@ -79,9 +90,9 @@ class BundleOwnership(AnalysisPlugin):
     )
     version = "1.0"
     engine = "light"
-    inputs = ("bundles", "topics", "consumers", "events")
+    inputs = ("bundles", "topics", "consumers", "events", "brokers")
     history = 60
-    outputs = ("bundles", "brokers", "topics", "timeline", "events")
+    outputs = ("bundles", "brokers", "topics", "timeline", "events", "load_manager")
     # drawn on the Bundles & unloads page of `unload-latency`, which builds on this result
 
     class Params(BaseModel):
@@ -97,6 +108,13 @@ class BundleOwnership(AnalysisPlugin):
             data.snapshots,
         )
         events = with_stored_events(events, _only(data.history("events"), params.namespace))
+        broker_rows = data.history("brokers")
+        events, counts = attribute(
+            events,
+            load_manager_windows(broker_rows, data.snapshots),
+            counted_polls(broker_rows, data.snapshots),
+            data.snapshots["collected_at"],
+        )
         current = bundles[bundles["snapshot_id"] == latest_id]
         topics = _only(data.latest("topics"), params.namespace)
         frames = {
@@ -107,12 +125,16 @@ class BundleOwnership(AnalysisPlugin):
             .reset_index(drop=True),
             "timeline": compute_timeline(bundles),
             "events": events,
+            "load_manager": counts.sort_values("at", ascending=False).reset_index(drop=True),
         }
         summary = {
             "bundles": len(current),
             "brokers": int(current["owner_broker"].nunique()),
             "unowned": int(current["owner_broker"].isna().sum()),
             "events": {k: int(v) for k, v in events["kind"].value_counts().sort_index().items()},
+            "load_manager_unloads": int(counts["unloaded"].sum()),
+            "load_manager_splits": int(counts["split"].sum()),
+            "load_manager_unseen": int(counts["unseen"].sum()),
         }
         return Result(frames=frames, summary=summary)
 
@@ -141,6 +163,7 @@ class BundleOwnership(AnalysisPlugin):
         views.append(Chart(chart_ownership(frames["bundles"]), title="Broker x bundle"))
         views.append(Chart(chart_timeline(frames["timeline"]), title="Ownership over time"))
         views.append(Table(frames["events"], title="Events", caption="Newest first"))
+        views.extend(load_manager_views(frames["load_manager"], summary))
         views.append(Table(frames["brokers"], title="Brokers"))
         views.append(Table(frames["bundles"], title="Bundles"))
         views.append(Table(frames["topics"], title="Topics by bundle"))

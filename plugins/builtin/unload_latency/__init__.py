@@ -42,6 +42,7 @@ from plugins.api import (
 )
 from plugins.builtin.bundle_ownership import chart_ownership, compute_brokers
 from plugins.builtin.bundle_ownership import chart_timeline as chart_owners
+from plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER
 from plugins.builtin.unload_latency.outages import (
     SLOW_MS,
     blind_spot,
@@ -100,7 +101,9 @@ class UnloadLatency(AnalysisPlugin):
         ownership = _only(owned["events"], params.namespace)
         current = _only(owned["bundles"], params.namespace)
         outages = probe_outages(probes, slow_ms=params.slow_ms)
-        events = unload_events(ownership, data.snapshots, probes, outages)
+        events = unload_events(
+            ownership, data.snapshots, probes, outages, owned.get("load_manager")
+        )
         per_probe = _probe_summary(probes)
         frames = {
             "events": events,
@@ -124,6 +127,7 @@ class UnloadLatency(AnalysisPlugin):
             "duplicates": int((probes["received"] - 1).clip(lower=0).sum()) if len(probes) else 0,
             "worst_outage_ms": float(measured.max()) if len(measured) else None,
             "median_outage_ms": float(measured.median()) if len(measured) else None,
+            "by_load_manager": int((events["by"] == BY_LOAD_MANAGER).sum()),
         }
         return Result(frames=frames, summary=summary)
 
@@ -153,6 +157,7 @@ class UnloadLatency(AnalysisPlugin):
             Metric("Bundles", summary["bundles"]),
             Metric("Brokers owning bundles", summary["brokers"]),
             Metric("Unload events", summary["events"]),
+            Metric("Made by the load manager", summary.get("by_load_manager", 0)),
             Metric(
                 "Worst outage",
                 "-"
@@ -190,7 +195,14 @@ class UnloadLatency(AnalysisPlugin):
                     title="Probe publish latency, with unloads",
                 )
             )
-        views.append(Table(frames["events"], title="Unload events", caption="Newest first"))
+        views.append(
+            Table(
+                frames["events"],
+                title="Unload events",
+                caption="Newest first. `by`: whether the load manager's own counters show it "
+                "made the unload (empty when they could not be read).",
+            )
+        )
         if not frames["outages"].empty:
             views.append(
                 Chart(chart_ladder(frames["outages"]), title="Outages against the backoff ladder")
@@ -291,7 +303,7 @@ def chart_timeline(points: pd.DataFrame, events: pd.DataFrame) -> alt.LayerChart
         .mark_rule(color="firebrick", strokeDash=[4, 3])
         .encode(
             x="when:T",
-            tooltip=["kind:N", "bundle:N", "from_broker:N", "to_broker:N", "outage_ms:Q"],
+            tooltip=["kind:N", "bundle:N", "from_broker:N", "to_broker:N", "by:N", "outage_ms:Q"],
         )
     )
     return alt.LayerChart(layer=[lines, rules])

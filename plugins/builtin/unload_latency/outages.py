@@ -15,6 +15,7 @@ Every function takes and returns pandas frames; nothing here reads the store.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ import pandas as pd
 
 from core.backoff import LADDER_MS, Backoff
 from core.model import SLOW_PUBLISH_MS
+from plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER
 
 SLOW_MS = SLOW_PUBLISH_MS
 MOVE_KINDS = ("moved", "unloaded", "reacquired", "acquired", "reloaded")
@@ -48,6 +50,7 @@ EVENT_COLUMNS = [
     "kind",
     "from_broker",
     "to_broker",
+    "by",
     "probed",
     "cut_at",
     "outage_ms",
@@ -115,10 +118,15 @@ def unload_events(
     snapshots: pd.DataFrame,
     probes: pd.DataFrame,
     outages: pd.DataFrame,
+    load_manager: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per unload: each ownership change the polls saw (bundle, from, to, the time
     between the two polls), with the probe's outage in that time when the bundle was probed;
-    plus each outage that no ownership change explains (kind "outage", owners unknown)."""
+    plus each outage that no ownership change explains (kind "outage", owners unknown); plus
+    each unload the load manager counted (`load_manager`: bundle-ownership's counts, with
+    those no owner change accounts for as `unseen`) that neither explains (kind "counted",
+    bundle unknown). `by` says whether the load manager made it (see bundle-ownership)."""
+    unseen = _unseen(load_manager)
     moves = _unloads_only(ownership_events[ownership_events["kind"].isin(MOVE_KINDS)])
     times = pd.to_datetime(snapshots["collected_at"], utc=True).sort_values().tolist()
     used: set[int] = set()
@@ -148,15 +156,69 @@ def unload_events(
                 outage["namespace"],
                 outage["bundle"],
                 "outage",
-                None,
+                _Counted(_take_unseen(unseen, outage["cut_at"])),
                 here,
                 True,
             )
         )
+    for window in unseen:
+        for _ in range(window["count"]):
+            counted = _Counted(
+                BY_LOAD_MANAGER,
+                detail=f"the load manager on {window['broker']} counted an unload "
+                "no poll saw (unloaded and re-acquired between polls, or it failed)",
+            )
+            rows.append(
+                _event_row(
+                    window["at"],
+                    window["since"],
+                    None,
+                    None,
+                    "counted",
+                    counted,
+                    outages[:0],
+                    False,
+                )
+            )
     frame = pd.DataFrame(rows, columns=EVENT_COLUMNS)
     for column in ("at", "since", "cut_at"):  # one time type, whichever source a row came from
         frame[column] = pd.to_datetime(frame[column], utc=True).astype("datetime64[us, UTC]")
     return frame.sort_values("at", ascending=False, kind="stable").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """What an event row without an ownership change says of who made it."""
+
+    by: str | None
+    detail: str = ""
+
+
+def _unseen(load_manager: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """The load manager's counted unloads no owner change accounts for, oldest first."""
+    if load_manager is None or load_manager.empty or "unseen" not in load_manager:
+        return []
+    mine = load_manager[load_manager["unseen"] > 0].sort_values("at", kind="stable")
+    return [
+        {
+            "at": pd.Timestamp(row.at),
+            "since": pd.Timestamp(row.since),
+            "broker": row.broker,
+            "count": int(row.unseen),
+        }
+        for row in mine.itertuples(index=False)
+    ]
+
+
+def _take_unseen(unseen: list[dict[str, Any]], cut_at: Any) -> str | None:
+    """An outage no owner change explains, in a window where the load manager counted an
+    unload no owner change explains, is that unload."""
+    when = pd.Timestamp(cut_at)
+    for window in unseen:
+        if window["count"] and window["since"] < when <= window["at"]:
+            window["count"] -= 1
+            return BY_LOAD_MANAGER
+    return None
 
 
 def _unloads_only(moves: pd.DataFrame) -> pd.DataFrame:
@@ -188,8 +250,8 @@ def _probed(probes: pd.DataFrame, namespace: str, bundle: str, since: Any, until
 def _event_row(
     at: Any,
     since: Any,
-    namespace: str,
-    bundle: str,
+    namespace: str | None,
+    bundle: str | None,
     kind: str,
     event: Any,
     here: pd.DataFrame,
@@ -204,6 +266,7 @@ def _event_row(
         "kind": kind,
         "from_broker": getattr(event, "before", None),
         "to_broker": getattr(event, "after", None),
+        "by": _by(event),
         "probed": probed,
         "cut_at": here["cut_at"].min() if len(here) else pd.NaT,
         "outage_ms": outage,
@@ -213,6 +276,11 @@ def _event_row(
         "rung": rung_of(outage),
         "detail": getattr(event, "detail", "") or "",
     }
+
+
+def _by(event: Any) -> str | None:
+    value = getattr(event, "by", None)
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
 def rung_of(outage_ms: float) -> int | None:

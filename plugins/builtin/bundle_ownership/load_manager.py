@@ -1,0 +1,166 @@
+"""The load manager's own counts (the `brokers` table's `lb_bundles_unloaded` and
+`lb_bundles_split`, read from each broker's dimension metrics) per poll window, and which
+ownership events they account for.
+
+The leader's shedder counts every bundle it chooses to unload; an unload asked through the
+admin API, a broker restart or a client is not counted (Pulsar 4.0, both load managers). So
+an owner change in a window where the load manager counted an unload is its doing, one in a
+window where every broker's counter was read and none grew is not. The counter and the
+ownership listing are read by the same poll but not at the same instant, so an unload can
+show in the counter one poll before or after the owner change: counts are matched to the
+events of their own window first, and what is left to an event of the window before or after.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from core.counters import increase
+from plugins.api import Note, Table, View
+
+WINDOW_COLUMNS = ["at", "since", "broker", "unloaded", "split", "unseen"]
+BY_LOAD_MANAGER = "load manager"
+NOT_LOAD_MANAGER = "not the load manager"
+# the first event of an unload (its second half, "acquired"/"reacquired", is the same unload)
+UNLOAD_STARTS = ("moved", "unloaded", "reloaded")
+COUNTERS = {"unloaded": "lb_bundles_unloaded", "split": "lb_bundles_split"}
+
+
+def load_manager_windows(brokers: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """One row per broker and poll whose counters grew since that broker's last reading:
+    `since` is that reading's poll, `unloaded` and `split` how much each counter grew."""
+    rows: list[dict[str, Any]] = []
+    if brokers.empty or COUNTERS["unloaded"] not in brokers:
+        return pd.DataFrame(columns=WINDOW_COLUMNS)
+    at_of = dict(zip(snapshots["snapshot_id"], snapshots["collected_at"], strict=True))
+    last: dict[str, tuple[Any, dict[str, int | None]]] = {}
+    for sid in snapshots["snapshot_id"]:
+        for row in brokers[brokers["snapshot_id"] == sid].itertuples(index=False):
+            now = {name: _count(getattr(row, column)) for name, column in COUNTERS.items()}
+            if now["unloaded"] is None:
+                continue
+            broker = str(row.broker_id)
+            if broker in last:
+                since, before = last[broker]
+                grew = {name: increase(before[name], now[name]) or 0 for name in COUNTERS}
+                if any(grew.values()):
+                    rows.append({"at": at_of[sid], "since": since, "broker": broker, **grew})
+            last[broker] = (at_of[sid], now)
+    frame = pd.DataFrame(rows, columns=WINDOW_COLUMNS)
+    frame["unseen"] = frame["unloaded"]
+    return frame
+
+
+def counted_polls(brokers: pd.DataFrame, snapshots: pd.DataFrame) -> set[pd.Timestamp]:
+    """The polls (collected_at) in which every broker's counters were read, after a poll
+    that read them too: the windows in which a count of 0 means the load manager did not
+    unload."""
+    if brokers.empty or COUNTERS["unloaded"] not in brokers:
+        return set()
+    read = brokers.groupby("snapshot_id")[COUNTERS["unloaded"]].apply(lambda s: s.notna().all())
+    ordered = [sid for sid in snapshots["snapshot_id"] if sid in read.index]
+    at_of = dict(zip(snapshots["snapshot_id"], snapshots["collected_at"], strict=True))
+    return {
+        pd.Timestamp(at_of[sid])
+        for before, sid in itertools.pairwise(ordered)
+        if read[before] and read[sid]
+    }
+
+
+def attribute(
+    events: pd.DataFrame,
+    windows: pd.DataFrame,
+    counted: set[pd.Timestamp],
+    polls: Sequence[Any],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`events` with a `by` column (BY_LOAD_MANAGER, NOT_LOAD_MANAGER, or None when the
+    counters of its window or the next were not read, or there is no next poll yet), and
+    `windows` with `unseen`: the counted unloads no event of the snapshots accounts for."""
+    times = sorted(pd.Timestamp(t) for t in polls)
+    budget = _budgets(windows, times)
+    wanted: list[tuple[Any, str, int]] = []  # (event index, counter, poll position)
+    found: dict[Any, str | None] = {}
+    for index in events.sort_values("at", kind="stable").index:
+        kind = events.at[index, "kind"]
+        counter = "split" if kind == "split" else "unloaded" if kind in UNLOAD_STARTS else None
+        found[index] = None
+        if counter is not None:
+            position = bisect.bisect_left(times, pd.Timestamp(events.at[index, "at"]))
+            wanted.append((index, counter, position))
+    # in a window with more events than counts, an owner change the polls saw takes a count
+    # before a reload inferred from reconnections (a client whose connection dropped
+    # reconnects every producer it has on that broker, unloaded or not)
+    wanted.sort(key=lambda w: (w[2], events.at[w[0], "kind"] == "reloaded"))
+    # own windows first, so that a neighbour's count goes to an event only when its own
+    # window's event has had it
+    for shift in (0, -1, 1):
+        for index, counter, position in wanted:
+            if found[index] is None and _take(budget[counter], position + shift):
+                found[index] = BY_LOAD_MANAGER
+    for index, _, position in wanted:
+        # no count in its window nor the next one, both read: the load manager did not do it
+        after = times[position + 1] if position + 1 < len(times) else None
+        if found[index] is None and {times[position], after} <= counted:
+            found[index] = NOT_LOAD_MANAGER
+    by = [found[i] for i in events.index]
+    windows = windows.copy()
+    if len(windows):
+        windows["unseen"] = [
+            budget["unloaded"].get(bisect.bisect_left(times, pd.Timestamp(at)), {}).get(b, 0)
+            for at, b in zip(windows["at"], windows["broker"], strict=True)
+        ]
+    return events.assign(by=pd.Series(by, index=events.index, dtype=object)), windows
+
+
+def _budgets(
+    windows: pd.DataFrame, times: Sequence[pd.Timestamp]
+) -> dict[str, dict[int, dict[str, int]]]:
+    """Per counter: poll position -> broker -> counts not yet matched to an event."""
+    budget: dict[str, dict[int, dict[str, int]]] = {name: {} for name in COUNTERS}
+    for row in windows.itertuples(index=False):
+        position = bisect.bisect_left(times, pd.Timestamp(row.at))
+        for name in COUNTERS:
+            count = int(getattr(row, name))
+            if count:
+                mine = budget[name].setdefault(position, {})
+                mine[str(row.broker)] = mine.get(str(row.broker), 0) + count
+    return budget
+
+
+def _take(budget: Mapping[int, dict[str, int]], position: int) -> bool:
+    """Match one count of the window ending at poll `position`, if one is left."""
+    counts = budget.get(position, {})
+    for broker in sorted(counts):
+        if counts[broker] > 0:
+            counts[broker] -= 1
+            return True
+    return False
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)
+
+
+def load_manager_views(windows: pd.DataFrame, summary: Mapping[str, Any]) -> list[View]:
+    """What the load manager counted, for a page: nothing when it counted nothing."""
+    if windows.empty:
+        return []
+    text = (
+        f"The load manager counted {summary['load_manager_unloads']} bundle unload(s) and "
+        f"{summary['load_manager_splits']} split(s) in the stored snapshots (its own counters, "
+        "read from each broker's /admin/v2/broker-stats/metrics)."
+    )
+    if summary["load_manager_unseen"]:
+        text += (
+            f" {summary['load_manager_unseen']} of the unloads match no owner change the polls "
+            "saw: unloaded and re-acquired between two polls, or an unload that failed."
+        )
+    return [
+        Note(text),
+        Table(windows, title="Load manager's counts", caption="Per broker and poll window"),
+    ]

@@ -1,0 +1,185 @@
+"""The load manager's own counters on a real two-broker cluster whose shedder moves bundles.
+
+The modular load manager runs `UniformLoadShedder` every minute (the shortest interval it
+takes). One broker gets all the traffic, so the shedder unloads bundles from it; an admin
+unload is made too. The broker is the judge twice over: the leader's log names every bundle
+its shedder unloaded and from which broker, and its `brk_lb_unload_bundle_total` counts them.
+The polls must read that counter, tell the shedder's moves from the admin one, and lose none.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from core import logs
+from lab.cluster import LocalPulsarCluster
+from plugins.builtin.bundle_ownership import BundleOwnership
+from plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER, NOT_LOAD_MANAGER
+from plugins.registry import discover
+from tests.live.lens_polls import STATS_REFRESH, Recorder, wait_for
+
+NAMESPACE = "public/shed"
+SHEDDING = {
+    "metadataStoreSessionTimeoutMillis": "10000",
+    "loadBalancerSheddingEnabled": "true",
+    "loadBalancerSheddingIntervalMinutes": "1",
+    "loadBalancerSheddingGracePeriodMinutes": "0",
+    "loadBalancerLoadSheddingStrategy": (
+        "org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder"
+    ),
+    "loadBalancerMsgRateDifferenceShedderThreshold": "10",
+    "minUnloadMessage": "1",
+    "minUnloadMessageThroughput": "1",
+    "maxUnloadBundleNumPerShedding": "1",
+    "loadBalancerReportUpdateMinIntervalMillis": "1000",
+    "loadBalancerReportUpdateThresholdPercentage": "1",
+}
+SHED_LINE = re.compile(r"Unloading bundle: (\S+) from broker (\S+)")
+SHED_WAIT = 180.0  # three shedding rounds
+POLL_EVERY = 3.0
+STARTS = ["moved", "unloaded", "reloaded"]  # the first event of an unload
+OWNER_CHANGES = ["moved", "unloaded"]
+
+
+@pytest.fixture(scope="module")
+def shedding() -> Iterator[LocalPulsarCluster]:
+    with LocalPulsarCluster(brokers=2, load_manager="modular", settings=SHEDDING) as running:
+        yield running
+
+
+def shed_by_log(cluster: LocalPulsarCluster) -> list[tuple[str, str]]:
+    """(bundle key, broker) for every unload the shedders logged, in log order."""
+    found: list[tuple[str, str]] = []
+    for broker in cluster.broker_processes:
+        text = broker.log_path.read_text(errors="replace")
+        found += [
+            (m.group(1), m.group(2)) for m in SHED_LINE.finditer(text) if NAMESPACE in m.group(1)
+        ]
+    return found
+
+
+def owners(cluster: LocalPulsarCluster) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for broker in cluster.broker_processes:
+        path = f"/admin/v2/brokers/local/{broker.broker_id}/ownedNamespaces"
+        answer = requests.get(broker.admin_url + path, timeout=30).json()
+        found |= {key: broker.broker_id for key in answer if key.startswith(NAMESPACE + "/")}
+    return found
+
+
+def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
+    shedding: LocalPulsarCluster, tmp_path: Path
+) -> None:
+    cluster, admin = shedding, shedding.admin_url
+    requests.put(
+        f"{admin}/admin/v2/namespaces/{NAMESPACE}", json={"bundles": {"numBundles": 8}}, timeout=30
+    ).raise_for_status()
+    recorder = Recorder(cluster, tmp_path, namespaces=[NAMESPACE])
+    client = logs.pulsar_client(cluster.service_url, operation_timeout_seconds=30)
+    stop = threading.Event()
+    try:
+        producers = [
+            client.create_producer(f"persistent://{NAMESPACE}/t{i}", batching_enabled=False)
+            for i in range(16)
+        ]
+        recorder.poll()
+        # an admin unload of a bundle of the quiet broker: a move nobody's shedder made
+        quiet = cluster.broker_ids[0]
+        held = sorted(k for k, b in owners(cluster).items() if b == quiet)
+        assert held, f"{quiet} owns no bundle of {NAMESPACE}"
+        admin_key = held[0]
+        requests.put(f"{admin}/admin/v2/namespaces/{admin_key}/unload", timeout=60)
+        time.sleep(STATS_REFRESH)  # the next poll's bulk stats show the clients reconnected
+        after_admin = recorder.poll().collected_at
+        # all traffic on the other broker's topics, so the shedder moves bundles off it
+        hot_port = cluster.broker_processes[1].broker_port
+        busy = [
+            p
+            for i, p in enumerate(producers)
+            if requests.get(f"{admin}/lookup/v2/topic/persistent/{NAMESPACE}/t{i}", timeout=30)
+            .json()["brokerUrl"]
+            .endswith(f":{hot_port}")
+        ]
+        assert len(busy) >= 2, "the hot broker needs two bundles with traffic to shed one"
+
+        def send() -> None:
+            deadline = time.monotonic() + SHED_WAIT + 60
+            while not stop.is_set() and time.monotonic() < deadline:
+                for producer in busy:
+                    producer.send_async(b"x" * 200, None)
+                time.sleep(0.02)
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+
+        def settled() -> list[tuple[str, str]] | None:
+            """The shedder's unloads once a poll shows each of them moved away, and the log
+            did not grow while that poll ran (so the poll's counter saw the same unloads)."""
+            before = shed_by_log(cluster)
+            snapshot = recorder.poll()
+            owner = {f"{b.namespace}/{b.bundle}": b.owner_broker for b in snapshot.bundles}
+            moved = all(owner.get(key) not in (None, broker) for key, broker in before)
+            return before if before and moved and shed_by_log(cluster) == before else None
+
+        shed = wait_for(
+            settled, what="a shedder unload seen by a poll", timeout=SHED_WAIT, every=POLL_EVERY
+        )
+        stop.set()
+        for _ in range(2):  # the windows after it, where a count read a poll late would show
+            time.sleep(POLL_EVERY)
+            recorder.poll()
+        assert shed_by_log(cluster) == shed, "the shedder unloaded again meanwhile"
+    finally:
+        stop.set()
+        client.close()
+        recorder.close()
+
+    result = recorder.run(BundleOwnership(), namespace=NAMESPACE).result
+    events = result.frames["events"]
+    events = events.assign(key=NAMESPACE + "/" + events["bundle"])
+
+    # every bundle the leader's shedder unloaded is one owner change from the broker its log
+    # names, made by the load manager
+    for key, broker in shed:
+        mine = events[
+            (events["key"] == key)
+            & events["kind"].isin(OWNER_CHANGES)
+            & (events["before"] == broker)
+        ]
+        assert mine["by"].tolist() == [BY_LOAD_MANAGER], (key, events)
+    # the admin unload, seen by the poll after it, was not
+    first = events[(events["key"] == admin_key) & events["kind"].isin(STARTS)].sort_values("at")
+    assert first["at"].iloc[0] == after_admin and first["by"].iloc[0] == NOT_LOAD_MANAGER, events
+    assert admin_key not in {key for key, _ in shed}
+
+    # the leader's own counter equals its log; the other broker counted nothing
+    brokers = recorder.store.read("brokers").to_pandas()
+    grew = brokers.groupby("broker_id")["lb_bundles_unloaded"].agg(lambda s: s.max() - s.min())
+    leader = brokers.loc[brokers["is_leader"], "broker_id"].iloc[-1]
+    assert grew[leader] == len(shed) and grew.drop(leader).eq(0).all(), grew
+    windows = result.frames["load_manager"]
+    assert windows["broker"].tolist() == [leader] * len(windows)
+    assert int(windows["unloaded"].sum()) == len(shed) and int(windows["unseen"].sum()) == 0
+
+    # the collector's events say so too, and the Bundles & unloads page carries `by`
+    stored = recorder.store.read("events").to_pandas()
+    counted = stored[stored["kind"] == "load_manager_unloaded"]
+    assert set(counted["subject"]) == {leader}
+    assert sum(
+        int(a) - int(b) for a, b in zip(counted["after"], counted["before"], strict=True)
+    ) == len(shed)
+    page = recorder.run(discover().get("unload-latency"), namespace=NAMESPACE).result
+    rows = page.frames["events"].assign(key=NAMESPACE + "/" + page.frames["events"]["bundle"])
+    for key, broker in shed:
+        mine = rows[(rows["key"] == key) & (rows["from_broker"] == broker)]
+        assert BY_LOAD_MANAGER in mine["by"].tolist(), rows
+    mine = rows[(rows["key"] == admin_key) & (rows["at"] == after_admin)]
+    assert mine["by"].tolist() == [NOT_LOAD_MANAGER], rows
+    assert page.summary["by_load_manager"] == len(shed)
