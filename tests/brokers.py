@@ -16,6 +16,31 @@ CLUSTER_SETTINGS: Mapping[str, str] = {"metadataStoreSessionTimeoutMillis": "100
 """The shared clusters' brokers: a killed broker's bundles and its place in the broker list
 are released 10 s after it died (30 s by default), so a test of a broker loss stays short."""
 
+SHEDDING_SETTINGS: Mapping[str, str] = {
+    **CLUSTER_SETTINGS,
+    "loadBalancerSheddingEnabled": "true",
+    "loadBalancerSheddingIntervalMinutes": "1",  # the shortest it takes
+    "loadBalancerSheddingGracePeriodMinutes": "0",
+    "loadBalancerLoadSheddingStrategy": (
+        "org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder"
+    ),
+    "loadBalancerMsgRateDifferenceShedderThreshold": "10",
+    "minUnloadMessage": "1",
+    "minUnloadMessageThroughput": "1",
+    "maxUnloadBundleNumPerShedding": "1",
+    "loadBalancerReportUpdateMinIntervalMillis": "1000",
+    "loadBalancerReportUpdateThresholdPercentage": "1",
+}
+"""A modular cluster whose shedder moves a bundle off a broker that has all the traffic
+(tests/live/test_load_manager_live.py). Started in the background when the run begins, so
+that its shedding rounds already tick when the test comes."""
+
+ClusterKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _key(load_manager: str, settings: Mapping[str, str]) -> ClusterKey:
+    return load_manager, tuple(sorted(settings.items()))
+
 
 class BrokerPool:
     """Starts one standalone per distinct settings on first use; stops all at the end.
@@ -25,8 +50,10 @@ class BrokerPool:
 
     def __init__(self) -> None:
         self._brokers: dict[tuple[object, ...], LocalPulsar] = {}
-        self._clusters: dict[str, LocalPulsarCluster] = {}
+        self._clusters: dict[ClusterKey, LocalPulsarCluster] = {}
+        self._starting: dict[ClusterKey, threading.Thread] = {}
         self._reviving: list[threading.Thread] = []
+        self._stopping: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     def get(
@@ -44,22 +71,59 @@ class BrokerPool:
                 self._brokers[key] = broker
             return broker
 
-    def cluster(self, load_manager: str = "modular") -> LocalPulsarCluster:
-        """A two-broker cluster (`CLUSTER_SETTINGS`) per load manager, started on first use
-        and shared. A test that stops or kills one of its brokers starts it again before it
-        ends (`revive`); a broker found dead here is started again all the same."""
+    def cluster(
+        self, load_manager: str = "modular", settings: Mapping[str, str] = CLUSTER_SETTINGS
+    ) -> LocalPulsarCluster:
+        """A two-broker cluster per load manager and settings, started on first use (or by
+        `prestart`) and shared. A test that stops or kills one of its brokers starts it again
+        before it ends (`revive`); a broker found dead here is started again all the same."""
         self._wait_revived()
+        key = _key(load_manager, settings)
         with self._lock:
-            cluster = self._clusters.get(load_manager)
+            starting = self._starting.pop(key, None)
+        if starting is not None:
+            starting.join(300)  # if it failed, it is started again below, and raises
+        with self._lock:
+            cluster = self._clusters.get(key)
             if cluster is None:
                 cluster = LocalPulsarCluster(
-                    brokers=2, load_manager=load_manager, settings=dict(CLUSTER_SETTINGS)
+                    brokers=2, load_manager=load_manager, settings=dict(settings)
                 ).start()
-                self._clusters[load_manager] = cluster
+                self._clusters[key] = cluster
             for index, broker in enumerate(cluster.broker_processes):
                 if not broker.alive():
                     cluster.restart_broker(index)
             return cluster
+
+    def prestart(self, load_manager: str, settings: Mapping[str, str]) -> None:
+        """Start that cluster on a thread now; `cluster()` waits for it."""
+        key = _key(load_manager, settings)
+
+        def start() -> None:
+            try:
+                cluster = LocalPulsarCluster(
+                    brokers=2, load_manager=load_manager, settings=dict(settings)
+                ).start()
+            except Exception:  # cluster() starts it again, and raises if it fails again
+                log.exception("the %s cluster did not start in the background", load_manager)
+                return
+            with self._lock:
+                self._clusters[key] = cluster
+
+        thread = threading.Thread(target=start, name=f"prestart-{load_manager}", daemon=True)
+        with self._lock:
+            self._starting[key] = thread
+        thread.start()
+
+    def release(self, load_manager: str, settings: Mapping[str, str]) -> None:
+        """Stop that cluster on a thread (its test is done with it); `stop_all` waits."""
+        with self._lock:
+            cluster = self._clusters.pop(_key(load_manager, settings), None)
+        if cluster is not None:
+            thread = threading.Thread(target=cluster.stop, name="release", daemon=True)
+            thread.start()
+            with self._lock:
+                self._stopping.append(thread)
 
     def revive(self, cluster: LocalPulsarCluster, index: int) -> None:
         """Start broker `index` of a shared cluster again on a thread, so that the tests in
@@ -84,6 +148,11 @@ class BrokerPool:
 
     def stop_all(self) -> None:
         self._wait_revived()
+        with self._lock:
+            waiting = [*self._starting.values(), *self._stopping]
+            self._starting, self._stopping = {}, []
+        for thread in waiting:
+            thread.join(300)
         with self._lock:
             for broker in self._brokers.values():
                 broker.stop()

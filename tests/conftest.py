@@ -10,28 +10,42 @@ import pytest
 
 from core import secrets
 from lab.localpulsar import LocalPulsar
-from tests.brokers import BrokerPool
+from tests.brokers import SHEDDING_SETTINGS, BrokerPool
 
 IMAGE_TESTS = Path(__file__).parent / "deploy" / "test_image.py"
+SHEDDING_TESTS = Path(__file__).parent / "live" / "test_load_manager_live.py"
+POOL = pytest.StashKey[BrokerPool]()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The container image tests run last, and their builds start now in the background: a
-    cold build takes most of a quarter of an hour, which the rest of the run then covers."""
+    cold build takes most of a quarter of an hour, which the rest of the run then covers.
+    So does the shedding cluster's start, and its first minute before the shedder runs."""
     image = [item for item in items if item.path == IMAGE_TESTS]
     if image:
         items[:] = [item for item in items if item.path != IMAGE_TESTS] + image
-        if config.option.collectonly:
-            return
+    if config.option.collectonly:
+        return
+    if image:
         from tests.deploy.image import start_prebuild
 
         start_prebuild(config.rootpath / "artifacts")
+    if any(item.path == SHEDDING_TESTS for item in items):
+        _pool(config).prestart("modular", SHEDDING_SETTINGS)
+
+
+def _pool(config: pytest.Config) -> BrokerPool:
+    if POOL not in config.stash:
+        config.stash[POOL] = BrokerPool()
+    return config.stash[POOL]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     from tests.deploy.image import stop_prebuild
 
     stop_prebuild()
+    if POOL in session.config.stash:  # a prestarted cluster no test asked for
+        session.config.stash[POOL].stop_all()
 
 
 @pytest.fixture(autouse=True)
@@ -59,9 +73,9 @@ def fresh_secrets() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def broker_pool() -> Iterator[BrokerPool]:
+def broker_pool(pytestconfig: pytest.Config) -> Iterator[BrokerPool]:
     """Real Pulsar 4.0 standalones, one per distinct settings, started once per run."""
-    pool = BrokerPool()
+    pool = _pool(pytestconfig)
     try:
         yield pool
     finally:

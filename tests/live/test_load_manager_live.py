@@ -1,10 +1,11 @@
 """The load manager's own counters on a real two-broker cluster whose shedder moves bundles.
 
 The modular load manager runs `UniformLoadShedder` every minute (the shortest interval it
-takes). One broker gets all the traffic, so the shedder unloads bundles from it; an admin
-unload is made too. The broker is the judge twice over: the leader's log names every bundle
-its shedder unloaded and from which broker, and its `brk_lb_unload_bundle_total` counts them.
-The polls must read that counter, tell the shedder's moves from the admin one, and lose none.
+takes; `tests.brokers.SHEDDING_SETTINGS`). One broker gets all the traffic, so the shedder
+unloads bundles from it; an admin unload is made too. The broker is the judge twice over:
+the leader's log names every bundle its shedder unloaded and from which broker, and its
+`brk_lb_unload_bundle_total` counts them. The polls must read that counter, tell the
+shedder's moves from the admin one, and lose none.
 """
 
 from __future__ import annotations
@@ -23,24 +24,10 @@ from lab.cluster import LocalPulsarCluster
 from plugins.builtin.bundle_ownership import BundleOwnership
 from plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER, NOT_LOAD_MANAGER
 from plugins.registry import discover
+from tests.brokers import SHEDDING_SETTINGS, BrokerPool
 from tests.live.lens_polls import STATS_REFRESH, Recorder, wait_for
 
 NAMESPACE = "public/shed"
-SHEDDING = {
-    "metadataStoreSessionTimeoutMillis": "10000",
-    "loadBalancerSheddingEnabled": "true",
-    "loadBalancerSheddingIntervalMinutes": "1",
-    "loadBalancerSheddingGracePeriodMinutes": "0",
-    "loadBalancerLoadSheddingStrategy": (
-        "org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder"
-    ),
-    "loadBalancerMsgRateDifferenceShedderThreshold": "10",
-    "minUnloadMessage": "1",
-    "minUnloadMessageThroughput": "1",
-    "maxUnloadBundleNumPerShedding": "1",
-    "loadBalancerReportUpdateMinIntervalMillis": "1000",
-    "loadBalancerReportUpdateThresholdPercentage": "1",
-}
 SHED_LINE = re.compile(r"Unloading bundle: (\S+) from broker (\S+)")
 SHED_WAIT = 180.0  # three shedding rounds
 POLL_EVERY = 3.0
@@ -49,9 +36,13 @@ OWNER_CHANGES = ["moved", "unloaded"]
 
 
 @pytest.fixture(scope="module")
-def shedding() -> Iterator[LocalPulsarCluster]:
-    with LocalPulsarCluster(brokers=2, load_manager="modular", settings=SHEDDING) as running:
-        yield running
+def shedding(broker_pool: BrokerPool) -> Iterator[LocalPulsarCluster]:
+    """Started in the background when the run began (tests/conftest.py), so its shedder's
+    rounds already tick; stopped in the background after this module."""
+    try:
+        yield broker_pool.cluster("modular", SHEDDING_SETTINGS)
+    finally:
+        broker_pool.release("modular", SHEDDING_SETTINGS)
 
 
 def shed_by_log(cluster: LocalPulsarCluster) -> list[tuple[str, str]]:
