@@ -115,9 +115,11 @@ def drill_report(store: Any, drill: Any) -> dict[str, Any]:
     # the events of this unload: seen by a poll after it, or an outage cut after it began
     # (less one probe interval: the last good ack may come just before the unload call)
     start = pd.Timestamp(drill.unload_at) - pd.Timedelta(seconds=1 / drill.plan.rate)
+    # (a move seen by the poll after the unload is its event even when the outage its window
+    # holds was cut just before the unload call: a slow publish on a busy machine)
     events = frames["events"]
-    when = events["cut_at"].where(events["cut_at"].notna(), events["at"])
-    mine = events[(events["bundle"] == drill.plan.bundle) & (when >= start)]
+    after = (events["at"] >= start) | (events["cut_at"].notna() & (events["cut_at"] >= start))
+    mine = events[(events["bundle"] == drill.plan.bundle) & after]
     probes = frames["probes"]
     probe = probes[probes["probe"] == drill.probe_run]
     return {

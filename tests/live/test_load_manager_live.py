@@ -145,10 +145,10 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
             & (events["before"] == broker)
         ]
         assert mine["by"].tolist() == [BY_LOAD_MANAGER], (key, events)
-    # the admin unload, seen by the poll after it, was not
+    # the admin unload, seen by the poll after it, was not (the shedder may move that bundle
+    # later too, when the admin unload put it on the busy broker)
     first = events[(events["key"] == admin_key) & events["kind"].isin(STARTS)].sort_values("at")
     assert first["at"].iloc[0] == after_admin and first["by"].iloc[0] == NOT_LOAD_MANAGER, events
-    assert admin_key not in {key for key, _ in shed}
 
     # the leader's own counter equals its log; the other broker counted nothing
     brokers = recorder.store.read("brokers").to_pandas()
