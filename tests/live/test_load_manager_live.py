@@ -81,12 +81,17 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
             for i in range(16)
         ]
         recorder.poll()
-        # an admin unload of a bundle of the quiet broker: a move nobody's shedder made
-        quiet = cluster.broker_ids[0]
+        # an admin unload of a bundle of the quiet broker to the other one: a move nobody's
+        # shedder made (to a named broker, so that the next poll sees the owner change)
+        quiet, hot = cluster.broker_ids
         held = sorted(k for k, b in owners(cluster).items() if b == quiet)
         assert held, f"{quiet} owns no bundle of {NAMESPACE}"
         admin_key = held[0]
-        requests.put(f"{admin}/admin/v2/namespaces/{admin_key}/unload", timeout=60)
+        requests.put(
+            f"{admin}/admin/v2/namespaces/{admin_key}/unload",
+            params={"destinationBroker": hot},
+            timeout=60,
+        ).raise_for_status()
         time.sleep(STATS_REFRESH)  # the next poll's bulk stats show the clients reconnected
         after_admin = recorder.poll().collected_at
         # all traffic on the other broker's topics, so the shedder moves bundles off it
