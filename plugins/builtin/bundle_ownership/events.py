@@ -20,7 +20,7 @@ def _owner(value: Any) -> str | None:
     return None if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
 
 
-def _snapshots_of(frame: pd.DataFrame, ids: Sequence[str]) -> dict[str, pd.DataFrame]:
+def snapshots_of(frame: pd.DataFrame, ids: Sequence[str]) -> dict[str, pd.DataFrame]:
     return {sid: part for sid, part in frame.groupby("snapshot_id", sort=False) if sid in ids}
 
 
@@ -32,8 +32,8 @@ def compute_events(
 ) -> pd.DataFrame:
     """Ownership events between consecutive snapshots, newest first."""
     ids = [str(s) for s in snapshots["snapshot_id"]] if len(snapshots) else []
-    by_snapshot = _snapshots_of(bundles, ids)
-    topics_by, consumers_by = _snapshots_of(topics, ids), _snapshots_of(consumers, ids)
+    by_snapshot = snapshots_of(bundles, ids)
+    topics_by, consumers_by = snapshots_of(topics, ids), snapshots_of(consumers, ids)
     last_owner: dict[tuple[str, str], str] = {}
     seen = pd.DataFrame(columns=[*CONSUMER_KEY, "connected_since"])
     rows: list[dict[str, Any]] = []

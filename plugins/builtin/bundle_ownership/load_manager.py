@@ -22,6 +22,7 @@ import pandas as pd
 
 from core.counters import increase
 from plugins.api import Note, Table, View
+from plugins.builtin.bundle_ownership.events import snapshots_of
 
 WINDOW_COLUMNS = ["at", "since", "broker", "unloaded", "split", "unseen"]
 BY_LOAD_MANAGER = "load manager"
@@ -38,9 +39,12 @@ def load_manager_windows(brokers: pd.DataFrame, snapshots: pd.DataFrame) -> pd.D
     if brokers.empty or COUNTERS["unloaded"] not in brokers:
         return pd.DataFrame(columns=WINDOW_COLUMNS)
     at_of = dict(zip(snapshots["snapshot_id"], snapshots["collected_at"], strict=True))
+    by_snapshot = snapshots_of(brokers, list(at_of))
     last: dict[str, tuple[Any, dict[str, int | None]]] = {}
-    for sid in snapshots["snapshot_id"]:
-        for row in brokers[brokers["snapshot_id"] == sid].itertuples(index=False):
+    for sid in at_of:
+        if sid not in by_snapshot:
+            continue
+        for row in by_snapshot[sid].itertuples(index=False):
             now = {name: _count(getattr(row, column)) for name, column in COUNTERS.items()}
             if now["unloaded"] is None:
                 continue
