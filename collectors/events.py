@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 
 from core.counters import increase
 from core.model import (
+    LOAD_MANAGER_COUNTERS,
     ConsumerRecord,
     EventRecord,
     HashRange,
@@ -49,10 +50,7 @@ EVENT_KINDS: Mapping[str, str] = {
     "load_manager_unloaded": "a broker's load manager counted bundles it unloaded",
     "load_manager_split": "a broker's load manager counted bundles it split",
 }
-LOAD_MANAGER_COUNTERS = {
-    "load_manager_unloaded": "lb_bundles_unloaded",
-    "load_manager_split": "lb_bundles_split",
-}
+LOAD_MANAGER_EVENTS = {f"load_manager_{name}": f for name, f in LOAD_MANAGER_COUNTERS.items()}
 
 
 def _unsure(snapshot: Snapshot) -> Unsure:
@@ -164,7 +162,7 @@ def _load_manager_events(prev: Snapshot, cur: Snapshot) -> list[EventRecord]:
         old = before.get(broker.broker_id)
         if old is None:
             continue
-        for kind, column in LOAD_MANAGER_COUNTERS.items():
+        for kind, column in LOAD_MANAGER_EVENTS.items():
             was, now = getattr(old, column), getattr(broker, column)
             if increase(was, now):
                 events.append(

@@ -44,6 +44,10 @@ class BrokerRecord:
     lb_bundles_split: int | None = None  # bundles its load manager split since it started
 
 
+LOAD_MANAGER_COUNTERS = {"unloaded": "lb_bundles_unloaded", "split": "lb_bundles_split"}
+"""What a broker's load manager counts (its `brk_lb_*_total` metrics) -> the BrokerRecord field."""
+
+
 @dataclass(frozen=True, slots=True)
 class BundleRecord:
     namespace: str  # "tenant/ns"

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from core.counters import increase
+from core.model import LOAD_MANAGER_COUNTERS as COUNTERS
 from plugins.api import Note, Table, View
 from plugins.builtin.bundle_ownership.events import snapshots_of
 
@@ -29,7 +30,6 @@ BY_LOAD_MANAGER = "load manager"
 NOT_LOAD_MANAGER = "not the load manager"
 # the first event of an unload (its second half, "acquired"/"reacquired", is the same unload)
 UNLOAD_STARTS = ("moved", "unloaded", "reloaded")
-COUNTERS = {"unloaded": "lb_bundles_unloaded", "split": "lb_bundles_split"}
 
 
 def load_manager_windows(brokers: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
