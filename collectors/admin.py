@@ -22,11 +22,9 @@ password. TLS verification is never off silently: PULSAR_LENS_TLS_VERIFY=false l
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -37,9 +35,10 @@ import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
+from collectors.answers import AnswerBroken, AnswerLate, AnswerStalled, AnswerTooLarge, read_body
 from collectors.credentials import read_token_file
 from collectors.oauth2 import ClientCredentialsFlow, flow_from_env, jwt_claims, token_expired_at
-from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
+from core.errors import BODY_EXCERPT, AdminApiError, AdminApiUnreachable, CollectorError
 from core.secrets import Secret, clean, display_url, split_credentials
 from core.values import admin_url_problem
 
@@ -47,10 +46,8 @@ log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
-CHUNK = 256 * 1024
 CALL_TIMEOUTS = 3  # a whole answer may take this many per-read timeouts, no more
 MAX_BACKOFF = 5.0
-BODY_EXCERPT = 300
 AUTH_HINT_MISSING = "set PULSAR_ADMIN_TOKEN or PULSAR_ADMIN_TOKEN_FILE"
 TOKEN_SOURCE = "the token from PULSAR_ADMIN_TOKEN / PULSAR_ADMIN_TOKEN_FILE"
 OAUTH2_SOURCE = "the OAuth2 access token (PULSAR_LENS_OAUTH2_*)"
@@ -381,7 +378,7 @@ class AdminClient:
             last = attempt == attempts - 1
             deadline = self._call_deadline(per_read, method, path)
             if trusted and self._oauth2 is not None:  # raises OAuth2Error when there is none
-                headers = {"Authorization": f"Bearer {self._oauth2.token().reveal()}"}
+                headers = {"Authorization": f"Bearer {self._oauth2.token(deadline).reveal()}"}
             resp: requests.Response | None = None
             failure: CollectorError
             wait = per_read
@@ -448,55 +445,39 @@ class AdminClient:
     def _read_body(
         self, resp: requests.Response, deadline: float, per_read: float, method: str, path: str
     ) -> None:
-        """Read the streamed body, at most `max_response_bytes`, before `deadline`: an
-        answer that trickles, stalls or never ends cannot hold the poll, nor a huge one the
-        memory. A connection that breaks mid-answer raises `_BrokenAnswer` (never a partial
-        body taken for the whole)."""
-        chunks: list[bytes] = []
-        size = 0
-        sock = _socket_of(resp)
+        """Read the streamed body (`collectors.answers.read_body`) into `resp`. A connection
+        that breaks mid-answer raises `_BrokenAnswer` (never a partial body taken for the
+        whole)."""
         try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AdminApiUnreachable(
-                        method,
-                        path,
-                        f"the answer was still arriving after {size} bytes "
-                        "when the call's deadline passed",
-                    )
-                if sock is not None:  # no single read may outlast the deadline either
-                    sock.settimeout(min(per_read, left))
-                try:
-                    chunk = resp.raw.read1(CHUNK, decode_content=True)
-                except urllib3.exceptions.ReadTimeoutError:
-                    if time.monotonic() >= deadline:
-                        continue  # said above, as the deadline
-                    raise AdminApiUnreachable(
-                        method,
-                        path,
-                        f"the answer stopped after {size} bytes: nothing more came "
-                        f"within {per_read:g}s",
-                    ) from None
-                except (urllib3.exceptions.ProtocolError, OSError) as exc:
-                    raise _BrokenAnswer(_broken_reason(exc, size)) from None
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > self.max_response_bytes:
-                    raise AdminApiError(
-                        method,
-                        path,
-                        resp.status_code,
-                        "",
-                        f"the answer is larger than {self.max_response_bytes // 1024 // 1024} MiB "
-                        "(PULSAR_LENS_MAX_RESPONSE); it was not read",
-                    )
-                chunks.append(chunk)
-        except BaseException:
-            resp.close()
-            raise
-        resp._content = b"".join(chunks)
+            body = read_body(
+                resp, deadline=deadline, per_read=per_read, cap=self.max_response_bytes
+            )
+        except AnswerLate as exc:
+            raise AdminApiUnreachable(
+                method,
+                path,
+                f"the answer was still arriving after {exc.size} bytes "
+                "when the call's deadline passed",
+            ) from None
+        except AnswerStalled as exc:
+            raise AdminApiUnreachable(
+                method,
+                path,
+                f"the answer stopped after {exc.size} bytes: nothing more came "
+                f"within {per_read:g}s",
+            ) from None
+        except AnswerBroken as exc:
+            raise _BrokenAnswer(exc.reason) from None
+        except AnswerTooLarge:
+            raise AdminApiError(
+                method,
+                path,
+                resp.status_code,
+                "",
+                f"the answer is larger than {self.max_response_bytes // 1024 // 1024} MiB "
+                "(PULSAR_LENS_MAX_RESPONSE); it was not read",
+            ) from None
+        resp._content = body
         resp._content_consumed = True  # type: ignore[attr-defined]
 
     def _wait(
@@ -596,33 +577,6 @@ class _BrokenAnswer(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def _socket_of(resp: requests.Response) -> socket.socket | None:
-    """The socket an answer streams from, when there is one (not in recorded fakes)."""
-    sock = getattr(getattr(resp.raw, "connection", None), "sock", None)
-    return sock if isinstance(sock, socket.socket) else None
-
-
-def _broken_reason(exc: BaseException, size: int) -> str:
-    cause = (
-        exc.args[1]
-        if isinstance(exc, urllib3.exceptions.ProtocolError) and len(exc.args) > 1
-        else exc
-    )
-    if isinstance(cause, http.client.IncompleteRead):  # urllib3's is one too
-        got = cause.partial if isinstance(cause.partial, int) else len(cause.partial)
-        more = cause.expected if isinstance(cause.expected, int) else 0
-        return (
-            f"the answer was truncated: {got} of the {got + more} bytes its Content-Length "
-            "announced came, then the connection closed"
-        )
-    if isinstance(cause, ConnectionResetError):
-        return f"the connection was reset after the headers, {size} bytes into the answer"
-    name = type(cause).__name__
-    return clean(f"the connection broke {size} bytes into the answer ({name}: {cause})")[
-        :BODY_EXCERPT
-    ]
 
 
 def _bounded(per_read: float, deadline: float) -> float:

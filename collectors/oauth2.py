@@ -30,6 +30,7 @@ from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 import requests
 
+from collectors.answers import AnswerBroken, AnswerLate, AnswerStalled, AnswerTooLarge, read_body
 from core.errors import CollectorError
 from core.secrets import Secret, clean, display_url, forget
 
@@ -41,6 +42,7 @@ MAX_MARGIN = 60.0  # refresh at most this many seconds before expiry
 DEFAULT_LIFETIME = 3600.0  # when the issuer says neither expires_in nor exp
 CREDENTIALS_HINT = "fix PULSAR_LENS_OAUTH2_PRIVATE_KEY (a JSON file with client_id, client_secret)"
 TOKEN_VARS = ("PULSAR_CLIENT_TOKEN", "PULSAR_ADMIN_TOKEN")
+ANSWER_CAP = 1024 * 1024  # an issuer's answer is a few hundred bytes
 
 
 class OAuth2Error(CollectorError):
@@ -119,7 +121,8 @@ class ClientCredentialsFlow:
     """Access tokens from an OAuth2 issuer by the client-credentials grant, cached.
 
     `issuer_url` defaults to the credentials' own; `timeout` (seconds) bounds each call to
-    the issuer. `fetches` counts the tokens obtained. Thread-safe: one fetch at a time.
+    the issuer, answer included, and a caller's `deadline` bounds it further. `fetches` counts
+    the tokens obtained. Thread-safe: one fetch at a time.
     """
 
     def __init__(
@@ -158,8 +161,9 @@ class ClientCredentialsFlow:
     def __repr__(self) -> str:
         return f"ClientCredentialsFlow({display_url(self.issuer_url)!r}, client_id=...)"
 
-    def token(self) -> Secret:
-        """A valid access token: the cached one, or a new one when it is due for refresh."""
+    def token(self, deadline: float | None = None) -> Secret:
+        """A valid access token: the cached one, or a new one when it is due for refresh,
+        fetched before `deadline` (a `time.monotonic()` value, e.g. the poll's) or not at all."""
         with self._lock:
             now = self._clock()
             if self._token is not None and now < self._refresh_at:
@@ -167,7 +171,7 @@ class ClientCredentialsFlow:
             if self._failure is not None and now < self._failure[0]:
                 raise self._failure[1]
             try:
-                token, lifetime = self._fetch()
+                token, lifetime = self._fetch(deadline)
             except OAuth2Error as exc:
                 self._failure = (now + FAILURE_HOLD, exc)
                 raise
@@ -193,8 +197,8 @@ class ClientCredentialsFlow:
     def close(self) -> None:
         self._session.close()
 
-    def _fetch(self) -> tuple[Secret, float]:
-        endpoint = self._endpoint or self._discover()
+    def _fetch(self, deadline: float | None) -> tuple[Secret, float]:
+        endpoint = self._endpoint or self._discover(deadline)
         form = {
             "grant_type": "client_credentials",
             "client_id": self.credentials.client_id,
@@ -204,7 +208,7 @@ class ClientCredentialsFlow:
             form["audience"] = self.audience
         if self.scope:
             form["scope"] = self.scope
-        resp = self._call("POST", endpoint, data=form)
+        resp = self._call("POST", endpoint, deadline, data=form)
         payload = _json(resp)
         if resp.status_code >= 400 or not isinstance(payload.get("access_token"), str):
             error = payload.get("error") or f"status {resp.status_code}"
@@ -223,9 +227,9 @@ class ClientCredentialsFlow:
             return token, max(1.0, exp - self._clock())
         return token, DEFAULT_LIFETIME
 
-    def _discover(self) -> str:
+    def _discover(self, deadline: float | None) -> str:
         url = self.issuer_url + WELL_KNOWN
-        resp = self._call("GET", url)
+        resp = self._call("GET", url, deadline)
         endpoint = _json(resp).get("token_endpoint")
         if resp.status_code >= 400 or not isinstance(endpoint, str):
             raise OAuth2Error(
@@ -235,19 +239,60 @@ class ClientCredentialsFlow:
         self._endpoint = endpoint
         return endpoint
 
-    def _call(self, method: str, url: str, **kwargs: Any) -> requests.Response:
-        try:
-            return self._session.request(
-                method, url, timeout=self.timeout, verify=self._session.verify, **kwargs
-            )
-        except requests.RequestException as exc:
+    def _call(self, method: str, url: str, deadline: float | None, **kwargs: Any) -> _Answer:
+        """One call to the issuer, its whole answer read within `timeout` and `deadline`."""
+        started = time.monotonic()
+        end = started + self.timeout if deadline is None else min(started + self.timeout, deadline)
+        where = display_url(url)
+        if end <= started:
             raise OAuth2Error(
-                f"cannot reach the OAuth2 issuer at {display_url(url)} "
-                f"({clean(type(exc).__name__)}); check PULSAR_LENS_OAUTH2_ISSUER_URL"
+                f"no access token: the poll's deadline passed before the OAuth2 issuer at "
+                f"{where} could be asked"
+            )
+        unreachable = f"cannot reach the OAuth2 issuer at {where}"
+        hint = "check PULSAR_LENS_OAUTH2_ISSUER_URL"
+        try:
+            resp = self._session.request(
+                method,
+                url,
+                timeout=end - started,
+                verify=self._session.verify,
+                stream=True,
+                **kwargs,
+            )
+            body = read_body(resp, deadline=end, per_read=self.timeout, cap=ANSWER_CAP)
+        except (requests.Timeout, AnswerLate, AnswerStalled):
+            raise OAuth2Error(
+                f"{unreachable}: no whole answer within {end - started:.1f}s; {hint}"
             ) from None
+        except AnswerTooLarge:
+            raise OAuth2Error(
+                f"the OAuth2 issuer at {where} answered with more than "
+                f"{ANSWER_CAP // 1024} KiB; it was not read; {hint}"
+            ) from None
+        except AnswerBroken:
+            raise OAuth2Error(f"{unreachable} (the connection broke mid-answer); {hint}") from None
+        except requests.RequestException as exc:
+            raise OAuth2Error(f"{unreachable} ({clean(type(exc).__name__)}); {hint}") from None
+        return _Answer(resp.status_code, body)
 
 
-def _json(resp: requests.Response) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """An issuer's answer, read whole."""
+
+    status_code: int
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def _json(resp: _Answer) -> dict[str, Any]:
     try:
         payload = resp.json()
     except ValueError:

@@ -17,6 +17,7 @@ import responses
 
 from collectors.admin import AdminClient
 from collectors.oauth2 import (
+    WELL_KNOWN,
     ClientCredentialsFlow,
     Credentials,
     OAuth2Error,
@@ -29,6 +30,7 @@ from collectors.oauth2 import (
 from core import secrets
 from core.errors import AdminApiError, CollectorError
 from core.secrets import Secret, redact
+from tests.fake_admin import FakeAdmin, Seen
 
 ISSUER = "https://issuer.example"
 TOKEN_URL = f"{ISSUER}/oauth/token"
@@ -300,3 +302,55 @@ def test_secrets_forget_stops_redacting_a_value() -> None:
     secrets.register("long-gone-value")
     secrets.forget("long-gone-value")
     assert redact("long-gone-value") == "long-gone-value"
+
+
+# --- a hostile issuer --------------------------------------------------------------------
+
+
+def dripping_issuer(seen: Seen) -> tuple[int, dict[str, str], Iterator[bytes]]:
+    """An issuer that answers its headers at once, then a byte every 0.2 s for a minute."""
+
+    def drip() -> Iterator[bytes]:
+        yield b"{"
+        for _ in range(300):
+            time.sleep(0.2)
+            yield b" "
+
+    return 200, {"Content-Type": "application/json"}, drip()
+
+
+def test_flow_gives_up_on_a_trickling_issuer_at_the_callers_deadline() -> None:
+    with FakeAdmin() as fake:
+        fake.rule(WELL_KNOWN, dripping_issuer)
+        f = ClientCredentialsFlow(Credentials("lens", Secret(SECRET), fake.url), timeout=30)
+        started = time.monotonic()
+        with pytest.raises(OAuth2Error, match=r"no whole answer within 1\.0s") as caught:
+            f.token(deadline=started + 1.0)
+        took = time.monotonic() - started
+    assert took < 5, f"the token fetch took {took:.1f}s past a 1 s deadline"
+    assert SECRET not in str(caught.value)
+
+
+def test_flow_bounds_a_trickling_answer_by_its_own_timeout_without_a_deadline() -> None:
+    with FakeAdmin() as fake:
+        fake.rule(WELL_KNOWN, dripping_issuer)
+        f = ClientCredentialsFlow(Credentials("lens", Secret(SECRET), fake.url), timeout=1.5)
+        started = time.monotonic()
+        with pytest.raises(OAuth2Error, match="PULSAR_LENS_OAUTH2_ISSUER_URL"):
+            f.token()
+        took = time.monotonic() - started
+    assert took < 6, f"the token fetch took {took:.1f}s with a 1.5 s timeout"
+
+
+def test_admin_call_waiting_for_a_token_stops_at_the_polls_deadline() -> None:
+    with FakeAdmin() as fake:
+        fake.rule(WELL_KNOWN, dripping_issuer)
+        f = ClientCredentialsFlow(Credentials("lens", Secret(SECRET), fake.url), timeout=30)
+        client = AdminClient(fake.url, oauth2=f, retries=0, timeout=30)
+        client.deadline = time.monotonic() + 1.5
+        started = time.monotonic()
+        with pytest.raises(OAuth2Error, match="no whole answer"):
+            client.get_json("/admin/v2/clusters")
+        took = time.monotonic() - started
+        assert not fake.seen("/admin/v2/clusters"), "the call went out without a token"
+    assert took < 6, f"the call took {took:.1f}s past a 1.5 s poll deadline"
