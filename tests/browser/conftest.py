@@ -8,9 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -18,6 +15,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from lab.localpulsar import free_port
+from tests.waits import wait_until_ok
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "dashboard" / "app.py"
@@ -63,17 +61,13 @@ class ServedApp:
             )
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"streamlit exited: {self.log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (OSError, urllib.error.URLError):
-                time.sleep(0.3)
-        raise RuntimeError(f"streamlit did not answer within {timeout}s")
+        wait_until_ok(
+            f"{self.url}/_stcore/health",
+            timeout=timeout,
+            exit_code=self.process.poll,
+            output=lambda: self.log.read_text(errors="replace"),
+            what="streamlit",
+        )
 
     def stop(self) -> None:
         self.process.terminate()

@@ -17,8 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +32,7 @@ from playwright.sync_api import Page, expect
 from lab.localpulsar import free_port
 from tests.browser.conftest import ROOT
 from tests.dashboard.scenario import write_scenario
+from tests.waits import wait_until_ok
 
 TIMEOUT_MS = 60_000
 CLIENT_ID = "pulsar-lens-test"
@@ -196,17 +195,13 @@ class Served:
 
 
 def wait_healthy(served: Served, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if served.process.poll() is not None:
-            raise RuntimeError(f"serve exited: {served.output()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{served.url}/_stcore/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except (OSError, urllib.error.URLError):
-            time.sleep(0.5)
-    raise RuntimeError(f"the dashboard did not answer within {timeout}s: {served.output()[-3000:]}")
+    wait_until_ok(
+        f"{served.url}/_stcore/health",
+        timeout=timeout,
+        exit_code=served.process.poll,
+        output=served.output,
+        what="serve",
+    )
 
 
 def stop(served: Served) -> None:

@@ -9,8 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from cli.main import main
 from cli.supervisor import Child, ChildFailed, supervise
 from lab.localpulsar import free_port
+from tests.waits import answers_ok
 
 UNREACHABLE = "http://127.0.0.1:9"  # discard port: nothing answers; collect keeps retrying
 PY = sys.executable
@@ -64,11 +63,7 @@ def test_serve_exits_1_when_the_dashboard_port_is_taken(
 
 
 def _health(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-            return resp.status == 200
-    except (OSError, urllib.error.URLError):
-        return False
+    return answers_ok(f"{url}/_stcore/health")
 
 
 def test_serve_stops_both_processes_on_sigterm(tmp_path: Path) -> None:

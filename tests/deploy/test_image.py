@@ -41,6 +41,7 @@ from tests.deploy.image import (
     start_prebuild,
     uids,
 )
+from tests.waits import wait_until_ok
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(3600)]
 
@@ -88,21 +89,18 @@ def serve_argv(image: str, port: int) -> list[str]:
 
 
 def wait_healthy(served: Served) -> None:
-    url = f"http://127.0.0.1:{served.port}/_stcore/health"
-    deadline = time.monotonic() + READY_TIMEOUT
-    while time.monotonic() < deadline:
+    def exit_code() -> int | None:
         proc = served.box.proc
-        assert proc is not None and proc.poll() is None, (
-            f"the container's command exited {proc and proc.returncode}:\n"
-            + served.box.output()[-3000:]
-        )
-        try:
-            if requests.get(url, timeout=5).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(2)
-    raise AssertionError(f"{url} never answered 200:\n{served.box.output()[-3000:]}")
+        return -1 if proc is None else proc.poll()
+
+    wait_until_ok(
+        f"http://127.0.0.1:{served.port}/_stcore/health",
+        timeout=READY_TIMEOUT,
+        exit_code=exit_code,
+        output=served.box.output,
+        what="the container's command",
+        interval=2.0,
+    )
 
 
 def start_serving(

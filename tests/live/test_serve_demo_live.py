@@ -11,8 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,16 +18,9 @@ import requests
 
 from core.store import Store
 from lab.localpulsar import LocalPulsar, free_port
+from tests.waits import answers_ok
 
 PY = sys.executable
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return resp.status == 200
-    except (OSError, urllib.error.URLError):
-        return False
 
 
 def _read_until(proc: subprocess.Popen[str], prefix: str, *, timeout: float) -> list[str]:
@@ -80,10 +71,10 @@ def test_serve_collects_from_a_live_broker_and_stops_on_ctrl_c(
     ) as proc:
         _read_until(proc, "Pulsar Lens dashboard:", timeout=90)
         _wait(lambda: len(Store(store).snapshots()) >= 2, what="two polls", timeout=60)
-        assert _answers(f"http://127.0.0.1:{port}/_stcore/health")
-        assert _answers(f"http://127.0.0.1:{metrics}/metrics")
+        assert answers_ok(f"http://127.0.0.1:{port}/_stcore/health")
+        assert answers_ok(f"http://127.0.0.1:{metrics}/metrics")
         assert _interrupt(proc, timeout=30) == 0
-    assert not _answers(f"http://127.0.0.1:{port}/_stcore/health")
+    assert not answers_ok(f"http://127.0.0.1:{port}/_stcore/health")
 
 
 def _key_shared_consumers(store: Path) -> int:
@@ -105,10 +96,10 @@ def test_demo_command_serves_live_data_and_stops_everything(tmp_path: Path) -> N
         assert f"Pulsar Lens dashboard: http://127.0.0.1:{port}" in lines
         admin_url = lines[-1].split(": ", 1)[1]
         _wait(lambda: _key_shared_consumers(store) >= 3, what="orders consumers", timeout=90)
-        assert _answers(f"{admin_url}/admin/v2/clusters")
+        assert answers_ok(f"{admin_url}/admin/v2/clusters")
         assert _interrupt(proc, timeout=120) == 0
-    assert not _answers(f"http://127.0.0.1:{port}/_stcore/health")
-    assert not _answers(f"{admin_url}/admin/v2/clusters")
+    assert not answers_ok(f"http://127.0.0.1:{port}/_stcore/health")
+    assert not answers_ok(f"{admin_url}/admin/v2/clusters")
 
 
 def _moves_and_probes(store: Path) -> bool:
@@ -140,6 +131,6 @@ def test_demo_on_two_brokers_moves_bundles_and_probes_them(tmp_path: Path) -> No
         assert len(brokers) == 2
         _wait(lambda: _moves_and_probes(store), what="a bundle moved, probed", timeout=150)
         assert _interrupt(proc, timeout=120) == 0
-    assert not _answers(f"{admin_url}/admin/v2/clusters")
+    assert not answers_ok(f"{admin_url}/admin/v2/clusters")
     for broker in brokers:
-        assert not _answers(f"http://{broker}/admin/v2/clusters")
+        assert not answers_ok(f"http://{broker}/admin/v2/clusters")
