@@ -178,10 +178,13 @@ def carry_forward(previous: Snapshot, current: Snapshot) -> Snapshot:
     its value from `previous`. A bundle listed without an owner because its owner's
     `ownedNamespaces` call failed keeps that owner; a namespace whose bundle list failed keeps
     its bundles. So a move seen once the calls answer again is told from the last known owner
-    (broker-1 -> broker-0), not from the gap (- -> broker-0)."""
+    (broker-1 -> broker-0), not from the gap (- -> broker-0). A broker's load-manager counters
+    that could not be read keep their last reading, so what the load manager counted meanwhile
+    is an event once they are read again."""
     unsure = _unsure(current)
     if unsure.everything:
         return previous
+    current = _carry_counters(previous, current)
     if not unsure.bundles:
         return current
     known = {(b.namespace, b.bundle): b.owner_broker for b in previous.bundles}
@@ -196,6 +199,20 @@ def carry_forward(previous: Snapshot, current: Snapshot) -> Snapshot:
     # what was carried is known again: its errors would make the next diff skip it
     errors = tuple(e for e in current.errors if not _tells_bundles(e.endpoint))
     return dataclasses.replace(current, bundles=tuple(bundles), errors=errors)
+
+
+def _carry_counters(previous: Snapshot, current: Snapshot) -> Snapshot:
+    before = {b.broker_id: b for b in previous.brokers}
+    brokers = []
+    for broker in current.brokers:
+        old = before.get(broker.broker_id)
+        unread = {
+            column: getattr(old, column)
+            for column in LOAD_MANAGER_COUNTERS.values()
+            if old is not None and getattr(broker, column) is None
+        }
+        brokers.append(dataclasses.replace(broker, **unread) if unread else broker)
+    return dataclasses.replace(current, brokers=tuple(brokers))
 
 
 def _tells_bundles(endpoint: str) -> bool:

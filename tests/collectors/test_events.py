@@ -267,3 +267,12 @@ def test_diff_an_unread_or_restarted_counter() -> None:
     assert diff(_counting(T0, 5), _counting(T1, None)) == []
     restarted = diff(_counting(T0, 9), _counting(T1, 1))  # counted 1 since the restart
     assert [(e.kind, e.before, e.after) for e in restarted] == [("load_manager_unloaded", "9", "1")]
+
+
+def test_carry_forward_keeps_an_unread_counter_so_a_gap_loses_no_count() -> None:
+    gap = _counting(T1, None, None)  # that poll's broker-stats/metrics call failed
+    carried = carry_forward(_counting(T0, 2, 0), gap)
+    assert (carried.brokers[0].lb_bundles_unloaded, carried.brokers[0].lb_bundles_split) == (2, 0)
+    events = diff(carried, _counting(T1 + (T1 - T0), 5, 0))
+    assert [(e.kind, e.before, e.after) for e in events] == [("load_manager_unloaded", "2", "5")]
+    assert carry_forward(_counting(T0, 2), _counting(T1, 3)) == _counting(T1, 3)  # read: as is
