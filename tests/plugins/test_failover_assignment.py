@@ -67,7 +67,7 @@ def test_failover_modulo_skew_of_single_partition_topics() -> None:
     output = analyze([poll_of(observed)])
     group = only_group(output)
     assert (group["mode"], group["topics"], group["partitions"]) == ("modulo", 10, 10)
-    assert (group["imbalance"], group["unexplained"]) == (5.0, 0)
+    assert (group["imbalance"], group["overload"], group["unexplained"]) == (5.0, 5.0, 0)
     ring = rule(SINGLES, consistent=True)
     facts = output.result.summary["selection"]
     assert facts["alternative_assignment"] == ring
@@ -77,6 +77,19 @@ def test_failover_modulo_skew_of_single_partition_topics() -> None:
     assert consumers["partitions_alternative"].to_dict() == {
         n: sum(v == n for v in ring.values()) for n in WORKERS
     }
+
+
+def test_failover_overload_of_fewer_partitions_than_consumers_is_one() -> None:
+    """One topic with three consumers for failover: one is active, as well as any rule can do.
+    The imbalance reads 3 (1 over the fair 1/3); the overload 1 (1 over ceil(1/3))."""
+    names = ("w1", "w2", "w3")
+    group = only_group(analyze([poll_of({f"{NS}/audit": "w1"}, names=names)]))
+    assert (group["partitions"], group["consumers"]) == (1, 3)
+    assert (group["imbalance"], group["overload"]) == (3.0, 1.0)
+    topics = {f"{NS}/pay": 4}
+    two_of_four = dict(zip(partitions_of(topics), ("w1", "w1", "w2", "w3"), strict=True))
+    group = only_group(analyze([poll_of(two_of_four, names=names)]))
+    assert (group["imbalance"], group["overload"]) == (1.5, 1.0)  # ceil(4/3) = 2: the best
 
 
 def test_failover_consistent_mode_offers_modulo_as_the_alternative() -> None:

@@ -272,6 +272,7 @@ def test_analysis_families_failover_imbalance_and_flapping() -> None:
     )
     labels = {"group": group["label"], "subscription": "fo"}
     assert value(found, "pulsar_lens_failover_imbalance", **labels) == pytest.approx(2.0)
+    assert value(found, "pulsar_lens_failover_overload", **labels) == pytest.approx(1.5)
     assert value(found, "pulsar_lens_failover_flapping_partitions", **labels) == 1
 
 

@@ -126,11 +126,18 @@ class FailoverAssignment(AnalysisPlugin):
 
     def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
         labels = ["group", "subscription"]
-        bound = f"at most {context.max_groups} groups, most imbalanced first"
+        bound = f"at most {context.max_groups} groups, most overloaded first"
         imbalance = GaugeMetricFamily(
             "pulsar_lens_failover_imbalance",
             "Largest active-partition count of a consumer over the fair count in a Failover "
             f"group (failover-assignment); {bound}.",
+            labels=labels,
+        )
+        overload = GaugeMetricFamily(
+            "pulsar_lens_failover_overload",
+            "Largest active-partition count of a consumer in a Failover group over the largest "
+            "of the most even spread, ceil(partitions / consumers); 1 is the best possible "
+            f"(failover-assignment); {bound}.",
             labels=labels,
         )
         flapping = GaugeMetricFamily(
@@ -141,12 +148,14 @@ class FailoverAssignment(AnalysisPlugin):
         )
         groups = result.frames["groups"]
         if len(groups):
-            groups = groups.sort_values(["imbalance", "label"], ascending=[False, True])
+            order = ["overload", "imbalance", "label"]
+            groups = groups.sort_values(order, ascending=[False, False, True])
             for row in groups.head(context.max_groups).to_dict("records"):
                 key = [str(row["label"]), str(row["subscription"])]
                 imbalance.add_metric(key, finite(row["imbalance"]) or 0.0)
+                overload.add_metric(key, finite(row["overload"]) or 0.0)
                 flapping.add_metric(key, float(row["flapping"]))
-        return [imbalance, flapping]
+        return [imbalance, overload, flapping]
 
     def render(self, result: Result) -> list[View]:
         return render_views(result)

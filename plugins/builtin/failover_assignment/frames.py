@@ -20,6 +20,7 @@ GROUP_COLUMNS = [
     "mode",
     "unexplained",
     "imbalance",
+    "overload",
     "alternative",
     "imbalance_alternative",
     "partitions_moving",
@@ -75,6 +76,15 @@ def imbalance(counts: Sequence[int], partitions: int) -> float:
     return max(counts) * len(counts) / partitions
 
 
+def overload(counts: Sequence[int], partitions: int) -> float:
+    """The largest partition count over the largest of the most even spread, ceil(partitions /
+    consumers): 1 is the best any rule can do. Unlike `imbalance`, a group with fewer
+    partitions than consumers (one topic, three consumers for failover) reads 1, not 3."""
+    if not counts or not partitions:
+        return 0.0
+    return max(counts) / -(-partitions // len(counts))
+
+
 def group_consumers(rows: pd.DataFrame, names: Names) -> list[str]:
     """Every consumer name connected to any partition of the group, sorted."""
     keys = zip(rows["topic"], rows["subscription"], strict=True)
@@ -97,6 +107,7 @@ def group_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
     for label, mine in partitions.groupby("label", sort=False):
         consumers = group_consumers(mine, names)
         mode = str(mine["mode"].iloc[0])
+        counts = _counts(current_of(mine), consumers)
         rows.append(
             {
                 "label": label,
@@ -106,7 +117,8 @@ def group_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
                 "consumers": len(consumers),
                 "mode": mode,
                 "unexplained": int((~mine["explained"].astype(bool)).sum()),
-                "imbalance": imbalance(_counts(current_of(mine), consumers), len(mine)),
+                "imbalance": imbalance(counts, len(mine)),
+                "overload": overload(counts, len(mine)),
                 "alternative": "modulo" if mode == "consistent" else "consistent",
                 "imbalance_alternative": imbalance(
                     _counts(mine["alternative"], consumers), len(mine)
