@@ -3,6 +3,7 @@ per configuration."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 from collections.abc import Mapping
@@ -154,9 +155,12 @@ class BrokerPool:
         for thread in waiting:
             thread.join(300)
         with self._lock:
-            for broker in self._brokers.values():
-                broker.stop()
+            stops = [b.stop for b in self._brokers.values()]
+            stops += [c.stop for c in self._clusters.values()]
             self._brokers.clear()
-            for cluster in self._clusters.values():
-                cluster.stop()
             self._clusters.clear()
+        # side by side: each waits for its JVM's shutdown hooks, mostly idle time
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(stops))) as pool:
+            started = [pool.submit(stop) for stop in stops]
+        for done in started:
+            done.result()  # every stop has run; the first that failed raises

@@ -79,7 +79,7 @@ def raw_outage(rows: pd.DataFrame, since: pd.Timestamp) -> float:
 
 
 def drill(cluster_admin: str, store: Store, bundle: str, to: str | None) -> dict[str, Any]:
-    plan = DrillPlan("public/default", bundle, to=to, rate=20.0, baseline=2.0, settle=2.0)
+    plan = DrillPlan("public/default", bundle, to=to, rate=20.0, baseline=1.0, settle=1.0)
     with AdminClient(cluster_admin) as admin:
         run = run_drill(plan, admin=admin, service_url=None, store=store)
     report = drill_report(store, run)

@@ -12,6 +12,7 @@ import itertools
 import json
 import random
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -98,10 +99,26 @@ def test_local_run_finds_something_in_every_frame(local: Found) -> None:
         assert not empty, f"{slug}: the test store leaves {empty} empty"
 
 
+@pytest.fixture(scope="module")
+def runs(
+    tmp_path_factory: pytest.TempPathFactory,
+    standalone: cluster.Standalone,
+    connect: cluster.Connect,
+    store_root: Path,
+) -> Iterator[dict[str, Future[Path]]]:
+    """The analyses on the standalone master and through Spark Connect, side by side: each
+    application holds one of the worker's two cores, and most of a run is waiting."""
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="run-on") as pool:
+        yield {
+            name: pool.submit(run_on, url, store_root, tmp_path_factory.mktemp(name))
+            for name, url in (("standalone", standalone.url), ("connect", connect.url))
+        }
+
+
 def test_standalone_cluster_gives_the_local_frames(
-    standalone: cluster.Standalone, store_root: Path, local: Found, tmp_path: Path
+    runs: dict[str, Future[Path]], standalone: cluster.Standalone, local: Found
 ) -> None:
-    out = run_on(standalone.url, store_root, tmp_path)
+    out = runs["standalone"].result()
     about = json.loads((out / "session.json").read_text())
     assert (about["master"], about["connect"]) == (standalone.url, False)
     apps = cluster.completed_apps(standalone.ui)
@@ -111,13 +128,9 @@ def test_standalone_cluster_gives_the_local_frames(
 
 
 def test_spark_connect_on_the_cluster_gives_the_local_frames(
-    connect: cluster.Connect,
-    standalone: cluster.Standalone,
-    store_root: Path,
-    local: Found,
-    tmp_path: Path,
+    runs: dict[str, Future[Path]], standalone: cluster.Standalone, local: Found
 ) -> None:
-    out = run_on(connect.url, store_root, tmp_path)
+    out = runs["connect"].result()
     # the server's own master: the plans ran on the standalone cluster's executors
     about = json.loads((out / "session.json").read_text())
     assert (about["master"], about["connect"]) == (standalone.url, True)
