@@ -21,7 +21,7 @@ from collectors.brokers import (
 from collectors.fields import field_warnings, reading, shown, warn
 from collectors.namespaces import (
     NamespaceListing,
-    bundle_for,
+    bundle_of_full_name,
     owned_bundles_by_namespace,
     parse_bundle_key,
 )
@@ -165,7 +165,7 @@ def _topic_record(
 ) -> TopicRecord:
     listing = answers.listings.get(name.namespace)
     boundaries = listing.boundaries if listing else None
-    bundle = bundle_for(name.topic, boundaries) if boundaries else None
+    bundle = bundle_of_full_name(name.topic, boundaries) if boundaries else None
     if bundle is None and entry is not None:
         bundle = entry.bundle
     if entry is not None and entry.bundle and bundle != entry.bundle:

@@ -10,6 +10,7 @@ from collectors.admin import AdminClient
 from collectors.fields import as_dict, as_text
 from core import bundles as bundles_model
 from core.errors import AdminApiError, ModelError
+from core.hashing import topic_bundle_hash
 from core.limits import MAX_PARTITIONS
 from core.model import BundleRecord
 from core.topicname import parse_topic_name
@@ -112,6 +113,17 @@ def parse_bundles(namespace: str, payload: Any) -> tuple[BundleRecord, ...]:
 def bundle_for(topic: str, boundaries: Sequence[int]) -> str:
     """The bundle name holding `topic` (CRC-32 of the full name; see core.bundles)."""
     return bundles_model.topic_bundle(boundaries, topic).name
+
+
+def bundle_of_full_name(topic: str, boundaries: tuple[int, ...]) -> str | None:
+    """`bundle_for` of a canonical full name (`TopicName.topic`) and boundaries that
+    `parse_boundaries` gave (so checked already): no parse, no check, per topic of a poll.
+    None for the one hash no bundle holds (0xffffffff: the broker cannot serve that topic)."""
+    try:
+        index = bundles_model.bundle_index(boundaries, topic_bundle_hash(topic))
+    except ModelError:
+        return None
+    return bundles_model.bundle_name(boundaries[index], boundaries[index + 1])
 
 
 @dataclass(frozen=True, slots=True)

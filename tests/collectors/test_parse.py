@@ -15,7 +15,7 @@ from collectors.brokers import (
     parse_owned_bundles,
 )
 from collectors.fields import field_warnings, parse_hash_ranges
-from collectors.namespaces import bundle_for, parse_boundaries, parse_bundles
+from collectors.namespaces import bundle_for, bundle_of_full_name, parse_boundaries, parse_bundles
 from collectors.topics import (
     needs_topic_stats,
     parse_broker_topic_stats,
@@ -25,6 +25,7 @@ from collectors.topics import (
     parse_topic_name,
 )
 from tests.collectors.recorded import BROKER, body, index, load, load_file
+from tests.crcforge import forge_name
 
 ORDERS = "persistent://public/default/orders"
 ORDERS_STATS = "/admin/v2/persistent/public/default/orders/stats"
@@ -251,10 +252,21 @@ def test_bundle_for_agrees_with_the_brokers_recorded_lookups() -> None:
         rest = entry["path"].removeprefix("/lookup/v2/topic/").removesuffix("/bundle")
         domain, tenant, ns, local = rest.split("/")
         topic = f"{domain}://{tenant}/{ns}/{local}"
-        assert (
-            bundle_for(topic, boundaries[f"{tenant}/{ns}"])
-            == body("default", entry["path"]).strip()
-        )
+        said = body("default", entry["path"]).strip()
+        assert bundle_for(topic, boundaries[f"{tenant}/{ns}"]) == said
+        assert bundle_of_full_name(topic, boundaries[f"{tenant}/{ns}"]) == said
+
+
+def test_bundle_of_full_name_is_bundle_for_without_the_parse() -> None:
+    boundaries = parse_boundaries(load("default", "/admin/v2/namespaces/public/default/bundles"))
+    names = [f"persistent://public/default/t-{i}" for i in range(2000)]
+    names += [forge_name("persistent://public/default/edge-", b) for b in boundaries[1:-1]]
+    assert [bundle_of_full_name(n, boundaries) for n in names] == [
+        bundle_for(n, boundaries) for n in names
+    ]
+    # the one hash no bundle holds: the broker fails that topic's lookup; the poll goes on
+    unplaceable = forge_name("persistent://public/default/edge-", 0xFFFFFFFF)
+    assert bundle_of_full_name(unplaceable, boundaries) is None
 
 
 def test_lookup_bundle_answer_is_a_bare_string_not_json() -> None:
