@@ -313,13 +313,17 @@ def records_to_table(
 ) -> pa.Table:
     """Build the Arrow table `name` from records, adding the common columns."""
     schema = SCHEMAS[name]
-    columns: dict[str, list[Any]] = {f.name: [] for f in schema}
-    for record in records:
-        columns["snapshot_id"].append(snapshot_id)
-        columns["collected_at"].append(collected_at)
-        columns["cluster"].append(cluster)
-        for f in dataclasses.fields(record):
-            columns[f.name].append(_cell(getattr(record, f.name)))
+    count = len(records)
+    columns: dict[str, list[Any]] = {
+        "snapshot_id": [snapshot_id] * count,
+        "collected_at": [collected_at] * count,
+        "cluster": [cluster] * count,
+    }
+    # column by column: one pass per field, no call per cell but for the hash ranges
+    for f in schema:
+        if f.name not in columns:
+            values = [getattr(record, f.name) for record in records]
+            columns[f.name] = [_cell(v) for v in values] if f.type == HASH_RANGE_TYPE else values
     return pa.table(columns, schema=schema)
 
 
