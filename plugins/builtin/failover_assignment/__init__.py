@@ -179,10 +179,12 @@ def failover_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
 
 def consumer_names(consumers: pd.DataFrame) -> dict[tuple[str, str], frozenset[str]]:
     """(topic, subscription) -> the names of its connected consumers."""
-    if consumers.empty:
-        return {}
-    grouped = consumers.groupby(["topic", "subscription"])["consumer_name"]
-    return {(str(t), str(s)): frozenset(map(str, v)) for (t, s), v in grouped}
+    found: dict[tuple[str, str], set[str]] = {}
+    # a loop over the columns: a pandas group per subscription costs ~50 us, thousands of them
+    columns = (consumers[c] for c in ("topic", "subscription", "consumer_name"))
+    for topic, sub, name in zip(*columns, strict=True):
+        found.setdefault((str(topic), str(sub)), set()).add(str(name))
+    return {key: frozenset(found[key]) for key in sorted(found)}
 
 
 def parent_of(topic: str) -> str:

@@ -4,7 +4,6 @@ consumer x partition matrix and the active consumer over time (see the package f
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import pairwise
 from typing import Any
 
 import pandas as pd
@@ -53,15 +52,22 @@ def with_flaps(partitions: pd.DataFrame, history: pd.DataFrame, params: Any) -> 
     """Active-consumer changes per partition over the stored snapshots."""
     if partitions.empty:
         return partitions
-    window = history[history["type"] == "Failover"].sort_values("collected_at", kind="stable")
-    changes, seen = {}, {}
-    for (topic, sub), rows in window.groupby(["topic", "subscription"]):
-        names = [str(n) for n in rows["active_consumer_name"] if not pd.isna(n)]
-        changes[(topic, sub)] = sum(a != b for a, b in pairwise(names))
-        seen[(topic, sub)] = ", ".join(dict.fromkeys(names))
+    window = history[(history["type"] == "Failover") & history["active_consumer_name"].notna()]
+    window = window.sort_values("collected_at", kind="stable")
+    changes: dict[tuple[str, str], int] = {}
+    names: dict[tuple[str, str], dict[str, None]] = {}  # in the order first seen
+    last: dict[tuple[str, str], str] = {}
+    columns = (window[c] for c in ("topic", "subscription", "active_consumer_name"))
+    for topic, sub, active in zip(*columns, strict=True):
+        key, name = (topic, sub), str(active)
+        if key in last and last[key] != name:
+            changes[key] = changes.get(key, 0) + 1
+        last[key] = name
+        names.setdefault(key, {})[name] = None
     keys = list(zip(partitions["topic"], partitions["subscription"], strict=True))
     out = partitions.assign(
-        changes=[changes.get(k, 0) for k in keys], seen=[seen.get(k, "") for k in keys]
+        changes=[changes.get(k, 0) for k in keys],
+        seen=[", ".join(names.get(k, ())) for k in keys],
     )
     return out.assign(flapping=out["changes"] >= params.flap_changes)
 
