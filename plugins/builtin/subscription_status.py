@@ -161,6 +161,8 @@ class SubscriptionStatus(AnalysisPlugin):
 
 
 def is_system_topic(topic: str) -> bool:
+    if "__" not in topic:  # most names: no parse needed
+        return False
     try:
         return parse_topic_name(topic).local.startswith("__")
     except ValueError:
