@@ -80,12 +80,14 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
             client.create_producer(f"persistent://{NAMESPACE}/t{i}", batching_enabled=False)
             for i in range(16)
         ]
-        recorder.poll()
+        first_poll = recorder.poll()
         # an admin unload of a bundle of the quiet broker to the other one: a move nobody's
-        # shedder made (to a named broker, so that the next poll sees the owner change)
+        # shedder made (to a named broker, so that the next poll sees the owner change), of a
+        # bundle that poll saw owned already (a producer's lookup can take a retry)
         quiet, hot = cluster.broker_ids
-        held = sorted(k for k, b in owners(cluster).items() if b == quiet)
-        assert held, f"{quiet} owns no bundle of {NAMESPACE}"
+        polled = {f"{b.namespace}/{b.bundle}": b.owner_broker for b in first_poll.bundles}
+        held = sorted(k for k, b in owners(cluster).items() if b == quiet == polled.get(k))
+        assert held, f"{quiet} owns no bundle of {NAMESPACE} that the poll saw: {polled}"
         admin_key = held[0]
         requests.put(
             f"{admin}/admin/v2/namespaces/{admin_key}/unload",
@@ -153,7 +155,9 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
     # the admin unload, seen by the poll after it, was not (the shedder may move that bundle
     # later too, when the admin unload put it on the busy broker)
     first = events[(events["key"] == admin_key) & events["kind"].isin(STARTS)].sort_values("at")
-    assert first["at"].iloc[0] == after_admin and first["by"].iloc[0] == NOT_LOAD_MANAGER, events
+    told = f"{admin_key} (admin unload, poll at {after_admin}):\n{events.to_string()}"
+    assert len(first), told
+    assert first["at"].iloc[0] == after_admin and first["by"].iloc[0] == NOT_LOAD_MANAGER, told
 
     # the leader's own counter equals its log; the other broker counted nothing
     brokers = recorder.store.read("brokers").to_pandas()
