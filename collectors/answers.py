@@ -7,6 +7,7 @@ memory. The caller turns each failure into its own error; nothing partial is eve
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import time
@@ -55,14 +56,17 @@ def read_body(resp: requests.Response, *, deadline: float, per_read: float, cap:
     most `cap` bytes. The answer is closed when any of that fails."""
     chunks: list[bytes] = []
     size = 0
-    sock = socket_of(resp)
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AnswerLate(size)
+            # asked again each time: once the body is read the connection goes back to the
+            # pool, where another call may take it or close it
+            sock = socket_of(resp)
             if sock is not None:  # no single read may outlast the deadline either
-                sock.settimeout(min(per_read, left))
+                with contextlib.suppress(OSError):  # closed already: the read below says so
+                    sock.settimeout(min(per_read, left))
             try:
                 chunk = resp.raw.read1(CHUNK, decode_content=True)
             except urllib3.exceptions.ReadTimeoutError:
