@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pandas as pd
 import responses
 
 from collectors.admin import AdminClient
@@ -12,7 +13,7 @@ from collectors.poll import poll
 from core.failover import FailoverConsumer, compute_topics
 from core.model import ConsumerRecord, Snapshot, SubscriptionRecord
 from plugins.api import Chart, Metric, Note, Table
-from plugins.builtin.failover_assignment import FailoverAssignment
+from plugins.builtin.failover_assignment import FailoverAssignment, consumer_names
 from plugins.runner import RunOutput, run_on_inputs
 from plugins.testing import make_inputs, make_snapshot
 from tests.collectors import recorded
@@ -194,3 +195,15 @@ def test_failover_unknown_group_says_so() -> None:
     assert "selection" not in output.result.summary
     notes = [v for v in output.views if isinstance(v, Note) and v.level == "warning"]
     assert notes and "other @ x" in notes[-1].markdown
+
+
+def test_failover_consumer_names_of_no_consumers_is_empty() -> None:
+    assert consumer_names(pd.DataFrame()) == {}
+    listed = pd.DataFrame(
+        {
+            "topic": ["t", "t", "u"],
+            "subscription": ["s", "s", "s"],
+            "consumer_name": ["b", "a", "a"],
+        }
+    )
+    assert consumer_names(listed) == {("t", "s"): frozenset("ab"), ("u", "s"): frozenset("a")}

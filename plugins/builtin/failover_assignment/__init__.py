@@ -179,6 +179,8 @@ def failover_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
 
 def consumer_names(consumers: pd.DataFrame) -> dict[tuple[str, str], frozenset[str]]:
     """(topic, subscription) -> the names of its connected consumers."""
+    if consumers.empty:
+        return {}
     found: dict[tuple[str, str], set[str]] = {}
     # a loop over the columns: a pandas group per subscription costs ~50 us, thousands of them
     columns = (consumers[c] for c in ("topic", "subscription", "consumer_name"))
