@@ -112,8 +112,10 @@ def test_metrics_live_scrape_matches_the_broker_and_the_store(
                 text, found = scrape(port)
             except requests.ConnectionError:
                 return None
-            done = found.get(("pulsar_lens_stuck_hashes", labels)) == draining
-            return (text, found) if done else None
+            stuck = found.get(("pulsar_lens_stuck_hashes", labels)) == draining
+            # the held hashes can show as stuck from the first poll; the counters need three
+            polled = found.get(("pulsar_lens_polls_total", frozenset()), 0) >= 3
+            return (text, found) if stuck and polled else None
 
         text, found = wait_for(stuck_scrape, what="the held hashes to show as stuck", timeout=30)
         broker = sub_stats(pulsar, topic)
