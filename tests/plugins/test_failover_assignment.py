@@ -207,3 +207,10 @@ def test_failover_consumer_names_of_no_consumers_is_empty() -> None:
         }
     )
     assert consumer_names(listed) == {("t", "s"): frozenset("ab"), ("u", "s"): frozenset("a")}
+
+
+def test_failover_summary_names_no_observed_consumer_as_none() -> None:
+    topics = {f"{NS}/pay": 3}
+    active = dict(zip(partitions_of(topics), ("w1", None, "w2"), strict=True))
+    selection = analyze([poll_of(active, names=("w1", "w2"))]).result.summary["selection"]
+    assert selection["observed"] == active

@@ -201,7 +201,11 @@ def summarize(frames: Mapping[str, pd.DataFrame], selected: str) -> dict[str, An
             "alternative": row["alternative"],
             "imbalance_alternative": float(row["imbalance_alternative"]),
             "partitions_moving": int(row["partitions_moving"]),
-            "observed": dict(zip(mine["topic"], mine["observed"], strict=True)),
+            # None, not NaN, where the stats named no active consumer: a summary is JSON
+            "observed": {
+                t: None if pd.isna(o) else o
+                for t, o in zip(mine["topic"], mine["observed"], strict=True)
+            },
             "alternative_assignment": dict(zip(mine["topic"], mine["alternative"], strict=True)),
         }
     return summary
