@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     drills = None
     try:
         metrics.start()  # first: /metrics answers while the plugins load
-        if not args.once:  # drills the dashboard asks for, when mutations are on
+        if not args.once:  # drills the dashboard asks for: run, or refused and said why
             drills = drill_service(args, settings, store, admin_url)
         analyses = Analyses(store, spark_jobs=not (args.once or args.max_polls))
         loop = PollLoop(

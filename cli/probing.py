@@ -17,7 +17,7 @@ from collectors.drill_queue import DrillQueue, DrillService, DrillStatus
 from collectors.keys import client_token
 from collectors.probe import CollectProbes, lookup_service_url, parse_probe_spec
 from core.errors import ModelError, SettingsError
-from core.mutations import mutations_allowed, require_mutations
+from core.mutations import require_mutations
 from core.settings import Settings
 from core.store import Store
 
@@ -75,9 +75,9 @@ def probe_hooks(
 def drill_service(
     args: argparse.Namespace, settings: Settings, store: Store, admin_url: str
 ) -> DrillService | None:
-    """The thread that runs drills the dashboard asks for; None unless mutations are on."""
-    if not mutations_allowed():
-        return None
+    """The thread that takes the drills the dashboard asks for: it runs those that
+    `collectors.drill_queue.refusal` lets through, and refuses, visibly, the others (all of
+    them unless mutations from the dashboard are on here), so none waits for a later start."""
 
     def run(status: DrillStatus, progress: Callable[[str], None]) -> dict[str, Any]:
         from collectors.admin import AdminClient

@@ -1,8 +1,11 @@
 """Drills asked for from the dashboard and run by the collect process.
 
 The dashboard holds no credentials and never talks to the cluster; the collect process does.
-So a drill button writes a request into the store, and the collect process, when mutations
-are enabled, runs it with its own admin client and records how it went:
+So a drill button writes a request into the store, naming the logged-in user who asked, and
+the collect process runs it with its own admin client and records how it went. Anyone who can
+write to the store folder can write a request too, so the collect process checks each one
+against its own settings first: it refuses (and records why) a request that names no user, or
+any request while PULSAR_LENS_ALLOW_MUTATIONS or PULSAR_LENS_DASHBOARD_MUTATIONS is off there.
 
     drills/requests/<id>.json   a drill waiting (removed when it starts)
     drills/status/<id>.json     each drill's state and steps (the newest STATUS_KEPT kept)
@@ -25,13 +28,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.jsonfiles import json_files, write_json
+from core.mutations import dashboard_mutations_problem, requester_of
 from core.secrets import clean
 
 log = logging.getLogger(__name__)
 
 DRILLS_DIR = "drills"
 STATUS_KEPT = 50
-State = Literal["queued", "running", "done", "failed"]
+State = Literal["queued", "running", "done", "failed", "refused"]
 
 
 @dataclass(frozen=True)
@@ -45,20 +49,27 @@ class DrillStatus:
     error: str | None = None
     owner_before: str | None = None
     owner_after: str | None = None
+    requested_by: str | None = None  # the logged-in user who asked, as the dashboard knew them
 
     @property
     def ended(self) -> bool:
-        return self.state in ("done", "failed")
+        return self.state in ("done", "failed", "refused")
 
 
 class DrillQueue:
     def __init__(self, store_root: str | Path) -> None:
         self.root = Path(store_root) / DRILLS_DIR
 
-    def request(self, bundle: str, to: str | None = None) -> DrillStatus:
-        """Queue a drill on `bundle` (tenant/ns/range); the collect process runs it."""
+    def request(self, bundle: str, to: str | None = None, *, requested_by: str) -> DrillStatus:
+        """Queue a drill on `bundle` (tenant/ns/range) asked for by the user `requested_by`;
+        the collect process runs it."""
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        status = DrillStatus(id=f"{stamp}-{uuid.uuid4().hex[:6]}", bundle=bundle, to=to or None)
+        status = DrillStatus(
+            id=f"{stamp}-{uuid.uuid4().hex[:6]}",
+            bundle=bundle,
+            to=to or None,
+            requested_by=requested_by,
+        )
         self._save(status)
         write_json(self.root / "requests" / f"{status.id}.json", asdict(status))
         return status
@@ -71,13 +82,21 @@ class DrillQueue:
         return _read(files[-1]) if files else None
 
     def take(self) -> DrillStatus | None:
-        """The oldest request, removed from the queue; None when there is none."""
+        """The oldest request, removed from the queue; None when there is none. Only what a
+        request holds is kept from its file, and its id is the file's name: the status it
+        gets must not land outside the status folder, nor claim a state or steps."""
         for path in json_files(self.root / "requests"):
             found = _read(path)
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             if found is not None:
-                return found
+                return DrillStatus(
+                    id=path.stem,
+                    bundle=found.bundle,
+                    to=found.to,
+                    requested_at=found.requested_at,
+                    requested_by=found.requested_by,
+                )
         return None
 
     def _save(self, status: DrillStatus) -> DrillStatus:
@@ -89,6 +108,17 @@ class DrillQueue:
 
     def save(self, status: DrillStatus) -> DrillStatus:
         return self._save(status)
+
+
+def refusal(status: DrillStatus, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why the collect process, with the settings `environ` (default os.environ), must not
+    run this request; None when it may."""
+    off = dashboard_mutations_problem(environ)
+    if off is not None:
+        return f"the collect process takes no drill from the dashboard: {off} there"
+    if requester_of(status.requested_by) is None:
+        return "the request names no logged-in user; only a logged-in user may ask for a drill"
+    return None
 
 
 def _read(path: Path) -> DrillStatus | None:
@@ -110,11 +140,13 @@ RunFn = Callable[[DrillStatus, Callable[[str], None]], Mapping[str, Any]]
 @dataclass
 class DrillService:
     """A thread of the collect process that runs queued drills one at a time. `run` carries a
-    drill out (with the process's admin client) and answers owners before and after."""
+    drill out (with the process's admin client) and answers owners before and after; a request
+    `refusal` turns down under the settings `environ` (default os.environ) is not run."""
 
     queue: DrillQueue
     run: RunFn
     every: float = 1.0
+    environ: Mapping[str, str] | None = None
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
 
@@ -137,6 +169,16 @@ class DrillService:
         status = self.queue.take()
         if status is None:
             return None
+        refused = refusal(status, self.environ)
+        if refused is not None:
+            log.warning(
+                "drill %s on %s asked for by %s refused: %s",
+                status.id,
+                clean(status.bundle),
+                clean(status.requested_by),
+                refused,
+            )
+            return self.queue.save(replace(status, state="refused", error=refused))
         status = self.queue.save(replace(status, state="running"))
         steps: list[str] = []
 

@@ -1,25 +1,39 @@
-"""The one switch for everything that changes a cluster: PULSAR_LENS_ALLOW_MUTATIONS.
+"""The switches for everything that changes a cluster.
 
 Pulsar Lens reads; it writes to a cluster only where an operator said so. Probes (they create
 topics and subscriptions) and the unload drill (it moves a bundle) ask `require_mutations`
-first, and say what they will create or change.
+first, and say what they will create or change. A drill asked for from the dashboard needs
+more: PULSAR_LENS_DASHBOARD_MUTATIONS as well, and a logged-in user to name as the requester
+(the dashboard's login, or the header a trusted login proxy sets, named by
+PULSAR_LENS_TRUSTED_USER_HEADER); the collect process checks both again before it runs one.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
 from core.errors import MutationsDisabled
 
 ALLOW_MUTATIONS = "PULSAR_LENS_ALLOW_MUTATIONS"
+DASHBOARD_MUTATIONS = "PULSAR_LENS_DASHBOARD_MUTATIONS"
+TRUSTED_USER_HEADER = "PULSAR_LENS_TRUSTED_USER_HEADER"
+MAX_REQUESTER = 200  # characters: an e-mail address or a directory name fits with room
 _YES = {"1", "true", "yes", "on"}
+# printable text only: a requester is logged and shown, and a control character could forge
+# a log line or hide what follows it
+_PRINTABLE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def _switched_on(name: str, environ: Mapping[str, str] | None) -> bool:
+    env = os.environ if environ is None else environ
+    return (env.get(name) or "").strip().lower() in _YES
 
 
 def mutations_allowed(environ: Mapping[str, str] | None = None) -> bool:
     """Whether PULSAR_LENS_ALLOW_MUTATIONS is set to 1, true, yes or on."""
-    env = os.environ if environ is None else environ
-    return (env.get(ALLOW_MUTATIONS) or "").strip().lower() in _YES
+    return _switched_on(ALLOW_MUTATIONS, environ)
 
 
 def require_mutations(what: str, environ: Mapping[str, str] | None = None) -> None:
@@ -29,3 +43,23 @@ def require_mutations(what: str, environ: Mapping[str, str] | None = None) -> No
             f"{what} changes the cluster; Pulsar Lens is read-only unless "
             f"{ALLOW_MUTATIONS}=1 is set"
         )
+
+
+def dashboard_mutations_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why this process takes no change to the cluster from the dashboard, or None when
+    both PULSAR_LENS_ALLOW_MUTATIONS and PULSAR_LENS_DASHBOARD_MUTATIONS are on."""
+    for name in (ALLOW_MUTATIONS, DASHBOARD_MUTATIONS):
+        if not _switched_on(name, environ):
+            return f"{name} is not set to 1"
+    return None
+
+
+def requester_of(value: object) -> str | None:
+    """`value` as the name of the user who asked for a change, stripped; None when it names
+    nobody: not a string, blank, longer than MAX_REQUESTER, or holding control characters."""
+    if not isinstance(value, str):
+        return None
+    name = value.strip()
+    if not name or len(name) > MAX_REQUESTER or not _PRINTABLE.fullmatch(name):
+        return None
+    return name
