@@ -3,13 +3,18 @@ notice that the dashboard is open to anyone who reaches its port.
 
 `pulsar-lens serve` writes the `[auth]` secrets from PULSAR_LENS_OIDC_* (core.oidc); a
 `.streamlit/secrets.toml` with an `[auth]` table works the same for `streamlit run`.
+`requester()` names the user a change to the cluster is asked for by: the logged-in user, or
+the one a trusted login proxy names in the header PULSAR_LENS_TRUSTED_USER_HEADER names.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 import streamlit as st
+
+from core.mutations import TRUSTED_USER_HEADER, requester_of
 
 OPEN_NOTICE = (
     "open: anyone who reaches this port sees the cluster; put it behind a login — see README"
@@ -34,6 +39,24 @@ def user_name() -> str:
         if value:
             return str(value)
     return "unknown user"
+
+
+def trusted_user_header() -> str | None:
+    """The header a login proxy names the user in (PULSAR_LENS_TRUSTED_USER_HEADER), if set."""
+    return (os.environ.get(TRUSTED_USER_HEADER) or "").strip() or None
+
+
+def requester() -> str | None:
+    """Who is asking, for the record of a change they ask for: the user of the dashboard's
+    login (e-mail, else username, else subject), else the user the trusted proxy header
+    names; None for a visitor nobody vouches for."""
+    if login_configured():  # the login's word only: a header could be anyone's
+        if not st.user.is_logged_in:
+            return None
+        claims = ("email", "preferred_username", "sub")
+        return requester_of(next((st.user.get(c) for c in claims if st.user.get(c)), None))
+    header = trusted_user_header()
+    return None if header is None else requester_of(st.context.headers.get(header))
 
 
 def escape_markdown(text: str) -> str:

@@ -29,6 +29,23 @@ def _page_script(slug: str) -> None:
     draw_analysis(slug)
 
 
-def plugin_page(slug: str, *, timeout: float = 30.0) -> AppTest:
-    """The page of plugin `slug` after its first run (the store comes from PULSAR_LENS_STORE)."""
-    return AppTest.from_function(_page_script, args=(slug,), default_timeout=timeout).run()
+LOGIN = {
+    "redirect_uri": "http://127.0.0.1:8501/oauth2callback",
+    "cookie_secret": "cookie-secret-0123456789",
+    "client_id": "pulsar-lens",
+    "client_secret": "client-secret-Zq81",
+    "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration",
+}
+"""An `[auth]` table: the dashboard's login configured (its provider is never reached)."""
+
+
+def plugin_page(
+    slug: str, *, timeout: float = 30.0, user: dict[str, object] | None = None
+) -> AppTest:
+    """The page of plugin `slug` after its first run (the store comes from PULSAR_LENS_STORE);
+    with `user`, as that user sees it through the dashboard's login (LOGIN)."""
+    at = AppTest.from_function(_page_script, args=(slug,), default_timeout=timeout)
+    if user is not None:
+        at.secrets["auth"] = LOGIN
+        at.user = user
+    return at.run()

@@ -8,20 +8,13 @@ from streamlit.testing.v1 import AppTest
 from core.store import Store
 from dashboard import access
 from tests.dashboard.conftest import APP, TIMEOUT
-
-AUTH = {
-    "redirect_uri": "http://127.0.0.1:8501/oauth2callback",
-    "cookie_secret": "cookie-secret-0123456789",
-    "client_id": "pulsar-lens",
-    "client_secret": "client-secret-Zq81",
-    "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration",
-}
+from tests.pages import LOGIN
 
 
 def run(*, auth: bool, user: dict[str, object] | None = None) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     if auth:
-        at.secrets["auth"] = AUTH
+        at.secrets["auth"] = LOGIN
     if user is not None:
         at.user = user
     return at.run()

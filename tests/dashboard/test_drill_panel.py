@@ -1,35 +1,86 @@
-"""The unload drill button of the Bundles & unloads page: there only when mutations are on,
-and a click queues a drill for the collect process (the page itself changes nothing)."""
+"""The unload drill button of the Bundles & unloads page: there only when mutations, and
+mutations from the dashboard, are on and the visitor is a logged-in user; a click queues a
+drill for the collect process naming that user (the page itself changes nothing)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import re
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from collectors.drill_queue import DrillQueue
+from core.mutations import ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, TRUSTED_USER_HEADER
 from core.store import Store
+from tests.dashboard.conftest import TIMEOUT
+from tests.pages import plugin_page
 
-PageRunner = Callable[[str], AppTest]
+ADA = {"is_logged_in": True, "name": "Ada", "email": "ada@example.com", "sub": "ada"}
+ANONYMOUS = {"is_logged_in": False}
 
 
-def test_no_drill_button_while_mutations_are_off(
-    scenario: Store, plugin_page: PageRunner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("PULSAR_LENS_ALLOW_MUTATIONS", raising=False)
-    at = plugin_page("unload-latency")
+def drill_page(
+    monkeypatch: pytest.MonkeyPatch, *switches: str, user: dict[str, object] | None
+) -> AppTest:
+    for name in (ALLOW_MUTATIONS, DASHBOARD_MUTATIONS):
+        if name in switches:
+            monkeypatch.setenv(name, "1")
+        else:
+            monkeypatch.delenv(name, raising=False)
+    at = plugin_page("unload-latency", timeout=TIMEOUT, user=user)
     assert not at.exception
-    assert not [b for b in at.button if b.label == "Run unload drill"]
+    return at
+
+
+def drill_buttons(at: AppTest) -> list[object]:
+    return [b for b in at.button if b.label == "Run unload drill"]
+
+
+def shown(elements: object) -> str:
+    """The text of `elements` as a reader sees it: Markdown escapes taken out."""
+    return re.sub(r"\\(.)", r"\1", "\n".join(str(e.value) for e in elements))  # type: ignore[attr-defined]
+
+
+def test_no_drill_panel_while_mutations_are_off(
+    scenario: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = drill_page(monkeypatch, DASHBOARD_MUTATIONS, user=ADA)
+    assert not drill_buttons(at)
     assert not [e for e in at.expander if e.label == "Unload drill"]
 
 
-def test_the_drill_button_queues_a_drill_on_the_chosen_bundle(
-    scenario: Store, plugin_page: PageRunner, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("user", [None, ANONYMOUS], ids=["no-login", "not-logged-in"])
+def test_no_drill_button_for_a_visitor_nobody_logged_in(
+    scenario: Store, monkeypatch: pytest.MonkeyPatch, user: dict[str, object] | None
 ) -> None:
-    monkeypatch.setenv("PULSAR_LENS_ALLOW_MUTATIONS", "1")
-    at = plugin_page("unload-latency")
-    assert not at.exception
+    at = drill_page(monkeypatch, ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, user=user)
+    assert not drill_buttons(at)
+    assert "nobody is logged in" in shown(at.info)
+    assert not (scenario.root / "drills").exists()
+
+
+def test_no_drill_button_without_the_trusted_proxy_header(
+    scenario: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TRUSTED_USER_HEADER, "X-Forwarded-User")
+    at = drill_page(monkeypatch, ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, user=None)
+    assert not drill_buttons(at)
+    assert "no user in the X-Forwarded-User header" in shown(at.info)
+
+
+def test_no_drill_button_for_a_logged_in_user_while_dashboard_mutations_are_off(
+    scenario: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = drill_page(monkeypatch, ALLOW_MUTATIONS, user=ADA)
+    assert not drill_buttons(at)
+    assert f"{DASHBOARD_MUTATIONS} is not set to 1" in shown(at.info)
+
+
+def test_the_drill_button_queues_a_drill_for_the_logged_in_user(
+    scenario: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = drill_page(monkeypatch, ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, user=ADA)
     bundle = at.selectbox(key="drill_bundle")
     assert "public/default/0x40000000_0x80000000" in bundle.options
     bundle.select("public/default/0x40000000_0x80000000")
@@ -38,4 +89,17 @@ def test_the_drill_button_queues_a_drill_on_the_chosen_bundle(
     asked = DrillQueue(scenario.root).latest()
     assert asked is not None and asked.state == "queued"
     assert (asked.bundle, asked.to) == ("public/default/0x40000000_0x80000000", "broker-b:8080")
+    assert asked.requested_by == "ada@example.com"
     assert at.run().button(key="drill_run").disabled  # one drill at a time
+
+
+def test_a_drill_the_collect_process_refused_shows_why(
+    scenario: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = DrillQueue(scenario.root)
+    asked = queue.request("public/default/0x40000000_0x80000000", requested_by="ada")
+    why = f"the collect process takes no drill from the dashboard: {DASHBOARD_MUTATIONS} is off"
+    queue.save(dataclasses.replace(asked, state="refused", error=why))
+    at = drill_page(monkeypatch, ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, user=ADA)
+    errors = shown(at.error)
+    assert f"refused the last drill (public/default/0x40000000_0x80000000): {why}" in errors
