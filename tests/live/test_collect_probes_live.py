@@ -1,5 +1,6 @@
 """`pulsar-lens collect --probe`: probes started by the collect loop write probe rows that the
-unload-latency plugin reads; without PULSAR_LENS_ALLOW_MUTATIONS the flag is refused."""
+unload-latency plugin reads; without PULSAR_LENS_ALLOW_MUTATIONS the flag is refused. A drill
+queued as the dashboard queues it runs only with mutations from the dashboard on."""
 
 from __future__ import annotations
 
@@ -84,11 +85,15 @@ def test_a_drill_asked_for_like_the_dashboard_does_is_run_by_collect(
         f"{pulsar.admin_url}/admin/v2/namespaces/public/default/bundles", timeout=30
     ).json()["boundaries"]
     bundle = f"public/default/{bounds[0]}_{bounds[1]}"
-    asked = DrillQueue(store_dir).request(bundle)
+    asked = DrillQueue(store_dir).request(bundle, requested_by="ops@example.com")
     result = run_lens(
         "collect", "--interval", "1s", "--max-polls", "6", "--admin-url", pulsar.admin_url,
         "--store", str(store_dir),
-        env={"PULSAR_LENS_ALLOW_MUTATIONS": "1", "PULSAR_LENS_SPARK_JOBS": "0"},
+        env={
+            "PULSAR_LENS_ALLOW_MUTATIONS": "1",
+            "PULSAR_LENS_DASHBOARD_MUTATIONS": "1",
+            "PULSAR_LENS_SPARK_JOBS": "0",
+        },
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     done = DrillQueue(store_dir).status(asked.id)
@@ -103,11 +108,13 @@ def test_collect_runs_no_drill_unless_mutations_are_enabled(
     pulsar: LocalPulsar, tmp_path: Path
 ) -> None:
     store_dir = tmp_path / "store"
-    asked = DrillQueue(store_dir).request("public/default/0x00000000_0x40000000")
+    bundle = "public/default/0x00000000_0x40000000"
+    asked = DrillQueue(store_dir).request(bundle, requested_by="ops@example.com")
     result = run_lens(
         "collect", "--interval", "1s", "--max-polls", "3", "--admin-url", pulsar.admin_url,
         "--store", str(store_dir), env={"PULSAR_LENS_SPARK_JOBS": "0"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert DrillQueue(store_dir).status(asked.id).state == "queued"  # type: ignore[union-attr]
+    status = DrillQueue(store_dir).status(asked.id)
+    assert status is not None and status.state in ("queued", "refused"), status
     assert not (store_dir / "probes").exists()

@@ -2,10 +2,10 @@
 shows an exception; a value it refuses gets a message naming the field or the plugin.
 
 The widgets are found by running every page in AppTest (the Overview, the Plugins page and
-every built-in plugin's page, with mutations on so the unload drill's choices are there
-too), not listed by hand, so a page that adds an input is fed too. Numbers the widget itself
-refuses (out of its bounds) snap back to the default before the page sees them, and text
-boxes keep their `max_chars` (as a browser's do); a browser
+every built-in plugin's page, with mutations from the dashboard on and a user logged in so
+the unload drill's choices are there too), not listed by hand, so a page that adds an input
+is fed too. Numbers the widget itself refuses (out of its bounds) snap back to the default
+before the page sees them, and text boxes keep their `max_chars` (as a browser's do); a browser
 sends no NaN or infinity for a whole-number box (Streamlit cannot even turn one into an
 int), so those go to float boxes only. Text reaches the page as UTF-8: lone surrogates
 cannot cross the wire.
@@ -49,6 +49,7 @@ OTHER_INPUTS = (
     "color_picker",
 )
 """Input widgets no page builds today; one that appears must be added to KINDS and fed."""
+USER = {"is_logged_in": True, "email": "ops@example.com"}
 
 
 @dataclass(frozen=True)
@@ -98,13 +99,14 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         "PULSAR_LENS_POLL_INTERVAL": "10m",
         "PULSAR_LENS_PLUGIN_DIRS": "",
         "PULSAR_LENS_ALLOW_MUTATIONS": "1",
+        "PULSAR_LENS_DASHBOARD_MUTATIONS": "1",
         "PULSAR_LENS_SPARK_JOBS": "0",
     }
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)
         write_key_samples(write_scenario(root))
-        pages = {slug: plugin_page(slug, timeout=TIMEOUT) for slug in PAGE_SLUGS}
+        pages = {slug: plugin_page(slug, timeout=TIMEOUT, user=USER) for slug in PAGE_SLUGS}
         widgets = [
             _widget(slug, kind, element)
             for slug, at in pages.items()
