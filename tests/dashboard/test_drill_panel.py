@@ -8,6 +8,7 @@ import dataclasses
 import re
 
 import pytest
+import streamlit
 from streamlit.testing.v1 import AppTest
 
 from collectors.drill_queue import DrillQueue
@@ -103,3 +104,39 @@ def test_a_drill_the_collect_process_refused_shows_why(
     at = drill_page(monkeypatch, ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, user=ADA)
     errors = shown(at.error)
     assert f"refused the last drill (public/default/0x40000000_0x80000000): {why}" in errors
+
+
+class ProxiedContext:
+    """Stands in for `st.context` of a request that came through the login proxy: AppTest
+    cannot seed request headers (a real session takes them from its WebSocket handshake)."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        self.headers = headers
+
+
+@pytest.mark.parametrize(
+    ("value", "requester"),
+    [
+        ("ada@example.com", "ada@example.com"),
+        ("  ada  ", "ada"),
+        ("", None),
+        ("   ", None),
+        ("ada\nINFO forged log line", None),
+        ("ada\x1b[31m", None),
+        ("ada\u2028bob", None),
+        ("a" * 201, None),
+    ],
+)
+def test_the_trusted_proxy_header_names_the_requester_or_nobody(
+    scenario: Store, monkeypatch: pytest.MonkeyPatch, value: str, requester: str | None
+) -> None:
+    monkeypatch.setenv(TRUSTED_USER_HEADER, "X-Forwarded-User")
+    monkeypatch.setattr(streamlit, "context", ProxiedContext({"X-Forwarded-User": value}))
+    at = drill_page(monkeypatch, ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, user=None)
+    if requester is None:
+        assert not drill_buttons(at)
+        assert "no user in the X-Forwarded-User header" in shown(at.info)
+        return
+    at.button(key="drill_run").click().run()
+    asked = DrillQueue(scenario.root).latest()
+    assert asked is not None and asked.requested_by == requester
