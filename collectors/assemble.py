@@ -26,7 +26,7 @@ from collectors.namespaces import (
     owned_bundles_by_namespace,
     parse_bundle_key,
 )
-from collectors.notes import Notes, refuse, within
+from collectors.notes import FIELD, Notes, refuse, within
 from collectors.topics import (
     TopicStats,
     iter_partitions,
@@ -293,7 +293,7 @@ def build_snapshot(answers: PollAnswers) -> Snapshot:
     if not found and not lines:
         return snapshot
     warnings = [EndpointError(action, None, text) for action, text in lines]
-    warnings += [EndpointError("field", None, text) for text in found]
+    warnings += [EndpointError(FIELD, None, text) for text in found]
     return replace(snapshot, errors=(*snapshot.errors, *warnings))
 
 

@@ -19,8 +19,9 @@ NAME_SHOWN = 160  # a name an example starts with: long enough for most full top
 MAX_KINDS = 50  # kinds come from the parsers' own vocabulary; this only guards a bug
 REFUSED = "refused"
 CUT = "cut"
-ACTIONS = (REFUSED, CUT)
-"""The `EndpointError.endpoint` of these lines: items of an answer, not failed calls."""
+FIELD = "field"  # a value no column holds, stored as null (`fields.warn`)
+ACTIONS = (REFUSED, CUT, FIELD)
+"""The `EndpointError.endpoint` of what was left out of answers: items, not failed calls."""
 
 
 @dataclass

@@ -215,10 +215,13 @@ def parse_topic(
 
 def parse_consumer(topic: str, subscription: str, consumer: Mapping[str, Any]) -> ConsumerRecord:
     """One consumer of a subscription (4.0 and 3.0 field sets)."""
+    name = as_str(consumer, "consumerName") or ""
+    with within(name):
+        ranges = parse_hash_ranges(consumer)
     return ConsumerRecord(
         topic=topic,
         subscription=subscription,
-        consumer_name=as_str(consumer, "consumerName") or "",
+        consumer_name=name,
         address=as_str(consumer, "address"),
         connected_since=as_iso_time(consumer, "connectedSince"),
         client_version=as_str(consumer, "clientVersion"),
@@ -227,7 +230,7 @@ def parse_consumer(topic: str, subscription: str, consumer: Mapping[str, Any]) -
         available_permits=as_int(consumer, "availablePermits"),
         msg_rate_out=as_float(consumer, "msgRateOut"),
         msg_ack_rate=as_float(consumer, "messageAckRate"),
-        hash_ranges=parse_hash_ranges(consumer),
+        hash_ranges=ranges,
         draining_hashes_count=as_int(consumer, "drainingHashesCount"),
         draining_hashes_cleared_total=as_int(consumer, "drainingHashesClearedTotal"),
         draining_hashes_unacked_messages=as_int(consumer, "drainingHashesUnackedMessages"),
