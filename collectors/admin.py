@@ -22,7 +22,6 @@ password. TLS verification is never off silently: PULSAR_LENS_TLS_VERIFY=false l
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import os
 import threading
@@ -35,7 +34,14 @@ import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
-from collectors.answers import AnswerBroken, AnswerLate, AnswerStalled, AnswerTooLarge, read_body
+from collectors.answers import (
+    AnswerBroken,
+    AnswerLate,
+    AnswerStalled,
+    AnswerTooLarge,
+    decode_json,
+    read_body,
+)
 from collectors.credentials import read_token_file
 from collectors.oauth2 import ClientCredentialsFlow, flow_from_env, jwt_claims, token_expired_at
 from core.errors import BODY_EXCERPT, AdminApiError, AdminApiUnreachable, CollectorError
@@ -563,8 +569,8 @@ class AdminClient:
         if resp.status_code == 204 or not resp.content:
             return None
         try:
-            return resp.json()
-        except (ValueError, json.JSONDecodeError):
+            return decode_json(resp.content)
+        except ValueError:
             kind = resp.headers.get("Content-Type") or "no Content-Type"
             hint = f"status {resp.status_code} with a body not JSON ({kind})"
             raise AdminApiError(method, path, None, resp.text, hint) from None

@@ -3,14 +3,19 @@
 Every answer from the network is read this way (the admin API's, an OAuth2 issuer's): one that
 trickles, stalls or never ends cannot hold its caller past the deadline, nor a huge one the
 memory. The caller turns each failure into its own error; nothing partial is ever returned.
+`decode_json` reads the body as JSON the one way every answer is read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import socket
 import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
 
 import requests
 import urllib3.exceptions
@@ -111,3 +116,27 @@ def broken_reason(exc: BaseException, size: int) -> str:
     return clean(f"the connection broke {size} bytes into the answer ({name}: {cause})")[
         :BODY_EXCERPT
     ]
+
+
+class Duplicated(dict[str, Any]):
+    """A JSON object that held some keys more than once: the last value of each is kept (as
+    `json.loads` keeps it), and `duplicates` names them so a parser can say so."""
+
+    duplicates: tuple[str, ...] = ()
+
+
+def _object(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) == len(pairs):
+        return found
+    twice = Duplicated(found)
+    twice.duplicates = tuple(key for key, n in Counter(k for k, _ in pairs).items() if n > 1)
+    return twice
+
+
+def decode_json(body: bytes) -> Any:
+    """An answer's JSON, read as UTF-8 (RFC 8259; Pulsar writes nothing else). Bytes that are
+    not UTF-8 become lone surrogates (`surrogateescape`), which no name check passes, instead
+    of U+FFFD or another guessed charset turning one name into another existing one.
+    ValueError when the body is not JSON."""
+    return json.loads(body.decode("utf-8-sig", "surrogateescape"), object_pairs_hook=_object)

@@ -5,10 +5,11 @@ Kept apart from `poll()` so recorded answers can be assembled in tests exactly a
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import logging
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,18 +19,20 @@ from collectors.brokers import (
     parse_lb_counters,
     parse_owned_bundles,
 )
-from collectors.fields import field_warnings, reading, shown, warn
+from collectors.fields import check_keys, field_warnings, reading
 from collectors.namespaces import (
     NamespaceListing,
     bundle_of_full_name,
     owned_bundles_by_namespace,
     parse_bundle_key,
 )
+from collectors.notes import FIELD, Notes, refuse, within
 from collectors.topics import (
     TopicStats,
     iter_partitions,
     parse_subscriptions,
     parse_topic,
+    topic_refusal,
 )
 from core.model import (
     BrokerRecord,
@@ -68,6 +71,7 @@ class PollAnswers:
     errors: list[EndpointError] = field(default_factory=list)
     durations: dict[str, float] = field(default_factory=dict)
     requests: int = 0
+    notes: Notes = field(default_factory=Notes)  # what the parsers refused or cut so far
 
 
 def bulk_by_topic(answers: PollAnswers) -> dict[str, TopicStats]:
@@ -139,22 +143,37 @@ def _ns_of(topic: str) -> str | None:
 def _topic_names(
     answers: PollAnswers, namespaces: list[str], bulk: Mapping[str, TopicStats]
 ) -> list[TopicName]:
+    """The topics of the polled namespaces: those the brokers report (checked as they were
+    parsed) and those the namespaces list, refused when no topic of that namespace."""
     wanted = set(namespaces)
     names: set[str] = set(bulk)
     for listing in answers.listings.values():
-        names.update(listing.topics or ())
+        names.update(_listed(listing.namespace, listing.topics or ()))
     for parent, count in answers.partition_counts.items():
         names.update(iter_partitions(parent, count))
     parsed = []
     for name in sorted(names):
-        try:
-            topic = parse_topic_name(name)
-        except ValueError as exc:
-            warn(f"topic {shown(name)} left out: the broker would refuse its name ({exc})")
+        why = topic_refusal(name)
+        if why is not None:  # a partition of a parent refused on its own
+            refuse("topic", f"{why}; left out", name)
             continue
-        if topic.namespace in wanted:
+        topic = parse_topic_name(name)
+        if topic.namespace in wanted:  # a broker also reports namespaces left unpolled
             parsed.append(topic)
     return parsed
+
+
+def _listed(namespace: str, topics: Sequence[str]) -> Iterator[str]:
+    """The topics a namespace listing named, but those it cannot hold."""
+    with within(namespace):
+        for name in topics:
+            why = topic_refusal(name)
+            if why is None and parse_topic_name(name).namespace != namespace:
+                why = "is listed in another namespace than its name says"
+            if why is None:
+                yield name
+            else:
+                refuse("topic", f"{why}; left out", name)
 
 
 def _topic_record(
@@ -265,12 +284,16 @@ def build_snapshot(answers: PollAnswers) -> Snapshot:
     """The Snapshot these answers describe; topics with per-topic stats use them for their
     subscriptions and consumers, the others the brokers' bulk answer.
 
-    A field no column can hold becomes null, and the snapshot's errors say which."""
-    with field_warnings() as found:
+    A field no column can hold becomes null, and the snapshot's errors say which; so do
+    the items of the answers that were refused or cut, counted (`answers.notes`)."""
+    notes = copy.deepcopy(answers.notes)  # built twice from the same answers, counted once
+    with field_warnings(notes) as found:
         snapshot = _build(answers)
-    if not found:
+    lines = notes.lines()
+    if not found and not lines:
         return snapshot
-    warnings = tuple(EndpointError("field", None, text) for text in found)
+    warnings = [EndpointError(action, None, text) for action, text in lines]
+    warnings += [EndpointError(FIELD, None, text) for text in found]
     return replace(snapshot, errors=(*snapshot.errors, *warnings))
 
 
@@ -286,7 +309,10 @@ def _build(answers: PollAnswers) -> Snapshot:
         entry = bulk.get(name.topic)
         with reading(name.topic):
             topics.append(_topic_record(name, entry, answers, bundles))
-            stats = answers.topic_stats.get(name.topic) or (entry.stats if entry else None)
+            detailed = answers.topic_stats.get(name.topic)
+            if detailed:
+                check_keys(detailed, "topic stats")
+            stats = detailed or (entry.stats if entry else None)
             if stats is not None:
                 rows = parse_subscriptions(name.topic, stats)
                 subs.extend(rows.subscriptions)

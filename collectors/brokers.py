@@ -16,9 +16,9 @@ from collectors.fields import (
     as_list,
     as_str,
     as_text,
-    shown,
     warn,
 )
+from collectors.notes import shown
 from core.errors import AdminApiError
 from core.model import BrokerRecord
 
@@ -66,8 +66,17 @@ def collect_broker_ids(client: AdminClient, cluster: str, *, timeout: float) -> 
 
 
 def collect_leader(client: AdminClient, *, timeout: float) -> str | None:
-    """GET /admin/v2/brokers/leaderBroker -> the leader's broker id."""
-    return parse_leader(client.get_json("/admin/v2/brokers/leaderBroker", timeout=timeout))
+    """GET /admin/v2/brokers/leaderBroker -> the leader's broker id.
+
+    An answer naming no leader (null, {}, no usable serviceUrl or brokerId) is refused: a
+    broker that knows none answers 404, so such an answer is broken, not "no leader"."""
+    path = "/admin/v2/brokers/leaderBroker"
+    payload = client.get_json(path, timeout=timeout)
+    leader = parse_leader(payload)
+    if leader is None:
+        hint = "expected an object naming the leader (brokerId or serviceUrl)"
+        raise AdminApiError("GET", path, None, repr(payload), hint)
+    return leader
 
 
 def parse_leader(payload: Any) -> str | None:

@@ -12,14 +12,16 @@ field and the value, which the poll stores among the snapshot's errors.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
+from collectors.notes import Notes, cut, duplicates_of, noting, refuse, shown, within
 from core.model import HashRange
 
 _RANGE_TEXT = re.compile(r"^\s*\[\s*(-?\d+)\s*,\s*(-?\d+)\s*\]\s*$")
@@ -30,25 +32,42 @@ MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, datetime's last 
 MAX_WARNINGS = 50
 HASH_LIMIT = 2**31 - 1  # the largest hash a range may name (3.0's 31-bit hash; int32 column)
 _RANGE_DIGITS = 20  # longer numbers are out of range; int() of thousands of digits is slow
+MAX_HASH_ITEMS = 65_536
+"""Hash ranges, or draining hashes, of one consumer read from an answer: the sticky-key hash
+space is 0..65535, so no consumer owns more ranges or drains more distinct hashes."""
+MAX_TEXT = 8_192
+"""Characters of a name or text read from an answer. A broker reads an admin request line
+within `httpMaxRequestHeaderSize` (8 KiB by default), so no longer topic or subscription
+name can be administered; consumer names and other texts get the same bound."""
+_ABSENT = object()
 
-_warnings: ContextVar[list[str] | None] = ContextVar("field_warnings", default=None)
+
+class _Lines:
+    """The warning lines of one block: the first MAX_WARNINGS kept, the rest only counted."""
+
+    def __init__(self, found: list[str]) -> None:
+        self.found = found
+        self.extra = 0
+
+
+_warnings: ContextVar[_Lines | None] = ContextVar("field_warnings", default=None)
 _where: ContextVar[str] = ContextVar("field_where", default="")
 
 
 @contextmanager
-def field_warnings() -> Iterator[list[str]]:
+def field_warnings(notes: Notes | None = None) -> Iterator[list[str]]:
     """Collect the out-of-range fields read inside the block (at most MAX_WARNINGS, then
-    one line counting the rest)."""
+    one line counting the rest), and the items refused or cut into `notes` when given."""
     found: list[str] = []
-    token = _warnings.set(found)
+    lines = _Lines(found)
+    token = _warnings.set(lines)
     try:
-        yield found
+        with noting(notes) if notes is not None else nullcontext():
+            yield found
     finally:
         _warnings.reset(token)
-        if len(found) > MAX_WARNINGS:
-            extra = len(found) - MAX_WARNINGS
-            del found[MAX_WARNINGS:]
-            found.append(f"... and {extra} more out-of-range field(s)")
+        if lines.extra:
+            found.append(f"... and {lines.extra} more out-of-range field(s)")
 
 
 @contextmanager
@@ -56,23 +75,22 @@ def reading(where: str) -> Iterator[None]:
     """Name what the fields read inside the block belong to (e.g. a topic)."""
     token = _where.set(where)
     try:
-        yield
+        with within(where):
+            yield
     finally:
         _where.reset(token)
 
 
 def warn(text: str) -> None:
     """Report something read and left out (inside `field_warnings()`, else nothing)."""
-    found = _warnings.get()
-    if found is not None:
-        where = _where.get()
-        found.append(f"{where + ': ' if where else ''}{text}")
-
-
-def shown(value: Any) -> str:
-    """A payload value as a warning quotes it: repr, at most 40 characters."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    lines = _warnings.get()
+    if lines is None:
+        return
+    if len(lines.found) >= MAX_WARNINGS:
+        lines.extra += 1  # counted, not kept: a million bad values make no million lines
+        return
+    where = _where.get()
+    lines.found.append(f"{where + ': ' if where else ''}{text}")
 
 
 def _out_of_range(key: str, value: Any, why: str) -> None:
@@ -121,8 +139,18 @@ def as_str(payload: Mapping[str, Any], *keys: str) -> str | None:
     for key in keys:
         value = payload.get(key)
         if isinstance(value, str):
-            return as_text(value, key)
+            return bounded(as_text(value, key), key)
     return None
+
+
+def bounded(text: str, what: str) -> str:
+    """`text` cut to MAX_TEXT characters when longer: its start, "…" and a digest of the
+    whole, so two long names that share a start stay two names (and the same one each poll)."""
+    if len(text) <= MAX_TEXT:
+        return text
+    cut(what, f"is longer than {MAX_TEXT:,} characters: cut to its start and a digest", text)
+    tail = "…" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return text[: MAX_TEXT - len(tail)] + tail
 
 
 def as_text(value: str, what: str = "a name") -> str:
@@ -181,34 +209,87 @@ def as_json_text(value: Any) -> str | None:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words (for a refusal's reason)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def as_items(
+    payload: Mapping[str, Any], key: str, what: str, *, limit: int | None = None
+) -> Sequence[Any]:
+    """The list `payload[key]`, at most `limit` items (the rest cut, and said); () when
+    absent, and refused when it is not a list. `what` names it in the refusal."""
+    value = payload.get(key, _ABSENT)
+    if value is _ABSENT:
+        return ()
+    if not isinstance(value, list):
+        refuse(what, f"is {json_kind(value)}, not a list; left out")
+        return ()
+    if limit is not None and len(value) > limit:
+        cut(what, f"has more than {limit:,} items; the first {limit:,} kept", len(value))
+        return value[:limit]
+    return value
+
+
+def as_object(payload: Mapping[str, Any], key: str, what: str) -> Mapping[str, Any]:
+    """The object `payload[key]`; {} when absent, and refused when it is not an object."""
+    value = payload.get(key, _ABSENT)
+    if value is _ABSENT:
+        return {}
+    if not isinstance(value, Mapping):
+        refuse(what, f"is {json_kind(value)}, not an object; left out")
+        return {}
+    return value
+
+
+def check_keys(value: Mapping[str, Any], what: str) -> None:
+    """Refuse the earlier values of keys an answer's object held twice (the last is kept)."""
+    for key in duplicates_of(value):
+        refuse(what, "holds a key twice; its earlier value left out", key)
+
+
 def parse_hash_ranges(consumer: Mapping[str, Any]) -> tuple[HashRange, ...]:
     """A consumer's inclusive hash ranges, sorted.
 
     Pulsar 4.0 reports `keyHashRangeArrays` ([[start, end], ...]); the classic dispatcher
-    and 3.x report `keyHashRanges` as strings like "[2960, 5968]". Malformed items are skipped;
-    so are ranges no hash can form (start > end, or outside 0..2^31-1, the 3.0 hash's span and
-    the stored int32), and those are reported.
+    and 3.x report `keyHashRanges` as strings like "[2960, 5968]". At most MAX_HASH_ITEMS of
+    each are read. Malformed items are refused, and so are ranges no hash can form (start >
+    end, or outside 0..2^31-1, the 3.0 hash's span and the stored int32).
     """
     ranges: list[HashRange] = []
-    for item in as_list(consumer.get("keyHashRangeArrays")):
+    arrays = "consumer keyHashRangeArrays"
+    for item in as_items(consumer, "keyHashRangeArrays", arrays, limit=MAX_HASH_ITEMS):
         if (
             isinstance(item, list)
             and len(item) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in item)
         ):
-            _add_range(ranges, item[0], item[1], "keyHashRangeArrays")
+            _add_range(ranges, item[0], item[1], arrays)
+        else:
+            refuse(f"{arrays} item", "is not [start, end] of two whole numbers; left out", item)
     if not ranges:
-        for text in as_list(consumer.get("keyHashRanges")):
+        texts = "consumer keyHashRanges"
+        for text in as_items(consumer, "keyHashRanges", texts, limit=MAX_HASH_ITEMS):
             match = _RANGE_TEXT.match(text) if isinstance(text, str) else None
             if match and max(len(match.group(1)), len(match.group(2))) <= _RANGE_DIGITS:
-                _add_range(ranges, int(match.group(1)), int(match.group(2)), "keyHashRanges")
+                _add_range(ranges, int(match.group(1)), int(match.group(2)), texts)
             elif match:
-                warn(f"keyHashRanges item {shown(text)} is out of range; left out")
+                refuse(f"{texts} item", f"is not a range of 0..{HASH_LIMIT}; left out", text)
+            else:
+                refuse(f"{texts} item", 'is not a text "[start, end]"; left out', text)
     return tuple(sorted(ranges))
 
 
-def _add_range(ranges: list[HashRange], start: int, end: int, key: str) -> None:
+def _add_range(ranges: list[HashRange], start: int, end: int, what: str) -> None:
     if 0 <= start <= end <= HASH_LIMIT:
         ranges.append((start, end))
     else:
-        warn(f"{key} item [{start}, {end}] is not a range of 0..{HASH_LIMIT}; left out")
+        refuse(f"{what} item", f"is not a range of 0..{HASH_LIMIT}; left out", [start, end])

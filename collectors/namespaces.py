@@ -17,9 +17,13 @@ from core.topicname import parse_topic_name
 
 
 def _expect_list(payload: Any, method: str, path: str) -> list[str]:
+    return [as_text(item) for item in _listed(payload, method, path) if isinstance(item, str)]
+
+
+def _listed(payload: Any, method: str, path: str) -> list[Any]:
     if not isinstance(payload, list):
         raise AdminApiError(method, path, None, repr(payload), "expected a JSON list")
-    return [as_text(item) for item in payload if isinstance(item, str)]
+    return payload
 
 
 def collect_tenants(client: AdminClient, *, timeout: float) -> list[str]:
@@ -48,22 +52,25 @@ def collect_bundles(client: AdminClient, namespace: str, *, timeout: float) -> A
     return payload
 
 
-def collect_topic_names(client: AdminClient, namespace: str, *, timeout: float) -> list[str]:
+def collect_topic_names(client: AdminClient, namespace: str, *, timeout: float) -> list[Any]:
     """GET /admin/v2/persistent/{tenant}/{namespace}?includeSystemTopic=true
 
     Every persistent topic of the namespace, partitions included (Pulsar lists each
-    partition of a partitioned topic as its own topic).
+    partition of a partitioned topic as its own topic). The items are as answered (names
+    are checked, and the rest refused, as the snapshot is built), so a name that is not
+    valid text is not made into another one.
     """
     path = f"/admin/v2/persistent/{namespace}"
     payload = client.get_json(path, params={"includeSystemTopic": "true"}, timeout=timeout)
-    return _expect_list(payload, "GET", path)
+    return _listed(payload, "GET", path)
 
 
-def collect_partitioned_topics(client: AdminClient, namespace: str, *, timeout: float) -> list[str]:
-    """GET /admin/v2/persistent/{tenant}/{namespace}/partitioned?includeSystemTopic=true"""
+def collect_partitioned_topics(client: AdminClient, namespace: str, *, timeout: float) -> list[Any]:
+    """GET /admin/v2/persistent/{tenant}/{namespace}/partitioned?includeSystemTopic=true
+    (items as answered, as `collect_topic_names`)"""
     path = f"/admin/v2/persistent/{namespace}/partitioned"
     payload = client.get_json(path, params={"includeSystemTopic": "true"}, timeout=timeout)
-    return _expect_list(payload, "GET", path)
+    return _listed(payload, "GET", path)
 
 
 def collect_partition_count(client: AdminClient, admin_path: str, *, timeout: float) -> int:

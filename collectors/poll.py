@@ -40,6 +40,7 @@ from collectors.brokers import (
     collect_version,
 )
 from collectors.events import EVENT_KINDS, carry_forward, diff
+from collectors.fields import json_kind
 from collectors.namespaces import (
     NamespaceListing,
     collect_bundles,
@@ -52,6 +53,7 @@ from collectors.namespaces import (
     parse_boundaries,
     parse_bundles,
 )
+from collectors.notes import noting, refuse
 from collectors.topics import (
     TopicStats,
     collect_broker_topic_stats,
@@ -189,6 +191,11 @@ class _Poll:
             jobs[("topics", ns)] = self.call("topic_list", collect_topic_names, ns)
             jobs[("parted", ns)] = self.call("partitioned_topics", collect_partitioned_topics, ns)
         done = _gather(self.pool, jobs)
+        with noting(a.notes):
+            self._keep_bulk(done)
+
+    def _keep_bulk(self, done: Mapping[tuple[str, str], Any]) -> None:
+        a = self.answers
         for b in a.broker_ids:
             raw = done[("bulk", b)]
             a.bulk[b] = None if raw is None else parse_broker_topic_stats(raw, b)
@@ -289,9 +296,19 @@ def _listing(ns: str, bundles: Any, topics: Any, parted: Any) -> NamespaceListin
         namespace=ns,
         bundles=parse_bundles(ns, bundles) if bundles is not None else None,
         boundaries=parse_boundaries(bundles) if bundles is not None else None,
-        topics=tuple(topics) if topics is not None else None,
-        partitioned=tuple(parted) if parted is not None else None,
+        topics=_names(ns, topics, "topic listing item"),
+        partitioned=_names(ns, parted, "partitioned topic listing item"),
     )
+
+
+def _names(ns: str, listed: Sequence[Any] | None, what: str) -> tuple[str, ...] | None:
+    """The texts of a listing; anything else is refused (names are checked later)."""
+    if listed is None:
+        return None
+    for item in listed:
+        if not isinstance(item, str):
+            refuse(what, f"is {json_kind(item)}, not a name; left out", ns, item)
+    return tuple(item for item in listed if isinstance(item, str))
 
 
 def _namespace(topic: str) -> str | None:

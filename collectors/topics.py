@@ -15,23 +15,28 @@ from typing import Any
 
 from collectors.admin import AdminClient
 from collectors.fields import (
+    MAX_HASH_ITEMS,
+    MAX_TEXT,
     as_bool,
     as_dict,
     as_epoch_ms,
     as_float,
     as_int,
     as_iso_time,
+    as_items,
     as_json_text,
     as_list,
+    as_object,
     as_str,
     as_text,
+    check_keys,
+    json_kind,
     parse_hash_ranges,
-    shown,
-    warn,
 )
+from collectors.notes import refuse, within
 from core.errors import AdminApiError
 from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord, TopicRecord
-from core.topicname import TopicName, parse_topic_name
+from core.topicname import TopicName, TopicNameError, parse_topic_name
 
 SINGLE_ACTIVE_TYPES = frozenset({"Exclusive", "Failover"})
 
@@ -53,23 +58,76 @@ def collect_broker_topic_stats(client: AdminClient, web_url: str, *, timeout: fl
     """
     path = "/admin/v2/broker-stats/topics"
     payload = client.get_json(path, base_url=web_url, timeout=timeout)
-    if payload is None:
-        return {}
-    if not isinstance(payload, dict):
+    if not isinstance(payload, dict):  # null too: no broker answers it, and it tells nothing
         raise AdminApiError("GET", path, None, repr(payload), "expected a JSON object")
     return payload
 
 
 def parse_broker_topic_stats(payload: Mapping[str, Any], broker: str) -> list[TopicStats]:
-    """Flatten the nested broker-stats/topics answer of `broker` into one entry per topic."""
+    """Flatten the nested broker-stats/topics answer of `broker` into one entry per topic.
+
+    What cannot be one is refused, naming it: a level that is not an object, a topic whose
+    name the broker would refuse or that claims a namespace or domain it is not listed under,
+    stats that are not an object."""
     found: list[TopicStats] = []
-    for bundles in as_dict(payload).values():
-        for bundle, domains in as_dict(bundles).items():
-            for topics in as_dict(domains).values():
-                for topic, stats in as_dict(topics).items():
-                    if isinstance(stats, Mapping) and "://" in topic:
-                        found.append(TopicStats(topic, broker, as_text(bundle, "bundle"), stats))
+    for namespace, bundles in _levels(payload, "answer", "namespace"):
+        with within(broker, namespace):
+            for bundle, domains in _levels(bundles, "namespace", "bundle"):
+                with within(bundle):
+                    found.extend(_bundle_topics(domains, namespace, as_text(bundle), broker))
     return found
+
+
+def _bundle_topics(domains: Any, namespace: str, bundle: str, broker: str) -> list[TopicStats]:
+    found = []
+    for domain, topics in _levels(domains, "bundle", "domain"):
+        with within(domain):
+            for topic, stats in _levels(topics, "domain", "topic"):
+                if _listed_topic(topic, stats, namespace, domain):
+                    found.append(TopicStats(topic, broker, bundle, stats))
+    return found
+
+
+def _levels(value: Any, what: str, inner: str) -> Iterator[tuple[str, Any]]:
+    """The entries of one level of the bulk nesting (refused when it is not an object)."""
+    if not isinstance(value, Mapping):
+        refuse(f"broker-stats/topics {what}", f"is {json_kind(value)}, not an object; left out")
+        return
+    check_keys(value, f"broker-stats/topics {inner}")
+    yield from value.items()
+
+
+def _listed_topic(topic: str, stats: Any, namespace: str, domain: str) -> bool:
+    why = topic_refusal(topic)
+    if why is None:
+        name = parse_topic_name(topic)
+        if name.namespace != namespace or name.domain != domain:
+            why = "is listed under another namespace or domain than its name says"
+        elif not isinstance(stats, Mapping):
+            why = f"has stats that are {json_kind(stats)}, not an object"
+    if why is not None:
+        refuse("topic", f"{why}; left out", topic)
+    return why is None
+
+
+def topic_refusal(topic: str) -> str | None:
+    """Why a topic name read from an answer is no topic the collector can keep (None when it
+    is one): the broker would refuse it, it is not valid text (bytes that were not UTF-8),
+    it is longer than any admin request can carry, or it has a `.` or `..` segment, which
+    no metadata store keeps and no request path can name."""
+    if len(topic) > MAX_TEXT:
+        return f"is longer than {MAX_TEXT:,} characters"
+    try:
+        name = parse_topic_name(topic)
+    except TopicNameError:
+        if any("\ud800" <= c <= "\udfff" for c in topic):
+            return "is not valid UTF-8 text"
+        return "is a name the broker would refuse"
+    # the local name is one segment to the store and in a request path (its `/` encoded)
+    parts = (*name.namespace.split("/"), name.local)
+    if any(part in (".", "..") for part in parts):
+        return "has a . or .. segment"
+    return None
 
 
 def collect_topic_stats(
@@ -126,16 +184,13 @@ def parse_topic(
 ) -> TopicRecord:
     """A TopicRecord from a topic stats object (bulk or per-topic shape; None when unloaded)."""
     stats = stats if stats is not None else {}
+    check_keys(stats, "topic stats")
+    publishers = as_items(stats, "publishers", "topic publishers")
     producers = as_int(stats, "producerCount")
     if producers is None and isinstance(stats.get("publishers"), list):
-        producers = len(stats["publishers"])
+        producers = len(publishers)
     subscriptions = stats.get("subscriptions")
-    publishers = stats.get("publishers")
-    since = [
-        as_iso_time(pub, "connectedSince")
-        for pub in (publishers if isinstance(publishers, list) else [])
-        if isinstance(pub, Mapping)
-    ]
+    since = [as_iso_time(pub, "connectedSince") for pub in publishers if isinstance(pub, Mapping)]
     known = [t for t in since if t is not None]
     return TopicRecord(
         topic=name.topic,
@@ -160,10 +215,13 @@ def parse_topic(
 
 def parse_consumer(topic: str, subscription: str, consumer: Mapping[str, Any]) -> ConsumerRecord:
     """One consumer of a subscription (4.0 and 3.0 field sets)."""
+    name = as_str(consumer, "consumerName") or ""
+    with within(name):
+        ranges = parse_hash_ranges(consumer)
     return ConsumerRecord(
         topic=topic,
         subscription=subscription,
-        consumer_name=as_str(consumer, "consumerName") or "",
+        consumer_name=name,
         address=as_str(consumer, "address"),
         connected_since=as_iso_time(consumer, "connectedSince"),
         client_version=as_str(consumer, "clientVersion"),
@@ -172,7 +230,7 @@ def parse_consumer(topic: str, subscription: str, consumer: Mapping[str, Any]) -
         available_permits=as_int(consumer, "availablePermits"),
         msg_rate_out=as_float(consumer, "msgRateOut"),
         msg_ack_rate=as_float(consumer, "messageAckRate"),
-        hash_ranges=parse_hash_ranges(consumer),
+        hash_ranges=ranges,
         draining_hashes_count=as_int(consumer, "drainingHashesCount"),
         draining_hashes_cleared_total=as_int(consumer, "drainingHashesClearedTotal"),
         draining_hashes_unacked_messages=as_int(consumer, "drainingHashesUnackedMessages"),
@@ -185,15 +243,18 @@ def parse_consumer(topic: str, subscription: str, consumer: Mapping[str, Any]) -
 
 
 def parse_draining_hashes(
-    topic: str, subscription: str, consumer: Mapping[str, Any]
+    topic: str, subscription: str, consumer: Mapping[str, Any], *, name: str | None = None
 ) -> list[DrainingHashRecord]:
-    """The PIP-379 draining hashes of one consumer (`drainingHashes`, 4.0 only)."""
-    name = as_str(consumer, "consumerName") or ""
+    """The PIP-379 draining hashes of one consumer (`drainingHashes`, 4.0 only), at most
+    MAX_HASH_ITEMS; `name` is the consumer's as parsed already (else read again)."""
+    if name is None:
+        name = as_str(consumer, "consumerName") or ""
     rows = []
-    for item in as_list(consumer.get("drainingHashes")):
-        item = as_dict(item)
-        hash_value = as_int(item, "hash")
+    what = "consumer drainingHashes"
+    for item in as_items(consumer, "drainingHashes", what, limit=MAX_HASH_ITEMS):
+        hash_value = as_int(item, "hash") if isinstance(item, Mapping) else None
         if hash_value is None:
+            refuse(f"{what} item", "is not an object with a whole-number hash; left out", item)
             continue
         rows.append(
             DrainingHashRecord(
@@ -254,20 +315,34 @@ class SubscriptionRows:
 
 
 def parse_subscriptions(topic: str, stats: Mapping[str, Any]) -> SubscriptionRows:
-    """Subscriptions, consumers and draining hashes of one topic stats object."""
+    """Subscriptions, consumers and draining hashes of one topic stats object; what is not
+    one (a subscription that is not an object or has a name no request could carry, a
+    consumer that is not an object) is refused, and the rest kept."""
     subs, consumers, draining = [], [], []
-    for name, sub in sorted(as_dict(stats.get("subscriptions")).items()):
+    by_name = as_object(stats, "subscriptions", "topic subscriptions")
+    check_keys(by_name, "topic subscriptions")
+    for name, sub in sorted(by_name.items()):
         if not isinstance(sub, Mapping):
-            warn(f"subscription {shown(name)} is {shown(sub)}, not an object; left out")
+            refuse("subscription", f"is {json_kind(sub)}, not an object; left out", name)
+            continue
+        if len(name) > MAX_TEXT:
+            refuse("subscription", f"has a name longer than {MAX_TEXT:,} characters", name)
             continue
         name = as_text(name, "subscription")
-        subs.append(parse_subscription(topic, name, sub))
-        for consumer in as_list(sub.get("consumers")):
-            if not isinstance(consumer, Mapping):
-                warn(f"a consumer of {shown(name)} is {shown(consumer)}, not an object; left out")
-                continue
-            consumers.append(parse_consumer(topic, name, consumer))
-            draining.extend(parse_draining_hashes(topic, name, consumer))
+        with within(name):
+            check_keys(sub, "subscription")
+            subs.append(parse_subscription(topic, name, sub))
+            for consumer in as_items(sub, "consumers", "subscription consumers"):
+                if not isinstance(consumer, Mapping):
+                    refuse("consumer", f"is {json_kind(consumer)}, not an object; left out")
+                    continue
+                check_keys(consumer, "consumer")
+                record = parse_consumer(topic, name, consumer)
+                with within(record.consumer_name):
+                    draining.extend(
+                        parse_draining_hashes(topic, name, consumer, name=record.consumer_name)
+                    )
+                consumers.append(record)
     return SubscriptionRows(tuple(subs), tuple(consumers), tuple(draining))
 
 

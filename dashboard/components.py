@@ -27,7 +27,7 @@ from pydantic.fields import FieldInfo
 from core.errors import DashboardError, PluginUnavailable
 from dashboard import data, drill_panel, spark_jobs
 from dashboard.access import escape_markdown
-from dashboard.frames import PollStatus, format_age
+from dashboard.frames import PollStatus, answer_problems, format_age
 from plugins.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
 from plugins.runner import RunOutput
 
@@ -186,7 +186,7 @@ def draw_status(status: PollStatus | None, root: str) -> None:
     if status.stale:
         st.error(f"Polls stopped: the newest snapshot is {format_age(status.age_seconds)} old.")
     if status.partial:
-        st.warning(f"Partial snapshot: {len(status.errors)} admin call(s) failed.")
+        st.warning(f"Partial snapshot: {partial_reason(status)}.")
 
 
 def poll_banner(root: str) -> None:
@@ -218,9 +218,22 @@ def draw_banner(status: PollStatus, *, interval: float) -> None:
         )
     if status.partial:
         st.warning(
-            f"The newest snapshot is partial: {len(status.errors)} admin call(s) failed, so "
-            "some tables may be incomplete. The failed calls are listed below."
+            f"The newest snapshot is partial: {partial_reason(status)}, so some tables may "
+            "be incomplete. They are listed below."
         )
+
+
+def partial_reason(status: PollStatus) -> str:
+    """What made a snapshot partial: failed calls, and items refused or cut from answers."""
+    items = len(answer_problems(status.errors))
+    calls = len(status.errors) - items
+    reasons = [f"{calls} admin call(s) failed"] if calls else []
+    if items:
+        reasons.append(
+            f"{items} kind(s) of item in the cluster's answers were refused or cut "
+            "(malformed, or beyond Pulsar's own limits), the rest kept"
+        )
+    return "; ".join(reasons) or "the poll recorded errors"
 
 
 def require_snapshot(root: str) -> PollStatus:

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 import pandas as pd
 
+from collectors.notes import ACTIONS
+
 STALE_AFTER_INTERVALS = 3
 """A store is stale when its newest poll is older than this many poll intervals."""
 
@@ -71,6 +73,13 @@ def parse_errors(errors_json: object) -> pd.DataFrame:
     ]
     frame = pd.DataFrame(rows, columns=["endpoint", "status", "message"])
     return frame.astype({"endpoint": "string", "message": "string"})
+
+
+def answer_problems(errors: pd.DataFrame) -> pd.DataFrame:
+    """The errors of a poll that are items of the answers refused, cut or stored as null
+    (one row per kind, counted in its message), not calls that failed."""
+    endpoints = errors.get("endpoint", pd.Series(dtype="string"))
+    return errors[endpoints.isin(ACTIONS).fillna(False).astype(bool)]
 
 
 def failed_brokers(errors: pd.DataFrame) -> list[str]:

@@ -43,6 +43,12 @@ with components.guarded("The overview"):
     if status.errors.empty:
         st.success("Every admin call of the newest poll succeeded.")
     else:
+        if not (refused := frames.answer_problems(status.errors)).empty:
+            st.warning(
+                f"The cluster's answers held {len(refused)} kind(s) of item this snapshot "
+                "left out or cut (each line below says what, why, how many times, and the "
+                "first names); everything else they held is shown."
+            )
         if failed := frames.failed_brokers(status.errors):
             st.warning(
                 f"The calls to broker(s) {', '.join(f'`{b}`' for b in failed)} failed: their "

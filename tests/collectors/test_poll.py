@@ -15,6 +15,7 @@ import requests
 import responses
 
 from collectors.admin import AdminClient
+from collectors.notes import ACTIONS, REFUSED
 from collectors.poll import poll
 from core.model import Snapshot
 from tests.collectors.recorded import BASE, BROKER, body, index, load, register
@@ -406,19 +407,21 @@ def test_poll_survives_odd_shapes_in_the_bulk_answer(mock: responses.RequestsMoc
     odd_subs = {s.subscription: s for s in snap.subscriptions if s.topic.endswith("/odd")}
     assert set(odd_subs) == {"k"}  # "s": "bogus" is no subscription
     assert [c.consumer_name for c in snap.consumers if c.topic.endswith("/odd")] == [""]
-    stats_errors = [e for e in snap.errors if e.endpoint != "field"]
+    stats_errors = [e for e in snap.errors if e.endpoint not in ACTIONS]
     (error,) = stats_errors  # its stats were not recorded: the fake refuses the call
     assert error.endpoint.endswith("/odd/stats")
-    left_out = sorted(
-        e.message for e in snap.errors if e.endpoint == "field" and "/odd:" in e.message
-    )
-    assert "topic 'persistent://too/short' left out: the broker would refuse its name" in " ".join(
-        e.message for e in snap.errors
-    )
-    assert left_out == [
-        "persistent://public/default/odd: a consumer of 'k' is 'x', not an object; left out",
-        "persistent://public/default/odd: subscription 's' is 'bogus', not an object; left out",
+    refused = sorted(e.message for e in snap.errors if e.endpoint == REFUSED)
+    assert [m.split(" (")[0] for m in refused] == [
+        "broker-stats/topics bundle: is null, not an object; left out",
+        "broker-stats/topics domain: is a list, not an object; left out",
+        "broker-stats/topics namespace: is a list, not an object; left out",
+        "consumer: is a string, not an object; left out",
+        "subscription: is a string, not an object; left out",
+        "topic: has stats that are a string, not an object; left out",
+        "topic: is a name the broker would refuse; left out",
     ]
+    assert "'persistent://public/default/odd' 's')" in refused[4]
+    assert "'persistent://too/short')" in refused[6]
     assert ORDERS in {t.topic for t in snap.topics}
 
 

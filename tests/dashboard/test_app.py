@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from collectors.notes import REFUSED
 from core.hashing import sticky_key_hash
 from core.limits import MAX_REPLICA_POINTS
+from core.model import EndpointError
 from core.store import Store
 from plugins.precompute import compute_results
 from plugins.registry import discover
@@ -19,6 +23,7 @@ from tests.dashboard.scenario import (
     C2_RANGES,
     DRAINING,
     HOT_KEYS,
+    make_poll,
     write_key_samples,
     write_scenario,
 )
@@ -124,6 +129,25 @@ def test_app_partial_snapshot_is_flagged_and_its_errors_listed(
     assert any("Partial snapshot" in w.value for w in at.sidebar.warning)
     errors = at.dataframe[-1].value
     assert list(errors["endpoint"]) == ["GET /admin/v2/broker-stats/load-report"]
+
+
+def test_app_overview_says_what_the_answers_held_that_was_refused(
+    store_dir: Path, app: AppRunner
+) -> None:
+    """A snapshot whose only errors are refused items is partial, and says why: not as
+    failed calls, but as items of the answers left out, each line naming them."""
+    store = write_scenario(store_dir, polls=1)
+    newest = make_poll(dt.datetime.now(dt.UTC), 1)
+    line = "topic: has a . or .. segment; left out (1 time(s), e.g. 'persistent://t/ns/..')"
+    store.write(replace(newest, errors=(EndpointError(REFUSED, None, line),)))
+    at = app()
+    banner = " ".join(w.value for w in at.warning)
+    assert "1 kind(s) of item in the cluster's answers were refused or cut" in banner
+    assert "admin call(s) failed" not in banner
+    assert "left out or cut" in banner  # the Overview's own errors section
+    assert any("refused or cut" in w.value for w in at.sidebar.warning)
+    errors = at.dataframe[-1].value
+    assert list(errors["message"]) == [line]
 
 
 def test_app_key_shared_shows_the_subscription_with_most_draining_hashes_first(
