@@ -13,6 +13,7 @@ from core.errors import AdminApiError, ModelError
 from core.hashing import topic_bundle_hash
 from core.limits import MAX_PARTITIONS
 from core.model import BundleRecord
+from core.names import entity_segment, namespace_path
 from core.topicname import parse_topic_name
 
 
@@ -29,8 +30,9 @@ def collect_tenants(client: AdminClient, *, timeout: float) -> list[str]:
 
 
 def collect_namespaces(client: AdminClient, tenant: str, *, timeout: float) -> list[str]:
-    """GET /admin/v2/namespaces/{tenant} -> ["tenant/ns", ...]"""
-    path = f"/admin/v2/namespaces/{tenant}"
+    """GET /admin/v2/namespaces/{tenant} -> ["tenant/ns", ...]; NameRefused (before any
+    request) for a tenant name Pulsar would refuse, as for every name below."""
+    path = f"/admin/v2/namespaces/{entity_segment('tenant', tenant)}"
     return _expect_list(client.get_json(path, timeout=timeout), "GET", path)
 
 
@@ -39,7 +41,7 @@ def collect_bundles(client: AdminClient, namespace: str, *, timeout: float) -> A
 
     Answer: {"boundaries": ["0x00000000", ..., "0xffffffff"], "numBundles": N}.
     """
-    path = f"/admin/v2/namespaces/{namespace}/bundles"
+    path = f"/admin/v2/namespaces/{namespace_path(namespace)}/bundles"
     payload = client.get_json(path, timeout=timeout)
     try:
         parse_boundaries(payload)
@@ -54,14 +56,14 @@ def collect_topic_names(client: AdminClient, namespace: str, *, timeout: float) 
     Every persistent topic of the namespace, partitions included (Pulsar lists each
     partition of a partitioned topic as its own topic).
     """
-    path = f"/admin/v2/persistent/{namespace}"
+    path = f"/admin/v2/persistent/{namespace_path(namespace)}"
     payload = client.get_json(path, params={"includeSystemTopic": "true"}, timeout=timeout)
     return _expect_list(payload, "GET", path)
 
 
 def collect_partitioned_topics(client: AdminClient, namespace: str, *, timeout: float) -> list[str]:
     """GET /admin/v2/persistent/{tenant}/{namespace}/partitioned?includeSystemTopic=true"""
-    path = f"/admin/v2/persistent/{namespace}/partitioned"
+    path = f"/admin/v2/persistent/{namespace_path(namespace)}/partitioned"
     payload = client.get_json(path, params={"includeSystemTopic": "true"}, timeout=timeout)
     return _expect_list(payload, "GET", path)
 
