@@ -36,8 +36,8 @@ REFUSED_LOCAL = {"dot", "dotdot"}  # topic local names no path can carry
 
 SEG = r"[^/?#]+"
 SHAPES = {
-    rf"/admin/v2/(tenants|clusters|brokers/leaderBroker|brokers/version)": (),
-    rf"/admin/v2/broker-stats/(topics|metrics|load-report)": (),
+    r"/admin/v2/(tenants|clusters|brokers/leaderBroker|brokers/version)": (),
+    r"/admin/v2/broker-stats/(topics|metrics|load-report)": (),
     rf"/admin/v2/brokers/(?P<cluster>{SEG})": ("cluster",),
     rf"/admin/v2/brokers/(?P<cluster>{SEG})/(?P<broker>{SEG})/ownedNamespaces": ("cluster",),
     rf"/admin/v2/namespaces/(?P<tenant>{SEG})": ("tenant",),
@@ -91,8 +91,7 @@ def shape_problems(seen: Seen) -> list[str]:
         problems = [
             f"{seen.path}: {key} {value!r} is no valid name"
             for key in entities
-            if not NAMED_ENTITY.fullmatch(value := unquote(parts[key]))
-            or value in (".", "..")
+            if not NAMED_ENTITY.fullmatch(value := unquote(parts[key])) or value in (".", "..")
         ]
         if parts.get("broker") and broker_id_problem(unquote(parts["broker"])):
             problems.append(f"{seen.path}: broker {parts['broker']!r} is not host:port")
