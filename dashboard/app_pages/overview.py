@@ -43,9 +43,12 @@ with components.guarded("The overview"):
     if status.errors.empty:
         st.success("Every admin call of the newest poll succeeded.")
     else:
-        if failed := frames.failed_brokers(status.errors):
+        failed = frames.compute_broker_failures(status.errors)
+        if not failed.empty:
+            # names are the cluster's data: shown in a table, never inside Markdown
             st.warning(
-                f"The calls to broker(s) {', '.join(f'`{b}`' for b in failed)} failed: their "
-                "topics, bundles and load are missing from this snapshot (is the broker down?)."
+                f"{len(failed)} call(s) to {failed['broker'].nunique()} broker(s) failed; "
+                "only what each one gives is missing from this snapshot:"
             )
+            st.dataframe(failed, hide_index=True)
         st.dataframe(status.errors, hide_index=True)

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.hashing import sticky_key_hash
 from core.limits import MAX_REPLICA_POINTS
+from core.model import EndpointError
 from core.store import Store
 from plugins.precompute import compute_results
 from plugins.registry import discover
@@ -124,6 +125,33 @@ def test_app_partial_snapshot_is_flagged_and_its_errors_listed(
     assert any("Partial snapshot" in w.value for w in at.sidebar.warning)
     errors = at.dataframe[-1].value
     assert list(errors["endpoint"]) == ["GET /admin/v2/broker-stats/load-report"]
+
+
+BROKER_CALLS = {
+    "/admin/v2/broker-stats/topics": "topics' stats",
+    "/admin/v2/brokers/standalone/b1:8080/ownedNamespaces": "bundles it owns",
+    "/admin/v2/broker-stats/load-report": "load report",
+    "/admin/v2/broker-stats/metrics": "load manager's counters",
+    "/admin/v2/brokers/version": "its version",
+}
+
+
+@pytest.mark.parametrize("path", sorted(BROKER_CALLS))
+def test_app_overview_names_the_one_broker_call_that_failed(
+    store_dir: Path, app: AppRunner, path: str
+) -> None:
+    error = EndpointError(f"GET http://b1:8080{path}", 503, "Service Unavailable")
+    write_scenario(store_dir, failed=(error,))
+    at = app()
+    failed = _frame(at, "broker", "call", "missing")
+    assert failed.to_dict("records") == [
+        {"broker": "b1:8080", "call": f"GET {path}", "missing": failed["missing"].iloc[0]}
+    ]
+    assert BROKER_CALLS[path] in failed["missing"].iloc[0]
+    others = [m for p, m in BROKER_CALLS.items() if p != path]
+    said = " ".join([*(w.value for w in at.warning), failed["missing"].iloc[0]])
+    assert not any(m in said for m in others)
+    assert "topics, bundles and load" not in said
 
 
 def test_app_key_shared_shows_the_subscription_with_most_draining_hashes_first(
