@@ -71,6 +71,7 @@ def admin_source(
             namespaces=namespaces,
             deadline=settings.poll_deadline.total_seconds(),
             detail_budget=settings.detail_budget,
+            max_brokers=settings.max_brokers,
             rotation=rotation,
         )
         return dataclasses.replace(snapshot, cluster=name) if name else snapshot

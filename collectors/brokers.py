@@ -21,6 +21,7 @@ from collectors.fields import (
 from collectors.notes import shown
 from core.errors import AdminApiError
 from core.model import BrokerRecord
+from core.names import broker_id_segment, checked_broker_id, entity_segment
 
 GLOBAL_CLUSTER = "global"  # a pseudo-cluster of old geo-replication setups, never polled
 
@@ -36,8 +37,10 @@ def broker_web_url(broker_id: str, base_url: str) -> str:
     (over https, that host and the admin URL's port).
 
     When the broker is the one the admin URL names, the admin URL itself is used (it may
-    carry a path prefix, e.g. behind a proxy).
+    carry a path prefix, e.g. behind a proxy). NameRefused for an id that is not host:port
+    (it would put its own path or query into the URL).
     """
+    checked_broker_id(broker_id)
     base = urlsplit(base_url)
     if base.netloc == broker_id:
         return base_url.rstrip("/")
@@ -60,8 +63,9 @@ def collect_clusters(client: AdminClient, *, timeout: float) -> list[str]:
 
 
 def collect_broker_ids(client: AdminClient, cluster: str, *, timeout: float) -> list[str]:
-    """GET /admin/v2/brokers/{cluster} -> ["host:webPort", ...]"""
-    path = f"/admin/v2/brokers/{cluster}"
+    """GET /admin/v2/brokers/{cluster} -> ["host:webPort", ...]; NameRefused (before any
+    request) for a cluster name Pulsar would refuse."""
+    path = f"/admin/v2/brokers/{entity_segment('cluster', cluster)}"
     return sorted(_expect_list(client.get_json(path, timeout=timeout), path))
 
 
@@ -161,9 +165,11 @@ def collect_owned_bundles(
     """GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces, sent to that broker.
 
     Answer: {"tenant/ns/0x00000000_0x40000000": {"broker_assignment": ..., "is_active":
-    true, ...}, ...}; heartbeat namespaces are included.
+    true, ...}, ...}; heartbeat namespaces are included. NameRefused (before any request)
+    for a cluster name or broker id no path may carry.
     """
-    path = f"/admin/v2/brokers/{cluster}/{broker_id}/ownedNamespaces"
+    segments = f"{entity_segment('cluster', cluster)}/{broker_id_segment(broker_id)}"
+    path = f"/admin/v2/brokers/{segments}/ownedNamespaces"
     payload = client.get_json(path, base_url=web_url, timeout=timeout)
     if not isinstance(payload, dict):
         raise AdminApiError("GET", path, None, repr(payload), "expected a JSON object")

@@ -13,6 +13,7 @@ from core.errors import AdminApiError, ModelError
 from core.hashing import topic_bundle_hash
 from core.limits import MAX_PARTITIONS
 from core.model import BundleRecord
+from core.names import entity_segment, namespace_path
 from core.topicname import parse_topic_name
 
 
@@ -33,8 +34,9 @@ def collect_tenants(client: AdminClient, *, timeout: float) -> list[str]:
 
 
 def collect_namespaces(client: AdminClient, tenant: str, *, timeout: float) -> list[str]:
-    """GET /admin/v2/namespaces/{tenant} -> ["tenant/ns", ...]"""
-    path = f"/admin/v2/namespaces/{tenant}"
+    """GET /admin/v2/namespaces/{tenant} -> ["tenant/ns", ...]; NameRefused (before any
+    request) for a tenant name Pulsar would refuse, as for every name below."""
+    path = f"/admin/v2/namespaces/{entity_segment('tenant', tenant)}"
     return _expect_list(client.get_json(path, timeout=timeout), "GET", path)
 
 
@@ -43,7 +45,7 @@ def collect_bundles(client: AdminClient, namespace: str, *, timeout: float) -> A
 
     Answer: {"boundaries": ["0x00000000", ..., "0xffffffff"], "numBundles": N}.
     """
-    path = f"/admin/v2/namespaces/{namespace}/bundles"
+    path = f"/admin/v2/namespaces/{namespace_path(namespace)}/bundles"
     payload = client.get_json(path, timeout=timeout)
     try:
         parse_boundaries(payload)
@@ -60,7 +62,7 @@ def collect_topic_names(client: AdminClient, namespace: str, *, timeout: float) 
     are checked, and the rest refused, as the snapshot is built), so a name that is not
     valid text is not made into another one.
     """
-    path = f"/admin/v2/persistent/{namespace}"
+    path = f"/admin/v2/persistent/{namespace_path(namespace)}"
     payload = client.get_json(path, params={"includeSystemTopic": "true"}, timeout=timeout)
     return _listed(payload, "GET", path)
 
@@ -68,7 +70,7 @@ def collect_topic_names(client: AdminClient, namespace: str, *, timeout: float) 
 def collect_partitioned_topics(client: AdminClient, namespace: str, *, timeout: float) -> list[Any]:
     """GET /admin/v2/persistent/{tenant}/{namespace}/partitioned?includeSystemTopic=true
     (items as answered, as `collect_topic_names`)"""
-    path = f"/admin/v2/persistent/{namespace}/partitioned"
+    path = f"/admin/v2/persistent/{namespace_path(namespace)}/partitioned"
     payload = client.get_json(path, params={"includeSystemTopic": "true"}, timeout=timeout)
     return _listed(payload, "GET", path)
 

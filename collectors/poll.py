@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from collectors.admin import AdminClient
 from collectors.assemble import PollAnswers, build_snapshot
@@ -54,6 +54,7 @@ from collectors.namespaces import (
     parse_bundles,
 )
 from collectors.notes import noting, refuse
+from collectors.recorder import Recorder
 from collectors.topics import (
     TopicStats,
     collect_broker_topic_stats,
@@ -62,9 +63,16 @@ from collectors.topics import (
     needs_topic_stats,
     parse_broker_topic_stats,
 )
-from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
-from core.model import EndpointError, Snapshot
+from core.model import Snapshot
+from core.names import (
+    NameRefused,
+    checked_broker_id,
+    named_entity,
+    namespace_path,
+    shown_name,
+)
 from core.topicname import parse_topic_name
+from core.values import DEFAULT_MAX_BROKERS
 
 __all__ = ["EVENT_KINDS", "DetailRotation", "carry_forward", "diff", "poll"]
 
@@ -75,43 +83,6 @@ T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 
 
-class _Recorder:
-    """Runs admin calls, turning failures into EndpointErrors and timing each family."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.errors: list[EndpointError] = []
-        self.durations: dict[str, float] = {}
-
-    def call(self, family: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
-        started = time.monotonic()
-        try:
-            return fn(*args, **kwargs)
-        except CollectorError as exc:
-            self._fail(family, exc)
-            return None
-        finally:
-            with self._lock:
-                spent = time.monotonic() - started
-                self.durations[family] = self.durations.get(family, 0.0) + spent
-
-    def _fail(self, family: str, exc: CollectorError) -> None:
-        if isinstance(exc, (AdminApiError, AdminApiUnreachable)):
-            status = exc.status if isinstance(exc, AdminApiError) else None
-            error = EndpointError(f"{exc.method} {exc.path}", status, str(exc))
-        else:
-            error = EndpointError(family, None, str(exc))
-        log.warning("poll: %s", error.message)
-        with self._lock:
-            self.errors.append(error)
-
-    def note(self, family: str, message: str) -> None:
-        """Record something the poll chose to leave out (not a failure of the cluster)."""
-        log.info("poll: %s", message)
-        with self._lock:
-            self.errors.append(EndpointError(family, None, message))
-
-
 def _gather(pool: ThreadPoolExecutor, jobs: Mapping[K, Callable[[], T]]) -> dict[K, T]:
     """Run leaf jobs on the pool and wait for all; only the polling thread ever waits."""
     futures: dict[K, Future[T]] = {key: pool.submit(job) for key, job in jobs.items()}
@@ -119,6 +90,14 @@ def _gather(pool: ThreadPoolExecutor, jobs: Mapping[K, Callable[[], T]]) -> dict
 
 
 Job = Callable[[], Any]
+
+
+_NAME_CHECKS: Mapping[str, Callable[[str], object]] = {
+    "clusters": lambda name: named_entity("cluster", name),
+    "tenants": lambda name: named_entity("tenant", name),
+    "namespaces": namespace_path,
+    "brokers": checked_broker_id,
+}
 
 
 def _choose_cluster(clusters: Sequence[str], brokers: Mapping[str, Any], leader: str | None) -> str:
@@ -135,12 +114,18 @@ class _Poll:
     """One poll in four rounds of independent calls: discovery, listings, bulk, details."""
 
     def __init__(
-        self, client: AdminClient, pool: ThreadPoolExecutor, answers: PollAnswers, timeout: float
+        self,
+        client: AdminClient,
+        pool: ThreadPoolExecutor,
+        answers: PollAnswers,
+        timeout: float,
+        rec: Recorder,
     ) -> None:
         self.client, self.pool, self.answers, self.t = client, pool, answers, timeout
-        self.rec = _Recorder()
+        self.rec = rec
         self.lag_topics = 20
         self.detail_budget = DEFAULT_DETAIL_BUDGET
+        self.max_brokers = DEFAULT_MAX_BROKERS
         self.rotation = DetailRotation()
 
     def call(self, family: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Job:
@@ -153,8 +138,8 @@ class _Poll:
         if namespaces is None:
             jobs["tenants"] = self.call("tenants", collect_tenants)
         first = _gather(self.pool, jobs)
-        clusters = [cluster] if cluster is not None else (first["clusters"] or [])
-        tenants = first.get("tenants") or []
+        clusters = [cluster] if cluster is not None else self.valid("clusters", first["clusters"])
+        tenants = self.valid("tenants", first.get("tenants"))
         second = _gather(
             self.pool,
             {
@@ -167,14 +152,43 @@ class _Poll:
         a = self.answers
         a.leader = first["leader"]
         a.cluster = _choose_cluster(clusters, brokers, a.leader)
-        a.broker_ids = tuple(brokers.get(a.cluster) or ())
+        a.broker_ids = self.contacted(self.valid("brokers", brokers.get(a.cluster)))
         a.web_urls = {b: broker_web_url(b, self.client.base_url) for b in a.broker_ids}
         self.client.trust_brokers(a.web_urls.values())
-        if namespaces is not None:
-            a.namespaces = tuple(sorted(set(namespaces)))
-        else:
-            a.namespaces = tuple(sorted({ns for found in per_tenant for ns in found or ()}))
+        if namespaces is None:
+            namespaces = [ns for found in per_tenant for ns in found or ()]
             a.namespaces_complete = first["tenants"] is not None and None not in per_tenant
+        a.namespaces = tuple(self.valid("namespaces", sorted(set(namespaces))))
+
+    def valid(self, family: str, names: Sequence[str] | None) -> list[str]:
+        """The `names` (of clusters, tenants, namespaces or brokers) a request path can
+        carry; each other one is refused, said in the errors, and never asked for."""
+        check = _NAME_CHECKS[family]
+        kept = []
+        for name in dict.fromkeys(names or ()):
+            try:
+                check(name)
+            except NameRefused as exc:
+                self.rec.refuse(family, str(exc))
+            else:
+                kept.append(name)
+        return kept
+
+    def contacted(self, listed: Sequence[str]) -> tuple[str, ...]:
+        """The brokers this poll makes its per-broker calls to: at most `max_brokers`, the
+        leader and the admin URL's own broker first, then by id; the rest said once."""
+        own = urlsplit(self.client.base_url).netloc
+        first = [b for b in (self.answers.leader or "", own) if b in listed]
+        ranked = list(dict.fromkeys([*first, *sorted(listed)]))
+        kept = ranked[: max(0, self.max_brokers)]
+        if len(kept) < len(ranked):
+            self.rec.note(
+                "brokers",
+                f"{len(ranked) - len(kept)} of the {len(ranked)} brokers listed were not "
+                f"contacted: at most {self.max_brokers} a poll (PULSAR_LENS_MAX_BROKERS); "
+                "their load, bundle ownership and topic stats are missing from this snapshot",
+            )
+        return tuple(sorted(kept))
 
     def bulk(self) -> None:
         a, jobs = self.answers, {}
@@ -244,7 +258,11 @@ class _Poll:
             )
         for listing in a.listings.values():
             for parent in missing_partitioned(listing):
-                path = parse_topic_name(parent).admin_path
+                try:
+                    path = parse_topic_name(parent).admin_path
+                except NameRefused as exc:
+                    self.rec.refuse("partitions", f"topic {shown_name(parent)}: {exc}")
+                    continue
                 jobs[("partitions", parent)] = self.call(
                     "partitions", collect_partition_count, path
                 )
@@ -329,6 +347,7 @@ def poll(
     deadline: float = DEFAULT_DEADLINE,
     detail_budget: int = DEFAULT_DETAIL_BUDGET,
     rotation: DetailRotation | None = None,
+    max_brokers: int = DEFAULT_MAX_BROKERS,
 ) -> Snapshot:
     """One Snapshot of the cluster behind `client`; never raises for an endpoint failure.
 
@@ -338,7 +357,8 @@ def poll(
     `lag_topics` topics with the largest backlogs get one `.../stats` call that asks for the
     earliest publish time in the backlog (time lag), so the extra cost is bounded.
     `deadline` (seconds) bounds the whole poll; `detail_budget` the per-topic calls, chosen
-    by `rotation` (pass the same one to every poll of a loop).
+    by `rotation` (pass the same one to every poll of a loop); `max_brokers` the brokers
+    that get per-broker calls. Names no request path can carry are refused, not asked for.
     `Snapshot.requests` counts the HTTP requests sent (retries included);
     `Snapshot.durations` sums the seconds of each endpoint family's calls (they overlap, so
     families can add up to more than `total`, the poll's wall time).
@@ -346,18 +366,21 @@ def poll(
     answers = PollAnswers(cluster=cluster or "", collected_at=dt.datetime.now(dt.UTC))
     before, started = client.requests_made, time.monotonic()
     client.deadline = started + deadline
+    rec = Recorder(client.deadline)
     try:
         with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="poll") as pool:
-            run = _Poll(client, pool, answers, timeout)
+            run = _Poll(client, pool, answers, timeout, rec)
             run.lag_topics = max(0, lag_topics)
             run.detail_budget = detail_budget
+            run.max_brokers = max_brokers
             run.rotation = rotation or DetailRotation()
             run.discover(cluster, namespaces)
             run.bulk()
             run.details()
     finally:
         client.deadline = None
-    answers.errors = run.rec.errors
-    answers.durations = {**run.rec.durations, "total": time.monotonic() - started}
+    rec.finish(deadline)
+    answers.errors = rec.errors
+    answers.durations = {**rec.durations, "total": time.monotonic() - started}
     answers.requests = client.requests_made - before
     return build_snapshot(answers)

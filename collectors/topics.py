@@ -36,6 +36,7 @@ from collectors.fields import (
 from collectors.notes import refuse, within
 from core.errors import AdminApiError
 from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord, TopicRecord
+from core.names import NameRefused, shown_name
 from core.topicname import TopicName, TopicNameError, parse_topic_name
 
 SINGLE_ACTIVE_TYPES = frozenset({"Exclusive", "Failover"})
@@ -142,9 +143,13 @@ def collect_topic_stats(
 
     `earliest_in_backlog` adds `?getEarliestTimeInBacklog=true`: the broker then reads the
     first unacked entry of each subscription (a ledger read) to fill
-    `earliestMsgPublishTimeInBacklog`, which is 0 otherwise.
+    `earliestMsgPublishTimeInBacklog`, which is 0 otherwise. NameRefused (before any
+    request) for a name no path can carry (e.g. a local name `..`).
     """
-    path = f"{parse_topic_name(topic).admin_path}/stats"
+    try:
+        path = f"{parse_topic_name(topic).admin_path}/stats"
+    except NameRefused as exc:
+        raise NameRefused(f"topic {shown_name(topic)}: {exc}") from None
     params = {"getEarliestTimeInBacklog": "true"} if earliest_in_backlog else None
     payload = client.get_json(path, params=params, base_url=web_url, timeout=timeout)
     if not isinstance(payload, dict):

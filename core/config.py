@@ -27,12 +27,14 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from core.secrets import Secret, display_url
 from core.values import (
     DEFAULT_DETAIL_BUDGET,
+    DEFAULT_MAX_BROKERS,
     DEFAULT_POLL_DEADLINE,
     DEFAULT_POLL_INTERVAL,
     DEFAULT_RETENTION,
     DEFAULT_SPARK_MASTER,
     DEFAULT_STORE,
     MAX_DETAIL_BUDGET,
+    MAX_MAX_BROKERS,
     admin_url_problem,
     format_duration,
     parse_duration,
@@ -51,6 +53,7 @@ GLOBAL_ENV: Mapping[str, str] = {
     "key_sampling": "PULSAR_LENS_KEY_SAMPLING",
     "poll_deadline": "PULSAR_LENS_POLL_DEADLINE",
     "detail_budget": "PULSAR_LENS_DETAIL_BUDGET",
+    "max_brokers": "PULSAR_LENS_MAX_BROKERS",
 }
 """Keys of the file's top level and the variables that override them."""
 
@@ -105,11 +108,19 @@ def _flag(value: Any) -> bool:
     raise ValueError(f"must be 1 or 0 (true/false, yes/no, on/off), got {text!r}")
 
 
-def _budget(value: Any) -> int:
+def _whole(value: Any, low: int, high: int) -> int:
     text = str(value).strip()
-    if isinstance(value, bool) or not text.isdigit() or not 0 <= int(text) <= MAX_DETAIL_BUDGET:
-        raise ValueError(f"must be a whole number from 0 to {MAX_DETAIL_BUDGET}, got {value!r}")
+    if isinstance(value, bool) or not text.isdigit() or not low <= int(text) <= high:
+        raise ValueError(f"must be a whole number from {low} to {high}, got {value!r}")
     return int(text)
+
+
+def _budget(value: Any) -> int:
+    return _whole(value, 0, MAX_DETAIL_BUDGET)
+
+
+def _max_brokers(value: Any) -> int:
+    return _whole(value, 1, MAX_MAX_BROKERS)
 
 
 def _url(value: Any) -> Any:
@@ -263,6 +274,7 @@ class LensConfig(BaseSettings):
     key_sampling: Flag = False
     poll_deadline: Duration = DEFAULT_POLL_DEADLINE
     detail_budget: Annotated[int, BeforeValidator(_budget)] = DEFAULT_DETAIL_BUDGET
+    max_brokers: Annotated[int, BeforeValidator(_max_brokers)] = DEFAULT_MAX_BROKERS
     clusters: tuple[ClusterSettings, ...] = ()
 
     @classmethod

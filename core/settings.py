@@ -17,6 +17,7 @@ lists every key). The environment variables:
     PULSAR_LENS_POLL_DEADLINE   the longest one poll may take; calls not started by then are
                                 skipped and recorded (2m)
     PULSAR_LENS_DETAIL_BUDGET   per-topic stats calls per poll, rotated over the topics (500)
+    PULSAR_LENS_MAX_BROKERS     brokers one poll makes its per-broker calls to (1000)
     PULSAR_LENS_MAX_RESPONSE    largest admin answer read, in MiB (64)
     PULSAR_LENS_TRUSTED_ORIGINS origins besides the admin URL's that may receive credentials
 
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING
 from core.secrets import Secret
 from core.values import (
     DEFAULT_DETAIL_BUDGET,
+    DEFAULT_MAX_BROKERS,
     DEFAULT_POLL_DEADLINE,
     DEFAULT_POLL_INTERVAL,
     DEFAULT_RETENTION,
@@ -92,6 +94,7 @@ class Settings:
     key_sampling: bool = False
     poll_deadline: dt.timedelta = DEFAULT_POLL_DEADLINE
     detail_budget: int = DEFAULT_DETAIL_BUDGET
+    max_brokers: int = DEFAULT_MAX_BROKERS
     clusters: tuple[ClusterSettings, ...] = ()
     config_file: Path | None = None
 
@@ -127,6 +130,7 @@ class Settings:
             key_sampling=c.key_sampling,
             poll_deadline=c.poll_deadline,
             detail_budget=c.detail_budget,
+            max_brokers=c.max_brokers,
             clusters=c.clusters,
             config_file=loaded.file,
         )

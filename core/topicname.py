@@ -19,16 +19,15 @@ bundle. Names the broker refuses raise `TopicNameError` with the broker's own me
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-from urllib.parse import quote
+
+from core.names import NAMED_ENTITY, namespace_path, segment
 
 DOMAINS = ("persistent", "non-persistent")
 PARTITION_SUFFIX = "-partition-"
 INT_MAX = 2**31 - 1
-_NAMED_ENTITY = re.compile(r"[-=:.A-Za-z0-9_]*")  # Java's \w is ASCII-only here
 
 
 class TopicNameError(ValueError):
@@ -57,9 +56,11 @@ class TopicName:
 
     @property
     def admin_path(self) -> str:
-        """The admin REST prefix of this topic, e.g. /admin/v2/persistent/t/ns/x."""
+        """The admin REST prefix of this topic, e.g. /admin/v2/persistent/t/ns/x, every part
+        a `core.names.segment`; NameRefused for a part no path can carry (e.g. `..`)."""
         version = "v2/" if self.v2 else ""
-        return f"/admin/{version}{self.domain}/{self.namespace}/{quote(self.local, safe='')}"
+        space, local = namespace_path(self.namespace), segment(self.local)
+        return f"/admin/{version}{self.domain}/{space}/{local}"
 
 
 @lru_cache(maxsize=65_536)
@@ -164,7 +165,7 @@ def _check_namespace(tenant: str, cluster: str | None, namespace: str) -> None:
     if not all(parts):
         raise TopicNameError(f"Invalid namespace format. namespace: {'/'.join(parts)}")
     for part in parts:
-        if not _NAMED_ENTITY.fullmatch(part):
+        if not NAMED_ENTITY.fullmatch(part):
             raise TopicNameError(f"Invalid named entity: {part}")
 
 

@@ -20,6 +20,11 @@ DEFAULT_SPARK_MASTER = "local[2]"
 DEFAULT_POLL_DEADLINE = dt.timedelta(minutes=2)
 DEFAULT_DETAIL_BUDGET = 500
 MAX_DETAIL_BUDGET = 100_000
+DEFAULT_MAX_BROKERS = 1_000
+"""Brokers one poll makes its per-broker calls to (four each). The largest Pulsar clusters
+run a few hundred brokers; 1,000 leaves room for those while 4,000 calls at the default
+concurrency still fit the default deadline when each answers in about 0.2 s."""
+MAX_MAX_BROKERS = 100_000
 MAX_DURATION = dt.timedelta(days=3650)
 """The longest duration a setting takes: ten years (longer is a typo, not a plan)."""
 MIN_RETENTION = dt.timedelta(minutes=1)

@@ -82,15 +82,32 @@ def answer_problems(errors: pd.DataFrame) -> pd.DataFrame:
     return errors[endpoints.isin(ACTIONS).fillna(False).astype(bool)]
 
 
-def failed_brokers(errors: pd.DataFrame) -> list[str]:
-    """The brokers ("host:port") whose own calls failed in a poll: those sent to a broker's
-    URL rather than to the admin URL (per-broker stats, owned bundles, load report)."""
-    found = set()
+BROKER_CALLS = (
+    ("/broker-stats/topics", "its topics' stats (rates, backlogs, subscriptions, consumers)"),
+    ("/ownedNamespaces", "which bundles it owns"),
+    ("/broker-stats/load-report", "its load report (CPU, memory, message rates)"),
+    ("/broker-stats/metrics", "its load manager's counters (bundles unloaded and split)"),
+    ("/brokers/version", "its version"),
+    ("/stats", "that topic's live stats (hash ranges, draining hashes, active consumer)"),
+    ("/partitions", "that partitioned topic's partition count"),
+)
+"""The calls a poll sends to a broker's own URL, by how their path ends, and what a snapshot
+lacks when one fails."""
+
+
+def compute_broker_failures(errors: pd.DataFrame) -> pd.DataFrame:
+    """One row per failed call sent to a broker's own URL rather than the admin URL: the
+    broker ("host:port"), the call, and what its failure leaves out of the snapshot."""
+    rows = []
     for endpoint in errors.get("endpoint", pd.Series(dtype="string")).dropna():
-        target = str(endpoint).partition(" ")[2]
-        if "://" in target:
-            found.add(urlsplit(target).netloc)
-    return sorted(found - {""})
+        method, _, target = str(endpoint).partition(" ")
+        if "://" not in target:
+            continue
+        parts = urlsplit(target)
+        missing = next((m for end, m in BROKER_CALLS if parts.path.endswith(end)), "its answer")
+        rows.append({"broker": parts.netloc, "call": f"{method} {parts.path}", "missing": missing})
+    frame = pd.DataFrame(rows, columns=["broker", "call", "missing"], dtype="string")
+    return frame.drop_duplicates().sort_values(["broker", "call"], ignore_index=True)
 
 
 def _json_object(text: object) -> dict[str, float]:

@@ -49,9 +49,12 @@ with components.guarded("The overview"):
                 "left out or cut (each line below says what, why, how many times, and the "
                 "first names); everything else they held is shown."
             )
-        if failed := frames.failed_brokers(status.errors):
+        failed = frames.compute_broker_failures(status.errors)
+        if not failed.empty:
+            # names are the cluster's data: shown in a table, never inside Markdown
             st.warning(
-                f"The calls to broker(s) {', '.join(f'`{b}`' for b in failed)} failed: their "
-                "topics, bundles and load are missing from this snapshot (is the broker down?)."
+                f"{len(failed)} call(s) to {failed['broker'].nunique()} broker(s) failed; "
+                "only what each one gives is missing from this snapshot:"
             )
+            st.dataframe(failed, hide_index=True)
         st.dataframe(status.errors, hide_index=True)

@@ -124,3 +124,37 @@ def test_ten_thousand_key_shared_topics_make_a_bounded_poll_and_rotate(tmp_path:
             assert any("deferred to the next polls" in n for n in notes)
     assert len(detailed[0]) == len(detailed[1]) > 150
     assert not detailed[0] & detailed[1]  # the second poll detailed other topics
+
+
+def loopback_ids(count: int, port: int) -> list[str]:
+    """`count` distinct broker ids that all reach 127.0.0.1:`port`: zero-padded octets
+    (`127.0.00.001`), which the resolver reads as 127.0.0.1."""
+    ids = []
+    for i in range(count):
+        a, b, c = i % 22, i // 22 % 22, i // 484
+        ids.append(f"127.{'0' * a}0.{'0' * b}0.{'0' * c}1:{port}")
+    return ids
+
+
+def test_ten_thousand_brokers_make_a_bounded_poll_said_in_a_few_lines(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with FakeAdmin() as fake:
+        port = int(fake.host.rsplit(":", 1)[1])
+        brokers = loopback_ids(10_000, port)
+        fake.mutate("/admin/v2/brokers/standalone", lambda _: brokers)
+        owned = "/admin/v2/brokers/standalone/127.0.0.1:8080/ownedNamespaces"
+        for broker in brokers:  # each broker is asked for its bundles on its own path
+            fake.rule(owned.replace("127.0.0.1:8080", broker), lambda _s: (200, {}, b"{}"))
+        env = {"PULSAR_ADMIN_URL": fake.url, "PULSAR_LENS_POLL_DEADLINE": "5s"}
+        done = run_lens("collect", "--once", "--store", str(store), env=env, timeout=300)
+        contacted = {s.headers.get("Host") for s in fake.seen("/admin/v2/broker-stats/")}
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = Store(store).snapshots().iloc[0]
+    took = json.loads(row["durations_json"])["total"]
+    assert took < 5 + 10, f"the poll took {took:.1f}s with a 5s deadline"
+    assert len(contacted) <= 1_000
+    errors = json.loads(row["errors_json"])
+    cut = [e["message"] for e in errors if e["endpoint"] == "brokers"]
+    assert cut == [cut[0]] and "9000 of the 10000 brokers listed were not contacted" in cut[0]
+    assert len(errors) < 50, errors[:60]  # what was cut or skipped is said once, not per call
+    assert done.stderr.count("\n") < 100, done.stderr[-3000:]

@@ -122,11 +122,13 @@ def _consumers() -> tuple[ConsumerRecord, ...]:
     return tuple(out)
 
 
-def make_poll(at: dt.datetime, poll: int, *, partial: bool = False) -> Snapshot:
+def make_poll(
+    at: dt.datetime, poll: int, *, partial: bool = False, failed: tuple[EndpointError, ...] = ()
+) -> Snapshot:
     errors = (
         (EndpointError("GET /admin/v2/broker-stats/load-report", 503, "Service Unavailable"),)
         if partial
-        else ()
+        else failed
     )
     return Snapshot(
         cluster="standalone",
@@ -168,13 +170,16 @@ def write_scenario(
     interval: float = 10.0,
     last_age: float = 1.0,
     partial: bool = False,
+    failed: tuple[EndpointError, ...] = (),
 ) -> Store:
-    """Write `polls` polls, `interval` s apart, the newest `last_age` s ago; return the store."""
+    """Write `polls` polls, `interval` s apart, the newest `last_age` s ago (with the errors
+    `failed`, or a partial one's); return the store."""
     store = Store(root)
     now = dt.datetime.now(dt.UTC)
     for poll in range(polls):
         at = now - dt.timedelta(seconds=last_age + (polls - 1 - poll) * interval)
-        snapshot = make_poll(at, poll, partial=partial and poll == polls - 1)
+        newest = poll == polls - 1
+        snapshot = make_poll(at, poll, partial=partial and newest, failed=failed if newest else ())
         store.write(snapshot, events=_events(at, poll))
     return store
 

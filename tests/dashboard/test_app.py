@@ -150,6 +150,33 @@ def test_app_overview_says_what_the_answers_held_that_was_refused(
     assert list(errors["message"]) == [line]
 
 
+BROKER_CALLS = {
+    "/admin/v2/broker-stats/topics": "topics' stats",
+    "/admin/v2/brokers/standalone/b1:8080/ownedNamespaces": "bundles it owns",
+    "/admin/v2/broker-stats/load-report": "load report",
+    "/admin/v2/broker-stats/metrics": "load manager's counters",
+    "/admin/v2/brokers/version": "its version",
+}
+
+
+@pytest.mark.parametrize("path", sorted(BROKER_CALLS))
+def test_app_overview_names_the_one_broker_call_that_failed(
+    store_dir: Path, app: AppRunner, path: str
+) -> None:
+    error = EndpointError(f"GET http://b1:8080{path}", 503, "Service Unavailable")
+    write_scenario(store_dir, failed=(error,))
+    at = app()
+    failed = _frame(at, "broker", "call", "missing")
+    assert failed.to_dict("records") == [
+        {"broker": "b1:8080", "call": f"GET {path}", "missing": failed["missing"].iloc[0]}
+    ]
+    assert BROKER_CALLS[path] in failed["missing"].iloc[0]
+    others = [m for p, m in BROKER_CALLS.items() if p != path]
+    said = " ".join([*(w.value for w in at.warning), failed["missing"].iloc[0]])
+    assert not any(m in said for m in others)
+    assert "topics, bundles and load" not in said
+
+
 def test_app_key_shared_shows_the_subscription_with_most_draining_hashes_first(
     scenario: Store, plugin_page: PageRunner
 ) -> None:
