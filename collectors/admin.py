@@ -3,10 +3,11 @@
 Every call has a timeout. Only idempotent GETs are retried (connection errors, a connection
 that breaks mid-answer: reset, or closed before its Content-Length; 429, 502, 503, 504) with
 exponential backoff or the server's Retry-After; PUT, POST and DELETE are sent once. Within a
-poll (`deadline` set) no wait, read or retry outlasts the poll's deadline: a retry that would
-is not made, and the failure is told as it was. Failures raise `AdminApiError` or
-`AdminApiUnreachable`, whose texts go through `core.secrets.clean`: no token, password or
-Basic credential, even when a server echoes request headers, and no control characters.
+poll (`deadline` set) no wait, read or retry outlasts the poll's deadline, not even a status
+line or headers trickled a byte at a time (`collectors.transport`): a retry that would is not
+made, and the failure is told as it was. Failures raise `AdminApiError` or
+`AdminApiUnreachable`, whose texts go through `core.secrets.clean`: no token, password or Basic
+credential, even when a server echoes request headers, and no control characters.
 
 Credentials (the Bearer token, or `user:password@` in the admin URL sent as HTTP Basic) go
 only to the admin URL's origin (scheme, host and port) and to the origins listed in
