@@ -3,10 +3,11 @@
 Every call has a timeout. Only idempotent GETs are retried (connection errors, a connection
 that breaks mid-answer: reset, or closed before its Content-Length; 429, 502, 503, 504) with
 exponential backoff or the server's Retry-After; PUT, POST and DELETE are sent once. Within a
-poll (`deadline` set) no wait, read or retry outlasts the poll's deadline: a retry that would
-is not made, and the failure is told as it was. Failures raise `AdminApiError` or
-`AdminApiUnreachable`, whose texts go through `core.secrets.clean`: no token, password or
-Basic credential, even when a server echoes request headers, and no control characters.
+poll (`deadline` set) no wait, read or retry outlasts the poll's deadline, not even a status
+line or headers trickled a byte at a time (`collectors.transport`): a retry that would is not
+made, and the failure is told as it was. Failures raise `AdminApiError` or
+`AdminApiUnreachable`, whose texts go through `core.secrets.clean`: no token, password or Basic
+credential, even when a server echoes request headers, and no control characters.
 
 Credentials (the Bearer token, or `user:password@` in the admin URL sent as HTTP Basic) go
 only to the admin URL's origin (scheme, host and port) and to the origins listed in
@@ -32,7 +33,6 @@ from urllib.parse import urlsplit
 
 import requests
 import urllib3.exceptions
-from requests.adapters import HTTPAdapter
 
 from collectors.answers import (
     AnswerBroken,
@@ -44,6 +44,7 @@ from collectors.answers import (
 )
 from collectors.credentials import read_token_file
 from collectors.oauth2 import ClientCredentialsFlow, flow_from_env, jwt_claims, token_expired_at
+from collectors.transport import DeadlineAdapter, reads_by
 from core.errors import BODY_EXCERPT, AdminApiError, AdminApiUnreachable, CollectorError
 from core.secrets import Secret, clean, display_url, split_credentials
 from core.values import admin_url_problem
@@ -201,7 +202,7 @@ class AdminClient:
                 self.trust_cluster = True
             elif trusted.strip():
                 self.session.trusted_origins.add(origin(trusted.strip()))
-        adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size)
+        adapter = DeadlineAdapter(pool_connections=pool_size, pool_maxsize=pool_size)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.session.headers["Accept"] = "application/json"
@@ -390,19 +391,21 @@ class AdminClient:
             wait = per_read
             try:
                 self._count()
-                # no wait for the head may outlast the call's deadline (the poll's, at most)
+                # no wait for the head may outlast the call's deadline (the poll's, at most):
+                # not connecting, not one read, not a head trickled a byte at a time
                 wait = _bounded(per_read, deadline)
-                resp = self.session.request(
-                    method,
-                    url,
-                    params=params,
-                    json=json_body,
-                    headers=headers,
-                    timeout=wait,
-                    stream=True,
-                    # per call, else REQUESTS_CA_BUNDLE in the environment overrides our CA
-                    verify=self.session.verify,
-                )
+                with reads_by(deadline):
+                    resp = self.session.request(
+                        method,
+                        url,
+                        params=params,
+                        json=json_body,
+                        headers=headers,
+                        timeout=wait,
+                        stream=True,
+                        # per call, else REQUESTS_CA_BUNDLE in the environment overrides our CA
+                        verify=self.session.verify,
+                    )
                 self._read_body(resp, deadline, per_read, method, path)
             except requests.exceptions.SSLError as exc:
                 raise AdminApiUnreachable(method, path, self._reason(exc, _tls_hint(exc))) from None
@@ -417,7 +420,8 @@ class AdminClient:
                 failure, why = AdminApiUnreachable(method, path, exc.reason), exc.reason
             except requests.Timeout:
                 # a read timeout is not retried: the broker is slow, asking again adds load
-                raise AdminApiUnreachable(method, path, _no_answer(per_read, wait)) from None
+                late = self._late(deadline)
+                raise AdminApiUnreachable(method, path, late or _no_answer(per_read)) from None
             except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
                 raise AdminApiUnreachable(method, path, self._reason(exc)) from None
             except OSError as exc:  # requests' own: a CA bundle or client cert it cannot read
@@ -447,6 +451,14 @@ class AdminClient:
             raise AdminApiUnreachable(method, path, "skipped: the poll's deadline had passed")
         own = now + per_read * CALL_TIMEOUTS
         return own if self.deadline is None else min(own, self.deadline)
+
+    def _late(self, deadline: float) -> str:
+        """Why a call that timed out at its `deadline` has no answer ("" when it timed out
+        before: one read waited its whole timeout)."""
+        if time.monotonic() < deadline:
+            return ""
+        whose = "the poll's" if deadline == self.deadline else "the call's"
+        return f"no whole status line and headers came before {whose} deadline passed"
 
     def _read_body(
         self, resp: requests.Response, deadline: float, per_read: float, method: str, path: str
@@ -591,9 +603,7 @@ def _bounded(per_read: float, deadline: float) -> float:
     return per_read if per_read <= left else max(0.001, left)
 
 
-def _no_answer(per_read: float, waited: float) -> str:
-    if waited < per_read:
-        return f"no answer within {waited:.2f}s, when the poll's deadline passed"
+def _no_answer(per_read: float) -> str:
     return f"no answer within {per_read:g}s"
 
 

@@ -31,6 +31,7 @@ from urllib.parse import unquote, unquote_to_bytes, urlsplit
 import requests
 
 from collectors.answers import AnswerBroken, AnswerLate, AnswerStalled, AnswerTooLarge, read_body
+from collectors.transport import DeadlineAdapter, reads_by
 from core.errors import CollectorError
 from core.secrets import Secret, clean, display_url, forget
 
@@ -150,6 +151,8 @@ class ClientCredentialsFlow:
         self.fetches = 0
         self._clock = clock
         self._session = requests.Session()
+        self._session.mount("http://", DeadlineAdapter())
+        self._session.mount("https://", DeadlineAdapter())
         self._session.verify = verify
         self._lock = threading.Lock()
         self._token: Secret | None = None
@@ -252,14 +255,15 @@ class ClientCredentialsFlow:
         unreachable = f"cannot reach the OAuth2 issuer at {where}"
         hint = "check PULSAR_LENS_OAUTH2_ISSUER_URL"
         try:
-            resp = self._session.request(
-                method,
-                url,
-                timeout=end - started,
-                verify=self._session.verify,
-                stream=True,
-                **kwargs,
-            )
+            with reads_by(end):  # the head too: an issuer trickling it is cut off at `end`
+                resp = self._session.request(
+                    method,
+                    url,
+                    timeout=end - started,
+                    verify=self._session.verify,
+                    stream=True,
+                    **kwargs,
+                )
             body = read_body(resp, deadline=end, per_read=self.timeout, cap=ANSWER_CAP)
         except (requests.Timeout, AnswerLate, AnswerStalled):
             raise OAuth2Error(

@@ -15,7 +15,7 @@ lists every key). The environment variables:
     PULSAR_LENS_SPARK_MASTER    Spark master URL (local[2])
     PULSAR_LENS_KEY_SAMPLING    1 to sample message keys while collecting (off: it reads data)
     PULSAR_LENS_POLL_DEADLINE   the longest one poll may take; calls not started by then are
-                                skipped and recorded (2m)
+                                skipped and recorded, calls in flight end at it (2m)
     PULSAR_LENS_DETAIL_BUDGET   per-topic stats calls per poll, rotated over the topics (500)
     PULSAR_LENS_MAX_BROKERS     brokers one poll makes its per-broker calls to (1000)
     PULSAR_LENS_MAX_RESPONSE    largest admin answer read, in MiB (64)

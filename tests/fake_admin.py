@@ -4,8 +4,10 @@ on request: for tests that run `pulsar-lens` as a subprocess against "a cluster"
 `FakeAdmin(scenario)` serves tests/data/admin_api/<scenario> on 127.0.0.1 (a free port), with
 the recorded broker address rewritten to its own, so per-broker calls come back to it.
 `rule(path, fn)` replaces the answer of one path: `fn(request)` returns (status, headers,
-body bytes) or an iterable of byte chunks to trickle; `mutate(path, fn)` edits the recorded
-JSON instead. Every request is kept in `requests` (path, headers).
+body bytes) or an iterable of byte chunks to trickle, or `Raw(chunks)`: bytes sent as they
+come, status line and headers included, to misbehave before the body; `mutate(path, fn)`
+edits the recorded JSON instead. GET and POST are answered alike (a POST's body is read and
+dropped). Every request is kept in `requests` (path, headers, method).
 """
 
 from __future__ import annotations
@@ -28,9 +30,18 @@ class Seen:
     path: str
     query: str
     headers: dict[str, str] = field(default_factory=dict)
+    method: str = "GET"
 
 
-Answer = tuple[int, dict[str, str], bytes | Iterable[bytes]]
+@dataclass(frozen=True)
+class Raw:
+    """An answer written exactly as `chunks` give it, each flushed on its own: the status
+    line and headers are the rule's to send (or to trickle, or never to finish)."""
+
+    chunks: Iterable[bytes]
+
+
+Answer = tuple[int, dict[str, str], bytes | Iterable[bytes]] | Raw
 Rule = Callable[[Seen], Answer]
 
 
@@ -101,13 +112,18 @@ class FakeAdmin:
 
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
-                seen = Seen(parts.path, parts.query, dict(self.headers.items()))
+                seen = Seen(parts.path, parts.query, dict(self.headers.items()), self.command)
                 with fake._lock:
                     fake.requests.append(seen)
                 try:
-                    status, headers, body = fake._answer(seen)
+                    answer = fake._answer(seen)
                 except Exception as exc:  # a broken rule is a 500, never a hung test
-                    status, headers, body = 500, {}, f"fake admin: {exc!r}".encode()
+                    answer = 500, {}, f"fake admin: {exc!r}".encode()
+                if isinstance(answer, Raw):
+                    self.close_connection = True
+                    self._trickle(answer.chunks)
+                    return
+                status, headers, body = answer
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
@@ -119,6 +135,10 @@ class FakeAdmin:
                 self.send_header("Connection", "close")
                 self.end_headers()
                 self._trickle(body)
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.do_GET()
 
             def _trickle(self, chunks: Iterable[bytes]) -> None:
                 try:
