@@ -51,12 +51,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(given)
     try:
         setup_logging(level=logging.DEBUG if args.verbose else None)
+        register_secrets()
         return int(args.func(args) or 0)
     except DashboardError as exc:
         print(f"pulsar-lens: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def register_secrets() -> None:
+    """Make every credential the settings name known to redaction before anything runs:
+    whatever this command prints or stores, a plugin's words included, goes without them."""
+    from collectors.credentials import register_known_secrets
+    from core.settings import Settings
+
+    try:
+        clusters = Settings.from_env().clusters
+    except DashboardError:
+        clusters = ()  # the command that reads the settings says what is wrong with them
+    register_known_secrets(os.environ, clusters)
 
 
 def _is_utf8(arg: str) -> bool:

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 import urllib3.exceptions
@@ -46,7 +46,7 @@ from collectors.credentials import read_token_file
 from collectors.oauth2 import ClientCredentialsFlow, flow_from_env, jwt_claims, token_expired_at
 from collectors.transport import DeadlineAdapter, reads_by
 from core.errors import BODY_EXCERPT, AdminApiError, AdminApiUnreachable, CollectorError
-from core.secrets import Secret, clean, display_url, split_credentials
+from core.secrets import Secret, clean, display_url, header_safe, split_credentials
 from core.values import admin_url_problem
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ MAX_BACKOFF = 5.0
 AUTH_HINT_MISSING = "set PULSAR_ADMIN_TOKEN or PULSAR_ADMIN_TOKEN_FILE"
 TOKEN_SOURCE = "the token from PULSAR_ADMIN_TOKEN / PULSAR_ADMIN_TOKEN_FILE"
 OAUTH2_SOURCE = "the OAuth2 access token (PULSAR_LENS_OAUTH2_*)"
+PASSWORD_SOURCE = "the password of user {user!r} in PULSAR_ADMIN_URL"
 TLS_HINT = "set PULSAR_LENS_CA_BUNDLE to the cluster's CA file (or PULSAR_LENS_TLS_VERIFY=false)"
 CLIENT_CERT_HINT = (
     "the broker wants a client certificate it trusts; set PULSAR_LENS_TLS_CERT_FILE and "
@@ -180,19 +181,25 @@ class AdminClient:
                 f"admin URL {problem}; set PULSAR_ADMIN_URL, e.g. http://localhost:8080"
             )
         base_url, user, password = split_credentials(base_url)
-        self.base_url = base_url.rstrip("/")
+        # a query in the admin URL (an API gateway's key) goes with every call to that URL,
+        # after the call's path: never spliced in before it
+        parts = urlsplit(base_url)
+        self.base_url = urlunsplit(parts._replace(query="", fragment="")).rstrip("/")
+        self._base_query = parts.query
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
         self.deadline: float | None = None  # time.monotonic() after which calls are skipped
         self.retries = max(0, retries)
         self.backoff = max(0.0, backoff)
+        setting = "PULSAR_ADMIN_TOKEN"
         if token is None and token_file is not None:
             token = read_token_file(token_file)
+            setting = f"PULSAR_ADMIN_TOKEN_FILE ({os.fspath(token_file)!r})"
         self._secret = Secret(token) if token else None
-        if token and any(ord(c) < 32 or ord(c) == 127 for c in token):
+        if token and not header_safe(token):
             raise CollectorError(
-                "the admin token contains a line break or another control character, which "
-                "no HTTP header can carry; check PULSAR_ADMIN_TOKEN or PULSAR_ADMIN_TOKEN_FILE"
+                "the admin token holds a line break, a control character or a character "
+                f"outside ASCII (an emoji?), which no HTTP header can carry; check {setting}"
             )
         self.session = _BrokerSession()
         self.session.trusted_origins.add(origin(self.base_url))
@@ -214,6 +221,13 @@ class AdminClient:
             pair = f"{user or ''}:{password.reveal()}".encode()
             self.session.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         self._has_credentials = "Authorization" in self.session.headers or bool(self._oauth2)
+        self._source = (
+            TOKEN_SOURCE
+            if self._secret
+            else OAUTH2_SOURCE
+            if self._oauth2
+            else PASSWORD_SOURCE.format(user=clean(user or ""))
+        )
         self.session.verify = os.fspath(ca_bundle) if (ca_bundle and verify) else verify
         if not verify:
             _warn_unverified()
@@ -358,7 +372,10 @@ class AdminClient:
 
     def _url(self, path: str, base_url: str | None) -> str:
         base = (base_url or self.base_url).rstrip("/")
-        return base + (path if path.startswith("/") else "/" + path)
+        url = base + (path if path.startswith("/") else "/" + path)
+        if self._base_query and base == self.base_url:
+            url += ("&" if "?" in url else "?") + self._base_query
+        return url
 
     def _count(self) -> None:
         with self._lock:
@@ -553,7 +570,7 @@ class AdminClient:
     def _auth_hint(self, *, forbidden: bool) -> str:
         """What to fix when the broker refused our credentials: who we are (expired, wrong
         key) or what our role may do (`forbidden`; Pulsar answers most of those with 401)."""
-        source = OAUTH2_SOURCE if self._oauth2 else TOKEN_SOURCE
+        source = self._source
         token = self._secret.reveal() if self._secret else ""
         if forbidden:
             role = jwt_claims(token).get("sub") if token else None
@@ -568,7 +585,12 @@ class AdminClient:
                 f"{source} was refused: the broker could not authenticate it; check "
                 "PULSAR_LENS_OAUTH2_AUDIENCE and that the broker trusts the issuer's key"
             )
-        expired = token_expired_at(token) if token else None
+        if not token:
+            return (
+                f"{source} was refused: the broker could not authenticate that user with it; "
+                "check both"
+            )
+        expired = token_expired_at(token)
         if expired is not None:
             when = f"{expired:%Y-%m-%dT%H:%M:%SZ}"
             return f"{source} was refused: it expired at {when}; create a new one"

@@ -33,7 +33,8 @@ import requests
 from collectors.answers import AnswerBroken, AnswerLate, AnswerStalled, AnswerTooLarge, read_body
 from collectors.transport import DeadlineAdapter, reads_by
 from core.errors import CollectorError
-from core.secrets import Secret, clean, display_url, forget
+from core.secretfile import SecretFileError, read_secret_file
+from core.secrets import Secret, clean, display_url, forget, header_safe
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ WELL_KNOWN = "/.well-known/openid-configuration"
 FAILURE_HOLD = 5.0  # seconds a failed fetch is answered from memory
 MAX_MARGIN = 60.0  # refresh at most this many seconds before expiry
 DEFAULT_LIFETIME = 3600.0  # when the issuer says neither expires_in nor exp
+MAX_LIFETIME = 86400.0  # a longer lifetime is taken as a day: the token is fetched daily
 CREDENTIALS_HINT = "fix PULSAR_LENS_OAUTH2_PRIVATE_KEY (a JSON file with client_id, client_secret)"
 TOKEN_VARS = ("PULSAR_CLIENT_TOKEN", "PULSAR_ADMIN_TOKEN")
 ANSWER_CAP = 1024 * 1024  # an issuer's answer is a few hundred bytes
@@ -71,10 +73,10 @@ def read_credentials(ref: str) -> Credentials:
             where = "the data: URL"
         else:
             path = unquote(urlsplit(ref).path) if ref.startswith("file:") else ref
-            raw = Path(path).read_bytes()
             where = repr(path)
-    except OSError as exc:
-        why = f"cannot read the OAuth2 credentials: {exc.strerror}"
+            raw = read_secret_file(path)
+    except SecretFileError as exc:
+        why = f"cannot read the OAuth2 credentials: the file {exc}"
         raise OAuth2Error(f"{why}; {CREDENTIALS_HINT}") from None
     except (binascii.Error, ValueError):
         why = "the OAuth2 credentials data: URL is not base64"
@@ -174,7 +176,7 @@ class ClientCredentialsFlow:
             if self._failure is not None and now < self._failure[0]:
                 raise self._failure[1]
             try:
-                token, lifetime = self._fetch(deadline)
+                token, lifetime, how = self._fetch(deadline)
             except OAuth2Error as exc:
                 self._failure = (now + FAILURE_HOLD, exc)
                 raise
@@ -185,11 +187,7 @@ class ClientCredentialsFlow:
             self._expires_at = now + lifetime
             self._refresh_at = now + lifetime - min(MAX_MARGIN, lifetime / 4)
             self.fetches += 1
-            log.info(
-                "OAuth2: new access token from %s, valid %.0fs",
-                display_url(self.issuer_url),
-                lifetime,
-            )
+            log.info("OAuth2: new access token from %s, %s", display_url(self.issuer_url), how)
             return token
 
     def invalidate(self) -> None:
@@ -200,7 +198,7 @@ class ClientCredentialsFlow:
     def close(self) -> None:
         self._session.close()
 
-    def _fetch(self, deadline: float | None) -> tuple[Secret, float]:
+    def _fetch(self, deadline: float | None) -> tuple[Secret, float, str]:
         endpoint = self._endpoint or self._discover(deadline)
         form = {
             "grant_type": "client_credentials",
@@ -222,13 +220,40 @@ class ClientCredentialsFlow:
                 f"PULSAR_LENS_OAUTH2_PRIVATE_KEY, PULSAR_LENS_OAUTH2_AUDIENCE and _SCOPE"
             )
         token = Secret(payload["access_token"])
-        expires_in = payload.get("expires_in")
-        if isinstance(expires_in, int | float) and expires_in > 0:
-            return token, float(expires_in)
-        exp = jwt_claims(token.reveal()).get("exp")
-        if isinstance(exp, int | float):
-            return token, max(1.0, exp - self._clock())
-        return token, DEFAULT_LIFETIME
+        if not header_safe(token.reveal()):
+            raise OAuth2Error(
+                f"the OAuth2 issuer {display_url(endpoint)} gave an access token with characters "
+                "an HTTP header cannot carry (only printable ASCII can); check the issuer"
+            )
+        return (token, *self._lifetime(payload.get("expires_in"), token, endpoint))
+
+    def _lifetime(self, expires_in: Any, token: Secret, endpoint: str) -> tuple[float, str]:
+        """How long `token` lasts, by the issuer's `expires_in`, else the token's `exp`, and
+        how that is known, in words for the log. An expired token is an `OAuth2Error`."""
+        seconds = _seconds(expires_in)
+        why = f"expires_in {clean(json.dumps(expires_in), limit=40)}"
+        if seconds is None:
+            exp = jwt_claims(token.reveal()).get("exp")
+            if isinstance(exp, int | float) and not isinstance(exp, bool):
+                seconds, why = float(exp) - self._clock(), "the token's exp claim"
+            elif expires_in is None:
+                return (
+                    DEFAULT_LIFETIME,
+                    f"the issuer said not for how long: {DEFAULT_LIFETIME:.0f}s assumed",
+                )
+            else:
+                return (
+                    DEFAULT_LIFETIME,
+                    f"{why} is not a number of seconds: {DEFAULT_LIFETIME:.0f}s assumed",
+                )
+        if not seconds > 0:  # NaN too
+            raise OAuth2Error(
+                f"the OAuth2 issuer {display_url(endpoint)} gave an access token that is "
+                f"already expired ({why}); check the issuer's clock and token lifetime"
+            )
+        if seconds > MAX_LIFETIME:
+            return MAX_LIFETIME, f"{why}, more than a day: refreshed after {MAX_LIFETIME:.0f}s"
+        return seconds, f"valid {seconds:.0f}s ({why})"
 
     def _discover(self, deadline: float | None) -> str:
         url = self.issuer_url + WELL_KNOWN
@@ -294,6 +319,18 @@ class _Answer:
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+
+def _seconds(value: Any) -> float | None:
+    """`expires_in` as seconds: a JSON number, or digits in a string (some issuers send
+    one); None for anything else (absent, a boolean, words)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value) if value == value else None  # NaN says nothing
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return float(value.strip())
+    return None
 
 
 def _json(resp: _Answer) -> dict[str, Any]:

@@ -18,12 +18,13 @@
         ResultNotReady(plugin)     a Spark analysis with no stored result yet (a job makes it)
 
 Messages say what failed, where, and what to do. They never contain credentials: the admin
-API errors pass what they quote from the network through `core.secrets.clean`.
+API errors pass what they quote from the network through `core.secrets.clean`, the plugin
+errors what they quote from plugins through `core.secrets.redact`.
 """
 
 from __future__ import annotations
 
-from core.secrets import clean
+from core.secrets import clean, redact
 
 BODY_EXCERPT = 300
 
@@ -88,16 +89,20 @@ class ModelError(DashboardError):
 
 
 class PluginError(DashboardError):
-    """Base class of plugin failures."""
+    """Base class of plugin failures. Their messages quote plugins, which are someone else's
+    code: every known secret is redacted from them, whoever prints or stores them."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 class PluginLoadError(PluginError):
     """A plugin could not be imported or failed validation."""
 
     def __init__(self, source: str, message: str, plugin: str | None = None) -> None:
-        self.source = source
+        self.source = redact(source)
         self.plugin = plugin
-        self.message = message
+        self.message = redact(message)
         name = f"plugin {plugin!r} " if plugin else "plugin "
         super().__init__(f"{name}from {source}: {message}")
 

@@ -3,15 +3,19 @@
 `Secret` wraps a credential (admin token, URL password, client token): its repr, str and
 format are `***`, and creating one registers its value so that `redact()` removes it from any
 text, wherever that text came from: an error body that echoes request headers, a log line,
-an exception message. A multi-line value is removed whole and line by line, and the Basic
-form of a user and password (`base64(user:password)`) is registered with it.
+an exception message. A multi-line value is removed whole and line by line, and so are its
+encoded forms (base64 standard and URL-safe, padded or not; percent-encoded), as a server may
+quote it; the Basic form of a user and password (`base64(user:password)`) is registered too.
 
 `clean()` is what everything quoted from the network goes through before it is logged,
 stored or shown: secrets redacted, then control characters escaped, so that a newline in an
 error body cannot forge a log line.
 
-`split_credentials(url)` takes `user:password@` out of a URL: the URL is then safe to print,
-and the password is a `Secret`.
+`split_credentials(url)` takes `user:password@` out of a URL: the password is a `Secret`, and
+so is every value of the URL's query (a gateway's `?token=`); `display_url` shows neither.
+
+`is_credential_var(name, value)` says which environment variables carry a credential: what
+a process that runs someone else's code (a plugin worker) must not inherit.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import base64
 import logging
 import re
 import threading
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, quote, quote_plus, unquote, urlsplit, urlunsplit
 
 MASK = "***"
 MIN_PIECE = 4  # shorter lines of a multi-line secret are not worth (or safe) replacing
@@ -63,21 +68,40 @@ class Secret:
         return (Secret, (self._value,))
 
 
-def register(value: str) -> None:
-    """Make `redact()` remove `value` (whole, each line of it, and its stripped form)."""
+def _forms(value: str) -> set[str]:
+    """`value` whole, stripped, line by line, and each of its whole forms encoded."""
     pieces = {value, value.strip()}
     pieces.update(line.strip() for line in value.splitlines())
+    for whole in {value, value.strip()}:
+        raw = whole.encode("utf-8", "surrogateescape")
+        for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+            text = encoded.decode("ascii")
+            pieces.update((text, text.rstrip("=")))
+        escapes = (
+            quote(whole, safe="", errors="surrogateescape"),
+            quote(whole, errors="surrogateescape"),
+            quote_plus(whole, safe="", errors="surrogateescape"),
+        )
+        for escaped in escapes:
+            # a server may write the hex digits in either case
+            pieces.update((escaped, re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), escaped)))
+    return {p for p in pieces if len(p) >= MIN_PIECE}
+
+
+def register(value: str) -> None:
+    """Make `redact()` remove `value`: whole, each line of it, its stripped form and its
+    base64 and percent-encoded forms."""
+    forms = _forms(value)
     with _lock:
-        _known.update(p for p in pieces if len(p) >= MIN_PIECE)
+        _known.update(forms)
 
 
 def forget(value: str) -> None:
     """Stop redacting `value` (an access token long expired and replaced): keeps the set
     of known secrets from growing with every refresh of a short-lived token."""
-    pieces = {value, value.strip()}
-    pieces.update(line.strip() for line in value.splitlines())
+    forms = _forms(value)
     with _lock:
-        _known.difference_update(pieces)
+        _known.difference_update(forms)
 
 
 def register_basic(user: str, password: str) -> None:
@@ -96,6 +120,12 @@ def redact(text: str) -> str:
             text = text.replace(value, MASK)
     text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
     return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text)
+
+
+def header_safe(value: str) -> bool:
+    """Whether `value` can be sent in an HTTP header as it is: printable ASCII only (a
+    token with a line break, an emoji or a NUL is refused before anything is sent)."""
+    return value.isascii() and value.isprintable()
 
 
 def escape_controls(text: str) -> str:
@@ -121,12 +151,14 @@ def clean(text: object, *, limit: int | None = None) -> str:
 
 
 def split_credentials(url: str) -> tuple[str, str | None, Secret | None]:
-    """`(url without user:password@, user, password)`; the password is registered."""
+    """`(url without user:password@, user, password)`; the password is registered, and so is
+    each value of the URL's query (kept in the URL: it is sent, never shown)."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises for a malformed port
     except ValueError:  # not a URL we can take apart: print it with any userinfo masked
         return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", url), None, None
+    _register_query(parts.query)
     if parts.username is None and parts.password is None:
         return url, None, None
     user = unquote(parts.username or "")
@@ -138,9 +170,54 @@ def split_credentials(url: str) -> tuple[str, str | None, Secret | None]:
     return urlunsplit(bare), user or None, password
 
 
+def _register_query(query: str) -> None:
+    """A query in a configured URL is a credential (an API gateway's `?token=`): its values
+    are registered, the names (`token`) are not, so that the names stay readable."""
+    if query:
+        register(query)
+        for _, value in parse_qsl(query, keep_blank_values=True):
+            register(value)
+
+
 def display_url(url: str) -> str:
-    """The URL as it may be printed: without credentials."""
-    return split_credentials(url)[0]
+    """The URL as it may be printed: without credentials, its query's values masked."""
+    shown = split_credentials(url)[0]
+    try:
+        parts = urlsplit(shown)
+    except ValueError:
+        return shown
+    if not parts.query:
+        return shown
+    names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    masked = "&".join(f"{quote(name)}={MASK}" for name in names) or MASK
+    return urlunsplit(parts._replace(query=masked, fragment=""))
+
+
+_CREDENTIAL_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|OAUTH|AUTH_PARAMS|API_?KEY")
+_CREDENTIAL_VARS = frozenset({"PULSAR_LENS_CONFIG", "PULSAR_LENS_TLS_KEY_FILE"})
+
+
+def is_credential_var(name: str, value: str) -> bool:
+    """Whether an environment variable carries a credential or says where one is: a name
+    that reads like one (`PULSAR_ADMIN_TOKEN`, `*_TOKEN_FILE`, `PULSAR_LENS_OAUTH2_*`,
+    `PULSAR_LENS_OIDC_CLIENT_SECRET`, the settings file, which may hold tokens), a URL with
+    `user:password@` or a query, or a value holding a registered secret."""
+    upper = name.upper()
+    if upper in _CREDENTIAL_VARS or _CREDENTIAL_NAME.search(upper):
+        return True
+    if "://" in value:
+        try:
+            parts = urlsplit(value.strip())
+        except ValueError:
+            return True  # cannot tell what it holds: not worth the risk
+        if "@" in parts.netloc or parts.query:
+            return True
+    return redact(value) != value
+
+
+def without_credentials(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without its credential variables (`is_credential_var`)."""
+    return {k: v for k, v in environ.items() if not is_credential_var(k, v)}
 
 
 class RedactingFilter(logging.Filter):

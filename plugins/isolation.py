@@ -11,12 +11,16 @@ is killed by a signal or runs out of memory is reported as that plugin's failure
 imported in a worker too (`probe_import`, at most `PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT`,
 10 s), so one that hangs or exits at import is a load failure, not a hung command.
 
+Workers start without any credential: no token, password, OAuth2 setting or settings file
+in their environment (`_worker_environ`).
+
 Arguments and answers cross by pickle: inputs (pandas frames), params as a dict (the
 worker rebuilds them with the plugin's own `Params`), results and views.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import multiprocessing
@@ -27,11 +31,13 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.errors import PluginRunError, SettingsError
+from core.secrets import is_credential_var
 from core.settings import parse_duration
 
 TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_TIMEOUT"
@@ -177,24 +183,44 @@ def _start(worker: Any) -> None:
     """Start a worker without it re-running our `__main__` (multiprocessing would run the
     parent's main script in the child: the Streamlit app, a pytest run, the CLI).
 
-    The forkserver (started with the first worker) gets Arrow's system allocator: the
-    default one (mimalloc) reserves a 1 GiB arena at its first allocation, which counts
-    against RLIMIT_DATA, so under the default limit a plugin's first Arrow allocation failed.
+    The forkserver (started with the first worker, or again if it died) is started from the
+    environment `_worker_environ` makes. Workers fork from it, so they inherit that one.
     """
     with _start_lock:
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = types.ModuleType("__main__")
-        pool = os.environ.get(ARROW_POOL_ENV)
-        os.environ[ARROW_POOL_ENV] = "system"
         try:
-            worker.start()
+            with _worker_environ():
+                worker.start()
         finally:
-            if pool is None:
-                os.environ.pop(ARROW_POOL_ENV, None)
-            else:
-                os.environ[ARROW_POOL_ENV] = pool
             if main is not None:
                 sys.modules["__main__"] = main
+
+
+@contextlib.contextmanager
+def _worker_environ() -> Iterator[None]:
+    """This process's environment as the forkserver is started from, restored after.
+
+    Without any credential (`core.secrets.is_credential_var`): a plugin is someone else's
+    code, and the forkserver's start environment is what its workers see, in `os.environ`
+    and in /proc/self/environ alike, so it is never given one. With Arrow's system allocator:
+    the default one (mimalloc) reserves a 1 GiB arena at its first allocation, which counts
+    against RLIMIT_DATA, so under the default limit a plugin's first Arrow allocation failed.
+    """
+    saved = dict(os.environ)
+    dropped = [k for k, v in saved.items() if is_credential_var(k, v)]
+    for name in dropped:
+        del os.environ[name]
+    os.environ[ARROW_POOL_ENV] = "system"
+    try:
+        yield
+    finally:
+        for name in dropped:
+            os.environ[name] = saved[name]
+        if ARROW_POOL_ENV in saved:
+            os.environ[ARROW_POOL_ENV] = saved[ARROW_POOL_ENV]
+        else:
+            os.environ.pop(ARROW_POOL_ENV, None)
 
 
 def _wait(receive: Any, worker: Any, timeout: float) -> tuple[str, Any] | None:
@@ -226,6 +252,11 @@ def _exit(worker: Any) -> str:
 
 
 def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, send: Any) -> None:
+    # the forkserver was started without credentials (`_worker_environ`); should other code
+    # of this process have started it first, at least none is left in os.environ
+    for name, value in list(os.environ.items()):
+        if is_credential_var(name, value):
+            del os.environ[name]
     os.dup2(2, 1)  # what a plugin prints goes to stderr: stdout carries `analyze --json`
     sys.stdout = sys.stderr
     limit = _data_size() + memory

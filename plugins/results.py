@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.digest import cache_key
+from core.secrets import redact
 from plugins.api import Result
 
 log = logging.getLogger(__name__)
@@ -205,11 +206,16 @@ def _meta(stored: StoredResult, frames: list[str]) -> dict[str, Any]:
         "snapshot_ids": list(stored.snapshot_ids),
         "status": stored.status,
         "seconds": stored.seconds,
-        "error": stored.error,
-        "summary": dict(stored.result.summary) if stored.result is not None else {},
+        # a plugin's words: redacted like every text this product writes
+        "error": redact(stored.error) if stored.error is not None else None,
+        "summary": _redacted(dict(stored.result.summary)) if stored.result is not None else {},
         "frames": frames,
         "choices": {k: list(v) for k, v in stored.choices.items()},
     }
+
+
+def _redacted(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: redact(v) if isinstance(v, str) else v for k, v in summary.items()}
 
 
 def _plain(value: Any) -> Any:

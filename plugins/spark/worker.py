@@ -30,6 +30,7 @@ from typing import Any
 
 from core.errors import SettingsError
 from core.logs import setup_logging
+from core.secrets import without_credentials
 from core.settings import parse_duration
 from plugins import precompute, runner
 from plugins.registry import LoadedPlugin, discover
@@ -219,7 +220,9 @@ class WorkerProcess:
         with self._lock:
             if self._stop.is_set():
                 return
-            self.process = subprocess.Popen(self.argv, start_new_session=True)
+            # it runs plugins, someone else's code, on the store: it needs no credential
+            env = without_credentials(os.environ)
+            self.process = subprocess.Popen(self.argv, start_new_session=True, env=env)
         log.info("job worker started (pid %d) for %s", self.process.pid, self.root)
 
     def _watch(self) -> None:

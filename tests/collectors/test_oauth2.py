@@ -354,3 +354,62 @@ def test_admin_call_waiting_for_a_token_stops_at_the_polls_deadline() -> None:
         took = time.monotonic() - started
         assert not fake.seen("/admin/v2/clusters"), "the call went out without a token"
     assert took < 6, f"the call took {took:.1f}s past a 1.5 s poll deadline"
+
+
+EXPIRED = {"negative": -100, "zero": 0, "negative-fraction": -0.5, "negative-text": "-100"}
+
+
+@pytest.mark.parametrize("expires_in", EXPIRED.values(), ids=list(EXPIRED))
+def test_flow_refuses_a_token_the_issuer_says_is_already_expired(
+    issuer: responses.RequestsMock, caplog: pytest.LogCaptureFixture, expires_in: object
+) -> None:
+    caplog.set_level(logging.INFO)
+    issuer.post(TOKEN_URL, json={"access_token": "tok-expired", "expires_in": expires_in})
+    with pytest.raises(OAuth2Error, match=r"already expired \(expires_in "):
+        flow().token()
+    assert not [r for r in caplog.records if "valid" in r.getMessage()]
+
+
+LIFETIMES = {  # expires_in as the issuer sent it: the lifetime used, what the log says
+    "number": (120, 120.0, "valid 120s (expires_in 120)"),
+    "digits-text": ("120", 120.0, 'valid 120s (expires_in "120")'),
+    "absurd": (10**12, 86400.0, "more than a day: refreshed after 86400s"),
+    "infinite": (float("inf"), 86400.0, "more than a day: refreshed after 86400s"),
+    "nan": (float("nan"), 3600.0, "is not a number of seconds: 3600s assumed"),
+    "words": ("soon", 3600.0, "is not a number of seconds: 3600s assumed"),
+    "boolean": (True, 3600.0, "is not a number of seconds: 3600s assumed"),
+    "absent": (None, 3600.0, "the issuer said not for how long: 3600s assumed"),
+}
+
+
+@pytest.mark.parametrize("case", LIFETIMES)
+def test_flow_logs_the_lifetime_the_issuer_gave_truthfully(
+    issuer: responses.RequestsMock, caplog: pytest.LogCaptureFixture, case: str
+) -> None:
+    expires_in, lifetime, said = LIFETIMES[case]
+    caplog.set_level(logging.INFO)
+    answer: dict[str, object] = {"access_token": "tok-life"}
+    if expires_in is not None:
+        answer["expires_in"] = expires_in
+    issuer.post(TOKEN_URL, body=json.dumps(answer), content_type="application/json")
+    clock = [1000.0]
+    f = flow(clock)
+    f.token()
+    logged = [r.getMessage() for r in caplog.records if "new access token" in r.getMessage()]
+    assert logged[0].endswith(said), logged
+    clock[0] += lifetime - min(60.0, lifetime / 4) - 0.5  # just before the refresh is due
+    f.token()
+    assert f.fetches == 1
+    clock[0] += 1.0
+    f.token()
+    assert f.fetches == 2
+
+
+@pytest.mark.parametrize("token", ["tok\U0001f511", "caf\u00e9", "line\nbreak", "zero\u200bw"])
+def test_flow_refuses_an_access_token_no_header_can_carry(
+    issuer: responses.RequestsMock, token: str
+) -> None:
+    issuer.post(TOKEN_URL, json={"access_token": token, "expires_in": 100})
+    with pytest.raises(OAuth2Error, match="an HTTP header cannot carry") as caught:
+        flow().token()
+    assert token not in str(caught.value)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import base64
 import logging
 import pickle
+import re
+from urllib.parse import quote, quote_plus, urlsplit
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from core.secrets import (
     RedactingFilter,
@@ -14,9 +18,13 @@ from core.secrets import (
     clean,
     display_url,
     escape_controls,
+    is_credential_var,
     redact,
+    register,
     split_credentials,
+    without_credentials,
 )
+from tests.props.strategies import props
 
 
 def test_a_secret_never_formats_its_value() -> None:
@@ -64,3 +72,93 @@ def test_secrets_are_redacted_in_log_records(caplog: pytest.LogCaptureFixture) -
     )
     assert handler.filter(record)
     assert record.getMessage() == "got ***\\nforged"
+
+
+def _encodings(value: str) -> dict[str, str]:
+    raw = value.encode()
+    std, safe = base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()
+    percent = quote(value, safe="")
+    return {
+        "raw": value,
+        "base64": std,
+        "base64-unpadded": std.rstrip("="),
+        "base64-urlsafe": safe,
+        "base64-urlsafe-unpadded": safe.rstrip("="),
+        "percent": percent,
+        "percent-lower": re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), percent),
+        "percent-path": quote(value),
+        "percent-plus": quote_plus(value, safe=""),
+    }
+
+
+@given(
+    secret=st.text(
+        st.characters(min_codepoint=0x20, max_codepoint=0x2FFF, exclude_categories=("Cs",)),
+        min_size=8,
+        max_size=64,
+    ).filter(lambda s: s.strip() == s),
+    encoding=st.sampled_from(list(_encodings("x"))),
+)
+@props(300)
+def test_a_registered_secret_is_redacted_in_every_encoding(secret: str, encoding: str) -> None:
+    register(secret)
+    form = _encodings(secret)[encoding]
+    assert form not in redact(f"error body: <{form}> echoed")
+
+
+@given(
+    value=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=6, max_size=40)
+)
+@props(200)
+def test_an_admin_url_query_keeps_its_place_and_never_shows(value: str) -> None:
+    url = f"https://admin:pw-secret-1@broker:8443/prefix?apikey={quote(value, safe='')}"
+    bare = split_credentials(url)[0]
+    assert urlsplit(bare).query == f"apikey={quote(value, safe='')}"  # still a query
+    shown = display_url(url)
+    assert shown == "https://broker:8443/prefix?apikey=***"
+    assert value not in redact(f"GET /admin/v2/clusters?apikey={value} failed")
+
+
+CREDENTIAL_ENV = {
+    "PULSAR_ADMIN_TOKEN": "tok-1234",
+    "PULSAR_ADMIN_TOKEN_FILE": "/run/secrets/token",
+    "PULSAR_CLIENT_TOKEN": "tok-5678",
+    "PULSAR_CLIENT_TOKEN_FILE": "/run/secrets/client",
+    "PULSAR_LENS_OAUTH2_PRIVATE_KEY": "/run/secrets/oauth2.json",
+    "PULSAR_LENS_OAUTH2_ISSUER_URL": "https://issuer.example",
+    "PULSAR_LENS_OAUTH2_AUDIENCE": "urn:pulsar",
+    "PULSAR_LENS_OIDC_CLIENT_SECRET": "login-secret",
+    "PULSAR_LENS_OIDC_COOKIE_SECRET": "cookie-secret",
+    "PULSAR_LENS_CONFIG": "/etc/pulsar-lens.toml",
+    "PULSAR_LENS_TLS_KEY_FILE": "/run/secrets/client.key",
+    "PULSAR_ADMIN_URL": "http://ops:pw@broker:8080",
+    "PULSAR_SERVICE_URL": "pulsar://broker:6650/?token=abcd",
+    "HTTPS_PROXY": "http://user:pass@proxy:3128",
+    "ACME_API_KEY": "k-123456",
+}
+PLAIN_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/home/lens",
+    "PULSAR_LENS_PLUGIN_DIRS": "/plugins",
+    "PULSAR_LENS_STORE": "/var/store",
+    "PULSAR_LENS_SPARK_MASTER": "spark://spark:7077",
+    "PULSAR_SERVICE_URL": "pulsar://broker:6650",
+    "ARROW_DEFAULT_MEMORY_POOL": "system",
+}
+
+
+@pytest.mark.parametrize(("name", "value"), CREDENTIAL_ENV.items())
+def test_every_credential_variable_is_kept_from_plugin_workers(name: str, value: str) -> None:
+    assert is_credential_var(name, value)
+    kept = without_credentials({**PLAIN_ENV, name: value})
+    assert name not in kept and value not in kept.values()
+
+
+@pytest.mark.parametrize(("name", "value"), PLAIN_ENV.items())
+def test_plain_settings_still_reach_plugin_workers(name: str, value: str) -> None:
+    assert not is_credential_var(name, value)
+
+
+def test_a_variable_holding_a_registered_secret_is_kept_from_plugin_workers() -> None:
+    Secret("MRK-held-by-an-odd-name")
+    assert is_credential_var("SOME_SETTING", "prefix MRK-held-by-an-odd-name")
