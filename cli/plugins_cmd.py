@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
 from core.errors import DashboardError, PluginParamsError
 from core.settings import Settings
 from plugins.registry import Registry, discover
@@ -40,6 +41,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     a.add_argument("--json", action="store_true", help="print the result as JSON")
     a.add_argument(
+        "--max-rows",
+        type=_count,
+        default=MAX_ROWS,
+        help=f"rows printed per frame, items per summary list (default {MAX_ROWS}; 0: all)",
+    )
+    a.add_argument(
+        "--max-text",
+        type=_count,
+        default=MAX_TEXT,
+        help=f"characters printed per text, e.g. a name (default {MAX_TEXT}; 0: all)",
+    )
+    a.add_argument(
         "--engine",
         choices=("light", "spark"),
         default=None,
@@ -52,6 +65,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a Spark plugin: print its newest stored result instead of running a job",
     )
     a.set_defaults(func=run_analyze)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 10**9:
+        raise argparse.ArgumentTypeError(f"takes a whole number from 0 to 10^9, found {text!r}")
+    return value
 
 
 def default_store_dir() -> Path:
@@ -197,35 +220,43 @@ def run_analyze(args: argparse.Namespace) -> int:
     except OSError as exc:  # e.g. a file where the store has a folder
         print(f"pulsar-lens: cannot read the store {store_dir}: {exc}", file=sys.stderr)
         return 1
+    cut = Cut(args.max_rows, args.max_text)
     if args.json:
-        print(json.dumps(_json_output(output), indent=2, default=str))
+        print(json.dumps(_json_output(output, cut), indent=2, default=str))
     else:
-        _print_text(output)
+        _print_text(output, cut)
     return 0
 
 
-def _json_output(output: Any) -> dict[str, Any]:
+def _json_output(output: Any, cut: Cut) -> dict[str, Any]:
+    frames = {
+        name: frame_records(bounded_frame(name, f, cut)) for name, f in output.result.frames.items()
+    }
     return {
         "plugin": output.plugin,
         "version": output.version,
         "params": output.params.model_dump(mode="json"),
         "snapshot_ids": list(output.snapshot_ids),
         "stored": output.stored,
-        "summary": dict(output.result.summary),
-        "frames": {name: frame_records(f) for name, f in output.result.frames.items()},
+        "summary": bounded_summary(output.result.summary, cut),
+        "frames": frames,
+        "cut": cut.as_json(),
     }
 
 
-def _print_text(output: Any) -> None:
+def _print_text(output: Any, cut: Cut) -> None:
     how = "stored result" if output.stored else "computed now"
     if output.computed_at:
         how += f", computed at {output.computed_at}"
     print(f"{output.plugin} {output.version} on {len(output.snapshot_ids)} snapshot(s) ({how})")
-    for key, value in output.result.summary.items():
+    for key, value in bounded_summary(output.result.summary, cut).items():
         print(f"  {key}: {value}")
     with pd.option_context(
         "display.width", 200, "display.max_columns", None, "display.max_colwidth", 60
     ):
         for name, frame in output.result.frames.items():
             print(f"\n== {name} ({len(frame)} rows)")
-            print(frame.to_string(index=False) if len(frame) else "  (empty)")
+            shown = bounded_frame(name, frame, cut)
+            print(shown.to_string(index=False) if len(shown) else "  (empty)")
+    if cut.said():
+        print(f"\n{cut.said()}")

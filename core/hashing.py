@@ -278,8 +278,13 @@ def _hash_rows_into(out: U32, rows: npt.NDArray[np.uint8], length: int) -> None:
 
 
 def _murmur_rows(rows: npt.NDArray[np.uint8], length: int) -> U32:
+    return _murmur_from(np.zeros(rows.shape[0], np.uint32), rows, length, np.uint32(length))
+
+
+def _murmur_from(h: U32, rows: npt.NDArray[np.uint8], length: int, totals: U32 | np.uint32) -> U32:
+    """murmur3 continued from states `h` over the first `length` bytes of each row, then
+    finished for keys of `totals` bytes in all (`h` is updated in place and returned)."""
     m = rows.shape[0]
-    h = np.zeros(m, np.uint32)
     k = np.empty(m, np.uint32)
     tmp = np.empty(m, np.uint32)
     full = length // 4
@@ -287,11 +292,7 @@ def _murmur_rows(rows: npt.NDArray[np.uint8], length: int) -> U32:
         blocks = rows[:, : 4 * full].view("<u4")
         for j in range(full):
             np.copyto(k, blocks[:, j])
-            _scramble(k, tmp)
-            np.bitwise_xor(h, k, out=h)
-            _rotl(h, 13, tmp)
-            np.multiply(h, np.uint32(5), out=h)
-            np.add(h, np.uint32(0xE6546B64), out=h)
+            _mix(h, k, tmp)
     rest = length & 3
     if rest:
         base = 4 * full
@@ -301,9 +302,61 @@ def _murmur_rows(rows: npt.NDArray[np.uint8], length: int) -> U32:
             np.bitwise_or(k, tmp, out=k)
         _scramble(k, tmp)
         np.bitwise_xor(h, k, out=h)
-    np.bitwise_xor(h, np.uint32(length), out=h)
+    np.bitwise_xor(h, totals, out=h)
     _fmix(h, tmp)
     return h
+
+
+def _mix(h: U32, k: U32, tmp: U32) -> None:
+    """One 4-byte block `k` into the states `h` (`k` is scrambled in place)."""
+    _scramble(k, tmp)
+    np.bitwise_xor(h, k, out=h)
+    _rotl(h, 13, tmp)
+    np.multiply(h, np.uint32(5), out=h)
+    np.add(h, np.uint32(0xE6546B64), out=h)
+
+
+def murmur3_states(data: U8, offsets: npt.NDArray[np.int64]) -> U32:
+    """The murmur3 x86_32 state (seed 0) after the whole 4-byte blocks of each value
+    `data[offsets[i]:offsets[i + 1]]`: what every key starting with that value shares.
+
+    Hashing many keys that share a long prefix then costs the prefix once, not once per key.
+    Compiled when numba is there; else one numpy pass per block of the longest value, over
+    all values at once."""
+    n = len(offsets) - 1
+    if murmur_jit.available():
+        out = np.zeros(n, np.uint32)
+        murmur_jit.states_kernel()(data, offsets, out)
+        return out
+    return _states_numpy(data, offsets)
+
+
+def _states_numpy(data: U8, offsets: npt.NDArray[np.int64]) -> U32:
+    n = len(offsets) - 1
+    blocks = np.diff(offsets) // 4
+    order = np.argsort(-blocks, kind="stable")  # values still going form a leading slice
+    live = np.searchsorted(-blocks[order], -np.arange(int(blocks.max(initial=0))), "left")
+    starts = offsets[:-1][order]
+    h, k, tmp = (np.zeros(n, np.uint32) for _ in range(3))
+    for j, count in enumerate(live.tolist()):
+        at = starts[:count] + 4 * j
+        word, part = k[:count], tmp[:count]
+        np.copyto(word, data[at], casting="unsafe")
+        for i in range(1, 4):
+            np.left_shift(data[at + i], np.uint32(8 * i), out=part, casting="unsafe")
+            np.bitwise_or(word, part, out=word)
+        _mix(h[:count], word, part)
+    out = np.empty(n, np.uint32)
+    out[order] = h
+    return out
+
+
+def murmur3_31_continued(states: U32, rows: npt.NDArray[np.uint8], totals: U32) -> U32:
+    """`murmur3_31` of keys whose leading whole blocks left `states` (`murmur3_states`) and
+    whose remaining bytes are the rows (all as long), each key `totals` bytes in all."""
+    h = np.array(states, np.uint32, copy=True)
+    out = _murmur_from(h, rows, rows.shape[1], np.asarray(totals, np.uint32))
+    return np.bitwise_and(out, np.uint32(INT31_MASK), out=out)
 
 
 def _rotl(x: U32, r: int, tmp: U32) -> None:

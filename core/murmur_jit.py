@@ -81,3 +81,35 @@ def kernel() -> Kernel:
             out[row] = h
 
     return murmur
+
+
+@functools.cache
+def states_kernel() -> Callable[[npt.NDArray[np.uint8], npt.NDArray[np.int64], Any], None]:
+    """The compiled `(data, offsets, out) -> None` kernel: out[i] gets the murmur3 state
+    (seed 0) after the whole 4-byte blocks of value i (`core.hashing.murmur3_states`)."""
+    from numba import njit  # deferred, as above
+
+    u32 = np.uint32
+
+    @njit(cache=True, nogil=True)
+    def states(data: Any, offsets: Any, out: Any) -> None:  # pragma: no cover
+        c1, c2 = u32(0xCC9E2D51), u32(0x1B873593)
+        for row in range(out.shape[0]):
+            start = offsets[row]
+            h = u32(0)
+            for b in range((offsets[row + 1] - start) // 4):
+                i = start + 4 * b
+                k = (
+                    u32(data[i])
+                    | u32(u32(data[i + 1]) << u32(8))
+                    | u32(u32(data[i + 2]) << u32(16))
+                    | u32(u32(data[i + 3]) << u32(24))
+                )
+                k = u32(k * c1)
+                k = u32(u32(k << u32(15)) | u32(k >> u32(17)))
+                h ^= u32(k * c2)
+                h = u32(u32(h << u32(13)) | u32(h >> u32(19)))
+                h = u32(h * u32(5) + u32(0xE6546B64))
+            out[row] = h
+
+    return states

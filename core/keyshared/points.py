@@ -13,9 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
-from core.hashing import sticky_key_hash_array
+from core.hashing import murmur3_31_continued, murmur3_states, reduce_hash_array
 
 FIRST_POINTS = 128  # hashed for every pair; enough for the default 100 replica points
 _TIERS = (256, 512, 1024 + 64)  # more, on demand: up to MAX_POINTS and the candidates above
@@ -46,34 +45,36 @@ def _spans(width: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _hash_rows(rows: npt.NDArray[np.uint8]) -> I64:
-    """The consistent-hashing hash of each fixed-width byte row."""
-    count, size = rows.shape
-    offsets = np.arange(count + 1, dtype=np.int64) * size
-    keys = pa.Array.from_buffers(
-        pa.large_binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(rows.tobytes())]
-    )
-    return sticky_key_hash_array(keys, selector="consistent").astype(np.int64)
-
-
 def hash_points(prefixes: Sequence[bytes], width: int) -> I64:
-    """Ring points 0..width-1 of every prefix, one row per prefix."""
+    """Ring points 0..width-1 of every prefix, one row per prefix.
+
+    The whole 4-byte blocks of each prefix are hashed once (`murmur3_states`); each point
+    only adds the prefix's last bytes and its decimal, so a long name costs its length
+    once, not once per point."""
     out = np.empty((len(prefixes), width), np.int64)
-    by_length: dict[int, list[int]] = {}
-    for row, prefix in enumerate(prefixes):
-        by_length.setdefault(len(prefix), []).append(row)
+    if not len(prefixes):
+        return out
+    lengths = np.fromiter(map(len, prefixes), np.int64, len(prefixes))
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = np.frombuffer(b"".join(prefixes), np.uint8)
+    states = murmur3_states(data, offsets)
     spans = [(low, high, _digits(low, high)) for low, high in _spans(width)]
-    for length, all_rows in by_length.items():
-        for at in range(0, len(all_rows), _ROWS_PER_BLOCK):
-            rows = np.asarray(all_rows[at : at + _ROWS_PER_BLOCK])
-            joined = b"".join(prefixes[r] for r in rows.tolist())
-            heads = np.frombuffer(joined, np.uint8).reshape(len(rows), length)
+    for rest in range(4):
+        chosen = np.flatnonzero(lengths % 4 == rest)
+        for at in range(0, len(chosen), _ROWS_PER_BLOCK):
+            rows = chosen[at : at + _ROWS_PER_BLOCK]
+            tails = data[(offsets[rows + 1] - rest)[:, None] + np.arange(rest)]
             for low, high, digits in spans:
-                keys = np.empty((len(rows), high - low, length + digits.shape[1]), np.uint8)
-                keys[:, :, :length] = heads[:, None, :]
-                keys[:, :, length:] = digits[None, :, :]
-                hashed = _hash_rows(keys.reshape(-1, keys.shape[2]))
-                out[rows, low:high] = hashed.reshape(len(rows), high - low)
+                count, size = high - low, rest + digits.shape[1]
+                keys = np.empty((len(rows), count, size), np.uint8)
+                keys[:, :, :rest] = tails[:, None, :]
+                keys[:, :, rest:] = digits[None, :, :]
+                totals = np.repeat(lengths[rows] + digits.shape[1], count).astype(np.uint32)
+                hashed = murmur3_31_continued(
+                    np.repeat(states[rows], count), keys.reshape(-1, size), totals
+                )
+                reduced = reduce_hash_array(hashed, selector="consistent")
+                out[rows, low:high] = reduced.reshape(len(rows), count)
     return out
 
 

@@ -10,7 +10,10 @@ import math
 from typing import Final
 
 import altair as alt
+import numpy as np
 import pandas as pd
+
+from core.secrets import clean
 
 HASH_SPACE = 65536
 """Key_Shared sticky hashes lie in [0, 65535] (4.0 uses [1, 65535])."""
@@ -20,6 +23,24 @@ UNOWNED = "(unowned)"
 UNOWNED_COLOR = "#c7c7c7"
 PALETTE: Final = "tableau10"
 """Distinct hues for consumers and brokers (the default theme uses shades of one blue)."""
+
+
+SHOWN_NAME = 80
+"""Characters of a consumer name a chart shows; the tables keep the whole name."""
+
+
+def shown(names: pd.Series) -> pd.Series:
+    """Names as a chart shows them, at most SHOWN_NAME characters: each distinct name is
+    shortened once, and the chart's data stays small however long the names are."""
+    codes, uniques = pd.factorize(names)
+    short = np.asarray([*(clean(v, limit=SHOWN_NAME) for v in uniques), ""], dtype=object)
+    return pd.Series(short[codes], index=names.index)
+
+
+def _for_chart(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Only the columns a chart encodes (Altair embeds every column it is given), names
+    shortened."""
+    return frame[columns].assign(consumer_name=shown(frame["consumer_name"]))
 
 
 def _category(field: str, title: str, *, legend: alt.Legend | None = None) -> alt.Color:
@@ -40,8 +61,9 @@ def chart_hash_band(
     `ranges`: consumer_name, start, end (inclusive). `draining`: consumer_name, hash,
     unack_msgs, blocked_attempts.
     """
-    frame = ranges.assign(
-        stop=ranges["end"] + 1, width=ranges["end"] - ranges["start"] + 1, lane="hashes"
+    frame = _for_chart(ranges, ["consumer_name", "start", "end"])
+    frame = frame.assign(
+        stop=frame["end"] + 1, width=frame["end"] - frame["start"] + 1, lane="hashes"
     )
     band = (
         alt.Chart(frame)
@@ -68,7 +90,11 @@ DRAINING_TOOLTIP = [
 ]
 
 
+DRAINING_FIELDS = ["hash", "consumer_name", "unack_msgs", "blocked_attempts"]
+
+
 def _draining_rules(draining: pd.DataFrame) -> alt.Chart:
+    draining = _for_chart(draining, DRAINING_FIELDS)
     chart: alt.Chart = (
         alt.Chart(draining)
         .mark_rule(color=DRAINING_COLOR, strokeWidth=2)
@@ -87,7 +113,8 @@ def chart_hash_ring(
 
     Same columns as `chart_hash_band`. Draining hashes are red ticks just outside the ring.
     """
-    frame = ranges.assign(stop=ranges["end"] + 1, width=ranges["end"] - ranges["start"] + 1)
+    frame = _for_chart(ranges, ["consumer_name", "start", "end"])
+    frame = frame.assign(stop=frame["end"] + 1, width=frame["end"] - frame["start"] + 1)
     ring = (
         alt.Chart(frame)
         .mark_arc(innerRadius=size * 0.24, outerRadius=size * 0.36, stroke="white", strokeWidth=0.3)
@@ -113,6 +140,7 @@ RING_TICK_HALF_WIDTH = 150
 
 
 def _draining_ticks(draining: pd.DataFrame, *, size: int) -> alt.Chart:
+    draining = _for_chart(draining, DRAINING_FIELDS)
     ticks = draining.assign(
         from_hash=(draining["hash"] - RING_TICK_HALF_WIDTH).clip(lower=0),
         to_hash=(draining["hash"] + RING_TICK_HALF_WIDTH).clip(upper=HASH_SPACE),
@@ -136,6 +164,7 @@ def chart_share(shares: pd.DataFrame, *, title: str = "share of hash space") -> 
     `shares`: consumer_name, share (0-1).
     """
     fair = 1.0 / len(shares) if len(shares) else 0.0
+    shares = _for_chart(shares, ["consumer_name", "share"])
     bars = (
         alt.Chart(shares)
         .mark_bar()
@@ -156,9 +185,11 @@ def chart_share(shares: pd.DataFrame, *, title: str = "share of hash space") -> 
 
 def chart_hash_map(ranges: pd.DataFrame) -> alt.Chart:
     """One lane per consumer (and per source when the model drifts), ranges as bars."""
-    data = ranges.assign(
-        lane=ranges["consumer_name"].astype(str) + " #" + ranges["position"].astype(str),
-        stop=ranges["end"] + 1,
+    data = _for_chart(ranges, ["consumer_name", "position", "start", "end", "size", "source"])
+    data = data.assign(
+        lane=data["consumer_name"] + " #" + data["position"].astype(str),
+        source=data["source"].astype(str),
+        stop=data["end"] + 1,
     )
     chart: alt.Chart = (
         alt.Chart(data)
@@ -177,9 +208,8 @@ def chart_hash_map(ranges: pd.DataFrame) -> alt.Chart:
 
 def chart_shares(consumers: pd.DataFrame) -> alt.TopLevelMixin:
     """Each consumer's share with the fair share 1/n as a rule."""
-    data = consumers.assign(
-        lane=consumers["consumer_name"].astype(str) + " #" + consumers["position"].astype(str)
-    )
+    data = _for_chart(consumers, ["consumer_name", "position", "hashes", "share", "fair_share"])
+    data = data.assign(lane=data["consumer_name"] + " #" + data["position"].astype(str))
     bars = (
         alt.Chart(data)
         .mark_bar()
@@ -195,9 +225,8 @@ def chart_shares(consumers: pd.DataFrame) -> alt.TopLevelMixin:
 
 def chart_what_if(what_if: pd.DataFrame) -> alt.Chart:
     """Shares before and after the change, side by side per consumer."""
-    data = what_if.assign(
-        lane=what_if["consumer_name"].astype(str) + " #" + what_if["position"].astype(str)
-    ).melt(
+    data = _for_chart(what_if, ["consumer_name", "position", "share_before", "share_after"])
+    data = data.assign(lane=data["consumer_name"] + " #" + data["position"].astype(str)).melt(
         id_vars=["lane"],
         value_vars=["share_before", "share_after"],
         var_name="when",

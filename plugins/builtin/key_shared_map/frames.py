@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from core.keyshared.fit import Fit
 from core.keyshared.layout import Layout
@@ -107,8 +106,10 @@ def columns_frame(columns: Mapping[str, Any], names: Sequence[str], rows: int) -
 
 
 def strings(values: Sequence[str], at: I64) -> pd.Series:
-    """values[at] as a string column, without a Python object per row."""
-    return pa.array(values, pa.string()).take(pa.array(at)).to_pandas()
+    """values[at] as a categorical column: each distinct string is held once, however many
+    rows repeat it (a consumer's name on each of its up to 65,536 ranges)."""
+    codes, uniques = pd.factorize(pd.Series(list(values), dtype=object))
+    return pd.Series(pd.Categorical.from_codes(codes[at], categories=uniques))
 
 
 def map_frames(subs: pd.DataFrame, analysis: Analysis) -> dict[str, pd.DataFrame]:

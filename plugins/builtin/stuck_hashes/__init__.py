@@ -32,12 +32,12 @@ read position they joined at (`consumersAfterMarkDeletePosition`, `readPositionW
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
+from core.secrets import clean
 from plugins.api import (
     AnalysisPlugin,
     BaseModel,
@@ -56,6 +56,8 @@ from plugins.api import (
     empty_frame,
 )
 from plugins.builtin.stuck_hashes.classic import compute_held_back
+from plugins.builtin.stuck_hashes.violations import compute_violations, listed_names
+from plugins.builtin.stuck_hashes.waiting import waiting_consumers
 from plugins.builtin.stuck_hashes.windows import snapshot_order, with_positions
 
 HASH_KEY = ["topic", "subscription", "consumer_name", "hash"]
@@ -76,16 +78,11 @@ HASH_COLUMNS = [
     "holder_last_acked_at",
     "msg_in_replay",
 ]
-VIOLATION_COLUMNS = [
-    "topic",
-    "subscription",
-    "hash",
-    "consumers",
-    "first_seen_at",
-    "last_seen_at",
-    "snapshots",
-]
 STATE_ORDER = {"stuck": 0, "idle": 1, "draining": 2}
+MAX_LINES = 20
+"""Stuck hashes drawn in the blocked-attempts chart (the table lists them all)."""
+SHOWN_NAME = 80
+"""Characters of a consumer name a chart label shows; the tables keep the whole name."""
 
 
 class StuckHashes(AnalysisPlugin):
@@ -151,11 +148,12 @@ class StuckHashes(AnalysisPlugin):
             "(stuck-hashes); bounded like the subscription backlog.",
             labels=["topic", "subscription"],
         )
-        counts: dict[tuple[str, str], int] = {}
-        for row in result.frames["hashes"].to_dict("records"):
-            if row["state"] == "stuck":
-                key = (str(row["topic"]), str(row["subscription"]))
-                counts[key] = counts.get(key, 0) + 1
+        hashes = result.frames["hashes"]
+        stuck = hashes.loc[hashes["state"] == "stuck", ["topic", "subscription"]].astype(str)
+        counts = {
+            (str(t), str(s)): int(n)
+            for (t, s), n in stuck.value_counts(["topic", "subscription"]).items()
+        }
         pairs = result.frames["key_shared"]
         shown = set(counts) | {
             (str(t), str(s)) for t, s in zip(pairs["topic"], pairs["subscription"], strict=True)
@@ -207,7 +205,8 @@ def _stuck_views(hashes: pd.DataFrame, history: pd.DataFrame) -> list[View]:
     stuck = hashes[hashes["state"] == "stuck"]
     views: list[View] = []
     if len(stuck):
-        holders = ", ".join(sorted(set(stuck["consumer_name"])))
+        names = sorted(set(stuck["consumer_name"].astype(str)))
+        holders = listed_names(np.zeros(len(names), np.int64), names, 1)[0]
         views.append(
             Note(
                 f"{len(stuck)} hash(es) stuck; holder(s) {holders} must acknowledge.",
@@ -215,7 +214,9 @@ def _stuck_views(hashes: pd.DataFrame, history: pd.DataFrame) -> list[View]:
             )
         )
     views.append(Table(hashes, title="Draining hashes", caption="Stuck first"))
-    views.append(Chart(chart_blocked(history, stuck), title="Blocked attempts of stuck hashes"))
+    caption = f"the {MAX_LINES} that were blocked most" if len(stuck) > MAX_LINES else ""
+    chart = chart_blocked(history, stuck)
+    views.append(Chart(chart, title="Blocked attempts of stuck hashes", caption=caption))
     return views
 
 
@@ -270,13 +271,6 @@ def compute_hashes(
     return frame[[c for c in HASH_COLUMNS if c in frame]].reset_index(drop=True)
 
 
-def owner_of(hash_value: int, ranges: Any) -> bool:
-    """Whether a consumer's `hash_ranges` cell (list of {start, end}) covers the hash."""
-    if ranges is None or isinstance(ranges, float):  # a missing cell reads as None or NaN
-        return False
-    return any(int(r["start"]) <= hash_value <= int(r["end"]) for r in list(ranges))
-
-
 def with_holder_facts(
     hashes: pd.DataFrame, consumers: pd.DataFrame, subscriptions: pd.DataFrame
 ) -> pd.DataFrame:
@@ -293,53 +287,18 @@ def with_holder_facts(
         ["topic", "subscription"]
     )
     out = out.merge(replay, on=["topic", "subscription"], how="left")
-    out["waiting_consumer"] = [
-        _waiting(consumers, row.topic, row.subscription, int(row.hash))
-        for row in out.itertuples(index=False)
-    ]
+    out["waiting_consumer"] = waiting_consumers(out, consumers)
     return out.reindex(columns=HASH_COLUMNS)
 
 
-def _waiting(consumers: pd.DataFrame, topic: str, subscription: str, hash_value: int) -> Any:
-    mine = consumers[(consumers["topic"] == topic) & (consumers["subscription"] == subscription)]
-    names = [
-        name
-        for name, ranges in zip(mine["consumer_name"], mine["hash_ranges"], strict=True)
-        if owner_of(hash_value, ranges)
-    ]
-    return ", ".join(sorted(set(names))) if names else None
-
-
-def compute_violations(draining: pd.DataFrame) -> pd.DataFrame:
-    """Hashes that drained for more than one consumer in the same snapshot."""
-    key = ["snapshot_id", "collected_at", "topic", "subscription", "hash"]
-    shared = draining[draining.duplicated(key, keep=False)] if len(draining) else draining
-    if shared.empty:
-        return empty_frame(VIOLATION_COLUMNS)
-    bad = shared.groupby(key, as_index=False).agg(names=("consumer_name", _names))
-    out = bad.groupby(["topic", "subscription", "hash"], as_index=False).agg(
-        consumers=("names", _union),
-        first_seen_at=("collected_at", "min"),
-        last_seen_at=("collected_at", "max"),
-        snapshots=("snapshot_id", "nunique"),
-    )
-    return out.reindex(columns=VIOLATION_COLUMNS)
-
-
-def _names(values: pd.Series) -> str:
-    return ", ".join(sorted(str(v) for v in values))
-
-
-def _union(values: pd.Series) -> str:
-    return ", ".join(sorted({n for v in values for n in str(v).split(", ")}))
-
-
 def chart_blocked(history: pd.DataFrame, stuck: pd.DataFrame) -> alt.Chart:
-    """Blocked attempts over time, one line per stuck hash."""
-    keys = stuck[HASH_KEY] if len(stuck) else pd.DataFrame(columns=HASH_KEY)
-    lines = history.merge(keys, on=HASH_KEY, how="inner").assign(
-        label=lambda f: f["hash"].astype(str) + " @ " + f["consumer_name"].astype(str)
-    )
+    """Blocked attempts over time, one line per stuck hash: the MAX_LINES blocked most, so
+    the chart's data stays small however many hashes are stuck."""
+    top = stuck.sort_values(["blocked_growth", "hash"], ascending=[False, True], kind="stable")
+    keys = top[HASH_KEY].head(MAX_LINES) if len(top) else pd.DataFrame(columns=HASH_KEY)
+    lines = history.merge(keys, on=HASH_KEY, how="inner")
+    holder = lines["consumer_name"].astype(str).map(lambda n: clean(n, limit=SHOWN_NAME))
+    lines = lines.assign(label=lines["hash"].astype(str) + " @ " + holder)
     chart: alt.Chart = (
         alt.Chart(lines)
         .mark_line(point=True)
