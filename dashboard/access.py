@@ -7,16 +7,15 @@ notice that the dashboard is open to anyone who reaches its port.
 
 from __future__ import annotations
 
-import re
-
 import streamlit as st
+
+from core.markdown import escape_markdown
 
 OPEN_NOTICE = (
     "open: anyone who reaches this port sees the cluster; put it behind a login — see README"
 )
 LOGIN_TITLE = "Pulsar Lens"
 LOGIN_TEXT = "Log in to see the cluster."
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$])")
 
 
 def login_configured() -> bool:
@@ -34,10 +33,6 @@ def user_name() -> str:
         if value:
             return str(value)
     return "unknown user"
-
-
-def escape_markdown(text: str) -> str:
-    return _MARKDOWN.sub(r"\\\1", text)
 
 
 def guard() -> None:

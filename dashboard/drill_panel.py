@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from collectors.drill_queue import DrillQueue
+from core.markdown import escape_markdown
 from core.mutations import mutations_allowed
 from dashboard import data
 
@@ -50,11 +51,15 @@ def drill_panel(root: str) -> None:
         if latest is not None and busy:
             follow(root, latest.id)
         elif latest is not None and latest.state == "failed":
-            st.error(f"The last drill ({latest.bundle}) failed: {latest.error}")
+            st.error(
+                f"The last drill ({escape_markdown(latest.bundle)}) failed: "
+                f"{escape_markdown(latest.error)}"
+            )
         elif latest is not None:
             st.success(
-                f"The last drill moved {latest.bundle} from {latest.owner_before} to "
-                f"{latest.owner_after}; its events are below."
+                f"The last drill moved {escape_markdown(latest.bundle)} from "
+                f"{escape_markdown(latest.owner_before)} to {escape_markdown(latest.owner_after)}; "
+                "its events are below."
             )
 
 
@@ -64,7 +69,7 @@ def follow(root: str, drill_id: str) -> None:
     status = DrillQueue(root).status(drill_id)
     if status is None:
         return
-    st.write(f"Drill on `{status.bundle}`: {status.state}")
+    st.markdown(f"Drill on {escape_markdown(status.bundle)}: {escape_markdown(status.state)}")
     for step in status.steps:
         st.text(step)
     if status.ended:

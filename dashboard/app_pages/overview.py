@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.markdown import escape_markdown
 from dashboard import components, data, frames
 
 st.title("Overview")
@@ -45,7 +46,7 @@ with components.guarded("The overview"):
     else:
         if failed := frames.failed_brokers(status.errors):
             st.warning(
-                f"The calls to broker(s) {', '.join(f'`{b}`' for b in failed)} failed: their "
+                f"The calls to broker(s) {escape_markdown(', '.join(failed))} failed: their "
                 "topics, bundles and load are missing from this snapshot (is the broker down?)."
             )
         st.dataframe(status.errors, hide_index=True)

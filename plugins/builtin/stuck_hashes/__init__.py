@@ -54,6 +54,7 @@ from plugins.api import (
     Table,
     View,
     empty_frame,
+    escape_markdown,
 )
 from plugins.builtin.stuck_hashes.classic import compute_held_back
 from plugins.builtin.stuck_hashes.windows import snapshot_order, with_positions
@@ -207,7 +208,7 @@ def _stuck_views(hashes: pd.DataFrame, history: pd.DataFrame) -> list[View]:
     stuck = hashes[hashes["state"] == "stuck"]
     views: list[View] = []
     if len(stuck):
-        holders = ", ".join(sorted(set(stuck["consumer_name"])))
+        holders = escape_markdown(", ".join(sorted(set(stuck["consumer_name"]))))
         views.append(
             Note(
                 f"{len(stuck)} hash(es) stuck; holder(s) {holders} must acknowledge.",
