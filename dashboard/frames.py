@@ -10,9 +10,10 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import pandas as pd
+
+from core.unsure import endpoint_target
 
 STALE_AFTER_INTERVALS = 3
 """A store is stale when its newest poll is older than this many poll intervals."""
@@ -76,12 +77,8 @@ def parse_errors(errors_json: object) -> pd.DataFrame:
 def failed_brokers(errors: pd.DataFrame) -> list[str]:
     """The brokers ("host:port") whose own calls failed in a poll: those sent to a broker's
     URL rather than to the admin URL (per-broker stats, owned bundles, load report)."""
-    found = set()
-    for endpoint in errors.get("endpoint", pd.Series(dtype="string")).dropna():
-        target = str(endpoint).partition(" ")[2]
-        if "://" in target:
-            found.add(urlsplit(target).netloc)
-    return sorted(found - {""})
+    endpoints = errors.get("endpoint", pd.Series(dtype="string")).dropna()
+    return sorted({endpoint_target(str(endpoint))[0] for endpoint in endpoints} - {""})
 
 
 def _json_object(text: object) -> dict[str, float]:
