@@ -23,6 +23,12 @@ def shown(markdown: str) -> str:
     return text.replace(WORD_JOINER, "")
 
 
+def syntax_of(markdown: str) -> str:
+    """`markdown` with each backslash escape blanked out to NUL: what is left of a name in it
+    is what Streamlit would take as Markdown syntax."""
+    return _ESCAPED.sub("\x00", markdown)
+
+
 def escaped_text_problem(markdown: str) -> str:
     """Why `markdown` is not plain text to Streamlit's Markdown, or '' when it is: every ASCII
     punctuation character escaped, one line, and none of the patterns Streamlit rewrites
