@@ -50,14 +50,28 @@ class Unsure:
         )
 
 
+def endpoint_target(endpoint: str) -> tuple[str, str]:
+    """(host, path) of a failed call's endpoint ("GET http://broker:8080/admin/v2/..." or
+    "GET /admin/v2/..."); the host is '' for a call to the admin URL.
+
+    A broker's name is whatever the cluster listed: one that is no valid host (a `[` that
+    opens no IPv6 address, say) is still cut out of the URL, not refused.
+    """
+    url = endpoint.partition(" ")[2]
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        host, _, rest = url.partition("://")[2].partition("/")
+        return host, "/" + re.split(r"[?#]", rest, maxsplit=1)[0]
+    return parts.netloc, parts.path or url
+
+
 def unsure_of(endpoints: Iterable[str]) -> Unsure:
     """`endpoints` are the failed calls of one snapshot, as EndpointError.endpoint has them
     ("GET /admin/v2/..." or "GET http://broker:8080/admin/v2/...")."""
     found = Unsure()
     for endpoint in endpoints:
-        url = endpoint.partition(" ")[2]
-        path = urlsplit(url).path or url
-        host = urlsplit(url).netloc
+        host, path = endpoint_target(endpoint)
         if "/broker-stats/topics" in path:
             if host:
                 found.bulk_brokers.add(host)

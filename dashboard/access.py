@@ -10,10 +10,10 @@ the one a trusted login proxy names in the header PULSAR_LENS_TRUSTED_USER_HEADE
 from __future__ import annotations
 
 import os
-import re
 
 import streamlit as st
 
+from core.markdown import escape_markdown
 from core.mutations import TRUSTED_USER_HEADER, requester_of
 
 OPEN_NOTICE = (
@@ -21,7 +21,6 @@ OPEN_NOTICE = (
 )
 LOGIN_TITLE = "Pulsar Lens"
 LOGIN_TEXT = "Log in to see the cluster."
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$])")
 
 
 def login_configured() -> bool:
@@ -57,10 +56,6 @@ def requester() -> str | None:
         return requester_of(next((st.user.get(c) for c in claims if st.user.get(c)), None))
     header = trusted_user_header()
     return None if header is None else requester_of(st.context.headers.get(header))
-
-
-def escape_markdown(text: str) -> str:
-    return _MARKDOWN.sub(r"\\\1", text)
 
 
 def guard() -> None:

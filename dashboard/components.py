@@ -25,8 +25,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from core.errors import DashboardError, PluginUnavailable
+from core.markdown import escape_markdown
 from dashboard import data, drill_panel, spark_jobs
-from dashboard.access import escape_markdown
 from dashboard.frames import PollStatus, answer_problems, format_age
 from plugins.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
 from plugins.runner import RunOutput
@@ -38,7 +38,11 @@ METRICS_PER_ROW = 4
 
 def draw(views: Sequence[View]) -> None:
     """Draw views in order; consecutive metrics share a row of columns; sections, columns
-    and tabs lay out the views they hold."""
+    and tabs lay out the views they hold.
+
+    Titles, labels, metric values and tab labels are text (a plugin puts names in them as
+    they are); captions, notes and metric help are Markdown the plugin wrote, with names in
+    them escaped by the plugin (`plugins.api.escape_markdown`)."""
     pending: list[Metric] = []
     for view in views:
         if isinstance(view, Metric):
@@ -47,7 +51,7 @@ def draw(views: Sequence[View]) -> None:
         _flush_metrics(pending)
         pending = []
         if isinstance(view, Section):
-            st.subheader(view.title)
+            st.subheader(escape_markdown(view.title))
             if view.caption:
                 st.caption(view.caption)
         elif isinstance(view, Columns):
@@ -56,7 +60,7 @@ def draw(views: Sequence[View]) -> None:
                 with column:
                     draw(inner)
         elif isinstance(view, Tabs):
-            labels = [label for label, _ in view.tabs]
+            labels = [escape_markdown(label) for label, _ in view.tabs]
             for tab, (_, inner) in zip(st.tabs(labels), view.tabs, strict=True):
                 with tab:
                     draw(inner)
@@ -90,7 +94,7 @@ def draw_table(view: Table) -> None:
 
 def _heading(title: str) -> None:
     if title:
-        st.markdown(f"**{title}**")
+        st.markdown(f"**{escape_markdown(title)}**")
 
 
 def draw_chart(chart: alt.TopLevelMixin, *, title: str = "", caption: str = "") -> None:
@@ -108,7 +112,19 @@ def _flush_metrics(metrics: Sequence[Metric]) -> None:
     for start in range(0, len(metrics), METRICS_PER_ROW):
         row = metrics[start : start + METRICS_PER_ROW]
         for column, metric in zip(st.columns(len(row)), row, strict=True):
-            column.metric(metric.label, metric.value, delta=metric.delta, help=metric.help)
+            column.metric(
+                escape_markdown(metric.label),
+                escape_markdown(metric.value) if isinstance(metric.value, str) else metric.value,
+                delta=None if metric.delta is None else _delta(metric.delta),
+                help=metric.help,
+            )
+
+
+def _delta(text: str) -> str:
+    """The delta as text, its leading sign kept bare: Streamlit colours a delta by it."""
+    if text[:1] in ("-", "+") and not text[1:2].isspace():
+        return text[0] + escape_markdown(text[1:])
+    return escape_markdown(text)
 
 
 @contextlib.contextmanager
@@ -117,10 +133,10 @@ def guarded(what: str) -> Iterator[None]:
     try:
         yield
     except DashboardError as exc:
-        st.error(str(exc))
+        st.error(escape_markdown(exc))
     except Exception as exc:
         log.exception("%s failed", what)
-        st.error(f"{what} failed: {type(exc).__name__}: {exc}")
+        st.error(f"{what} failed: {type(exc).__name__}: {escape_markdown(exc)}")
         with st.expander("details"):
             st.exception(exc)
 
@@ -149,7 +165,9 @@ def cluster_selector(root: str) -> None:
     if wanted not in names:
         if wanted:
             shown = escape_markdown(str(wanted)[:100])
-            st.warning(f"No cluster named {shown} in this store; showing `{names[0]}`.")
+            st.warning(
+                f"No cluster named {shown} in this store; showing {escape_markdown(names[0])}."
+            )
         wanted = names[0]
     st.session_state[data.CLUSTER_KEY] = wanted  # kept when a page has no selector of its own
     choice = st.selectbox("Cluster", names, key=data.CLUSTER_KEY)
@@ -180,7 +198,7 @@ def draw_status(status: PollStatus | None, root: str) -> None:
         st.info("No snapshots yet.")
         st.caption(f"store: `{root}`")
         return
-    st.markdown(f"**Cluster** `{status.cluster}`")
+    st.markdown(f"**Cluster** {escape_markdown(status.cluster)}")
     st.markdown(f"**Last poll** {format_age(status.age_seconds)} ago")
     st.caption(f"{status.collected_at:%Y-%m-%d %H:%M:%S} UTC · {status.polls} polls stored")
     if status.stale:
@@ -207,7 +225,8 @@ def poll_banner(root: str) -> None:
 
 def draw_banner(status: PollStatus, *, interval: float) -> None:
     st.caption(
-        f"Cluster `{status.cluster}` · snapshot {status.collected_at:%Y-%m-%d %H:%M:%S} UTC "
+        f"Cluster {escape_markdown(status.cluster)} · "
+        f"snapshot {status.collected_at:%Y-%m-%d %H:%M:%S} UTC "
         f"({format_age(status.age_seconds)} ago) · {status.requests} admin requests"
     )
     if status.stale:
@@ -257,7 +276,9 @@ def plugin_failures_banner() -> None:
     """A warning naming the plugins that failed to load, so nobody misses a silent gap."""
     failures = data.registry().failures
     if failures:
-        names = ", ".join(sorted({f.plugin or Path(f.source).name for f in failures}))
+        names = escape_markdown(
+            ", ".join(sorted({f.plugin or Path(f.source).name for f in failures}))
+        )
         st.warning(
             f"{len(failures)} plugin(s) failed to load: {names}. "
             "The Plugins page says why for each."
@@ -269,7 +290,7 @@ def plugin_missing(slug: str) -> None:
         data.registry().get(slug)
         why = ""
     except PluginUnavailable as exc:
-        why = f" ({exc})"
+        why = f" ({escape_markdown(exc)})"
     st.info(
         f"The `{slug}` analysis is not loaded{why}. The Plugins page lists what loaded and why "
         "a plugin failed."

@@ -15,6 +15,7 @@ from __future__ import annotations
 import streamlit as st
 
 from collectors.drill_queue import DrillQueue, DrillStatus
+from core.markdown import escape_markdown
 from core.mutations import (
     DASHBOARD_MUTATIONS,
     TRUSTED_USER_HEADER,
@@ -46,7 +47,7 @@ def drill_panel(root: str) -> None:
         st.caption(
             "Probes the bundle, unloads it, measures the outage, deletes the probe topic. "
             "This moves a bundle on the cluster; the collect process runs it, asked for by "
-            f"{access.escape_markdown(who)}."
+            f"{escape_markdown(who)}."
         )
         asked = choose_and_ask(root, queue, who, busy=busy)
         if asked is not None:
@@ -98,7 +99,7 @@ def choose_and_ask(root: str, queue: DrillQueue, who: str, *, busy: bool) -> Dri
 def draw_outcome(latest: DrillStatus) -> None:
     """How the newest drill ended; names from the cluster and the store shown as text."""
     bundle, why, before, after = (
-        access.escape_markdown(str(value))
+        escape_markdown(str(value))
         for value in (latest.bundle, latest.error, latest.owner_before, latest.owner_after)
     )
     if latest.state == "refused":
@@ -115,7 +116,7 @@ def follow(root: str, drill_id: str) -> None:
     status = DrillQueue(root).status(drill_id)
     if status is None:
         return
-    st.write(f"Drill on {access.escape_markdown(str(status.bundle))}: {status.state}")
+    st.write(f"Drill on {escape_markdown(str(status.bundle))}: {status.state}")
     for step in status.steps:
         st.text(step)
     if status.ended:

@@ -10,11 +10,11 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import pandas as pd
 
 from collectors.notes import ACTIONS
+from core.unsure import endpoint_target
 
 STALE_AFTER_INTERVALS = 3
 """A store is stale when its newest poll is older than this many poll intervals."""
@@ -100,12 +100,12 @@ def compute_broker_failures(errors: pd.DataFrame) -> pd.DataFrame:
     broker ("host:port"), the call, and what its failure leaves out of the snapshot."""
     rows = []
     for endpoint in errors.get("endpoint", pd.Series(dtype="string")).dropna():
-        method, _, target = str(endpoint).partition(" ")
-        if "://" not in target:
+        host, path = endpoint_target(str(endpoint))
+        if not host:
             continue
-        parts = urlsplit(target)
-        missing = next((m for end, m in BROKER_CALLS if parts.path.endswith(end)), "its answer")
-        rows.append({"broker": parts.netloc, "call": f"{method} {parts.path}", "missing": missing})
+        method = str(endpoint).partition(" ")[0]
+        missing = next((m for end, m in BROKER_CALLS if path.endswith(end)), "its answer")
+        rows.append({"broker": host, "call": f"{method} {path}", "missing": missing})
     frame = pd.DataFrame(rows, columns=["broker", "call", "missing"], dtype="string")
     return frame.drop_duplicates().sort_values(["broker", "call"], ignore_index=True)
 

@@ -12,6 +12,7 @@ from typing import Any
 import streamlit as st
 
 from core.errors import ResultNotReady
+from core.markdown import escape_markdown
 from dashboard import data
 from dashboard.frames import format_age
 from plugins import runner
@@ -31,7 +32,7 @@ def stored_output(root: str, slug: str, params: Mapping[str, Any]) -> RunOutput 
     try:
         return data.run_plugin(root, slug, params)
     except ResultNotReady as exc:
-        st.info(str(exc))
+        st.info(escape_markdown(exc))
         return None
 
 
@@ -58,7 +59,7 @@ def job_panel(root: str, slug: str, params: Mapping[str, Any]) -> None:
     if job is not None and busy:
         follow(root, job.id)
     elif job is not None and job.state == "failed":
-        st.error(f"The last job for these parameters failed: {job.error}")
+        st.error(f"The last job for these parameters failed: {escape_markdown(job.error)}")
     if busy and not queue.worker_running():
         st.warning(NO_WORKER.format(slug=slug))
 
@@ -69,7 +70,7 @@ def follow(root: str, job_id: str) -> None:
     job = JobQueue(root).status(job_id)
     if job is None:
         return
-    st.progress(job.fraction, text=progress_text(job))
+    st.progress(job.fraction, text=escape_markdown(progress_text(job)))
     if job.ended:
         st.rerun()
 

@@ -37,6 +37,7 @@ from core.failover import (
 )
 from core.hashing import SelectorKind, sticky_key_hash, sticky_key_hash_array, topic_bundle_hash
 from core.keyload import compute_key_load
+from core.markdown import escape_markdown
 from core.model import HashRange
 from core.selectors import ConsistentHashingSelector, make_selector
 from core.topicname import TopicName, TopicNameError, parse_topic_name
@@ -82,6 +83,7 @@ __all__ = [
     "compute_key_load",
     "diff_assignments",
     "empty_frame",
+    "escape_markdown",
     "find_bundle",
     "finite",
     "frame_of",
@@ -216,6 +218,11 @@ class Result:
     summary: Mapping[str, Any] = field(default_factory=dict)
 
 
+# Text and Markdown in views: titles, labels, tab labels and metric values are shown as text,
+# names in them as they are; captions, notes and metric help are Markdown, so a name a cluster
+# chose goes into them through `escape_markdown` (or it could be a link, an image, HTML).
+
+
 @dataclass(frozen=True)
 class Chart:
     """An Altair chart (any top-level chart: `alt.Chart`, layers, concatenations)."""
@@ -246,7 +253,8 @@ class Metric:
 
 @dataclass(frozen=True)
 class Note:
-    """A paragraph of Markdown, optionally as a warning or an error."""
+    """A paragraph of Markdown, optionally as a warning or an error; names in it go through
+    `escape_markdown`."""
 
     markdown: str
     level: NoteLevel = "info"

@@ -8,9 +8,12 @@ a Failover subscription on a 3-partition topic changes its active consumer once.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from core.hashing import sticky_key_hash
 from core.model import (
@@ -163,6 +166,24 @@ def _events(at: dt.datetime, poll: int) -> tuple[EventRecord, ...]:
     )
 
 
+NAMED_TABLES = ("brokers", "bundles", "topics", "subscriptions", "consumers", "draining_hashes")
+
+
+def renamed(records: Iterable[Any], rename: Callable[[str], str]) -> tuple[Any, ...]:
+    """The records with `rename` applied to each of their text fields."""
+    return tuple(
+        dataclasses.replace(
+            record,
+            **{
+                f.name: rename(value)
+                for f in dataclasses.fields(record)
+                if isinstance(value := getattr(record, f.name), str)
+            },
+        )
+        for record in records
+    )
+
+
 def write_scenario(
     root: Path,
     *,
@@ -171,16 +192,24 @@ def write_scenario(
     last_age: float = 1.0,
     partial: bool = False,
     failed: tuple[EndpointError, ...] = (),
+    rename: Callable[[str], str] | None = None,
 ) -> Store:
     """Write `polls` polls, `interval` s apart, the newest `last_age` s ago (with the errors
-    `failed`, or a partial one's); return the store."""
+    `failed`, or a partial one's); return the store.
+
+    `rename` changes every name (each text field of every record) as it is written."""
     store = Store(root)
     now = dt.datetime.now(dt.UTC)
     for poll in range(polls):
         at = now - dt.timedelta(seconds=last_age + (polls - 1 - poll) * interval)
         newest = poll == polls - 1
         snapshot = make_poll(at, poll, partial=partial and newest, failed=failed if newest else ())
-        store.write(snapshot, events=_events(at, poll))
+        events = _events(at, poll)
+        if rename is not None:
+            tables = {t: renamed(getattr(snapshot, t), rename) for t in (*NAMED_TABLES, "errors")}
+            snapshot = dataclasses.replace(snapshot, **tables)
+            events = renamed(events, rename)
+        store.write(snapshot, events=events)
     return store
 
 

@@ -33,7 +33,7 @@ def test_selector_lists_the_clusters_and_defaults_to_the_newest_poll(store_dir: 
     select = at.sidebar.selectbox(key=CLUSTER_KEY)
     assert list(select.options) == ["west", "east"] and select.value == "west"
     assert metric(at, "Topics") == "5"
-    assert "**Cluster** `west`" in [m.value for m in at.sidebar.markdown]
+    assert "**Cluster** west" in [m.value for m in at.sidebar.markdown]
 
 
 def test_choosing_a_cluster_shows_its_own_snapshot(store_dir: Path) -> None:
@@ -42,7 +42,7 @@ def test_choosing_a_cluster_shows_its_own_snapshot(store_dir: Path) -> None:
     at.sidebar.selectbox(key=CLUSTER_KEY).set_value("east").run()
     assert not at.exception
     assert metric(at, "Topics") == "2"
-    assert "**Cluster** `east`" in [m.value for m in at.sidebar.markdown]
+    assert "**Cluster** east" in [m.value for m in at.sidebar.markdown]
     at.switch_page("app_pages/plugins.py").run()  # the choice holds on another page
     assert at.sidebar.selectbox(key=CLUSTER_KEY).value == "east"
 
@@ -52,4 +52,4 @@ def test_no_selector_with_one_cluster(store_dir: Path) -> None:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
     assert not at.exception
     assert len(at.sidebar.selectbox) == 0
-    assert "**Cluster** `solo`" in [m.value for m in at.sidebar.markdown]
+    assert "**Cluster** solo" in [m.value for m in at.sidebar.markdown]

@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.store import Store
+from tests.markdown import shown
 
 TIMEOUT = 30.0
 
@@ -140,7 +141,7 @@ def test_draw_lays_out_sections_columns_and_tabs_and_caps_long_tables() -> None:
 def test_guarded_shows_our_errors_plainly() -> None:
     at = AppTest.from_function(_guarded_script, args=("ours",), default_timeout=TIMEOUT).run()
     assert not at.exception
-    assert [e.value for e in at.error] == [
+    assert [shown(e.value) for e in at.error] == [
         "snapshot 7 is unreadable; run pulsar-lens collect again"
     ]
     assert at.markdown[-1].value == "the page goes on"
@@ -198,7 +199,7 @@ def test_a_failing_plugin_shows_its_error_on_its_own_page(
     at.run()
     assert not at.exception
     assert [t.value for t in at.title] == ["Explodes"]
-    assert any("analyze raised RuntimeError: kaboom" in e.value for e in at.error)
+    assert any("analyze raised RuntimeError: kaboom" in shown(e.value) for e in at.error)
 
 
 def test_broken_plugins_leave_the_app_and_are_listed(
@@ -208,7 +209,7 @@ def test_broken_plugins_leave_the_app_and_are_listed(
     assert not at.exception
     assert [t.value for t in at.title] == ["Overview"]
     assert any(
-        "1 plugin(s) failed to load: syntax.py" in w.value and "Plugins page" in w.value
+        "1 plugin(s) failed to load: syntax.py" in shown(w.value) and "Plugins page" in w.value
         for w in at.warning
     )
     at.switch_page("app_pages/plugins.py").run()
@@ -254,6 +255,6 @@ def test_a_plugin_that_exits_shows_its_failure_and_the_app_goes_on(
     monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(folder))
     at = AppTest.from_function(_analysis_script, args=("exits",), default_timeout=60).run()
     assert not at.exception
-    assert any("analyze ended its worker process (exit code 3)" in e.value for e in at.error)
+    assert any("analyze ended its worker process (exit code 3)" in shown(e.value) for e in at.error)
     again = app()
     assert not again.exception and [t.value for t in again.title] == ["Overview"]

@@ -17,6 +17,7 @@ from plugins.builtin.failover_assignment import FailoverAssignment, consumer_nam
 from plugins.runner import RunOutput, run_on_inputs
 from plugins.testing import make_inputs, make_snapshot
 from tests.collectors import recorded
+from tests.markdown import shown
 
 PLUGIN = FailoverAssignment()
 NS = "persistent://public/default"
@@ -194,7 +195,7 @@ def test_failover_unknown_group_says_so() -> None:
     output = analyze([poll_of(rule(SINGLES, consistent=False))], subscription="other @ x")
     assert "selection" not in output.result.summary
     notes = [v for v in output.views if isinstance(v, Note) and v.level == "warning"]
-    assert notes and "other @ x" in notes[-1].markdown
+    assert notes and "other @ x" in shown(notes[-1].markdown)
 
 
 def test_failover_consumer_names_of_no_consumers_is_empty() -> None:

@@ -23,6 +23,7 @@ from plugins.builtin.key_shared_map import KeySharedMap
 from plugins.runner import RunOutput, run_on_inputs
 from plugins.testing import TOPIC, at, make_inputs, make_snapshot
 from tests.collectors import recorded
+from tests.markdown import shown
 
 PLUGIN = KeySharedMap()
 SUB = "ks"
@@ -271,7 +272,7 @@ def test_key_shared_map_unknown_subscription_says_so() -> None:
     output = analyze([replay("default")], subscription="nope | nope", add_consumer="x")
     assert "what_if" not in output.result.summary
     notes = [v for v in output.views if isinstance(v, Note) and v.level == "warning"]
-    assert notes and "nope | nope" in notes[-1].markdown
+    assert notes and "nope | nope" in shown(notes[-1].markdown)
 
 
 def ascii_broker_snapshot() -> Snapshot:

@@ -31,6 +31,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard.components import FLOAT_LIMIT, INT_LIMIT, MAX_TEXT_CHARS, _bounds, text_problem
 from plugins.registry import discover
 from tests.dashboard.scenario import make_poll, write_key_samples, write_scenario
+from tests.markdown import shown
 from tests.pages import PAGE_SLUGS, plugin_page
 from tests.props.strategies import HUGE_NUMBERS, NAME_SAMPLES, props
 
@@ -183,9 +184,8 @@ def feed(dash: Dashboard, widget: Widget, value: Any) -> AppTest:
 
 def check(at: AppTest, widget: Widget, value: Any) -> None:
     assert not at.exception, (widget.key, value, [e.value for e in at.exception])
-    shown = _shown(at)
-    assert "Traceback" not in shown, (widget.key, value)
-    errors = [e.value for e in at.error]
+    assert "Traceback" not in _shown(at), (widget.key, value)
+    errors = [shown(e.value) for e in at.error]
     # every error names the field, or the plugin whose params refused the value
     assert all(widget.label in e or f"plugin '{widget.page}'" in e for e in errors), errors
     if widget.kind == "number_input":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from plugins.api import Chart, Metric, Note, Result, Table, View
+from plugins.api import Chart, Metric, Note, Result, Table, View, escape_markdown
 
 PRIORITY_NOTE = (
     "Broker stats show no priority levels, so all consumers are taken as one level. "
@@ -30,7 +30,12 @@ def render_views(result: Result) -> list[View]:
     selected = summary["selected"]
     pick = summary.get("selection")
     if not pick:
-        return [*views, Note(f"No Failover group `{selected}` in the snapshot.", level="warning")]
+        return [
+            *views,
+            Note(
+                f"No Failover group {escape_markdown(selected)} in the snapshot.", level="warning"
+            ),
+        ]
     views.append(
         Metric(
             f"Moving with {pick['alternative']}",

@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from plugins.api import Chart, Columns, Metric, Note, Result, Section, Table, Tabs, View
+from plugins.api import (
+    Chart,
+    Columns,
+    Metric,
+    Note,
+    Result,
+    Section,
+    Table,
+    Tabs,
+    View,
+    escape_markdown,
+)
 from plugins.builtin.key_distribution.charts import (
     chart_consumers,
     chart_hash_bins,
@@ -27,10 +38,13 @@ def render_views(result: Result) -> list[View]:
         ]
     label = str(summary.get("selected") or skew["label"].iloc[0])
     if label not in set(skew["label"]):
-        return [Note(f"No sampled keys for `{label}` in the stored polls."), *_every(skew)]
+        return [
+            Note(f"No sampled keys for {escape_markdown(label)} in the stored polls."),
+            *_every(skew),
+        ]
     mine = {name: frame[frame["label"] == label] for name, frame in frames.items()}
     return [
-        Note(f"Subscription `{label}`"),
+        Note(f"Subscription {escape_markdown(label)}"),
         Columns(tuple((m,) for m in _metrics(mine["skew"].iloc[0]))),
         Columns(
             (

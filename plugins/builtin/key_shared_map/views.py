@@ -8,7 +8,18 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import Chart, Columns, Metric, Note, Result, Section, Table, Tabs, View
+from plugins.api import (
+    Chart,
+    Columns,
+    Metric,
+    Note,
+    Result,
+    Section,
+    Table,
+    Tabs,
+    View,
+    escape_markdown,
+)
 from plugins.builtin.key_shared_map.charts import (
     chart_hash_band,
     chart_hash_map,
@@ -18,6 +29,7 @@ from plugins.builtin.key_shared_map.charts import (
     chart_what_if,
 )
 
+DRAINING_MARKS = "red marks are draining hashes"
 TRAFFIC_HELP = "largest share of the sampled messages / fair share (1/n)"
 NO_SAMPLES = (
     "No key samples for this topic yet. `pulsar-lens collect --sample-keys` reads recent "
@@ -40,7 +52,12 @@ def render_views(result: Result) -> list[View]:
     if selected in set(subs["label"]):
         views.extend(_selected_views(frames, summary, selected))
     else:
-        views.append(Note(f"No Key_Shared subscription `{selected}` in the snapshot.", "warning"))
+        views.append(
+            Note(
+                f"No Key_Shared subscription {escape_markdown(selected)} in the snapshot.",
+                "warning",
+            )
+        )
     views.extend(_every_subscription(subs, summary))
     return views
 
@@ -54,7 +71,9 @@ def _selected_views(
     consumers = frames["consumers"][frames["consumers"]["label"] == selected]
     draining = frames["draining"][frames["draining"]["label"] == selected]
     views: list[View] = [
-        Section(selected, caption=f"selector: {row['selector']}; red marks are draining hashes"),
+        Section(
+            selected, caption=f"selector: {escape_markdown(row['selector'])}; {DRAINING_MARKS}"
+        ),
         Metric("Consumers", int(row["consumers"])),
         Metric("Imbalance", f"{row['imbalance']:.2f}×", help="largest share / fair share"),
         Metric("Draining hashes", len(draining)),
@@ -62,7 +81,8 @@ def _selected_views(
         Metric("In replay", int(row["msg_in_replay"]), help="messages held back for ordering"),
     ]
     if bool(row["drift"]):
-        views.append(Note(f"Drifts from our model: {row['drift_reason']}", "warning"))
+        reason = escape_markdown(row["drift_reason"])
+        views.append(Note(f"Drifts from our model: {reason}", "warning"))
     shape = Tabs(
         (
             ("Ring", (Chart(chart_hash_ring(broker, draining), title="Hash space by consumer"),)),
@@ -122,8 +142,9 @@ def _lookup_views(summary: Mapping[str, Any]) -> list[View]:
     if holder and holder != hit["consumer"]:
         views.append(
             Note(
-                f"Hash {hit['hash']} is still draining for `{holder}`: new messages with key "
-                f"`{hit['key']}` wait until it acknowledges the ones it holds.",
+                f"Hash {hit['hash']} is still draining for {escape_markdown(holder)}: new "
+                f"messages with key {escape_markdown(hit['key'])} wait until it acknowledges "
+                "the ones it holds.",
                 "warning",
             )
         )
@@ -156,7 +177,8 @@ def _every_subscription(subs: pd.DataFrame, summary: Mapping[str, Any]) -> list[
         Metric("Worst imbalance", f"{summary['max_imbalance']:.2f}x", help="largest share / 1/n"),
     ]
     for row in subs[subs["drift"].astype(bool)].head(20).itertuples(index=False):
-        views.append(Note(f"**{row.label}** drifts from our model: {row.drift_reason}", "warning"))
+        label, reason = escape_markdown(row.label), escape_markdown(row.drift_reason)
+        views.append(Note(f"**{label}** drifts from our model: {reason}", "warning"))
     ranked = subs.sort_values(
         ["draining_hashes", "imbalance", "label"], ascending=[False, False, True]
     )

@@ -8,7 +8,7 @@ import altair as alt
 import pandas as pd
 
 from core.keyshared.ranges import STICKY_TOP
-from plugins.api import Chart, Metric, Note, Result, Table, View
+from plugins.api import Chart, Metric, Note, Result, Table, View, escape_markdown
 
 
 def render_views(result: Result) -> list[View]:
@@ -27,8 +27,8 @@ def render_views(result: Result) -> list[View]:
         for row in groups[groups["gap_hashes"] > 0].itertuples(index=False):
             views.append(
                 Note(
-                    f"**{row.label}**: {row.gap_hashes} hashes have no consumer; their "
-                    "messages stall until one covering them connects.",
+                    f"**{escape_markdown(row.label)}**: {row.gap_hashes} hashes have no "
+                    "consumer; their messages stall until one covering them connects.",
                     level="warning",
                 )
             )

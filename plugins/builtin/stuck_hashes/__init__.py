@@ -54,6 +54,7 @@ from plugins.api import (
     Table,
     View,
     empty_frame,
+    escape_markdown,
 )
 from plugins.builtin.stuck_hashes.classic import compute_held_back
 from plugins.builtin.stuck_hashes.violations import compute_violations, listed_names
@@ -206,7 +207,7 @@ def _stuck_views(hashes: pd.DataFrame, history: pd.DataFrame) -> list[View]:
     views: list[View] = []
     if len(stuck):
         names = sorted(set(stuck["consumer_name"].astype(str)))
-        holders = listed_names(np.zeros(len(names), np.int64), names, 1)[0]
+        holders = escape_markdown(listed_names(np.zeros(len(names), np.int64), names, 1)[0])
         views.append(
             Note(
                 f"{len(stuck)} hash(es) stuck; holder(s) {holders} must acknowledge.",
