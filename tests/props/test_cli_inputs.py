@@ -106,6 +106,8 @@ NUMERIC = (
     Numeric(DRILL, "--rate", 1000.0),
     Numeric(DRILL, "--timeout", 86_400.0),
     Numeric(("config", "check"), "--timeout", 300.0),
+    Numeric(("analyze", "key-shared-map"), "--max-rows", 10**9),
+    Numeric(("analyze", "key-shared-map"), "--max-text", 10**9),
 )
 
 
