@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from core.errors import DashboardError, PluginUnavailable
-from dashboard import data, drill_panel, spark_jobs
+from dashboard import data, drill_panel, health_notices, spark_jobs
 from dashboard.access import escape_markdown
 from dashboard.frames import PollStatus, answer_problems, format_age
 from plugins.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
@@ -168,6 +168,7 @@ def sidebar_status(root: str) -> None:
         if (current.snapshot_id if current else None) != st.session_state.get(SEEN_KEY):
             st.rerun()
         draw_status(current, root)
+        health_notices.sidebar_notices(root)
         quarantined = data.quarantined_files(root)
         if quarantined:
             st.warning(f"{quarantined} unreadable store file(s) moved to quarantine/.")
