@@ -21,6 +21,7 @@ from cli.collect_parts import (
     stop_on_sigterm,
 )
 from cli.metrics_endpoint import MetricsEndpoint
+from collectors.health import HealthRecorder
 from collectors.loop import LoopGroup, PollLoop
 from core.mutations import mutations_allowed
 from core.settings import Settings, format_duration
@@ -51,7 +52,13 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     interval, retention = timing
     store = Store(args.store or settings.store_dir)
-    metrics = MetricsEndpoint(store, port=args.metrics_port)
+    health = HealthRecorder(
+        store.root,
+        interval=interval.total_seconds(),
+        deadline=settings.poll_deadline.total_seconds(),
+        clusters=names,
+    )
+    metrics = MetricsEndpoint(store, port=args.metrics_port, health=health)
     factory: SourceFactory = args.source_factory
     printer = HeartbeatPrinter()
     sources = []
@@ -75,7 +82,7 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
                     retention=retention,
                     diff=source.diff,
                     carry=source.carry,
-                    on_heartbeat=metrics.wrap(analyses.after(printer)),
+                    on_heartbeat=metrics.wrap(health.wrap(analyses.after(printer))),
                     max_polls=1 if args.once else args.max_polls,
                     cluster=cluster.name,
                     housekeeping_lock=lock,

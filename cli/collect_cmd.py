@@ -30,6 +30,7 @@ from cli.collect_parts import (
 from cli.key_sampling import add_sampling_args, sampling_hooks
 from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from cli.probing import add_probe_args, drill_service, probe_hooks
+from collectors.health import HealthRecorder
 from collectors.loop import PollLoop
 from core.config import ClusterSettings
 from core.model import Snapshot
@@ -193,7 +194,12 @@ def run(args: argparse.Namespace) -> int:
     if timing is None:
         return 2
     interval, retention = timing
-    metrics = MetricsEndpoint(store, port=args.metrics_port)
+    health = HealthRecorder(
+        store.root,
+        interval=interval.total_seconds(),
+        deadline=settings.poll_deadline.total_seconds(),
+    )
+    metrics = MetricsEndpoint(store, port=args.metrics_port, health=health)
     factory: SourceFactory = args.source_factory
     wrap_poll, wrap_beat = sampling_hooks(args, settings, store)
     probes = probe_hooks(args, settings, store, admin_url)
@@ -220,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
             retention=retention,
             diff=source.diff,
             carry=source.carry,
-            on_heartbeat=wrap_beat(metrics.wrap(analyses.after(printer))),
+            on_heartbeat=wrap_beat(metrics.wrap(health.wrap(analyses.after(printer)))),
             max_polls=1 if args.once else args.max_polls,
         )
         if not args.once:

@@ -1,7 +1,8 @@
 """The collect process's /metrics endpoint: its command-line option, its server, its tally.
 
 `pulsar-lens collect --metrics-port N` (or PULSAR_LENS_METRICS_PORT) serves Prometheus text on
-PULSAR_LENS_METRICS_ADDRESS (127.0.0.1) while the loop runs; port 0 or unset: no endpoint.
+PULSAR_LENS_METRICS_ADDRESS (127.0.0.1) while the loop runs, and `/health` beside it (see
+`collectors.health`); port 0 or unset: no endpoint.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+from collectors.health import HealthRecorder
 from collectors.loop import Heartbeat, HeartbeatFn
 from core.errors import SettingsError
 from core.store import Store
@@ -24,6 +26,8 @@ from exporter.collector import (
     parse_port,
     start_metrics_server,
 )
+
+HEALTH_PATH = "/health"
 
 
 def port_arg(text: str) -> int:
@@ -44,12 +48,19 @@ def add_metrics_port(parser: argparse.ArgumentParser, *, default_text: str) -> N
 
 
 class MetricsEndpoint:
-    """/metrics over `store` and this process's polls, when a port is set; else nothing."""
+    """/metrics over `store` and this process's polls, and /health from `health`, when a port
+    is set; else nothing."""
 
     def __init__(
-        self, store: Store, *, port: int | None, environ: Mapping[str, str] | None = None
+        self,
+        store: Store,
+        *,
+        port: int | None,
+        health: HealthRecorder | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = MetricsSettings.from_env(environ, port=port)
+        self.health = health
         self.recorder = PollRecorder()
         self.collector = LensCollector(
             store, recorder=self.recorder, max_subscriptions=self.settings.max_subscriptions
@@ -59,8 +70,12 @@ class MetricsEndpoint:
     def start(self) -> None:
         """Listen now (SettingsError if the port is taken), so a bad port fails at once."""
         if self.settings.port and self.server is None:
+            routes = {HEALTH_PATH: self.health.answer} if self.health else {}
             self.server = start_metrics_server(
-                self.collector, address=self.settings.address, port=self.settings.port
+                self.collector,
+                address=self.settings.address,
+                port=self.settings.port,
+                routes=routes,
             )
             print(f"serving metrics on {self.server.url}", file=sys.stderr, flush=True)
 

@@ -26,7 +26,7 @@ from pydantic.fields import FieldInfo
 
 from core.errors import DashboardError, PluginUnavailable
 from core.markdown import escape_markdown
-from dashboard import data, drill_panel, spark_jobs
+from dashboard import data, drill_panel, health_notices, spark_jobs
 from dashboard.frames import PollStatus, answer_problems, format_age
 from plugins.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
 from plugins.runner import RunOutput
@@ -186,6 +186,7 @@ def sidebar_status(root: str) -> None:
         if (current.snapshot_id if current else None) != st.session_state.get(SEEN_KEY):
             st.rerun()
         draw_status(current, root)
+        health_notices.sidebar_notices(root)
         quarantined = data.quarantined_files(root)
         if quarantined:
             st.warning(f"{quarantined} unreadable store file(s) moved to quarantine/.")

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from collectors.health import HealthReport, read_health
 from core.clusterview import ClusterView, clusters_in
 from core.errors import PluginError, SettingsError
 from core.settings import Settings
@@ -166,3 +167,10 @@ def quarantined_files(root: str) -> int:
         return get_store(root).quarantined_files()
     except OSError:
         return 0
+
+
+@st.cache_data(ttl=INDEX_TTL_SECONDS, max_entries=8, show_spinner=False)
+def collector_health(root: str) -> HealthReport | None:
+    """What the collect process writing this store last said of its polls and writes; None
+    when it never wrote (or wrote nothing readable)."""
+    return read_health(root)

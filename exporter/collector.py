@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -47,6 +46,7 @@ from exporter.families import (
     compute_plugin_error_families,
     top_subscriptions,
 )
+from exporter.http import Route, serve_registry
 
 if TYPE_CHECKING:  # the analyses (and altair with them) load at the first scrape, not before
     from plugins.runner import SnapshotStore
@@ -475,15 +475,18 @@ class MetricsServer:
         self._thread.join(timeout=5)
 
 
-def start_metrics_server(collector: Collector, *, address: str, port: int) -> MetricsServer:
-    """Serve `collector` on http://address:port/metrics from a fresh registry, in a thread.
+def start_metrics_server(
+    collector: Collector, *, address: str, port: int, routes: Mapping[str, Route] | None = None
+) -> MetricsServer:
+    """Serve `collector` on http://address:port/metrics from a fresh registry, in a thread,
+    and each of `routes` at its own path (`/health`).
 
     Raises SettingsError when the address cannot be bound (e.g. the port is taken).
     """
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:
-        server, thread = start_http_server(port, addr=address, registry=registry)
+        server, thread = serve_registry(registry, address=address, port=port, routes=routes or {})
     except OSError as exc:
         raise SettingsError(
             f"cannot serve /metrics on {address}:{port} ({exc.strerror or exc}); pass "

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import components, data, frames
+from dashboard import components, data, frames, health_notices
 
 st.title("Overview")
 root = data.store_root()
+# first: a store that refuses every write holds no snapshot for the page to wait for
+health_notices.health_banner(root, every=components.refresh_seconds())
 status = components.require_snapshot(root)
 
 components.poll_banner(root)

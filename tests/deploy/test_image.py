@@ -161,8 +161,11 @@ def test_image_healthcheck_command_passes_inside_the_container(served: Served) -
     kind, command = test["Test"]
     assert kind == "CMD-SHELL"
     command = command.replace("8501", str(served.port))
+    # the check's own process has the image's environment, not the one the test served with
+    command = f"PULSAR_LENS_METRICS_PORT={served.metrics_port} {command}"
     done = served.box.run(["/bin/sh", "-c", command], timeout=60)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"collect http://127.0.0.1:{served.metrics_port}/health: 200 " in done.stdout
 
 
 def test_image_poll_lands_in_the_data_volume(served: Served) -> None:

@@ -5,12 +5,6 @@ snapshots kept in memory meanwhile are written."""
 
 from __future__ import annotations
 
-import os
-import queue
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,102 +13,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.store import Store
+from tests.collecting import Collector, mounted_tmpfs, remount, run, stored
 from tests.fake_admin import FakeAdmin
-from tests.lens_cli import ROOT, run_lens
-
-SIZE = "4m"
-MAX_POLLS = 60  # the bound of each run; every test stops its collector well before
-WAIT = 30.0  # seconds a heartbeat may take at most: polls come every second
-
-
-def run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+from tests.lens_cli import run_lens
 
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs of its own, unmounted after the test (writable again first)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = run("mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(mount))
-    if done.returncode != 0:
-        pytest.fail(
-            f"this test mounts a {SIZE} tmpfs to fill it, as root: mount refused "
-            f"(exit {done.returncode}): {done.stderr.strip()}"
-        )
-    try:
+    """A small tmpfs of its own, unmounted after the test (writable again first)."""
+    with mounted_tmpfs(tmp_path / "disk") as mount:
         yield mount
-    finally:
-        run("mount", "-o", "remount,rw", str(mount))
-        if run("umount", str(mount)).returncode != 0:
-            run("umount", "-l", str(mount))
-
-
-class Collector:
-    """`pulsar-lens collect` every second into `store`, its heartbeat lines read as they come."""
-
-    def __init__(self, store: Path, admin_url: str) -> None:
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-        argv = [sys.executable, "-m", "cli.main", "collect", "--interval", "1s"]
-        argv += ["--max-polls", str(MAX_POLLS), "--store", str(store)]
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env={**clean, "PULSAR_ADMIN_URL": admin_url, "PYTHONFAULTHANDLER": "1"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self.stderr = ""
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._queue.put(line.rstrip("\n"))
-        self._queue.put(None)
-
-    def beats(self, count: int, match: Callable[[str], bool] = lambda line: True) -> list[str]:
-        """The next heartbeat lines until `count` of them `match` (all the lines read)."""
-        seen: list[str] = []
-        found = 0
-        deadline = time.monotonic() + WAIT * count
-        while found < count:
-            try:
-                line = self._queue.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"no heartbeat in time; lines so far: {self.lines}") from None
-            if line is None:
-                raise AssertionError(f"collect ended early: {self.lines}\n{self.finish()}")
-            self.lines.append(line)
-            seen.append(line)
-            found += match(line)
-        return seen
-
-    def finish(self) -> str:
-        """Stop it as `docker stop` would and return its stderr."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, self.stderr = self.proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGABRT)
-            _, self.stderr = self.proc.communicate(timeout=15)
-            raise AssertionError(f"collect did not stop:\n{self.stderr[-6000:]}") from None
-        self._reader.join(5)
-        while True:  # the lines printed while it stopped
-            line = self._queue.get_nowait() if not self._queue.empty() else None
-            if line is None:
-                break
-            self.lines.append(line)
-        return self.stderr
-
-
-def stored(line: str) -> bool:
-    return line.startswith("poll ") and "not_stored" not in line and "unreachable" not in line
 
 
 def fill(mount: Path) -> Path:
@@ -201,14 +109,10 @@ def test_collect_on_a_full_disk_says_enospc_and_writes_the_kept_snapshots_after(
 def test_collect_on_a_read_only_store_says_erofs_and_writes_the_kept_snapshots_after(
     tmpfs: Path,
 ) -> None:
-    def remount(mode: str) -> None:
-        done = run("mount", "-o", f"remount,{mode}", str(tmpfs))
-        assert done.returncode == 0, done.stderr
-
     outage(
         tmpfs,
-        lambda: remount("ro"),
-        lambda: remount("rw"),
+        lambda: remount(tmpfs, "ro"),
+        lambda: remount(tmpfs, "rw"),
         "EROFS: Read-only file system",
     )
 

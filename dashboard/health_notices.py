@@ -1,0 +1,85 @@
+"""Notices of the collect process's own health: a store that refuses writes, and a poll that
+took longer than its interval. They come from the health file the collect process writes
+(`collectors.health`), not from the store, so they show even when no snapshot could be
+stored, and only while that file is fresh (a stopped collector is the stale-poll banner's)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import streamlit as st
+
+from collectors.health import (
+    HealthReport,
+    LoopHealth,
+    overrun_notice,
+    spell_seconds,
+    write_notice,
+)
+from core.markdown import escape_markdown
+from dashboard import data
+
+
+def current_loop(
+    report: HealthReport | None, cluster: str | None, *, now: dt.datetime
+) -> LoopHealth | None:
+    """The loop polling `cluster` (the only one's when None), if its report is still fresh."""
+    loop = report.loop_of(cluster) if report is not None else None
+    if report is None or loop is None:
+        return None
+    age = (now - report.written_at).total_seconds()
+    return loop if age <= loop.late_after() else None
+
+
+def compute_notices(loop: LoopHealth | None) -> list[tuple[str, str]]:
+    """(level, sentence) of each notice that applies: "error" or "warning"."""
+    if loop is None:
+        return []
+    found = [("error", write_notice(loop)), ("warning", overrun_notice(loop))]
+    return [(level, _sentence(text)) for level, text in found if text]
+
+
+def compute_short_notices(loop: LoopHealth | None) -> list[tuple[str, str]]:
+    """The sidebar's one-line forms of `compute_notices`."""
+    if loop is None:
+        return []
+    found = []
+    if write_notice(loop) and loop.failing_since is not None:
+        since = loop.failing_since.astimezone(dt.UTC).strftime("%H:%M")
+        found.append(("error", f"Store refuses writes: {loop.failed_writes} since {since} UTC."))
+    if overrun_notice(loop):
+        took, every = spell_seconds(loop.duration), spell_seconds(loop.interval)
+        found.append(("warning", f"Last poll took {took}, over the {every} interval."))
+    return found
+
+
+def chosen_loop(root: str) -> LoopHealth | None:
+    cluster = data.chosen_cluster(root)
+    report = data.collector_health(root)
+    return current_loop(report, cluster, now=dt.datetime.now(dt.UTC))
+
+
+def draw_notices(notices: list[tuple[str, str]]) -> None:
+    for level, text in notices:
+        # the reason is the system's text and may hold a path: shown as text, not Markdown
+        (st.error if level == "error" else st.warning)(escape_markdown(text))
+
+
+def health_banner(root: str, *, every: float) -> None:
+    """The notices, redrawn every `every` seconds: a store that stops taking writes brings
+    no new snapshot, so nothing else would rerun the page."""
+
+    @st.fragment(run_every=every)
+    def _banner() -> None:
+        draw_notices(compute_notices(chosen_loop(root)))
+
+    _banner()
+
+
+def sidebar_notices(root: str) -> None:
+    """The short forms, for the sidebar's status (inside its own refreshing fragment)."""
+    draw_notices(compute_short_notices(chosen_loop(root)))
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."

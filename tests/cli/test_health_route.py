@@ -1,0 +1,55 @@
+"""/health beside /metrics on the collect process's port: the recorder's verdict at its own
+path, the metrics at every other."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from cli.metrics_endpoint import HEALTH_PATH, MetricsEndpoint
+from collectors.health import HealthRecorder
+from collectors.loop import Heartbeat
+from core.store import Store
+from lab.localpulsar import free_port
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
+
+
+def get(url: str) -> tuple[int, str, str]:
+    try:
+        with _DIRECT.open(url, timeout=30) as answer:
+            return answer.status, answer.headers["Content-Type"], answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+def test_health_route_answers_the_verdict_and_metrics_answer_beside_it(tmp_path: Path) -> None:
+    health = HealthRecorder(tmp_path, interval=30.0, deadline=120.0)
+    port = free_port()
+    endpoint = MetricsEndpoint(Store(tmp_path), port=port, health=health, environ={})
+    endpoint.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        at = dt.datetime.now(dt.UTC)
+        refused = Heartbeat(
+            at=at, topics=0, subscriptions=0, requests=9, errors=0, duration=0.1,
+            snapshot_id=None, write_error="could not write snapshot: ENOSPC: No space left",
+        )  # fmt: skip
+        endpoint.wrap(health.wrap(lambda beat: None))(refused)
+        failing = get(url + HEALTH_PATH)
+        health.record(dataclasses.replace(refused, write_error=None, snapshot_id="sha256:ab"))
+        ok = get(url + HEALTH_PATH)
+        metrics = get(url + "/metrics")
+    finally:
+        endpoint.close()
+    assert failing[:2] == (503, "application/json; charset=utf-8")
+    assert json.loads(failing[2])["problems"][0].endswith(
+        "ENOSPC: No space left; snapshots are kept in memory (up to 5) and retried"
+    )
+    assert ok[0] == 200 and json.loads(ok[2])["status"] == "ok"
+    assert metrics[0] == 200
+    assert "pulsar_lens_failed_writes_total 1.0" in metrics[2]

@@ -1,0 +1,200 @@
+"""The collect process's health: the verdict /health answers with, the notices' words, and the
+health file written whole, beside the store and in a spare copy a refusing store cannot stop."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from collectors.health import (
+    HEALTH_FILE,
+    HealthRecorder,
+    health_paths,
+    judge,
+    overrun_notice,
+    read_health,
+    write_notice,
+)
+from collectors.loop import MAX_UNWRITTEN, Heartbeat
+
+T0 = dt.datetime(2026, 3, 4, 12, 5, tzinfo=dt.UTC)
+EROFS = "could not write snapshot sha256:ab under /data/store: EROFS: Read-only file system"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += dt.timedelta(seconds=seconds)
+
+
+def beat(
+    *,
+    duration: float = 0.5,
+    write_error: str | None = None,
+    cluster: str | None = None,
+    reachable: bool = True,
+    retry_in: float | None = None,
+) -> Heartbeat:
+    return Heartbeat(
+        at=T0,
+        topics=3,
+        subscriptions=2,
+        requests=9,
+        errors=0 if reachable else 9,
+        duration=duration,
+        snapshot_id=None if write_error or not reachable else "sha256:ab",
+        write_error=write_error,
+        cluster=cluster,
+        reachable=reachable,
+        retry_in=retry_in,
+    )
+
+
+def recorder(root: Path, clock: Clock, **kwargs: object) -> HealthRecorder:
+    return HealthRecorder(root, interval=30.0, deadline=120.0, now=clock, **kwargs)  # type: ignore[arg-type]
+
+
+def test_health_polls_on_time_and_stored_are_healthy(tmp_path: Path) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    health.record(beat())
+    clock.advance(30)
+    health.record(beat())
+    status, body = health.answer()
+    assert status == 200
+    assert json.loads(body) == {"status": "ok", "problems": [], "notes": []}
+
+
+def test_health_refused_writes_fail_it_counting_them_since_the_first(tmp_path: Path) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    health.record(beat())
+    clock.advance(30)
+    for _ in range(3):
+        health.record(beat(write_error=EROFS))
+        clock.advance(30)
+    status, body = health.answer()
+    assert status == 503
+    (problem,) = json.loads(body)["problems"]
+    assert problem == (
+        f"the store refused the last 3 write(s) since 12:05 UTC: {EROFS}; snapshots are "
+        f"kept in memory (up to {MAX_UNWRITTEN}) and retried"
+    )
+    health.record(beat())  # the store takes writes again
+    assert health.answer()[0] == 200
+
+
+def test_health_a_silent_loop_fails_it_after_three_intervals_and_the_deadline(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    health.record(beat())
+    clock.advance(3 * 30 + 120 - 1)
+    assert health.answer()[0] == 200
+    clock.advance(2)
+    status, body = health.answer()
+    assert status == 503
+    assert json.loads(body)["problems"] == [
+        "no poll has ended for 3m31s; one is expected every 30s"
+    ]
+
+
+def test_health_no_poll_past_the_start_grace_fails_it(tmp_path: Path) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    clock.advance(3 * 30 + 120 - 1)
+    assert health.answer()[0] == 200
+    clock.advance(2)
+    status, body = health.answer()
+    assert status == 503
+    assert "no poll has ended in the 3m31s since the start" in body
+
+
+def test_health_the_backoff_of_an_unreachable_cluster_is_not_silence(tmp_path: Path) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    health.record(beat(reachable=False, retry_in=120.0))
+    clock.advance(120 + 2 * 30 + 120 - 1)
+    status, body = health.answer()
+    assert status == 200  # restarting would not bring the cluster back
+    assert json.loads(body)["notes"] == ["the last poll reached no admin endpoint"]
+
+
+def test_health_an_overrun_is_a_note_saying_what_to_change(tmp_path: Path) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    health.record(beat(duration=47.2))
+    status, body = health.answer()
+    assert status == 200
+    (note,) = json.loads(body)["notes"]
+    assert note.startswith("the last poll took 47s, over the 30s interval, so polls run back")
+    assert "PULSAR_LENS_POLL_INTERVAL" in note and "--namespace" in note
+
+
+@pytest.mark.parametrize(
+    ("duration", "interval", "said"),
+    [(1.4, 1.0, "took 1.4s, over the 1s interval"), (30.0, 30.0, None), (0.2, 1.0, None)],
+)
+def test_health_overrun_notice_only_past_the_interval(
+    tmp_path: Path, duration: float, interval: float, said: str | None
+) -> None:
+    health = HealthRecorder(tmp_path, interval=interval, deadline=5.0, now=Clock())
+    health.record(beat(duration=duration))
+    notice = overrun_notice(health.report().loops[0])
+    assert (notice is None) if said is None else (said in str(notice))
+
+
+def test_health_several_clusters_each_judged_and_named(tmp_path: Path) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock, clusters=("east", "west"))
+    health.record(beat(cluster="east"))
+    health.record(beat(cluster="west", write_error=EROFS))
+    verdict = judge(health.report(), now=clock())
+    assert [p.split(":")[0] for p in verdict.problems] == ["cluster west"]
+    assert write_notice(health.report().loop_of("east")) is None  # type: ignore[arg-type]
+
+
+def test_health_file_is_written_in_the_store_and_read_back(tmp_path: Path) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    health.record(beat(write_error=EROFS))
+    assert (tmp_path / HEALTH_FILE).is_file()
+    assert read_health(tmp_path) == health.report()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_health_file_of_a_store_that_refuses_writes_is_read_from_the_spare_copy(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    health.record(beat())
+    in_store, spare = health_paths(tmp_path)
+    # a folder where the file belongs: refused even to root, like a read-only store
+    in_store.unlink()
+    in_store.mkdir()
+    clock.advance(30)
+    health.record(beat(write_error=EROFS))
+    assert spare.is_file()
+    report = read_health(tmp_path)
+    assert report is not None and report.loops[0].failed_writes == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "{", "[]", '{"loops": 3}', '{"loops": [{"interval": "x"}]}', '{"started_at": "now"}'],
+)
+def test_health_file_unreadable_is_no_report(tmp_path: Path, text: str) -> None:
+    for path in health_paths(tmp_path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert read_health(tmp_path) is None

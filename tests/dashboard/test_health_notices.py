@@ -1,0 +1,108 @@
+"""The Overview's and the sidebar's notices of the collect process's health: a store that
+refuses writes and a poll over its interval, read from the health file the collect process
+writes, shown even when no snapshot was ever stored, and not once that file is stale."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from collectors.health import HealthRecorder
+from collectors.loop import Heartbeat
+from dashboard.health_notices import compute_notices, compute_short_notices, current_loop
+from tests.dashboard.scenario import write_scenario
+
+AppRunner = Callable[..., AppTest]
+EROFS = "could not write snapshot sha256:ab under /data/store: EROFS: Read-only file system"
+
+
+def beat(*, duration: float = 0.5, write_error: str | None = None) -> Heartbeat:
+    return Heartbeat(
+        at=dt.datetime.now(dt.UTC),
+        topics=3,
+        subscriptions=2,
+        requests=9,
+        errors=0,
+        duration=duration,
+        snapshot_id=None if write_error else "sha256:ab",
+        write_error=write_error,
+    )
+
+
+def refusing(root: Path, *, now: Callable[[], dt.datetime] | None = None) -> HealthRecorder:
+    """The health of a collector whose store refused its last three writes, each poll 47 s."""
+    root.mkdir(parents=True, exist_ok=True)
+    clock = now or (lambda: dt.datetime.now(dt.UTC))
+    health = HealthRecorder(root, interval=10.0, deadline=120.0, now=clock)
+    health.record(beat())
+    for _ in range(3):
+        health.record(beat(duration=47.0, write_error=EROFS))
+    return health
+
+
+def texts(elements: object) -> list[str]:
+    return [e.value.replace("\\", "") for e in elements]  # type: ignore[attr-defined]
+
+
+def test_health_notices_overview_says_the_store_refuses_writes_and_the_poll_overran(
+    store_dir: Path, app: AppRunner
+) -> None:
+    write_scenario(store_dir)
+    refusing(store_dir)
+    at = app()
+    assert not at.exception
+    since = dt.datetime.now(dt.UTC)  # the notice's HH:MM is of the first refused write
+    (refused,) = [t for t in texts(at.main.error) if "refused" in t]
+    found = re.fullmatch(r"The store refused the last 3 write\(s\) since (\S+) UTC: (.*)", refused)
+    assert found, refused
+    assert found[1] in {f"{since - dt.timedelta(minutes=m):%H:%M}" for m in (0, 1)}
+    assert found[2] == f"{EROFS}; snapshots are kept in memory (up to 5) and retried."
+    (overran,) = [t for t in texts(at.main.warning) if "poll took" in t]
+    assert overran.startswith("The last poll took 47s, over the 10s interval, so polls run")
+    assert any(t.startswith("Store refuses writes: 3 since") for t in texts(at.sidebar.error))
+    assert "Last poll took 47s, over the 10s interval." in texts(at.sidebar.warning)
+
+
+def test_health_notices_show_on_a_store_that_never_took_a_snapshot(
+    store_dir: Path, app: AppRunner
+) -> None:
+    refusing(store_dir)
+    at = app()
+    assert not at.exception
+    assert any(t.startswith("The store refused the last 3 write(s)") for t in texts(at.error))
+    assert any("No snapshots yet" in t for t in texts(at.info))
+
+
+def test_health_notices_of_a_stale_health_file_are_not_shown(
+    store_dir: Path, app: AppRunner
+) -> None:
+    write_scenario(store_dir)
+    long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)
+    refusing(store_dir, now=lambda: long_ago)
+    at = app()
+    assert not at.exception
+    assert not [t for t in texts(at.error) + texts(at.warning) if "refuse" in t or "took" in t]
+
+
+def test_health_notices_none_while_writes_succeed_on_time(tmp_path: Path) -> None:
+    health = HealthRecorder(tmp_path, interval=10.0, deadline=120.0)
+    health.record(beat(duration=9.9))
+    now = dt.datetime.now(dt.UTC)
+    loop = current_loop(health.report(), None, now=now)
+    assert loop is not None
+    assert compute_notices(loop) == compute_short_notices(loop) == []
+
+
+def test_health_notices_follow_the_chosen_cluster(tmp_path: Path) -> None:
+    health = HealthRecorder(tmp_path, interval=10.0, deadline=120.0, clusters=("east", "west"))
+    health.record(beat())
+    health.record(dataclasses.replace(beat(write_error=EROFS), cluster="west"))
+    now = dt.datetime.now(dt.UTC)
+    assert compute_notices(current_loop(health.report(), "east", now=now)) == []
+    (notice,) = compute_notices(current_loop(health.report(), "west", now=now))
+    assert notice[0] == "error" and "refused the last 1 write(s)" in notice[1]
