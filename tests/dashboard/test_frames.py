@@ -100,11 +100,14 @@ def test_page_plan_serves_a_second_claim_on_a_path_at_the_plugins_own_path() -> 
 @pytest.mark.parametrize(
     "broker", ["broker-a:8080", "[x](y.png):8080", "[::1]:8080", "h]:1", "a b:1", "x#y:1"]
 )
-def test_failed_brokers_names_a_broker_whatever_the_cluster_called_it(broker: str) -> None:
+def test_broker_failures_name_a_broker_whatever_the_cluster_called_it(broker: str) -> None:
     """The broker's name comes from the cluster: one that is no valid host is named too,
     up to where a URL would end it (`#`), and unsure_of agrees on whose bundles are unknown."""
     endpoint = f"GET http://{broker}/admin/v2/namespaces/ownedNamespaces"
     errors = pd.DataFrame({"endpoint": [endpoint, "GET /admin/v2/clusters"]})
     host = broker.partition("#")[0]
-    assert frames.failed_brokers(errors) == [host]
+    failed = frames.compute_broker_failures(errors)
+    assert failed["broker"].tolist() == [host]
+    assert failed["call"].str.startswith("GET ").all()
+    assert failed["missing"].tolist() == ["which bundles it owns"]
     assert unsure_of([endpoint]).owner_brokers == {host}
