@@ -36,6 +36,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from core import links
 from core.errors import ResultNotReady, SettingsError
 from core.secrets import clean
 from exporter.families import (
@@ -402,7 +403,7 @@ class LensCollector(Collector):
         text = json.dumps({"snapshot_id": sid, "at": at, "failed": dict(hooks)})
         staging = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            links.real_folder(Path(root), path.parent.relative_to(root))  # never through a link
             staging.write_text(text, encoding="utf-8")
             os.replace(staging, path)
         except OSError as exc:  # e.g. a read-only store: /metrics still answers
