@@ -208,6 +208,7 @@ def serve(
     config = settings.config_file if settings is not None else None
     polls = admin_url is not None or bool(config and settings and len(settings.clusters) > 1)
     check_root(store, writable=polls)  # before any child starts: one line, not two tracebacks
+    store.mkdir(parents=True, exist_ok=True)
     if polls:
         collector = collect_child(
             admin_url, store, interval, metrics=metrics, extra=collect_args, config=config

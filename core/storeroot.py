@@ -16,9 +16,10 @@ HOW_TO_FIX = "point --store or PULSAR_LENS_STORE at a folder"
 
 
 def check_root(root: str | os.PathLike[str], *, writable: bool) -> Path:
-    """`root` as a Path; SnapshotError in one line when it cannot be a store: not a folder,
-    not listable, or (`writable`) neither creatable nor writable. A missing root is made when
-    `writable`, and left for the command to report otherwise (an empty store)."""
+    """`root` as a Path; SnapshotError in one line when it cannot be a store: not a folder (a
+    file, a link to nothing, a path below a file), not listable, or (`writable`) a folder
+    that cannot be written or made. A missing root is not made here: that is for the first
+    write, or for the command to report as an empty store."""
     path = Path(root)
     try:
         return _check(path, writable=writable)
@@ -27,15 +28,17 @@ def check_root(root: str | os.PathLike[str], *, writable: bool) -> Path:
 
 
 def _check(path: Path, *, writable: bool) -> Path:
-    if writable:
-        _make(path)
     if path.is_symlink() and not path.exists():
         raise SnapshotError(f"the store {path} is a link to nothing; {HOW_TO_FIX}")
     if not path.exists():
         above = next((p for p in path.parents if p.exists()), None)
         if above is not None and not above.is_dir():  # it can never be made
             raise SnapshotError(f"the store {path} is below {above}, not a folder; {HOW_TO_FIX}")
-        return path
+        if writable and above is not None and not os.access(above, os.W_OK | os.X_OK):
+            raise SnapshotError(
+                f"cannot create the store {path}: {above} is not writable; {HOW_TO_FIX}"
+            )
+        return path  # made by the first write: a run that stores nothing leaves no folder
     if not path.is_dir():
         raise SnapshotError(f"the store {path} is not a folder; {HOW_TO_FIX}")
     try:
@@ -48,22 +51,14 @@ def _check(path: Path, *, writable: bool) -> Path:
     return path
 
 
-def _make(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        pass  # a file or a dangling link: said below, with the other kinds of path
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        why = _why(exc) if isinstance(exc, OSError) else str(exc)
-        raise SnapshotError(f"cannot create the store {path}: {why}; {HOW_TO_FIX}") from None
-
-
 def _probe_write(path: Path) -> None:
     """A file made and removed: permissions alone miss read-only mounts and full quotas."""
     try:
         fd, name = tempfile.mkstemp(prefix=".write-check-", suffix=".tmp", dir=path)
     except OSError as exc:
-        raise SnapshotError(f"cannot write in the store {path}: {_why(exc)}") from None
+        raise SnapshotError(
+            f"cannot write in the store {path}: {_why(exc)}; {HOW_TO_FIX}"
+        ) from None
     os.close(fd)
     os.unlink(name)
 
