@@ -26,6 +26,7 @@ from collectors.loop import LoopGroup, PollLoop
 from core.mutations import mutations_allowed
 from core.settings import Settings, format_duration
 from core.store import Store
+from core.storeroot import check_root
 
 ONE_CLUSTER_ONLY = "--probe, --sample-keys and PULSAR_LENS_KEY_SAMPLING"
 
@@ -51,7 +52,7 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
     if timing is None:
         return 2
     interval, retention = timing
-    store = Store(args.store or settings.store_dir)
+    store = Store(check_root(args.store or settings.store_dir, writable=True))
     health = HealthRecorder(
         store.root,
         interval=interval.total_seconds(),

@@ -43,6 +43,7 @@ from core.settings import (
     parse_duration,
 )
 from core.store import Store
+from core.storeroot import check_root
 from plugins.registry import PLUGIN_DIRS_ENV
 from plugins.spark.session import MASTER_ENV
 
@@ -189,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     admin_url = require_admin_url("collect", args.admin_url, settings)
     if not admin_url:
         return 2
-    store = Store(args.store or settings.store_dir)
+    store = Store(check_root(args.store or settings.store_dir, writable=True))
     timing = poll_timing(args, settings)
     if timing is None:
         return 2

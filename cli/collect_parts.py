@@ -36,6 +36,9 @@ from plugins.spark.worker import (
     seconds_from_env,
 )
 
+# `serve` gives the collect process 10 s to stop: the job worker's Spark session gets half
+JOBS_GRACE = 5.0
+
 
 @dataclass(frozen=True, slots=True)
 class Source:
@@ -82,14 +85,21 @@ def poll_timing(
 
 
 def compute_per_cluster(
-    store: Store, plugins: Sequence[Any], results: ResultStore, clusters: Sequence[str]
+    store: Store,
+    plugins: Sequence[Any],
+    results: ResultStore,
+    clusters: Sequence[str],
+    *,
+    stop: Callable[[], bool] = lambda: False,
 ) -> None:
     """Every light plugin on each cluster's own newest snapshots, then prune the stored
-    results (`prune_results`)."""
+    results (`prune_results`); the plugins not started once `stop()` is true are left out."""
     light = [p for p in requirements_first(plugins) if p.engine != "spark"]
     for cluster in clusters:
         view = ClusterView(store, cluster)
         for plugin in light:
+            if stop():
+                return
             store_run(view, plugin, results)
     prune_results(store, light, results)  # over the whole store: every cluster's are live
 
@@ -110,10 +120,12 @@ class Analyses:
         plugins = list(registry)
         if clusters:
             self._worker = ResultsWorker(
-                lambda: compute_per_cluster(store, plugins, results, clusters)
+                lambda stop: compute_per_cluster(store, plugins, results, clusters, stop=stop)
             )
         else:
-            self._worker = ResultsWorker(lambda: compute_results(store, plugins, results=results))
+            self._worker = ResultsWorker(
+                lambda stop: compute_results(store, plugins, results=results, stop=stop)
+            )
         self._jobs: WorkerProcess | None = None
         spark = [p.name for p in plugins if p.engine == "spark"]
         if spark and spark_jobs and os.environ.get(JOBS_ENV, "1") != "0":
@@ -138,9 +150,12 @@ class Analyses:
         self._worker.drain()
 
     def close(self) -> None:
+        """Stop the job worker and the results thread side by side, within JOBS_GRACE."""
+        if self._jobs is not None:
+            self._jobs.terminate()  # first: its Spark session takes seconds to stop
         self._worker.stop()
         if self._jobs is not None:
-            self._jobs.close()
+            self._jobs.close(grace=JOBS_GRACE)
 
 
 @contextmanager

@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from collectors.keys import client_token
     from core.mutations import require_mutations
     from core.store import Store
+    from core.storeroot import check_root
 
     settings = Settings.from_env()
     plan = DrillPlan.parse(
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     admin_url = require_admin_url("drill", args.admin_url, settings)
     if not admin_url:
         return 2
-    store = Store(args.store or settings.store_dir)
+    store = Store(check_root(args.store or settings.store_dir, writable=True))
     with AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url}) as admin:
         service_url = args.service_url or settings.service_url
         print(f"drill: unload {args.bundle} on {display_url(admin_url)}", file=sys.stderr)

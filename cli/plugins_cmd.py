@@ -192,6 +192,7 @@ def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 def run_analyze(args: argparse.Namespace) -> int:
     from core.store import Store  # keep `pulsar-lens plugins` free of the store's imports
+    from core.storeroot import check_root
     from plugins import runner
 
     loaded = discover().get(args.slug)
@@ -204,7 +205,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         return 2
     raw = parse_params(args.param, plugin=loaded.name)
     params = runner.validate_params(loaded.plugin, coerce_params(type(loaded.plugin).Params, raw))
-    store_dir = Path(args.store) if args.store else default_store_dir()
+    store_dir = check_root(args.store or default_store_dir(), writable=False)
     store = Store(store_dir)
     try:
         if store.latest_snapshot_id() is None:

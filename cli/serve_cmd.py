@@ -24,6 +24,7 @@ from cli.metrics_endpoint import add_metrics_port, metrics_port, metrics_url
 from cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
 from core.secrets import display_url
 from core.settings import Settings, format_duration
+from core.storeroot import check_root
 from exporter.collector import SERVE_PORT
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -202,11 +203,13 @@ def serve(
     """Supervise the loop and the dashboard until stopped; 1 (with the reason) if one dies.
     Without an admin URL only the dashboard runs, over the store as it is (offline), unless
     `settings` come from a file that lists several clusters: the loop then polls them all."""
-    store.mkdir(parents=True, exist_ok=True)
     url = dashboard_url(address, port)
     children = [streamlit_child(store, interval, address=address, port=port, settings=settings)]
     config = settings.config_file if settings is not None else None
-    if admin_url is not None or (config is not None and settings and len(settings.clusters) > 1):
+    polls = admin_url is not None or bool(config and settings and len(settings.clusters) > 1)
+    check_root(store, writable=polls)  # before any child starts: one line, not two tracebacks
+    store.mkdir(parents=True, exist_ok=True)
+    if polls:
         collector = collect_child(
             admin_url, store, interval, metrics=metrics, extra=collect_args, config=config
         )
@@ -236,7 +239,7 @@ def serve(
 
 def run_serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env(config=args.config)
-    store = Path(args.store or settings.store_dir).resolve()
+    store = check_root(Path(args.store or settings.store_dir), writable=False).resolve()
     if len(settings.clusters) > 1 and not args.admin_url:
         names = ", ".join(str(c.name) for c in settings.clusters)
         banner = [f"Collecting from {len(settings.clusters)} clusters ({names}) into {store}"]
@@ -279,6 +282,7 @@ def run_demo(args: argparse.Namespace) -> int:
     scratch = None if args.store else Path(tempfile.mkdtemp(prefix="pulsar-lens-demo-"))
     store = Path(args.store).resolve() if args.store else Path(str(scratch)) / "store"
     try:
+        check_root(store, writable=True)  # before a local Pulsar takes a minute to start
         return run_demo_in(store, args)
     finally:
         if scratch is not None:

@@ -58,6 +58,7 @@ class DrillStatus:
 
 class DrillQueue:
     def __init__(self, store_root: str | Path) -> None:
+        self.store_root = Path(store_root)
         self.root = Path(store_root) / DRILLS_DIR
 
     def request(self, bundle: str, to: str | None = None, *, requested_by: str) -> DrillStatus:
@@ -71,21 +72,23 @@ class DrillQueue:
             requested_by=requested_by,
         )
         self._save(status)
-        write_json(self.root / "requests" / f"{status.id}.json", asdict(status))
+        write_json(
+            self.root / "requests" / f"{status.id}.json", asdict(status), store_root=self.store_root
+        )
         return status
 
     def status(self, drill_id: str) -> DrillStatus | None:
         return _read(self.root / "status" / f"{drill_id}.json")
 
     def latest(self) -> DrillStatus | None:
-        files = json_files(self.root / "status")
+        files = json_files(self.root / "status", store_root=self.store_root)
         return _read(files[-1]) if files else None
 
     def take(self) -> DrillStatus | None:
         """The oldest request, removed from the queue; None when there is none. Only what a
         request holds is kept from its file, and its id is the file's name: the status it
         gets must not land outside the status folder, nor claim a state or steps."""
-        for path in json_files(self.root / "requests"):
+        for path in json_files(self.root / "requests", store_root=self.store_root):
             found = _read(path)
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
@@ -100,8 +103,10 @@ class DrillQueue:
         return None
 
     def _save(self, status: DrillStatus) -> DrillStatus:
-        write_json(self.root / "status" / f"{status.id}.json", asdict(status))
-        for old in json_files(self.root / "status")[:-STATUS_KEPT]:
+        write_json(
+            self.root / "status" / f"{status.id}.json", asdict(status), store_root=self.store_root
+        )
+        for old in json_files(self.root / "status", store_root=self.store_root)[:-STATUS_KEPT]:
             with contextlib.suppress(FileNotFoundError):
                 old.unlink()
         return status

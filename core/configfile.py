@@ -27,6 +27,13 @@ from core.config import CLUSTER_ENV, CLUSTER_KEYS, CONFIG_ENV, GLOBAL_ENV, LensC
 from core.errors import SettingsError
 from core.values import DEFAULT_RETENTION
 
+MAX_FILE_BYTES = 1024 * 1024  # settings files are a few KiB; this leaves room for comments
+MAX_DEPTH = 16  # the deepest real key is clusters[i].oauth2.<key>: 4
+_KEY_PART = r"""(?:[A-Za-z0-9_-]++|"[^"\n]*+"|'[^'\n]*+')"""  # possessive: linear on any text
+_DEEP_KEY = re.compile(
+    rf"""(?<![A-Za-z0-9_\-"']){_KEY_PART}(?:[ \t]*+\.[ \t]*+{_KEY_PART}){{{MAX_DEPTH},}}"""
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Origin:
@@ -82,15 +89,42 @@ def _read_file(path: Path | None, how: str) -> tuple[dict[str, Any], dict[str, i
     if path is None:
         return {}, {}
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)  # a huge file is refused unread
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SettingsError(f"{how}: cannot read the settings file {path}: {why}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise SettingsError(
+            f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB, too large for a settings file"
+        )
+    too_deep = f"{path}: values nested more than {MAX_DEPTH} deep, too deep for a settings file"
+    if _DEEP_KEY.search(text):  # tomllib takes time quadratic in a dotted key's length
+        raise SettingsError(too_deep)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise SettingsError(too_deep) from None
+    if _depth(data) > MAX_DEPTH:  # what tomllib took would still exhaust the checks below
+        raise SettingsError(too_deep)
     return data, key_lines(text)
+
+
+def _depth(value: Any) -> int:
+    """How deeply tables and arrays nest in `value` (a scalar is 0), without recursion."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            pending.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            pending.extend((v, depth + 1) for v in item)
+    return deepest
 
 
 def _file_origins(

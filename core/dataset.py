@@ -34,6 +34,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from core import links
+
 log = logging.getLogger(__name__)
 
 TS_FORMAT = "%Y%m%dT%H%M%S%fZ"
@@ -94,16 +96,13 @@ def partition_dir(table_dir: Path, day: dt.date) -> Path:
 def list_days(table_dir: Path) -> list[dt.date]:
     """The day partitions of a table folder, oldest first."""
     days = []
-    try:
-        entries = list(os.scandir(table_dir))
-    except FileNotFoundError:
-        return []
-    for entry in entries:
-        if entry.is_dir() and entry.name.startswith(DAY_PREFIX):
+    for name in links.real_names(table_dir):
+        entry = table_dir / name
+        if name.startswith(DAY_PREFIX) and entry.is_dir():
             try:
                 days.append(dt.date.fromisoformat(entry.name[len(DAY_PREFIX) :]))
             except ValueError:
-                log.warning("ignoring folder %s: not a date partition", entry.path)
+                log.warning("ignoring folder %s: not a date partition", entry)
     return sorted(days)
 
 
@@ -212,6 +211,7 @@ def write_atomic(
 def publish(folder: Path, name: str, write: Callable[[Path], None]) -> Path:
     """Run write(tmp) on a hidden path in folder, fsync it, then rename it to folder/name."""
     folder.mkdir(parents=True, exist_ok=True)
+    links.refuse_link(folder)  # a day folder linked elsewhere would take the rows out of the store
     tmp = folder / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
     target = folder / name
     try:
@@ -389,10 +389,8 @@ def remove_temps(folder: Path, *, older_than: float = STALE_TEMP_SECONDS) -> int
 
 
 def _listdir(folder: Path) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except FileNotFoundError:
-        return []
+    """The names in `folder` but its symbolic links: what they point to is not the store's."""
+    return links.real_names(folder)
 
 
 def count_files(table_dir: Path, day: dt.date) -> int:

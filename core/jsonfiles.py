@@ -12,18 +12,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from core import links
 
-def json_files(folder: Path) -> list[Path]:
-    """The `*.json` files of `folder`, by name (ids that start with a time sort by it)."""
+
+def json_files(folder: Path, *, store_root: Path) -> list[Path]:
+    """The `*.json` files of `folder`, by name (ids that start with a time sort by it).
+
+    Callers delete some of them: none is listed behind a symbolic link below `store_root`
+    (a linked folder on the way is reported and lists nothing)."""
     try:
-        return sorted(p for p in folder.iterdir() if p.suffix == ".json")
-    except FileNotFoundError:
+        links.refuse_links_below(store_root, folder.relative_to(store_root))
+    except links.LinkRefused as exc:
+        links.warn_link(exc.path)
         return []
+    return sorted(folder / n for n in links.real_names(folder) if Path(n).suffix == ".json")
 
 
-def write_json(path: Path, payload: Mapping[str, Any]) -> None:
-    """Write `payload` to `path` atomically (a staging file renamed into place)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_json(path: Path, payload: Mapping[str, Any], *, store_root: Path) -> None:
+    """Write `payload` to `path` atomically (a staging file renamed into place); LinkRefused
+    when a folder on the way from `store_root` is a symbolic link."""
+    links.real_folder(store_root, path.parent.relative_to(store_root))
     staging = path.with_name(f".{path.name}.{os.urandom(4).hex()}")
     staging.write_text(json.dumps(payload, default=str))
     staging.replace(path)

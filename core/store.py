@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import dataset
+from core import dataset, links
 from core.dataset import DataFile
 from core.digest import canonical_json, snapshot_id
 from core.errors import SnapshotError
@@ -382,7 +382,10 @@ class Store:
                 where = ", ".join(str(f.path) for f in files[:3])
                 raise SnapshotError(f"unreadable Parquet file among {where}: {exc}") from exc
             for f in bad:
-                self.quarantine(f.path, f"{type(exc).__name__}: {exc}")
+                try:
+                    self.quarantine(f.path, f"{type(exc).__name__}: {exc}")
+                except SnapshotError as refused:  # it stays, and reads go on without it
+                    log.warning("%s; reading on without it", refused)
             return self._scan([f for f in files if f not in bad], schema, expr)
 
     def quarantine(self, path: Path, why: str) -> Path:
@@ -390,23 +393,31 @@ class Store:
         quarantine/, keeping its place in the name; readers then go on without it."""
         relative = path.relative_to(self.root)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        target = self.root / QUARANTINE / relative.parent / f"{relative.name}.{stamp}"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
+        try:
+            links.refuse_links_below(
+                self.root, relative.parent
+            )  # else the move would leave the store
+            folder = links.real_folder(self.root, Path(QUARANTINE, *relative.parent.parts))
+        except OSError as exc:
+            raise SnapshotError(f"could not move {path} to quarantine: {exc}") from exc
+        target = folder / f"{relative.name}.{stamp}"
+        os.replace(path, target)  # a link is moved itself, never what it points to
         log.warning("moved %s out of the store to %s: %s", path, target, why)
         return target
 
     def quarantined_files(self) -> int:
         """How many files and folders were moved to quarantine/ so far."""
         folder = self.root / QUARANTINE
-        if not folder.is_dir():
+        if folder.is_symlink() or not folder.is_dir():
             return 0
         return sum(1 for p in folder.rglob("*") if _QUARANTINED.search(p.name))
 
     def _table_path(self, name: str) -> Path:
         """The folder of table `name`, after moving aside a file that took its name."""
         path = self.root / name
-        if path.exists() and not path.is_dir():
+        if path.is_symlink():
+            self.quarantine(path, "a symbolic link where the table's folder belongs")
+        elif path.exists() and not path.is_dir():
             self.quarantine(path, "a file where the table's folder belongs")
         return path
 

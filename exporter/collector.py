@@ -35,6 +35,7 @@ import pandas as pd
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from core import links
 from core.errors import ResultNotReady, SettingsError
 from core.secrets import clean
 from exporter.families import (
@@ -214,6 +215,7 @@ class LensCollector(Collector):
         self._cached: tuple[str, dt.datetime, list[Metric]] | None = None
         self._refreshing = threading.Event()
         self._refresher: threading.Thread | None = None
+        self._closing = threading.Event()
         self.computations = 0  # how many times the snapshot families were computed
         self._recorder.on_record(self._after_poll)
 
@@ -239,7 +241,10 @@ class LensCollector(Collector):
 
     def close(self, timeout: float = 30.0) -> None:
         """Wait (at most `timeout` s) for a refresh under way: a thread left inside pyarrow
-        when the process exits deadlocks arrow's thread pool at exit."""
+        when the process exits deadlocks arrow's thread pool at exit. The refresh stops at
+        its next plugin: running every plugin to the end held a stopping process for as long
+        as a whole round of analyses took."""
+        self._closing.set()
         refresher = self._refresher
         if refresher is not None:
             refresher.join(timeout)
@@ -247,7 +252,9 @@ class LensCollector(Collector):
     def _refresh(self) -> None:
         try:
             done = None
-            while (newest := self._newest()) is not None and newest[0] != done:
+            while not self._closing.is_set() and (newest := self._newest()) is not None:
+                if newest[0] == done:
+                    break
                 self._snapshot_families(*newest)
                 done = newest[0]
         finally:
@@ -346,6 +353,8 @@ class LensCollector(Collector):
         failed = list(self._unloaded)
         hooks: dict[str, str] = {}
         for plugin in self._loaded():
+            if self._closing.is_set():
+                break  # closed: nothing will scrape what the other plugins contribute
             name = getattr(plugin, "name", "?")
             try:
                 result = runner.run(plugin, self._store, use_cache=False).result
@@ -402,7 +411,7 @@ class LensCollector(Collector):
         text = json.dumps({"snapshot_id": sid, "at": at, "failed": dict(hooks)})
         staging = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            links.real_folder(Path(root), path.parent.relative_to(root))  # never through a link
             staging.write_text(text, encoding="utf-8")
             os.replace(staging, path)
         except OSError as exc:  # e.g. a read-only store: /metrics still answers

@@ -40,15 +40,21 @@ def compute_results(
     plugins: Sequence[AnalysisPlugin | LoadedPlugin],
     *,
     results: ResultStore,
+    stop: Callable[[], bool] = lambda: False,
 ) -> list[Outcome]:
     """Run and store every light plugin on the newest snapshots; prune results retention
     removed. Spark plugins are left to the job worker (`plugins.spark.worker`).
 
     Plugins run in `requirements_first` order, so a plugin that builds on another reads the
-    result just stored for it; outcomes come in that order.
+    result just stored for it; outcomes come in that order. Once `stop()` is true, the
+    plugins not started yet are left out (the process is stopping: the next start runs them).
     """
     light = [p for p in requirements_first(plugins) if _instance(p).engine != "spark"]
-    outcomes = [store_run(store, plugin, results) for plugin in light]
+    outcomes: list[Outcome] = []
+    for plugin in light:
+        if stop():
+            return outcomes
+        outcomes.append(store_run(store, plugin, results))
     prune_results(store, light, results)
     return outcomes
 
@@ -155,9 +161,10 @@ class ResultsWorker:
 
     `submit()` after each write; snapshots written while a computation runs coalesce into
     one more computation. `drain()` waits until nothing is pending (for `collect --once`).
+    `compute` is handed `stopping`, to cut a computation short once `stop()` was called.
     """
 
-    def __init__(self, compute: Callable[[], object]) -> None:
+    def __init__(self, compute: Callable[[Callable[[], bool]], object]) -> None:
         self._compute = compute
         self._changed = threading.Condition()
         self._wanted = 0  # submissions so far
@@ -176,6 +183,9 @@ class ResultsWorker:
         with self._changed:
             return self._changed.wait_for(lambda: self._done >= self._wanted, timeout)
 
+    def stopping(self) -> bool:
+        return self._stopping
+
     def stop(self) -> None:
         with self._changed:
             self._stopping = True
@@ -190,7 +200,7 @@ class ResultsWorker:
                     return
                 target = self._wanted
             try:
-                self._compute()
+                self._compute(self.stopping)
             except Exception:  # never let the worker die: the next snapshot tries again
                 log.exception("computing the analyses of the newest snapshot failed")
             with self._changed:

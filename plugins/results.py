@@ -29,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core import links
 from core.digest import cache_key
 from core.secrets import redact
 from plugins.api import Result
@@ -79,8 +80,10 @@ class ResultStore:
         """Write one entry atomically (replacing an older copy of the same key)."""
         key = result_key(stored.plugin, stored.version, stored.params, stored.snapshot_ids)
         final = self._entry(stored.plugin, key)
-        staging = final.parent / f".{key}.{os.urandom(6).hex()}"
-        staging.mkdir(parents=True)
+        # made level by level: a linked results/ or plugin folder would take it out of the store
+        folder = links.real_folder(self.root.parent, Path(RESULTS_DIR, stored.plugin))
+        staging = folder / f".{key}.{os.urandom(6).hex()}"
+        staging.mkdir()
         try:
             frames = stored.result.frames if stored.result is not None else {}
             for name, frame in frames.items():
@@ -89,7 +92,9 @@ class ResultStore:
             meta = _meta(stored, list(frames))
             meta["computed_at"] = stored.computed_at or dt.datetime.now(dt.UTC).isoformat()
             (staging / META).write_text(json.dumps(meta, default=_plain))
-            if final.exists():
+            if final.is_symlink():
+                final.unlink()  # the link only: what it points to is not the store's
+            elif final.exists():
                 shutil.rmtree(final)
             staging.rename(final)
         except BaseException:
@@ -100,8 +105,15 @@ class ResultStore:
     def read(
         self, plugin: str, version: str, params: Mapping[str, Any], snapshot_ids: Sequence[str]
     ) -> StoredResult | None:
-        """The stored entry for exactly these inputs, or None (absent or unreadable)."""
-        return _load(self._entry(plugin, result_key(plugin, version, params, snapshot_ids)))
+        """The stored entry for exactly these inputs, or None (absent, unreadable, or behind
+        a symbolic link)."""
+        key = result_key(plugin, version, params, snapshot_ids)
+        try:
+            links.refuse_links_below(self.root.parent, Path(RESULTS_DIR, plugin, key))
+        except links.LinkRefused as exc:
+            links.warn_link(exc.path)
+            return None
+        return _load(self._entry(plugin, key))
 
     def newest(self, plugin: str, version: str, params: Mapping[str, Any]) -> StoredResult | None:
         """The most recently computed entry of `plugin` at `version` with `params`, whatever
@@ -134,16 +146,17 @@ class ResultStore:
 
     def entries(self, plugin: str | None = None) -> Iterator[tuple[Path, Mapping[str, Any]]]:
         """Every readable entry (of `plugin`, when given) with its metadata (hidden staging
-        folders skipped)."""
-        if not self.root.is_dir():
-            return
-        for plugin_dir in sorted(self.root.iterdir()):
-            if not plugin_dir.is_dir() or plugin_dir.name.startswith("."):
+        folders and symbolic links skipped)."""
+        for plugin_name in sorted(links.real_names(self.root)):
+            plugin_dir = self.root / plugin_name
+            if not plugin_dir.is_dir() or plugin_name.startswith("."):
                 continue
-            if plugin is not None and plugin_dir.name != plugin:
+            if plugin is not None and plugin_name != plugin:
                 continue
-            for entry in sorted(plugin_dir.iterdir()):
-                if entry.name.startswith("."):
+            # links are left out: pruning deletes entries, and never what a link points to
+            for name in sorted(links.real_names(plugin_dir)):
+                entry = plugin_dir / name
+                if name.startswith("."):
                     continue
                 try:
                     yield entry, json.loads((entry / META).read_text())

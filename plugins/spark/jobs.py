@@ -105,6 +105,7 @@ class JobQueue:
     """The `jobs/` folder of a store: requests, statuses and the worker's lock."""
 
     def __init__(self, store_root: str | os.PathLike[str]) -> None:
+        self.store_root = Path(store_root)
         self.root = Path(store_root) / JOBS_DIR
         self.requests = self.root / "requests"
         self.statuses = self.root / "status"
@@ -122,7 +123,7 @@ class JobQueue:
             if job.same_work(plugin, params):
                 return job
         job = self.new(plugin, params, origin=origin)
-        write_json(self.requests / f"{job.id}.json", asdict(job))
+        write_json(self.requests / f"{job.id}.json", asdict(job), store_root=self.store_root)
         return job
 
     def new(self, plugin: str, params: Mapping[str, Any], *, origin: Origin) -> JobStatus:
@@ -134,7 +135,7 @@ class JobQueue:
         return self.update(job)
 
     def update(self, job: JobStatus) -> JobStatus:
-        write_json(self.statuses / f"{job.id}.json", asdict(job))
+        write_json(self.statuses / f"{job.id}.json", asdict(job), store_root=self.store_root)
         if job.ended:
             (self.requests / f"{job.id}.json").unlink(missing_ok=True)
         return job
@@ -145,7 +146,7 @@ class JobQueue:
     def pending(self) -> list[JobStatus]:
         """Jobs asked for and not ended, oldest first."""
         jobs = []
-        for path in json_files(self.requests):
+        for path in json_files(self.requests, store_root=self.store_root):
             job = self.status(path.stem) or _read_status(path)
             if job is None or job.ended:
                 path.unlink(missing_ok=True)  # a stray or finished request
@@ -155,7 +156,7 @@ class JobQueue:
 
     def latest(self, plugin: str, params: Mapping[str, Any] | None = None) -> JobStatus | None:
         """The newest job of `plugin` (with exactly `params`, when given)."""
-        for path in reversed(json_files(self.statuses)):
+        for path in reversed(json_files(self.statuses, store_root=self.store_root)):
             job = _read_status(path)
             if job is None or job.plugin != plugin:
                 continue
@@ -166,7 +167,11 @@ class JobQueue:
     def prune(self, keep: int = STATUS_KEPT) -> int:
         """Delete the statuses of ended jobs beyond the newest `keep`; how many went."""
         removed = 0
-        ended = [p for p in json_files(self.statuses) if (j := _read_status(p)) and j.ended]
+        ended = [
+            p
+            for p in json_files(self.statuses, store_root=self.store_root)
+            if (j := _read_status(p)) and j.ended
+        ]
         for path in ended[: max(0, len(ended) - keep)]:
             path.unlink(missing_ok=True)
             removed += 1

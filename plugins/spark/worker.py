@@ -25,7 +25,9 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from core.errors import SettingsError
@@ -270,12 +272,18 @@ class WorkerProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, sig)
 
-    def close(self, grace: float = 10.0) -> None:
-        """Ask the worker to stop (it stops its Spark session), then kill what is left."""
+    def terminate(self) -> None:
+        """Ask the worker to stop, without waiting: it abandons the job under way and stops
+        its Spark session (`close` waits for it)."""
         with self._lock:
             self._stop.set()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
+
+    def close(self, grace: float = 10.0) -> None:
+        """Ask the worker to stop (it stops its Spark session), then kill what is left."""
+        self.terminate()
+        if self.process is not None and self.process.poll() is None:
             try:
                 self.process.wait(grace)
             except subprocess.TimeoutExpired:
@@ -314,6 +322,15 @@ def _wait_main_thread(timeout: float) -> bool:
     return not main_thread.is_alive()
 
 
+def _interrupt(stop: threading.Event, signum: int, frame: FrameType | None) -> None:
+    """SIGTERM: stop now, abandoning the job under way as Ctrl-C does. A job may run for
+    minutes, and the collect process that asks has a grace period of seconds; Spark cancels
+    the job when the session stops. A second SIGTERM leaves that cleanup be."""
+    if not stop.is_set():
+        stop.set()
+        raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from core.store import Store
 
@@ -333,20 +350,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     for failure in registry.failures:
         log.warning("%s", failure)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    threading.Thread(
-        target=_stop_when_orphaned, args=(stop, args.parent), name="parent", daemon=True
-    ).start()
     worker = JobWorker(Store(args.store), args.store, list(registry), every=every)
     if not worker.plugins:
         log.info("no Spark plugin is loaded: the job worker has nothing to run")
+    threading.Thread(
+        target=_stop_when_orphaned, args=(stop, args.parent), name="parent", daemon=True
+    ).start()
+    signal.signal(signal.SIGTERM, partial(_interrupt, stop))
     try:
         worker.run(stop)
     except RuntimeError as exc:  # another worker serves this store
         print(f"pulsar-lens job worker: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        pass
+        worker.queue.abandon_running("the job worker was stopped before the job ended")
     finally:
         if session.started() is not None:
             try:

@@ -183,9 +183,25 @@ def test_every_builtin_is_stored_for_a_snapshot(tmp_path: Path) -> None:
 
 def test_the_worker_coalesces_submissions_and_drains() -> None:
     calls: list[int] = []
-    worker = ResultsWorker(lambda: calls.append(1))
+    worker = ResultsWorker(lambda stop: calls.append(1))
     for _ in range(5):
         worker.submit()
     assert worker.drain(timeout=10)
     worker.stop()
     assert 1 <= len(calls) <= 5
+
+
+def test_a_stopping_worker_leaves_the_plugins_not_started_yet(tmp_path: Path) -> None:
+    """A stopping collect process must not wait for a whole round of analyses."""
+    store = store_with_polls(tmp_path)
+    asked: list[bool] = []
+
+    def stop() -> bool:
+        asked.append(True)
+        return len(asked) > 1  # stop is asked for while the first plugin runs
+
+    outcomes = compute_results(
+        store, [Counting(), Failing()], results=ResultStore(tmp_path), stop=stop
+    )
+    assert [o.plugin for o in outcomes] == ["topic-count"]
+    assert Counting.calls == 1

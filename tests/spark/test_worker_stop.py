@@ -1,0 +1,76 @@
+"""The job worker stops on SIGTERM at once, abandoning the job under way, so that the collect
+process that asked stops within its grace period however long a job would take."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from core.store import Store
+from plugins.spark.jobs import JobQueue
+from plugins.spark.worker import WorkerProcess
+from tests.core.snapshots import make_snapshot
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[2]
+SLUG = "takes-ten-minutes"
+PLUGIN = """
+import pathlib, time
+from plugins.api import AnalysisPlugin, Result
+
+class TakesTenMinutes(AnalysisPlugin):
+    name = "{slug}"
+    title = "Takes ten minutes"
+    description = "a Spark analysis far longer than any grace period"
+    version = "1"
+    engine = "spark"
+    inputs = ("topics",)
+    outputs = ("x",)
+
+    def analyze(self, data, params):
+        pathlib.Path({marker!r}).write_text("started")
+        for _ in range(600):  # bounded: ten minutes at most
+            time.sleep(1)
+        return Result(frames={{"x": data.latest("topics")}})
+
+    def render(self, result):
+        return []
+
+PLUGINS = (TakesTenMinutes,)
+"""
+
+
+def test_sigterm_stops_the_worker_in_the_middle_of_a_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugins, marker = tmp_path / "plugins", tmp_path / "started"
+    plugins.mkdir()
+    (plugins / "slow.py").write_text(PLUGIN.format(slug=SLUG, marker=str(marker)))
+    store = Store(tmp_path / "store")
+    store.write(make_snapshot())
+    for key in [k for k in os.environ if k.startswith("PULSAR_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(plugins))
+    monkeypatch.setenv("PULSAR_LENS_SPARK_EVERY", "1h")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    queue = JobQueue(store.root)
+    job = queue.request(SLUG, {})  # before any scheduled run: the worker takes it first
+    process = WorkerProcess(store.root, timeout=1800.0).start()
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert time.monotonic() < deadline, "the job's analysis did not start in 4 minutes"
+            assert process.process is not None and process.process.poll() is None
+            time.sleep(0.5)
+        process.close(grace=60.0)
+    finally:
+        process.close(grace=1.0)
+    assert process.process is not None
+    assert process.process.returncode == 0  # it stopped by itself, nothing had to kill it
+    ended = queue.status(job.id)
+    assert ended is not None and ended.state == "failed"
+    assert "stopped before the job ended" in (ended.error or "")
