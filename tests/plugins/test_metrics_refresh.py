@@ -64,16 +64,18 @@ def snapshot(seconds: float, backlog: int) -> Any:
 
 
 class WatchedStore(MemoryStore):
-    """A MemoryStore that tells when a thread named "scraper" reads its snapshot index."""
+    """A MemoryStore that tells when a thread named "scraper" has read its snapshot index
+    (after: a snapshot the test appends meanwhile would tear the index being built)."""
 
     def __init__(self, snapshots: Any) -> None:
         super().__init__(snapshots)
         self.scraping = threading.Event()
 
     def snapshots(self, *, limit: int | None = None) -> Any:
+        index = super().snapshots(limit=limit)
         if threading.current_thread().name == "scraper":
             self.scraping.set()
-        return super().snapshots(limit=limit)
+        return index
 
 
 def memory_store(*snapshots: Any) -> Any:
