@@ -157,7 +157,8 @@ class Collector:
     def scrape(self) -> dict[str, float]:
         """The unlabelled samples of /metrics."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        text = requests.get(url, timeout=10).text
+        # the first scrape builds the families itself: well over 10 s on a busy machine
+        text = requests.get(url, timeout=90).text
         return {
             s.name: s.value
             for family in text_string_to_metric_families(text)
