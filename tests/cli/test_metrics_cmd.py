@@ -37,7 +37,7 @@ class GatedSource:
     def poll(self) -> Snapshot:
         self.polls += 1
         if self.polls > 1:
-            self.release.wait(timeout=20)
+            self.release.wait(timeout=180)  # past wait_scrape, still bounded
         return make_snapshot(at=dt.datetime.now(dt.UTC), backlog=4)
 
 
@@ -47,18 +47,23 @@ def scrape(port: int) -> str:
     return body.decode()
 
 
-def wait_scrape(port: int, *, timeout: float = 20.0) -> str:
-    """The first scrape after the first poll was counted."""
+def wait_scrape(port: int, *, timeout: float = 120.0) -> str:
+    """The first scrape that counts the first poll and carries its snapshot's families: the
+    poll is counted when its heartbeat comes, the families are built after it."""
     deadline = time.monotonic() + timeout
+    text = ""
     while time.monotonic() < deadline:
         try:
             text = scrape(port)
-        except OSError:
-            text = ""
-        if "pulsar_lens_polls_total 1.0" in text:
+        except OSError as exc:  # not listening yet, or a scrape slower than its timeout
+            text = f"no answer: {exc}"
+        if "pulsar_lens_polls_total 1.0" in text and "\npulsar_lens_topics " in text:
             return text
         time.sleep(0.1)
-    raise AssertionError(f"/metrics on port {port} never counted a poll")
+    raise AssertionError(
+        f"/metrics on port {port} did not count a poll with its topics within {timeout:.0f}s; "
+        f"it last answered:\n{text[-2000:]}"
+    )
 
 
 def test_collect_metrics_port_serves_while_the_loop_runs(
@@ -78,7 +83,7 @@ def test_collect_metrics_port_serves_while_the_loop_runs(
         text = wait_scrape(port)
     finally:
         source.release.set()
-        worker.join(timeout=30)
+        worker.join(timeout=120)
     assert codes == [0]
     found = {s.name: s for f in text_string_to_metric_families(text) for s in f.samples}
     assert found["pulsar_lens_topics"].value == 3

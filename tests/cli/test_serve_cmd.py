@@ -38,7 +38,7 @@ def test_supervise_stops_every_child_when_asked() -> None:
     threading.Timer(0.5, stop.set).start()
     started = time.monotonic()
     supervise(children, stop=stop, poll_every=0.1)
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 45  # stopped: not the 60 s they would sleep
     assert all(c.returncode is not None for c in children)
 
 

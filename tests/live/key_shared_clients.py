@@ -116,19 +116,6 @@ class Group:
             time.sleep(0.05)
         raise AssertionError(f"received {len(self.received)} of {count} within {timeout}s")
 
-    def settle(self, *, quiet: float = 1.0, timeout: float = 15.0) -> None:
-        """Wait until nothing new arrived for `quiet` seconds (bounded by `timeout`)."""
-        deadline = time.monotonic() + timeout
-        seen, since = -1, time.monotonic()
-        while time.monotonic() < deadline:
-            with self._lock:
-                now = len(self.received)
-            if now != seen:
-                seen, since = now, time.monotonic()
-            elif time.monotonic() - since >= quiet:
-                return
-            time.sleep(0.05)
-
     def ack_held(self) -> None:
         with self._lock:
             self.ack = True

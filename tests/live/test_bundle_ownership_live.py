@@ -8,9 +8,10 @@ so polls see the same owner but a new connection: `reloaded`.
 
 from __future__ import annotations
 
-import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pulsar import ConsumerType
 
@@ -18,12 +19,12 @@ from collectors.namespaces import bundle_for, parse_boundaries
 from lab.localpulsar import LocalPulsar
 from plugins.builtin.bundle_ownership import BundleOwnership
 from tests.live.lens_polls import (
-    STATS_REFRESH,
     Recorder,
     admin,
     pulsar_client,
     topic_stats,
     wait_for,
+    wait_for_bulk,
 )
 
 
@@ -50,6 +51,16 @@ def topic_away_from_system_topics(namespace: str, boundaries: tuple[int, ...], p
 def broker_bundle(broker: LocalPulsar, topic: str) -> str:
     path = topic.replace("persistent://", "/lookup/v2/topic/persistent/")
     return admin(broker, "GET", f"{path}/bundle").text.strip()  # plain text, not JSON
+
+
+def consumer_since(stats: Mapping[str, Any]) -> list[str]:
+    """connectedSince of each consumer of the "watch" subscription in a topic's stats."""
+    return [c["connectedSince"] for c in stats["subscriptions"]["watch"]["consumers"]]
+
+
+def publisher_since(stats: Mapping[str, Any]) -> list[str]:
+    """connectedSince of each producer in a topic's stats."""
+    return [p["connectedSince"] for p in stats["publishers"]]
 
 
 def owner_of(recorder: Recorder, namespace: str, bundle: str) -> str | None:
@@ -114,7 +125,8 @@ def test_bundle_ownership_live_unload_under_a_connected_consumer(
         client.subscribe(topic, "watch", consumer_type=ConsumerType.Shared)
         bundle = broker_bundle(pulsar, topic)
         before = topic_stats(pulsar, topic)["subscriptions"]["watch"]["consumers"][0]
-        time.sleep(STATS_REFRESH)
+        since = before["connectedSince"]
+        wait_for_bulk(pulsar, topic, lambda s: consumer_since(s) == [since], what="the consumer")
         recorder.poll()
         assert topic in {c.topic for c in recorder.snapshots[-1].consumers}
 
@@ -127,7 +139,12 @@ def test_bundle_ownership_live_unload_under_a_connected_consumer(
             ],
             what="the consumer to reconnect",
         )
-        time.sleep(STATS_REFRESH)
+        wait_for_bulk(
+            pulsar,
+            topic,
+            lambda s: consumer_since(s) not in ([], [since]),
+            what="the consumer reconnected",
+        )
         recorder.poll()
         assert bundle_events(recorder, namespace, bundle) == [("reloaded", "snapshots")]
     finally:
@@ -149,7 +166,7 @@ def test_bundle_ownership_live_unload_under_a_connected_producer(
         producer.send(b"hello")
         bundle = broker_bundle(pulsar, topic)
         before = topic_stats(pulsar, topic)["publishers"][0]["connectedSince"]
-        time.sleep(STATS_REFRESH)
+        wait_for_bulk(pulsar, topic, lambda s: publisher_since(s) == [before], what="the producer")
         recorder.poll()
         (record,) = [t for t in recorder.snapshots[-1].topics if t.topic == topic]
         assert record.oldest_publisher_since is not None
@@ -161,7 +178,12 @@ def test_bundle_ownership_live_unload_under_a_connected_producer(
             ],
             what="the producer to reconnect",
         )
-        time.sleep(STATS_REFRESH)
+        wait_for_bulk(
+            pulsar,
+            topic,
+            lambda s: publisher_since(s) not in ([], [before]),
+            what="the producer reconnected",
+        )
         recorder.poll()
         assert bundle_events(recorder, namespace, bundle) == [("reloaded", "snapshots")]
     finally:

@@ -437,7 +437,7 @@ def test_collector_unreachable_url_gives_a_partial_snapshot() -> None:
         "GET /admin/v2/tenants",
         "GET /admin/v2/brokers/leaderBroker",
     }
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # bounded retries of refused calls, not a hang
 
 
 def test_collector_wrong_token_is_a_clear_401_without_the_token(

@@ -12,7 +12,6 @@ alternative. Closing the active consumer then shows as one change per partition.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,7 +25,14 @@ from lab.localpulsar import LocalPulsar
 from plugins.builtin.failover_assignment import FailoverAssignment
 from tests.brokers import BrokerPool
 from tests.live.failover_clients import FailoverClient
-from tests.live.lens_polls import STATS_REFRESH, Recorder, admin, pulsar_client, wait_for
+from tests.live.lens_polls import (
+    Recorder,
+    admin,
+    listed_consumers,
+    pulsar_client,
+    wait_for,
+    wait_for_bulk,
+)
 
 SUB = "fo"
 WORKERS = tuple(f"worker-{i}" for i in range(1, 6))
@@ -65,22 +71,31 @@ class Setup:
         return [f"{t}-partition-0" for t in self.topics]
 
     def poll_settled(self, names: Sequence[str]) -> Snapshot:
-        """Poll until every partition lists exactly `names` and two polls agree."""
+        """Store a poll once the bulk stats list exactly `names` on every partition and two
+        polls agree on every partition's consumers and active consumer."""
+        wanted = sorted(names)
+        for partition in self.partitions():
+            wait_for_bulk(
+                self.broker,
+                partition,
+                lambda s: listed_consumers(s, SUB) == wanted,
+                what=f"the consumers {wanted}",
+            )
         previous: dict[str, Any] = {}
 
-        def settled() -> Snapshot | None:
-            time.sleep(STATS_REFRESH / 2)
-            snapshot = self.recorder.poll()
+        def settled(snapshot: Snapshot) -> bool:
             state = self._state(snapshot)
             complete = len(state) == len(self.topics) and all(
-                active is not None and consumers == tuple(sorted(names))
+                active is not None and consumers == tuple(wanted)
                 for active, consumers in state.values()
             )
             stable = complete and state == previous.get("state")
             previous["state"] = state
-            return snapshot if stable else None
+            return stable
 
-        return wait_for(settled, what=f"a settled poll of {names}", timeout=60)
+        return self.recorder.poll_until(
+            settled, what=f"a settled poll of {names}", show=self._state
+        )
 
     def _state(self, snapshot: Snapshot) -> dict[str, tuple[str | None, tuple[str, ...]]]:
         wanted = set(self.partitions())

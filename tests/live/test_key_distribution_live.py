@@ -8,7 +8,6 @@ import os
 import random
 import re
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from lab.localpulsar import LocalPulsar
 from plugins import runner
 from plugins.builtin.key_distribution import KeyDistribution
 from tests.brokers import BrokerPool
-from tests.live.lens_polls import STATS_REFRESH, admin, pulsar_client, wait_for
+from tests.live.lens_polls import admin, listed_consumers, pulsar_client, wait_for, wait_for_bulk
 
 SUB = "lens-dist"
 CONSUMERS = ("c-alpha", "c-beta", "c-gamma")
@@ -83,11 +82,17 @@ def _keys(seed: int) -> list[str]:
 
 def _settled(broker: LocalPulsar, namespace: str, topics: list[str]) -> Snapshot:
     """A poll that lists the three consumers, with their ranges, on every topic partition."""
+    for topic in topics:  # the poll details a topic once its bulk stats list the consumers
+        wait_for_bulk(
+            broker,
+            topic,
+            lambda s: listed_consumers(s, SUB) == sorted(CONSUMERS),
+            what=f"the consumers {CONSUMERS}",
+        )
     client = AdminClient(broker.admin_url, retries=1)
     try:
 
         def ready() -> Snapshot | None:
-            time.sleep(STATS_REFRESH / 5)
             snapshot = poll(client, namespaces=[namespace])
             listed = Counter(
                 c.topic for c in snapshot.consumers if c.subscription == SUB and c.hash_ranges
@@ -95,7 +100,7 @@ def _settled(broker: LocalPulsar, namespace: str, topics: list[str]) -> Snapshot
             done = not snapshot.errors and all(listed[t] == len(CONSUMERS) for t in topics)
             return snapshot if done else None
 
-        return wait_for(ready, what="a poll listing every consumer's ranges", timeout=60)
+        return wait_for(ready, what="a poll listing every consumer's ranges", timeout=90, every=0.5)
     finally:
         client.close()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,17 +19,19 @@ from typing import Any
 import pulsar
 import pytest
 
+from core.model import Snapshot
 from lab.localpulsar import LocalPulsar
 from plugins.builtin.key_shared_map import KeySharedMap
 from tests.brokers import BrokerPool
 from tests.lens_cli import run_lens
 from tests.live.lens_polls import (
-    STATS_REFRESH,
     Recorder,
+    listed_consumers,
     new_topic,
     pulsar_client,
     topic_stats,
     wait_for,
+    wait_for_bulk,
 )
 
 SUB = "map"
@@ -100,17 +101,20 @@ def recorder(tmp_path: Path) -> Iterator[Any]:
 
 
 def settled_poll(rec: Recorder, subscription: Subscription, consumers: int) -> None:
-    """Poll once the broker lists `consumers` consumers and the bulk stats have caught up."""
+    """Store a poll with `consumers` consumers, once the broker lists them: the bulk stats
+    the poll reads catch up a refresh or more later."""
     wait_for(
         lambda: len(subscription.broker_ranges()) == consumers,
         what=f"{consumers} consumers on {subscription.topic}",
     )
-    wait_for(lambda: _polled_consumers(rec, subscription.topic) == consumers, what="a fresh poll")
+    rec.poll_until(
+        lambda s: _polled_consumers(s, subscription.topic) == consumers,
+        what=f"a poll with {consumers} consumers on {subscription.topic}",
+        show=lambda s: _polled_consumers(s, subscription.topic),
+    )
 
 
-def _polled_consumers(rec: Recorder, topic: str) -> int:
-    time.sleep(STATS_REFRESH / 5)
-    snapshot = rec.poll()
+def _polled_consumers(snapshot: Snapshot, topic: str) -> int:
     return sum(1 for c in snapshot.consumers if c.topic == topic and c.subscription == SUB)
 
 
@@ -197,17 +201,11 @@ def test_key_shared_map_live_cli_json(pulsar: LocalPulsar, tmp_path: Path) -> No
         for name in ("one", "two"):
             sub.join(name)
         wait_for(lambda: len(sub.broker_ranges()) == 2, what="two consumers")
-
-        def collected() -> bool:
-            time.sleep(STATS_REFRESH)
-            done = run_lens(
-                "collect", "--once", "--admin-url", pulsar.admin_url, "--store", str(store)
-            )
-            assert done.returncode == 0, done.stdout + done.stderr
-            result = analyze_json(store, label)
-            return any(r["label"] == label for r in result["frames"]["subscriptions"])
-
-        wait_for(collected, what="the subscription in a collected snapshot", timeout=60)
+        wait_for_bulk(
+            pulsar, sub.topic, lambda s: listed_consumers(s, SUB) == ["one", "two"], what="both"
+        )
+        done = run_lens("collect", "--once", "--admin-url", pulsar.admin_url, "--store", str(store))
+        assert done.returncode == 0, done.stdout + done.stderr
         result = analyze_json(store, label)
         (row,) = [r for r in result["frames"]["subscriptions"] if r["label"] == label]
         assert (row["selector"], row["replica_points"], row["drift"]) == ("consistent", 100, False)

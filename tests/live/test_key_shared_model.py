@@ -129,14 +129,31 @@ def test_sticky_ranges_gaps_and_conflicts_match_broker(pulsar: LocalPulsar) -> N
         expected = {k: group.model.select_key(k.encode()) for k in keys}
         gap = {k for k, c in expected.items() if c is None}
         assert 300 < len(gap) < KEYS - 300  # the gap 20001..39999 is about 30% of the space
-        publish(group.client, group.topic, ((k, {"partition_key": k}) for k in keys), **KEY_BASED)
-        group.wait_received(KEYS - len(gap))
-        group.settle(quiet=2.0)
-        assert set(group.received) == set(keys) - gap
+        # a consumer gets its messages in the order the broker read them: once a marker sent
+        # after every key reached each consumer (and the count is right), no key is to come
+        markers = marker_keys(group, {c for c in expected.values() if c is not None})
+        expected |= {m: group.model.select_key(m.encode()) for m in markers}
+        sent = keys + markers
+        publish(group.client, group.topic, ((k, {"partition_key": k}) for k in sent), **KEY_BASED)
+        group.wait_received(KEYS - len(gap) + len(markers))
+        assert set(group.received) == set(keys) - gap | set(markers)
         assert all(group.received[k] is expected[k] for k in group.received)
         assert wait_backlog(pulsar, group.topic, len(gap)) == len(gap)
     finally:
         group.close()
+
+
+def marker_keys(group: Group, consumers: set[Consumer]) -> list[str]:
+    """One key per consumer in `consumers`, routed to it by the model."""
+    found: dict[Consumer, str] = {}
+    for i in range(100_000):
+        key = f"marker-{i}"
+        chosen = group.model.select_key(key.encode())
+        if chosen in consumers:
+            found.setdefault(chosen, key)
+        if len(found) == len(consumers):
+            break
+    return list(found.values())
 
 
 def assert_sticky_rejections_agree(group: Group, broker: LocalPulsar) -> None:

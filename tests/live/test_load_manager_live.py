@@ -25,7 +25,7 @@ from plugins.builtin.bundle_ownership import BundleOwnership
 from plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER, NOT_LOAD_MANAGER
 from plugins.registry import discover
 from tests.brokers import SHEDDING_SETTINGS, BrokerPool
-from tests.live.lens_polls import STATS_REFRESH, Recorder, wait_for
+from tests.live.lens_polls import Recorder, bulk_stats, wait_for
 
 NAMESPACE = "public/shed"
 SHED_LINE = re.compile(r"Unloading bundle: (\S+) from broker (\S+)")
@@ -65,6 +65,21 @@ def owners(cluster: LocalPulsarCluster) -> dict[str, str]:
     return found
 
 
+def reconnected(cluster: LocalPulsarCluster, topics: list[str]) -> None:
+    """Wait until the bulk stats the next poll reads show `topics` moved with their clients:
+    listed by the second broker only, with their producers."""
+    quiet, hot = (b.admin_url for b in cluster.broker_processes)
+    seen: dict[str, object] = {}
+
+    def moved() -> bool:
+        on_quiet, on_hot = bulk_stats(quiet), bulk_stats(hot)
+        left = sorted(set(topics) & set(on_quiet))
+        seen.update(on_quiet=left, on_hot=sorted(set(topics) & set(on_hot)))
+        return not left and all(t in on_hot and on_hot[t].stats.get("publishers") for t in topics)
+
+    wait_for(moved, what=f"{topics} on the other broker", timeout=90, every=0.5, seen=lambda: seen)
+
+
 def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
     shedding: LocalPulsarCluster, tmp_path: Path
 ) -> None:
@@ -94,7 +109,13 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
             params={"destinationBroker": hot},
             timeout=60,
         ).raise_for_status()
-        time.sleep(STATS_REFRESH)  # the next poll's bulk stats show the clients reconnected
+        mine = {f"persistent://{NAMESPACE}/t{i}" for i in range(len(producers))}
+        moving = [
+            t.topic
+            for t in first_poll.topics
+            if t.topic in mine and f"{t.namespace}/{t.bundle}" == admin_key
+        ]
+        reconnected(cluster, moving)  # the producers' topics: a system topic has none
         after_admin = recorder.poll().collected_at
         # all traffic on the other broker's topics, so the shedder moves bundles off it
         hot_port = cluster.broker_processes[1].broker_port

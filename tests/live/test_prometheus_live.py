@@ -30,7 +30,13 @@ import yaml
 from core.hashing import murmur3_31
 from lab.localpulsar import LocalPulsar, free_port
 from tests.deploy.prometheus_server import PrometheusServer, wait_until
-from tests.live.lens_polls import STATS_REFRESH, new_topic, pulsar_client, topic_stats
+from tests.live.lens_polls import (
+    listed_consumers,
+    new_topic,
+    pulsar_client,
+    topic_stats,
+    wait_for_bulk,
+)
 
 log = logging.getLogger(__name__)
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "alerts.yml"
@@ -149,7 +155,9 @@ def test_prometheus_live_stuck_hash_alert_fires_then_resolves(
         assert moved, "c2 took no hash of the pending keys; use more keys"
         for key in moved:  # these wait for c1: blocked attempts > 0, the hashes get stuck
             producer.send(f"blocked-{key}".encode(), partition_key=key)
-        time.sleep(STATS_REFRESH)  # the bulk stats now list the Key_Shared consumers
+        wait_for_bulk(  # what collect's first poll reads
+            pulsar, topic, lambda s: listed_consumers(s, SUB) == ["c1", "c2"], what="c1 and c2"
+        )
 
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}

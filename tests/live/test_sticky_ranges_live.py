@@ -11,7 +11,6 @@ subscription must have no gap at all, 0..65535.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
@@ -19,11 +18,10 @@ from pathlib import Path
 import pulsar
 
 from core.hashing import sticky_key_hash
-from core.model import HashRange
+from core.model import HashRange, Snapshot
 from lab.localpulsar import LocalPulsar
 from plugins.builtin.sticky_ranges import StickyRanges
 from tests.live.lens_polls import (
-    STATS_REFRESH,
     Recorder,
     new_topic,
     pulsar_client,
@@ -82,16 +80,31 @@ class Sticky:
 
 
 def poll_with(rec: Recorder, group: Sticky, consumers: int) -> None:
-    """Poll until the snapshot holds the subscription with all its consumers."""
+    """Store a poll that holds the subscription with all its consumers and their ranges."""
     wait_for(lambda: group.consumers() == consumers, what=f"{consumers} sticky consumers")
 
-    def polled() -> bool:
-        time.sleep(STATS_REFRESH / 5)
-        snapshot = rec.poll()
-        mine = [c for c in snapshot.consumers if c.topic == group.topic]
-        return len(mine) == consumers and all(c.hash_ranges for c in mine)
+    def mine(snapshot: Snapshot) -> list[tuple[str, int]]:
+        listed = [c for c in snapshot.consumers if c.topic == group.topic]
+        return [(c.consumer_name, len(c.hash_ranges or ())) for c in listed]
 
-    wait_for(polled, what="a poll with every sticky consumer and its ranges")
+    rec.poll_until(
+        lambda s: len(mine(s)) == consumers and all(n for _, n in mine(s)),
+        what="a poll with every sticky consumer and its ranges",
+        show=mine,
+    )
+
+
+def marker_keys(ranges: Sequence[Sequence[tuple[int, int]]]) -> list[str]:
+    """One key per consumer, hashing into that consumer's `ranges`, sent after the others."""
+    candidates = (f"marker-{i}" for i in range(100_000))
+    hashes = ((k, sticky_key_hash(k.encode(), selector="sticky")) for k in candidates)
+    found: list[str] = []
+    for key, value in hashes:
+        if len(found) == len(ranges):
+            break
+        if in_any(value, ranges[len(found)]):
+            found.append(key)
+    return found
 
 
 def in_any(value: int, ranges: Sequence[tuple[int, int]]) -> bool:
@@ -104,9 +117,10 @@ def test_sticky_ranges_live_gap_is_what_the_broker_does_not_deliver(
     rec = Recorder(pulsar, tmp_path / "store")
     group = Sticky(pulsar, new_topic("stickygap"))
     label = f"{group.topic} | {SUB}"
+    low, high = [(0, 9999), (40000, 49999)], [(50000, 65535), (10000, 20000)]
     try:
-        group.join("low", [(0, 9999), (40000, 49999)])
-        group.join("high", [(50000, 65535), (10000, 20000)])
+        group.join("low", low)
+        group.join("high", high)
         poll_with(rec, group, 2)
         output = rec.run(PLUGIN, subscription=label)
         gaps = output.result.frames["gaps"]
@@ -119,10 +133,16 @@ def test_sticky_ranges_live_gap_is_what_the_broker_does_not_deliver(
             k for k in KEYS if in_any(sticky_key_hash(k.encode(), selector="sticky"), reported)
         }
         assert 100 < len(stalled) < len(KEYS) - 100
-        group.send(KEYS)
-        wait_for(lambda: len(group.received()) >= len(KEYS) - len(stalled), what="deliveries")
-        time.sleep(2.0)  # anything still to come would arrive now
-        assert set(group.received()) == set(KEYS) - stalled
+        # each consumer gets its messages in the order the broker read them, so once a
+        # marker sent after every key has reached each consumer, no key is still to come
+        markers = marker_keys([low, high])
+        group.send(KEYS + markers)
+        wait_for(
+            lambda: set(markers) <= set(group.received()),
+            what=f"the markers {markers} on both consumers",
+            seen=lambda: len(group.received()),
+        )
+        assert set(group.received()) == set(KEYS) - stalled | set(markers)
         # the stalled messages stay in the backlog: the broker holds them, it did not lose them
         wait_for(lambda: _backlog(group) == len(stalled), what="only the stalled keys in backlog")
     finally:

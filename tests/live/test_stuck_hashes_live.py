@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,13 @@ from plugins.builtin.key_shared_map import KeySharedMap
 from plugins.builtin.stuck_hashes import StuckHashes
 from tests.brokers import BrokerPool
 from tests.live.lens_polls import (
-    STATS_REFRESH,
     Recorder,
+    listed_consumers,
     new_topic,
     pulsar_client,
     topic_stats,
     wait_for,
+    wait_for_bulk,
 )
 
 SUB = "orders-ks"
@@ -75,6 +77,12 @@ def ack_everything(consumer: pulsar.Consumer, count: int) -> None:
         consumer.acknowledge(consumer.receive(timeout_millis=10_000))
 
 
+def blocked_attempts(broker: LocalPulsar, topic: str) -> dict[int, int]:
+    """blockedAttempts of each hash draining for c1, as the broker counts them now."""
+    draining = consumer_stats(broker, topic, "c1")["drainingHashes"]
+    return {int(d["hash"]): int(d["blockedAttempts"]) for d in draining}
+
+
 def send(producer: pulsar.Producer, keys: list[str], tag: str) -> None:
     for key in keys:
         producer.send(f"{tag}-{key}".encode(), partition_key=key)
@@ -110,11 +118,22 @@ def test_stuck_hashes_live_flags_the_held_hashes_then_clears(
         draining = consumer_stats(pulsar, topic, "c1")["drainingHashes"]
         assert sorted(d["hash"] for d in draining) == expected
 
-        time.sleep(STATS_REFRESH)  # the bulk stats now list the Key_Shared consumers
+        # the poll details the topic once its bulk stats list the Key_Shared consumers
+        wait_for_bulk(
+            pulsar, topic, lambda s: listed_consumers(s, SUB) == ["c1", "c2"], what="c1 and c2"
+        )
+        sent = Counter(sticky_hash(k) for k in moved)
         for round_ in range(POLLS):
             send(producer, moved, f"blocked-{round_}")
+            wanted = {h: n * (round_ + 1) for h, n in sent.items()}
+            wait_for(
+                lambda w=wanted: all(
+                    blocked_attempts(pulsar, topic).get(h, 0) >= n for h, n in w.items()
+                ),
+                what=f"a blocked attempt for each message of round {round_}: {wanted}",
+                seen=lambda: blocked_attempts(pulsar, topic),
+            )
             recorder.poll()
-            time.sleep(0.5)
 
         output = recorder.run(StuckHashes(), polls=POLLS, seconds=3600)
         hashes = only(output.result.frames["hashes"], topic)
@@ -126,7 +145,7 @@ def test_stuck_hashes_live_flags_the_held_hashes_then_clears(
         assert set(stuck["holder_unacked_messages"]) == {len(KEYS)}
         assert (stuck["polls_without_progress"] == POLLS).all()
         # at least one blocked attempt per message sent to a draining hash (retries add more)
-        per_hash = pd.Series([sticky_hash(k) for k in moved]).value_counts() * POLLS
+        per_hash = pd.Series(sent) * POLLS
         attempts = stuck.set_index("hash")["blocked_attempts"]
         assert (attempts >= per_hash.reindex(attempts.index)).all()
         assert (stuck["blocked_growth"] > 0).all()
@@ -184,10 +203,12 @@ def test_stuck_hashes_live_classic_dispatcher_holds_back_the_new_consumer(
             what="c2 among the recently joined consumers",
         )
         assert list(joined) == ["c2"]
-        time.sleep(STATS_REFRESH)
-        for _ in range(2):
-            recorder.poll()
-            time.sleep(1.0)
+        wait_for_bulk(
+            broker, topic, lambda s: listed_consumers(s, SUB) == ["c1", "c2"], what="c1 and c2"
+        )
+        recorder.poll()
+        time.sleep(1.0)  # held_for_s is the time between the polls that saw c2 held back
+        recorder.poll()
         output = recorder.run(StuckHashes())
         held = only(output.result.frames["held_back"], topic)
         assert held["consumer_name"].tolist() == ["c2"]

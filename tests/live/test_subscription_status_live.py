@@ -8,22 +8,22 @@ everything OK; a consumer the broker blocks for too many unacknowledged messages
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pandas as pd
 from pulsar import Consumer, ConsumerType, Message
 
+from core.model import Snapshot
 from lab.localpulsar import LocalPulsar
 from plugins.builtin.subscription_status import SubscriptionStatus
 from tests.brokers import BrokerPool
 from tests.live.lens_polls import (
-    STATS_REFRESH,
     Recorder,
     new_topic,
     pulsar_client,
     topic_stats,
     wait_for,
+    wait_for_bulk,
 )
 
 POLLS = 3
@@ -52,6 +52,29 @@ def statuses(frame: pd.DataFrame, topic: str) -> dict[str, str]:
     return dict(zip(mine["subscription"], mine["status"], strict=True))
 
 
+def polled_subscriptions(snapshot: Snapshot, topic: str) -> dict[str, tuple[int | None, float]]:
+    """(msgBacklog, msgRateOut) of each subscription of `topic` in a snapshot."""
+    return {
+        s.subscription: (s.msg_backlog, s.msg_rate_out or 0.0)
+        for s in snapshot.subscriptions
+        if s.topic == topic
+    }
+
+
+def shows_round(snapshot: Snapshot, topic: str, backlog: int, *, dispatched: bool) -> bool:
+    """Whether a poll shows a round's messages: held by "stalled" (and dispatched to it since
+    the previous refresh, when the round needs it), acknowledged on "healthy", and waiting
+    on "stopped"."""
+    subs = polled_subscriptions(snapshot, topic)
+    stalled = subs.get("stalled", (None, 0.0))
+    return (
+        stalled[0] == backlog
+        and (stalled[1] > 0 or not dispatched)
+        and subs.get("healthy", (None, 0.0))[0] == 0
+        and subs.get("stopped", (None, 0.0))[0] == backlog
+    )
+
+
 def test_subscription_status_live_stall_stop_and_ok(pulsar: LocalPulsar, tmp_path: Path) -> None:
     topic = new_topic("status")
     client = pulsar_client(pulsar)
@@ -68,9 +91,15 @@ def test_subscription_status_live_stall_stop_and_ok(pulsar: LocalPulsar, tmp_pat
         for round_ in range(POLLS):
             for i in range(BURST):
                 producer.send(f"{round_}-{i}".encode())
-            wait_for(lambda r=round_: holding.count() == (r + 1) * BURST, what="delivery")
-            time.sleep(STATS_REFRESH)  # the bulk stats, rates included, are rebuilt every 2 s
-            recorder.poll()
+            backlog = (round_ + 1) * BURST
+            wait_for(lambda n=backlog: holding.count() == n, what="delivery")
+            # STALL needs a dispatch rate in a poll after the first: the bulk stats show one
+            # for a single refresh, so poll until a snapshot holds it
+            recorder.poll_until(
+                lambda s, n=backlog, later=round_ > 0: shows_round(s, topic, n, dispatched=later),
+                what=f"a poll with round {round_}'s {backlog} messages",
+                show=lambda s: polled_subscriptions(s, topic),
+            )
 
         output = recorder.run(SubscriptionStatus(), window=POLLS)
         status = output.result.frames["status"]
@@ -109,7 +138,14 @@ def test_subscription_status_live_error_when_blocked_on_unacked(
             ],
             what="the broker to block the consumer",
         )
-        time.sleep(STATS_REFRESH)
+        wait_for_bulk(
+            broker,
+            topic,
+            lambda stats: stats["subscriptions"]["greedy"]["consumers"][0][
+                "blockedConsumerOnUnackedMsgs"
+            ],
+            what="the consumer blocked",
+        )
         recorder.poll()
         output = recorder.run(SubscriptionStatus())
         row = output.result.frames["status"].set_index("topic").loc[topic]

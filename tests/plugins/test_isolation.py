@@ -41,6 +41,8 @@ class Bad(AnalysisPlugin):
 PLUGINS = (Bad,)
 """
 
+HANG_BOUND = 300  # seconds: far under the hour a plugin hangs, far over a busy machine's slowness
+
 BEHAVIOURS = {
     "hangs": "time.sleep(3600)",
     "exits": "os._exit(3)",
@@ -68,7 +70,7 @@ def bad_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_bad_imports_and_links_are_load_failures_and_builtins_load(bad_plugins: Path) -> None:
     started = time.monotonic()
     registry = discover()
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < HANG_BOUND  # the hanging import was not waited for
     failed = {Path(f.source).name: f.message for f in registry.failures}
     assert "timed out after 3 s" in failed["import_hangs.py"]
     assert "outside the plugin folder; refused" in failed["linked.py"]
@@ -91,7 +93,7 @@ def test_a_misbehaving_analysis_is_that_plugins_failure(
     started = time.monotonic()
     with pytest.raises(PluginRunError, match=re.escape(expected)):
         runner.run(registry.get(slug), store, use_cache=False, use_stored=False)
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < HANG_BOUND  # its worker was stopped, not waited for
     works = runner.run(registry.get("works"), store, use_cache=False, use_stored=False)
     assert works.result.frames["x"]["topic"].tolist()  # and the next plugin runs fine
 

@@ -63,6 +63,21 @@ def snapshot(seconds: float, backlog: int) -> Any:
     return make_snapshot(seconds, subscriptions=(record,))
 
 
+class WatchedStore(MemoryStore):
+    """A MemoryStore that tells when a thread named "scraper" has read its snapshot index
+    (after: a snapshot the test appends meanwhile would tear the index being built)."""
+
+    def __init__(self, snapshots: Any) -> None:
+        super().__init__(snapshots)
+        self.scraping = threading.Event()
+
+    def snapshots(self, *, limit: int | None = None) -> Any:
+        index = super().snapshots(limit=limit)
+        if threading.current_thread().name == "scraper":
+            self.scraping.set()
+        return index
+
+
 def memory_store(*snapshots: Any) -> Any:
     """A MemoryStore (its `read` lacks the `since` the store protocol names; unused here)."""
     return MemoryStore(snapshots)
@@ -131,20 +146,23 @@ def test_metrics_refresh_without_a_poll_a_new_snapshot_is_built_by_the_scrape() 
 def test_metrics_refresh_the_first_scrape_waits_for_the_refresh_and_builds_nothing() -> None:
     plugin = Gated()
     plugin.gate.clear()
-    store = memory_store(snapshot(0, 3))
+    store = WatchedStore([snapshot(0, 3)])
     recorder = PollRecorder()
     collector = LensCollector(store, recorder=recorder, plugins=[plugin], now=lambda: at(1))
     record_poll(recorder)
     assert plugin.waiting.wait(timeout=WAIT)  # the refresh holds the lock, nothing is built
-    answered: list[float] = []
-    scraper = threading.Thread(target=lambda: answered.append(gated_backlog(collector)))
+    answered: list[tuple[float, bool]] = []
+    scraper = threading.Thread(
+        target=lambda: answered.append((gated_backlog(collector), plugin.gate.is_set())),
+        name="scraper",
+    )
     scraper.start()
-    time.sleep(0.2)
-    assert answered == []  # nothing to answer with yet: it waits
+    assert store.scraping.wait(timeout=WAIT)  # the scrape is under way, the gate still shut
     store.items.append(snapshot(10, 8))  # the scrape asked for the first; the refresh moves on
     record_poll(recorder)
     plugin.gate.set()
     scraper.join(timeout=WAIT)
-    assert answered in ([3], [8])  # what the refresh built, never rebuilt by the scrape
+    # it answered only once the gate opened (it waited), with what the refresh built
+    assert answered in ([(3, True)], [(8, True)])
     eventually(lambda: collector.computations == 2 and gated_backlog(collector) == 8)
     assert collector.computations == 2
