@@ -51,7 +51,7 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     interval, retention = timing
     store = Store(args.store or settings.store_dir)
-    metrics = MetricsEndpoint(store, port=args.metrics_port)
+    metrics = MetricsEndpoint(store, port=args.metrics_port, clusters=names)
     factory: SourceFactory = args.source_factory
     printer = HeartbeatPrinter()
     sources = []
