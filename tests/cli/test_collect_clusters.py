@@ -118,7 +118,6 @@ def test_collect_goes_on_when_one_cluster_is_unreachable_and_exits_1_naming_it(
     ("argv", "expected"),
     [
         (("--once", "--admin-url", "http://x:8080"), "--admin-url picks one cluster"),
-        (("--once", "--probe", "public/default"), "work on one cluster"),
         (("--once", "--sample-keys"), "work on one cluster"),
     ],
 )
@@ -262,3 +261,49 @@ def test_collect_metrics_have_poll_health_per_cluster(tmp_path: Path) -> None:
     health = ("pulsar_lens_poll", "pulsar_lens_failed", "pulsar_lens_last", "pulsar_lens_snap")
     unlabelled = [name for name, c in samples if name.startswith(health) and c is None]
     assert unlabelled == []
+
+
+def test_collect_probes_refused_without_mutations_before_any_poll(tmp_path: Path) -> None:
+    from core.errors import MutationsDisabled
+
+    sources = Sources({"http://east:8080": 2, "http://west:8080": 2})
+    args = parse(tmp_path, "--once", "--probe", "public/default", sources=sources)
+    with pytest.raises(MutationsDisabled, match="PULSAR_LENS_ALLOW_MUTATIONS"):
+        args.func(args)
+    assert sources.calls == []
+
+
+ENV_SECRETS = {
+    "PULSAR_CLIENT_TOKEN": "env-client-token",
+    "PULSAR_ADMIN_TOKEN": "env-admin-token",
+    "PULSAR_LENS_OAUTH2_PRIVATE_KEY": "/env/oauth2-key.json",
+}
+
+
+@pytest.mark.parametrize("variable", sorted(ENV_SECRETS))
+def test_collect_probes_of_each_cluster_carry_its_settings_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    from cli.probing import probe_hooks
+    from core.settings import Settings
+
+    monkeypatch.setenv("PULSAR_LENS_ALLOW_MUTATIONS", "1")
+    monkeypatch.setenv(variable, ENV_SECRETS[variable])  # the single cluster's: here no one's
+    config = CONFIG.replace(
+        'token = "east-only-token"', 'token = "east-only-token"\nservice_url = "pulsar://east:6650"'
+    )
+    args = parse(tmp_path, "--probe", "public/default", sources=Sources({}), config=config)
+    settings = Settings.from_env(config=args.config)
+    east, west = (
+        probe_hooks(args, settings, Store(tmp_path / "s"), str(c.admin_url), cluster=c)
+        for c in settings.clusters
+    )
+    assert east is not None and west is not None
+    assert east.token is not None and east.token.reveal() == "east-only-token"
+    assert (east.service_url, west.service_url) == ("pulsar://east:6650", None)
+    assert west.token is None
+    for probes in (east, west):
+        assert probes.environ is not None
+        assert ENV_SECRETS[variable] not in probes.environ.values()
+        assert "east-only-token" not in repr(probes)
+    assert "east-only-token" not in west.environ.values()  # type: ignore[union-attr]
