@@ -307,3 +307,43 @@ def test_collect_probes_of_each_cluster_carry_its_settings_alone(
         assert ENV_SECRETS[variable] not in probes.environ.values()
         assert "east-only-token" not in repr(probes)
     assert "east-only-token" not in west.environ.values()  # type: ignore[union-attr]
+
+
+def test_collect_schedules_the_spark_jobs_of_each_cluster(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from plugins.spark.jobs import JobQueue
+    from tests.fake_admin import FakeAdmin
+    from tests.lens_cli import ROOT
+
+    store = tmp_path / "store"
+    queue = JobQueue(store)
+    with FakeAdmin() as admin:
+        config = tmp_path / "lens.toml"
+        config.write_text(
+            "".join(f'[[clusters]]\nname = "{c}"\nadmin_url = "{admin.url}"\n' for c in CLUSTERS)
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+        argv = [sys.executable, "-m", "cli.main", "collect", "--config", str(config)]
+        argv += ["--store", str(store), "--interval", "1s"]
+        with subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        ) as proc:
+            try:
+                deadline = time.monotonic() + 180
+                scheduled: set[str | None] = set()
+                while time.monotonic() < deadline and proc.poll() is None:
+                    paths = queue.statuses.glob("*.json") if queue.statuses.is_dir() else []
+                    jobs = [queue.status(path.stem) for path in paths]
+                    scheduled = {job.cluster for job in jobs if job is not None}
+                    if scheduled >= set(CLUSTERS):
+                        break
+                    time.sleep(0.5)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                _, err = proc.communicate(timeout=120)
+    assert scheduled >= set(CLUSTERS), f"jobs scheduled for {scheduled}; stderr:\n{err[-3000:]}"
+    assert "run as jobs in a job worker process" in err
