@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,13 +42,13 @@ from core.secrets import clean
 from exporter.families import (
     DEFAULT_MAX_SUBSCRIPTIONS,
     ClusterFacts,
-    PollStats,
     compute_cluster_families,
     compute_cluster_health_families,
     compute_collector_families,
     compute_plugin_error_families,
     top_subscriptions,
 )
+from exporter.polls import PollRecorder as PollRecorder  # where callers import it from
 
 if TYPE_CHECKING:  # the analyses (and altair with them) load at the first scrape, not before
     from plugins.runner import SnapshotStore
@@ -109,62 +109,6 @@ class MetricsSettings:
             address=env.get(ADDRESS_ENV, "").strip() or DEFAULT_ADDRESS,
             max_subscriptions=limit,
         )
-
-
-class PollRecorder:
-    """Thread-safe tally of the loop's polls, read by the collector at scrape time; given
-    `clusters` (one collector polling several), a tally per cluster, each from zero."""
-
-    def __init__(self, clusters: Sequence[str] = ()) -> None:
-        self._lock = threading.Lock()
-        self._stats = PollStats()
-        self._of: dict[str, PollStats] = {name: PollStats() for name in clusters}
-        self._listeners: list[Callable[[], None]] = []
-
-    def on_record(self, listener: Callable[[], None]) -> None:
-        """Call `listener()` after each poll is recorded (in the recording thread)."""
-        with self._lock:
-            self._listeners.append(listener)
-
-    def record(
-        self,
-        *,
-        at: dt.datetime,
-        duration: float,
-        requests: int,
-        errors: int,
-        failed: bool,
-        not_stored: bool = False,
-        cluster: str | None = None,
-    ) -> None:
-        with self._lock:
-            stats = self._of.get(cluster, PollStats()) if cluster else self._stats
-            stats = replace(
-                stats,
-                polls=stats.polls + 1,
-                failed_polls=stats.failed_polls + int(failed),
-                failed_writes=stats.failed_writes + int(not_stored),
-                last_poll_at=at,
-                last_duration_s=duration,
-                last_requests=requests,
-                last_errors=errors,
-            )
-            if cluster:
-                self._of[cluster] = stats
-            else:
-                self._stats = stats
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener()
-
-    def stats(self) -> PollStats:
-        with self._lock:
-            return self._stats
-
-    def by_cluster(self) -> dict[str, PollStats]:
-        """The tally of each cluster; {} when the polls name no cluster."""
-        with self._lock:
-            return dict(self._of)
 
 
 def exporting_plugins() -> tuple[list[Any], list[str]]:
