@@ -2,8 +2,10 @@
 
 The clusters are the settings file's `[[clusters]]` tables. Each loop has its own backoff, so
 an unreachable cluster never delays another; each cluster's snapshots are analysed on their
-own (`core.clusterview`). Probes, key sampling and the unload drill act on one cluster named
-by the admin URL, so they are refused (or, for the drill, not offered) here.
+own (`core.clusterview`), by the light plugins and the Spark jobs alike. `--probe` probes
+those bundles in every cluster, each with its own connection settings. Key sampling and the
+unload drill act on one cluster named by the admin URL, so they are refused (or, for the
+drill, not offered) here.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from cli.collect_parts import (
     stop_on_sigterm,
 )
 from cli.metrics_endpoint import MetricsEndpoint
+from cli.probing import probe_hooks
 from collectors.health import HealthRecorder
 from collectors.loop import LoopGroup, PollLoop
 from core.mutations import mutations_allowed
@@ -28,7 +31,7 @@ from core.settings import Settings, format_duration
 from core.store import Store
 from core.storeroot import check_root
 
-ONE_CLUSTER_ONLY = "--probe, --sample-keys and PULSAR_LENS_KEY_SAMPLING"
+ONE_CLUSTER_ONLY = "--sample-keys and PULSAR_LENS_KEY_SAMPLING"
 
 
 def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
@@ -41,7 +44,7 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.probes or args.sample_keys or settings.key_sampling:
+    if args.sample_keys or settings.key_sampling:
         print(
             f"pulsar-lens collect: {ONE_CLUSTER_ONLY} work on one cluster; the settings file "
             f"lists {len(names)} ({', '.join(names)})",
@@ -53,13 +56,16 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     interval, retention = timing
     store = Store(check_root(args.store or settings.store_dir, writable=True))
+    probes = [  # refused (SettingsError) before anything starts
+        probe_hooks(args, settings, store, str(c.admin_url), cluster=c) for c in settings.clusters
+    ]
     health = HealthRecorder(
         store.root,
         interval=interval.total_seconds(),
         deadline=settings.poll_deadline.total_seconds(),
         clusters=names,
     )
-    metrics = MetricsEndpoint(store, port=args.metrics_port, health=health)
+    metrics = MetricsEndpoint(store, port=args.metrics_port, health=health, clusters=names)
     factory: SourceFactory = args.source_factory
     printer = HeartbeatPrinter()
     sources = []
@@ -71,19 +77,22 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
             assert cluster.admin_url is not None  # core.config requires it of a file's cluster
             source = factory(cluster.admin_url, args.namespaces, cluster=cluster, settings=settings)
             sources.append(source)
-        # Spark jobs read the whole store's history, every cluster at once: not with several
-        analyses = Analyses(store, spark_jobs=False, clusters=names)
+        spark_jobs = not (args.once or args.max_polls)  # as with one cluster
+        analyses = Analyses(store, spark_jobs=spark_jobs, clusters=names)
         lock = threading.Lock()
-        for cluster, source in zip(settings.clusters, sources, strict=True):
+        for cluster, source, probe in zip(settings.clusters, sources, probes, strict=True):
+            poll, beat = source.poll, metrics.wrap(health.wrap(analyses.after(printer)))
+            if probe is not None:
+                poll, beat = probe.wrap(poll), probe.after(beat)
             loops.append(
                 PollLoop(
-                    source.poll,
+                    poll,
                     store,
                     interval=interval.total_seconds(),
                     retention=retention,
                     diff=source.diff,
                     carry=source.carry,
-                    on_heartbeat=metrics.wrap(health.wrap(analyses.after(printer))),
+                    on_heartbeat=beat,
                     max_polls=1 if args.once else args.max_polls,
                     cluster=cluster.name,
                     housekeeping_lock=lock,
@@ -98,6 +107,9 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         if analyses is not None:
             analyses.close()
+        for probe in probes:
+            if probe is not None:
+                probe.close()
         metrics.close()
         for source in sources:
             source.close()

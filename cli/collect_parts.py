@@ -108,7 +108,7 @@ class Analyses:
     """Runs every loaded light plugin on each new snapshot, off the polling thread, and stores
     it; the Spark plugins run as jobs in a job worker process (`plugins.spark.worker`), when
     `spark_jobs` and PULSAR_LENS_SPARK_JOBS is not 0. Given `clusters`, each cluster's
-    snapshots are analysed on their own."""
+    snapshots are analysed on their own, by the light plugins and the jobs alike."""
 
     def __init__(
         self, store: Store, *, spark_jobs: bool = True, clusters: Sequence[str] = ()
@@ -130,7 +130,7 @@ class Analyses:
         spark = [p.name for p in plugins if p.engine == "spark"]
         if spark and spark_jobs and os.environ.get(JOBS_ENV, "1") != "0":
             timeout = seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT)
-            self._jobs = WorkerProcess(store.root, timeout=timeout).start()
+            self._jobs = WorkerProcess(store.root, timeout=timeout, clusters=clusters).start()
             print(
                 f"pulsar-lens collect: Spark analyses ({', '.join(spark)}) run as jobs in a "
                 "job worker process",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from collectors.health import HealthRecorder
 from collectors.loop import Heartbeat, HeartbeatFn
@@ -49,7 +49,8 @@ def add_metrics_port(parser: argparse.ArgumentParser, *, default_text: str) -> N
 
 class MetricsEndpoint:
     """/metrics over `store` and this process's polls, and /health from `health`, when a port
-    is set; else nothing."""
+    is set; else nothing. Given the `clusters` it polls side by side, the poll health is per
+    cluster."""
 
     def __init__(
         self,
@@ -58,10 +59,11 @@ class MetricsEndpoint:
         port: int | None,
         health: HealthRecorder | None = None,
         environ: Mapping[str, str] | None = None,
+        clusters: Sequence[str] = (),
     ) -> None:
         self.settings = MetricsSettings.from_env(environ, port=port)
         self.health = health
-        self.recorder = PollRecorder()
+        self.recorder = PollRecorder(clusters)
         self.collector = LensCollector(
             store, recorder=self.recorder, max_subscriptions=self.settings.max_subscriptions
         )
@@ -87,6 +89,7 @@ class MetricsEndpoint:
             errors=beat.errors,
             failed=not beat.reachable,
             not_stored=beat.write_error is not None,
+            cluster=beat.cluster,
         )
 
     def wrap(self, on_heartbeat: HeartbeatFn) -> HeartbeatFn:

@@ -1,14 +1,15 @@
 """The probe options of `pulsar-lens collect`: `--probe NS[/BUNDLE]` and `--probe-rate`.
 
 Probes create topics and subscriptions, so they need PULSAR_LENS_ALLOW_MUTATIONS=1; collect
-refuses to start with `--probe` otherwise.
+refuses to start with `--probe` otherwise. With several clusters, every cluster probes the
+`--probe` bundles of its own, each with its own connection settings.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -16,12 +17,14 @@ from cli.arguments import bounded_float
 from collectors.drill_queue import DrillQueue, DrillService, DrillStatus
 from collectors.keys import client_token
 from collectors.probe import CollectProbes, lookup_service_url, parse_probe_spec
+from core.config import ClusterSettings
 from core.errors import ModelError, SettingsError
 from core.mutations import require_mutations
 from core.settings import Settings
 from core.store import Store
 
 MAX_PROBE_RATE = 1000.0  # messages per second per bundle
+SHARED = ("PULSAR_CLIENT_TOKEN",)  # the one cluster's: never sent to one of several
 
 
 def add_probe_args(p: argparse.ArgumentParser) -> None:
@@ -48,10 +51,16 @@ def add_probe_args(p: argparse.ArgumentParser) -> None:
 
 
 def probe_hooks(
-    args: argparse.Namespace, settings: Settings, store: Store, admin_url: str
+    args: argparse.Namespace,
+    settings: Settings,
+    store: Store,
+    admin_url: str,
+    *,
+    cluster: ClusterSettings | None = None,
 ) -> CollectProbes | None:
     """The collect loop's probes, or None without --probe; SettingsError for a bad spec or
-    when mutations are not enabled."""
+    when mutations are not enabled. Given one `cluster` of several, its probes connect with
+    that cluster's settings alone (service URL, token, OAuth2, TLS)."""
     if not args.probes:
         return None
     require_mutations(f"--probe {' '.join(args.probes)} (creates topics and subscriptions)")
@@ -62,13 +71,20 @@ def probe_hooks(
             raise SettingsError(str(exc)) from None
     if not 0 < args.probe_rate <= MAX_PROBE_RATE:
         raise SettingsError(f"--probe-rate must be in (0, 1000], got {args.probe_rate:g}")
+    if cluster is None:
+        env: Mapping[str, str] = os.environ
+        service_url = args.service_url or settings.service_url
+    else:
+        env = {k: v for k, v in cluster.connection_env(os.environ).items() if k not in SHARED}
+        service_url = cluster.service_url
     return CollectProbes(
         store,
         list(args.probes),
         rate=args.probe_rate,
-        service_url=args.service_url or settings.service_url,
-        token=client_token(),
-        lookup=partial(_lookup, admin_url),
+        service_url=service_url,
+        token=client_token(env),
+        lookup=partial(_lookup, admin_url, env),
+        environ=env,
     )
 
 
@@ -98,8 +114,8 @@ def drill_service(
     return DrillService(DrillQueue(store.root), run).start()
 
 
-def _lookup(admin_url: str, topic: str) -> str | None:
+def _lookup(admin_url: str, env: Mapping[str, str], topic: str) -> str | None:
     from collectors.admin import AdminClient
 
-    with AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url}) as admin:
+    with AdminClient.from_env({**env, "PULSAR_ADMIN_URL": admin_url}) as admin:
         return lookup_service_url(admin, topic)

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +137,8 @@ class ProbeRunner:
     sink: Sink
     token: Secret | None = None
     settings: ProbeSettings = field(default_factory=ProbeSettings)
+    # the connection settings (OAuth2, TLS) of the cluster probed; None: the process's own
+    environ: Mapping[str, str] | None = field(default=None, repr=False)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     counts: ProbeCounts = field(default_factory=ProbeCounts)
     _pending: dict[tuple[str, int], _Message] = field(default_factory=dict, repr=False)
@@ -171,7 +173,7 @@ class ProbeRunner:
             "operation_timeout_seconds": 30,
             "connection_timeout_ms": 10_000,
         }
-        options |= client_options_from_env()  # OAuth2, client certificate, CA of the settings
+        options |= client_options_from_env(self.environ)  # OAuth2, client certificate, CA
         if self.token is not None:
             options["authentication"] = pulsar.AuthenticationToken(self.token.reveal())
         self._client = pulsar_client(self.service_url, **options)
@@ -444,6 +446,7 @@ class CollectProbes:
     service_url: str | None = None
     token: Secret | None = field(default=None, repr=False)
     lookup: Callable[[str], str | None] | None = field(default=None, repr=False)
+    environ: Mapping[str, str] | None = field(default=None, repr=False)  # as ProbeRunner's
     runner: ProbeRunner | None = field(default=None, init=False)
     _latest: Any = field(default=None, init=False, repr=False)
 
@@ -488,6 +491,7 @@ class CollectProbes:
             store_sink(self.store, snapshot.cluster),
             token=self.token,
             settings=ProbeSettings(rate=self.rate),
+            environ=self.environ,
         )
         try:
             self.runner = runner.start()

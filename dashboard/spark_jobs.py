@@ -51,10 +51,11 @@ def job_panel(root: str, slug: str, params: Mapping[str, Any]) -> None:
     loaded = data.registry().get(slug)
     wanted = runner.validate_params(loaded.plugin, params).model_dump(mode="json")
     queue = JobQueue(root)
-    job = queue.latest(slug, wanted)
+    cluster = data.chosen_cluster(root)  # a job reads the snapshots of the cluster shown
+    job = queue.latest(slug, wanted, cluster=cluster)
     busy = job is not None and not job.ended
     if st.button("Run now", key=f"run_now_{slug}", disabled=busy, icon=":material/play_arrow:"):
-        job = queue.request(slug, wanted)
+        job = queue.request(slug, wanted, cluster=cluster)
         busy = True
     if job is not None and busy:
         follow(root, job.id)

@@ -1,9 +1,10 @@
 """The /metrics endpoint: a Prometheus collector over the store, and the HTTP server for it.
 
 At each scrape `LensCollector` reports the loop's own polls (from a `PollRecorder`) and the
-age of the newest stored snapshot; the cluster families (see `exporter.families`) and the
-families every loaded plugin contributes through its `metrics(result, context)` hook (read
-from its stored result of the newest snapshot) are built at most once per new snapshot id.
+age of the newest stored snapshot (of each cluster, labelled `cluster`, when it polls
+several); the cluster families (see `exporter.families`) and the families every loaded
+plugin contributes through its `metrics(result, context)` hook (read from its stored result
+of the newest snapshot) are built at most once per new snapshot id.
 Built-ins and third-party plugins go through the same hook; a plugin whose analysis or hook
 fails, or whose families break the rules (not `pulsar_lens_*`, a name taken), sets
 `pulsar_lens_plugin_errors{plugin}` and the scrape goes on without its series. A plugin with
@@ -27,7 +28,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,13 +42,14 @@ from core.secrets import clean
 from exporter.families import (
     DEFAULT_MAX_SUBSCRIPTIONS,
     ClusterFacts,
-    PollStats,
     compute_cluster_families,
+    compute_cluster_health_families,
     compute_collector_families,
     compute_plugin_error_families,
     top_subscriptions,
 )
 from exporter.http import Route, serve_registry
+from exporter.polls import PollRecorder as PollRecorder  # where callers import it from
 
 if TYPE_CHECKING:  # the analyses (and altair with them) load at the first scrape, not before
     from plugins.runner import SnapshotStore
@@ -108,49 +110,6 @@ class MetricsSettings:
             address=env.get(ADDRESS_ENV, "").strip() or DEFAULT_ADDRESS,
             max_subscriptions=limit,
         )
-
-
-class PollRecorder:
-    """Thread-safe tally of the loop's polls, read by the collector at scrape time."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._stats = PollStats()
-        self._listeners: list[Callable[[], None]] = []
-
-    def on_record(self, listener: Callable[[], None]) -> None:
-        """Call `listener()` after each poll is recorded (in the recording thread)."""
-        with self._lock:
-            self._listeners.append(listener)
-
-    def record(
-        self,
-        *,
-        at: dt.datetime,
-        duration: float,
-        requests: int,
-        errors: int,
-        failed: bool,
-        not_stored: bool = False,
-    ) -> None:
-        with self._lock:
-            self._stats = replace(
-                self._stats,
-                polls=self._stats.polls + 1,
-                failed_polls=self._stats.failed_polls + int(failed),
-                failed_writes=self._stats.failed_writes + int(not_stored),
-                last_poll_at=at,
-                last_duration_s=duration,
-                last_requests=requests,
-                last_errors=errors,
-            )
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener()
-
-    def stats(self) -> PollStats:
-        with self._lock:
-            return self._stats
 
 
 def exporting_plugins() -> tuple[list[Any], list[str]]:
@@ -223,11 +182,33 @@ class LensCollector(Collector):
         now = self._now()
         newest = self._newest()
         newest_at = newest[1] if newest else None
-        families = compute_collector_families(self._recorder.stats(), newest_at=newest_at, now=now)
+        families = self._health(newest_at, now)
         families.append(self._quarantined())
         if newest is not None:
             families.extend(self._snapshot_families(*newest, scrape=True))
         return families
+
+    def _health(self, newest_at: dt.datetime | None, now: dt.datetime) -> list[Metric]:
+        """The poll health families: per cluster when the polls name their clusters."""
+        of = self._recorder.by_cluster()
+        if not of:
+            return compute_collector_families(self._recorder.stats(), newest_at=newest_at, now=now)
+        newest = {name: self._newest_of(name) for name in of}
+        return compute_cluster_health_families(of, newest_at=newest, now=now)
+
+    def _newest_of(self, cluster: str) -> dt.datetime | None:
+        """When the newest stored snapshot of `cluster` was collected; None without one."""
+        from core.clusterview import ClusterView
+
+        try:
+            index = ClusterView(self._store, cluster).snapshots(limit=1)  # type: ignore[arg-type]
+        except Exception:  # a scrape must answer even when the store cannot be read
+            log.exception("reading the snapshot index of cluster %s for /metrics failed", cluster)
+            return None
+        if not len(index):
+            return None
+        at: dt.datetime = pd.Timestamp(index["collected_at"].iloc[-1]).to_pydatetime()
+        return at
 
     def _after_poll(self) -> None:
         """Start building the new snapshot's families off the scrape path (one thread at a

@@ -6,7 +6,9 @@ failed. What the analyses found comes from each plugin's own `metrics()` hook;
 `exporter.collector` gathers both and serves them on /metrics.
 Per-subscription series are bounded to the subscriptions with the largest backlog, so a
 cluster with many subscriptions cannot blow up the scrape. Labels carry only topic,
-subscription, group, status, kind and plugin names: never a URL or a credential.
+subscription, group, status, kind, plugin and cluster names: never a URL or a credential.
+The health families carry `cluster` only when one collector polls several clusters; with
+one, the scrape config names the cluster (deploy/prometheus/prometheus.yml).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "PollStats",
     "SubscriptionKey",
     "compute_cluster_families",
+    "compute_cluster_health_families",
     "compute_collector_families",
     "compute_plugin_error_families",
     "exposition",
@@ -78,47 +81,80 @@ def compute_collector_families(
     stats: PollStats, *, newest_at: dt.datetime | None, now: dt.datetime
 ) -> list[Metric]:
     """The loop's own health: its last poll, its totals and how old the newest snapshot is."""
-    polls = CounterMetricFamily(
-        "pulsar_lens_polls", "Polls made by this collector since it started."
-    )
-    polls.add_metric([], stats.polls)
-    failed = CounterMetricFamily(
-        "pulsar_lens_failed_polls",
-        "Polls of this collector in which every admin endpoint failed (nothing was stored).",
-    )
-    failed.add_metric([], stats.failed_polls)
-    not_written = CounterMetricFamily(
-        "pulsar_lens_failed_writes",
-        "Polls whose snapshot the store could not take (disk full, read-only); the newest "
-        "few wait in memory and are written when the store takes writes again.",
-    )
-    not_written.add_metric([], stats.failed_writes)
-    families: list[Metric] = [polls, failed, not_written]
-    last = {
-        "pulsar_lens_last_poll_timestamp_seconds": (
-            "Unix time of the last poll, stored or not.",
-            stats.last_poll_at.timestamp() if stats.last_poll_at else None,
+    return _health_families([([], stats, newest_at)], (), now=now)
+
+
+def compute_cluster_health_families(
+    stats: Mapping[str, PollStats],
+    *,
+    newest_at: Mapping[str, dt.datetime | None],
+    now: dt.datetime,
+) -> list[Metric]:
+    """The health families of a collector polling several clusters: the same families, one
+    series per cluster, labelled `cluster`."""
+    rows = [([name], stats[name], newest_at.get(name)) for name in sorted(stats)]
+    return _health_families(rows, ("cluster",), now=now)
+
+
+HealthRow = tuple[list[str], PollStats, dt.datetime | None]
+
+
+def _health_families(
+    rows: Sequence[HealthRow], labels: Sequence[str], *, now: dt.datetime
+) -> list[Metric]:
+    counters = {
+        "pulsar_lens_polls": ("Polls made by this collector since it started.", "polls"),
+        "pulsar_lens_failed_polls": (
+            "Polls of this collector in which every admin endpoint failed (nothing was stored).",
+            "failed_polls",
         ),
-        "pulsar_lens_poll_duration_seconds": (
-            "Seconds the last poll took.",
-            stats.last_duration_s,
-        ),
-        "pulsar_lens_poll_requests": ("HTTP requests the last poll made.", stats.last_requests),
-        "pulsar_lens_poll_endpoint_errors": (
-            "Admin endpoints that failed in the last poll (a partial snapshot if above 0).",
-            stats.last_errors,
-        ),
-        "pulsar_lens_snapshot_age_seconds": (
-            "Seconds between the newest stored snapshot and this scrape.",
-            (now - newest_at).total_seconds() if newest_at else None,
+        "pulsar_lens_failed_writes": (
+            "Polls whose snapshot the store could not take (disk full, read-only); the newest "
+            "few wait in memory and are written when the store takes writes again.",
+            "failed_writes",
         ),
     }
-    for name, (doc, value) in last.items():
-        if value is not None:
-            gauge = _gauge(name, doc)
-            gauge.add_metric([], float(value))
-            families.append(gauge)
+    families: list[Metric] = []
+    for name, (doc, attr) in counters.items():
+        counter = CounterMetricFamily(name, doc, labels=list(labels) if labels else None)
+        for values, stats, _ in rows:
+            counter.add_metric(values, getattr(stats, attr))
+        families.append(counter)
+    gauges = {name: _gauge(name, doc, labels) for name, doc in LAST_POLL_GAUGES.items()}
+    for values, stats, newest in rows:
+        for name, value in _last_poll_values(stats, newest, now).items():
+            if value is not None:
+                gauges[name].add_metric(values, value)
+    families.extend(g for g in gauges.values() if g.samples)  # none yet: left out
     return families
+
+
+LAST_POLL_GAUGES: Mapping[str, str] = {
+    "pulsar_lens_last_poll_timestamp_seconds": "Unix time of the last poll, stored or not.",
+    "pulsar_lens_poll_duration_seconds": "Seconds the last poll took.",
+    "pulsar_lens_poll_requests": "HTTP requests the last poll made.",
+    "pulsar_lens_poll_endpoint_errors": (
+        "Admin endpoints that failed in the last poll (a partial snapshot if above 0)."
+    ),
+    "pulsar_lens_snapshot_age_seconds": (
+        "Seconds between the newest stored snapshot and this scrape."
+    ),
+}
+
+
+def _last_poll_values(
+    stats: PollStats, newest: dt.datetime | None, now: dt.datetime
+) -> dict[str, float | None]:
+    values = {
+        "pulsar_lens_last_poll_timestamp_seconds": (
+            stats.last_poll_at.timestamp() if stats.last_poll_at else None
+        ),
+        "pulsar_lens_poll_duration_seconds": stats.last_duration_s,
+        "pulsar_lens_poll_requests": stats.last_requests,
+        "pulsar_lens_poll_endpoint_errors": stats.last_errors,
+        "pulsar_lens_snapshot_age_seconds": (now - newest).total_seconds() if newest else None,
+    }
+    return {name: None if v is None else float(v) for name, v in values.items()}
 
 
 def top_subscriptions(subscriptions: pd.DataFrame, limit: int) -> list[SubscriptionKey]:

@@ -115,13 +115,24 @@ class ResultStore:
             return None
         return _load(self._entry(plugin, key))
 
-    def newest(self, plugin: str, version: str, params: Mapping[str, Any]) -> StoredResult | None:
+    def newest(
+        self,
+        plugin: str,
+        version: str,
+        params: Mapping[str, Any],
+        *,
+        among: Collection[str] | None = None,
+    ) -> StoredResult | None:
         """The most recently computed entry of `plugin` at `version` with `params`, whatever
-        snapshots it read (a Spark job's result stays shown until the next one lands)."""
+        snapshots it read (a Spark job's result stays shown until the next one lands); given
+        `among` (one cluster's snapshot ids), of those snapshots only."""
+        wanted = None if among is None else set(among)
         mine = [
             (str(meta.get("computed_at") or ""), entry)
             for entry, meta in self.entries(plugin)
-            if meta.get("version") == version and meta.get("params") == dict(params)
+            if meta.get("version") == version
+            and meta.get("params") == dict(params)
+            and _read_from(meta, wanted)
         ]
         for _, entry in sorted(mine, key=lambda pair: pair[0], reverse=True):
             stored = _load(entry)
@@ -129,12 +140,16 @@ class ResultStore:
                 return stored
         return None
 
-    def keep_newest(self, plugin: str, keep: int) -> int:
+    def keep_newest(self, plugin: str, keep: int, *, among: Collection[str] | None = None) -> int:
         """Delete all but the `keep` most recently computed entries of `plugin` for each
         (version, params); how many went. Spark jobs read every poll, so each run is a new
-        entry: this bounds them."""
+        entry: this bounds them. Given `among` (one cluster's snapshot ids), only the entries
+        of those snapshots count, so one cluster's runs never push out another's."""
+        wanted = None if among is None else set(among)
         groups: dict[str, list[tuple[str, Path]]] = {}
         for entry, meta in self.entries(plugin):
+            if not _read_from(meta, wanted):
+                continue
             group = json.dumps([meta.get("version"), meta.get("params")], sort_keys=True)
             groups.setdefault(group, []).append((str(meta.get("computed_at") or ""), entry))
         removed = 0
@@ -243,3 +258,8 @@ def _plain(value: Any) -> Any:
 def _safe(name: str) -> str:
     """A frame name as a file name (frame names are plugin-chosen strings)."""
     return "".join(c if c.isalnum() or c in "-_" else f"%{ord(c):02x}" for c in name)
+
+
+def _read_from(meta: Mapping[str, Any], wanted: set[str] | None) -> bool:
+    """Whether the entry read any of the `wanted` snapshots (always, when None)."""
+    return wanted is None or not wanted.isdisjoint(meta.get("snapshot_ids") or ())

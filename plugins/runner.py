@@ -336,7 +336,12 @@ def newest_stored(
     started = time.perf_counter()
     results = results_for(store)
     params_json = params.model_dump(mode="json")
-    stored = results.newest(instance.name, instance.version, params_json) if results else None
+    stored = None
+    if results is not None:
+        among = None  # a cluster's part of a shared store: results of its own snapshots only
+        if getattr(store, "cluster", None) is not None:
+            among = [str(s) for s in store.snapshots()["snapshot_id"]]
+        stored = results.newest(instance.name, instance.version, params_json, among=among)
     if stored is None:
         raise ResultNotReady(
             instance.name,

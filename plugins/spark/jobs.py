@@ -64,6 +64,7 @@ class JobStatus:
     tasks_total: int = 0
     polls: int = 0  # snapshots the job read
     error: str | None = None
+    cluster: str | None = None  # whose snapshots it reads, in a store of several clusters
 
     @property
     def ended(self) -> bool:
@@ -97,8 +98,8 @@ class JobStatus:
         end = dt.datetime.fromisoformat(self.finished_at) if self.finished_at else now()
         return (end - dt.datetime.fromisoformat(self.started_at)).total_seconds()
 
-    def same_work(self, plugin: str, params: Mapping[str, Any]) -> bool:
-        return self.plugin == plugin and dict(self.params) == dict(params)
+    def same_work(self, plugin: str, params: Mapping[str, Any], cluster: str | None = None) -> bool:
+        return (self.plugin, dict(self.params), self.cluster) == (plugin, dict(params), cluster)
 
 
 class JobQueue:
@@ -115,22 +116,39 @@ class JobQueue:
         return f"JobQueue({str(self.root)!r})"
 
     def request(
-        self, plugin: str, params: Mapping[str, Any], *, origin: Origin = "request"
+        self,
+        plugin: str,
+        params: Mapping[str, Any],
+        *,
+        origin: Origin = "request",
+        cluster: str | None = None,
     ) -> JobStatus:
-        """Queue a run of `plugin` with `params` (JSON-able, validated by the caller); the
-        job already queued or running for the same work, when there is one."""
+        """Queue a run of `plugin` with `params` (JSON-able, validated by the caller) on the
+        snapshots of `cluster` (None: the whole store); the job already queued or running
+        for the same work, when there is one."""
         for job in self.pending():
-            if job.same_work(plugin, params):
+            if job.same_work(plugin, params, cluster):
                 return job
-        job = self.new(plugin, params, origin=origin)
+        job = self.new(plugin, params, origin=origin, cluster=cluster)
         write_json(self.requests / f"{job.id}.json", asdict(job), store_root=self.store_root)
         return job
 
-    def new(self, plugin: str, params: Mapping[str, Any], *, origin: Origin) -> JobStatus:
+    def new(
+        self,
+        plugin: str,
+        params: Mapping[str, Any],
+        *,
+        origin: Origin,
+        cluster: str | None = None,
+    ) -> JobStatus:
         """A job's status file, for a job this process runs itself (not a request)."""
         stamp = now().strftime("%Y%m%dT%H%M%S%f")
         job = JobStatus(
-            id=f"{stamp}-{uuid.uuid4().hex[:8]}", plugin=plugin, params=dict(params), origin=origin
+            id=f"{stamp}-{uuid.uuid4().hex[:8]}",
+            plugin=plugin,
+            params=dict(params),
+            origin=origin,
+            cluster=cluster,
         )
         return self.update(job)
 
@@ -154,11 +172,14 @@ class JobQueue:
             jobs.append(job)
         return jobs
 
-    def latest(self, plugin: str, params: Mapping[str, Any] | None = None) -> JobStatus | None:
-        """The newest job of `plugin` (with exactly `params`, when given)."""
+    def latest(
+        self, plugin: str, params: Mapping[str, Any] | None = None, *, cluster: str | None = None
+    ) -> JobStatus | None:
+        """The newest job of `plugin` on `cluster`'s snapshots (with exactly `params`, when
+        given)."""
         for path in reversed(json_files(self.statuses, store_root=self.store_root)):
             job = _read_status(path)
-            if job is None or job.plugin != plugin:
+            if job is None or job.plugin != plugin or job.cluster != cluster:
                 continue
             if params is None or dict(job.params) == dict(params):
                 return job

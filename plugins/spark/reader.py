@@ -37,9 +37,10 @@ def read(
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
     snapshot_ids: Sequence[str] | None = None,
+    clusters: Sequence[str] | None = None,
 ) -> DataFrame:
     """Rows of store table `name` collected in [since, until] (either bound optional; a timed
-    table has no upper bound, see the module docstring)."""
+    table has no upper bound, see the module docstring), of `clusters` when given."""
     from pyspark.sql import functions as F
 
     schema = spark_schema(name)
@@ -58,6 +59,8 @@ def read(
         frame = frame.filter(F.col("collected_at") <= F.lit(_utc(until)))
     if snapshot_ids is not None:
         frame = frame.filter(F.col("snapshot_id").isin(list(snapshot_ids)))
+    if clusters is not None:
+        frame = frame.filter(F.col("cluster").isin(list(clusters)))
     upper = None if name in TIMED_TABLES else until
     left_out = Store(root).left_out_files(name, since=since, until=upper)
     if left_out:

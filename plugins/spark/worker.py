@@ -8,6 +8,9 @@ Spark plugin with its default params. Each job's result (or failure) is stored l
 analysis (`plugins.precompute.store_run`); the newest KEEP_RESULTS per plugin and params are
 kept. Progress (stages and tasks) goes to the job's status file as Spark reports it.
 
+With `--cluster` names (a store several clusters share), each job reads one cluster's
+snapshots, and the schedule queues each Spark plugin for each cluster.
+
 `WorkerProcess` is how the collect process runs the worker: a child process, restarted with
 a backoff when it dies, and killed (with its JVM) when one job runs past its time limit.
 """
@@ -28,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 from core.errors import SettingsError
 from core.logs import setup_logging
@@ -97,15 +100,27 @@ def run_job(
         error=outcome.error,
         polls=len(runner.snapshot_window(loaded.plugin, store)),
     )
-    results.keep_newest(loaded.name, KEEP_RESULTS)
+    among = None if job.cluster is None else [str(s) for s in store.snapshots()["snapshot_id"]]
+    results.keep_newest(loaded.name, KEEP_RESULTS, among=among)
     queue.update(ended)
     if on_update is not None:
         on_update(ended)
     return ended
 
 
+def cluster_store(store: runner.SnapshotStore, cluster: str | None) -> runner.SnapshotStore:
+    """`store`, or the part of it that holds `cluster`'s snapshots."""
+    if cluster is None:
+        return store
+    from core.clusterview import ClusterView
+    from core.store import Store
+
+    return ClusterView(cast(Store, store), cluster)
+
+
 class JobWorker:
-    """Runs the requested jobs of one store, and its Spark plugins after new polls."""
+    """Runs the requested jobs of one store, and its Spark plugins after new polls: given
+    `clusters` (a store several clusters share), each cluster's jobs on its own snapshots."""
 
     def __init__(
         self,
@@ -114,14 +129,16 @@ class JobWorker:
         plugins: Sequence[LoadedPlugin],
         *,
         every: float = DEFAULT_EVERY,
+        clusters: Sequence[str] = (),
     ) -> None:
         self.store = store
         self.queue = JobQueue(root)
         self.results = ResultStore(root)
         self.plugins = {p.name: p for p in plugins if p.engine == "spark"}
         self.every = every
-        self._scheduled_for: str | None = None  # newest snapshot of the last scheduled round
-        self._scheduled_at = float("-inf")
+        self.clusters: tuple[str | None, ...] = tuple(clusters) or (None,)
+        # per cluster: the newest snapshot of its last scheduled round, and when that was
+        self._scheduled: dict[str | None, tuple[str, float]] = {}
 
     def step(self) -> JobStatus | None:
         """Run one job if one is due; the job, or None when there was nothing to do."""
@@ -144,7 +161,8 @@ class JobWorker:
                 )
             )
         log.info("job %s: %s %s", job.id, job.plugin, dict(job.params) or "(default params)")
-        ended = run_job(loaded, self.store, self.queue, job, results=self.results)
+        store = cluster_store(self.store, job.cluster)
+        ended = run_job(loaded, store, self.queue, job, results=self.results)
         log.info(
             "job %s %s in %.1fs%s",
             job.id,
@@ -157,20 +175,26 @@ class JobWorker:
 
     def _schedule(self) -> None:
         """After a new poll, and at most once per `every`, queue each Spark plugin's default
-        run whose result for the newest polls is not stored yet."""
-        newest = self.store.snapshots(limit=1)
+        run whose result for the newest polls is not stored yet (for each cluster)."""
+        for cluster in self.clusters:
+            self._schedule_on(cluster)
+
+    def _schedule_on(self, cluster: str | None) -> None:
+        store = cluster_store(self.store, cluster)
+        newest = store.snapshots(limit=1)
         if not len(newest):
             return
         snapshot = str(newest["snapshot_id"].iloc[-1])
-        if snapshot == self._scheduled_for or time.monotonic() - self._scheduled_at < self.every:
+        last_for, last_at = self._scheduled.get(cluster, (None, float("-inf")))
+        if snapshot == last_for or time.monotonic() - last_at < self.every:
             return
-        self._scheduled_for, self._scheduled_at = snapshot, time.monotonic()
+        self._scheduled[cluster] = (snapshot, time.monotonic())
         for loaded in self.plugins.values():
             params = runner.validate_params(loaded.plugin, None).model_dump(mode="json")
-            window = runner.snapshot_window(loaded.plugin, self.store)
+            window = runner.snapshot_window(loaded.plugin, store)
             ids = [str(s) for s in window["snapshot_id"]]
             if self.results.read(loaded.name, loaded.version, params, ids) is None:
-                self.queue.request(loaded.name, params, origin="schedule")
+                self.queue.request(loaded.name, params, origin="schedule", cluster=cluster)
 
     def run(self, stop: threading.Event, *, tick: float = 1.0) -> None:
         """Serve the store until `stop` is set (holding its job lock all along)."""
@@ -196,6 +220,7 @@ class WorkerProcess:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         argv: Sequence[str] | None = None,
+        clusters: Sequence[str] = (),
     ) -> None:
         self.root = Path(root)
         self.queue = JobQueue(root)
@@ -205,6 +230,7 @@ class WorkerProcess:
             or [
                 *(sys.executable, "-m", "plugins.spark.worker", "--store", str(root)),
                 *("--parent", str(os.getpid())),
+                *(arg for name in clusters for arg in ("--cluster", name)),
             ]
         )
         self.process: subprocess.Popen[bytes] | None = None
@@ -339,6 +365,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--parent", type=int, default=os.getppid(), help="stop when this process is gone"
     )
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        dest="clusters",
+        default=[],
+        help="run the scheduled jobs on this cluster's snapshots (repeatable; default: the "
+        "whole store)",
+    )
     args = parser.parse_args(argv)
     try:
         setup_logging()  # lines read `time level plugins.spark.worker: message`, as everywhere
@@ -350,7 +384,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for failure in registry.failures:
         log.warning("%s", failure)
     stop = threading.Event()
-    worker = JobWorker(Store(args.store), args.store, list(registry), every=every)
+    worker = JobWorker(
+        Store(args.store), args.store, list(registry), every=every, clusters=args.clusters
+    )
     if not worker.plugins:
         log.info("no Spark plugin is loaded: the job worker has nothing to run")
     threading.Thread(

@@ -6,17 +6,22 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import textwrap
-from collections.abc import Sequence
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from cli.collect_cmd import Source
 from cli.main import build_parser
 from core.clusterview import ClusterView
 from core.model import Snapshot
 from core.store import Store
+from lab.localpulsar import free_port
 from plugins.results import ResultStore
 from tests.core.snapshots import make_snapshot, unreachable_snapshot
 
@@ -30,6 +35,7 @@ token = "east-only-token"
 name = "west"
 admin_url = "http://west:8080"
 """
+CLUSTERS = ("east", "west")
 
 
 class Sources:
@@ -112,7 +118,6 @@ def test_collect_goes_on_when_one_cluster_is_unreachable_and_exits_1_naming_it(
     ("argv", "expected"),
     [
         (("--once", "--admin-url", "http://x:8080"), "--admin-url picks one cluster"),
-        (("--once", "--probe", "public/default"), "work on one cluster"),
         (("--once", "--sample-keys"), "work on one cluster"),
     ],
 )
@@ -171,3 +176,174 @@ def test_collect_hands_file_keys_read_by_variable_to_discovery_and_spark(
     export_file_settings(Settings.from_env(config=path))
     assert os.environ["PULSAR_LENS_PLUGIN_DIRS"] == f"{tmp_path}/p"
     assert os.environ["PULSAR_LENS_SPARK_MASTER"] == "local[1]"
+
+
+class GatedSources(Sources):
+    """Sources whose every poll after a cluster's first waits (bounded) for `release`."""
+
+    def __init__(self, topics: dict[str, int | None]) -> None:
+        super().__init__(topics)
+        self.release = threading.Event()
+
+    def __call__(self, admin_url: str, namespaces: Sequence[str] | None, **kw: Any) -> Source:
+        source = super().__call__(admin_url, namespaces, **kw)
+        polled = [0]
+
+        def poll() -> Snapshot:
+            polled[0] += 1
+            if polled[0] > 1:
+                self.release.wait(timeout=90)  # past the scrape's bound: it fails first
+            return source.poll()
+
+        return Source(poll=poll)
+
+
+Samples = dict[tuple[str, str | None], float]
+
+
+def scrape_until(port: int, ready: Callable[[Samples], bool], *, what: str) -> Samples:
+    """(name, cluster label) -> value of the first scrape for which `ready` holds; fails
+    (after a generous bound) saying what was awaited and what the last scrape had."""
+    deadline = time.monotonic() + 60
+    samples: Samples = {}
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+        except OSError:  # not listening yet
+            text = ""
+        samples = (
+            samples
+            if not text
+            else {
+                (s.name, s.labels.get("cluster")): s.value
+                for f in text_string_to_metric_families(text)
+                for s in f.samples
+                if s.name.startswith("pulsar_lens_")
+            }
+        )
+        if ready(samples):
+            return samples
+        time.sleep(0.1)
+    raise AssertionError(f"/metrics on port {port}: waited for {what}; last scrape: {samples}")
+
+
+def test_collect_metrics_have_poll_health_per_cluster(tmp_path: Path) -> None:
+    sources = GatedSources({"http://east:8080": 2, "http://west:8080": None})
+    port = free_port()
+    pace = ["--interval", "10ms", "--max-polls", "2", "--metrics-port", str(port)]
+    args = parse(tmp_path, *pace, sources=sources)
+    codes: list[int] = []
+    worker = threading.Thread(target=lambda: codes.append(args.func(args)))
+    worker.start()
+    try:
+        samples = scrape_until(
+            port,
+            lambda got: all(got.get(("pulsar_lens_polls_total", c)) == 1 for c in CLUSTERS),
+            what="one poll counted for each cluster",
+        )
+    finally:
+        sources.release.set()
+        worker.join(timeout=60)
+    assert codes == [1]  # west stored nothing
+
+    def value(name: str, cluster: str) -> float | None:
+        return samples.get((name, cluster))
+
+    assert value("pulsar_lens_polls_total", "east") == 1
+    assert value("pulsar_lens_polls_total", "west") == 1
+    assert value("pulsar_lens_failed_polls_total", "east") == 0
+    assert value("pulsar_lens_failed_polls_total", "west") == 1
+    assert value("pulsar_lens_failed_writes_total", "west") == 0
+    assert value("pulsar_lens_poll_duration_seconds", "east") is not None
+    assert value("pulsar_lens_snapshot_age_seconds", "east") is not None
+    assert value("pulsar_lens_snapshot_age_seconds", "west") is None  # it stored nothing
+    health = ("pulsar_lens_poll", "pulsar_lens_failed", "pulsar_lens_last", "pulsar_lens_snap")
+    unlabelled = [name for name, c in samples if name.startswith(health) and c is None]
+    assert unlabelled == []
+
+
+def test_collect_probes_refused_without_mutations_before_any_poll(tmp_path: Path) -> None:
+    from core.errors import MutationsDisabled
+
+    sources = Sources({"http://east:8080": 2, "http://west:8080": 2})
+    args = parse(tmp_path, "--once", "--probe", "public/default", sources=sources)
+    with pytest.raises(MutationsDisabled, match="PULSAR_LENS_ALLOW_MUTATIONS"):
+        args.func(args)
+    assert sources.calls == []
+
+
+ENV_SECRETS = {
+    "PULSAR_CLIENT_TOKEN": "env-client-token",
+    "PULSAR_ADMIN_TOKEN": "env-admin-token",
+    "PULSAR_LENS_OAUTH2_PRIVATE_KEY": "/env/oauth2-key.json",
+}
+
+
+@pytest.mark.parametrize("variable", sorted(ENV_SECRETS))
+def test_collect_probes_of_each_cluster_carry_its_settings_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    from cli.probing import probe_hooks
+    from core.settings import Settings
+
+    monkeypatch.setenv("PULSAR_LENS_ALLOW_MUTATIONS", "1")
+    monkeypatch.setenv(variable, ENV_SECRETS[variable])  # the single cluster's: here no one's
+    config = CONFIG.replace(
+        'token = "east-only-token"', 'token = "east-only-token"\nservice_url = "pulsar://east:6650"'
+    )
+    args = parse(tmp_path, "--probe", "public/default", sources=Sources({}), config=config)
+    settings = Settings.from_env(config=args.config)
+    east, west = (
+        probe_hooks(args, settings, Store(tmp_path / "s"), str(c.admin_url), cluster=c)
+        for c in settings.clusters
+    )
+    assert east is not None and west is not None
+    assert east.token is not None and east.token.reveal() == "east-only-token"
+    assert (east.service_url, west.service_url) == ("pulsar://east:6650", None)
+    assert west.token is None
+    for probes in (east, west):
+        assert probes.environ is not None
+        assert ENV_SECRETS[variable] not in probes.environ.values()
+        assert "east-only-token" not in repr(probes)
+    assert "east-only-token" not in west.environ.values()  # type: ignore[union-attr]
+
+
+def test_collect_schedules_the_spark_jobs_of_each_cluster(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from plugins.spark.jobs import JobQueue
+    from tests.fake_admin import FakeAdmin
+    from tests.lens_cli import ROOT
+
+    store = tmp_path / "store"
+    queue = JobQueue(store)
+    with FakeAdmin() as admin:
+        config = tmp_path / "lens.toml"
+        config.write_text(
+            "".join(f'[[clusters]]\nname = "{c}"\nadmin_url = "{admin.url}"\n' for c in CLUSTERS)
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+        argv = [sys.executable, "-m", "cli.main", "collect", "--config", str(config)]
+        argv += ["--store", str(store), "--interval", "1s"]
+        with subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        ) as proc:
+            try:
+                deadline = time.monotonic() + 180
+                scheduled: set[str | None] = set()
+                while time.monotonic() < deadline and proc.poll() is None:
+                    paths = queue.statuses.glob("*.json") if queue.statuses.is_dir() else []
+                    jobs = [queue.status(path.stem) for path in paths]
+                    scheduled = {job.cluster for job in jobs if job is not None}
+                    if scheduled >= set(CLUSTERS):
+                        break
+                    time.sleep(0.5)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                _, err = proc.communicate(timeout=120)
+    assert scheduled >= set(CLUSTERS), f"jobs scheduled for {scheduled}; stderr:\n{err[-3000:]}"
+    assert "run as jobs in a job worker process" in err

@@ -216,3 +216,39 @@ def _wait(check: object, seconds: float, what: str) -> JobStatus:
             return found  # type: ignore[no-any-return]
         time.sleep(0.5)
     raise AssertionError(f"waited {seconds:.0f}s for {what}")
+
+
+def test_the_worker_runs_each_clusters_jobs_on_its_own_snapshots(
+    spark: object, tmp_path: Path
+) -> None:
+    from core.clusterview import ClusterView
+
+    store = Store(tmp_path)
+    for i, rows in enumerate([[HELD], [HELD], [], [HELD]]):  # west never holds one
+        store.write(make_snapshot(30.0 * i, cluster="east", draining_hashes=rows))
+        store.write(make_snapshot(30.0 * i + 1, cluster="west"))
+    plugins = [p for p in discover(entry_points=False, plugin_dirs=[]) if p.name == SLUG]
+    worker = JobWorker(store, store.root, plugins, every=0.0, clusters=["east", "west"])
+    ran = [worker.step(), worker.step()]
+    assert {(j.cluster, j.state, j.polls) for j in ran if j} == {
+        ("east", "done", 4),
+        ("west", "done", 4),
+    }
+    assert worker.step() is None  # both clusters are up to date
+    east = runner.run(worker.plugins[SLUG], ClusterView(store, "east")).result.summary
+    west = runner.run(worker.plugins[SLUG], ClusterView(store, "west")).result.summary
+    assert (east, west) == ({"episodes": 2, "open": 1}, {"episodes": 0, "open": 0})
+    for i in range(4, 9):  # east's runs are bounded without pushing out west's
+        store.write(make_snapshot(30.0 * i, cluster="east", draining_hashes=[HELD]))
+        assert worker.step() is not None
+    assert runner.run(worker.plugins[SLUG], ClusterView(store, "west")).stored
+
+
+def test_the_queue_tells_the_same_work_on_two_clusters_apart(tmp_path: Path) -> None:
+    queue = JobQueue(tmp_path)
+    east = queue.request(SLUG, {}, cluster="east")
+    west = queue.request(SLUG, {}, cluster="west")
+    assert east.id != west.id and queue.request(SLUG, {}, cluster="east") == east
+    assert queue.latest(SLUG, {}, cluster="west") == west and queue.latest(SLUG, {}) is None
+    argv = WorkerProcess(tmp_path, clusters=["east", "west"]).argv
+    assert argv[-4:] == ["--cluster", "east", "--cluster", "west"]
