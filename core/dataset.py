@@ -169,25 +169,6 @@ def list_files(
     return files
 
 
-def left_out(
-    table_dir: Path,
-    *,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    keep: Keep | None = None,
-) -> list[Path]:
-    """The visible files of the days overlapping [since, until] that listings leave out (the
-    sources of a compaction not deleted yet, the files `keep` refuses): a reader that lists
-    the folders itself, like Spark, has to skip them."""
-    out: list[Path] = []
-    for day in _days_within(table_dir, since, until):
-        folder = partition_dir(table_dir, day)
-        names = [n for n in _listdir(folder) if _visible(n)]
-        live = {f.path.name for f in _live(folder, day, names, keep)}
-        out.extend(folder / n for n in names if n not in live)
-    return out
-
-
 def _days_within(
     table_dir: Path, since: dt.datetime | None, until: dt.datetime | None
 ) -> Iterator[dt.date]:

@@ -326,21 +326,10 @@ class Store:
         until: dt.datetime | None = None,
     ) -> list[DataFile]:
         """The files of table `name` a read of [since, until] opens, oldest first: neither
-        the sources of a finished compaction nor the files of a poll without an index row."""
+        the sources of a finished compaction, nor the files of a poll without an index row,
+        nor a symbolic link below the root (`core.links`). Spark's reader reads just these."""
         keep = None if name == INDEX else self._indexed()
         return dataset.list_files(self._table_path(name), since=since, until=until, keep=keep)
-
-    def left_out_files(
-        self,
-        name: str,
-        *,
-        since: dt.datetime | None = None,
-        until: dt.datetime | None = None,
-    ) -> list[Path]:
-        """The visible files of table `name`, in the days of [since, until], that reads leave
-        out (see `live_files`): a reader listing the folders itself (Spark) must skip them."""
-        keep = None if name == INDEX else self._indexed()
-        return dataset.left_out(self._table_path(name), since=since, until=until, keep=keep)
 
     def _indexed(self) -> Callable[[DataFile], bool]:
         """Whether a file holds no poll's rows (probes, a foreign file) or those of a poll

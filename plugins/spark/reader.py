@@ -1,11 +1,13 @@
 """Read store tables into Spark DataFrames, pruned to a time window by the `date` folders.
 
-`read(session, root, "subscriptions", since=..., until=...)` lists only the day folders that
-overlap the window (Spark's partition filter on `date`) and keeps the rows collected inside
-it; `snapshot_ids=` narrows to given polls. A table with no files yet is an empty frame of
-the right schema, never an error. Spark lists the folders itself, so the files the store's
-own reads leave out (the sources of a compaction killed before it deleted them, the files of
-a poll without an index row) are filtered out by name: no row shows twice or half-written.
+`read(session, root, "subscriptions", since=..., until=...)` reads only the files of the day
+folders that overlap the window (Spark's partition filter on `date`) and keeps the rows
+collected inside it; `snapshot_ids=` narrows to given polls. A table with no files yet is an
+empty frame of the right schema, never an error. Spark is handed the files the store's own
+reads open (`Store.live_files`), never a folder to list: so it leaves out what they leave out
+— the sources of a compaction killed before it deleted them, the files of a poll without an
+index row, and every symbolic link below the root — and no row shows twice, half-written or
+from outside the store.
 
 A timed table (`core.model.TIMED_TABLES`, the probe rows) is written on its own clock, in
 batches between and after polls, so a window that ends at its newest poll would drop the
@@ -44,28 +46,35 @@ def read(
     from pyspark.sql import functions as F
 
     schema = spark_schema(name)
-    folder = Path(root) / name
-    if not any(folder.glob(f"{PARTITION_COLUMN}=*/*.parquet")):
+    since = None if since is None else _utc(since)
+    until = None if until is None else _utc(until)
+    upper = None if name in TIMED_TABLES else until
+    files = Store(root).live_files(name, since=since, until=upper)
+    if not files:
         return session.createDataFrame([], schema)
-    # file:// spelled out: a cluster with Hadoop settings reads a bare path from its default
-    # filesystem (HDFS), not from the shared mount every executor sees the store on
-    location = f"file://{os.path.abspath(folder)}"
-    frame = session.read.schema(schema).option("basePath", location).parquet(location)
+    # basePath: the `date=` folders above the files still give the partition column
+    frame = (
+        session.read.schema(schema)
+        .option("basePath", _uri(Path(root) / name))
+        .parquet(*(_uri(f.path) for f in files))
+    )
     if since is not None:
-        frame = frame.filter(F.col(PARTITION_COLUMN) >= F.lit(_utc(since).date()))
-        frame = frame.filter(F.col("collected_at") >= F.lit(_utc(since)))
-    if until is not None and name not in TIMED_TABLES:
-        frame = frame.filter(F.col(PARTITION_COLUMN) <= F.lit(_utc(until).date()))
-        frame = frame.filter(F.col("collected_at") <= F.lit(_utc(until)))
+        frame = frame.filter(F.col(PARTITION_COLUMN) >= F.lit(since.date()))
+        frame = frame.filter(F.col("collected_at") >= F.lit(since))
+    if upper is not None:
+        frame = frame.filter(F.col(PARTITION_COLUMN) <= F.lit(upper.date()))
+        frame = frame.filter(F.col("collected_at") <= F.lit(upper))
     if snapshot_ids is not None:
         frame = frame.filter(F.col("snapshot_id").isin(list(snapshot_ids)))
     if clusters is not None:
         frame = frame.filter(F.col("cluster").isin(list(clusters)))
-    upper = None if name in TIMED_TABLES else until
-    left_out = Store(root).left_out_files(name, since=since, until=upper)
-    if left_out:
-        frame = frame.filter(~F.col("_metadata.file_name").isin(sorted(p.name for p in left_out)))
     return frame
+
+
+def _uri(path: Path) -> str:
+    # file:// spelled out: a cluster with Hadoop settings reads a bare path from its default
+    # filesystem (HDFS), not from the shared mount every executor sees the store on
+    return f"file://{os.path.abspath(path)}"
 
 
 def _utc(value: dt.datetime) -> dt.datetime:

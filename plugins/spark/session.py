@@ -30,6 +30,7 @@ LOG_LEVEL_ENV = "PULSAR_LENS_SPARK_LOG_LEVEL"  # Spark's own log level (ERROR by
 DRIVER_MEMORY_ENV = "PULSAR_LENS_SPARK_DRIVER_MEMORY"  # local mode's heap (driver = executor)
 DEFAULT_LOCAL_MEMORY = "3g"
 APP_NAME = "pulsar-lens"
+DRIVER_LISTING_LIMIT = "1000000"  # paths the driver looks up itself, never in a Spark job
 MASTER_PREFIXES = ("local", "spark://", "sc://", "yarn", "k8s://", "mesos://")
 
 _lock = threading.Lock()
@@ -122,6 +123,12 @@ def _build(master: str) -> SparkSession:
     # filtered store read is the whole read, and a wrong guess at a day of polls failed with
     # "Not enough memory to build and broadcast the table". A session setting: Connect too.
     builder = builder.config("spark.sql.autoBroadcastJoinThreshold", "-1")
+    # The reader hands Spark every file of a window by path (plugins.spark.reader); past this
+    # many paths Spark would look them up in a job of one task per file, seconds on local[2]
+    # for what the driver does in milliseconds. A session setting: Connect too.
+    builder = builder.config(
+        "spark.sql.sources.parallelPartitionDiscovery.threshold", DRIVER_LISTING_LIMIT
+    )
     builder = builder.config("spark.sql.session.timeZone", "UTC").config(
         "spark.sql.execution.arrow.pyspark.enabled", "true"
     )

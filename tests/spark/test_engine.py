@@ -70,6 +70,20 @@ def test_snapshot_ids_narrow_the_read(spark: object, store: Store) -> None:
     assert frame.count() == 5
 
 
+def test_a_read_of_many_files_starts_no_spark_job(spark: object, tmp_path: Path) -> None:
+    from plugins.spark import progress, session
+
+    many = Store(tmp_path)
+    for i in range(40):  # each poll a file of its own, more than Spark looks up on the driver
+        many.write(make_snapshot(at=POLLS[0] + dt.timedelta(seconds=i), topics=1))
+    seen: list[progress.Counts] = []
+    with progress.tracked(spark, "many-files", seen.append):
+        frame = read(spark, many.root, "topics")
+    assert len(many.live_files("topics")) == 40 < int(session.DRIVER_LISTING_LIMIT)
+    assert seen[-1] == progress.Counts()  # no job: the files were looked up on the driver
+    assert frame.count() == 40
+
+
 def test_a_table_without_files_is_empty_with_its_schema(spark: object, store: Store) -> None:
     frame = read(spark, store.root, "probes", since=POLLS[0])
     assert frame.count() == 0 and frame.schema == spark_schema("probes")
