@@ -118,17 +118,24 @@ def test_collect_on_a_read_only_store_says_erofs_and_writes_the_kept_snapshots_a
     )
 
 
-def test_collect_once_on_a_read_only_store_exits_1_saying_why_in_one_line(tmpfs: Path) -> None:
+def test_collect_once_on_a_read_only_store_refuses_in_one_line_before_polling(
+    tmpfs: Path,
+) -> None:
+    """A store that cannot be written when collect starts is a setting to fix, said at once
+    (exit 2), not a poll made only to be lost; a store that turns read-only later is the
+    outage above, kept in memory and retried."""
     store = tmpfs / "store"
     done = run("mount", "-o", "remount,ro", str(tmpfs))
     assert done.returncode == 0, done.stderr
     with FakeAdmin() as fake:
         env = {"PULSAR_ADMIN_URL": fake.url}
         once = run_lens("collect", "--once", "--store", str(store), env=env)
-    assert once.returncode == 1, once.stderr
-    assert "Traceback" not in once.stderr
-    (beat,) = once.stdout.splitlines()
-    assert beat.endswith(f" under {store}: EROFS: Read-only file system)")
-    last = once.stderr.strip().splitlines()[-1]
-    assert last.startswith("pulsar-lens collect: could not write snapshot ")
-    assert last.endswith(f" under {store}: EROFS: Read-only file system")
+        asked = list(fake.requests)
+    assert once.returncode == 2, once.stderr
+    assert "Traceback" not in once.stderr and not once.stdout
+    (line,) = once.stderr.strip().splitlines()
+    assert line == (
+        f"pulsar-lens: cannot create the store {store}: {tmpfs} is not writable; "
+        "point --store or PULSAR_LENS_STORE at a folder"
+    )
+    assert asked == []

@@ -35,6 +35,7 @@ from plugins.registry import Registry, discover
 from plugins.results import ResultStore
 from tests.dashboard.scenario import write_scenario
 from tests.lens_cli import run_lens
+from tests.markdown import shown
 from tests.pages import PAGE_SLUGS, plugin_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -294,7 +295,7 @@ def test_each_fault_is_told_on_its_own_page_without_a_traceback(world: World, sl
     at = plugin_page(slug, timeout=PAGE_TIMEOUT)
     assert not at.exception, [e.value for e in at.exception]
     assert [t.value for t in at.title] == [f"Faulty {slug}"]
-    said = [m.value.replace("\\", "") for m in (*at.error, *at.warning)]
+    said = [shown(m.value) for m in (*at.error, *at.warning)]
     assert any(slug in m and ON_PAGE[slug] in m for m in said), said
     assert "Traceback" not in _shown(at)
     if slug in HOOKS:  # the analysis itself is fine: its views are there
@@ -367,7 +368,7 @@ def test_a_hang_costs_a_page_its_limit_once_when_nothing_is_stored(
     again = time.monotonic() - started
     world.figures["on_demand_hang_page"] = {"first_s": round(first, 3), "rerun_s": round(again, 3)}
     assert not at.exception
-    assert any(ON_PAGE["hangs"] in e.value for e in at.error)
+    assert any(ON_PAGE["hangs"] in shown(e.value) for e in at.error)
     assert starts.read_text().count("\n") - before == 1  # one worker hung, once
 
 
@@ -376,7 +377,7 @@ def test_a_params_validator_that_crashes_is_told_on_the_page(world: World) -> No
     assert not at.error
     at.number_input(key="analysis_healthy_rows").set_value(13).run()
     assert not at.exception
-    said = [e.value for e in at.error]
+    said = [shown(e.value) for e in at.error]
     assert any("plugin 'healthy'" in e and "raised LookupError: 13 is unlucky" in e for e in said)
     assert "Traceback" not in _shown(at)
 

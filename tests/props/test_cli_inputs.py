@@ -392,7 +392,7 @@ def test_analyze_with_a_file_for_a_store_is_clear(
     store = tmp_path / "store"
     store.write_bytes(b"not a folder")
     ran = run_cli(capsys, ["analyze", "bundle-ownership", "--store", str(store)])
-    refused(ran, f"cannot read the store {store}")
+    refused(ran, f"the store {store} is not a folder")
 
 
 @pytest.mark.parametrize("slug", ["key-shared-map", "failover-assignment", "sticky-ranges"])
