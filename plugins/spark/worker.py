@@ -348,6 +348,15 @@ def _wait_main_thread(timeout: float) -> bool:
     return not main_thread.is_alive()
 
 
+class _QuietStop(logging.Filter):
+    """Drops py4j's record of the KeyboardInterrupt a stop raises inside a call to the JVM:
+    it goes to the root logger with a traceback, and the stop is already the worker's to
+    say (the abandoned job's status names it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
 def _interrupt(stop: threading.Event, signum: int, frame: FrameType | None) -> None:
     """SIGTERM: stop now, abandoning the job under way as Ctrl-C does. A job may run for
     minutes, and the collect process that asks has a grace period of seconds; Spark cancels
@@ -392,6 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     threading.Thread(
         target=_stop_when_orphaned, args=(stop, args.parent), name="parent", daemon=True
     ).start()
+    logging.getLogger().addFilter(_QuietStop())
     signal.signal(signal.SIGTERM, partial(_interrupt, stop))
     try:
         worker.run(stop)
@@ -399,6 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pulsar-lens job worker: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        log.info("stopped; a job under way is abandoned and marked failed")
         worker.queue.abandon_running("the job worker was stopped before the job ended")
     finally:
         if session.started() is not None:

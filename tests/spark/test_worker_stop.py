@@ -45,7 +45,7 @@ PLUGINS = (TakesTenMinutes,)
 
 
 def test_sigterm_stops_the_worker_in_the_middle_of_a_job(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     plugins, marker = tmp_path / "plugins", tmp_path / "started"
     plugins.mkdir()
@@ -74,3 +74,6 @@ def test_sigterm_stops_the_worker_in_the_middle_of_a_job(
     ended = queue.status(job.id)
     assert ended is not None and ended.state == "failed"
     assert "stopped before the job ended" in (ended.error or "")
+    said = capfd.readouterr().err
+    assert "Traceback" not in said, said[-3000:]  # the stop is said once, in the worker's words
+    assert "stopped; a job under way is abandoned" in said, said[-3000:]
