@@ -28,7 +28,9 @@ TRICKLED = "/admin/v2/persistent/public/second/partitioned"
 
 
 def get(url: str) -> tuple[int, str]:
-    with urllib.request.urlopen(url, timeout=5) as resp:
+    # answering is the behaviour, not answering fast: a scrape that builds its metrics on a
+    # machine busy with a Spark job and hostile answers may take seconds
+    with urllib.request.urlopen(url, timeout=60) as resp:
         return resp.status, resp.read().decode()
 
 
