@@ -70,8 +70,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from collectors.admin import AdminClient
+    from collectors.client_auth import client_token
     from collectors.drill import DrillPlan, run_drill
-    from collectors.keys import client_token
     from core.mutations import require_mutations
     from core.store import Store
     from core.storeroot import check_root

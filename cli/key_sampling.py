@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from collectors.keys import client_token, collect_key_samples
+from collectors.client_auth import client_token
+from collectors.keys import collect_key_samples
 from collectors.loop import HeartbeatFn, PollFn
 from collectors.sampling import DEFAULT_MAX_TOPICS, KeySampling
 from core.settings import Settings

@@ -14,8 +14,8 @@ from functools import partial
 from typing import Any
 
 from cli.arguments import bounded_float
+from collectors.client_auth import client_token
 from collectors.drill_queue import DrillQueue, DrillService, DrillStatus
-from collectors.keys import client_token
 from collectors.probe import CollectProbes, lookup_service_url, parse_probe_spec
 from core.config import ClusterSettings
 from core.errors import ModelError, SettingsError

@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
+from collectors.oauth2 import read_credentials
 from core.config import ClusterSettings
 from core.errors import CollectorError, DashboardError
 from core.secretfile import SecretFileError, read_secret_file
@@ -72,8 +73,6 @@ def register_known_secrets(
 
 
 def _register_file(name: str, ref: str) -> None:
-    from collectors.oauth2 import read_credentials  # the OAuth2 module imports this one
-
     try:
         if name == TOKEN_FILE_ENV:
             register(read_token_file(ref))

@@ -10,14 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from collectors.credentials import read_token_file
-from collectors.oauth2 import client_options_from_env
+from collectors.client_auth import client_options_from_env
 from core.hashing import resolve_sticky_key, sticky_key_hash
 from core.logs import pulsar_client
 from core.model import KeySampleRecord
@@ -30,7 +28,6 @@ DEFAULT_WINDOW = dt.timedelta(minutes=5)
 DEFAULT_TIMEOUT = 10.0
 READ_WAIT = 1.0  # seconds one read_next() may block before the loop checks its budget again
 READER_NAME = "pulsar-lens-key-sampler"
-TOKEN_VARS = ("PULSAR_CLIENT_TOKEN", "PULSAR_ADMIN_TOKEN")
 
 StopReason = Literal["caught-up", "limit", "time", "error"]
 
@@ -171,20 +168,6 @@ def read_window(
         else:
             records.append(record)
     return TopicSample(topic, tuple(records), read, unresolved, stopped)
-
-
-def client_token(environ: Mapping[str, str] | None = None) -> Secret | None:
-    """The token for the binary protocol: PULSAR_CLIENT_TOKEN, else the admin token
-    (PULSAR_ADMIN_TOKEN or the file named by PULSAR_ADMIN_TOKEN_FILE); None without one."""
-    env = os.environ if environ is None else environ
-    for name in TOKEN_VARS:
-        value = (env.get(name) or "").strip()
-        if value:
-            return Secret(value)
-    token_file = (env.get("PULSAR_ADMIN_TOKEN_FILE") or "").strip()
-    if token_file:
-        return Secret(read_token_file(token_file))
-    return None
 
 
 def open_client(service_url: str, *, token: Secret | None, timeout: float) -> Any:

@@ -19,12 +19,10 @@ import binascii
 import datetime as dt
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
@@ -44,7 +42,6 @@ MAX_MARGIN = 60.0  # refresh at most this many seconds before expiry
 DEFAULT_LIFETIME = 3600.0  # when the issuer says neither expires_in nor exp
 MAX_LIFETIME = 86400.0  # a longer lifetime is taken as a day: the token is fetched daily
 CREDENTIALS_HINT = "fix PULSAR_LENS_OAUTH2_PRIVATE_KEY (a JSON file with client_id, client_secret)"
-TOKEN_VARS = ("PULSAR_CLIENT_TOKEN", "PULSAR_ADMIN_TOKEN")
 ANSWER_CAP = 1024 * 1024  # an issuer's answer is a few hundred bytes
 
 
@@ -356,68 +353,3 @@ def flow_from_env(
         scope=(env.get("PULSAR_LENS_OAUTH2_SCOPE") or "").strip() or None,
         verify=verify,
     )
-
-
-# --- the binary protocol (pulsar-client) ----------------------------------------------
-
-
-def _file_url(ref: str) -> str:
-    if ref.startswith(("file:", "data:")):
-        return ref
-    return Path(ref).resolve().as_uri()
-
-
-def client_auth_from_env(env: Mapping[str, str] | None = None) -> Any:
-    """The `pulsar.Authentication` for these settings, or None: a token
-    (PULSAR_CLIENT_TOKEN, PULSAR_ADMIN_TOKEN, PULSAR_ADMIN_TOKEN_FILE), else OAuth2
-    (PULSAR_LENS_OAUTH2_*), else a client certificate (PULSAR_LENS_TLS_CERT_FILE and
-    PULSAR_LENS_TLS_KEY_FILE)."""
-    import pulsar
-
-    env = os.environ if env is None else env
-    for name in TOKEN_VARS:
-        value = (env.get(name) or "").strip()
-        if value:
-            return pulsar.AuthenticationToken(Secret(value).reveal())
-    token_file = (env.get("PULSAR_ADMIN_TOKEN_FILE") or "").strip()
-    if token_file:
-        from collectors.credentials import read_token_file
-
-        return pulsar.AuthenticationToken(Secret(read_token_file(token_file)).reveal())
-    ref = (env.get("PULSAR_LENS_OAUTH2_PRIVATE_KEY") or "").strip()
-    if ref:
-        creds = read_credentials(ref)  # checked here: a bad file fails before connecting
-        params = {
-            "issuer_url": (env.get("PULSAR_LENS_OAUTH2_ISSUER_URL") or "").strip()
-            or creds.issuer_url,
-            "private_key": _file_url(ref),
-        }
-        for key, name in (("audience", "AUDIENCE"), ("scope", "SCOPE")):
-            value = (env.get(f"PULSAR_LENS_OAUTH2_{name}") or "").strip()
-            if value:
-                params[key] = value
-        return pulsar.AuthenticationOauth2(json.dumps(params))
-    cert = (env.get("PULSAR_LENS_TLS_CERT_FILE") or "").strip()
-    key = (env.get("PULSAR_LENS_TLS_KEY_FILE") or "").strip()
-    if cert and key:
-        return pulsar.AuthenticationTLS(cert, key)
-    return None
-
-
-def client_options_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """`pulsar.Client` keyword arguments for these settings: `authentication` (see
-    `client_auth_from_env`) and, for `pulsar+ssl://`, the CA of PULSAR_LENS_CA_BUNDLE and
-    PULSAR_LENS_TLS_VERIFY."""
-    env = os.environ if env is None else env
-    options: dict[str, Any] = {}
-    auth = client_auth_from_env(env)
-    if auth is not None:
-        options["authentication"] = auth
-    ca = (env.get("PULSAR_LENS_CA_BUNDLE") or "").strip()
-    if ca:
-        options["tls_trust_certs_file_path"] = ca
-    verify = (env.get("PULSAR_LENS_TLS_VERIFY") or "").strip().lower()
-    if verify in {"0", "false", "no", "off"}:
-        options["tls_allow_insecure_connection"] = True
-        options["tls_validate_hostname"] = False
-    return options

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.oauth2 import client_options_from_env
+from collectors.client_auth import client_options_from_env
 from core.bundles import parse_bundle_name
 from core.errors import ModelError
 from core.hashing import topic_bundle_hash

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from collectors.client_auth import client_token
 from collectors.keys import (
     TopicSample,
-    client_token,
     read_window,
     resolve_message_key,
     to_record,

@@ -16,13 +16,12 @@ import pytest
 import responses
 
 from collectors.admin import AdminClient
+from collectors.client_auth import client_auth_from_env, client_options_from_env
 from collectors.oauth2 import (
     WELL_KNOWN,
     ClientCredentialsFlow,
     Credentials,
     OAuth2Error,
-    client_auth_from_env,
-    client_options_from_env,
     jwt_claims,
     read_credentials,
     token_expired_at,

@@ -25,7 +25,7 @@ from streamlit.testing.v1 import AppTest
 
 import collectors.admin as admin_module
 from collectors.admin import AdminClient
-from collectors.oauth2 import client_auth_from_env
+from collectors.client_auth import client_auth_from_env
 from collectors.poll import poll
 from core.model import Snapshot
 from core.store import Store
