@@ -102,7 +102,8 @@ class BrokerPool:
     A broker that cannot start raises: live tests fail loudly, they never skip.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, whole_timeout: float = WHOLE_TIMEOUT) -> None:
+        self._whole_timeout = whole_timeout
         self._brokers: dict[tuple[object, ...], LocalPulsar] = {}
         self._clusters: dict[ClusterKey, LocalPulsarCluster] = {}
         self._starting: dict[ClusterKey, threading.Thread] = {}
@@ -148,7 +149,7 @@ class BrokerPool:
             for index, broker in enumerate(cluster.broker_processes):
                 if not broker.alive():
                     cluster.restart_broker(index)
-            prove_whole(cluster)
+            prove_whole(cluster, timeout=self._whole_timeout)
             return cluster
 
     def prestart(self, load_manager: str, settings: Mapping[str, str]) -> None:
