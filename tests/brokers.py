@@ -8,8 +8,10 @@ import logging
 import threading
 from collections.abc import Mapping
 
-from lab.cluster import LocalPulsarCluster
-from lab.localpulsar import LocalPulsar
+from collectors.brokers import parse_leader
+from lab.cluster import CLUSTER_NAME, LocalPulsarCluster
+from lab.localpulsar import LocalPulsar, get_json
+from tests.waits import answers_ok
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +38,62 @@ SHEDDING_SETTINGS: Mapping[str, str] = {
 (tests/live/test_load_manager_live.py). Started in the background when the run begins, so
 that its shedding rounds already tick when the test comes."""
 
+WHOLE_TIMEOUT = 180.0
+"""How long a shared cluster may take to be whole again after a test killed one of its brokers:
+its session expiring (10 s), then the broker started again and listed (a minute when busy)."""
+
 ClusterKey = tuple[str, tuple[tuple[str, str], ...]]
 
 
 def _key(load_manager: str, settings: Mapping[str, str]) -> ClusterKey:
     return load_manager, tuple(sorted(settings.items()))
+
+
+def missing_parts(cluster: LocalPulsarCluster) -> list[str]:
+    """What keeps `cluster` from being whole, as each broker answers; empty when every broker
+    passes its health check (a message through it), lists every broker of the cluster, and
+    names the same leader, one of them."""
+    wanted = set(cluster.broker_ids)
+    leaders: set[str | None] = set()
+    missing: list[str] = []
+    for broker in cluster.broker_processes:
+        name, url = broker.broker_id, broker.admin_url
+        if not broker.alive():
+            missing.append(f"{name}: its process is not running")
+            continue
+        if not answers_ok(f"{url}/admin/v2/brokers/health", timeout=30.0):
+            missing.append(f"{name}: its health check did not answer ok")
+        try:
+            listed = get_json(f"{url}/admin/v2/brokers/{CLUSTER_NAME}", timeout=10.0)
+            leaders.add(parse_leader(get_json(f"{url}/admin/v2/brokers/leaderBroker", 10.0)))
+        except (OSError, ValueError) as exc:  # URLError is an OSError
+            missing.append(f"{name}: {exc}")
+            continue
+        if not isinstance(listed, list) or wanted - set(listed):
+            missing.append(f"{name} lists the brokers {listed!r}")
+    if len(leaders) != 1 or not leaders <= wanted:
+        missing.append(f"the brokers name the leaders {sorted(map(str, leaders))}")
+    return missing
+
+
+def prove_whole(cluster: LocalPulsarCluster, *, timeout: float = WHOLE_TIMEOUT) -> None:
+    """Wait until `cluster` is whole (`missing_parts`), so that no test depends on whether a
+    test before it killed or stopped one of its brokers; fail saying what was last missing."""
+    from tests.live.lens_polls import wait_for  # a live helper: the unit tier does without it
+
+    last: list[str] = []
+
+    def whole() -> bool:
+        last[:] = missing_parts(cluster)
+        return not last
+
+    wait_for(
+        whole,
+        what=f"the cluster of {', '.join(cluster.broker_ids)} to be whole again",
+        timeout=timeout,
+        every=1.0,
+        seen=lambda: "; ".join(last),
+    )
 
 
 class BrokerPool:
@@ -49,7 +102,8 @@ class BrokerPool:
     A broker that cannot start raises: live tests fail loudly, they never skip.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, whole_timeout: float = WHOLE_TIMEOUT) -> None:
+        self._whole_timeout = whole_timeout
         self._brokers: dict[tuple[object, ...], LocalPulsar] = {}
         self._clusters: dict[ClusterKey, LocalPulsarCluster] = {}
         self._starting: dict[ClusterKey, threading.Thread] = {}
@@ -77,7 +131,8 @@ class BrokerPool:
     ) -> LocalPulsarCluster:
         """A two-broker cluster per load manager and settings, started on first use (or by
         `prestart`) and shared. A test that stops or kills one of its brokers starts it again
-        before it ends (`revive`); a broker found dead here is started again all the same."""
+        before it ends (`revive`); a broker found dead here is started again all the same.
+        The cluster handed out is proven whole (`prove_whole`), whatever ran before."""
         self._wait_revived()
         key = _key(load_manager, settings)
         with self._lock:
@@ -94,6 +149,7 @@ class BrokerPool:
             for index, broker in enumerate(cluster.broker_processes):
                 if not broker.alive():
                     cluster.restart_broker(index)
+            prove_whole(cluster, timeout=self._whole_timeout)
             return cluster
 
     def prestart(self, load_manager: str, settings: Mapping[str, str]) -> None:

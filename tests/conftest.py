@@ -11,6 +11,7 @@ import pytest
 from core import secrets
 from lab.localpulsar import LocalPulsar
 from tests.brokers import SHEDDING_SETTINGS, BrokerPool
+from tests.shuffle import SEED_VARIABLE, shuffle_seed, shuffled
 
 IMAGE_TESTS = Path(__file__).parent / "deploy" / "test_image.py"
 SHEDDING_TESTS = Path(__file__).parent / "live" / "test_load_manager_live.py"
@@ -20,7 +21,11 @@ POOL = pytest.StashKey[BrokerPool]()
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The container image tests run last, and their builds start now in the background: a
     cold build takes most of a quarter of an hour, which the rest of the run then covers.
-    So does the shedding cluster's start, and its first minute before the shedder runs."""
+    So does the shedding cluster's start, and its first minute before the shedder runs.
+    With PULSAR_LENS_TEST_SHUFFLE=<seed> the rest runs in a random order (tests/shuffle.py)."""
+    seed = shuffle_seed()
+    if seed is not None:
+        items[:] = shuffled(items, seed)
     image = [item for item in items if item.path == IMAGE_TESTS]
     if image:
         items[:] = [item for item in items if item.path != IMAGE_TESTS] + image
@@ -32,6 +37,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         start_prebuild(config.rootpath / "artifacts")
     if any(item.path == SHEDDING_TESTS for item in items):
         _pool(config).prestart("modular", SHEDDING_SETTINGS)
+
+
+def pytest_report_header() -> str | None:
+    seed = shuffle_seed()
+    return None if seed is None else f"test order shuffled: {SEED_VARIABLE}={seed}"
 
 
 def _pool(config: pytest.Config) -> BrokerPool:

@@ -5,8 +5,9 @@ A single broker killed in the middle of a poll: the loop goes on, every failed p
 failures and the growing age; the broker started again on the same ports and data is polled
 again by the same collector, with no restart of it.
 
-One broker of two killed (a modular load manager cluster): the polls are partial and name the
-dead broker, and the bundles it owned are stored moving to the survivor.
+One broker of two killed (a modular load manager cluster; the one that is not the leader): the
+polls are partial and name the dead broker, and the bundles it owned are stored moving to the
+survivor.
 
 The figures (polls failed, seconds to recover, bundles moved and when) are written to
 artifacts/broker-kill.json.
@@ -36,6 +37,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from streamlit.testing.v1 import AppTest
 
+from collectors.brokers import parse_leader
 from collectors.namespaces import bundle_for, parse_boundaries
 from core import logs
 from core.store import Store
@@ -444,8 +446,13 @@ def owners_in(store: Path, sid: str, namespace: str) -> dict[str, str | None]:
 def test_one_broker_of_two_killed_gives_partial_polls_naming_it_and_its_bundles_move(
     broker_pool: BrokerPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cluster = broker_pool.cluster("modular")  # shared: broker-1 is started again at the end
-    survivor, victim = cluster.broker_processes
+    cluster = broker_pool.cluster("modular")  # shared: the victim is started again at the end
+    # The victim is the broker that is not the leader, whichever that is (the first test to use
+    # the cluster may find either elected): a dead leader also leaves the cluster without one,
+    # and so its bundles unassigned, until its session expires; that is another test's subject.
+    leader = parse_leader(cluster_api(cluster.admin_url, "GET", "/admin/v2/brokers/leaderBroker"))
+    gone = next(i for i, b in enumerate(cluster.broker_processes) if b.broker_id != leader)
+    victim, survivor = cluster.broker_processes[gone], cluster.broker_processes[1 - gone]
     url = survivor.admin_url  # the collector's admin URL is the broker that stays
     namespace = f"public/lens-kill-{uuid.uuid4().hex[:8]}"
     cluster_api(url, "PUT", f"/admin/v2/namespaces/{namespace}")
@@ -491,7 +498,7 @@ def test_one_broker_of_two_killed_gives_partial_polls_naming_it_and_its_bundles_
 
         killed_beats = lens.count()
         killed_wall, killed_at = dt.datetime.now(dt.UTC), time.monotonic()
-        cluster.kill_broker(1)
+        cluster.kill_broker(gone)
         killed = True
 
         # Partial polls: the dead broker's own calls fail and name it.
@@ -507,8 +514,10 @@ def test_one_broker_of_two_killed_gives_partial_polls_naming_it_and_its_bundles_
         page = overview(store, monkeypatch)  # the Overview names the broker that failed
         warnings = [w.value for w in page.warning]
         assert any("The newest snapshot is partial" in w for w in warnings), warnings
-        (naming,) = [w for w in warnings if "The calls to broker(s)" in w]
-        assert f"`{victim.broker_id}`" in naming and survivor.broker_id not in naming
+        (naming,) = [w for w in warnings if "broker(s) failed" in w]
+        assert "to 1 broker(s) failed" in naming  # counted here, named in the table below
+        (calls,) = [d.value for d in page.dataframe if "missing" in d.value.columns]
+        assert set(calls["broker"]) == {victim.broker_id}, calls.to_string()
 
         # The bundles it owned move to the survivor (its session expires; the producers
         # look their topics up again).
@@ -605,7 +614,7 @@ def test_one_broker_of_two_killed_gives_partial_polls_naming_it_and_its_bundles_
         if load is not None:
             load.close()
         if killed:  # started again while the next tests run; the pool waits for it
-            broker_pool.revive(cluster, 1)
+            broker_pool.revive(cluster, gone)
         with contextlib.suppress(requests.RequestException):
             requests.delete(
                 f"{url}/admin/v2/namespaces/{namespace}", params={"force": "true"}, timeout=30
