@@ -441,8 +441,8 @@ def test_collect_through_the_flaky_proxy_stays_bounded_and_says_what_failed(
         load = [e for e in snap_errors if "/load-report" in e["endpoint"]]
         assert len(load) == 1 and "deadline" in load[0]["message"], snap_errors
     for line in done.stderr.splitlines():  # each failure logged as one line naming its path
-        if " poll: " in line:
-            assert re.search(r"(GET|topic_stats) \S+", line), line
+        if " poll: " in line and " call(s) not made: the poll's deadline " not in line:
+            assert re.search(r"(GET|topic_stats) \S+", line), line  # (calls never made: counted)
     FIGURES["cli"] = {
         "rates": MIXED,
         "seed": 7,
