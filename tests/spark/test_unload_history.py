@@ -24,6 +24,7 @@ from plugins.builtin.unload_history.reference import pandas_result
 from plugins.builtin.unload_latency.outages import OUTAGE_COLUMNS, probe_outages
 from plugins.results import ResultStore, StoredResult
 from plugins.testing import at, make_snapshot
+from tests.markdown import shown
 from tests.pages import plugin_page
 
 pytestmark = pytest.mark.spark
@@ -72,9 +73,14 @@ def _probe(
 
 
 def _write_probes(store: Store, rows: Iterable[ProbeRecord], *, written: float) -> None:
-    """A batch of probe rows as the probe's sink writes it, collected at T0 + `written` s."""
+    """A batch of probe rows as the probe's sink writes it, collected at T0 + `written` s, of
+    the cluster the polls name (the Spark inputs keep only the rows of the polls' clusters)."""
     table = records_to_table(
-        "probes", list(rows), snapshot_id=f"probe-{written}", collected_at=at(written), cluster="c"
+        "probes",
+        list(rows),
+        snapshot_id=f"probe-{written}",
+        collected_at=at(written),
+        cluster="standalone",
     )
     store.write_table("probes", table)
 
@@ -246,7 +252,7 @@ def test_the_stored_result_reads_back_and_draws_its_page(
     assert not page.exception
     assert [e.value for e in page.error] == ["3 probe message(s) of an outage were never received."]
     assert [t.value for t in page.title] == ["Unload history"]
-    assert {m.label: m.value for m in page.metric}["Worst outage"] == "3,000 ms"
+    assert {m.label: shown(m.value) for m in page.metric}["Worst outage"] == "3,000 ms"
     assert any(len(t) == 5 and "broker" in t.columns for t in (d.value for d in page.dataframe))
 
 
