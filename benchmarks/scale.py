@@ -18,34 +18,18 @@ import statistics
 import sys
 import time
 
-import pandas as pd
-import pyarrow as pa
-
-from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord, records_to_table
+from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord
 from plugins.api import AnalysisPlugin, Inputs
 from plugins.builtin.key_shared_map import KeySharedMap
 from plugins.builtin.stuck_hashes import StuckHashes
 from plugins.runner import run_on_inputs
-from plugins.testing import TOPIC, at
+from plugins.testing import TOPIC, at, make_inputs_from_records
 
 HASHES = 65_535
 
 
 def inputs_of(plugin: AnalysisPlugin, polls: list[dict[str, list[object]]]) -> Inputs:
-    tables: dict[str, list[pa.Table]] = {n: [] for n in plugin.inputs}
-    for i, poll in enumerate(polls):
-        common = {"snapshot_id": f"s{i}", "collected_at": at(i * 30.0), "cluster": "c"}
-        for name in plugin.inputs:
-            tables[name].append(records_to_table(name, poll.get(name, []), **common))
-    index = pd.DataFrame(
-        {
-            "snapshot_id": [f"s{i}" for i in range(len(polls))],
-            "collected_at": pd.to_datetime([at(i * 30.0) for i in range(len(polls))], utc=True),
-            "cluster": ["c"] * len(polls),
-        }
-    )
-    frames = {n: pa.concat_tables(t).to_pandas() for n, t in tables.items()}
-    return Inputs(tables=frames, snapshots=index)
+    return make_inputs_from_records(plugin.inputs, polls)
 
 
 def poll(n: int, consumers: int, name_length: int, i: int) -> dict[str, list[object]]:

@@ -5,6 +5,7 @@ to `analyze`: the same factory the built-in plugins' tests and the benchmarks us
 
 `make_snapshot()` builds one poll; `make_inputs()` turns a series of them into the exact
 `Inputs` the runner would load from a store (Arrow tables with the common columns, then pandas);
+`make_inputs_from_records()` does the same column-wise for large inputs;
 `MemoryStore` is a fake store with the reading half of `core.store.Store`.
 """
 
@@ -86,6 +87,33 @@ def make_inputs(
     return Inputs(
         tables={n: _table(n, snapshots, events or {}).to_pandas() for n in tables},
         snapshots=index_frame(snapshots),
+    )
+
+
+def make_inputs_from_records(
+    tables: Iterable[str], polls: Sequence[Mapping[str, Sequence[Any]]], *, cluster: str = "c"
+) -> Inputs:
+    """Inputs over `polls` (oldest first, 30 s apart), each mapping a table to its records:
+    built column-wise with plain snapshot ids, no digest per record, for inputs of hundreds of
+    thousands of rows (scale tests and benchmarks)."""
+    names = list(tables)
+    parts: dict[str, list[pa.Table]] = {n: [] for n in names}
+    for i, poll in enumerate(polls):
+        sid, when = f"s{i}", at(i * 30.0)
+        for name in names:
+            records = list(poll.get(name, ()))
+            parts[name].append(
+                records_to_table(name, records, snapshot_id=sid, collected_at=when, cluster=cluster)
+            )
+    index = pd.DataFrame(
+        {
+            "snapshot_id": [f"s{i}" for i in range(len(polls))],
+            "collected_at": pd.to_datetime([at(i * 30.0) for i in range(len(polls))], utc=True),
+            "cluster": [cluster] * len(polls),
+        }
+    )
+    return Inputs(
+        tables={n: pa.concat_tables(t).to_pandas() for n, t in parts.items()}, snapshots=index
     )
 
 

@@ -6,18 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord, records_to_table
+from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord
 from plugins.api import Inputs
 from plugins.builtin.stuck_hashes import MAX_LINES, StuckHashes
 from plugins.builtin.stuck_hashes.violations import MAX_LISTED
 from plugins.builtin.stuck_hashes.waiting import waiting_consumers
 from plugins.runner import run_on_inputs
-from plugins.testing import TOPIC, at
+from plugins.testing import TOPIC, at, make_inputs_from_records
 from tests.props.strategies import props, weird_names
 
 PLUGIN = StuckHashes()
@@ -27,20 +26,7 @@ HASHES = 65_535  # the most a 4.0 broker can list as draining for one consumer
 
 def inputs_of(polls: Sequence[dict[str, Sequence[object]]]) -> Inputs:
     """Inputs over polls (oldest first) built column-wise: no snapshot digest per record."""
-    tables: dict[str, list[pa.Table]] = {n: [] for n in PLUGIN.inputs}
-    for i, poll in enumerate(polls):
-        common = {"snapshot_id": f"s{i}", "collected_at": at(i * 30.0), "cluster": "c"}
-        for name in PLUGIN.inputs:
-            tables[name].append(records_to_table(name, poll.get(name, ()), **common))
-    index = pd.DataFrame(
-        {
-            "snapshot_id": [f"s{i}" for i in range(len(polls))],
-            "collected_at": pd.to_datetime([at(i * 30.0) for i in range(len(polls))], utc=True),
-            "cluster": ["c"] * len(polls),
-        }
-    )
-    frames = {n: pa.concat_tables(t).to_pandas() for n, t in tables.items()}
-    return Inputs(tables=frames, snapshots=index)
+    return make_inputs_from_records(PLUGIN.inputs, polls)
 
 
 def every_hash_draining(consumers: int, poll: int) -> dict[str, Sequence[object]]:
