@@ -11,11 +11,10 @@ percent-encoded (either hex case, `+` for space).
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from pathlib import Path
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote
 
 import pytest
 
@@ -23,6 +22,7 @@ from core.store import Store
 from tests.cli.test_secret_marker import store_text
 from tests.fake_admin import FakeAdmin, Seen
 from tests.lens_cli import run_lens
+from tests.secret_forms import encodings
 
 # characters that encodings change: `+` and `/` (percent), `>>?` (base64 `+`/`/` vs `-`/`_`)
 ADMIN = "MRKadm+Zq/8w~3x>>?"
@@ -34,22 +34,6 @@ QUERY = "MRKq+Tt8/Uu~0>>?"
 LOGIN = "MRKoidc+Ii5/Oo~4>>?"
 SECRETS = (ADMIN, CLIENT, FILE_TOKEN, OAUTH2, PASSWORD, QUERY, LOGIN)
 CREDENTIAL_VARS = re.compile(r"TOKEN|SECRET|OAUTH2|PULSAR_LENS_CONFIG|PULSAR_ADMIN_URL")
-
-
-def encodings(secret: str) -> dict[str, str]:
-    raw = secret.encode()
-    std, safe = base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()
-    percent = quote(secret, safe="")
-    return {
-        "raw": secret,
-        "base64": std,
-        "base64-unpadded": std.rstrip("="),
-        "base64-urlsafe": safe,
-        "base64-urlsafe-unpadded": safe.rstrip("="),
-        "percent": percent,
-        "percent-lower": re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), percent),
-        "percent-plus": quote_plus(secret, safe=""),
-    }
 
 
 EVERY_FORM = [form for s in SECRETS for form in encodings(s).values()]

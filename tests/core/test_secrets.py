@@ -5,8 +5,7 @@ from __future__ import annotations
 import base64
 import logging
 import pickle
-import re
-from urllib.parse import quote, quote_plus, urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 from hypothesis import given
@@ -25,6 +24,7 @@ from core.secrets import (
     without_credentials,
 )
 from tests.props.strategies import props
+from tests.secret_forms import encodings
 
 
 def test_a_secret_never_formats_its_value() -> None:
@@ -74,35 +74,18 @@ def test_secrets_are_redacted_in_log_records(caplog: pytest.LogCaptureFixture) -
     assert record.getMessage() == "got ***\\nforged"
 
 
-def _encodings(value: str) -> dict[str, str]:
-    raw = value.encode()
-    std, safe = base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()
-    percent = quote(value, safe="")
-    return {
-        "raw": value,
-        "base64": std,
-        "base64-unpadded": std.rstrip("="),
-        "base64-urlsafe": safe,
-        "base64-urlsafe-unpadded": safe.rstrip("="),
-        "percent": percent,
-        "percent-lower": re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), percent),
-        "percent-path": quote(value),
-        "percent-plus": quote_plus(value, safe=""),
-    }
-
-
 @given(
     secret=st.text(
         st.characters(min_codepoint=0x20, max_codepoint=0x2FFF, exclude_categories=("Cs",)),
         min_size=8,
         max_size=64,
     ).filter(lambda s: s.strip() == s),
-    encoding=st.sampled_from(list(_encodings("x"))),
+    encoding=st.sampled_from(list(encodings("x"))),
 )
 @props(300)
 def test_a_registered_secret_is_redacted_in_every_encoding(secret: str, encoding: str) -> None:
     register(secret)
-    form = _encodings(secret)[encoding]
+    form = encodings(secret)[encoding]
     assert form not in redact(f"error body: <{form}> echoed")
 
 
