@@ -38,7 +38,10 @@ bench: install ## every benchmark (each prints ratios against a baseline run sid
 reliability: install ## load and soak (~20 min), figures in artifacts/reliability/
 	.venv/bin/python -m pytest reliability -p no:cacheprovider
 
+soak: install ## the hour-long soak alone (figures in artifacts/reliability/soak.json)
+	RELIABILITY_SOAK_SECONDS=3600 .venv/bin/python -m pytest reliability/test_soak.py -p no:cacheprovider
+
 serve: install ## dashboard + polling loop against PULSAR_ADMIN_URL
 	$(VENV)/pulsar-lens serve
 
-.PHONY: help install demo test test-spark image lint fix typecheck bench reliability serve
+.PHONY: help install demo test test-spark image lint fix typecheck bench reliability soak serve

@@ -270,6 +270,16 @@ def test_soak_collect_under_consumer_churn(tmp_path: Path) -> None:
     figures["rss_slope_after_warm_up_mib_per_hour"] = round(
         slope_per_hour([s.at for s in warm], rss), 1
     )
+    # does memory level off? the slope over the run's second half, the collector alone and
+    # with its Spark job worker (the process tree)
+    half = [i for i, s in enumerate(samples) if s.at - started >= SOAK_SECONDS / 2]
+    figures["rss_slope_last_half_mib_per_hour"] = round(
+        slope_per_hour([samples[i].at for i in half], [samples[i].rss_bytes / MIB for i in half]),
+        1,
+    )
+    figures["tree_rss_slope_last_half_mib_per_hour"] = round(
+        slope_per_hour([samples[i].at for i in half], [tree[i] / MIB for i in half]), 1
+    )
     figures["rss_mib_per_minute"] = [
         round(s.rss_bytes / MIB, 1) for s in samples[:: max(1, 60 // INTERVAL_SECONDS)]
     ]
