@@ -40,7 +40,7 @@ EXPOSE 8501 9464
 # Healthy when the dashboard answers and the collect process's /health (on the metrics port)
 # says polls end on time and the store takes them: a dashboard can be up while polling is dead.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s \
-  CMD python -m cli.healthcheck --dashboard http://127.0.0.1:8501/_stcore/health
+  CMD python -m pulsar_lens.cli.healthcheck --dashboard http://127.0.0.1:8501/_stcore/health
 CMD ["pulsar-lens", "serve", "--port", "8501"]
 # man1: the JRE's alternatives link its man page there, and slim images have no man pages
 RUN if [ "$WITH_SPARK" = "1" ]; then \

@@ -18,20 +18,20 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from core.model import (
+from pulsar_lens.api import AnalysisPlugin
+from pulsar_lens.core.model import (
     BundleRecord,
     ConsumerRecord,
     DrainingHashRecord,
     Snapshot,
     SubscriptionRecord,
 )
-from core.store import Store
-from plugins.api import AnalysisPlugin
-from plugins.builtin.bundle_ownership import BundleOwnership
-from plugins.builtin.stuck_hashes import StuckHashes
-from plugins.builtin.subscription_status import SubscriptionStatus
-from plugins.runner import load_inputs, run_on_inputs
-from plugins.testing import at, make_snapshot
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
+from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
+from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
+from pulsar_lens.plugins.runner import load_inputs, run_on_inputs
+from pulsar_lens.plugins.testing import at, make_snapshot
 
 
 def poll_at(i: int, subscriptions: int, hashes: int) -> Snapshot:

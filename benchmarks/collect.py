@@ -26,11 +26,11 @@ from typing import Any
 import pulsar as pulsar_client
 import requests
 
-from collectors.admin import AdminClient
-from collectors.poll import poll
-from collectors.topics import parse_topic_name
-from core import logs
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.collectors.topics import parse_topic_name
+from pulsar_lens.core import logs
+from pulsar_lens.lab.localpulsar import LocalPulsar
 
 CREATE_WORKERS = 8
 SETUP_DEADLINE = 600.0

@@ -61,9 +61,9 @@ import streamlit as st  # noqa: E402
 import streamlit.logger  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-import core.store  # noqa: E402
-from core.digest import digest  # noqa: E402
-from core.model import (  # noqa: E402
+import pulsar_lens.core.store  # noqa: E402
+from pulsar_lens.core.digest import digest  # noqa: E402
+from pulsar_lens.core.model import (  # noqa: E402
     COMMON_FIELDS,
     BrokerRecord,
     BundleRecord,
@@ -74,13 +74,13 @@ from core.model import (  # noqa: E402
     TopicRecord,
     records_to_table,
 )
-from core.selectors import ConsistentHashingSelector, Consumer  # noqa: E402
-from core.store import Store  # noqa: E402
-from dashboard import navigation  # noqa: E402
-from plugins import runner  # noqa: E402
-from plugins.precompute import compute_results  # noqa: E402
-from plugins.registry import PLUGIN_DIRS_ENV, LoadedPlugin, discover  # noqa: E402
-from plugins.results import RESULTS_DIR, ResultStore  # noqa: E402
+from pulsar_lens.core.selectors import ConsistentHashingSelector, Consumer  # noqa: E402
+from pulsar_lens.core.store import Store  # noqa: E402
+from pulsar_lens.dashboard import navigation  # noqa: E402
+from pulsar_lens.plugins import runner  # noqa: E402
+from pulsar_lens.plugins.precompute import compute_results  # noqa: E402
+from pulsar_lens.plugins.registry import PLUGIN_DIRS_ENV, LoadedPlugin, discover  # noqa: E402
+from pulsar_lens.plugins.results import RESULTS_DIR, ResultStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "dashboard" / "app.py"
@@ -224,8 +224,8 @@ def reused_tables(cluster: Cluster, at: dt.datetime) -> Iterator[None]:
         return digest({"cluster": snapshot.cluster, "collected_at": snapshot.collected_at})
 
     with (
-        mock.patch.object(core.store, "records_to_table", to_table),
-        mock.patch.object(core.store, "snapshot_id", snapshot_id),
+        mock.patch.object(pulsar_lens.core.store, "records_to_table", to_table),
+        mock.patch.object(pulsar_lens.core.store, "snapshot_id", snapshot_id),
     ):
         yield
 
@@ -257,7 +257,7 @@ class Figures:
 
 
 def _plugin_page(slug: str) -> None:
-    from dashboard.app_pages.analysis import draw_analysis
+    from pulsar_lens.dashboard.app_pages.analysis import draw_analysis
 
     draw_analysis(slug)
 

@@ -27,15 +27,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import murmur_jit
-from core.hashing import (
+from pulsar_lens.core import murmur_jit
+from pulsar_lens.core.hashing import (
     murmur3_31_array,
     reduce_hash_array,
     sticky_key_hash,
     sticky_key_hash_array,
 )
-from core.range_selectors import AutoSplitSelector, scan_split_ends
-from core.selectors import ConsistentHashingSelector, Consumer
+from pulsar_lens.core.range_selectors import AutoSplitSelector, scan_split_ends
+from pulsar_lens.core.selectors import ConsistentHashingSelector, Consumer
 
 T = TypeVar("T")
 

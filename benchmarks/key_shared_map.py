@@ -20,11 +20,11 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from core.model import ConsumerRecord, SubscriptionRecord, records_to_table
-from core.selectors import ConsistentHashingSelector, Consumer
-from plugins.api import Inputs
-from plugins.builtin.key_shared_map import KeySharedMap
-from plugins.runner import run_on_inputs
+from pulsar_lens.api import Inputs
+from pulsar_lens.core.model import ConsumerRecord, SubscriptionRecord, records_to_table
+from pulsar_lens.core.selectors import ConsistentHashingSelector, Consumer
+from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
+from pulsar_lens.plugins.runner import run_on_inputs
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.probes [--probes 4] [--seconds 60] [--sizes 1h,1d,7d]
 
-1. Overhead: a real standalone on 127.0.0.1 (`lab.localpulsar`). A child process runs a
+1. Overhead: a real standalone on 127.0.0.1 (`pulsar_lens.lab.localpulsar`). A child process runs a
    `ProbeRunner` on `--probes` bundles (those of `public/default`; a namespace of its own
    with that many bundles when there are more) at the default rate for `--seconds`, writing
    to a Store through `store_sink`; a baseline child does the same setup (imports, client,
@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lab.runtime import cache_root
+from pulsar_lens.lab.runtime import cache_root
 
 ROOT = Path(__file__).resolve().parents[1]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -55,9 +55,9 @@ def child_probe(args: argparse.Namespace, *, send: bool) -> dict[str, Any]:
 
     import pulsar  # noqa: F401 - imported before the clock starts, in both children alike
 
-    from collectors.probe import ProbeRunner, ProbeTarget, store_sink
-    from core.logs import pulsar_client
-    from core.store import Store
+    from pulsar_lens.collectors.probe import ProbeRunner, ProbeTarget, store_sink
+    from pulsar_lens.core.logs import pulsar_client
+    from pulsar_lens.core.store import Store
 
     store = Store(args.store)
     targets = [ProbeTarget(*t) for t in json.loads(args.targets)]
@@ -96,10 +96,10 @@ def _self_cpu(resource: Any) -> float:
 
 def child_growth(args: argparse.Namespace) -> dict[str, Any]:
     """unload-latency on a store, cold: over its default window, or over every probe row."""
-    from core.store import Store
-    from plugins import runner
-    from plugins.api import Inputs
-    from plugins.registry import discover
+    from pulsar_lens.api import Inputs
+    from pulsar_lens.core.store import Store
+    from pulsar_lens.plugins import runner
+    from pulsar_lens.plugins.registry import discover
 
     loaded = discover(entry_points=False, plugin_dirs=()).get("unload-latency")
     store = Store(args.store)
@@ -209,10 +209,10 @@ def _proc_cpu(pid: int | None) -> float:
 
 def overhead(probes: int, seconds: float) -> dict[str, Any]:
     """Run the baseline and the probe child against a fresh local broker; their figures."""
-    from collectors.admin import AdminClient
-    from collectors.probe import ProbeRunner, targets_of
-    from core.store import Store
-    from lab.localpulsar import LocalPulsar
+    from pulsar_lens.collectors.admin import AdminClient
+    from pulsar_lens.collectors.probe import ProbeRunner, targets_of
+    from pulsar_lens.core.store import Store
+    from pulsar_lens.lab.localpulsar import LocalPulsar
 
     with LocalPulsar() as broker, tempfile.TemporaryDirectory() as scratch:
         admin = AdminClient(broker.admin_url)
@@ -280,7 +280,7 @@ class _RateSampler:
         self.next = min(15.0, seconds / 2)
 
     def __call__(self, elapsed: float) -> None:
-        from core.errors import CollectorError
+        from pulsar_lens.core.errors import CollectorError
 
         if elapsed < self.next or elapsed > self.seconds:
             return
@@ -299,7 +299,7 @@ class _RateSampler:
 def growth(sizes: Sequence[str], *, timeout: float, max_mib: float) -> list[dict[str, Any]]:
     """For each size: the cached synthetic store, then both runs of unload-latency."""
     from benchmarks.synth_probes import cached
-    from core.settings import parse_duration
+    from pulsar_lens.core.settings import parse_duration
 
     rows = []
     for size in sizes:

@@ -18,12 +18,12 @@ import statistics
 import sys
 import time
 
-from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord
-from plugins.api import AnalysisPlugin, Inputs
-from plugins.builtin.key_shared_map import KeySharedMap
-from plugins.builtin.stuck_hashes import StuckHashes
-from plugins.runner import run_on_inputs
-from plugins.testing import TOPIC, at, make_inputs_from_records
+from pulsar_lens.api import AnalysisPlugin, Inputs
+from pulsar_lens.core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord
+from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
+from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
+from pulsar_lens.plugins.runner import run_on_inputs
+from pulsar_lens.plugins.testing import TOPIC, at, make_inputs_from_records
 
 HASHES = 65_535
 

@@ -43,14 +43,14 @@ from typing import Any
 import mmh3
 import pandas as pd
 
-from core.hashing import CONSISTENT_HASH_MAX, INT31_MASK
-from core.settings import parse_duration
+from pulsar_lens.core.hashing import CONSISTENT_HASH_MAX, INT31_MASK
+from pulsar_lens.core.settings import parse_duration
 
 CACHE = Path(os.environ.get("PULSAR_LENS_CACHE_DIR", Path.home() / ".cache" / "pulsar-lens"))
 INTERVAL = 30.0
 ANALYSES = {
-    "bundle-load-history": "plugins.builtin.bundle_load_history",
-    "failover-history": "plugins.builtin.failover_history",
+    "bundle-load-history": "pulsar_lens.plugins.builtin.bundle_load_history",
+    "failover-history": "pulsar_lens.plugins.builtin.failover_history",
 }
 OUT_OF_MEMORY = ("MemoryError", "bad_alloc", "Cannot allocate", "OutOfMemory", "out of memory")
 
@@ -60,7 +60,7 @@ OUT_OF_MEMORY = ("MemoryError", "bad_alloc", "Cannot allocate", "OutOfMemory", "
 
 def child_session() -> dict[str, Any]:
     started = time.perf_counter()
-    from plugins.spark import session
+    from pulsar_lens.plugins.spark import session
 
     spark = session.get("local[2]")
     took = time.perf_counter() - started
@@ -70,7 +70,7 @@ def child_session() -> dict[str, Any]:
 def child_analysis(plugin: str, engine: str, root: str) -> dict[str, Any]:
     import importlib
 
-    from core.store import Store
+    from pulsar_lens.core.store import Store
 
     module = importlib.import_module(ANALYSES[plugin])
     store = Store(root)
@@ -81,8 +81,8 @@ def child_analysis(plugin: str, engine: str, root: str) -> dict[str, Any]:
         started = time.perf_counter()
         result = reference.pandas_result(root)
     else:
-        from plugins import runner
-        from plugins.spark import session
+        from pulsar_lens.plugins import runner
+        from pulsar_lens.plugins.spark import session
 
         started = time.perf_counter()
         spark = session.get("local[2]")
@@ -230,9 +230,9 @@ def child_hashing(keys: int) -> dict[str, Any]:
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
 
-    from core.hashing import sticky_key_hash, sticky_key_hash_array
-    from plugins.spark import session
-    from plugins.spark.hashing import with_sticky_hash
+    from pulsar_lens.core.hashing import sticky_key_hash, sticky_key_hash_array
+    from pulsar_lens.plugins.spark import session
+    from pulsar_lens.plugins.spark.hashing import with_sticky_hash
 
     spark = session.get("local[2]")
     number = (F.col("id") * KEY_MULTIPLIER) % KEY_MODULUS

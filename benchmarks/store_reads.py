@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from core import dataset
-from core.model import TopicRecord, records_to_table
-from core.store import INDEX, INDEX_SCHEMA, Store
+from pulsar_lens.core import dataset
+from pulsar_lens.core.model import TopicRecord, records_to_table
+from pulsar_lens.core.store import INDEX, INDEX_SCHEMA, Store
 
 START = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
 STEP = dt.timedelta(seconds=30)

@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.digest import canonical_json
-from core.model import HASH_RANGE_TYPE, POLLED_TABLES, SCHEMAS
-from core.store import INDEX_SCHEMA
+from pulsar_lens.core.digest import canonical_json
+from pulsar_lens.core.model import HASH_RANGE_TYPE, POLLED_TABLES, SCHEMAS
+from pulsar_lens.core.store import INDEX_SCHEMA
 
 START = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
 CLUSTER = "synthetic"

@@ -41,10 +41,10 @@ import pyarrow.compute as pc
 
 from benchmarks.synth_cluster import CLUSTER, START, table
 from benchmarks.synth_store import DayFiles
-from collectors.probe import ProbeTarget
-from core.digest import canonical_json
-from core.model import POLLED_TABLES, SCHEMAS
-from core.store import INDEX, INDEX_SCHEMA
+from pulsar_lens.collectors.probe import ProbeTarget
+from pulsar_lens.core.digest import canonical_json
+from pulsar_lens.core.model import POLLED_TABLES, SCHEMAS
+from pulsar_lens.core.store import INDEX, INDEX_SCHEMA
 
 NAMESPACE, TENANT = "public/default", "public"
 BOUNDS = (0x00000000, 0x40000000, 0x80000000, 0xC0000000, 0xFFFFFFFF)

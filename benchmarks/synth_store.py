@@ -68,9 +68,9 @@ from benchmarks.synth_cluster import (
     table,
     take,
 )
-from core import dataset
-from core.settings import parse_duration
-from core.store import INDEX, STORE_TABLES, Store
+from pulsar_lens.core import dataset
+from pulsar_lens.core.settings import parse_duration
+from pulsar_lens.core.store import INDEX, STORE_TABLES, Store
 
 Built = tuple[pa.Table, np.ndarray]  # a table and the poll of each row
 STATE_FILE, PARAMS_FILE = "synth-state.npz", "synth.json"

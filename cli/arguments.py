@@ -7,7 +7,7 @@ import codecs
 import os
 from collections.abc import Callable
 
-from core.failover import JVM_CHARSET, JVM_CHARSET_ENV
+from pulsar_lens.core.failover import JVM_CHARSET, JVM_CHARSET_ENV
 
 
 def bounded_int(flag: str, low: int, high: int) -> Callable[[str], int]:

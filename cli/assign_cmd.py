@@ -11,11 +11,16 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cli.arguments import add_jvm_charset, bounded_int
-from core.bundles import default_boundaries, full_topic_name, parse_bundles, topic_bundle
-from core.errors import ModelError
-from core.failover import FailoverConsumer, compute_topics
-from core.limits import MAX_BUNDLES, MAX_CONSUMERS, MAX_PARTITIONS
+from pulsar_lens.cli.arguments import add_jvm_charset, bounded_int
+from pulsar_lens.core.bundles import (
+    default_boundaries,
+    full_topic_name,
+    parse_bundles,
+    topic_bundle,
+)
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.failover import FailoverConsumer, compute_topics
+from pulsar_lens.core.limits import MAX_BUNDLES, MAX_CONSUMERS, MAX_PARTITIONS
 
 DEFAULT_BUNDLES = 4  # the broker's defaultNumberOfNamespaceBundles
 MAX_PRIORITY = 2**31 - 1

@@ -15,21 +15,21 @@ import datetime as dt
 import sys
 import threading
 
-from cli.collect_parts import (
+from pulsar_lens.cli.collect_parts import (
     Analyses,
     HeartbeatPrinter,
     SourceFactory,
     poll_timing,
     stop_on_sigterm,
 )
-from cli.metrics_endpoint import MetricsEndpoint
-from cli.probing import probe_hooks
-from collectors.health import HealthRecorder
-from collectors.loop import LoopGroup, PollLoop
-from core.mutations import mutations_allowed
-from core.settings import Settings, format_duration
-from core.store import Store
-from core.storeroot import check_root
+from pulsar_lens.cli.metrics_endpoint import MetricsEndpoint
+from pulsar_lens.cli.probing import probe_hooks
+from pulsar_lens.collectors.health import HealthRecorder
+from pulsar_lens.collectors.loop import LoopGroup, PollLoop
+from pulsar_lens.core.mutations import mutations_allowed
+from pulsar_lens.core.settings import Settings, format_duration
+from pulsar_lens.core.store import Store
+from pulsar_lens.core.storeroot import check_root
 
 ONE_CLUSTER_ONLY = "--sample-keys and PULSAR_LENS_KEY_SAMPLING"
 

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cli.collect_parts import (
+from pulsar_lens.cli.collect_parts import (
     Analyses,
     HeartbeatPrinter,
     Source,
@@ -27,25 +27,25 @@ from cli.collect_parts import (
     poll_timing,
     stop_on_sigterm,
 )
-from cli.key_sampling import add_sampling_args, sampling_hooks
-from cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
-from cli.probing import add_probe_args, drill_service, probe_hooks
-from collectors.health import HealthRecorder
-from collectors.loop import PollLoop
-from core.config import ClusterSettings
-from core.model import Snapshot
-from core.secrets import display_url
-from core.settings import (
+from pulsar_lens.cli.key_sampling import add_sampling_args, sampling_hooks
+from pulsar_lens.cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
+from pulsar_lens.cli.probing import add_probe_args, drill_service, probe_hooks
+from pulsar_lens.collectors.health import HealthRecorder
+from pulsar_lens.collectors.loop import PollLoop
+from pulsar_lens.core.config import ClusterSettings
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.secrets import display_url
+from pulsar_lens.core.settings import (
     DEFAULT_SPARK_MASTER,
     Settings,
     admin_url_problem,
     format_duration,
     parse_duration,
 )
-from core.store import Store
-from core.storeroot import check_root
-from plugins.registry import PLUGIN_DIRS_ENV
-from plugins.spark.session import MASTER_ENV
+from pulsar_lens.core.store import Store
+from pulsar_lens.core.storeroot import check_root
+from pulsar_lens.plugins.registry import PLUGIN_DIRS_ENV
+from pulsar_lens.plugins.spark.session import MASTER_ENV
 
 
 def admin_source(
@@ -58,8 +58,8 @@ def admin_source(
     """Poll a real cluster: an AdminClient and poll(). The connection (token, TLS, OAuth2)
     is the cluster's own from the settings file, else the environment's; a named cluster's
     snapshots carry its name instead of the one its brokers report."""
-    from collectors.admin import AdminClient
-    from collectors.poll import DetailRotation, carry_forward, diff, poll
+    from pulsar_lens.collectors.admin import AdminClient
+    from pulsar_lens.collectors.poll import DetailRotation, carry_forward, diff, poll
 
     settings = settings or Settings.from_env()
     env = cluster.connection_env(os.environ) if cluster else dict(os.environ)
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(config=args.config)
     export_file_settings(settings)
     if len(settings.clusters) > 1:
-        from cli.collect_clusters import run_clusters
+        from pulsar_lens.cli.collect_clusters import run_clusters
 
         return run_clusters(args, settings)
     admin_url = require_admin_url("collect", args.admin_url, settings)

@@ -15,20 +15,20 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
-from core.clusterview import ClusterView
-from core.settings import Settings, format_duration, retention_problem
-from core.store import Store
-from plugins.precompute import (
+from pulsar_lens.collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
+from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.settings import Settings, format_duration, retention_problem
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.precompute import (
     ResultsWorker,
     compute_results,
     prune_results,
     requirements_first,
     store_run,
 )
-from plugins.registry import discover
-from plugins.results import ResultStore
-from plugins.spark.worker import (
+from pulsar_lens.plugins.registry import discover
+from pulsar_lens.plugins.results import ResultStore
+from pulsar_lens.plugins.spark.worker import (
     DEFAULT_TIMEOUT,
     JOBS_ENV,
     TIMEOUT_ENV,

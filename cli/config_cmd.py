@@ -17,9 +17,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from cli.arguments import bounded_float
-from cli.collect_cmd import add_config_arg
-from core.config import (
+from pulsar_lens.cli.arguments import bounded_float
+from pulsar_lens.cli.collect_cmd import add_config_arg
+from pulsar_lens.core.config import (
     CLUSTER_ENV,
     CLUSTER_KEYS,
     GLOBAL_ENV,
@@ -27,9 +27,9 @@ from core.config import (
     ClusterSettings,
     show,
 )
-from core.configfile import Loaded, load
-from core.errors import DashboardError
-from core.secrets import clean
+from pulsar_lens.core.configfile import Loaded, load
+from pulsar_lens.core.errors import DashboardError
+from pulsar_lens.core.secrets import clean
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -114,8 +114,8 @@ def _entry(value: Any, loaded: Loaded, path: str, *, secret: bool, env: str | No
 
 def check_cluster(cluster: ClusterSettings, *, timeout: float) -> dict[str, Any]:
     """Ask the cluster's admin API who it is and which brokers it has, with its credentials."""
-    from collectors.admin import AdminClient
-    from collectors.brokers import collect_broker_ids, collect_clusters
+    from pulsar_lens.collectors.admin import AdminClient
+    from pulsar_lens.collectors.brokers import collect_broker_ids, collect_clusters
 
     started = time.monotonic()
     calls: list[str] = []

@@ -12,10 +12,10 @@ import importlib.util
 import logging
 from collections.abc import Mapping
 
-from core.errors import SettingsError
-from core.logs import FORMAT, level_from_env
-from core.oidc import ALL_VARS, OidcSettings, write_secrets_file
-from core.secrets import display_url
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.logs import FORMAT, level_from_env
+from pulsar_lens.core.oidc import ALL_VARS, OidcSettings, write_secrets_file
+from pulsar_lens.core.secrets import display_url
 
 log = logging.getLogger(__name__)
 

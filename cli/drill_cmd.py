@@ -14,10 +14,10 @@ from typing import Any
 
 import pandas as pd
 
-from cli.arguments import bounded_float
-from cli.collect_cmd import require_admin_url
-from core.secrets import display_url
-from core.settings import Settings
+from pulsar_lens.cli.arguments import bounded_float
+from pulsar_lens.cli.collect_cmd import require_admin_url
+from pulsar_lens.core.secrets import display_url
+from pulsar_lens.core.settings import Settings
 
 PLUGIN = "unload-latency"
 MAX_PROBE_RATE = 1000.0  # as collect --probe-rate
@@ -69,12 +69,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from collectors.admin import AdminClient
-    from collectors.client_auth import client_token
-    from collectors.drill import DrillPlan, run_drill
-    from core.mutations import require_mutations
-    from core.store import Store
-    from core.storeroot import check_root
+    from pulsar_lens.collectors.admin import AdminClient
+    from pulsar_lens.collectors.client_auth import client_token
+    from pulsar_lens.collectors.drill import DrillPlan, run_drill
+    from pulsar_lens.core.mutations import require_mutations
+    from pulsar_lens.core.store import Store
+    from pulsar_lens.core.storeroot import check_root
 
     settings = Settings.from_env()
     plan = DrillPlan.parse(
@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
 
 def drill_report(store: Any, drill: Any) -> dict[str, Any]:
     """The unload-latency result over the stored rows, narrowed to this drill."""
-    from plugins import runner
-    from plugins.registry import discover
+    from pulsar_lens.plugins import runner
+    from pulsar_lens.plugins.registry import discover
 
     loaded = discover().get(PLUGIN)
     params = runner.validate_params(loaded.plugin, {"namespace": drill.plan.namespace})

@@ -1,4 +1,4 @@
-"""The image's health check: `python -m cli.healthcheck [--dashboard URL] [--collect URL]`.
+"""The image's health check: `python -m pulsar_lens.cli.healthcheck`.
 
 Healthy (exit 0) when the dashboard answers 200 on its health path and the collect process,
 when one listens, answers 200 on its /health (its polls end on time and the store takes
@@ -70,7 +70,9 @@ def check(dashboard: str, collect: str | None) -> tuple[bool, list[str]]:
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cli.healthcheck", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m pulsar_lens.cli.healthcheck", description=__doc__
+    )
     parser.add_argument("--dashboard", default=DASHBOARD_URL, help="the dashboard's health URL")
     parser.add_argument("--collect", help=f"collect's /health URL (default from {PORT_ENV})")
     args = parser.parse_args(argv)

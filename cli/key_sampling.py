@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from collectors.client_auth import client_token
-from collectors.keys import collect_key_samples
-from collectors.loop import HeartbeatFn, PollFn
-from collectors.sampling import DEFAULT_MAX_TOPICS, KeySampling
-from core.settings import Settings
-from core.store import Store
+from pulsar_lens.collectors.client_auth import client_token
+from pulsar_lens.collectors.keys import collect_key_samples
+from pulsar_lens.collectors.loop import HeartbeatFn, PollFn
+from pulsar_lens.collectors.sampling import DEFAULT_MAX_TOPICS, KeySampling
+from pulsar_lens.core.settings import Settings
+from pulsar_lens.core.store import Store
 
 PollHook = Callable[[PollFn], PollFn]
 BeatHook = Callable[[HeartbeatFn], HeartbeatFn]

@@ -9,21 +9,21 @@ import os
 import sys
 from collections.abc import Sequence
 
-from core.errors import DashboardError
-from core.logs import setup_logging
-from core.secrets import redact
+from pulsar_lens.core.errors import DashboardError
+from pulsar_lens.core.logs import setup_logging
+from pulsar_lens.core.secrets import redact
 
 # Each module has register(subparsers); a subcommand's handler is args.func(args) -> int.
 COMMAND_MODULES = (
-    "cli.pulsar_cmd",
-    "cli.plugins_cmd",
-    "cli.tables_cmd",
-    "cli.collect_cmd",
-    "cli.assign_cmd",
-    "cli.model_cmd",
-    "cli.serve_cmd",
-    "cli.drill_cmd",
-    "cli.config_cmd",
+    "pulsar_lens.cli.pulsar_cmd",
+    "pulsar_lens.cli.plugins_cmd",
+    "pulsar_lens.cli.tables_cmd",
+    "pulsar_lens.cli.collect_cmd",
+    "pulsar_lens.cli.assign_cmd",
+    "pulsar_lens.cli.model_cmd",
+    "pulsar_lens.cli.serve_cmd",
+    "pulsar_lens.cli.drill_cmd",
+    "pulsar_lens.cli.config_cmd",
 )
 
 
@@ -63,8 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def register_secrets() -> None:
     """Make every credential the settings name known to redaction before anything runs:
     whatever this command prints or stores, a plugin's words included, goes without them."""
-    from collectors.credentials import register_known_secrets
-    from core.settings import Settings
+    from pulsar_lens.collectors.credentials import register_known_secrets
+    from pulsar_lens.core.settings import Settings
 
     try:
         clusters = Settings.from_env().clusters

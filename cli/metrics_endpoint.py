@@ -2,7 +2,7 @@
 
 `pulsar-lens collect --metrics-port N` (or PULSAR_LENS_METRICS_PORT) serves Prometheus text on
 PULSAR_LENS_METRICS_ADDRESS (127.0.0.1) while the loop runs, and `/health` beside it (see
-`collectors.health`); port 0 or unset: no endpoint.
+`pulsar_lens.collectors.health`); port 0 or unset: no endpoint.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from collectors.health import HealthRecorder
-from collectors.loop import Heartbeat, HeartbeatFn
-from core.errors import SettingsError
-from core.store import Store
-from exporter.collector import (
+from pulsar_lens.collectors.health import HealthRecorder
+from pulsar_lens.collectors.loop import Heartbeat, HeartbeatFn
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.store import Store
+from pulsar_lens.exporter.collector import (
     ADDRESS_ENV,
     PORT_ENV,
     LensCollector,

@@ -13,12 +13,12 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 
-from cli.arguments import add_jvm_charset, bounded_int
-from core.errors import ModelError
-from core.hashing import PULSAR_LINES, SELECTOR_KINDS, sticky_key_hash
-from core.limits import MAX_CONSUMERS, MAX_HASH, MAX_REPLICA_POINTS
-from core.model import HashRange
-from core.selectors import DEFAULT_POINTS, Consumer, Selector, make_selector
+from pulsar_lens.cli.arguments import add_jvm_charset, bounded_int
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.hashing import PULSAR_LINES, SELECTOR_KINDS, sticky_key_hash
+from pulsar_lens.core.limits import MAX_CONSUMERS, MAX_HASH, MAX_REPLICA_POINTS
+from pulsar_lens.core.model import HashRange
+from pulsar_lens.core.selectors import DEFAULT_POINTS, Consumer, Selector, make_selector
 
 VARIANTS = ("4.0", "3.0.7", "3.0.3", "3.0.0")
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
-from core.errors import DashboardError, PluginParamsError
-from core.settings import Settings
-from plugins.registry import Registry, discover
+from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
+from pulsar_lens.core.errors import DashboardError, PluginParamsError
+from pulsar_lens.core.settings import Settings
+from pulsar_lens.plugins.registry import Registry, discover
 
 EMPTY_STORE = "no snapshots yet: run `pulsar-lens collect --once`"
 MAX_SHOWN = 10  # choices quoted in an error
@@ -162,7 +162,7 @@ def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
 
     The choices come with the plugin's default-params result; without one (a Spark plugin
     whose job has not run yet) nothing is checked."""
-    from plugins import runner
+    from pulsar_lens.plugins import runner
 
     given = {key: value for key, value in raw.items() if value}
     if not given:
@@ -191,9 +191,11 @@ def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    from core.store import Store  # keep `pulsar-lens plugins` free of the store's imports
-    from core.storeroot import check_root
-    from plugins import runner
+    from pulsar_lens.core.store import (
+        Store,  # keep `pulsar-lens plugins` free of the store's imports
+    )
+    from pulsar_lens.core.storeroot import check_root
+    from pulsar_lens.plugins import runner
 
     loaded = discover().get(args.slug)
     if args.engine and args.engine != loaded.engine:
@@ -213,7 +215,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             return 1
         check_choices(loaded, store, raw)
         if loaded.engine == "spark" and not args.stored:
-            from cli.spark_job import run_spark_job  # starts a JVM: only when asked for
+            from pulsar_lens.cli.spark_job import run_spark_job  # starts a JVM: only when asked for
 
             if not run_spark_job(loaded, store, params):
                 return 1

@@ -13,15 +13,15 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from cli.arguments import bounded_float
-from collectors.client_auth import client_token
-from collectors.drill_queue import DrillQueue, DrillService, DrillStatus
-from collectors.probe import CollectProbes, lookup_service_url, parse_probe_spec
-from core.config import ClusterSettings
-from core.errors import ModelError, SettingsError
-from core.mutations import require_mutations
-from core.settings import Settings
-from core.store import Store
+from pulsar_lens.cli.arguments import bounded_float
+from pulsar_lens.collectors.client_auth import client_token
+from pulsar_lens.collectors.drill_queue import DrillQueue, DrillService, DrillStatus
+from pulsar_lens.collectors.probe import CollectProbes, lookup_service_url, parse_probe_spec
+from pulsar_lens.core.config import ClusterSettings
+from pulsar_lens.core.errors import ModelError, SettingsError
+from pulsar_lens.core.mutations import require_mutations
+from pulsar_lens.core.settings import Settings
+from pulsar_lens.core.store import Store
 
 MAX_PROBE_RATE = 1000.0  # messages per second per bundle
 SHARED = ("PULSAR_CLIENT_TOKEN",)  # the one cluster's: never sent to one of several
@@ -96,8 +96,8 @@ def drill_service(
     them unless mutations from the dashboard are on here), so none waits for a later start."""
 
     def run(status: DrillStatus, progress: Callable[[str], None]) -> dict[str, Any]:
-        from collectors.admin import AdminClient
-        from collectors.drill import DrillPlan, run_drill
+        from pulsar_lens.collectors.admin import AdminClient
+        from pulsar_lens.collectors.drill import DrillPlan, run_drill
 
         plan = DrillPlan.parse(status.bundle, to=status.to)
         with AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url}) as admin:
@@ -115,7 +115,7 @@ def drill_service(
 
 
 def _lookup(admin_url: str, env: Mapping[str, str], topic: str) -> str | None:
-    from collectors.admin import AdminClient
+    from pulsar_lens.collectors.admin import AdminClient
 
     with AdminClient.from_env({**env, "PULSAR_ADMIN_URL": admin_url}) as admin:
         return lookup_service_url(admin, topic)

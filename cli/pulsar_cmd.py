@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from lab import localpulsar, runtime
+from pulsar_lens.lab import localpulsar, runtime
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

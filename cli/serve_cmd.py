@@ -17,15 +17,15 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from cli.arguments import bounded_int
-from cli.collect_cmd import add_config_arg, duration_arg, require_admin_url
-from cli.dashboard_access import ACCESS_VARS, streamlit_args
-from cli.metrics_endpoint import add_metrics_port, metrics_port, metrics_url
-from cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
-from core.secrets import display_url
-from core.settings import Settings, format_duration
-from core.storeroot import check_root
-from exporter.collector import SERVE_PORT
+from pulsar_lens.cli.arguments import bounded_int
+from pulsar_lens.cli.collect_cmd import add_config_arg, duration_arg, require_admin_url
+from pulsar_lens.cli.dashboard_access import ACCESS_VARS, streamlit_args
+from pulsar_lens.cli.metrics_endpoint import add_metrics_port, metrics_port, metrics_url
+from pulsar_lens.cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
+from pulsar_lens.core.secrets import display_url
+from pulsar_lens.core.settings import Settings, format_duration
+from pulsar_lens.core.storeroot import check_root
+from pulsar_lens.exporter.collector import SERVE_PORT
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"
@@ -113,7 +113,7 @@ def collect_child(
     argv = [
         sys.executable,
         "-m",
-        "cli.main",
+        "pulsar_lens.cli.main",
         "collect",
         "--store",
         str(store),
@@ -270,7 +270,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _has_snapshots(store: Path) -> bool:
-    from core.store import Store
+    from pulsar_lens.core.store import Store
 
     try:
         return Store(store).latest_snapshot_id() is not None
@@ -291,10 +291,10 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def run_demo_in(store: Path, args: argparse.Namespace) -> int:
     """A local broker, the demo workloads on it, and serve(); everything stopped on the way out."""
-    from core.mutations import ALLOW_MUTATIONS
-    from lab.cluster import LocalPulsarCluster
-    from lab.demo import DemoSettings, DemoWorkloads
-    from lab.localpulsar import LocalPulsar
+    from pulsar_lens.core.mutations import ALLOW_MUTATIONS
+    from pulsar_lens.lab.cluster import LocalPulsarCluster
+    from pulsar_lens.lab.demo import DemoSettings, DemoWorkloads
+    from pulsar_lens.lab.localpulsar import LocalPulsar
 
     # The History pages are Spark jobs: in a demo, a new round every 2 minutes shows them move.
     os.environ.setdefault("PULSAR_LENS_SPARK_EVERY", "2m")
@@ -345,7 +345,7 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
 
 
 def demo_banner(admin_url: str) -> list[str]:
-    from lab.demo import DemoSettings
+    from pulsar_lens.lab.demo import DemoSettings
 
     return [
         f"Local Pulsar admin API: {admin_url}",

@@ -14,12 +14,12 @@ from typing import IO
 
 from pydantic import BaseModel
 
-from core.store import Store
-from plugins.registry import LoadedPlugin
-from plugins.results import ResultStore
-from plugins.spark import session
-from plugins.spark.jobs import JobQueue, JobStatus
-from plugins.spark.worker import run_job
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.registry import LoadedPlugin
+from pulsar_lens.plugins.results import ResultStore
+from pulsar_lens.plugins.spark import session
+from pulsar_lens.plugins.spark.jobs import JobQueue, JobStatus
+from pulsar_lens.plugins.spark.worker import run_job
 
 BAR_WIDTH = 30
 LINE_SECONDS = 5.0

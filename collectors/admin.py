@@ -16,7 +16,7 @@ broker URLs a cluster lists, are sent without them. `PULSAR_LENS_TRUSTED_ORIGINS
 extends the trust to every broker the cluster lists.
 
 Authentication is a static token, an OAuth2 access token (client credentials, refreshed
-before it expires, `collectors.oauth2`), a client certificate (mutual TLS), or the URL's
+before it expires, `pulsar_lens.collectors.oauth2`), a client certificate (mutual TLS), or the URL's
 password. TLS verification is never off silently: PULSAR_LENS_TLS_VERIFY=false logs a warning.
 """
 
@@ -34,7 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 import requests
 import urllib3.exceptions
 
-from collectors.answers import (
+from pulsar_lens.collectors.answers import (
     AnswerBroken,
     AnswerLate,
     AnswerStalled,
@@ -42,12 +42,17 @@ from collectors.answers import (
     decode_json,
     read_body,
 )
-from collectors.credentials import read_token_file
-from collectors.oauth2 import ClientCredentialsFlow, flow_from_env, jwt_claims, token_expired_at
-from collectors.transport import DeadlineAdapter, reads_by
-from core.errors import BODY_EXCERPT, AdminApiError, AdminApiUnreachable, CollectorError
-from core.secrets import Secret, clean, display_url, header_safe, split_credentials
-from core.values import admin_url_problem
+from pulsar_lens.collectors.credentials import read_token_file
+from pulsar_lens.collectors.oauth2 import (
+    ClientCredentialsFlow,
+    flow_from_env,
+    jwt_claims,
+    token_expired_at,
+)
+from pulsar_lens.collectors.transport import DeadlineAdapter, reads_by
+from pulsar_lens.core.errors import BODY_EXCERPT, AdminApiError, AdminApiUnreachable, CollectorError
+from pulsar_lens.core.secrets import Secret, clean, display_url, header_safe, split_credentials
+from pulsar_lens.core.values import admin_url_problem
 
 log = logging.getLogger(__name__)
 

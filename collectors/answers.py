@@ -20,8 +20,8 @@ from typing import Any
 import requests
 import urllib3.exceptions
 
-from core.errors import BODY_EXCERPT
-from core.secrets import clean
+from pulsar_lens.core.errors import BODY_EXCERPT
+from pulsar_lens.core.secrets import clean
 
 CHUNK = 256 * 1024
 

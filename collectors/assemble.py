@@ -13,28 +13,28 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from collectors.brokers import (
+from pulsar_lens.collectors.brokers import (
     LoadManagerCounters,
     parse_broker,
     parse_lb_counters,
     parse_owned_bundles,
 )
-from collectors.fields import check_keys, field_warnings, reading
-from collectors.namespaces import (
+from pulsar_lens.collectors.fields import check_keys, field_warnings, reading
+from pulsar_lens.collectors.namespaces import (
     NamespaceListing,
     bundle_of_full_name,
     owned_bundles_by_namespace,
     parse_bundle_key,
 )
-from collectors.notes import FIELD, Notes, refuse, within
-from collectors.topics import (
+from pulsar_lens.collectors.notes import FIELD, Notes, refuse, within
+from pulsar_lens.collectors.topics import (
     TopicStats,
     iter_partitions,
     parse_subscriptions,
     parse_topic,
     topic_refusal,
 )
-from core.model import (
+from pulsar_lens.core.model import (
     BrokerRecord,
     BundleRecord,
     ConsumerRecord,
@@ -44,7 +44,7 @@ from core.model import (
     SubscriptionRecord,
     TopicRecord,
 )
-from core.topicname import TopicName, parse_topic_name
+from pulsar_lens.core.topicname import TopicName, parse_topic_name
 
 log = logging.getLogger(__name__)
 

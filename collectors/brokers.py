@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from collectors.admin import AdminClient
-from collectors.fields import (
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.fields import (
     FLOAT_LIMIT,
     as_dict,
     as_float,
@@ -18,10 +18,10 @@ from collectors.fields import (
     as_text,
     warn,
 )
-from collectors.notes import shown
-from core.errors import AdminApiError
-from core.model import BrokerRecord
-from core.names import broker_id_segment, checked_broker_id, entity_segment
+from pulsar_lens.collectors.notes import shown
+from pulsar_lens.core.errors import AdminApiError
+from pulsar_lens.core.model import BrokerRecord
+from pulsar_lens.core.names import broker_id_segment, checked_broker_id, entity_segment
 
 GLOBAL_CLUSTER = "global"  # a pseudo-cluster of old geo-replication setups, never polled
 

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from collectors.credentials import read_token_file
-from collectors.oauth2 import read_credentials
-from core.secrets import Secret
+from pulsar_lens.collectors.credentials import read_token_file
+from pulsar_lens.collectors.oauth2 import read_credentials
+from pulsar_lens.core.secrets import Secret
 
 TOKEN_VARS = ("PULSAR_CLIENT_TOKEN", "PULSAR_ADMIN_TOKEN")
 

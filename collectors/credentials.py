@@ -9,11 +9,11 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from collectors.oauth2 import read_credentials
-from core.config import ClusterSettings
-from core.errors import CollectorError, DashboardError
-from core.secretfile import SecretFileError, read_secret_file
-from core.secrets import register, split_credentials
+from pulsar_lens.collectors.oauth2 import read_credentials
+from pulsar_lens.core.config import ClusterSettings
+from pulsar_lens.core.errors import CollectorError, DashboardError
+from pulsar_lens.core.secretfile import SecretFileError, read_secret_file
+from pulsar_lens.core.secrets import register, split_credentials
 
 log = logging.getLogger(__name__)
 

@@ -25,23 +25,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.admin import AdminClient
-from collectors.events import diff
-from collectors.poll import poll
-from collectors.probe import (
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.events import diff
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.collectors.probe import (
     ProbeRunner,
     ProbeSettings,
     ProbeTarget,
     lookup_service_url,
     store_sink,
 )
-from collectors.sampling import service_url_of
-from core.bundles import parse_bundle_name
-from core.errors import SettingsError
-from core.model import Snapshot
-from core.mutations import require_mutations
-from core.secrets import Secret
-from core.store import Store
+from pulsar_lens.collectors.sampling import service_url_of
+from pulsar_lens.core.bundles import parse_bundle_name
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.mutations import require_mutations
+from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from core.jsonfiles import json_files, write_json
-from core.mutations import dashboard_mutations_problem, requester_of
-from core.secrets import clean
+from pulsar_lens.core.jsonfiles import json_files, write_json
+from pulsar_lens.core.mutations import dashboard_mutations_problem, requester_of
+from pulsar_lens.core.secrets import clean
 
 log = logging.getLogger(__name__)
 

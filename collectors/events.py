@@ -28,8 +28,8 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from core.counters import increase
-from core.model import (
+from pulsar_lens.core.counters import increase
+from pulsar_lens.core.model import (
     LOAD_MANAGER_COUNTERS,
     ConsumerRecord,
     EventRecord,
@@ -37,7 +37,7 @@ from core.model import (
     Snapshot,
     SubscriptionRecord,
 )
-from core.unsure import Unsure, unsure_of
+from pulsar_lens.core.unsure import Unsure, unsure_of
 
 EVENT_KINDS: Mapping[str, str] = {
     "bundle_owner_changed": "a bundle's owner broker changed",

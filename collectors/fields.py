@@ -21,8 +21,8 @@ from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
-from collectors.notes import Notes, cut, duplicates_of, noting, refuse, shown, within
-from core.model import HashRange
+from pulsar_lens.collectors.notes import Notes, cut, duplicates_of, noting, refuse, shown, within
+from pulsar_lens.core.model import HashRange
 
 _RANGE_TEXT = re.compile(r"^\s*\[\s*(-?\d+)\s*,\s*(-?\d+)\s*\]\s*$")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

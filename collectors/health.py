@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collectors.loop import MAX_UNWRITTEN, Heartbeat, HeartbeatFn
-from core.secrets import clean
-from core.values import format_duration
+from pulsar_lens.collectors.loop import MAX_UNWRITTEN, Heartbeat, HeartbeatFn
+from pulsar_lens.core.secrets import clean
+from pulsar_lens.core.values import format_duration
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from collectors.client_auth import client_options_from_env
-from core.hashing import resolve_sticky_key, sticky_key_hash
-from core.logs import pulsar_client
-from core.model import KeySampleRecord
-from core.secrets import Secret
+from pulsar_lens.collectors.client_auth import client_options_from_env
+from pulsar_lens.core.hashing import resolve_sticky_key, sticky_key_hash
+from pulsar_lens.core.logs import pulsar_client
+from pulsar_lens.core.model import KeySampleRecord
+from pulsar_lens.core.secrets import Secret
 
 log = logging.getLogger(__name__)
 

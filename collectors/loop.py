@@ -29,12 +29,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from collectors.restore import restore_latest
-from core.digest import format_timestamp
-from core.errors import SnapshotError
-from core.model import POLLED_TABLES, EndpointError, EventRecord, Snapshot
-from core.store import Store, write_failure
-from core.values import DEFAULT_RETENTION
+from pulsar_lens.collectors.restore import restore_latest
+from pulsar_lens.core.digest import format_timestamp
+from pulsar_lens.core.errors import SnapshotError
+from pulsar_lens.core.model import POLLED_TABLES, EndpointError, EventRecord, Snapshot
+from pulsar_lens.core.store import Store, write_failure
+from pulsar_lens.core.values import DEFAULT_RETENTION
 
 log = logging.getLogger(__name__)
 

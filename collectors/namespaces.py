@@ -6,15 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.admin import AdminClient
-from collectors.fields import as_dict, as_text
-from core import bundles as bundles_model
-from core.errors import AdminApiError, ModelError
-from core.hashing import topic_bundle_hash
-from core.limits import MAX_PARTITIONS
-from core.model import BundleRecord
-from core.names import entity_segment, namespace_path
-from core.topicname import parse_topic_name
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.fields import as_dict, as_text
+from pulsar_lens.core import bundles as bundles_model
+from pulsar_lens.core.errors import AdminApiError, ModelError
+from pulsar_lens.core.hashing import topic_bundle_hash
+from pulsar_lens.core.limits import MAX_PARTITIONS
+from pulsar_lens.core.model import BundleRecord
+from pulsar_lens.core.names import entity_segment, namespace_path
+from pulsar_lens.core.topicname import parse_topic_name
 
 
 def _expect_list(payload: Any, method: str, path: str) -> list[str]:

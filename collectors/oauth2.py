@@ -28,11 +28,17 @@ from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 import requests
 
-from collectors.answers import AnswerBroken, AnswerLate, AnswerStalled, AnswerTooLarge, read_body
-from collectors.transport import DeadlineAdapter, reads_by
-from core.errors import CollectorError
-from core.secretfile import SecretFileError, read_secret_file
-from core.secrets import Secret, clean, display_url, forget, header_safe
+from pulsar_lens.collectors.answers import (
+    AnswerBroken,
+    AnswerLate,
+    AnswerStalled,
+    AnswerTooLarge,
+    read_body,
+)
+from pulsar_lens.collectors.transport import DeadlineAdapter, reads_by
+from pulsar_lens.core.errors import CollectorError
+from pulsar_lens.core.secretfile import SecretFileError, read_secret_file
+from pulsar_lens.core.secrets import Secret, clean, display_url, forget, header_safe
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from collectors.admin import AdminClient
-from collectors.assemble import PollAnswers, build_snapshot
-from collectors.brokers import (
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.assemble import PollAnswers, build_snapshot
+from pulsar_lens.collectors.brokers import (
     broker_web_url,
     collect_broker_ids,
     collect_clusters,
@@ -39,9 +39,9 @@ from collectors.brokers import (
     collect_owned_bundles,
     collect_version,
 )
-from collectors.events import EVENT_KINDS, carry_forward, diff
-from collectors.fields import json_kind
-from collectors.namespaces import (
+from pulsar_lens.collectors.events import EVENT_KINDS, carry_forward, diff
+from pulsar_lens.collectors.fields import json_kind
+from pulsar_lens.collectors.namespaces import (
     NamespaceListing,
     collect_bundles,
     collect_namespaces,
@@ -53,9 +53,9 @@ from collectors.namespaces import (
     parse_boundaries,
     parse_bundles,
 )
-from collectors.notes import noting, refuse
-from collectors.recorder import Recorder
-from collectors.topics import (
+from pulsar_lens.collectors.notes import noting, refuse
+from pulsar_lens.collectors.recorder import Recorder
+from pulsar_lens.collectors.topics import (
     TopicStats,
     collect_broker_topic_stats,
     collect_topic_stats,
@@ -63,16 +63,16 @@ from collectors.topics import (
     needs_topic_stats,
     parse_broker_topic_stats,
 )
-from core.model import Snapshot
-from core.names import (
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.names import (
     NameRefused,
     checked_broker_id,
     named_entity,
     namespace_path,
     shown_name,
 )
-from core.topicname import parse_topic_name
-from core.values import DEFAULT_MAX_BROKERS
+from pulsar_lens.core.topicname import parse_topic_name
+from pulsar_lens.core.values import DEFAULT_MAX_BROKERS
 
 __all__ = ["EVENT_KINDS", "DetailRotation", "carry_forward", "diff", "poll"]
 

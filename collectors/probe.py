@@ -29,14 +29,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.client_auth import client_options_from_env
-from core.bundles import parse_bundle_name
-from core.errors import ModelError
-from core.hashing import topic_bundle_hash
-from core.logs import pulsar_client
-from core.model import SLOW_PUBLISH_MS, ProbeRecord
-from core.mutations import require_mutations
-from core.secrets import Secret, clean
+from pulsar_lens.collectors.client_auth import client_options_from_env
+from pulsar_lens.core.bundles import parse_bundle_name
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.hashing import topic_bundle_hash
+from pulsar_lens.core.logs import pulsar_client
+from pulsar_lens.core.model import SLOW_PUBLISH_MS, ProbeRecord
+from pulsar_lens.core.mutations import require_mutations
+from pulsar_lens.core.secrets import Secret, clean
 
 log = logging.getLogger(__name__)
 
@@ -380,7 +380,7 @@ class ProbeRunner:
 
 def store_sink(store: Any, cluster: str) -> Sink:
     """A sink writing probe rows to the store's `probes` table, a batch per call."""
-    from core.model import records_to_table
+    from pulsar_lens.core.model import records_to_table
 
     def write(rows: list[ProbeRecord]) -> None:
         now = dt.datetime.now(dt.UTC)
@@ -468,7 +468,7 @@ class CollectProbes:
         return both
 
     def start(self, snapshot: Any) -> None:
-        from collectors.sampling import service_url_of
+        from pulsar_lens.collectors.sampling import service_url_of
 
         targets = resolve_targets(self.specs, snapshot.bundles)
         url = self.service_url or service_url_of(snapshot)

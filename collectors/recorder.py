@@ -14,9 +14,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
-from core.model import EndpointError
-from core.names import NameRefused
+from pulsar_lens.core.errors import AdminApiError, AdminApiUnreachable, CollectorError
+from pulsar_lens.core.model import EndpointError
+from pulsar_lens.core.names import NameRefused
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

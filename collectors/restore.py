@@ -4,7 +4,7 @@ against the last snapshot stored before the restart.
 `restore_latest(store, cluster)` rebuilds the newest stored snapshot of one cluster (several
 may share a store): its brokers, bundles, topics, subscriptions, consumers (hash ranges
 included), draining hashes and, from the index row, its endpoint errors, so that the partial
-rules of `collectors.events.diff` hold as they did when it was polled.
+rules of `pulsar_lens.collectors.events.diff` hold as they did when it was polled.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from core.clusterview import ClusterView
-from core.errors import SnapshotError
-from core.model import POLLED_TABLES, RECORD_TYPES, Snapshot, parse_errors
-from core.store import Store
+from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.errors import SnapshotError
+from pulsar_lens.core.model import POLLED_TABLES, RECORD_TYPES, Snapshot, parse_errors
+from pulsar_lens.core.store import Store
 
 
 def restore_latest(

@@ -14,17 +14,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from collectors.keys import (
+from pulsar_lens.collectors.keys import (
     DEFAULT_PER_TOPIC,
     DEFAULT_TIMEOUT,
     DEFAULT_WINDOW,
     TopicSample,
     collect_key_samples,
 )
-from collectors.loop import Heartbeat, HeartbeatFn, PollFn
-from core.model import Snapshot, records_to_table
-from core.secrets import Secret
-from core.store import Store
+from pulsar_lens.collectors.loop import Heartbeat, HeartbeatFn, PollFn
+from pulsar_lens.core.model import Snapshot, records_to_table
+from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.store import Store
 
 log = logging.getLogger(__name__)
 

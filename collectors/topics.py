@@ -13,8 +13,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.admin import AdminClient
-from collectors.fields import (
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.fields import (
     MAX_HASH_ITEMS,
     MAX_TEXT,
     as_bool,
@@ -33,11 +33,16 @@ from collectors.fields import (
     json_kind,
     parse_hash_ranges,
 )
-from collectors.notes import refuse, within
-from core.errors import AdminApiError
-from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord, TopicRecord
-from core.names import NameRefused, shown_name
-from core.topicname import TopicName, TopicNameError, parse_topic_name
+from pulsar_lens.collectors.notes import refuse, within
+from pulsar_lens.core.errors import AdminApiError
+from pulsar_lens.core.model import (
+    ConsumerRecord,
+    DrainingHashRecord,
+    SubscriptionRecord,
+    TopicRecord,
+)
+from pulsar_lens.core.names import NameRefused, shown_name
+from pulsar_lens.core.topicname import TopicName, TopicNameError, parse_topic_name
 
 SINGLE_ACTIVE_TYPES = frozenset({"Exclusive", "Failover"})
 

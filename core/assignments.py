@@ -3,7 +3,7 @@
 `Assignments` mirrors the broker's `ConsumerHashAssignmentsSnapshot`: sorted, non-overlapping
 inclusive ranges, each with one consumer. `Impact` is the difference of two of them, which is
 what a 4.0 broker turns into draining hashes (`ImpactedConsumersResult`). `Selector` is the
-surface every selector model shares (see `core.selectors`).
+surface every selector model shares (see `pulsar_lens.core.selectors`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from core.hashing import PulsarLine, SelectorKind, sticky_key_hash
-from core.model import HashRange
+from pulsar_lens.core.hashing import PulsarLine, SelectorKind, sticky_key_hash
+from pulsar_lens.core.model import HashRange
 
 I64 = npt.NDArray[np.int64]
 

@@ -2,7 +2,7 @@
 
 A namespace's hash space 0x00000000..0xffffffff is cut by sorted boundaries; bundle i covers
 `[b_i, b_{i+1})`. A topic lands by the CRC-32 of its full name
-(`core.hashing.topic_bundle_hash`).
+(`pulsar_lens.core.hashing.topic_bundle_hash`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from core.errors import ModelError
-from core.hashing import topic_bundle_hash
-from core.topicname import TopicNameError, parse_topic_name
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.hashing import topic_bundle_hash
+from pulsar_lens.core.topicname import TopicNameError, parse_topic_name
 
 FULL_LOWER = 0x00000000
 FULL_UPPER = 0xFFFFFFFF

@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.store import Store
+from pulsar_lens.core.store import Store
 
 MAX_INDEX_GROWTH = 4  # each further look at the index reads this many times more rows
 

@@ -24,8 +24,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from core.secrets import Secret, display_url
-from core.values import (
+from pulsar_lens.core.secrets import Secret, display_url
+from pulsar_lens.core.values import (
     DEFAULT_DETAIL_BUDGET,
     DEFAULT_MAX_BROKERS,
     DEFAULT_POLL_DEADLINE,

@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from core.config import CLUSTER_ENV, CLUSTER_KEYS, CONFIG_ENV, GLOBAL_ENV, LensConfig
-from core.errors import SettingsError
-from core.values import DEFAULT_RETENTION
+from pulsar_lens.core.config import CLUSTER_ENV, CLUSTER_KEYS, CONFIG_ENV, GLOBAL_ENV, LensConfig
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.values import DEFAULT_RETENTION
 
 MAX_FILE_BYTES = 1024 * 1024  # settings files are a few KiB; this leaves room for comments
 MAX_DEPTH = 16  # the deepest real key is clusters[i].oauth2.<key>: 4

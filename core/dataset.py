@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from core import links
+from pulsar_lens.core import links
 
 log = logging.getLogger(__name__)
 

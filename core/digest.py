@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.model import POLLED_TABLES, Snapshot
+from pulsar_lens.core.model import POLLED_TABLES, Snapshot
 
 DIGEST_PREFIX = "sha256:"
 

@@ -19,12 +19,12 @@
 
 Messages say what failed, where, and what to do. They never contain credentials: the admin
 API errors pass what they quote from the network through `core.secrets.clean`, the plugin
-errors what they quote from plugins through `core.secrets.redact`.
+errors what they quote from plugins through `pulsar_lens.core.secrets.redact`.
 """
 
 from __future__ import annotations
 
-from core.secrets import clean, redact
+from pulsar_lens.core.secrets import clean, redact
 
 BODY_EXCERPT = 300
 

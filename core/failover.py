@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from core.hashing import murmur3_31
+from pulsar_lens.core.hashing import murmur3_31
 
 JVM_CHARSET = "utf-8"
 """The ring hashes `String.getBytes()`: the broker JVM's default charset. UTF-8 on Java 18+;

@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from core import murmur_jit
-from core.errors import ModelError
+from pulsar_lens.core import murmur_jit
+from pulsar_lens.core.errors import ModelError
 
 INT31_MASK = 0x7FFFFFFF
 

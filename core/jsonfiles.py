@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from core import links
+from pulsar_lens.core import links
 
 
 def json_files(folder: Path, *, store_root: Path) -> list[Path]:

@@ -10,8 +10,8 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
-from core.hashing import PulsarLine, SelectorKind, sticky_key_hash_array
-from core.model import HashRange
+from pulsar_lens.core.hashing import PulsarLine, SelectorKind, sticky_key_hash_array
+from pulsar_lens.core.model import HashRange
 
 UNCOVERED = "(uncovered)"
 """The row of sampled messages whose hash no consumer's ranges contain."""

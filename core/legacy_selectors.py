@@ -19,9 +19,9 @@ from __future__ import annotations
 import bisect
 from typing import Literal
 
-from core.assignments import Assignments, Consumer, Impact, Selector
-from core.hashing import DEFAULT_POINTS, INT31_MASK, murmur3_31
-from core.model import HashRange
+from pulsar_lens.core.assignments import Assignments, Consumer, Impact, Selector
+from pulsar_lens.core.hashing import DEFAULT_POINTS, INT31_MASK, murmur3_31
+from pulsar_lens.core.model import HashRange
 
 LegacyVariant = Literal["3.0.7", "3.0.3", "3.0.0"]
 

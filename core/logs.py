@@ -4,7 +4,7 @@
     PULSAR_LENS_CLIENT_LOG_LEVEL  the least level of pulsar-client's own lines that is shown
                                   (WARNING); never below PULSAR_LENS_LOG_LEVEL
 
-Every line reads `time level logger: message`, on stderr, through `core.secrets`'
+Every line reads `time level logger: message`, on stderr, through `pulsar_lens.core.secrets`'
 `RedactingFilter`. The C++ library inside pulsar-client logs on its own (INFO lines on
 stdout for every connection); `pulsar_client()` routes those lines into Python logging, as
 logger `pulsar.client` (core.clientlog), and closes clients still open at exit.
@@ -21,9 +21,9 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from core.clientlog import CLIENT_LOGGER, native_logger
-from core.errors import SettingsError
-from core.secrets import RedactingFilter
+from pulsar_lens.core.clientlog import CLIENT_LOGGER, native_logger
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.secrets import RedactingFilter
 
 LEVEL_ENV = "PULSAR_LENS_LOG_LEVEL"
 CLIENT_LEVEL_ENV = "PULSAR_LENS_CLIENT_LOG_LEVEL"

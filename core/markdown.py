@@ -4,14 +4,14 @@ emoji, an icon or a heading.
 
 Streamlit renders every title, label, caption and note as Markdown, so a subscription named
 `![b](http://host/b.png)` would make the viewer's browser fetch that image. `escape_markdown`
-is the one way such text enters a Markdown string; `plugins.api` exports it to plugins.
+is the one way such text enters a Markdown string; `pulsar_lens.api` exports it to plugins.
 """
 
 from __future__ import annotations
 
 import re
 
-from core.secrets import escape_controls
+from pulsar_lens.core.secrets import escape_controls
 
 WORD_JOINER = "\u2060"
 """Invisible and unbreakable: put inside a pattern Streamlit rewrites, it stops the rewrite

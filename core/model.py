@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from core.secrets import clean
+from pulsar_lens.core.secrets import clean
 
 HashRange = tuple[int, int]
 """An inclusive hash range `(start, end)` as Pulsar reports it."""

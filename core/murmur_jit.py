@@ -28,7 +28,7 @@ def available() -> bool:
 def kernel() -> Kernel:
     """The compiled `(data, offsets, out, modulus, plus, zero_to_one) -> None` kernel over
     Arrow's own buffers: value i is `data[offsets[i]:offsets[i + 1]]`; out gets its 31-bit
-    hash reduced as `core.hashing.reduction` describes (modulus 0: not reduced)."""
+    hash reduced as `pulsar_lens.core.hashing.reduction` describes (modulus 0: not reduced)."""
     from numba import njit  # deferred: importing numba costs ~0.5 s
 
     u32 = np.uint32

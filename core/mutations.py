@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from core.errors import MutationsDisabled
+from pulsar_lens.core.errors import MutationsDisabled
 
 ALLOW_MUTATIONS = "PULSAR_LENS_ALLOW_MUTATIONS"
 DASHBOARD_MUTATIONS = "PULSAR_LENS_DASHBOARD_MUTATIONS"

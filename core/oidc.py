@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from core.errors import SettingsError
-from core.secrets import Secret
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.secrets import Secret
 
 METADATA_ENV = "PULSAR_LENS_OIDC_METADATA_URL"
 CLIENT_ID_ENV = "PULSAR_LENS_OIDC_CLIENT_ID"

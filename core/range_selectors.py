@@ -12,10 +12,10 @@ import bisect
 import heapq
 from collections.abc import Sequence
 
-from core.assignments import Assignments, Consumer, Impact, RangeMove, Selector
-from core.errors import ModelError
-from core.hashing import RANGE_SIZE, PulsarLine, SelectorKind
-from core.model import HashRange
+from pulsar_lens.core.assignments import Assignments, Consumer, Impact, RangeMove, Selector
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.hashing import RANGE_SIZE, PulsarLine, SelectorKind
+from pulsar_lens.core.model import HashRange
 
 
 class AutoSplitSelector(Selector):

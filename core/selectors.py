@@ -4,7 +4,7 @@ Each selector takes `add`/`remove` of `Consumer` handles (identity, not name, as
 does), answers `select(hash)` and reports `ranges()` exactly like the topic stats'
 `keyHashRangeArrays`. Every `add`/`remove` returns an `Impact`: the ranges that moved, which a
 4.0 broker turns into draining hashes. Auto split and sticky live in `core.range_selectors`,
-the 3.0.x consistent-hashing variants in `core.legacy_selectors`; all are exported here.
+the 3.0.x consistent-hashing variants in `pulsar_lens.core.legacy_selectors`; all are exported here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from core.assignments import (
+from pulsar_lens.core.assignments import (
     I64,
     Assignments,
     Consumer,
@@ -24,15 +24,15 @@ from core.assignments import (
     Selector,
     sorted_unique,
 )
-from core.errors import ModelError
-from core.hashing import (
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.hashing import (
     CONSISTENT_HASH_MAX,
     DEFAULT_POINTS,
     PulsarLine,
     SelectorKind,
     murmur3_31,
 )
-from core.range_selectors import (
+from pulsar_lens.core.range_selectors import (
     AutoSplitSelector,
     StickySelector,
     describe,
@@ -243,6 +243,6 @@ def make_selector(
     chosen = variant or ("4.0" if pulsar == "4.0" else "3.0.7")
     if chosen == "4.0":
         return ConsistentHashingSelector(points=points, name_encoding=name_encoding)
-    from core.legacy_selectors import LegacyConsistentSelector
+    from pulsar_lens.core.legacy_selectors import LegacyConsistentSelector
 
     return LegacyConsistentSelector(chosen, points=points, name_encoding=name_encoding)

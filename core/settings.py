@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.secrets import Secret
-from core.values import (
+from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.values import (
     DEFAULT_DETAIL_BUDGET,
     DEFAULT_MAX_BROKERS,
     DEFAULT_POLL_DEADLINE,
@@ -51,8 +51,8 @@ from core.values import (
 )
 
 if TYPE_CHECKING:
-    from core.config import ClusterSettings
-    from core.configfile import Loaded
+    from pulsar_lens.core.config import ClusterSettings
+    from pulsar_lens.core.configfile import Loaded
 
 # callers import the rules of the values from here too
 __all__ = [
@@ -108,13 +108,13 @@ class Settings:
         Raises SettingsError naming the variable, or the file's line and key, of each
         malformed value.
         """
-        from core.configfile import load
+        from pulsar_lens.core.configfile import load
 
         return cls.from_loaded(load(environ, config=config))
 
     @classmethod
     def from_loaded(cls, loaded: Loaded) -> Settings:
-        """Settings from what `core.config.load` validated."""
+        """Settings from what `pulsar_lens.core.config.load` validated."""
         c = loaded.config
         only = c.clusters[0] if len(c.clusters) == 1 else None
         return cls(

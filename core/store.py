@@ -24,11 +24,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import dataset, links
-from core.dataset import DataFile
-from core.digest import canonical_json, snapshot_id
-from core.errors import SnapshotError
-from core.model import (
+from pulsar_lens.core import dataset, links
+from pulsar_lens.core.dataset import DataFile
+from pulsar_lens.core.digest import canonical_json, snapshot_id
+from pulsar_lens.core.errors import SnapshotError
+from pulsar_lens.core.model import (
     COMMON_FIELDS,
     POLLED_TABLES,
     SCHEMAS,

@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from core.errors import SnapshotError
+from pulsar_lens.core.errors import SnapshotError
 
 HOW_TO_FIX = "point --store or PULSAR_LENS_STORE at a folder"
 

@@ -23,7 +23,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from core.names import NAMED_ENTITY, namespace_path, segment
+from pulsar_lens.core.names import NAMED_ENTITY, namespace_path, segment
 
 DOMAINS = ("persistent", "non-persistent")
 PARTITION_SUFFIX = "-partition-"
@@ -57,7 +57,7 @@ class TopicName:
     @property
     def admin_path(self) -> str:
         """The admin REST prefix of this topic, e.g. /admin/v2/persistent/t/ns/x, every part
-        a `core.names.segment`; NameRefused for a part no path can carry (e.g. `..`)."""
+        a `pulsar_lens.core.names.segment`; NameRefused for a part no path can carry (e.g. `..`)."""
         version = "v2/" if self.v2 else ""
         space, local = namespace_path(self.namespace), segment(self.local)
         return f"/admin/{version}{self.domain}/{space}/{local}"

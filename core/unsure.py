@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from core.model import parse_errors
+from pulsar_lens.core.model import parse_errors
 
 _TOPIC_STATS = re.compile(r"/admin/v2/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/?]+)/stats")
 _BUNDLES = re.compile(r"/admin/v2/namespaces/([^/]+)/([^/]+)/bundles")

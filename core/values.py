@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from core.secrets import display_url
+from pulsar_lens.core.secrets import display_url
 
 DEFAULT_STORE = Path("var/store")
 DEFAULT_POLL_INTERVAL = dt.timedelta(seconds=30)

@@ -13,8 +13,8 @@ import os
 
 import streamlit as st
 
-from core.markdown import escape_markdown
-from core.mutations import TRUSTED_USER_HEADER, requester_of
+from pulsar_lens.core.markdown import escape_markdown
+from pulsar_lens.core.mutations import TRUSTED_USER_HEADER, requester_of
 
 OPEN_NOTICE = (
     "open: anyone who reaches this port sees the cluster; put it behind a login — see README"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.logs import setup_logging
-from dashboard import access, components, data, navigation
-from dashboard.app_pages import analysis
+from pulsar_lens.core.logs import setup_logging
+from pulsar_lens.dashboard import access, components, data, navigation
+from pulsar_lens.dashboard.app_pages import analysis
 
 PAGES = Path(__file__).parent / "app_pages"
 

@@ -24,12 +24,12 @@ import streamlit as st
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from core.errors import DashboardError, PluginUnavailable
-from core.markdown import escape_markdown
-from dashboard import data, drill_panel, health_notices, spark_jobs
-from dashboard.frames import PollStatus, answer_problems, format_age
-from plugins.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
-from plugins.runner import RunOutput
+from pulsar_lens.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
+from pulsar_lens.core.errors import DashboardError, PluginUnavailable
+from pulsar_lens.core.markdown import escape_markdown
+from pulsar_lens.dashboard import data, drill_panel, health_notices, spark_jobs
+from pulsar_lens.dashboard.frames import PollStatus, answer_problems, format_age
+from pulsar_lens.plugins.runner import RunOutput
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def draw(views: Sequence[View]) -> None:
 
     Titles, labels, metric values and tab labels are text (a plugin puts names in them as
     they are); captions, notes and metric help are Markdown the plugin wrote, with names in
-    them escaped by the plugin (`plugins.api.escape_markdown`)."""
+    them escaped by the plugin (`pulsar_lens.api.escape_markdown`)."""
     pending: list[Metric] = []
     for view in views:
         if isinstance(view, Metric):

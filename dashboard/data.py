@@ -7,7 +7,7 @@ under core.digest.cache_key(plugin, version, params, snapshot ids).
 
 A store several clusters share is read one cluster at a time: the one chosen in the sidebar
 (`chosen_cluster`, by default the cluster of the newest poll). The index, the poll status and
-the plugin runs then see that cluster's snapshots only (`core.clusterview.ClusterView`).
+the plugin runs then see that cluster's snapshots only (`pulsar_lens.core.clusterview.ClusterView`).
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from collectors.health import HealthReport, read_health
-from core.clusterview import ClusterView, clusters_in
-from core.errors import PluginError, SettingsError
-from core.settings import Settings
-from core.store import Store
-from dashboard import frames
-from exporter.collector import read_hook_errors
-from plugins import runner
-from plugins.registry import PLUGIN_DIRS_ENV, Registry, discover
+from pulsar_lens.collectors.health import HealthReport, read_health
+from pulsar_lens.core.clusterview import ClusterView, clusters_in
+from pulsar_lens.core.errors import PluginError, SettingsError
+from pulsar_lens.core.settings import Settings
+from pulsar_lens.core.store import Store
+from pulsar_lens.dashboard import frames
+from pulsar_lens.exporter.collector import read_hook_errors
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.registry import PLUGIN_DIRS_ENV, Registry, discover
 
 log = logging.getLogger(__name__)
 

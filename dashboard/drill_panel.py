@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from collectors.drill_queue import DrillQueue, DrillStatus
-from core.markdown import escape_markdown
-from core.mutations import (
+from pulsar_lens.collectors.drill_queue import DrillQueue, DrillStatus
+from pulsar_lens.core.markdown import escape_markdown
+from pulsar_lens.core.mutations import (
     DASHBOARD_MUTATIONS,
     TRUSTED_USER_HEADER,
     dashboard_mutations_problem,
     mutations_allowed,
 )
-from dashboard import access, data
+from pulsar_lens.dashboard import access, data
 
 FOLLOW_SECONDS = 1.0
 DRILL_PAGE = "unload-latency"  # the plugin whose page (Bundles & unloads) holds the button

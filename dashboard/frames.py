@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from collectors.notes import ACTIONS
-from core.unsure import endpoint_target
+from pulsar_lens.collectors.notes import ACTIONS
+from pulsar_lens.core.unsure import endpoint_target
 
 STALE_AFTER_INTERVALS = 3
 """A store is stale when its newest poll is older than this many poll intervals."""

@@ -1,6 +1,6 @@
 """Notices of the collect process's own health: a store that refuses writes, and a poll that
 took longer than its interval. They come from the health file the collect process writes
-(`collectors.health`), not from the store, so they show even when no snapshot could be
+(`pulsar_lens.collectors.health`), not from the store, so they show even when no snapshot could be
 stored, and only while that file is fresh (a stopped collector is the stale-poll banner's)."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import datetime as dt
 
 import streamlit as st
 
-from collectors.health import (
+from pulsar_lens.collectors.health import (
     HealthReport,
     LoopHealth,
     overrun_notice,
     spell_seconds,
     write_notice,
 )
-from core.markdown import escape_markdown
-from dashboard import data
+from pulsar_lens.core.markdown import escape_markdown
+from pulsar_lens.dashboard import data
 
 
 def current_loop(

@@ -1,7 +1,7 @@
 """The page plan: which pages the app shows, built from the plugin registry (no Streamlit).
 
 The Cluster section is the Overview, then every light plugin that asks for a page of its own
-(`plugins.api.Page`), built-in or third party alike, at its `url_path` (the slug by default);
+(`pulsar_lens.api.Page`), built-in or third party alike, at its `url_path` (the slug by default);
 the History section holds the Spark plugins' own pages (analyses of the whole stored history,
 run as jobs). Every other plugin gets the generic analysis page at `analysis-<slug>` under
 Analyses.
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from plugins.registry import LoadedPlugin
+from pulsar_lens.plugins.registry import LoadedPlugin
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,13 @@ from typing import Any
 
 import streamlit as st
 
-from core.errors import ResultNotReady
-from core.markdown import escape_markdown
-from dashboard import data
-from dashboard.frames import format_age
-from plugins import runner
-from plugins.runner import RunOutput
-from plugins.spark.jobs import JobQueue, JobStatus
+from pulsar_lens.core.errors import ResultNotReady
+from pulsar_lens.core.markdown import escape_markdown
+from pulsar_lens.dashboard import data
+from pulsar_lens.dashboard.frames import format_age
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.runner import RunOutput
+from pulsar_lens.plugins.spark.jobs import JobQueue, JobStatus
 
 FOLLOW_SECONDS = 1.0
 NO_WORKER = (

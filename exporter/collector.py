@@ -2,7 +2,7 @@
 
 At each scrape `LensCollector` reports the loop's own polls (from a `PollRecorder`) and the
 age of the newest stored snapshot (of each cluster, labelled `cluster`, when it polls
-several); the cluster families (see `exporter.families`) and the families every loaded
+several); the cluster families (see `pulsar_lens.exporter.families`) and the families every loaded
 plugin contributes through its `metrics(result, context)` hook (read from its stored result
 of the newest snapshot) are built at most once per new snapshot id.
 Built-ins and third-party plugins go through the same hook; a plugin whose analysis or hook
@@ -36,10 +36,10 @@ import pandas as pd
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from core import links
-from core.errors import ResultNotReady, SettingsError
-from core.secrets import clean
-from exporter.families import (
+from pulsar_lens.core import links
+from pulsar_lens.core.errors import ResultNotReady, SettingsError
+from pulsar_lens.core.secrets import clean
+from pulsar_lens.exporter.families import (
     DEFAULT_MAX_SUBSCRIPTIONS,
     ClusterFacts,
     compute_cluster_families,
@@ -48,11 +48,11 @@ from exporter.families import (
     compute_plugin_error_families,
     top_subscriptions,
 )
-from exporter.http import Route, serve_registry
-from exporter.polls import PollRecorder as PollRecorder  # where callers import it from
+from pulsar_lens.exporter.http import Route, serve_registry
+from pulsar_lens.exporter.polls import PollRecorder as PollRecorder  # where callers import it from
 
 if TYPE_CHECKING:  # the analyses (and altair with them) load at the first scrape, not before
-    from plugins.runner import SnapshotStore
+    from pulsar_lens.plugins.runner import SnapshotStore
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +122,8 @@ def exporting_plugins() -> tuple[list[Any], list[str]]:
 def _discovered() -> tuple[list[Any], list[Any], list[str]]:
     """The loaded plugins with a `metrics` hook, the light ones without, and the names of
     plugins that failed to load."""
-    from plugins.api import AnalysisPlugin
-    from plugins.registry import discover
+    from pulsar_lens.api import AnalysisPlugin
+    from pulsar_lens.plugins.registry import discover
 
     registry = discover()
     hooked = [p for p in registry if type(p.plugin).metrics is not AnalysisPlugin.metrics]
@@ -132,7 +132,7 @@ def _discovered() -> tuple[list[Any], list[Any], list[str]]:
 
 
 def hook_errors_path(store_root: str | os.PathLike[str]) -> Path:
-    from plugins.results import RESULTS_DIR
+    from pulsar_lens.plugins.results import RESULTS_DIR
 
     return Path(store_root) / RESULTS_DIR / HOOK_ERRORS
 
@@ -198,7 +198,7 @@ class LensCollector(Collector):
 
     def _newest_of(self, cluster: str) -> dt.datetime | None:
         """When the newest stored snapshot of `cluster` was collected; None without one."""
-        from core.clusterview import ClusterView
+        from pulsar_lens.core.clusterview import ClusterView
 
         try:
             index = ClusterView(self._store, cluster).snapshots(limit=1)  # type: ignore[arg-type]
@@ -305,7 +305,7 @@ class LensCollector(Collector):
         self.computations += 1
         facts = read_facts(self._store, sid, collected_at, index_row)
         keep = top_subscriptions(facts.subscriptions, self._max)
-        from plugins.api import MetricsContext
+        from pulsar_lens.api import MetricsContext
 
         cluster = compute_cluster_families(facts, keep=keep)
         context = MetricsContext(subscriptions=tuple(keep), max_groups=self._max)
@@ -328,7 +328,7 @@ class LensCollector(Collector):
         self, context: Any, *, taken: set[str]
     ) -> tuple[list[Metric], list[str], dict[str, str]]:
         """The plugins' families, the plugins that failed, and why each failed hook did."""
-        from plugins import runner
+        from pulsar_lens.plugins import runner
 
         families: list[Metric] = []
         failed = list(self._unloaded)
@@ -361,7 +361,7 @@ class LensCollector(Collector):
     def _stored_failures(self, plugins: Sequence[Any]) -> tuple[list[str], list[str]]:
         """Of the plugins without a hook: those whose stored result of the newest snapshot
         can be read, and those of them whose stored analysis failed (none without results)."""
-        from plugins import runner
+        from pulsar_lens.plugins import runner
 
         results = runner.results_for(self._store)
         if results is None:

@@ -3,7 +3,7 @@
 Pure functions: facts in, `prometheus_client` metric families out: the collector's own
 health, the newest snapshot's counts and per-subscription broker stats, and which plugins
 failed. What the analyses found comes from each plugin's own `metrics()` hook;
-`exporter.collector` gathers both and serves them on /metrics.
+`pulsar_lens.exporter.collector` gathers both and serves them on /metrics.
 Per-subscription series are bounded to the subscriptions with the largest backlog, so a
 cluster with many subscriptions cannot blow up the scrape. Labels carry only topic,
 subscription, group, status, kind, plugin and cluster names: never a URL or a credential.

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from exporter.families import PollStats
+from pulsar_lens.exporter.families import PollStats
 
 
 class PollRecorder:

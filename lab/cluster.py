@@ -3,7 +3,7 @@
 Bundles really move between brokers here, which a standalone cannot show: unloads, transfers
 and what they cost the clients. Every process is a child JVM in its own process group, with
 free ports and a fresh data directory, listening on 127.0.0.1 only; the JDK and the jars come
-from `lab.runtime`, as for `lab.localpulsar.LocalPulsar`.
+from `pulsar_lens.lab.runtime`, as for `pulsar_lens.lab.localpulsar.LocalPulsar`.
 
 The brokers run `PulsarBrokerStarter`, not the standalone starter: a standalone broker tells
 clients to come back through its own service URL whenever the owner is a loopback address,
@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from core.errors import LocalPulsarError
-from lab.localpulsar import JVM_FLAGS, free_port, get_json, terminate_group
-from lab.runtime import PULSAR_VERSION, RUNTIME_DIR, ensure_runtime, find_java
+from pulsar_lens.core.errors import LocalPulsarError
+from pulsar_lens.lab.localpulsar import JVM_FLAGS, free_port, get_json, terminate_group
+from pulsar_lens.lab.runtime import PULSAR_VERSION, RUNTIME_DIR, ensure_runtime, find_java
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from typing import Any
 import pulsar
 import requests
 
-from core.errors import CollectorError
-from core.hashing import topic_bundle_hash
-from core.logs import pulsar_client
+from pulsar_lens.core.errors import CollectorError
+from pulsar_lens.core.hashing import topic_bundle_hash
+from pulsar_lens.core.logs import pulsar_client
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import LocalPulsarError
-from lab.runtime import (
+from pulsar_lens.core.errors import LocalPulsarError
+from pulsar_lens.lab.runtime import (
     PULSAR_VERSION,
     RUNTIME_DIR,
     cache_root,

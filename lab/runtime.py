@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from core.errors import LocalPulsarError
+from pulsar_lens.core.errors import LocalPulsarError
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from core.errors import LocalPulsarError
-from lab.runtime import PULSAR_VERSION, ensure_runtime, find_java
+from pulsar_lens.core.errors import LocalPulsarError
+from pulsar_lens.lab.runtime import PULSAR_VERSION, ensure_runtime, find_java
 
 TOKEN_TOOL = "org.apache.pulsar.utils.auth.tokens.TokensCliUtils"
 BROKER_ROLE = "pulsar-broker"

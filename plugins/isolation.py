@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import PluginRunError, SettingsError
-from core.secrets import is_credential_var
-from core.settings import parse_duration
+from pulsar_lens.core.errors import PluginRunError, SettingsError
+from pulsar_lens.core.secrets import is_credential_var
+from pulsar_lens.core.settings import parse_duration
 
 TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_TIMEOUT"
 MEMORY_ENV = "PULSAR_LENS_PLUGIN_MEMORY"
@@ -46,7 +46,7 @@ IMPORT_TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_IMPORT_TIMEOUT = 10.0
 DEFAULT_MEMORY = 1024 * 1024 * 1024
-PRELOAD = ["plugins.api", "pandas", "pyarrow", "altair"]
+PRELOAD = ["pulsar_lens.api", "pandas", "pyarrow", "altair"]
 DROPIN_PREFIX = "pulsar_lens_dropin_"
 
 

@@ -3,7 +3,7 @@
 The collect process calls `compute_results` after a snapshot is written (`ResultsWorker`
 does it off the polling thread, newest snapshot first, so a slow analysis never delays a
 poll). The dashboard, `/metrics` and `pulsar-lens analyze` then read the stored results
-through `plugins.runner.run`.
+through `pulsar_lens.plugins.runner.run`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import PluginError
-from plugins import runner
-from plugins.api import AnalysisPlugin
-from plugins.registry import LoadedPlugin
-from plugins.results import ResultStore, StoredResult
+from pulsar_lens.api import AnalysisPlugin
+from pulsar_lens.core.errors import PluginError
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.registry import LoadedPlugin
+from pulsar_lens.plugins.results import ResultStore, StoredResult
 
 log = logging.getLogger(__name__)
 KEEP_LIGHT_RESULTS = 60  # stored results of each light plugin, per version and parameters
@@ -43,7 +43,7 @@ def compute_results(
     stop: Callable[[], bool] = lambda: False,
 ) -> list[Outcome]:
     """Run and store every light plugin on the newest snapshots; prune results retention
-    removed. Spark plugins are left to the job worker (`plugins.spark.worker`).
+    removed. Spark plugins are left to the job worker (`pulsar_lens.plugins.spark.worker`).
 
     Plugins run in `requirements_first` order, so a plugin that builds on another reads the
     result just stored for it; outcomes come in that order. Once `stop()` is true, the

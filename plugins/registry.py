@@ -1,7 +1,7 @@
 """Plugin discovery and load-time validation.
 
 Three sources, loaded by an explicit `discover()` call (never at import):
-built-ins (`plugins.builtin.BUILTIN_PLUGINS`), installed packages (entry-point group
+built-ins (`pulsar_lens.plugins.builtin.BUILTIN_PLUGINS`), installed packages (entry-point group
 `pulsar_lens.plugins`) and `*.py` drop-in files in the directories of PULSAR_LENS_PLUGIN_DIRS.
 A plugin that fails to import or validate becomes a `PluginLoadError` in `Registry.failures`;
 so does one whose `requires` names a plugin that is not loaded or forms a cycle.
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from core.errors import PluginLoadError, PluginUnavailable, SettingsError
-from plugins import isolation
-from plugins.api import AnalysisPlugin
-from plugins.builtin import BUILTIN_PLUGINS
-from plugins.isolation import Locator
-from plugins.validation import validate_plugin
+from pulsar_lens.api import AnalysisPlugin
+from pulsar_lens.core.errors import PluginLoadError, PluginUnavailable, SettingsError
+from pulsar_lens.plugins import isolation
+from pulsar_lens.plugins.builtin import BUILTIN_PLUGINS
+from pulsar_lens.plugins.isolation import Locator
+from pulsar_lens.plugins.validation import validate_plugin
 
 __all__ = [
     "BUILTIN_PLUGINS",

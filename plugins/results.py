@@ -6,7 +6,7 @@ analyze` then read it instead of analysing the cluster again. A failed run is st
 that plugin's failure for that snapshot.
 
 Layout, inside the snapshot store: `results/<slug>/<key>/` holding `meta.json` and one
-`<frame>.parquet` per output frame, where `key` is `core.digest.cache_key(slug, version,
+`<frame>.parquet` per output frame, where `key` is `pulsar_lens.core.digest.cache_key(slug, version,
 params, snapshot ids)`, so a new plugin version, other parameters or another snapshot window
 never read a stale result. Each entry is written into a hidden sibling folder and renamed
 into place: a reader sees a whole entry or none. Entries whose newest snapshot has left the
@@ -29,10 +29,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core import links
-from core.digest import cache_key
-from core.secrets import redact
-from plugins.api import Result
+from pulsar_lens.api import Result
+from pulsar_lens.core import links
+from pulsar_lens.core.digest import cache_key
+from pulsar_lens.core.secrets import redact
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The light engine hands pandas frames (read through pyarrow) to `analyze`, with the
 default-parameter results of the plugins it `requires`. Results are cached in-process by
-`core.digest.cache_key(plugin, version, params, snapshot ids)`, bounded by entry count.
+`pulsar_lens.core.digest.cache_key(plugin, version, params, snapshot ids)`, bounded by entry count.
 """
 
 from __future__ import annotations
@@ -21,17 +21,7 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import BaseModel, ValidationError
 
-from core.digest import cache_key
-from core.errors import (
-    PluginContractError,
-    PluginError,
-    PluginParamsError,
-    PluginRunError,
-    ResultNotReady,
-)
-from core.model import SCHEMAS, TIMED_TABLES
-from plugins import isolation
-from plugins.api import (
+from pulsar_lens.api import (
     AnalysisPlugin,
     Inputs,
     MetricsContext,
@@ -39,9 +29,19 @@ from plugins.api import (
     SparkInputs,
     View,
 )
-from plugins.registry import LoadedPlugin
-from plugins.results import ResultStore, StoredResult
-from plugins.validation import check_result, check_views
+from pulsar_lens.core.digest import cache_key
+from pulsar_lens.core.errors import (
+    PluginContractError,
+    PluginError,
+    PluginParamsError,
+    PluginRunError,
+    ResultNotReady,
+)
+from pulsar_lens.core.model import SCHEMAS, TIMED_TABLES
+from pulsar_lens.plugins import isolation
+from pulsar_lens.plugins.registry import LoadedPlugin
+from pulsar_lens.plugins.results import ResultStore, StoredResult
+from pulsar_lens.plugins.validation import check_result, check_views
 
 __all__ = [
     "CACHE_MAX_ENTRIES",
@@ -68,7 +68,7 @@ CACHE_MAX_ENTRIES = 64
 
 
 class SnapshotStore(Protocol):
-    """The part of `core.store.Store` the runner reads."""
+    """The part of `pulsar_lens.core.store.Store` the runner reads."""
 
     def snapshots(self, *, limit: int | None = None) -> pd.DataFrame: ...
 
@@ -207,7 +207,7 @@ def inputs_for(
     instance = _instance(plugin)
     if instance.engine != "spark":
         return load_inputs(plugin, store, window=window, use_cache=use_cache)
-    from plugins.spark.inputs import load_spark_inputs
+    from pulsar_lens.plugins.spark.inputs import load_spark_inputs
 
     root = getattr(store, "root", None)
     if not isinstance(root, str | os.PathLike):
@@ -279,7 +279,7 @@ def run(
         raise PluginRunError(
             instance.name,
             f"it requires {', '.join(unlinked)}; run the LoadedPlugin that "
-            "plugins.registry.discover() returns, which is linked to its requirements",
+            "pulsar_lens.plugins.registry.discover() returns, which is linked to its requirements",
         )
     validated = validate_params(instance, params)
     params_json = validated.model_dump(mode="json")

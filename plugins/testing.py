@@ -6,7 +6,7 @@ to `analyze`: the same factory the built-in plugins' tests and the benchmarks us
 `make_snapshot()` builds one poll; `make_inputs()` turns a series of them into the exact
 `Inputs` the runner would load from a store (Arrow tables with the common columns, then pandas);
 `make_inputs_from_records()` does the same column-wise for large inputs;
-`MemoryStore` is a fake store with the reading half of `core.store.Store`.
+`MemoryStore` is a fake store with the reading half of `pulsar_lens.core.store.Store`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from core.digest import canonical_json, snapshot_id
-from core.model import SCHEMAS, EventRecord, Snapshot, records_to_table
-from plugins.api import Inputs
+from pulsar_lens.api import Inputs
+from pulsar_lens.core.digest import canonical_json, snapshot_id
+from pulsar_lens.core.model import SCHEMAS, EventRecord, Snapshot, records_to_table
 
 T0 = dt.datetime(2026, 11, 21, 12, 0, 0, tzinfo=dt.UTC)
 TOPIC = "persistent://public/default/orders"

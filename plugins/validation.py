@@ -1,4 +1,4 @@
-"""A plugin against the contract of `plugins.api`: its class at load time, and what its
+"""A plugin against the contract of `pulsar_lens.api`: its class at load time, and what its
 `analyze` and `render` return at run time.
 
 Each problem names what was expected and what was found; the registry turns the first one
@@ -19,9 +19,7 @@ import altair as alt
 import pandas as pd
 from pydantic import BaseModel, ValidationError
 
-from core.errors import PluginContractError, PluginLoadError
-from core.model import TABLES
-from plugins.api import (
+from pulsar_lens.api import (
     API_VERSION,
     ENGINES,
     OLDEST_API_VERSION,
@@ -36,6 +34,8 @@ from plugins.api import (
     Table,
     Tabs,
 )
+from pulsar_lens.core.errors import PluginContractError, PluginLoadError
+from pulsar_lens.core.model import TABLES
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 METADATA_STRINGS = ("title", "description", "version")
@@ -50,7 +50,7 @@ def validate_plugin(obj: Any, source: str) -> AnalysisPlugin:
         return PluginLoadError(source, message, plugin=plugin)
 
     if not (inspect.isclass(obj) and issubclass(obj, AnalysisPlugin)):
-        raise fail(f"expected a subclass of plugins.api.AnalysisPlugin, found {obj!r}")
+        raise fail(f"expected a subclass of pulsar_lens.api.AnalysisPlugin, found {obj!r}")
     for problem in _problems(obj):
         raise fail(problem)
     try:
@@ -109,7 +109,7 @@ def _page_problems(page: object, params: type[BaseModel]) -> Iterable[str]:
     if page is None:
         return
     if not isinstance(page, Page):
-        yield f"page: expected None or a plugins.api.Page, found {page!r}"
+        yield f"page: expected None or a pulsar_lens.api.Page, found {page!r}"
         return
     if not isinstance(page.title, str) or not page.title.strip():
         yield f"page.title: expected a non-empty string, found {page.title!r}"
@@ -207,7 +207,7 @@ def check_result(plugin: AnalysisPlugin, result: Any) -> None:
     """`result` is a Result holding exactly the declared outputs, each a DataFrame."""
     if not isinstance(result, Result):
         raise PluginContractError(
-            plugin.name, f"analyze must return plugins.api.Result, found {type(result).__name__}"
+            plugin.name, f"analyze must return pulsar_lens.api.Result, found {type(result).__name__}"
         )
     expected, found = set(plugin.outputs), set(result.frames)
     if expected != found:

@@ -48,7 +48,7 @@ def lens_env(store: Path, **extra: str) -> dict[str, str]:
 
 
 def lens_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli.main", *args]
+    return [sys.executable, "-m", "pulsar_lens.cli.main", *args]
 
 
 # --- a child process measured by wait4 ------------------------------------------------------
@@ -298,7 +298,7 @@ def slope_per_hour(times: Sequence[float], values: Sequence[float]) -> float:
 
 
 def _plugin_page(slug: str) -> None:
-    from dashboard.app_pages.analysis import draw_analysis
+    from pulsar_lens.dashboard.app_pages.analysis import draw_analysis
 
     draw_analysis(slug)
 
@@ -310,7 +310,7 @@ def render_pages(store: Path, slugs: Sequence[str], *, timeout: float) -> dict[s
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from plugins import runner
+    from pulsar_lens.plugins import runner
 
     pages: dict[str, Any] = {}
     before = os.environ.get("PULSAR_LENS_STORE")

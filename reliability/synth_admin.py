@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from benchmarks.synth_cluster import initial_state, make_shape
-from collectors.assemble import PollAnswers, build_snapshot
-from collectors.namespaces import NamespaceListing, parse_boundaries, parse_bundles
-from collectors.topics import needs_topic_stats, parse_broker_topic_stats
-from core.errors import ResultNotReady
-from core.store import Store
-from core.values import DEFAULT_DETAIL_BUDGET
+from pulsar_lens.collectors.assemble import PollAnswers, build_snapshot
+from pulsar_lens.collectors.namespaces import NamespaceListing, parse_boundaries, parse_bundles
+from pulsar_lens.collectors.topics import needs_topic_stats, parse_broker_topic_stats
+from pulsar_lens.core.errors import ResultNotReady
+from pulsar_lens.core.store import Store
+from pulsar_lens.core.values import DEFAULT_DETAIL_BUDGET
 
 BROKERS = 3
 CONNECTED = "2026-11-20T10:00:00.000000000Z"
@@ -226,9 +226,9 @@ def run(topics: int, store_dir: Path, slugs: list[str]) -> dict[str, Any]:
     stage("store.write", started)
     del snapshot
 
-    from plugins.precompute import compute_results
-    from plugins.registry import discover
-    from plugins.results import ResultStore
+    from pulsar_lens.plugins.precompute import compute_results
+    from pulsar_lens.plugins.registry import discover
+    from pulsar_lens.plugins.results import ResultStore
 
     started = time.perf_counter()
     registry = discover()
@@ -236,7 +236,7 @@ def run(topics: int, store_dir: Path, slugs: list[str]) -> dict[str, Any]:
     stage("the collector's analyses of the snapshot (compute_results)", started)
     failed = [f"{o.plugin}: {o.error}" for o in outcomes if o.error is not None]
 
-    from dashboard import data
+    from pulsar_lens.dashboard import data
 
     root = str(store_dir.resolve())
     started = time.perf_counter()

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 import requests
 
-from collectors.namespaces import bundle_for, parse_boundaries
-from core import logs
-from core.store import Store
-from lab.cluster import LocalPulsarCluster
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.collectors.namespaces import bundle_for, parse_boundaries
+from pulsar_lens.core import logs
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.cluster import LocalPulsarCluster
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from reliability.harness import (
     MIB,
     connect_key_shared,

@@ -35,9 +35,9 @@ from typing import Any
 
 import pytest
 
-from core import logs
-from core.store import Store
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.core import logs
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from reliability.harness import (
     MIB,
     Collector,
@@ -62,7 +62,7 @@ INTERVAL_SECONDS = 5
 def longest_history() -> int:
     """The most snapshots a light plugin reads per analysis: the collector's working set
     grows with the store until it holds that many."""
-    from plugins.registry import discover
+    from pulsar_lens.plugins.registry import discover
 
     return max(p.plugin.history for p in discover() if p.plugin.engine != "spark")
 

@@ -27,10 +27,10 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collectors.admin import AdminClient  # noqa: E402
-from collectors.poll import poll  # noqa: E402
-from lab.localpulsar import LocalPulsar  # noqa: E402
-from lab.runtime import PULSAR_VERSION  # noqa: E402
+from pulsar_lens.collectors.admin import AdminClient  # noqa: E402
+from pulsar_lens.collectors.poll import poll  # noqa: E402
+from pulsar_lens.lab.localpulsar import LocalPulsar  # noqa: E402
+from pulsar_lens.lab.runtime import PULSAR_VERSION  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "admin_api"
 WEB, BINARY = "127.0.0.1:8080", "127.0.0.1:6650"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from lab.localpulsar import free_port
+from pulsar_lens.lab.localpulsar import free_port
 
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -56,7 +56,16 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=75.0)
     args = parser.parse_args()
     port = free_port()
-    argv = [sys.executable, "-m", "cli.main", "demo", "--port", str(port), "--interval", "3s"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pulsar_lens.cli.main",
+        "demo",
+        "--port",
+        str(port),
+        "--interval",
+        "3s",
+    ]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as proc:
         try:
             url = wait_for_line(proc, "Pulsar Lens dashboard:", timeout=240)

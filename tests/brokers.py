@@ -8,9 +8,9 @@ import logging
 import threading
 from collections.abc import Mapping
 
-from collectors.brokers import parse_leader
-from lab.cluster import CLUSTER_NAME, LocalPulsarCluster
-from lab.localpulsar import LocalPulsar, get_json
+from pulsar_lens.collectors.brokers import parse_leader
+from pulsar_lens.lab.cluster import CLUSTER_NAME, LocalPulsarCluster
+from pulsar_lens.lab.localpulsar import LocalPulsar, get_json
 from tests.waits import answers_ok
 
 log = logging.getLogger(__name__)

@@ -59,7 +59,7 @@ class Collector:
         self, store: Path, admin_url: str, *, extra: Sequence[str] = (), max_polls: int = MAX_POLLS
     ) -> None:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-        argv = [sys.executable, "-m", "cli.main", "collect", "--interval", "1s"]
+        argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--interval", "1s"]
         argv += ["--max-polls", str(max_polls), "--store", str(store), *extra]
         self.proc = subprocess.Popen(
             argv,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core import secrets
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.core import secrets
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.brokers import SHEDDING_SETTINGS, BrokerPool
 from tests.shuffle import SEED_VARIABLE, shuffle_seed, shuffled
 

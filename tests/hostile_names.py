@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from core.store import Store
+from pulsar_lens.core.store import Store
 from tests.dashboard import scenario
 
 FIELDS = ("tenant", "namespace", "topic", "subscription", "consumer", "broker")

@@ -20,7 +20,7 @@ def run_lens(
     (with PYTHONFAULTHANDLER on, every thread's stack goes to its stderr) and the test fails
     showing where it hung."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-    argv = [sys.executable, "-m", "cli.main", *args]
+    argv = [sys.executable, "-m", "pulsar_lens.cli.main", *args]
     with subprocess.Popen(
         argv,
         cwd=ROOT,

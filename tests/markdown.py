@@ -1,12 +1,12 @@
 """What a reader sees of the Markdown the dashboard sends to Streamlit, for tests that look
-for a name or a message in it (`core.markdown.escape_markdown` escapes what comes from
+for a name or a message in it (`pulsar_lens.core.markdown.escape_markdown` escapes what comes from
 outside)."""
 
 from __future__ import annotations
 
 import re
 
-from core.markdown import WORD_JOINER
+from pulsar_lens.core.markdown import WORD_JOINER
 
 PUNCTUATION = r"[!-/:-@\[-`{-~]"
 _ESCAPED = re.compile(rf"\\({PUNCTUATION})")

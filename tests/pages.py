@@ -24,7 +24,7 @@ Spark)."""
 
 
 def _page_script(slug: str) -> None:
-    from dashboard.app_pages.analysis import draw_analysis
+    from pulsar_lens.dashboard.app_pages.analysis import draw_analysis
 
     draw_analysis(slug)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.cluster import CLUSTER_NAME, ClusterProcess, LocalPulsarCluster
+from pulsar_lens.lab.cluster import CLUSTER_NAME, ClusterProcess, LocalPulsarCluster
 from tests.brokers import CLUSTER_SETTINGS, BrokerPool, _key, missing_parts
 from tests.fake_admin import Answer, FakeAdmin, Seen
 

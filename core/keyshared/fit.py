@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.keyshared.layout import Layout, segments
-from core.keyshared.points import FIRST_POINTS, PointTable
-from core.keyshared.ranges import I64, ROUTABLE_HIGH, owner_array
-from core.limits import MAX_REPLICA_POINTS
-from core.selectors import DEFAULT_POINTS
+from pulsar_lens.core.keyshared.layout import Layout, segments
+from pulsar_lens.core.keyshared.points import FIRST_POINTS, PointTable
+from pulsar_lens.core.keyshared.ranges import I64, ROUTABLE_HIGH, owner_array
+from pulsar_lens.core.limits import MAX_REPLICA_POINTS
+from pulsar_lens.core.selectors import DEFAULT_POINTS
 
 MAX_POINTS = MAX_REPLICA_POINTS  # the ring fit searches as far as any model goes
 EXTRA_POINTS = 32

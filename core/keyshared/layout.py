@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from core.keyshared.ranges import (
+from pulsar_lens.core.keyshared.ranges import (
     AUTO_SPLIT_TOP,
     I64,
     ROUTABLE_HIGH,

@@ -1,7 +1,7 @@
 """Consistent-hashing ring points of many consumers at once, for `key-shared-map`.
 
 A consumer holding name index `j` has ring points `h31(name\\0j\\0i) % 65535 + 1` for
-`i < points` (`core.selectors.ConsistentHashingSelector.point_hashes`). The keys of one
+`i < points` (`pulsar_lens.core.selectors.ConsistentHashingSelector.point_hashes`). The keys of one
 (name, index) pair differ only in the decimal `i`, so they are laid out as fixed-width byte
 rows (one block per prefix length and digit count) and hashed with `core.hashing` in bulk.
 Each pair is hashed once per table, however many subscriptions it appears in.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from core.hashing import murmur3_31_continued, murmur3_states, reduce_hash_array
+from pulsar_lens.core.hashing import murmur3_31_continued, murmur3_states, reduce_hash_array
 
 FIRST_POINTS = 128  # hashed for every pair; enough for the default 100 replica points
 _TIERS = (256, 512, 1024 + 64)  # more, on demand: up to MAX_POINTS and the candidates above

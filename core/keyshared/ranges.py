@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from core.hashing import SelectorKind
-from core.model import HashRange
+from pulsar_lens.core.hashing import SelectorKind
+from pulsar_lens.core.model import HashRange
 
 ROUTABLE_LOW = 1
 ROUTABLE_HIGH = 65535

@@ -32,18 +32,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.assignments import Assignments, Consumer, RangeMove, diff_assignments
-from core.errors import ModelError
-from core.keyshared.fit import (
+from pulsar_lens.core.assignments import Assignments, Consumer, RangeMove, diff_assignments
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.keyshared.fit import (
     Fit,
     fit_consistent,
     name_indexes_of,
     point_candidates,
 )
-from core.keyshared.layout import from_members
-from core.keyshared.points import PointTable
-from core.keyshared.ranges import Kind, Member, owner_array, routable_count
-from core.selectors import (
+from pulsar_lens.core.keyshared.layout import from_members
+from pulsar_lens.core.keyshared.points import PointTable
+from pulsar_lens.core.keyshared.ranges import Kind, Member, owner_array, routable_count
+from pulsar_lens.core.selectors import (
     AutoSplitSelector,
     ConsistentHashingSelector,
     Selector,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from dashboard import components, data
+from pulsar_lens.dashboard import components, data
 
 
 def page_for(slug: str) -> Callable[[], None]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import components, data, frames, health_notices
+from pulsar_lens.dashboard import components, data, frames, health_notices
 
 st.title("Overview")
 root = data.store_root()

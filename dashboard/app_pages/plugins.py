@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import components, data
+from pulsar_lens.dashboard import components, data
 
 st.title("Plugins")
 with components.guarded("Listing the plugins"):

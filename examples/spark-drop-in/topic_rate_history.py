@@ -10,7 +10,7 @@ from typing import Any
 
 import altair as alt
 
-from plugins.api import (
+from pulsar_lens.api import (
     HISTORY_ALL,
     AnalysisPlugin,
     BaseModel,

@@ -7,16 +7,16 @@ one, so a broken built-in is reported like any other plugin and the rest still l
 from __future__ import annotations
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
-    "plugins.builtin.bundle_ownership:BundleOwnership",
-    "plugins.builtin.unload_latency:UnloadLatency",
-    "plugins.builtin.subscription_status:SubscriptionStatus",
-    "plugins.builtin.stuck_hashes:StuckHashes",
-    "plugins.builtin.key_shared_map:KeySharedMap",
-    "plugins.builtin.sticky_ranges:StickyRanges",
-    "plugins.builtin.failover_assignment:FailoverAssignment",
-    "plugins.builtin.stuck_hash_history:StuckHashHistory",
-    "plugins.builtin.key_distribution:KeyDistribution",
-    "plugins.builtin.bundle_load_history:BundleLoadHistory",
-    "plugins.builtin.failover_history:FailoverHistory",
-    "plugins.builtin.unload_history:UnloadHistory",
+    "pulsar_lens.plugins.builtin.bundle_ownership:BundleOwnership",
+    "pulsar_lens.plugins.builtin.unload_latency:UnloadLatency",
+    "pulsar_lens.plugins.builtin.subscription_status:SubscriptionStatus",
+    "pulsar_lens.plugins.builtin.stuck_hashes:StuckHashes",
+    "pulsar_lens.plugins.builtin.key_shared_map:KeySharedMap",
+    "pulsar_lens.plugins.builtin.sticky_ranges:StickyRanges",
+    "pulsar_lens.plugins.builtin.failover_assignment:FailoverAssignment",
+    "pulsar_lens.plugins.builtin.stuck_hash_history:StuckHashHistory",
+    "pulsar_lens.plugins.builtin.key_distribution:KeyDistribution",
+    "pulsar_lens.plugins.builtin.bundle_load_history:BundleLoadHistory",
+    "pulsar_lens.plugins.builtin.failover_history:FailoverHistory",
+    "pulsar_lens.plugins.builtin.unload_history:UnloadHistory",
 )

@@ -33,7 +33,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from plugins.api import (
+from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
     Chart,

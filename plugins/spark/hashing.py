@@ -1,5 +1,5 @@
 """Sticky-key hashes inside Spark, vectorised: Arrow batches through the compiled hash of
-`core.hashing` (`mapInArrow`), never a Python call per row."""
+`pulsar_lens.core.hashing` (`mapInArrow`), never a Python call per row."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.hashing import PulsarLine, SelectorKind, sticky_key_hash_array
+from pulsar_lens.core.hashing import PulsarLine, SelectorKind, sticky_key_hash_array
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

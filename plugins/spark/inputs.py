@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import AnalysisPlugin, SparkInputs
-from plugins.spark import reader, schemas, session
+from pulsar_lens.api import AnalysisPlugin, SparkInputs
+from pulsar_lens.plugins.spark import reader, schemas, session
 
 
 def load_spark_inputs(

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from core.jsonfiles import json_files, write_json
+from pulsar_lens.core.jsonfiles import json_files, write_json
 
 log = logging.getLogger(__name__)
 

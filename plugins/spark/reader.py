@@ -12,7 +12,7 @@ from outside the store.
 A timed table (`core.model.TIMED_TABLES`, the probe rows) is written on its own clock, in
 batches between and after polls, so a window that ends at its newest poll would drop the
 newest rows: it is read from `since` on, up to now, whatever `until` says, as
-`plugins.runner.load_inputs` reads it for a light plugin.
+`pulsar_lens.plugins.runner.load_inputs` reads it for a light plugin.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.model import TIMED_TABLES
-from core.store import Store
-from plugins.spark.schemas import PARTITION_COLUMN, spark_schema
+from pulsar_lens.core.model import TIMED_TABLES
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.spark.schemas import PARTITION_COLUMN, spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.store import STORE_SCHEMAS
+from pulsar_lens.core.store import STORE_SCHEMAS
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

@@ -16,8 +16,8 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.errors import SettingsError
-from core.values import DEFAULT_SPARK_MASTER
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.values import DEFAULT_SPARK_MASTER
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

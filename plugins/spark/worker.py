@@ -33,15 +33,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, cast
 
-from core.errors import SettingsError
-from core.logs import setup_logging
-from core.secrets import without_credentials
-from core.settings import parse_duration
-from plugins import precompute, runner
-from plugins.registry import LoadedPlugin, discover
-from plugins.results import ResultStore
-from plugins.spark import progress, session
-from plugins.spark.jobs import JobQueue, JobStatus, now
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.logs import setup_logging
+from pulsar_lens.core.secrets import without_credentials
+from pulsar_lens.core.settings import parse_duration
+from pulsar_lens.plugins import precompute, runner
+from pulsar_lens.plugins.registry import LoadedPlugin, discover
+from pulsar_lens.plugins.results import ResultStore
+from pulsar_lens.plugins.spark import progress, session
+from pulsar_lens.plugins.spark.jobs import JobQueue, JobStatus, now
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +112,8 @@ def cluster_store(store: runner.SnapshotStore, cluster: str | None) -> runner.Sn
     """`store`, or the part of it that holds `cluster`'s snapshots."""
     if cluster is None:
         return store
-    from core.clusterview import ClusterView
-    from core.store import Store
+    from pulsar_lens.core.clusterview import ClusterView
+    from pulsar_lens.core.store import Store
 
     return ClusterView(cast(Store, store), cluster)
 
@@ -228,7 +228,7 @@ class WorkerProcess:
         self.argv = list(
             argv
             or [
-                *(sys.executable, "-m", "plugins.spark.worker", "--store", str(root)),
+                *(sys.executable, "-m", "pulsar_lens.plugins.spark.worker", "--store", str(root)),
                 *("--parent", str(os.getpid())),
                 *(arg for name in clusters for arg in ("--cluster", name)),
             ]
@@ -367,7 +367,7 @@ def _interrupt(stop: threading.Event, signum: int, frame: FrameType | None) -> N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from core.store import Store
+    from pulsar_lens.core.store import Store
 
     parser = argparse.ArgumentParser(prog="python -m plugins.spark.worker")
     parser.add_argument("--store", required=True, help="the snapshot store to serve")

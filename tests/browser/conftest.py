@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from lab.localpulsar import free_port
+from pulsar_lens.lab.localpulsar import free_port
 from tests.waits import wait_until_ok
 
 ROOT = Path(__file__).resolve().parents[2]

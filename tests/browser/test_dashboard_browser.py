@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from dashboard.navigation import analysis_url
-from plugins.registry import discover
+from pulsar_lens.dashboard.navigation import analysis_url
+from pulsar_lens.plugins.registry import discover
 from tests.browser.conftest import SCREENSHOTS, ServedApp, serve
 from tests.dashboard.scenario import write_scenario
 
@@ -28,7 +28,7 @@ PAGES = {
     "plugins": ("Plugins", ["Loaded", "Failed"]),
 }
 DROP_IN = """
-from plugins.api import AnalysisPlugin, BaseModel, Field, Metric, Note, Result, Table
+from pulsar_lens.api import AnalysisPlugin, BaseModel, Field, Metric, Note, Result, Table
 
 class TopicCount(AnalysisPlugin):
     name = "topic-count"
@@ -159,8 +159,8 @@ def test_browser_follows_new_polls_and_flags_when_they_stop(tmp_path: Path, page
     import dataclasses
     import datetime as dt
 
-    from core.model import TopicRecord
-    from core.store import Store
+    from pulsar_lens.core.model import TopicRecord
+    from pulsar_lens.core.store import Store
     from tests.dashboard.scenario import make_poll
 
     store = tmp_path / "store"

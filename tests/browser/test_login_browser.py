@@ -29,7 +29,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from playwright.sync_api import Page, expect
 
-from lab.localpulsar import free_port
+from pulsar_lens.lab.localpulsar import free_port
 from tests.browser.conftest import ROOT
 from tests.dashboard.scenario import write_scenario
 from tests.waits import wait_until_ok
@@ -231,7 +231,16 @@ def served(provider: Provider, tmp_path_factory: pytest.TempPathFactory) -> Iter
         "PULSAR_LENS_OIDC_CLIENT_SECRET": CLIENT_SECRET,
         "PULSAR_LENS_OIDC_COOKIE_SECRET": COOKIE_SECRET,
     }
-    argv = [sys.executable, "-m", "cli.main", "serve", "--store", str(store), "--port", str(port)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pulsar_lens.cli.main",
+        "serve",
+        "--store",
+        str(store),
+        "--port",
+        str(port),
+    ]
     log = base / "serve.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(

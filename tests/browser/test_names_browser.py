@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from playwright.sync_api import Page, expect
 
-from core.markdown import WORD_JOINER
+from pulsar_lens.core.markdown import WORD_JOINER
 from tests.browser.conftest import ServedApp, serve
 from tests.browser.test_dashboard_browser import TIMEOUT_MS, assert_healthy, open_page, screenshot
 from tests.dashboard.scenario import write_scenario

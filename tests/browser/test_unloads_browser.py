@@ -10,10 +10,10 @@ import pytest
 import requests
 from playwright.sync_api import Page, expect
 
-from collectors.admin import AdminClient
-from collectors.drill import DrillPlan, run_drill
-from core.store import Store
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.drill import DrillPlan, run_drill
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.browser.conftest import ServedApp, serve
 from tests.browser.test_dashboard_browser import (
     TIMEOUT_MS,

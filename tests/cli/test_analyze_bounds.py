@@ -11,10 +11,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from cli.bounded import Cut, bounded_frame
-from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord
-from core.store import Store
-from plugins.testing import TOPIC, at, make_snapshot
+from pulsar_lens.cli.bounded import Cut, bounded_frame
+from pulsar_lens.core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.testing import TOPIC, at, make_snapshot
 from tests.lens_cli import run_lens
 
 RANGES = 20_000  # per consumer

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cli import assign_cmd
-from cli.main import COMMAND_MODULES, main
-from core.errors import ModelError
+from pulsar_lens.cli import assign_cmd
+from pulsar_lens.cli.main import COMMAND_MODULES, main
+from pulsar_lens.core.errors import ModelError
 from tests.crcforge import forge_name
 
 ORDERS = "persistent://public/default/orders"
@@ -26,7 +26,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 def test_assign_cmd_is_registered_in_main(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "cli.assign_cmd" in COMMAND_MODULES
+    assert "pulsar_lens.cli.assign_cmd" in COMMAND_MODULES
     topic = "persistent://public/default/audit"
     assert main(["failover", "--topic", topic, "--consumers", "c1,c2,c3", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {topic: "c3"}
@@ -167,7 +167,7 @@ def test_failover_rejects_unknown_charset(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_bundle_reads_topic_names_as_the_broker_does(capsys: pytest.CaptureFixture[str]) -> None:
-    from cli.main import main
+    from pulsar_lens.cli.main import main
 
     assert (
         main(["bundle", "--json", "PERSISTENT://public/default/x", "persistent://public/default/x"])
@@ -189,7 +189,7 @@ def test_bundle_reads_topic_names_as_the_broker_does(capsys: pytest.CaptureFixtu
 def test_bundle_refuses_names_the_broker_refuses(
     topic: str, reason: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cli.main import main
+    from pulsar_lens.cli.main import main
 
     assert main(["bundle", topic]) == 1  # the others are still placed; this one is named
     assert reason in capsys.readouterr().err

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cli.collect_cmd import Source
-from cli.main import build_parser
-from core.clusterview import ClusterView
-from core.model import Snapshot
-from core.store import Store
-from lab.localpulsar import free_port
-from plugins.results import ResultStore
+from pulsar_lens.cli.collect_cmd import Source
+from pulsar_lens.cli.main import build_parser
+from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import free_port
+from pulsar_lens.plugins.results import ResultStore
 from tests.core.snapshots import make_snapshot, unreachable_snapshot
 
 CONFIG = """\
@@ -141,8 +141,8 @@ def test_collect_names_a_single_file_cluster_as_configured(tmp_path: Path) -> No
 def test_serve_children_of_a_settings_file_with_several_clusters(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cli.serve_cmd import collect_child, streamlit_child
-    from core.settings import Settings
+    from pulsar_lens.cli.serve_cmd import collect_child, streamlit_child
+    from pulsar_lens.core.settings import Settings
 
     path = tmp_path / "lens.toml"
     path.write_text(f'plugin_dirs = ["{tmp_path}/plugins"]\n' + CONFIG)
@@ -165,8 +165,8 @@ def test_collect_hands_file_keys_read_by_variable_to_discovery_and_spark(
 ) -> None:
     import os
 
-    from cli.collect_cmd import export_file_settings
-    from core.settings import Settings
+    from pulsar_lens.cli.collect_cmd import export_file_settings
+    from pulsar_lens.core.settings import Settings
 
     path = tmp_path / "lens.toml"
     path.write_text(f'plugin_dirs = ["{tmp_path}/p"]\nspark_master = "spark://m:7077"\n')
@@ -264,7 +264,7 @@ def test_collect_metrics_have_poll_health_per_cluster(tmp_path: Path) -> None:
 
 
 def test_collect_probes_refused_without_mutations_before_any_poll(tmp_path: Path) -> None:
-    from core.errors import MutationsDisabled
+    from pulsar_lens.core.errors import MutationsDisabled
 
     sources = Sources({"http://east:8080": 2, "http://west:8080": 2})
     args = parse(tmp_path, "--once", "--probe", "public/default", sources=sources)
@@ -284,8 +284,8 @@ ENV_SECRETS = {
 def test_collect_probes_of_each_cluster_carry_its_settings_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
 ) -> None:
-    from cli.probing import probe_hooks
-    from core.settings import Settings
+    from pulsar_lens.cli.probing import probe_hooks
+    from pulsar_lens.core.settings import Settings
 
     monkeypatch.setenv("PULSAR_LENS_ALLOW_MUTATIONS", "1")
     monkeypatch.setenv(variable, ENV_SECRETS[variable])  # the single cluster's: here no one's
@@ -315,7 +315,7 @@ def test_collect_schedules_the_spark_jobs_of_each_cluster(tmp_path: Path) -> Non
     import subprocess
     import sys
 
-    from plugins.spark.jobs import JobQueue
+    from pulsar_lens.plugins.spark.jobs import JobQueue
     from tests.fake_admin import FakeAdmin
     from tests.lens_cli import ROOT
 
@@ -327,7 +327,7 @@ def test_collect_schedules_the_spark_jobs_of_each_cluster(tmp_path: Path) -> Non
             "".join(f'[[clusters]]\nname = "{c}"\nadmin_url = "{admin.url}"\n' for c in CLUSTERS)
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-        argv = [sys.executable, "-m", "cli.main", "collect", "--config", str(config)]
+        argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--config", str(config)]
         argv += ["--store", str(store), "--interval", "1s"]
         with subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from cli.collect_cmd import Source
-from cli.main import build_parser, main
-from core.model import EndpointError, Snapshot
-from core.store import Store
-from lab.localpulsar import free_port
+from pulsar_lens.cli.collect_cmd import Source
+from pulsar_lens.cli.main import build_parser, main
+from pulsar_lens.core.model import EndpointError, Snapshot
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import free_port
 from tests.core.snapshots import make_snapshot, unreachable_snapshot
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.drill_queue import DrillQueue, DrillStatus
-from core.mutations import ALLOW_MUTATIONS, DASHBOARD_MUTATIONS
+from pulsar_lens.collectors.drill_queue import DrillQueue, DrillStatus
+from pulsar_lens.core.mutations import ALLOW_MUTATIONS, DASHBOARD_MUTATIONS
 from tests.fake_admin import FakeAdmin
 from tests.lens_cli import ROOT
 
@@ -40,7 +40,16 @@ def collecting(store: Path, admin_url: str, env: dict[str, str]) -> Iterator[Col
     """`pulsar-lens collect` polling every second until the block ends; then stopped."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
     settings = {"PULSAR_ADMIN_URL": admin_url, "PULSAR_SERVICE_URL": NOWHERE, **env}
-    argv = [sys.executable, "-m", "cli.main", "collect", "--interval", "1s", "--store", str(store)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pulsar_lens.cli.main",
+        "collect",
+        "--interval",
+        "1s",
+        "--store",
+        str(store),
+    ]
     proc = subprocess.Popen(
         argv,
         cwd=ROOT,

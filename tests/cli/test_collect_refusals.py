@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.store import Store
+from pulsar_lens.core.store import Store
 from tests.fake_admin import FakeAdmin, Seen
 from tests.lens_cli import run_lens
 

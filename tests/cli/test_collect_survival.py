@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from core.store import Store
+from pulsar_lens.core.store import Store
 from tests.fake_admin import FakeAdmin
 from tests.lens_cli import run_lens
 

@@ -7,7 +7,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from lab.localpulsar import LocalPulsar, free_port
+from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
 from tests.lens_cli import run_lens
 
 TOKEN = "config-check-token-4f1e"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from cli.dashboard_access import streamlit_args
-from cli.serve_cmd import streamlit_child
-from core import oidc
-from core.errors import SettingsError
-from core.logs import FORMAT
+from pulsar_lens.cli.dashboard_access import streamlit_args
+from pulsar_lens.cli.serve_cmd import streamlit_child
+from pulsar_lens.core import oidc
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.logs import FORMAT
 
 OIDC_ENV = {
     oidc.METADATA_ENV: "https://idp.example.com/.well-known/openid-configuration",
@@ -63,7 +63,7 @@ def test_streamlit_logs_in_the_one_format_and_level() -> None:
 
 
 def test_open_dashboard_on_every_address_warns(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="cli.dashboard_access"):
+    with caplog.at_level(logging.WARNING, logger="pulsar_lens.cli.dashboard_access"):
         streamlit_args("0.0.0.0", 8501, {})
     assert any("has no login" in r.getMessage() for r in caplog.records)
 

@@ -10,11 +10,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from cli.metrics_endpoint import HEALTH_PATH, MetricsEndpoint
-from collectors.health import HealthRecorder
-from collectors.loop import Heartbeat
-from core.store import Store
-from lab.localpulsar import free_port
+from pulsar_lens.cli.metrics_endpoint import HEALTH_PATH, MetricsEndpoint
+from pulsar_lens.collectors.health import HealthRecorder
+from pulsar_lens.collectors.loop import Heartbeat
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import free_port
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
 

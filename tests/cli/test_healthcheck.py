@@ -1,4 +1,4 @@
-"""The image's health check (`python -m cli.healthcheck`): unhealthy when collect's /health
+"""The image's health check: unhealthy when collect's /health
 says the store refuses writes even though the dashboard answers, healthy when both answer 200
 or when no collect process listens; its names agree with what the app serves."""
 
@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from cli import healthcheck
-from cli.metrics_endpoint import HEALTH_PATH, MetricsEndpoint
-from cli.serve_cmd import DEFAULT_PORT
-from collectors.health import HealthRecorder
-from collectors.loop import Heartbeat
-from core.store import Store
-from exporter.collector import ADDRESS_ENV, PORT_ENV
-from lab.localpulsar import free_port
+from pulsar_lens.cli import healthcheck
+from pulsar_lens.cli.metrics_endpoint import HEALTH_PATH, MetricsEndpoint
+from pulsar_lens.cli.serve_cmd import DEFAULT_PORT
+from pulsar_lens.collectors.health import HealthRecorder
+from pulsar_lens.collectors.loop import Heartbeat
+from pulsar_lens.core.store import Store
+from pulsar_lens.exporter.collector import ADDRESS_ENV, PORT_ENV
+from pulsar_lens.lab.localpulsar import free_port
 from tests.deploy.test_manifests import dockerfile_words
 
 ENOSPC = "could not write snapshot sha256:ab under /data/store: ENOSPC: No space left on device"
@@ -124,5 +124,5 @@ def test_healthcheck_names_agree_with_the_app_and_the_image() -> None:
     assert healthcheck.HEALTH_PATH == HEALTH_PATH
     assert f"http://127.0.0.1:{DEFAULT_PORT}/{ROUTE_HEALTH}" == healthcheck.DASHBOARD_URL
     words = dockerfile_words("HEALTHCHECK")
-    assert words[words.index("CMD") :][:4] == ["CMD", "python", "-m", "cli.healthcheck"]
+    assert words[words.index("CMD") :][:4] == ["CMD", "python", "-m", "pulsar_lens.cli.healthcheck"]
     assert healthcheck.DASHBOARD_URL in words

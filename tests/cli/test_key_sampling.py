@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from cli.collect_cmd import Source
-from cli.main import build_parser, main
-from collectors.keys import TopicSample
-from core.model import KeySampleRecord
-from core.store import Store
+from pulsar_lens.cli.collect_cmd import Source
+from pulsar_lens.cli.main import build_parser, main
+from pulsar_lens.collectors.keys import TopicSample
+from pulsar_lens.core.model import KeySampleRecord
+from pulsar_lens.core.store import Store
 from tests.core.snapshots import make_snapshot
 
 

@@ -9,7 +9,7 @@ import sys
 import textwrap
 import time
 
-from cli.supervisor import Child
+from pulsar_lens.cli.supervisor import Child
 
 
 def test_stop_returns_while_a_grandchild_still_holds_the_output() -> None:
@@ -45,7 +45,7 @@ def test_the_job_worker_stops_once_its_parent_is_gone() -> None:
     worker = textwrap.dedent(
         """
         import sys, threading
-        from plugins.spark.worker import _stop_when_orphaned
+        from pulsar_lens.plugins.spark.worker import _stop_when_orphaned
         stop = threading.Event()
         args = (stop, int(sys.argv[1]), 0.2, 5.0)
         threading.Thread(target=_stop_when_orphaned, args=args, daemon=True).start()

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cli.collect_cmd import Source
-from cli.main import build_parser, main
-from cli.metrics_endpoint import metrics_port
-from cli.serve_cmd import collect_child
-from core.model import Snapshot
-from lab.localpulsar import free_port
+from pulsar_lens.cli.collect_cmd import Source
+from pulsar_lens.cli.main import build_parser, main
+from pulsar_lens.cli.metrics_endpoint import metrics_port
+from pulsar_lens.cli.serve_cmd import collect_child
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.lab.localpulsar import free_port
 from tests.core.snapshots import make_snapshot
 
 SENTINEL = "sentinel-token-5f1c2e"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cli import model_cmd
-from cli.main import COMMAND_MODULES, main
+from pulsar_lens.cli import model_cmd
+from pulsar_lens.cli.main import COMMAND_MODULES, main
 
 GOLDEN: dict[str, Any] = json.loads(
     (Path(__file__).parents[1] / "data" / "hashes.json").read_text()
@@ -32,7 +32,7 @@ def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Any:
 
 
 def test_model_cmd_is_registered_in_main() -> None:
-    assert "cli.model_cmd" in COMMAND_MODULES
+    assert "pulsar_lens.cli.model_cmd" in COMMAND_MODULES
 
 
 def test_hash_json_maps_each_key_to_its_hash(capsys: pytest.CaptureFixture[str]) -> None:
@@ -126,7 +126,10 @@ def test_non_utf8_arguments_are_a_usage_error_for_every_model_command() -> None:
         ["bundle", f"persistent://public/default/{bad}"],
     ):
         done = subprocess.run(
-            [sys.executable, "-m", "cli.main", *argv], cwd=ROOT, capture_output=True, check=False
+            [sys.executable, "-m", "pulsar_lens.cli.main", *argv],
+            cwd=ROOT,
+            capture_output=True,
+            check=False,
         )
         err = done.stderr.decode()
         assert done.returncode == 2 and "is not valid UTF-8" in err, err

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
-from core.store import Store
+from pulsar_lens.core.store import Store
 from tests.cli.test_secret_marker import store_text
 from tests.fake_admin import FakeAdmin, Seen
 from tests.lens_cli import run_lens
@@ -40,7 +40,7 @@ EVERY_FORM = [form for s in SECRETS for form in encodings(s).values()]
 
 ANALYZE = """
 import json, os
-from plugins.api import AnalysisPlugin, BaseModel, Result
+from pulsar_lens.api import AnalysisPlugin, BaseModel, Result
 
 FORMS = {forms!r}
 

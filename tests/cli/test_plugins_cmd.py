@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from core.model import SubscriptionRecord
-from core.store import Store
-from plugins.testing import TOPIC, make_snapshot
+from pulsar_lens.cli.main import main
+from pulsar_lens.core.model import SubscriptionRecord
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.testing import TOPIC, make_snapshot
 
 
 def stalled_store(root: Path) -> Path:

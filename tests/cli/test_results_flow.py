@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from plugins import runner
+from pulsar_lens.cli.main import main
+from pulsar_lens.plugins import runner
 from tests.cli.test_collect_cmd import FakeSource, parse
 
 COUNTING = """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from plugins.api import AnalysisPlugin, Metric, Result
+from pulsar_lens.api import AnalysisPlugin, Metric, Result
 
 CALLS = Path({calls!r})
 

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.store import Store
+from pulsar_lens.core.store import Store
 from tests.fake_admin import FakeAdmin, Seen, echo_headers
 from tests.lens_cli import run_lens
 from tests.pages import PAGE_SLUGS, plugin_page
@@ -66,8 +66,8 @@ def hostile(fake: FakeAdmin, elsewhere: FakeAdmin) -> None:
 
 def metrics_text(store: Store) -> str:
     """What /metrics serves over this store."""
-    from exporter.collector import LensCollector
-    from exporter.families import exposition
+    from pulsar_lens.exporter.collector import LensCollector
+    from pulsar_lens.exporter.families import exposition
 
     return exposition(list(LensCollector(store).collect()))
 

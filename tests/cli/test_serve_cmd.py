@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from cli.supervisor import Child, ChildFailed, supervise
-from lab.localpulsar import free_port
+from pulsar_lens.cli.main import main
+from pulsar_lens.cli.supervisor import Child, ChildFailed, supervise
+from pulsar_lens.lab.localpulsar import free_port
 from tests.waits import answers_ok
 
 UNREACHABLE = "http://127.0.0.1:9"  # discard port: nothing answers; collect keeps retrying
@@ -68,7 +68,16 @@ def _health(url: str) -> bool:
 
 def test_serve_stops_both_processes_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
-    argv = [PY, "-m", "cli.main", "serve", "--admin-url", UNREACHABLE, "--port", str(port)]
+    argv = [
+        PY,
+        "-m",
+        "pulsar_lens.cli.main",
+        "serve",
+        "--admin-url",
+        UNREACHABLE,
+        "--port",
+        str(port),
+    ]
     with subprocess.Popen(
         [*argv, "--metrics-port", "0", "--store", str(tmp_path / "store")],
         stdout=subprocess.PIPE,
@@ -103,8 +112,8 @@ def _stop_on_sigterm(proc: subprocess.Popen[str], port: int) -> None:
 def test_the_dashboard_process_gets_no_admin_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cli.serve_cmd import collect_child, streamlit_child
-    from core.settings import parse_duration
+    from pulsar_lens.cli.serve_cmd import collect_child, streamlit_child
+    from pulsar_lens.core.settings import parse_duration
 
     monkeypatch.setenv("PULSAR_ADMIN_TOKEN", "s3cret")
     interval = parse_duration("10s")
@@ -119,8 +128,8 @@ def test_the_dashboard_process_gets_no_admin_token(
 def test_url_credentials_stay_off_the_collector_command_line_and_the_banner(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cli.serve_cmd import collect_child, streamlit_child
-    from core.settings import parse_duration
+    from pulsar_lens.cli.serve_cmd import collect_child, streamlit_child
+    from pulsar_lens.core.settings import parse_duration
 
     url = "http://admin:PW-never-in-ps@broker:8080"
     monkeypatch.setenv("PULSAR_ADMIN_URL", url)
@@ -134,14 +143,14 @@ def test_url_credentials_stay_off_the_collector_command_line_and_the_banner(
 
 
 def test_serve_browses_an_existing_store_offline_without_an_admin_url(tmp_path: Path) -> None:
-    from core.store import Store
+    from pulsar_lens.core.store import Store
     from tests.core.snapshots import make_snapshot
 
     store = tmp_path / "store"
     Store(store).write(make_snapshot())
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-    argv = [PY, "-m", "cli.main", "serve", "--port", str(port), "--store", str(store)]
+    argv = [PY, "-m", "pulsar_lens.cli.main", "serve", "--port", str(port), "--store", str(store)]
     with subprocess.Popen(
         argv,
         env=env,

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.localpulsar import free_port
+from pulsar_lens.lab.localpulsar import free_port
 from tests.fake_admin import FakeAdmin
 from tests.lens_cli import ROOT
 
@@ -21,7 +21,7 @@ def test_serve_stops_collect_promptly_while_it_analyses(tmp_path: Path) -> None:
     port, metrics = free_port(), free_port()
     with FakeAdmin() as fake:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-        argv = [sys.executable, "-m", "cli.main", "serve", "--admin-url", fake.url]
+        argv = [sys.executable, "-m", "pulsar_lens.cli.main", "serve", "--admin-url", fake.url]
         argv += ["--port", str(port), "--metrics-port", str(metrics), "--interval", "2s"]
         with subprocess.Popen(
             [*argv, "--store", str(tmp_path / "store")],

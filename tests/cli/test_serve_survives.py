@@ -15,8 +15,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from core.store import Store
-from lab.localpulsar import free_port
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import free_port
 from tests.cli.test_collect_survival import BULK, hostile_bulk, hostile_stats
 from tests.fake_admin import FakeAdmin, Seen, echo_headers
 from tests.lens_cli import ROOT
@@ -76,7 +76,7 @@ def test_serve_keeps_serving_through_every_hostile_case(tmp_path: Path) -> None:
             "PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT": "5s",
             "PULSAR_LENS_POLL_DEADLINE": "3s",
         }
-        argv = [sys.executable, "-m", "cli.main", "serve", "--port", str(port)]
+        argv = [sys.executable, "-m", "pulsar_lens.cli.main", "serve", "--port", str(port)]
         argv += ["--metrics-port", str(metrics), "--interval", "2s", "--store", str(store)]
         with subprocess.Popen(
             argv,

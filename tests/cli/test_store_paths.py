@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.store import Store
+from pulsar_lens.core.store import Store
 from tests.core.test_store_links import OLD_DAY, fingerprint, linked_name, old_store, one_file
 from tests.fake_admin import FakeAdmin
 from tests.lens_cli import run_lens

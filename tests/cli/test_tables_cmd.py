@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from cli.tables_cmd import tables_markdown
-from core.model import SCHEMAS, TABLES, describe_table
+from pulsar_lens.cli.main import main
+from pulsar_lens.cli.tables_cmd import tables_markdown
+from pulsar_lens.core.model import SCHEMAS, TABLES, describe_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tables.md"
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from cli.main import build_parser
-from lab.localpulsar import free_port
+from pulsar_lens.cli.main import build_parser
+from pulsar_lens.lab.localpulsar import free_port
 from tests.cli.test_metrics_cmd import GatedSource, wait_scrape
 
 BACKLOG_TOP = """
-from plugins.api import (
+from pulsar_lens.api import (
     AnalysisPlugin, BaseModel, Columns, Field, GaugeMetricFamily, Metric, MetricsContext, Page,
     Result, Section, Table, Tabs, finite,
 )
@@ -102,7 +102,7 @@ def test_a_drop_in_exports_a_metric_like_a_builtin(drop_ins: Path, tmp_path: Pat
 
 
 def _analysis_page() -> None:
-    from dashboard.app_pages.analysis import draw_analysis
+    from pulsar_lens.dashboard.app_pages.analysis import draw_analysis
 
     draw_analysis("backlog-top")
 
@@ -110,10 +110,10 @@ def _analysis_page() -> None:
 def test_a_drop_in_gets_a_page_like_a_builtin(
     drop_ins: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dashboard.navigation import analysis_url, page_plan
-    from plugins.precompute import compute_results
-    from plugins.registry import discover
-    from plugins.results import ResultStore
+    from pulsar_lens.dashboard.navigation import analysis_url, page_plan
+    from pulsar_lens.plugins.precompute import compute_results
+    from pulsar_lens.plugins.registry import discover
+    from pulsar_lens.plugins.results import ResultStore
     from tests.dashboard.scenario import write_scenario
 
     registry = discover()

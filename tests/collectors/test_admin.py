@@ -15,8 +15,8 @@ import requests
 import responses
 from responses import matchers
 
-from collectors.admin import AdminClient
-from core.errors import AdminApiError, AdminApiUnreachable, CollectorError
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.core.errors import AdminApiError, AdminApiUnreachable, CollectorError
 
 BASE = "http://broker-0:8080"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LXJvbGU.s3cr3t-SIGNATURE_value"
@@ -142,7 +142,7 @@ def test_admin_client_backs_off_exponentially(
     mock: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     waits: list[float] = []
-    monkeypatch.setattr("collectors.admin.time.sleep", waits.append)
+    monkeypatch.setattr("pulsar_lens.collectors.admin.time.sleep", waits.append)
     mock.get(CLUSTERS, status=502)
     c = AdminClient(BASE, retries=3, backoff=0.1)
     with pytest.raises(AdminApiError):
@@ -410,7 +410,7 @@ def test_a_token_with_a_newline_is_refused_without_showing_any_part(
 def test_an_unexpected_shape_quoting_the_token_is_redacted_past_the_excerpt(
     mock: responses.RequestsMock,
 ) -> None:
-    from collectors.topics import collect_topic_stats
+    from pulsar_lens.collectors.topics import collect_topic_stats
 
     padding = "x" * 190
     mock.add_callback(
@@ -649,8 +649,8 @@ class ManualClock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
     manual = ManualClock()
-    monkeypatch.setattr("collectors.admin.time", manual)
-    monkeypatch.setattr("collectors.answers.time", manual)
+    monkeypatch.setattr("pulsar_lens.collectors.admin.time", manual)
+    monkeypatch.setattr("pulsar_lens.collectors.answers.time", manual)
     return manual
 
 

@@ -6,8 +6,8 @@ import pytest
 import requests
 import responses
 
-from collectors.admin import AdminClient
-from core.errors import AdminApiUnreachable
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.core.errors import AdminApiUnreachable
 
 BASE = "https://broker-0:8443"
 

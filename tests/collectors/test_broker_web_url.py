@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.brokers import broker_web_url
+from pulsar_lens.collectors.brokers import broker_web_url
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collectors.drill_queue import DrillQueue, DrillService, DrillStatus
-from core.mutations import ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, MAX_REQUESTER
+from pulsar_lens.collectors.drill_queue import DrillQueue, DrillService, DrillStatus
+from pulsar_lens.core.mutations import ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, MAX_REQUESTER
 from tests.props.strategies import NAME_SAMPLES, props
 
 BUNDLE = "public/default/0x00000000_0x40000000"

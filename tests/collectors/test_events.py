@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import responses
 
-from collectors.admin import AdminClient
-from collectors.events import EVENT_KINDS, carry_forward
-from collectors.poll import diff, poll
-from core.model import (
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.events import EVENT_KINDS, carry_forward
+from pulsar_lens.collectors.poll import diff, poll
+from pulsar_lens.core.model import (
     BrokerRecord,
     BundleRecord,
     ConsumerRecord,

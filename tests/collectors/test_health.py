@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.health import (
+from pulsar_lens.collectors.health import (
     HEALTH_FILE,
     HealthRecorder,
     health_paths,
@@ -18,7 +18,7 @@ from collectors.health import (
     read_health,
     write_notice,
 )
-from collectors.loop import MAX_UNWRITTEN, Heartbeat
+from pulsar_lens.collectors.loop import MAX_UNWRITTEN, Heartbeat
 
 T0 = dt.datetime(2026, 3, 4, 12, 5, tzinfo=dt.UTC)
 EROFS = "could not write snapshot sha256:ab under /data/store: EROFS: Read-only file system"

@@ -13,8 +13,8 @@ from urllib.parse import unquote
 
 import pytest
 
-from core.names import NAMED_ENTITY, broker_id_problem
-from core.store import Store
+from pulsar_lens.core.names import NAMED_ENTITY, broker_id_problem
+from pulsar_lens.core.store import Store
 from tests.fake_admin import FakeAdmin, Seen
 from tests.lens_cli import run_lens
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from collectors.client_auth import client_token
-from collectors.keys import (
+from pulsar_lens.collectors.client_auth import client_token
+from pulsar_lens.collectors.keys import (
     TopicSample,
     read_window,
     resolve_message_key,
     to_record,
 )
-from core.hashing import NONE_KEY, sticky_key_hash
+from pulsar_lens.core.hashing import NONE_KEY, sticky_key_hash
 
 T0_MS = 1_800_000_000_000
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors.loop import Heartbeat, PollLoop, is_unreachable
-from core.model import EndpointError, EventRecord, Snapshot
-from core.store import Store
+from pulsar_lens.collectors.loop import Heartbeat, PollLoop, is_unreachable
+from pulsar_lens.core.model import EndpointError, EventRecord, Snapshot
+from pulsar_lens.core.store import Store
 from tests.core.snapshots import T0, make_snapshot, unreachable_snapshot
 
 POLL_SECONDS = 0.42
@@ -276,7 +276,7 @@ def test_loop_applies_retention_when_due(tmp_path: Path) -> None:
 def test_loop_a_write_error_keeps_polling_and_writes_the_kept_snapshots_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from core.errors import SnapshotError
+    from pulsar_lens.core.errors import SnapshotError
 
     fake = FakeTime()
     loop, beats = make_loop(tmp_path, fake, [ok, ok, ok, ok])
@@ -324,7 +324,7 @@ def stored_event_keys(store: Store) -> list[tuple[object, ...]]:
 def test_loop_after_a_restart_diffs_the_first_poll_against_the_stored_snapshot(
     tmp_path: Path,
 ) -> None:
-    from collectors.events import diff
+    from pulsar_lens.collectors.events import diff
 
     fake = FakeTime()
     before = make_snapshot(at=T0 - dt.timedelta(minutes=5))
@@ -342,7 +342,7 @@ def test_loop_after_a_restart_diffs_the_first_poll_against_the_stored_snapshot(
 
 
 def test_loop_restores_the_newest_snapshot_of_its_own_cluster(tmp_path: Path) -> None:
-    from collectors.events import diff
+    from pulsar_lens.collectors.events import diff
 
     fake = FakeTime()
     store = Store(tmp_path / "store")
@@ -360,8 +360,8 @@ def test_loop_restores_the_newest_snapshot_of_its_own_cluster(tmp_path: Path) ->
 
 
 def test_loop_restore_keeps_the_partial_rules_of_the_stored_snapshot(tmp_path: Path) -> None:
-    from collectors.events import diff
-    from collectors.restore import restore_latest
+    from pulsar_lens.collectors.events import diff
+    from pulsar_lens.collectors.restore import restore_latest
 
     fake = FakeTime()
     failed = EndpointError(
@@ -383,8 +383,8 @@ def test_loop_a_stored_snapshot_that_cannot_be_read_back_costs_only_the_first_ev
 ) -> None:
     import pyarrow as pa
 
-    from collectors.events import diff
-    from core.store import INDEX_SCHEMA
+    from pulsar_lens.collectors.events import diff
+    from pulsar_lens.core.store import INDEX_SCHEMA
 
     fake = FakeTime()
     store = Store(tmp_path / "store")
@@ -394,7 +394,7 @@ def test_loop_a_stored_snapshot_that_cannot_be_read_back_costs_only_the_first_ev
     row["collected_at"] = T0 - dt.timedelta(minutes=1)
     store.write_table("snapshots", pa.Table.from_pylist([row], schema=INDEX_SCHEMA))
     loop, beats = make_loop(tmp_path, fake, [changed, ok], diff=diff)
-    with caplog.at_level("WARNING", logger="collectors.loop"):
+    with caplog.at_level("WARNING", logger="pulsar_lens.collectors.loop"):
         assert loop.run() == 2
     assert beats[0].events == 0 and beats[0].snapshot_id is not None
     assert beats[1].events > 0  # the second poll diffs against the first as always
@@ -405,8 +405,8 @@ def test_loop_a_stored_snapshot_that_cannot_be_read_back_costs_only_the_first_ev
 def test_loop_keeps_the_newest_unwritten_snapshots_and_says_which_it_drops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from collectors.loop import MAX_UNWRITTEN
-    from core.errors import SnapshotError
+    from pulsar_lens.collectors.loop import MAX_UNWRITTEN
+    from pulsar_lens.core.errors import SnapshotError
 
     fake = FakeTime()
     polls = MAX_UNWRITTEN + 3
@@ -419,7 +419,7 @@ def test_loop_keeps_the_newest_unwritten_snapshots_and_says_which_it_drops(
         return real_write(snapshot, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(loop.store, "write", write)
-    with caplog.at_level("ERROR", logger="collectors.loop"):
+    with caplog.at_level("ERROR", logger="pulsar_lens.collectors.loop"):
         loop.run()
     stored = loop.store.snapshots()["collected_at"].tolist()
     assert stored == [b.at for b in beats[-MAX_UNWRITTEN:]]  # the newest, the last included

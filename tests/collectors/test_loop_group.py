@@ -7,10 +7,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from collectors.loop import Heartbeat, LoopGroup, PollLoop
-from core.clusterview import ClusterView
-from core.model import Snapshot
-from core.store import Store
+from pulsar_lens.collectors.loop import Heartbeat, LoopGroup, PollLoop
+from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.store import Store
 from tests.core.snapshots import make_snapshot
 
 

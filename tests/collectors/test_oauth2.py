@@ -15,9 +15,9 @@ import pulsar
 import pytest
 import responses
 
-from collectors.admin import AdminClient
-from collectors.client_auth import client_auth_from_env, client_options_from_env
-from collectors.oauth2 import (
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.client_auth import client_auth_from_env, client_options_from_env
+from pulsar_lens.collectors.oauth2 import (
     WELL_KNOWN,
     ClientCredentialsFlow,
     Credentials,
@@ -26,9 +26,9 @@ from collectors.oauth2 import (
     read_credentials,
     token_expired_at,
 )
-from core import secrets
-from core.errors import AdminApiError, CollectorError
-from core.secrets import Secret, redact
+from pulsar_lens.core import secrets
+from pulsar_lens.core.errors import AdminApiError, CollectorError
+from pulsar_lens.core.secrets import Secret, redact
 from tests.fake_admin import FakeAdmin, Seen
 
 ISSUER = "https://issuer.example"
@@ -269,7 +269,7 @@ def test_admin_client_ca_bundle_wins_over_requests_ca_bundle(
 def test_admin_client_tls_verify_off_is_logged(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import collectors.admin as admin
+    import pulsar_lens.collectors.admin as admin
 
     monkeypatch.setattr(admin, "_warned_unverified", admin.threading.Event())
     caplog.set_level(logging.WARNING)

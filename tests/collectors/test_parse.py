@@ -7,16 +7,21 @@ import itertools
 
 import pytest
 
-from collectors.brokers import (
+from pulsar_lens.collectors.brokers import (
     LoadManagerCounters,
     parse_broker,
     parse_lb_counters,
     parse_leader,
     parse_owned_bundles,
 )
-from collectors.fields import field_warnings, parse_hash_ranges
-from collectors.namespaces import bundle_for, bundle_of_full_name, parse_boundaries, parse_bundles
-from collectors.topics import (
+from pulsar_lens.collectors.fields import field_warnings, parse_hash_ranges
+from pulsar_lens.collectors.namespaces import (
+    bundle_for,
+    bundle_of_full_name,
+    parse_boundaries,
+    parse_bundles,
+)
+from pulsar_lens.collectors.topics import (
     needs_topic_stats,
     parse_broker_topic_stats,
     parse_consumer,
@@ -341,7 +346,7 @@ def test_parse_broker_without_load_report_uses_the_version_call() -> None:
 
 
 def test_fields_no_column_can_hold_become_null_and_are_reported() -> None:
-    from collectors.fields import as_epoch_ms, as_float, as_int, field_warnings, reading
+    from pulsar_lens.collectors.fields import as_epoch_ms, as_float, as_int, field_warnings, reading
 
     payload = {"big": 2**70, "huge": 9.3e18, "inf": float("inf"), "rate": 1e308, "ok": 5}
     payload |= {"far": 10**15, "neg": -(2**63), "nan": float("nan")}

@@ -14,10 +14,10 @@ import pytest
 import requests
 import responses
 
-from collectors.admin import AdminClient
-from collectors.notes import ACTIONS, REFUSED
-from collectors.poll import poll
-from core.model import Snapshot
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.notes import ACTIONS, REFUSED
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.model import Snapshot
 from tests.collectors.recorded import BASE, BROKER, body, index, load, register
 
 ORDERS = "persistent://public/default/orders"

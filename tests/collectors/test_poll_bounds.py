@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from collectors.admin import AdminClient
-from collectors.poll import DetailRotation, poll
-from core.store import Store
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.poll import DetailRotation, poll
+from pulsar_lens.core.store import Store
 from tests.fake_admin import FakeAdmin, Seen
 from tests.lens_cli import ROOT, run_lens
 
@@ -67,7 +67,7 @@ def test_an_answer_over_the_size_cap_is_refused_without_being_held(tmp_path: Pat
         # is started from a small parent that reports its child's peak (RUSAGE_CHILDREN)
         script = (
             "import resource, subprocess, sys\n"
-            "done = subprocess.run([sys.executable, '-m', 'cli.main', *sys.argv[1:]])\n"
+            "done = subprocess.run([sys.executable, '-m', 'pulsar_lens.cli.main', *sys.argv[1:]])\n"
             "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
             "print('maxrss_kib', peak)\n"
             "sys.exit(done.returncode)\n"

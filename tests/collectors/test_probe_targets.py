@@ -6,15 +6,15 @@ import itertools
 
 import pytest
 
-from collectors.probe import (
+from pulsar_lens.collectors.probe import (
     ProbeSettings,
     parse_probe_spec,
     probe_topic,
     resolve_targets,
 )
-from core.bundles import default_boundaries, parse_bundle_name, topic_bundle
-from core.errors import ModelError
-from core.model import BundleRecord
+from pulsar_lens.core.bundles import default_boundaries, parse_bundle_name, topic_bundle
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.model import BundleRecord
 
 
 def records(namespace: str, n: int) -> list[BundleRecord]:

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from collectors.answers import decode_json
-from collectors.fields import MAX_HASH_ITEMS, MAX_TEXT
-from collectors.notes import CUT, REFUSED
-from collectors.poll import poll
-from core.model import Snapshot
+from pulsar_lens.collectors.answers import decode_json
+from pulsar_lens.collectors.fields import MAX_HASH_ITEMS, MAX_TEXT
+from pulsar_lens.collectors.notes import CUT, REFUSED
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.model import Snapshot
 from tests.props.strategies import FakeAdmin, index, recorded_body
 
 BULK = ("/admin/v2/broker-stats/topics", "")

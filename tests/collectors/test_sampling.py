@@ -8,14 +8,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from collectors.keys import TopicSample
-from collectors.loop import PollLoop
-from collectors.sampling import KeySampling, choose_topics, round_line
-from core.model import BrokerRecord, KeySampleRecord, SubscriptionRecord, TopicRecord
-from core.secrets import Secret
-from core.store import Store
-from plugins.builtin.sticky_ranges import StickyRanges
-from plugins.runner import load_inputs
+from pulsar_lens.collectors.keys import TopicSample
+from pulsar_lens.collectors.loop import PollLoop
+from pulsar_lens.collectors.sampling import KeySampling, choose_topics, round_line
+from pulsar_lens.core.model import BrokerRecord, KeySampleRecord, SubscriptionRecord, TopicRecord
+from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.builtin.sticky_ranges import StickyRanges
+from pulsar_lens.plugins.runner import load_inputs
 from tests.core.snapshots import T0, make_snapshot
 
 

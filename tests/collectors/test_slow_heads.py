@@ -15,12 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from collectors.admin import AdminClient
-from collectors.oauth2 import WELL_KNOWN, ClientCredentialsFlow, Credentials, OAuth2Error
-from core.errors import AdminApiUnreachable
-from core.model import parse_errors
-from core.secrets import Secret
-from core.store import Store
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.oauth2 import (
+    WELL_KNOWN,
+    ClientCredentialsFlow,
+    Credentials,
+    OAuth2Error,
+)
+from pulsar_lens.core.errors import AdminApiUnreachable
+from pulsar_lens.core.model import parse_errors
+from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.store import Store
 from tests.fake_admin import FakeAdmin, Raw, Seen
 from tests.lens_cli import run_lens
 

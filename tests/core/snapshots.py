@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from core.model import (
+from pulsar_lens.core.model import (
     BrokerRecord,
     BundleRecord,
     ConsumerRecord,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from core.backoff import LADDER_MS, Backoff
+from pulsar_lens.core.backoff import LADDER_MS, Backoff
 
 CONFIGS = [
     Backoff(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.bundles import (
+from pulsar_lens.core.bundles import (
     FULL_UPPER,
     BundleRange,
     bundle_index,
@@ -20,7 +20,7 @@ from core.bundles import (
     topic_bundles,
     with_split,
 )
-from core.errors import ModelError
+from pulsar_lens.core.errors import ModelError
 from tests.crcforge import forge_name
 
 FOUR = default_boundaries(4)

@@ -1,4 +1,4 @@
-"""core.clientlog: the library's lines, parsed and logged again at their level."""
+"""pulsar_lens.core.clientlog: the library's lines, parsed and logged again at their level."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from core import clientlog
+from pulsar_lens.core import clientlog
 
 
 def test_emit_parses_the_library_format(caplog: pytest.LogCaptureFixture) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from core.clusterview import ClusterView, clusters_in
-from core.store import Store
+from pulsar_lens.core.clusterview import ClusterView, clusters_in
+from pulsar_lens.core.store import Store
 from tests.core.snapshots import T0, make_snapshot
 
 

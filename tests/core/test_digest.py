@@ -9,8 +9,8 @@ import hashlib
 import pydantic
 import pytest
 
-from core.digest import cache_key, canonical_json, digest, snapshot_id
-from core.model import ConsumerRecord, EndpointError, Snapshot, TopicRecord
+from pulsar_lens.core.digest import cache_key, canonical_json, digest, snapshot_id
+from pulsar_lens.core.model import ConsumerRecord, EndpointError, Snapshot, TopicRecord
 
 T0 = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
 

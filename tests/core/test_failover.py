@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.failover import (
+from pulsar_lens.core.failover import (
     RING_REPLICAS,
     FailoverConsumer,
     build_ring,
@@ -21,7 +21,7 @@ from core.failover import (
     ring_owner,
     select_active_consumer,
 )
-from core.hashing import murmur3_31
+from pulsar_lens.core.hashing import murmur3_31
 
 C = FailoverConsumer
 GOLDEN_CONSUMERS = (C("c1"), C("c2"), C("c3"), C("standby", 1))

@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from core.errors import ModelError
-from core.hashing import (
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.hashing import (
     NONE_KEY,
     PULSAR_LINES,
     SELECTOR_KINDS,

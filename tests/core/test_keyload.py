@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from core.hashing import sticky_key_hash
-from core.keyload import UNCOVERED, compute_key_load, sample_hashes
+from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.keyload import UNCOVERED, compute_key_load, sample_hashes
 
 KEYS = ["a"] * 6 + ["b"] * 3 + ["c"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.keyshared.fit import fit_consistent
-from core.keyshared.layout import Layout, from_members
-from core.keyshared.points import hash_points, prefix_of
-from core.keyshared.ranges import Member
-from core.selectors import ConsistentHashingSelector, Consumer
+from pulsar_lens.core.keyshared.fit import fit_consistent
+from pulsar_lens.core.keyshared.layout import Layout, from_members
+from pulsar_lens.core.keyshared.points import hash_points, prefix_of
+from pulsar_lens.core.keyshared.ranges import Member
+from pulsar_lens.core.selectors import ConsistentHashingSelector, Consumer
 
 
 def ring(points: int, names: list[str]) -> list[Member]:

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from core import logs
-from core.errors import SettingsError
-from core.secrets import RedactingFilter, Secret
+from pulsar_lens.core import logs
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.secrets import RedactingFilter, Secret
 
 LINE = re.compile(
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} (?P<level>[A-Z]+) (?P<logger>[\w.]+): (?P<msg>.*)$"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from core.names import NameRefused, broker_id_problem, segment
+from pulsar_lens.core.names import NameRefused, broker_id_problem, segment
 from tests.props.strategies import props
 
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core import oidc
-from core.errors import SettingsError
-from core.secrets import redact
+from pulsar_lens.core import oidc
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.secrets import redact
 
 ENV = {
     oidc.METADATA_ENV: "https://idp.example.com/.well-known/openid-configuration",

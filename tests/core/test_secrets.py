@@ -1,4 +1,4 @@
-"""core.secrets: a secret never shows itself, and clean() removes it from any text."""
+"""pulsar_lens.core.secrets: a secret never shows itself, and clean() removes it from any text."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.secrets import (
+from pulsar_lens.core.secrets import (
     RedactingFilter,
     Secret,
     clean,

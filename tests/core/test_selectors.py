@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from core.assignments import diff_assignments, merge_ranges
-from core.errors import ModelError
-from core.hashing import sticky_key_hash
-from core.legacy_selectors import LegacyConsistentSelector
-from core.selectors import (
+from pulsar_lens.core.assignments import diff_assignments, merge_ranges
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.legacy_selectors import LegacyConsistentSelector
+from pulsar_lens.core.selectors import (
     AutoSplitSelector,
     ConsistentHashingSelector,
     Consumer,
@@ -374,7 +374,7 @@ def test_diff_assignments_of_unchanged_state_moves_nothing(kind: str) -> None:
 
 
 def test_auto_split_joins_match_the_brokers_scan_and_stay_n_log_n() -> None:
-    from core.range_selectors import AutoSplitSelector, scan_split_ends
+    from pulsar_lens.core.range_selectors import AutoSplitSelector, scan_split_ends
 
     for joins in (1, 2, 3, 7, 100, 1000, 3000):
         selector = AutoSplitSelector()
@@ -388,7 +388,7 @@ def test_auto_split_joins_match_the_brokers_scan_and_stay_n_log_n() -> None:
 
 
 def test_auto_split_impacts_are_the_moves_of_the_snapshots() -> None:
-    from core.range_selectors import AutoSplitSelector
+    from pulsar_lens.core.range_selectors import AutoSplitSelector
 
     rng = random.Random(7)
     selector = AutoSplitSelector()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import SettingsError
-from core.secrets import Secret
-from core.settings import Settings, format_duration, parse_duration
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.settings import Settings, format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

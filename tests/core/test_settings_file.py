@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from core.config import MASKED, ClusterSettings, show
-from core.configfile import Origin, key_lines, load
-from core.errors import SettingsError
-from core.secrets import Secret
-from core.settings import Settings
+from pulsar_lens.core.config import MASKED, ClusterSettings, show
+from pulsar_lens.core.configfile import Origin, key_lines, load
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.settings import Settings
 
 TWO_CLUSTERS = """\
 store = "/data/lens"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.configfile import MAX_DEPTH, MAX_FILE_BYTES, load
-from core.errors import SettingsError
+from pulsar_lens.core.configfile import MAX_DEPTH, MAX_FILE_BYTES, load
+from pulsar_lens.core.errors import SettingsError
 from tests.lens_cli import run_lens
 
 

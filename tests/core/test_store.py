@@ -14,10 +14,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from core import dataset
-from core.errors import SnapshotError
-from core.model import SCHEMAS, TABLES, EventRecord
-from core.store import INDEX_SCHEMA, Store
+from pulsar_lens.core import dataset
+from pulsar_lens.core.errors import SnapshotError
+from pulsar_lens.core.model import SCHEMAS, TABLES, EventRecord
+from pulsar_lens.core.store import INDEX_SCHEMA, Store
 from tests.core.snapshots import T0, make_snapshot, unreachable_snapshot
 
 S = dt.timedelta(seconds=1)
@@ -419,7 +419,7 @@ def test_store_a_failed_write_says_why_in_one_line_without_the_temporary_file(
     ],
 )
 def test_store_write_failure_names_the_errno(error: BaseException, said: str) -> None:
-    from core.store import write_failure
+    from pulsar_lens.core.store import write_failure
 
     assert write_failure(error).startswith(said)
     assert ".tmp" not in write_failure(error)

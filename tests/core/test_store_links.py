@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core.store import Store
-from plugins.results import ResultStore
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.results import ResultStore
 from tests.core.snapshots import T0, make_snapshot
 
 OLD_DAY = T0.date().isoformat()  # rows retention removes: only linked folders hold them
@@ -193,7 +193,7 @@ def test_a_store_whose_root_is_a_link_is_housekept_as_usual(tmp_path: Path) -> N
 
 
 def test_a_write_never_goes_through_a_linked_day_folder(tmp_path: Path) -> None:
-    from core.errors import SnapshotError
+    from pulsar_lens.core.errors import SnapshotError
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -207,8 +207,8 @@ def test_a_write_never_goes_through_a_linked_day_folder(tmp_path: Path) -> None:
 
 
 def test_a_result_is_never_written_through_a_linked_results_folder(tmp_path: Path) -> None:
-    from plugins.api import Result
-    from plugins.results import StoredResult
+    from pulsar_lens.api import Result
+    from pulsar_lens.plugins.results import StoredResult
 
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core import dataset
-from core.store import Store
+from pulsar_lens.core import dataset
+from pulsar_lens.core.store import Store
 from tests.core.snapshots import T0, make_snapshot
 from tests.lens_cli import run_lens
 
@@ -66,8 +66,8 @@ def test_analyze_runs_on_a_store_with_foreign_files(tmp_path: Path) -> None:
 
 
 def test_metrics_count_the_quarantined_files(tmp_path: Path) -> None:
-    from exporter.collector import LensCollector
-    from exporter.families import exposition
+    from pulsar_lens.exporter.collector import LensCollector
+    from pulsar_lens.exporter.families import exposition
 
     root = tmp_path / "store"
     two_polls(root)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core import dataset
-from core.store import Store
+from pulsar_lens.core import dataset
+from pulsar_lens.core.store import Store
 from tests.core.snapshots import T0, make_snapshot
 
 pytestmark = pytest.mark.spark
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.spark
 def spark() -> Iterator[object]:
     """The run's one local session (`plugins.spark.session`), shared with tests/spark."""
     os.environ.setdefault("SPARK_TESTING", "1")
-    from plugins.spark import session
+    from pulsar_lens.plugins.spark import session
 
     yield session.get("local[2]")
 

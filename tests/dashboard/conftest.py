@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.store import Store
+from pulsar_lens.core.store import Store
 from tests import pages
 from tests.dashboard.scenario import write_scenario
 

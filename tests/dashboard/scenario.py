@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from core.hashing import sticky_key_hash
-from core.model import (
+from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.model import (
     BrokerRecord,
     BundleRecord,
     ConsumerRecord,
@@ -29,7 +29,7 @@ from core.model import (
     TopicRecord,
     records_to_table,
 )
-from core.store import Store
+from pulsar_lens.core.store import Store
 
 NS = "public/default"
 ORDERS = f"persistent://{NS}/orders"

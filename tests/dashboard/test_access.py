@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from core.store import Store
-from dashboard import access
+from pulsar_lens.core.store import Store
+from pulsar_lens.dashboard import access
 from tests.dashboard.conftest import APP, TIMEOUT
 from tests.markdown import shown
 from tests.pages import LOGIN

@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from collectors.notes import REFUSED
-from core.hashing import sticky_key_hash
-from core.limits import MAX_REPLICA_POINTS
-from core.model import EndpointError
-from core.store import Store
-from plugins.precompute import compute_results
-from plugins.registry import discover
-from plugins.results import ResultStore
+from pulsar_lens.collectors.notes import REFUSED
+from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.limits import MAX_REPLICA_POINTS
+from pulsar_lens.core.model import EndpointError
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.precompute import compute_results
+from pulsar_lens.plugins.registry import discover
+from pulsar_lens.plugins.results import ResultStore
 from tests.dashboard.scenario import (
     C2_RANGES,
     DRAINING,

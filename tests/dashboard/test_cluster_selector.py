@@ -8,8 +8,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from core.store import Store
-from dashboard.data import CLUSTER_KEY
+from pulsar_lens.core.store import Store
+from pulsar_lens.dashboard.data import CLUSTER_KEY
 from tests.core.snapshots import make_snapshot
 from tests.dashboard.conftest import APP, TIMEOUT
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.store import Store
+from pulsar_lens.core.store import Store
 from tests.markdown import shown
 
 TIMEOUT = 30.0
@@ -21,7 +21,7 @@ def _form_script() -> None:
     import streamlit as st
     from pydantic import BaseModel, Field
 
-    from dashboard.components import params_form
+    from pulsar_lens.dashboard.components import params_form
 
     class Mode(enum.Enum):
         FAST = "fast"
@@ -68,8 +68,8 @@ def _draw_script() -> None:
     import altair as alt
     import pandas as pd
 
-    from dashboard.components import draw
-    from plugins.api import Chart, Metric, Note, Table
+    from pulsar_lens.api import Chart, Metric, Note, Table
+    from pulsar_lens.dashboard.components import draw
 
     frame = pd.DataFrame({"a": [1, 2]})
     draw(
@@ -100,8 +100,8 @@ def test_draw_renders_every_kind_of_view() -> None:
 def _guarded_script(kind: str) -> None:
     import streamlit as st
 
-    from core.errors import SnapshotError
-    from dashboard.components import guarded
+    from pulsar_lens.core.errors import SnapshotError
+    from pulsar_lens.dashboard.components import guarded
 
     with guarded("The block"):
         if kind == "ours":
@@ -113,8 +113,8 @@ def _guarded_script(kind: str) -> None:
 def _layout_script() -> None:
     import pandas as pd
 
-    from dashboard.components import MAX_TABLE_ROWS, draw
-    from plugins.api import Columns, Metric, Note, Section, Table, Tabs
+    from pulsar_lens.api import Columns, Metric, Note, Section, Table, Tabs
+    from pulsar_lens.dashboard.components import MAX_TABLE_ROWS, draw
 
     big = pd.DataFrame({"n": range(MAX_TABLE_ROWS + 7)})
     draw(
@@ -156,7 +156,7 @@ def test_guarded_shows_other_errors_with_details_and_goes_on() -> None:
 
 
 BROKEN_RUN = """
-from plugins.api import AnalysisPlugin, Result
+from pulsar_lens.api import AnalysisPlugin, Result
 
 class Explodes(AnalysisPlugin):
     name = "explodes"
@@ -187,7 +187,7 @@ def broken_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _analysis_script(slug: str) -> None:
-    from dashboard.app_pages.analysis import draw_analysis
+    from pulsar_lens.dashboard.app_pages.analysis import draw_analysis
 
     draw_analysis(slug)
 
@@ -226,7 +226,7 @@ def test_unknown_plugin_page_says_it_is_not_loaded(scenario: Store) -> None:
 
 EXITS = """
 import os
-from plugins.api import AnalysisPlugin, Result
+from pulsar_lens.api import AnalysisPlugin, Result
 
 class Exits(AnalysisPlugin):
     name = "exits"

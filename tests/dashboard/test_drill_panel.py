@@ -11,9 +11,9 @@ import pytest
 import streamlit
 from streamlit.testing.v1 import AppTest
 
-from collectors.drill_queue import DrillQueue
-from core.mutations import ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, TRUSTED_USER_HEADER
-from core.store import Store
+from pulsar_lens.collectors.drill_queue import DrillQueue
+from pulsar_lens.core.mutations import ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, TRUSTED_USER_HEADER
+from pulsar_lens.core.store import Store
 from tests.dashboard.conftest import TIMEOUT
 from tests.pages import plugin_page
 

@@ -7,11 +7,11 @@ import datetime as dt
 import pandas as pd
 import pytest
 
-from core.store import Store
-from core.unsure import unsure_of
-from dashboard import frames, navigation
-from plugins.api import Page
-from plugins.registry import LoadedPlugin, discover
+from pulsar_lens.api import Page
+from pulsar_lens.core.store import Store
+from pulsar_lens.core.unsure import unsure_of
+from pulsar_lens.dashboard import frames, navigation
+from pulsar_lens.plugins.registry import LoadedPlugin, discover
 
 
 def _latest(store: Store, name: str) -> pd.DataFrame:

@@ -12,9 +12,13 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from collectors.health import HealthRecorder
-from collectors.loop import Heartbeat
-from dashboard.health_notices import compute_notices, compute_short_notices, current_loop
+from pulsar_lens.collectors.health import HealthRecorder
+from pulsar_lens.collectors.loop import Heartbeat
+from pulsar_lens.dashboard.health_notices import (
+    compute_notices,
+    compute_short_notices,
+    current_loop,
+)
 from tests.dashboard.scenario import write_scenario
 
 AppRunner = Callable[..., AppTest]

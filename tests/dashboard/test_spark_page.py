@@ -13,12 +13,12 @@ from pathlib import Path
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
-from core.store import Store
-from plugins import runner
-from plugins.builtin.stuck_hash_history import StuckHashHistory
-from plugins.results import ResultStore, StoredResult
-from plugins.spark.jobs import JobQueue
-from plugins.testing import make_snapshot
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.stuck_hash_history import StuckHashHistory
+from pulsar_lens.plugins.results import ResultStore, StoredResult
+from pulsar_lens.plugins.spark.jobs import JobQueue
+from pulsar_lens.plugins.testing import make_snapshot
 
 SLUG = "stuck-hash-history"
 PageRunner = Callable[[str], AppTest]
@@ -51,7 +51,7 @@ def _stored(store: Store, *, minutes_ago: float, hashes: int) -> None:
         "offenders": offenders,
         "recurrence": pd.DataFrame({"episodes": [hashes]}),
     }
-    from plugins.api import Result
+    from pulsar_lens.api import Result
 
     at = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=minutes_ago)
     ResultStore(store.root).write(

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import requests
 import yaml
 
-from lab.localpulsar import free_port
+from pulsar_lens.lab.localpulsar import free_port
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"

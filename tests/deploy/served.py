@@ -12,12 +12,17 @@ from pathlib import Path
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from collectors.admin import AdminClient
-from collectors.poll import poll
-from core.store import Store
-from exporter.collector import LensCollector, MetricsServer, PollRecorder, start_metrics_server
-from plugins.api import AnalysisPlugin
-from plugins.registry import discover
+from pulsar_lens.api import AnalysisPlugin
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.store import Store
+from pulsar_lens.exporter.collector import (
+    LensCollector,
+    MetricsServer,
+    PollRecorder,
+    start_metrics_server,
+)
+from pulsar_lens.plugins.registry import discover
 from tests.fake_admin import FakeAdmin
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from lab.localpulsar import LocalPulsar, free_port
+from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
 from tests.deploy.image import (
     BUILD_MARKER,
     IMAGE,

@@ -16,9 +16,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from cli.serve_cmd import DEFAULT_PORT
-from exporter.collector import SERVE_PORT, LensCollector, start_metrics_server
-from lab.runtime import PULSAR_VERSION
+from pulsar_lens.cli.serve_cmd import DEFAULT_PORT
+from pulsar_lens.exporter.collector import SERVE_PORT, LensCollector, start_metrics_server
+from pulsar_lens.lab.runtime import PULSAR_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -353,7 +353,7 @@ def test_k8s_probes_use_streamlits_health_path() -> None:
 
 
 def test_k8s_scrape_annotations_name_the_metrics_endpoint(tmp_path: Path) -> None:
-    from core.store import Store
+    from pulsar_lens.core.store import Store
 
     pod = one("Deployment")["spec"]["template"]["metadata"]["annotations"]
     service = one("Service")["metadata"]["annotations"]

@@ -36,11 +36,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from collectors import events
-from collectors.loop import PollLoop
-from core import dataset
-from core.model import EventRecord, Snapshot
-from core.store import Store
+from pulsar_lens.collectors import events
+from pulsar_lens.collectors.loop import PollLoop
+from pulsar_lens.core import dataset
+from pulsar_lens.core.model import EventRecord, Snapshot
+from pulsar_lens.core.store import Store
 
 PAUSE_ENV = "PULSAR_LENS_CRASH_COMPACT_PAUSE"
 START = dt.datetime(2026, 11, 1, 0, 0, tzinfo=dt.UTC)
@@ -61,8 +61,8 @@ def recorded_snapshots() -> list[Snapshot]:
     """One real poll() of each recorded broker, answered by the recording."""
     import responses
 
-    from collectors.admin import AdminClient
-    from collectors.poll import poll
+    from pulsar_lens.collectors.admin import AdminClient
+    from pulsar_lens.collectors.poll import poll
     from tests.collectors.recorded import BASE, register
 
     snapshots = []

@@ -37,13 +37,13 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from streamlit.testing.v1 import AppTest
 
-from collectors.brokers import parse_leader
-from collectors.namespaces import bundle_for, parse_boundaries
-from core import logs
-from core.store import Store
-from lab.localpulsar import LocalPulsar, free_port
-from plugins import runner
-from plugins.builtin.bundle_ownership import BundleOwnership
+from pulsar_lens.collectors.brokers import parse_leader
+from pulsar_lens.collectors.namespaces import bundle_for, parse_boundaries
+from pulsar_lens.core import logs
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from tests.brokers import CLUSTER_SETTINGS, BrokerPool
 from tests.live.lens_polls import wait_for
 
@@ -87,7 +87,7 @@ class Collector:
 
     def __init__(self, admin_url: str, store: Path, *extra: str) -> None:
         self.metrics_port = free_port()
-        argv = [sys.executable, "-m", "cli.main", "collect", "--admin-url", admin_url]
+        argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--admin-url", admin_url]
         argv += ["--store", str(store), "--interval", f"{INTERVAL:g}s"]
         argv += ["--metrics-port", str(self.metrics_port), *extra]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors.loop import Heartbeat, PollLoop
-from core.model import Snapshot
-from core.store import Store
+from pulsar_lens.collectors.loop import Heartbeat, PollLoop
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.store import Store
 from tests.core.snapshots import make_snapshot
 
 DAY = dt.date(2026, 11, 21)
@@ -203,7 +203,7 @@ def test_a_failing_compaction_is_one_log_line_and_polling_goes_on(
     beats: list[Heartbeat] = []
     store = FullStore(tmp_path)
     loop = PollLoop(Clock().poll, store, interval=0.01, max_polls=3, on_heartbeat=beats.append)
-    with caplog.at_level(logging.INFO, logger="collectors.loop"):
+    with caplog.at_level(logging.INFO, logger="pulsar_lens.collectors.loop"):
         assert loop.run() == 3
     assert all(b.snapshot_id for b in beats)
     failures = [r for r in caplog.records if "failed; polling goes on" in r.getMessage()]

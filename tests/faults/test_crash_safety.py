@@ -40,9 +40,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from core import dataset
-from core.model import TABLES
-from core.store import INDEX, STORE_TABLES, Store
+from pulsar_lens.core import dataset
+from pulsar_lens.core.model import TABLES
+from pulsar_lens.core.store import INDEX, STORE_TABLES, Store
 from tests.faults.crash_writer import PAUSE_ENV, save_recorded
 
 pytestmark = pytest.mark.spark
@@ -256,7 +256,7 @@ def check_spark(root: Path, expected: dict[str, dict[str, int]], index_ids: list
     """(a), (b), (c), (d) through the reader Spark plugins use, in one Spark job."""
     from pyspark.sql import functions as F
 
-    from plugins.spark import reader, session
+    from pulsar_lens.plugins.spark import reader, session
 
     spark = session.get("local[2]")
     union = None
@@ -302,7 +302,7 @@ def _descendants_cpu() -> float:
 @pytest.fixture
 def spark_started() -> Iterator[threading.Thread]:
     """Spark's JVM starts while the writer is being killed, not after."""
-    from plugins.spark import session
+    from pulsar_lens.plugins.spark import session
 
     os.environ.setdefault("SPARK_TESTING", "1")
     starting = threading.Thread(target=session.get, args=("local[2]",), daemon=True)

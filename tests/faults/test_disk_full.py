@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from core.store import Store
+from pulsar_lens.core.store import Store
 from tests.collecting import Collector, mounted_tmpfs, remount, run, stored
 from tests.fake_admin import FakeAdmin
 from tests.lens_cli import run_lens

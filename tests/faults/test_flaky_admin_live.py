@@ -32,12 +32,12 @@ import pulsar as pulsar_client
 import pytest
 import requests
 
-from collectors.admin import MAX_BACKOFF, AdminClient
-from collectors.poll import poll
-from core import logs
-from core.model import Snapshot
-from core.store import Store
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.collectors.admin import MAX_BACKOFF, AdminClient
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core import logs
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.faults.flaky_proxy import FAULTS, FlakyProxy, Seen
 from tests.lens_cli import ROOT, run_lens
 

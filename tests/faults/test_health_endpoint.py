@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.localpulsar import free_port
+from pulsar_lens.lab.localpulsar import free_port
 from tests.collecting import Collector, mounted_tmpfs, not_stored, remount, stored
 from tests.fake_admin import FakeAdmin
 

@@ -26,13 +26,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from streamlit.testing.v1 import AppTest
 
-from core.errors import PluginRunError
-from core.store import Store
-from exporter.collector import LensCollector, read_hook_errors, start_metrics_server
-from plugins import runner
-from plugins.precompute import Outcome, compute_results
-from plugins.registry import Registry, discover
-from plugins.results import ResultStore
+from pulsar_lens.core.errors import PluginRunError
+from pulsar_lens.core.store import Store
+from pulsar_lens.exporter.collector import LensCollector, read_hook_errors, start_metrics_server
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.precompute import Outcome, compute_results
+from pulsar_lens.plugins.registry import Registry, discover
+from pulsar_lens.plugins.results import ResultStore
 from tests.dashboard.scenario import write_scenario
 from tests.lens_cli import run_lens
 from tests.markdown import shown
@@ -49,8 +49,8 @@ TEMPLATE = """
 import os, time
 import altair as alt
 from pydantic import field_validator
-from plugins.api import AnalysisPlugin, BaseModel, Chart, Field, GaugeMetricFamily, Metric
-from plugins.api import Result, Table
+from pulsar_lens.api import AnalysisPlugin, BaseModel, Chart, Field, GaugeMetricFamily, Metric
+from pulsar_lens.api import Result, Table
 
 MARKS = {marks!r}
 

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import responses
 
-from collectors.admin import AdminClient
-from collectors.events import diff
-from collectors.poll import poll
-from collectors.restore import restore_latest
-from core.errors import SnapshotError
-from core.model import Snapshot
-from core.store import Store
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.events import diff
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.collectors.restore import restore_latest
+from pulsar_lens.core.errors import SnapshotError
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.store import Store
 from tests.collectors.recorded import BASE, register
 from tests.fake_admin import FakeAdmin
 from tests.lens_cli import run_lens
@@ -69,7 +69,7 @@ def test_restore_finds_nothing_in_an_empty_store_or_for_another_cluster(tmp_path
 def test_restore_of_an_unreadable_index_row_says_which_snapshot(tmp_path: Path) -> None:
     import pyarrow as pa
 
-    from core.store import INDEX_SCHEMA
+    from pulsar_lens.core.store import INDEX_SCHEMA
 
     store = Store(tmp_path)
     store.write(recorded_poll("default"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.runtime import ensure_runtime, find_java
+from pulsar_lens.lab.runtime import ensure_runtime, find_java
 
 SOURCE = Path(__file__).with_name("BrokerOracle.java")
 BATCH = 100  # names per exchange: well under a pipe buffer each way

@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from core.backoff import LADDER_MS, Backoff
+from pulsar_lens.core.backoff import LADDER_MS, Backoff
 from tests.jvm.conftest import BackoffOracle
 
 RUNS = 3000

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from core.bundles import default_boundaries, topic_bundle
-from core.topicname import TopicNameError, parse_topic_name
+from pulsar_lens.core.bundles import default_boundaries, topic_bundle
+from pulsar_lens.core.topicname import TopicNameError, parse_topic_name
 from tests.jvm.conftest import Answer, Oracle
 
 PIECES = [

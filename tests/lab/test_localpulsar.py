@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import LocalPulsarError
-from lab import runtime
-from lab.localpulsar import JVM_FLAGS, LocalPulsar
-from lab.runtime import find_java, java_supported
+from pulsar_lens.core.errors import LocalPulsarError
+from pulsar_lens.lab import runtime
+from pulsar_lens.lab.localpulsar import JVM_FLAGS, LocalPulsar
+from pulsar_lens.lab.runtime import find_java, java_supported
 
 
 def fake_java(folder: Path, version: str) -> Path:

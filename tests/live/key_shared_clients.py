@@ -16,11 +16,11 @@ from typing import Any
 import pulsar
 import requests
 
-from core.assignments import Consumer
-from core.logs import pulsar_client
-from core.model import HashRange
-from core.selectors import Impact, Selector
-from lab.localpulsar import JVM_CHARSET, LocalPulsar
+from pulsar_lens.core.assignments import Consumer
+from pulsar_lens.core.logs import pulsar_client
+from pulsar_lens.core.model import HashRange
+from pulsar_lens.core.selectors import Impact, Selector
+from pulsar_lens.lab.localpulsar import JVM_CHARSET, LocalPulsar
 
 SUB = "lens"
 HANDLE = "lens-handle"

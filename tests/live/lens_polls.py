@@ -15,17 +15,17 @@ from typing import Any, TypeVar
 import pulsar
 import requests
 
-from collectors.admin import AdminClient
-from collectors.poll import diff, poll
-from collectors.topics import TopicStats, parse_broker_topic_stats
-from core import logs
-from core.model import Snapshot
-from core.store import Store
-from lab.cluster import LocalPulsarCluster
-from lab.localpulsar import LocalPulsar
-from plugins import runner
-from plugins.api import AnalysisPlugin
-from plugins.registry import LoadedPlugin
+from pulsar_lens.api import AnalysisPlugin
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.poll import diff, poll
+from pulsar_lens.collectors.topics import TopicStats, parse_broker_topic_stats
+from pulsar_lens.core import logs
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.cluster import LocalPulsarCluster
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.registry import LoadedPlugin
 
 T = TypeVar("T")
 BULK_STATS = "/admin/v2/broker-stats/topics"

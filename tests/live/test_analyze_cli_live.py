@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.lens_cli import run_lens
 from tests.live.lens_polls import new_topic, pulsar_client
 
@@ -41,7 +41,7 @@ def _wait_for_bulk_stats(pulsar: LocalPulsar, topic: str, *, timeout: float = 30
     """Until the broker's bulk stats list the new topic's subscription (bounded)."""
     import time
 
-    from collectors.admin import AdminClient
+    from pulsar_lens.collectors.admin import AdminClient
 
     deadline = time.monotonic() + timeout
     with AdminClient(pulsar.admin_url) as client:

@@ -15,9 +15,9 @@ from typing import Any
 
 from pulsar import ConsumerType
 
-from collectors.namespaces import bundle_for, parse_boundaries
-from lab.localpulsar import LocalPulsar
-from plugins.builtin.bundle_ownership import BundleOwnership
+from pulsar_lens.collectors.namespaces import bundle_for, parse_boundaries
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from tests.live.lens_polls import (
     Recorder,
     admin,

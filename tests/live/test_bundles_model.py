@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from core.bundles import (
+from pulsar_lens.core.bundles import (
     FULL_UPPER,
     BundleRange,
     default_boundaries,
@@ -26,9 +26,9 @@ from core.bundles import (
     topic_bundles,
     with_split,
 )
-from core.errors import ModelError
-from core.hashing import topic_bundle_hash
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.hashing import topic_bundle_hash
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.crcforge import forge_name
 
 TENANT = "public"

@@ -17,12 +17,12 @@ import pytest
 import requests
 from streamlit.testing.v1 import AppTest
 
-from core.clusterview import ClusterView
-from core.store import Store
-from dashboard.data import CLUSTER_KEY
-from lab.localpulsar import LocalPulsar, free_port
-from lab.security import BROKER_ROLE, TokenKeys, secured_settings
-from plugins.results import ResultStore
+from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.store import Store
+from pulsar_lens.dashboard.data import CLUSTER_KEY
+from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
+from pulsar_lens.lab.security import BROKER_ROLE, TokenKeys, secured_settings
+from pulsar_lens.plugins.results import ResultStore
 from tests.dashboard.conftest import APP
 from tests.lens_cli import run_lens
 from tests.live.lens_polls import new_topic

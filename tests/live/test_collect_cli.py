@@ -11,10 +11,10 @@ import pulsar as pulsar_client
 import pytest
 import requests
 
-from cli.collect_cmd import admin_source
-from collectors.loop import PollLoop
-from core.store import Store
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.cli.collect_cmd import admin_source
+from pulsar_lens.collectors.loop import PollLoop
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.lens_cli import run_lens
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import requests
 
-from collectors.drill_queue import DrillQueue
-from collectors.probe import PROBE_PREFIX
-from core.store import Store
-from lab.localpulsar import LocalPulsar
-from plugins import runner
-from plugins.registry import discover
+from pulsar_lens.collectors.drill_queue import DrillQueue
+from pulsar_lens.collectors.probe import PROBE_PREFIX
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.registry import discover
 from tests.lens_cli import run_lens
 
 

@@ -22,10 +22,10 @@ import pulsar as pulsar_client
 import pytest
 import requests
 
-from collectors.admin import AdminClient
-from collectors.poll import diff, poll
-from core.model import Snapshot
-from lab.localpulsar import LocalPulsar, free_port
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.poll import diff, poll
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
 from tests.brokers import BrokerPool
 from tests.collectors.recorded import DATA, index
 

@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from collectors.admin import AdminClient
-from collectors.loop import PollLoop
-from collectors.poll import diff, poll
-from core.failover import partition_index
-from core.store import Store
-from lab.demo import EVENTS, ORDERS, PAYMENTS, DemoSettings, DemoWorkloads
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.loop import PollLoop
+from pulsar_lens.collectors.poll import diff, poll
+from pulsar_lens.core.failover import partition_index
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.demo import EVENTS, ORDERS, PAYMENTS, DemoSettings, DemoWorkloads
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.pages import plugin_page
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
@@ -150,9 +150,9 @@ def test_demo_history_pages_show_what_the_spark_jobs_computed(
 ) -> None:
     """Every built-in Spark analysis runs as a job on the demo's polls (the job worker's step,
     on this run's local Spark session), and its History page draws the stored result."""
-    from plugins.registry import discover
-    from plugins.spark import session
-    from plugins.spark.worker import JobWorker
+    from pulsar_lens.plugins.registry import discover
+    from pulsar_lens.plugins.spark import session
+    from pulsar_lens.plugins.spark.worker import JobWorker
 
     session.get("local[2]")
     spark = [p for p in discover(entry_points=False, plugin_dirs=[]) if p.engine == "spark"]

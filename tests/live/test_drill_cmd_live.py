@@ -19,10 +19,10 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from collectors.admin import AdminClient
-from collectors.drill import owner_of
-from collectors.probe import PROBE_SUBSCRIPTION, probe_topic
-from lab.cluster import LocalPulsarCluster
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.drill import owner_of
+from pulsar_lens.collectors.probe import PROBE_SUBSCRIPTION, probe_topic
+from pulsar_lens.lab.cluster import LocalPulsarCluster
 from tests.brokers import BrokerPool
 from tests.lens_cli import ROOT, run_lens
 
@@ -92,7 +92,7 @@ def test_drill_unload_exits_1_when_messages_are_lost(
     bundle = first_bundle(cluster.admin_url)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
     env |= drill_env(cluster, tmp_path)
-    argv = [sys.executable, "-m", "cli.main", "drill", "unload", "--bundle", bundle]
+    argv = [sys.executable, "-m", "pulsar_lens.cli.main", "drill", "unload", "--bundle", bundle]
     argv += ["--rate", "200", "--json"]  # ~20 messages in each 100 ms without a subscription
     probing = threading.Event()
     lines: list[str] = []

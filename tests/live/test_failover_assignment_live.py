@@ -20,9 +20,9 @@ from typing import Any
 import pulsar
 import pytest
 
-from core.model import Snapshot
-from lab.localpulsar import LocalPulsar
-from plugins.builtin.failover_assignment import FailoverAssignment
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
 from tests.brokers import BrokerPool
 from tests.live.failover_clients import FailoverClient
 from tests.live.lens_polls import (

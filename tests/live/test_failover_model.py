@@ -20,7 +20,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from core.failover import (
+from pulsar_lens.core.failover import (
     FailoverConsumer,
     build_ring,
     compute_topics,
@@ -28,9 +28,9 @@ from core.failover import (
     ring_index,
     select_active_consumer,
 )
-from core.hashing import murmur3_31
-from lab.localpulsar import JVM_FLAGS, LocalPulsar
-from lab.runtime import find_java
+from pulsar_lens.core.hashing import murmur3_31
+from pulsar_lens.lab.localpulsar import JVM_FLAGS, LocalPulsar
+from pulsar_lens.lab.runtime import find_java
 from tests.brokers import BrokerPool
 from tests.live.failover_clients import FailoverClient
 

@@ -19,15 +19,15 @@ from typing import Any
 import pulsar as pulsar_client_lib
 import pytest
 
-from collectors.admin import AdminClient
-from collectors.poll import poll
-from collectors.sampling import KeySampling
-from core.digest import snapshot_id
-from core.model import Snapshot
-from core.store import Store
-from lab.localpulsar import LocalPulsar
-from plugins import runner
-from plugins.builtin.key_distribution import KeyDistribution
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.collectors.sampling import KeySampling
+from pulsar_lens.core.digest import snapshot_id
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.key_distribution import KeyDistribution
 from tests.brokers import BrokerPool
 from tests.live.lens_polls import admin, listed_consumers, pulsar_client, wait_for, wait_for_bulk
 
@@ -43,7 +43,7 @@ AUTO_SPLIT = {"subscriptionKeySharedUseConsistentHashing": "false"}
 def spark() -> Iterator[object]:
     """The process's one Spark session (`tests/spark/conftest.py` makes the same)."""
     os.environ.setdefault("SPARK_TESTING", "1")
-    from plugins.spark import session
+    from pulsar_lens.plugins.spark import session
 
     yield session.get("local[2]")
 

@@ -18,10 +18,10 @@ import pandas as pd
 import pulsar as pulsar_client_lib
 import pytest
 
-from collectors.keys import collect_key_samples, sample_keys
-from core.keyload import UNCOVERED, compute_key_load
-from core.store import Store
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.collectors.keys import collect_key_samples, sample_keys
+from pulsar_lens.core.keyload import UNCOVERED, compute_key_load
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.lens_cli import run_lens
 from tests.live.lens_polls import admin, pulsar_client, topic_stats, wait_for
 

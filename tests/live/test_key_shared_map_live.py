@@ -19,9 +19,9 @@ from typing import Any
 import pulsar
 import pytest
 
-from core.model import Snapshot
-from lab.localpulsar import LocalPulsar
-from plugins.builtin.key_shared_map import KeySharedMap
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
 from tests.brokers import BrokerPool
 from tests.lens_cli import run_lens
 from tests.live.lens_polls import (

@@ -14,16 +14,16 @@ from collections.abc import Sequence
 import pulsar as pulsar_client
 import pytest
 
-from core.errors import ModelError
-from core.hashing import resolve_sticky_key
-from core.selectors import (
+from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.hashing import resolve_sticky_key
+from pulsar_lens.core.selectors import (
     AutoSplitSelector,
     ConsistentHashingSelector,
     Consumer,
     StickySelector,
     validate_sticky_ranges,
 )
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.brokers import BrokerPool
 from tests.live.key_shared_clients import Group, jvm_name_encoding, new_topic, publish, topic_stats
 

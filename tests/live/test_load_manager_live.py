@@ -19,11 +19,14 @@ from pathlib import Path
 import pytest
 import requests
 
-from core import logs
-from lab.cluster import LocalPulsarCluster
-from plugins.builtin.bundle_ownership import BundleOwnership
-from plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER, NOT_LOAD_MANAGER
-from plugins.registry import discover
+from pulsar_lens.core import logs
+from pulsar_lens.lab.cluster import LocalPulsarCluster
+from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
+from pulsar_lens.plugins.builtin.bundle_ownership.load_manager import (
+    BY_LOAD_MANAGER,
+    NOT_LOAD_MANAGER,
+)
+from pulsar_lens.plugins.registry import discover
 from tests.brokers import SHEDDING_SETTINGS, BrokerPool
 from tests.live.lens_polls import Recorder, bulk_stats, wait_for
 

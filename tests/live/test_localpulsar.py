@@ -7,8 +7,8 @@ import uuid
 import pulsar as pulsar_client
 import requests
 
-from lab.localpulsar import LocalPulsar
-from lab.runtime import PULSAR_VERSION, find_java, java_version
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.lab.runtime import PULSAR_VERSION, find_java, java_version
 from tests.brokers import BrokerPool
 
 

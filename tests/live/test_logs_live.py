@@ -15,13 +15,13 @@ import textwrap
 import uuid
 from pathlib import Path
 
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.lab.localpulsar import LocalPulsar
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = textwrap.dedent(
     """
     import sys
-    from core.logs import pulsar_client, setup_logging
+    from pulsar_lens.core.logs import pulsar_client, setup_logging
 
     setup_logging()
     service_url, topic, close = sys.argv[1], sys.argv[2], sys.argv[3] == "close"

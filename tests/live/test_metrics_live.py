@@ -19,9 +19,9 @@ import pulsar
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.hashing import murmur3_31
-from core.store import Store
-from lab.localpulsar import LocalPulsar, free_port
+from pulsar_lens.core.hashing import murmur3_31
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
 from tests.live.lens_polls import (
     listed_consumers,
     new_topic,
@@ -112,7 +112,14 @@ def test_metrics_live_scrape_matches_the_broker_and_the_store(
             **{k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")},
             "PULSAR_ADMIN_TOKEN": SENTINEL,
         }
-        argv = [sys.executable, "-m", "cli.main", "collect", "--admin-url", pulsar.admin_url]
+        argv = [
+            sys.executable,
+            "-m",
+            "pulsar_lens.cli.main",
+            "collect",
+            "--admin-url",
+            pulsar.admin_url,
+        ]
         argv += ["--store", str(store_dir), "--interval", "1s", "--max-polls", "25"]
         argv += ["--metrics-port", str(port), "--namespace", "public/default"]
         proc = subprocess.Popen(

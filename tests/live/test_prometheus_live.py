@@ -27,8 +27,8 @@ from typing import Any
 import pulsar
 import yaml
 
-from core.hashing import murmur3_31
-from lab.localpulsar import LocalPulsar, free_port
+from pulsar_lens.core.hashing import murmur3_31
+from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
 from tests.deploy.prometheus_server import PrometheusServer, wait_until
 from tests.live.lens_polls import (
     listed_consumers,
@@ -161,7 +161,14 @@ def test_prometheus_live_stuck_hash_alert_fires_then_resolves(
 
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-        argv = [sys.executable, "-m", "cli.main", "collect", "--admin-url", pulsar.admin_url]
+        argv = [
+            sys.executable,
+            "-m",
+            "pulsar_lens.cli.main",
+            "collect",
+            "--admin-url",
+            pulsar.admin_url,
+        ]
         argv += ["--store", str(tmp_path / "store"), "--interval", "2s", "--max-polls", "100"]
         argv += ["--metrics-port", str(port), "--namespace", "public/default"]
         with collect_log.open("w") as sink:

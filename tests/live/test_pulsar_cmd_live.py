@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from lab import runtime
+from pulsar_lens.lab import runtime
 from tests.lens_cli import run_lens
 
 START_SECONDS = 420.0  # a JVM start on a loaded 2-core machine

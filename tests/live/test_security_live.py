@@ -23,15 +23,15 @@ import pytest
 import requests
 from streamlit.testing.v1 import AppTest
 
-import collectors.admin as admin_module
-from collectors.admin import AdminClient
-from collectors.client_auth import client_auth_from_env
-from collectors.poll import poll
-from core.model import Snapshot
-from core.store import Store
-from dashboard import frames
-from lab.localpulsar import LocalPulsar
-from lab.security import (
+import pulsar_lens.collectors.admin as admin_module
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.client_auth import client_auth_from_env
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.store import Store
+from pulsar_lens.dashboard import frames
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.lab.security import (
     BROKER_ROLE,
     CertFiles,
     CertificateAuthority,
@@ -296,7 +296,7 @@ def test_tls_verify_off_works_but_warns_once(
 ) -> None:
     monkeypatch.setattr(admin_module, "_warned_unverified", admin_module.threading.Event())
     env = {**secured.tls_env(ca=secured.other_ca), "PULSAR_LENS_TLS_VERIFY": "false"}
-    caplog.set_level(logging.WARNING, logger="collectors.admin")
+    caplog.set_level(logging.WARNING, logger="pulsar_lens.collectors.admin")
     for _ in range(2):
         with AdminClient.from_env(env) as client:
             assert client.get_json("/admin/v2/clusters") == ["standalone"]

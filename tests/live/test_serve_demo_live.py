@@ -16,8 +16,8 @@ from pathlib import Path
 
 import requests
 
-from core.store import Store
-from lab.localpulsar import LocalPulsar, free_port
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
 from tests.waits import answers_ok
 
 PY = sys.executable
@@ -61,7 +61,16 @@ def test_serve_collects_from_a_live_broker_and_stops_on_ctrl_c(
     pulsar: LocalPulsar, tmp_path: Path
 ) -> None:
     port, metrics, store = free_port(), free_port(), tmp_path / "store"
-    argv = [PY, "-m", "cli.main", "serve", "--admin-url", pulsar.admin_url, "--interval", "2s"]
+    argv = [
+        PY,
+        "-m",
+        "pulsar_lens.cli.main",
+        "serve",
+        "--admin-url",
+        pulsar.admin_url,
+        "--interval",
+        "2s",
+    ]
     with subprocess.Popen(
         [*argv, "--port", str(port), "--metrics-port", str(metrics), "--store", str(store)],
         stdout=subprocess.PIPE,
@@ -84,7 +93,7 @@ def _key_shared_consumers(store: Path) -> int:
 
 def test_demo_command_serves_live_data_and_stops_everything(tmp_path: Path) -> None:
     port, store = free_port(), tmp_path / "store"
-    argv = [PY, "-m", "cli.main", "demo", "--port", str(port), "--interval", "2s"]
+    argv = [PY, "-m", "pulsar_lens.cli.main", "demo", "--port", str(port), "--interval", "2s"]
     with subprocess.Popen(
         [*argv, "--metrics-port", "0", "--store", str(store)],
         stdout=subprocess.PIPE,
@@ -115,7 +124,7 @@ def _moves_and_probes(store: Path) -> bool:
 
 def test_demo_on_two_brokers_moves_bundles_and_probes_them(tmp_path: Path) -> None:
     port, store = free_port(), tmp_path / "store"
-    argv = [PY, "-m", "cli.main", "demo", "--brokers", "2", "--unload-every", "4s"]
+    argv = [PY, "-m", "pulsar_lens.cli.main", "demo", "--brokers", "2", "--unload-every", "4s"]
     argv += ["--port", str(port), "--interval", "2s", "--metrics-port", "0"]
     with subprocess.Popen(
         [*argv, "--store", str(store)],

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pulsar
 
-from core.hashing import sticky_key_hash
-from core.model import HashRange, Snapshot
-from lab.localpulsar import LocalPulsar
-from plugins.builtin.sticky_ranges import StickyRanges
+from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.model import HashRange, Snapshot
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins.builtin.sticky_ranges import StickyRanges
 from tests.live.lens_polls import (
     Recorder,
     new_topic,

@@ -17,10 +17,10 @@ from typing import Any
 import pandas as pd
 import pulsar
 
-from core.hashing import murmur3_31
-from lab.localpulsar import LocalPulsar
-from plugins.builtin.key_shared_map import KeySharedMap
-from plugins.builtin.stuck_hashes import StuckHashes
+from pulsar_lens.core.hashing import murmur3_31
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
+from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from tests.brokers import BrokerPool
 from tests.live.lens_polls import (
     Recorder,

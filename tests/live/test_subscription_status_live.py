@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 from pulsar import Consumer, ConsumerType, Message
 
-from core.model import Snapshot
-from lab.localpulsar import LocalPulsar
-from plugins.builtin.subscription_status import SubscriptionStatus
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
 from tests.brokers import BrokerPool
 from tests.live.lens_polls import (
     Recorder,

@@ -17,14 +17,14 @@ import pandas as pd
 import pytest
 import requests
 
-from cli.drill_cmd import drill_report
-from collectors.admin import AdminClient
-from collectors.drill import DrillPlan, owner_of, run_drill
-from collectors.probe import probe_topic
-from core.model import SLOW_PUBLISH_MS
-from core.store import Store
-from lab.cluster import LocalPulsarCluster
-from lab.localpulsar import LocalPulsar
+from pulsar_lens.cli.drill_cmd import drill_report
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.drill import DrillPlan, owner_of, run_drill
+from pulsar_lens.collectors.probe import probe_topic
+from pulsar_lens.core.model import SLOW_PUBLISH_MS
+from pulsar_lens.core.store import Store
+from pulsar_lens.lab.cluster import LocalPulsarCluster
+from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.brokers import BrokerPool
 
 DRILLS = 10

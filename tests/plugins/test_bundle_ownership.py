@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from core.model import (
+from pulsar_lens.api import Chart, Table
+from pulsar_lens.core.model import (
     BrokerRecord,
     BundleRecord,
     ConsumerRecord,
@@ -17,10 +18,9 @@ from core.model import (
     Snapshot,
     TopicRecord,
 )
-from plugins.api import Chart, Table
-from plugins.builtin.bundle_ownership import BundleOwnership
-from plugins.runner import RunOutput, run_on_inputs
-from plugins.testing import at, make_inputs, make_snapshot
+from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
+from pulsar_lens.plugins.runner import RunOutput, run_on_inputs
+from pulsar_lens.plugins.testing import at, make_inputs, make_snapshot
 
 PLUGIN = BundleOwnership()
 NS = "public/default"

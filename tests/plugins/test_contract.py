@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from plugins import api
-from plugins.registry import BUILTIN_PLUGINS, discover, validate_plugin
+from pulsar_lens import api
+from pulsar_lens.plugins.registry import BUILTIN_PLUGINS, discover, validate_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "plugins.md"

@@ -8,14 +8,14 @@ from typing import Any
 import pandas as pd
 import responses
 
-from collectors.admin import AdminClient
-from collectors.poll import poll
-from core.failover import FailoverConsumer, compute_topics
-from core.model import ConsumerRecord, Snapshot, SubscriptionRecord
-from plugins.api import Chart, Metric, Note, Table
-from plugins.builtin.failover_assignment import FailoverAssignment, consumer_names
-from plugins.runner import RunOutput, run_on_inputs
-from plugins.testing import make_inputs, make_snapshot
+from pulsar_lens.api import Chart, Metric, Note, Table
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.failover import FailoverConsumer, compute_topics
+from pulsar_lens.core.model import ConsumerRecord, Snapshot, SubscriptionRecord
+from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment, consumer_names
+from pulsar_lens.plugins.runner import RunOutput, run_on_inputs
+from pulsar_lens.plugins.testing import make_inputs, make_snapshot
 from tests.collectors import recorded
 from tests.markdown import shown
 

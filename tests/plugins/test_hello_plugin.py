@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from plugins.registry import discover
+from pulsar_lens.plugins.registry import discover
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello-plugin"
@@ -73,7 +73,7 @@ def test_hello_plugin_found_through_its_entry_point(hello_on_path: None) -> None
 
 def test_hello_plugin_listed_by_the_cli(hello_target: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "cli.main", "plugins", "--json"],
+        [sys.executable, "-m", "pulsar_lens.cli.main", "plugins", "--json"],
         cwd=ROOT,
         env=_env(hello_target),
         capture_output=True,

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import PluginRunError
-from core.store import Store
-from plugins import runner
-from plugins.registry import discover
+from pulsar_lens.core.errors import PluginRunError
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.registry import discover
 from tests.fake_admin import FakeAdmin
 from tests.lens_cli import run_lens
 from tests.plugins.test_results import store_with_polls
 
 TEMPLATE = """
 import os, time
-from plugins.api import AnalysisPlugin, Metric, Result
+from pulsar_lens.api import AnalysisPlugin, Metric, Result
 
 class Bad(AnalysisPlugin):
     name = "{slug}"

@@ -10,18 +10,18 @@ from typing import Any
 import pandas as pd
 import responses
 
-from collectors.admin import AdminClient
-from collectors.poll import poll
-from core.assignments import merge_ranges
-from core.hashing import sticky_key_hash
-from core.keyshared.ranges import Member, infer_selector
-from core.keyshared.rebuild import name_indexes, rebuild
-from core.model import ConsumerRecord, HashRange, Snapshot, SubscriptionRecord
-from core.selectors import ConsistentHashingSelector, Consumer, make_selector
-from plugins.api import Chart, Metric, Note, Table
-from plugins.builtin.key_shared_map import KeySharedMap
-from plugins.runner import RunOutput, run_on_inputs
-from plugins.testing import TOPIC, at, make_inputs, make_snapshot
+from pulsar_lens.api import Chart, Metric, Note, Table
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.assignments import merge_ranges
+from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.keyshared.ranges import Member, infer_selector
+from pulsar_lens.core.keyshared.rebuild import name_indexes, rebuild
+from pulsar_lens.core.model import ConsumerRecord, HashRange, Snapshot, SubscriptionRecord
+from pulsar_lens.core.selectors import ConsistentHashingSelector, Consumer, make_selector
+from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
+from pulsar_lens.plugins.runner import RunOutput, run_on_inputs
+from pulsar_lens.plugins.testing import TOPIC, at, make_inputs, make_snapshot
 from tests.collectors import recorded
 from tests.markdown import shown
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from plugins.builtin.key_shared_map import charts
+from pulsar_lens.plugins.builtin.key_shared_map import charts
 
 RANGES = pd.DataFrame(
     {

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.hashing import INT31_MASK, murmur3_31_continued, murmur3_states
-from core.keyshared.points import hash_points, prefix_of
-from core.model import ConsumerRecord, SubscriptionRecord, records_to_table
-from core.selectors import ConsistentHashingSelector, Consumer
-from plugins.api import Chart, Columns, Inputs, Tabs, View
-from plugins.builtin.key_shared_map import KeySharedMap
-from plugins.builtin.key_shared_map.charts import SHOWN_NAME
-from plugins.runner import run_on_inputs
+from pulsar_lens.api import Chart, Columns, Inputs, Tabs, View
+from pulsar_lens.core.hashing import INT31_MASK, murmur3_31_continued, murmur3_states
+from pulsar_lens.core.keyshared.points import hash_points, prefix_of
+from pulsar_lens.core.model import ConsumerRecord, SubscriptionRecord, records_to_table
+from pulsar_lens.core.selectors import ConsistentHashingSelector, Consumer
+from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
+from pulsar_lens.plugins.builtin.key_shared_map.charts import SHOWN_NAME
+from pulsar_lens.plugins.runner import run_on_inputs
 from tests.props.strategies import props
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.digest import snapshot_id
-from core.errors import SettingsError
-from core.model import (
+from pulsar_lens.api import AnalysisPlugin, Inputs, MetricsContext, Result, View
+from pulsar_lens.core.digest import snapshot_id
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.model import (
     BrokerRecord,
     BundleRecord,
     ConsumerRecord,
@@ -23,8 +24,8 @@ from core.model import (
     SubscriptionRecord,
     TopicRecord,
 )
-from exporter.collector import LensCollector, MetricsSettings, PollRecorder
-from exporter.families import (
+from pulsar_lens.exporter.collector import LensCollector, MetricsSettings, PollRecorder
+from pulsar_lens.exporter.families import (
     ClusterFacts,
     PollStats,
     compute_cluster_families,
@@ -33,14 +34,13 @@ from exporter.families import (
     exposition,
     top_subscriptions,
 )
-from plugins.api import AnalysisPlugin, Inputs, MetricsContext, Result, View
-from plugins.builtin.bundle_ownership import BundleOwnership
-from plugins.builtin.failover_assignment import FailoverAssignment
-from plugins.builtin.key_shared_map import KeySharedMap
-from plugins.builtin.stuck_hashes import StuckHashes
-from plugins.builtin.subscription_status import SubscriptionStatus
-from plugins.runner import run_on_inputs
-from plugins.testing import TOPIC, MemoryStore, at, make_inputs, make_snapshot
+from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
+from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
+from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
+from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
+from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
+from pulsar_lens.plugins.runner import run_on_inputs
+from pulsar_lens.plugins.testing import TOPIC, MemoryStore, at, make_inputs, make_snapshot
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 SUB = "orders-ks"

@@ -11,10 +11,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.model import SubscriptionRecord
-from exporter.collector import LensCollector, PollRecorder
-from exporter.families import exposition
-from plugins.api import (
+from pulsar_lens.api import (
     AnalysisPlugin,
     GaugeMetricFamily,
     Inputs,
@@ -23,7 +20,10 @@ from plugins.api import (
     Result,
     View,
 )
-from plugins.testing import TOPIC, MemoryStore, at, make_snapshot
+from pulsar_lens.core.model import SubscriptionRecord
+from pulsar_lens.exporter.collector import LensCollector, PollRecorder
+from pulsar_lens.exporter.families import exposition
+from pulsar_lens.plugins.testing import TOPIC, MemoryStore, at, make_snapshot
 
 SUB = "orders"
 WAIT = 10.0

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import responses
 
-from collectors.admin import AdminClient
-from collectors.poll import poll
-from core.model import Snapshot
-from plugins.builtin.bundle_ownership import BundleOwnership
-from plugins.builtin.stuck_hashes import StuckHashes
-from plugins.builtin.subscription_status import SubscriptionStatus
-from plugins.runner import run_on_inputs
-from plugins.testing import make_inputs
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
+from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
+from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
+from pulsar_lens.plugins.runner import run_on_inputs
+from pulsar_lens.plugins.testing import make_inputs
 from tests.collectors import recorded
 
 ORDERS = "persistent://public/default/orders"

@@ -11,14 +11,23 @@ from typing import Any
 import pytest
 from pydantic import create_model
 
-from core.errors import PluginLoadError, PluginUnavailable
-from plugins import validation as validation_module
-from plugins.api import API_VERSION, AnalysisPlugin, BaseModel, Field, Inputs, Page, Result, View
-from plugins.registry import BUILTIN_PLUGINS, discover, validate_plugin
+from pulsar_lens.api import (
+    API_VERSION,
+    AnalysisPlugin,
+    BaseModel,
+    Field,
+    Inputs,
+    Page,
+    Result,
+    View,
+)
+from pulsar_lens.core.errors import PluginLoadError, PluginUnavailable
+from pulsar_lens.plugins import validation as validation_module
+from pulsar_lens.plugins.registry import BUILTIN_PLUGINS, discover, validate_plugin
 
 GOOD = """
 import pandas as pd
-from plugins.api import AnalysisPlugin, Result
+from pulsar_lens.api import AnalysisPlugin, Result
 
 class {cls}(AnalysisPlugin):
     name = "{slug}"
@@ -177,7 +186,7 @@ def _variant(**attrs: Any) -> type:
         ({"history_of": {"events": 5}}, "history_of: 'events' is not one of the declared"),
         ({"history_of": {"topics": 0}}, "history_of['topics']: expected an integer >= 1"),
         ({"history_of": [("topics", 2)]}, "history_of: expected a mapping of table name"),
-        ({"page": "Topics"}, "page: expected None or a plugins.api.Page, found 'Topics'"),
+        ({"page": "Topics"}, "page: expected None or a pulsar_lens.api.Page, found 'Topics'"),
         ({"page": Page(title=" ")}, "page.title: expected a non-empty string"),
         ({"page": Page(title="T", url_path="Bad Path")}, "page.url_path: expected a kebab-case"),
         (

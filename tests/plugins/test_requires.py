@@ -12,16 +12,16 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from core.errors import PluginLoadError, PluginRunError
-from core.store import Store
-from plugins import registry as registry_module
-from plugins import runner
-from plugins.api import AnalysisPlugin, Inputs, Metric, Result, View
-from plugins.builtin.subscription_status import SubscriptionStatus
-from plugins.precompute import compute_results, requirements_first
-from plugins.registry import BUILTIN_PLUGINS, Registry, discover, validate_plugin
-from plugins.results import ResultStore
-from plugins.testing import MemoryStore
+from pulsar_lens.api import AnalysisPlugin, Inputs, Metric, Result, View
+from pulsar_lens.core.errors import PluginLoadError, PluginRunError
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import registry as registry_module
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
+from pulsar_lens.plugins.precompute import compute_results, requirements_first
+from pulsar_lens.plugins.registry import BUILTIN_PLUGINS, Registry, discover, validate_plugin
+from pulsar_lens.plugins.results import ResultStore
+from pulsar_lens.plugins.testing import MemoryStore
 from tests.cli.test_plugins_cmd import stalled_store
 
 
@@ -243,7 +243,7 @@ def test_a_drop_in_plugin_reads_the_required_frames_in_its_worker(
 DROP_IN = """
 import os
 
-from plugins.api import AnalysisPlugin, Metric, Result
+from pulsar_lens.api import AnalysisPlugin, Metric, Result
 
 
 class StalledOnly(AnalysisPlugin):

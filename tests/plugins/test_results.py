@@ -12,15 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.errors import PluginRunError
-from core.model import TopicRecord
-from core.store import Store
-from plugins import precompute, runner
-from plugins.api import AnalysisPlugin, Inputs, Metric, Result, View
-from plugins.precompute import ResultsWorker, compute_results
-from plugins.registry import discover
-from plugins.results import ResultStore, StoredResult
-from plugins.testing import make_snapshot
+from pulsar_lens.api import AnalysisPlugin, Inputs, Metric, Result, View
+from pulsar_lens.core.errors import PluginRunError
+from pulsar_lens.core.model import TopicRecord
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import precompute, runner
+from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
+from pulsar_lens.plugins.registry import discover
+from pulsar_lens.plugins.results import ResultStore, StoredResult
+from pulsar_lens.plugins.testing import make_snapshot
 
 
 class Counting(AnalysisPlugin):

@@ -9,13 +9,13 @@ from typing import Any, ClassVar
 import pandas as pd
 import pytest
 
-from core.errors import PluginContractError, PluginParamsError, PluginRunError
-from core.model import TopicRecord
-from core.store import Store
-from plugins import runner
-from plugins.api import AnalysisPlugin, BaseModel, Columns, Field, Inputs, Metric, Result, View
-from plugins.builtin.bundle_ownership import BundleOwnership
-from plugins.testing import MemoryStore, make_snapshot
+from pulsar_lens.api import AnalysisPlugin, BaseModel, Columns, Field, Inputs, Metric, Result, View
+from pulsar_lens.core.errors import PluginContractError, PluginParamsError, PluginRunError
+from pulsar_lens.core.model import TopicRecord
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
+from pulsar_lens.plugins.testing import MemoryStore, make_snapshot
 
 
 class Counting(AnalysisPlugin):
@@ -126,7 +126,7 @@ class Broken(Counting):
     [
         ("raise", PluginRunError, "analyze raised ZeroDivisionError: division by zero"),
         ("outputs", PluginContractError, "expected ['counts'], found ['other']"),
-        ("type", PluginContractError, "must return plugins.api.Result, found dict"),
+        ("type", PluginContractError, "must return pulsar_lens.api.Result, found dict"),
         (
             "render",
             PluginContractError,

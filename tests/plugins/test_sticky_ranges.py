@@ -8,10 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from core.assignments import Consumer
-from core.hashing import sticky_key_hash
-from core.keyshared.ranges import owner_array
-from core.model import (
+from pulsar_lens.api import Chart, Inputs, Metric, Note, Table
+from pulsar_lens.core.assignments import Consumer
+from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.keyshared.ranges import owner_array
+from pulsar_lens.core.model import (
     ConsumerRecord,
     HashRange,
     KeySampleRecord,
@@ -19,11 +20,10 @@ from core.model import (
     SubscriptionRecord,
     records_to_table,
 )
-from core.selectors import StickySelector
-from plugins.api import Chart, Inputs, Metric, Note, Table
-from plugins.builtin.sticky_ranges import StickyRanges, plan_ranges
-from plugins.runner import RunOutput, run_on_inputs
-from plugins.testing import TOPIC, at, make_inputs, make_snapshot
+from pulsar_lens.core.selectors import StickySelector
+from pulsar_lens.plugins.builtin.sticky_ranges import StickyRanges, plan_ranges
+from pulsar_lens.plugins.runner import RunOutput, run_on_inputs
+from pulsar_lens.plugins.testing import TOPIC, at, make_inputs, make_snapshot
 
 PLUGIN = StickyRanges()
 LABEL = f"{TOPIC} | st"

@@ -7,12 +7,12 @@ from typing import Any
 
 import pandas as pd
 
-from core.model import ConsumerRecord, DrainingHashRecord, Snapshot, SubscriptionRecord
-from plugins.api import Chart, Note, Table
-from plugins.builtin.stuck_hashes import StuckHashes
-from plugins.builtin.stuck_hashes.classic import parse_positions
-from plugins.runner import RunOutput, run_on_inputs
-from plugins.testing import TOPIC, at, make_inputs, make_snapshot
+from pulsar_lens.api import Chart, Note, Table
+from pulsar_lens.core.model import ConsumerRecord, DrainingHashRecord, Snapshot, SubscriptionRecord
+from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
+from pulsar_lens.plugins.builtin.stuck_hashes.classic import parse_positions
+from pulsar_lens.plugins.runner import RunOutput, run_on_inputs
+from pulsar_lens.plugins.testing import TOPIC, at, make_inputs, make_snapshot
 
 PLUGIN = StuckHashes()
 SUB = "orders-ks"

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord
-from plugins.api import Inputs
-from plugins.builtin.stuck_hashes import MAX_LINES, StuckHashes
-from plugins.builtin.stuck_hashes.violations import MAX_LISTED
-from plugins.builtin.stuck_hashes.waiting import waiting_consumers
-from plugins.runner import run_on_inputs
-from plugins.testing import TOPIC, at, make_inputs_from_records
+from pulsar_lens.api import Inputs
+from pulsar_lens.core.model import ConsumerRecord, DrainingHashRecord, SubscriptionRecord
+from pulsar_lens.plugins.builtin.stuck_hashes import MAX_LINES, StuckHashes
+from pulsar_lens.plugins.builtin.stuck_hashes.violations import MAX_LISTED
+from pulsar_lens.plugins.builtin.stuck_hashes.waiting import waiting_consumers
+from pulsar_lens.plugins.runner import run_on_inputs
+from pulsar_lens.plugins.testing import TOPIC, at, make_inputs_from_records
 from tests.props.strategies import props, weird_names
 
 PLUGIN = StuckHashes()

@@ -8,11 +8,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from core.model import ConsumerRecord, Snapshot, SubscriptionRecord
-from plugins.api import Chart, Metric, Note, Table
-from plugins.builtin.subscription_status import SubscriptionStatus
-from plugins.runner import run_on_inputs
-from plugins.testing import TOPIC, at, make_inputs, make_snapshot
+from pulsar_lens.api import Chart, Metric, Note, Table
+from pulsar_lens.core.model import ConsumerRecord, Snapshot, SubscriptionRecord
+from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
+from pulsar_lens.plugins.runner import run_on_inputs
+from pulsar_lens.plugins.testing import TOPIC, at, make_inputs, make_snapshot
 
 PLUGIN = SubscriptionStatus()
 

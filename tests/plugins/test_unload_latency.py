@@ -6,7 +6,12 @@ import datetime as dt
 
 import pandas as pd
 
-from plugins.builtin.unload_latency.outages import ladder, probe_outages, rung_of, timeline
+from pulsar_lens.plugins.builtin.unload_latency.outages import (
+    ladder,
+    probe_outages,
+    rung_of,
+    timeline,
+)
 
 T0 = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
 
@@ -72,7 +77,7 @@ def test_timeline_buckets_per_second() -> None:
 
 
 def test_a_first_assignment_is_no_unload_but_an_acquire_after_an_unload_is() -> None:
-    from plugins.builtin.unload_latency.outages import unload_events
+    from pulsar_lens.plugins.builtin.unload_latency.outages import unload_events
 
     def event(seconds: int, kind: str, before: str | None, after: str | None) -> dict[str, object]:
         return {
@@ -104,7 +109,7 @@ def test_a_first_assignment_is_no_unload_but_an_acquire_after_an_unload_is() -> 
 def test_unloads_the_load_manager_counted_and_no_poll_saw_are_events() -> None:
     """Two unloads counted in the window (10 s, 20 s]: one explains an outage no owner change
     explains (by the load manager); the other is an event of its own, bundle unknown."""
-    from plugins.builtin.unload_latency.outages import unload_events
+    from pulsar_lens.plugins.builtin.unload_latency.outages import unload_events
 
     probe = rows([2.0] * 110 + [400.0] + [2.0] * 20)  # the cut lands at 11 s
     windows = pd.DataFrame(
@@ -128,7 +133,7 @@ def test_unloads_the_load_manager_counted_and_no_poll_saw_are_events() -> None:
 
 
 def test_an_outage_outside_any_counted_window_names_nobody() -> None:
-    from plugins.builtin.unload_latency.outages import unload_events
+    from pulsar_lens.plugins.builtin.unload_latency.outages import unload_events
 
     probe = rows([2.0] * 10 + [400.0] + [2.0] * 5)
     polls = pd.DataFrame({"collected_at": [T0, T0 + dt.timedelta(seconds=10)]})

@@ -21,7 +21,7 @@ from typing import Any
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from core.errors import AdminApiError
+from pulsar_lens.core.errors import AdminApiError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "admin_api"
 SCENARIOS = ("default", "classic-modular")

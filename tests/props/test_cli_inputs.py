@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from cli.main import build_parser, main
-from collectors.poll import poll
-from core.limits import MAX_BUNDLES, MAX_PARTITIONS, MAX_REPLICA_POINTS
-from core.store import Store
-from core.topicname import parse_topic_name
-from plugins.registry import discover
+from pulsar_lens.cli.main import build_parser, main
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.limits import MAX_BUNDLES, MAX_PARTITIONS, MAX_REPLICA_POINTS
+from pulsar_lens.core.store import Store
+from pulsar_lens.core.topicname import parse_topic_name
+from pulsar_lens.plugins.registry import discover
 from tests.props.strategies import FakeAdmin, props, weird_names
 
 

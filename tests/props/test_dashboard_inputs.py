@@ -28,8 +28,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from dashboard.components import FLOAT_LIMIT, INT_LIMIT, MAX_TEXT_CHARS, _bounds, text_problem
-from plugins.registry import discover
+from pulsar_lens.dashboard.components import (
+    FLOAT_LIMIT,
+    INT_LIMIT,
+    MAX_TEXT_CHARS,
+    _bounds,
+    text_problem,
+)
+from pulsar_lens.plugins.registry import discover
 from tests.dashboard.scenario import make_poll, write_key_samples, write_scenario
 from tests.markdown import shown
 from tests.pages import PAGE_SLUGS, plugin_page

@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from core.markdown import WORD_JOINER, escape_markdown
-from core.secrets import escape_controls
+from pulsar_lens.core.markdown import WORD_JOINER, escape_markdown
+from pulsar_lens.core.secrets import escape_controls
 from tests.hostile_names import CONSTRUCTS, FIELDS, FRAGMENTS, HOSTILE, write_hostile_scenario
 from tests.markdown import escaped_text_problem, shown, syntax_of
 from tests.pages import PAGE_SLUGS, plugin_page

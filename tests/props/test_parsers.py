@@ -16,8 +16,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from collectors.brokers import parse_broker, parse_lb_counters, parse_leader, parse_owned_bundles
-from collectors.fields import (
+from pulsar_lens.collectors.brokers import (
+    parse_broker,
+    parse_lb_counters,
+    parse_leader,
+    parse_owned_bundles,
+)
+from pulsar_lens.collectors.fields import (
     as_epoch_ms,
     as_float,
     as_int,
@@ -25,25 +30,25 @@ from collectors.fields import (
     field_warnings,
     parse_hash_ranges,
 )
-from collectors.namespaces import (
+from pulsar_lens.collectors.namespaces import (
     collect_bundles,
     collect_partition_count,
     parse_bundle_key,
     parse_bundles,
 )
-from collectors.poll import poll
-from collectors.topics import (
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.collectors.topics import (
     collect_topic_stats,
     parse_broker_topic_stats,
     parse_subscriptions,
     parse_topic,
 )
-from core.bundles import topic_bundle
-from core.digest import snapshot_id
-from core.errors import AdminApiError, ModelError
-from core.limits import MAX_PARTITIONS
-from core.model import POLLED_TABLES, Snapshot, records_to_table
-from core.topicname import TopicNameError, parse_topic_name
+from pulsar_lens.core.bundles import topic_bundle
+from pulsar_lens.core.digest import snapshot_id
+from pulsar_lens.core.errors import AdminApiError, ModelError
+from pulsar_lens.core.limits import MAX_PARTITIONS
+from pulsar_lens.core.model import POLLED_TABLES, Snapshot, records_to_table
+from pulsar_lens.core.topicname import TopicNameError, parse_topic_name
 from tests.props.strategies import (
     BULK_STATS,
     BUNDLES,

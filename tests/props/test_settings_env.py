@@ -10,9 +10,9 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from core.config import CLUSTER_ENV, CONFIG_ENV, GLOBAL_ENV
-from core.errors import SettingsError
-from core.settings import MAX_DETAIL_BUDGET, MAX_DURATION, Settings
+from pulsar_lens.core.config import CLUSTER_ENV, CONFIG_ENV, GLOBAL_ENV
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.settings import MAX_DETAIL_BUDGET, MAX_DURATION, Settings
 from tests.props.strategies import HUGE_NUMBERS, NUMBER_TEXTS, props, weird_names
 
 TOKEN = "tok-Zq8v-secret-value"

@@ -1,4 +1,4 @@
-"""One local Spark session for the whole run (`plugins.spark.session`), on local[2]."""
+"""One local Spark session for the whole run (`pulsar_lens.plugins.spark.session`), on local[2]."""
 
 from __future__ import annotations
 
@@ -11,6 +11,6 @@ import pytest
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     os.environ.setdefault("SPARK_TESTING", "1")
-    from plugins.spark import session
+    from pulsar_lens.plugins.spark import session
 
     yield session.get("local[2]")

@@ -4,7 +4,7 @@
         plugins.builtin.stuck_hash_history:StuckHashHistory ...
     python -m tests.spark.run_on_master --master sc://127.0.0.1:15002 --ping
 
-A process has one Spark session (`plugins.spark.session`), so the cluster tests run the
+A process has one Spark session (`pulsar_lens.plugins.spark.session`), so the cluster tests run the
 plugins here, with PULSAR_LENS_SPARK_MASTER set, and compare the files to an in-process run.
 Each plugin gets OUT/<slug>/<frame>.parquet and OUT/<slug>/summary.json; OUT/session.json
 says which master the session ran on and how long each plugin took.
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from plugins.api import AnalysisPlugin
+from pulsar_lens.api import AnalysisPlugin
 
 
 def load_plugin(spec: str) -> AnalysisPlugin:
@@ -45,9 +45,9 @@ def summary_json(summary: Mapping[str, Any]) -> str:
 
 
 def run(store: Path, out: Path, specs: Sequence[str]) -> None:
-    from core.store import Store
-    from plugins import runner
-    from plugins.spark import session
+    from pulsar_lens.core.store import Store
+    from pulsar_lens.plugins import runner
+    from pulsar_lens.plugins.spark import session
 
     spark = session.get()
     seconds: dict[str, float] = {}
@@ -74,7 +74,7 @@ def run(store: Path, out: Path, specs: Sequence[str]) -> None:
 
 
 def ping() -> None:
-    from plugins.spark import session
+    from pulsar_lens.plugins.spark import session
 
     answer = session.get().range(3).count()
     session.stop()

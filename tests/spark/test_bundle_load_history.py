@@ -10,14 +10,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from core.bundles import bundle_name, default_boundaries, topic_bundle
-from core.model import BrokerRecord, BundleRecord, EventRecord, TopicRecord
-from core.store import Store
-from plugins import runner
-from plugins.api import Chart, Columns, Note, Result
-from plugins.builtin.bundle_load_history import BundleLoadHistory
-from plugins.builtin.bundle_load_history.reference import pandas_result
-from plugins.testing import at, make_snapshot
+from pulsar_lens.api import Chart, Columns, Note, Result
+from pulsar_lens.core.bundles import bundle_name, default_boundaries, topic_bundle
+from pulsar_lens.core.model import BrokerRecord, BundleRecord, EventRecord, TopicRecord
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.bundle_load_history import BundleLoadHistory
+from pulsar_lens.plugins.builtin.bundle_load_history.reference import pandas_result
+from pulsar_lens.plugins.testing import at, make_snapshot
 
 pytestmark = pytest.mark.spark
 

@@ -19,12 +19,12 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from collectors.events import diff
-from core.bundles import bundle_name, default_boundaries, topic_bundle
-from core.digest import snapshot_id
-from core.failover import FailoverConsumer, partition_names, select_active_consumer
-from core.hashing import sticky_key_hash
-from core.model import (
+from pulsar_lens.collectors.events import diff
+from pulsar_lens.core.bundles import bundle_name, default_boundaries, topic_bundle
+from pulsar_lens.core.digest import snapshot_id
+from pulsar_lens.core.failover import FailoverConsumer, partition_names, select_active_consumer
+from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.model import (
     BrokerRecord,
     BundleRecord,
     ConsumerRecord,
@@ -35,19 +35,19 @@ from core.model import (
     TopicRecord,
     records_to_table,
 )
-from core.store import Store
-from plugins import runner
-from plugins.testing import make_snapshot
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.testing import make_snapshot
 from tests.spark import cluster
 from tests.spark.run_on_master import load_plugin, summary_json
 
 pytestmark = pytest.mark.spark
 
 PLUGINS = (
-    "plugins.builtin.stuck_hash_history:StuckHashHistory",
-    "plugins.builtin.key_distribution:KeyDistribution",
-    "plugins.builtin.bundle_load_history:BundleLoadHistory",
-    "plugins.builtin.failover_history:FailoverHistory",
+    "pulsar_lens.plugins.builtin.stuck_hash_history:StuckHashHistory",
+    "pulsar_lens.plugins.builtin.key_distribution:KeyDistribution",
+    "pulsar_lens.plugins.builtin.bundle_load_history:BundleLoadHistory",
+    "pulsar_lens.plugins.builtin.failover_history:FailoverHistory",
 )
 CHILD_TIMEOUT = 420.0  # four analyses on a loaded 2-core machine took ~110 s
 POLLS = 12

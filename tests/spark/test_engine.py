@@ -9,13 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from core.errors import SettingsError
-from core.hashing import sticky_key_hash
-from core.store import STORE_SCHEMAS, Store
-from plugins.spark.hashing import with_sticky_hash
-from plugins.spark.reader import read
-from plugins.spark.schemas import spark_schema
-from plugins.spark.session import master_from_env
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.store import STORE_SCHEMAS, Store
+from pulsar_lens.plugins.spark.hashing import with_sticky_hash
+from pulsar_lens.plugins.spark.reader import read
+from pulsar_lens.plugins.spark.schemas import spark_schema
+from pulsar_lens.plugins.spark.session import master_from_env
 from tests.core.snapshots import make_snapshot
 
 pytestmark = pytest.mark.spark
@@ -71,7 +71,7 @@ def test_snapshot_ids_narrow_the_read(spark: object, store: Store) -> None:
 
 
 def test_a_read_of_many_files_starts_no_spark_job(spark: object, tmp_path: Path) -> None:
-    from plugins.spark import progress, session
+    from pulsar_lens.plugins.spark import progress, session
 
     many = Store(tmp_path)
     for i in range(40):  # each poll a file of its own, more than Spark looks up on the driver
@@ -120,7 +120,7 @@ def test_the_master_comes_from_the_environment_and_a_bad_one_is_named() -> None:
 
 
 def test_the_run_shares_one_session(spark: object) -> None:
-    from plugins.spark import session
+    from pulsar_lens.plugins.spark import session
 
     assert session.get() is spark
     started = session.started()

@@ -9,16 +9,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from core.failover import FailoverConsumer, compare_churn, compare_modes
-from core.model import ConsumerRecord, SubscriptionRecord, TopicRecord
-from core.store import Store
-from plugins import runner
-from plugins.api import Chart, Metric, Note, Tabs, parse_topic_name
-from plugins.builtin.failover_assignment.frames import imbalance
-from plugins.builtin.failover_history import FailoverHistory
-from plugins.builtin.failover_history.frames import OUTPUT_TYPES
-from plugins.builtin.failover_history.reference import pandas_result
-from plugins.testing import make_snapshot
+from pulsar_lens.api import Chart, Metric, Note, Tabs, parse_topic_name
+from pulsar_lens.core.failover import FailoverConsumer, compare_churn, compare_modes
+from pulsar_lens.core.model import ConsumerRecord, SubscriptionRecord, TopicRecord
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.failover_assignment.frames import imbalance
+from pulsar_lens.plugins.builtin.failover_history import FailoverHistory
+from pulsar_lens.plugins.builtin.failover_history.frames import OUTPUT_TYPES
+from pulsar_lens.plugins.builtin.failover_history.reference import pandas_result
+from pulsar_lens.plugins.testing import make_snapshot
 
 pytestmark = pytest.mark.spark
 

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ResultNotReady
-from core.model import DrainingHashRecord
-from core.store import Store
-from plugins import runner
-from plugins.registry import discover
-from plugins.results import ResultStore
-from plugins.spark.jobs import JobQueue, JobStatus, now
-from plugins.spark.worker import JobWorker, WorkerProcess
-from plugins.testing import make_snapshot
+from pulsar_lens.core.errors import ResultNotReady
+from pulsar_lens.core.model import DrainingHashRecord
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.registry import discover
+from pulsar_lens.plugins.results import ResultStore
+from pulsar_lens.plugins.spark.jobs import JobQueue, JobStatus, now
+from pulsar_lens.plugins.spark.worker import JobWorker, WorkerProcess
+from pulsar_lens.plugins.testing import make_snapshot
 
 pytestmark = pytest.mark.spark
 
@@ -221,7 +221,7 @@ def _wait(check: object, seconds: float, what: str) -> JobStatus:
 def test_the_worker_runs_each_clusters_jobs_on_its_own_snapshots(
     spark: object, tmp_path: Path
 ) -> None:
-    from core.clusterview import ClusterView
+    from pulsar_lens.core.clusterview import ClusterView
 
     store = Store(tmp_path)
     for i, rows in enumerate([[HELD], [HELD], [], [HELD]]):  # west never holds one

@@ -11,18 +11,23 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from core.digest import snapshot_id
-from core.hashing import sticky_key_hash
-from core.keyload import UNCOVERED
-from core.model import ConsumerRecord, KeySampleRecord, SubscriptionRecord, records_to_table
-from core.selectors import ConsistentHashingSelector
-from core.store import Store
-from plugins import runner
-from plugins.api import Chart, Columns, Consumer, Note, Table, Tabs
-from plugins.builtin.key_distribution import KeyDistribution
-from plugins.builtin.key_distribution.reference import pandas_result
-from plugins.builtin.sticky_ranges import plan_ranges
-from plugins.testing import make_snapshot
+from pulsar_lens.api import Chart, Columns, Consumer, Note, Table, Tabs
+from pulsar_lens.core.digest import snapshot_id
+from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.keyload import UNCOVERED
+from pulsar_lens.core.model import (
+    ConsumerRecord,
+    KeySampleRecord,
+    SubscriptionRecord,
+    records_to_table,
+)
+from pulsar_lens.core.selectors import ConsistentHashingSelector
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.key_distribution import KeyDistribution
+from pulsar_lens.plugins.builtin.key_distribution.reference import pandas_result
+from pulsar_lens.plugins.builtin.sticky_ranges import plan_ranges
+from pulsar_lens.plugins.testing import make_snapshot
 
 pytestmark = pytest.mark.spark
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from core.store import Store
-from plugins.spark.reader import read
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.spark.reader import read
 from tests.core.test_store_links import (
     NOW,
     T0,

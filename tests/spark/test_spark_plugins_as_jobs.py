@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from cli.collect_cmd import Analyses
-from core.model import DrainingHashRecord, TopicRecord
-from core.store import Store
-from plugins import runner
-from plugins.api import Chart, Table
-from plugins.registry import discover
-from plugins.spark.jobs import JobQueue
-from plugins.testing import make_snapshot
+from pulsar_lens.api import Chart, Table
+from pulsar_lens.cli.collect_cmd import Analyses
+from pulsar_lens.core.model import DrainingHashRecord, TopicRecord
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.registry import discover
+from pulsar_lens.plugins.spark.jobs import JobQueue
+from pulsar_lens.plugins.testing import make_snapshot
 from tests.pages import plugin_page
 
 pytestmark = pytest.mark.spark

@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from core.model import DrainingHashRecord
-from core.store import Store
-from plugins import runner
-from plugins.builtin.stuck_hash_history import StuckHashHistory
-from plugins.builtin.stuck_hash_history.reference import episodes, finish
-from plugins.testing import make_snapshot
+from pulsar_lens.core.model import DrainingHashRecord
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.stuck_hash_history import StuckHashHistory
+from pulsar_lens.plugins.builtin.stuck_hash_history.reference import episodes, finish
+from pulsar_lens.plugins.testing import make_snapshot
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""The benchmark's synthetic store reads as any store: through `core.store.Store` and
+"""The benchmark's synthetic store reads as any store: through `pulsar_lens.core.store.Store` and
 `plugins.spark.reader`, with its index's row counts, the events the collector's diff would
 record, and a store grown day by day equal to one written at once."""
 
@@ -16,9 +16,9 @@ import pyarrow.compute as pc
 import pytest
 
 from benchmarks.synth_store import TABLES, generate, link_days
-from collectors.events import diff
-from core.model import RECORD_TYPES, Snapshot
-from core.store import Store
+from pulsar_lens.collectors.events import diff
+from pulsar_lens.core.model import RECORD_TYPES, Snapshot
+from pulsar_lens.core.store import Store
 
 pytestmark = pytest.mark.spark
 
@@ -104,7 +104,7 @@ def test_a_store_grown_a_day_at_a_time_equals_one_written_at_once(tmp_path: Path
 def test_spark_reads_the_same_rows(spark: Any, hour: Path) -> None:
     from pyspark.sql import functions as F
 
-    from plugins.spark import reader
+    from pulsar_lens.plugins.spark import reader
 
     store = Store(hour)
     for name in ("topics", "consumers", "events"):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core.store import Store
-from plugins.spark.jobs import JobQueue
-from plugins.spark.worker import WorkerProcess
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.spark.jobs import JobQueue
+from pulsar_lens.plugins.spark.worker import WorkerProcess
 from tests.core.snapshots import make_snapshot
 
 pytestmark = pytest.mark.spark
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 SLUG = "takes-ten-minutes"
 PLUGIN = """
 import pathlib, time
-from plugins.api import AnalysisPlugin, Result
+from pulsar_lens.api import AnalysisPlugin, Result
 
 class TakesTenMinutes(AnalysisPlugin):
     name = "{slug}"

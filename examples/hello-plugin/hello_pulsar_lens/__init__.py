@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import altair as alt
 
-from plugins.api import (
+from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
     Chart,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 from hello_pulsar_lens import HelloNamespaces
 
-from plugins.api import Chart, Columns, Inputs, Metric, Table
-from plugins.registry import validate_plugin
+from pulsar_lens.api import Chart, Columns, Inputs, Metric, Table
+from pulsar_lens.plugins.registry import validate_plugin
 
 SNAPSHOT = "sha256:one"
 

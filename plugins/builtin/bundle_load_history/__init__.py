@@ -52,7 +52,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from plugins.api import (
+from pulsar_lens.api import (
     HISTORY_ALL,
     AnalysisPlugin,
     BaseModel,
@@ -63,14 +63,18 @@ from plugins.api import (
     View,
     empty_frame,
 )
-from plugins.builtin.bundle_load_history.reference import KEY, TOPIC_LOAD, bucket_seconds
-from plugins.builtin.bundle_load_history.scoring import (
+from pulsar_lens.plugins.builtin.bundle_load_history.reference import (
+    KEY,
+    TOPIC_LOAD,
+    bucket_seconds,
+)
+from pulsar_lens.plugins.builtin.bundle_load_history.scoring import (
     TIMELINE_COLUMNS,
     Parts,
     finish,
     order_hot,
 )
-from plugins.builtin.bundle_load_history.views import render_views
+from pulsar_lens.plugins.builtin.bundle_load_history.views import render_views
 
 
 class BundleLoadHistory(AnalysisPlugin):

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from plugins.api import Result, empty_frame, topic_bundles
-from plugins.builtin.bundle_load_history.scoring import (
+from pulsar_lens.api import Result, empty_frame, topic_bundles
+from pulsar_lens.plugins.builtin.bundle_load_history.scoring import (
     HOT_STATS,
     MOVE_COLUMNS,
     NEWEST_COLUMNS,
@@ -191,7 +191,7 @@ def pandas_parts(
 
 def pandas_result(store_root: Any, *, metric: str = "msg_rate", top: int = 10) -> Result:
     """The whole analysis over every stored poll, on pandas only (no Spark)."""
-    from core.store import Store
+    from pulsar_lens.core.store import Store
 
     store = Store(store_root)
     names = ("bundles", "topics", "events", "brokers")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from plugins.api import Result, empty_frame, frame_of
+from pulsar_lens.api import Result, empty_frame, frame_of
 
 METRICS = ("msg_rate", "throughput")
 TIMELINE_COLUMNS = [

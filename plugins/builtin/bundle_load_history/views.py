@@ -8,7 +8,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from plugins.api import Chart, Columns, Metric, Note, Result, Section, Table, View
+from pulsar_lens.api import Chart, Columns, Metric, Note, Result, Section, Table, View
 
 UNITS = {"msg_rate": "msg/s", "throughput": "bytes/s"}
 

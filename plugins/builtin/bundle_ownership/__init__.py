@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 import altair as alt
 import pandas as pd
 
-from plugins.api import (
+from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
     Chart,
@@ -46,11 +46,11 @@ from plugins.api import (
     Table,
     View,
 )
-from plugins.builtin.bundle_ownership.events import (
+from pulsar_lens.plugins.builtin.bundle_ownership.events import (
     compute_events,
     with_stored_events,
 )
-from plugins.builtin.bundle_ownership.load_manager import (
+from pulsar_lens.plugins.builtin.bundle_ownership.load_manager import (
     attribute,
     counted_polls,
     load_manager_views,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from core.unsure import Unsure, unsure_of_stored
+from pulsar_lens.core.unsure import Unsure, unsure_of_stored
 
 EVENT_COLUMNS = ["at", "kind", "namespace", "bundle", "before", "after", "detail", "source"]
 CONSUMER_KEY = ["topic", "subscription", "consumer_name"]

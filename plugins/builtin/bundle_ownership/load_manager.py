@@ -20,10 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from core.counters import increase
-from core.model import LOAD_MANAGER_COUNTERS as COUNTERS
-from plugins.api import Note, Table, View
-from plugins.builtin.bundle_ownership.events import snapshots_of
+from pulsar_lens.api import Note, Table, View
+from pulsar_lens.core.counters import increase
+from pulsar_lens.core.model import LOAD_MANAGER_COUNTERS as COUNTERS
+from pulsar_lens.plugins.builtin.bundle_ownership.events import snapshots_of
 
 WINDOW_COLUMNS = ["at", "since", "broker", "unloaded", "split", "unseen"]
 BY_LOAD_MANAGER = "load manager"

@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import (
+from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
     FailoverConsumer,
@@ -51,7 +51,7 @@ from plugins.api import (
     jvm_charset,
     partition_index,
 )
-from plugins.builtin.failover_assignment.frames import (
+from pulsar_lens.plugins.builtin.failover_assignment.frames import (
     PARTITION_COLUMNS,
     consumer_frame,
     group_frame,
@@ -60,7 +60,7 @@ from plugins.builtin.failover_assignment.frames import (
     timeline_frame,
     with_flaps,
 )
-from plugins.builtin.failover_assignment.views import render_views
+from pulsar_lens.plugins.builtin.failover_assignment.views import render_views
 
 Picker = Callable[[str], FailoverConsumer | None]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import frame_of
+from pulsar_lens.api import frame_of
 
 GROUP_COLUMNS = [
     "label",

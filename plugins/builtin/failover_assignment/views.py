@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from plugins.api import Chart, Metric, Note, Result, Table, View, escape_markdown
+from pulsar_lens.api import Chart, Metric, Note, Result, Table, View, escape_markdown
 
 PRIORITY_NOTE = (
     "Broker stats show no priority levels, so all consumers are taken as one level. "

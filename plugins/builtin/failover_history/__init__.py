@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plugins.api import (
+from pulsar_lens.api import (
     HISTORY_ALL,
     AnalysisPlugin,
     BaseModel,
@@ -35,9 +35,9 @@ from plugins.api import (
     View,
     jvm_charset,
 )
-from plugins.builtin.failover_history.frames import OUTPUTS
-from plugins.builtin.failover_history.plan import spark_result
-from plugins.builtin.failover_history.views import render_views
+from pulsar_lens.plugins.builtin.failover_history.frames import OUTPUTS
+from pulsar_lens.plugins.builtin.failover_history.plan import spark_result
+from pulsar_lens.plugins.builtin.failover_history.views import render_views
 
 
 class FailoverHistory(AnalysisPlugin):

@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import Result
-from plugins.builtin.failover_assignment import group_label
+from pulsar_lens.api import Result
+from pulsar_lens.plugins.builtin.failover_assignment import group_label
 
 GROUP_KEY = ["parent_topic", "subscription"]
 PARTITION_KEY = [*GROUP_KEY, "topic"]

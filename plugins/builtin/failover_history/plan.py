@@ -27,9 +27,9 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import Result, SparkInputs, partition_index
-from plugins.builtin.failover_assignment import parent_of
-from plugins.builtin.failover_history.frames import (
+from pulsar_lens.api import Result, SparkInputs, partition_index
+from pulsar_lens.plugins.builtin.failover_assignment import parent_of
+from pulsar_lens.plugins.builtin.failover_history.frames import (
     BALANCED_SPREAD,
     GROUP_KEY,
     RAW_GROUP_COLUMNS,
@@ -43,7 +43,11 @@ from plugins.builtin.failover_history.frames import (
     partition_frame,
     top_keys,
 )
-from plugins.builtin.failover_history.whatif import WHAT_IF_INPUT, WHAT_IF_SCHEMA, what_if_group
+from pulsar_lens.plugins.builtin.failover_history.whatif import (
+    WHAT_IF_INPUT,
+    WHAT_IF_SCHEMA,
+    what_if_group,
+)
 
 PAIR_KEY = ["topic", "subscription"]
 GROUP_IDS = ["parent_topic", "sub_id"]

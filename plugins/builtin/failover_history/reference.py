@@ -27,9 +27,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from plugins.api import Result, jvm_charset, partition_index
-from plugins.builtin.failover_assignment import parent_of
-from plugins.builtin.failover_history.frames import (
+from pulsar_lens.api import Result, jvm_charset, partition_index
+from pulsar_lens.plugins.builtin.failover_assignment import parent_of
+from pulsar_lens.plugins.builtin.failover_history.frames import (
     BALANCED_SPREAD,
     GROUP_KEY,
     PARTITION_KEY,
@@ -43,7 +43,7 @@ from plugins.builtin.failover_history.frames import (
     partition_frame,
     top_keys,
 )
-from plugins.builtin.failover_history.whatif import WHAT_IF_INPUT, what_if_group
+from pulsar_lens.plugins.builtin.failover_history.whatif import WHAT_IF_INPUT, what_if_group
 
 ROW_COLUMNS = [
     "snapshot_id",
@@ -222,7 +222,7 @@ def pandas_result(
     charset: str = "",
 ) -> Result:
     """The whole analysis over every stored poll, read with pyarrow and pandas (no Spark)."""
-    from core.store import Store
+    from pulsar_lens.core.store import Store
 
     store = Store(store_root)
     names: Sequence[str] = ("subscriptions", "consumers", "topics")

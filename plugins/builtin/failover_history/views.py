@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from plugins.api import Chart, Metric, Note, Result, Section, Table, Tabs, View
+from pulsar_lens.api import Chart, Metric, Note, Result, Section, Table, Tabs, View
 
 CHARTED_GROUPS = 5
 """Groups drawn in the charts over time (the worst first); the tables list them all."""

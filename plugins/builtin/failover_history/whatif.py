@@ -1,7 +1,7 @@
 """The PIP-392 what-if of one failover group, the same function on both engines.
 
 Given a group's partitions at the newest poll and the consumers connected to each, the broker's
-own picker (`plugins.api.active_consumer_picker`, proven against a 4.0 broker) assigns every
+own picker (`pulsar_lens.api.active_consumer_picker`, proven against a 4.0 broker) assigns every
 partition twice: by `partitionIndex % n` (modulo, the default) and on the PIP-392 ring
 (consistent hashing). Scenarios:
 
@@ -25,9 +25,9 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import FailoverConsumer, active_consumer_picker, frame_of
-from plugins.builtin.failover_assignment.frames import imbalance
-from plugins.builtin.failover_history.frames import RAW_WHAT_IF_COLUMNS
+from pulsar_lens.api import FailoverConsumer, active_consumer_picker, frame_of
+from pulsar_lens.plugins.builtin.failover_assignment.frames import imbalance
+from pulsar_lens.plugins.builtin.failover_history.frames import RAW_WHAT_IF_COLUMNS
 
 WHAT_IF_INPUT = ["parent_topic", "subscription", "topic", "consumer_name"]
 """One row per (partition, connected consumer); `consumer_name` is null for a partition

@@ -17,8 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from core.keyload import UNCOVERED
-from plugins.api import (
+from pulsar_lens.api import (
     HISTORY_ALL,
     AnalysisPlugin,
     BaseModel,
@@ -29,7 +28,8 @@ from plugins.api import (
     View,
     jvm_charset,
 )
-from plugins.builtin.key_distribution.frames import (
+from pulsar_lens.core.keyload import UNCOVERED
+from pulsar_lens.plugins.builtin.key_distribution.frames import (
     BIN_WIDTH,
     COUNT_COLUMNS,
     OUTPUTS,
@@ -37,13 +37,13 @@ from plugins.builtin.key_distribution.frames import (
     finish,
     label_of,
 )
-from plugins.builtin.key_distribution.reference import (
+from pulsar_lens.plugins.builtin.key_distribution.reference import (
     GROUP_KEY,
     members_in_order,
     with_selectors,
 )
-from plugins.builtin.key_distribution.views import render_views
-from plugins.builtin.key_distribution.whatif import (
+from pulsar_lens.plugins.builtin.key_distribution.views import render_views
+from pulsar_lens.plugins.builtin.key_distribution.whatif import (
     PLAN_SCHEMA,
     WHAT_IF_SCHEMA,
     plan_frame,
@@ -189,7 +189,7 @@ def _assigned(samples: Any, selectors: Any, listed: Any) -> Any:
     """Sampled messages per (poll, subscription, key): its hashes and its consumer."""
     from pyspark.sql import functions as F
 
-    from plugins.spark.hashing import with_sticky_hash
+    from pulsar_lens.plugins.spark.hashing import with_sticky_hash
 
     keyed = samples.select(
         "snapshot_id", "topic", F.coalesce("key", F.lit("")).alias("key"), "sticky_hash"

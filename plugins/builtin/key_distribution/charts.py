@@ -7,7 +7,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from core.keyload import UNCOVERED
+from pulsar_lens.core.keyload import UNCOVERED
 
 
 def chart_consumers(consumers: pd.DataFrame) -> Any:

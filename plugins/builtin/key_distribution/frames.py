@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.keyload import UNCOVERED
-from plugins.api import Result, empty_frame, frame_of
-from plugins.builtin.key_distribution.whatif import PLAN_COLUMNS, WHAT_IF_COLUMNS
+from pulsar_lens.api import Result, empty_frame, frame_of
+from pulsar_lens.core.keyload import UNCOVERED
+from pulsar_lens.plugins.builtin.key_distribution.whatif import PLAN_COLUMNS, WHAT_IF_COLUMNS
 
 BIN_WIDTH = 256  # 65536 hashes in 256 bins
 COUNT_COLUMNS: dict[str, list[str]] = {

@@ -20,17 +20,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.keyload import UNCOVERED, sample_hashes
-from core.keyshared.ranges import Member, hash_selector, infer_selector, ranges_of
-from plugins.api import Result, empty_frame
-from plugins.builtin.key_distribution.frames import (
+from pulsar_lens.api import Result, empty_frame
+from pulsar_lens.core.keyload import UNCOVERED, sample_hashes
+from pulsar_lens.core.keyshared.ranges import Member, hash_selector, infer_selector, ranges_of
+from pulsar_lens.plugins.builtin.key_distribution.frames import (
     BIN_WIDTH,
     COUNT_COLUMNS,
     empty_counts,
     finish,
     label_of,
 )
-from plugins.builtin.key_distribution.whatif import plan_frame, what_if_frame
+from pulsar_lens.plugins.builtin.key_distribution.whatif import plan_frame, what_if_frame
 
 GROUP_KEY = ["snapshot_id", "topic", "subscription"]
 SELECTOR_COLUMNS = [*GROUP_KEY, "label", "collected_at", "selector", "reduction"]
@@ -82,7 +82,7 @@ def pandas_result(
     charset: str = "utf-8",
 ) -> Result:
     """The whole analysis over every stored poll, on pandas only."""
-    from core.store import Store
+    from pulsar_lens.core.store import Store
 
     store = Store(store_root)
     tables = {n: store.read(n).to_pandas() for n in ("key_samples", "consumers", "subscriptions")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from plugins.api import (
+from pulsar_lens.api import (
     Chart,
     Columns,
     Metric,
@@ -17,7 +17,7 @@ from plugins.api import (
     View,
     escape_markdown,
 )
-from plugins.builtin.key_distribution.charts import (
+from pulsar_lens.plugins.builtin.key_distribution.charts import (
     chart_consumers,
     chart_hash_bins,
     chart_now_and_planned,

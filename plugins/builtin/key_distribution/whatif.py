@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from plugins.api import ConsistentHashingSelector, Consumer, frame_of
-from plugins.builtin.sticky_ranges import plan_ranges
+from pulsar_lens.api import ConsistentHashingSelector, Consumer, frame_of
+from pulsar_lens.plugins.builtin.sticky_ranges import plan_ranges
 
 WHAT_IF_COLUMNS = ["label", "consumers", "points", "max_share", "max_over_fair", "moved_share"]
 WHAT_IF_SCHEMA = (

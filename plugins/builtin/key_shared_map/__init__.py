@@ -4,7 +4,7 @@ Per subscription (one per topic or partition) of the newest snapshot: every cons
 ranges as the broker reports them (`keyHashRangeArrays`), its share of the routable hashes
 1..65535, and the imbalance (largest share over the fair share 1/n). The selector is read
 from the mode and the ranges (see `core.keyshared.ranges.infer_selector`); for consistent
-hashing the replica points are inferred from the ranges (see `core.keyshared.rebuild`).
+hashing the replica points are inferred from the ranges (see `pulsar_lens.core.keyshared.rebuild`).
 
 **Drift**: our model, rebuilt from the consumer names in connection order (`connected_since`)
 with the inferred selector and points, must give the broker's ranges exactly. When it does not,
@@ -37,11 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.keyshared.fit import MAX_POINTS, Fit, fit_consistent
-from core.keyshared.layout import Layout, from_frame, infer_kinds
-from core.keyshared.ranges import ROUTABLE, hash_selector
-from core.keyshared.rebuild import WhatIf, apply_what_if, consistent_model, rebuild
-from plugins.api import (
+from pulsar_lens.api import (
     OTHER_CHARSET,
     AnalysisPlugin,
     BaseModel,
@@ -58,9 +54,13 @@ from plugins.api import (
     frame_of,
     jvm_charset,
 )
-from plugins.builtin.key_shared_map.frames import Analysis, map_frames
-from plugins.builtin.key_shared_map.views import render_views
-from plugins.builtin.key_shared_map.what_if import (
+from pulsar_lens.core.keyshared.fit import MAX_POINTS, Fit, fit_consistent
+from pulsar_lens.core.keyshared.layout import Layout, from_frame, infer_kinds
+from pulsar_lens.core.keyshared.ranges import ROUTABLE, hash_selector
+from pulsar_lens.core.keyshared.rebuild import WhatIf, apply_what_if, consistent_model, rebuild
+from pulsar_lens.plugins.builtin.key_shared_map.frames import Analysis, map_frames
+from pulsar_lens.plugins.builtin.key_shared_map.views import render_views
+from pulsar_lens.plugins.builtin.key_shared_map.what_if import (
     LOOKUP_COLUMNS,
     State,
     lookup_row,

@@ -13,7 +13,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from core.secrets import clean
+from pulsar_lens.core.secrets import clean
 
 HASH_SPACE = 65536
 """Key_Shared sticky hashes lie in [0, 65535] (4.0 uses [1, 65535])."""

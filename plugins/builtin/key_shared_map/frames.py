@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.keyshared.fit import Fit
-from core.keyshared.layout import Layout
-from core.keyshared.ranges import (
+from pulsar_lens.api import empty_frame
+from pulsar_lens.core.keyshared.fit import Fit
+from pulsar_lens.core.keyshared.layout import Layout
+from pulsar_lens.core.keyshared.ranges import (
     AUTO_SPLIT_TOP,
     I64,
     ROUTABLE,
@@ -30,8 +31,7 @@ from core.keyshared.ranges import (
     owner_array,
     routable_count,
 )
-from core.keyshared.rebuild import Model
-from plugins.api import empty_frame
+from pulsar_lens.core.keyshared.rebuild import Model
 
 SUB_COLUMNS = [
     "label",

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import (
+from pulsar_lens.api import (
     Chart,
     Columns,
     Metric,
@@ -20,7 +20,7 @@ from plugins.api import (
     View,
     escape_markdown,
 )
-from plugins.builtin.key_shared_map.charts import (
+from pulsar_lens.plugins.builtin.key_shared_map.charts import (
     chart_hash_band,
     chart_hash_map,
     chart_hash_ring,

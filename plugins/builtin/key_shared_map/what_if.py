@@ -8,9 +8,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.keyshared.ranges import ROUTABLE, Member, hash_selector, ranges_text, routable_count
-from core.keyshared.rebuild import Model, WhatIf
-from plugins.api import empty_frame, frame_of, sticky_key_hash
+from pulsar_lens.api import empty_frame, frame_of, sticky_key_hash
+from pulsar_lens.core.keyshared.ranges import (
+    ROUTABLE,
+    Member,
+    hash_selector,
+    ranges_text,
+    routable_count,
+)
+from pulsar_lens.core.keyshared.rebuild import Model, WhatIf
 
 State = tuple[list[Member], Model]
 WHAT_IF_COLUMNS = [

@@ -34,18 +34,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from core.keyshared.ranges import (
-    ROUTABLE,
-    Member,
-    coverage_counts,
-    members_of,
-    ranges_of,
-    ranges_text,
-    routable_count,
-    runs,
-    share_stats,
-)
-from plugins.api import (
+from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
     ConsistentHashingSelector,
@@ -58,7 +47,18 @@ from plugins.api import (
     frame_of,
     sticky_key_hash_array,
 )
-from plugins.builtin.sticky_ranges.views import render_views
+from pulsar_lens.core.keyshared.ranges import (
+    ROUTABLE,
+    Member,
+    coverage_counts,
+    members_of,
+    ranges_of,
+    ranges_text,
+    routable_count,
+    runs,
+    share_stats,
+)
+from pulsar_lens.plugins.builtin.sticky_ranges.views import render_views
 
 GROUP_COLUMNS = [
     "label",

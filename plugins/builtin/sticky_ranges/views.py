@@ -7,8 +7,8 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
-from core.keyshared.ranges import STICKY_TOP
-from plugins.api import Chart, Metric, Note, Result, Table, View, escape_markdown
+from pulsar_lens.api import Chart, Metric, Note, Result, Table, View, escape_markdown
+from pulsar_lens.core.keyshared.ranges import STICKY_TOP
 
 
 def render_views(result: Result) -> list[View]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import (
+from pulsar_lens.api import (
     HISTORY_ALL,
     AnalysisPlugin,
     Note,
@@ -29,7 +29,7 @@ from plugins.api import (
     View,
     empty_frame,
 )
-from plugins.builtin.stuck_hash_history.reference import (
+from pulsar_lens.plugins.builtin.stuck_hash_history.reference import (
     EPISODE_COLUMNS,
     KEY,
     finish,

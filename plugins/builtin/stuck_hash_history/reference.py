@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from plugins.api import Result, empty_frame
+from pulsar_lens.api import Result, empty_frame
 
 KEY = ["topic", "subscription", "hash", "consumer_name"]
 EPISODE_COLUMNS = [

@@ -37,8 +37,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from core.secrets import clean
-from plugins.api import (
+from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
     Chart,
@@ -56,10 +55,11 @@ from plugins.api import (
     empty_frame,
     escape_markdown,
 )
-from plugins.builtin.stuck_hashes.classic import compute_held_back
-from plugins.builtin.stuck_hashes.violations import compute_violations, listed_names
-from plugins.builtin.stuck_hashes.waiting import waiting_consumers
-from plugins.builtin.stuck_hashes.windows import snapshot_order, with_positions
+from pulsar_lens.core.secrets import clean
+from pulsar_lens.plugins.builtin.stuck_hashes.classic import compute_held_back
+from pulsar_lens.plugins.builtin.stuck_hashes.violations import compute_violations, listed_names
+from pulsar_lens.plugins.builtin.stuck_hashes.waiting import waiting_consumers
+from pulsar_lens.plugins.builtin.stuck_hashes.windows import snapshot_order, with_positions
 
 HASH_KEY = ["topic", "subscription", "consumer_name", "hash"]
 HASH_COLUMNS = [

@@ -10,8 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.api import empty_frame
-from plugins.builtin.stuck_hashes.windows import run_start, with_positions
+from pulsar_lens.api import empty_frame
+from pulsar_lens.plugins.builtin.stuck_hashes.windows import run_start, with_positions
 
 HELD_COLUMNS = [
     "topic",

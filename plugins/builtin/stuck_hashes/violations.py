@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from plugins.api import empty_frame
+from pulsar_lens.api import empty_frame
 
 VIOLATION_COLUMNS = [
     "topic",

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from core.keyshared.layout import from_frame
-from core.keyshared.ranges import I64
+from pulsar_lens.core.keyshared.layout import from_frame
+from pulsar_lens.core.keyshared.ranges import I64
 
 
 def waiting_consumers(hashes: pd.DataFrame, consumers: pd.DataFrame) -> list[str | None]:

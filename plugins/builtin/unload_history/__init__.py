@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plugins.api import (
+from pulsar_lens.api import (
     HISTORY_ALL,
     AnalysisPlugin,
     BaseModel,
@@ -41,10 +41,10 @@ from plugins.api import (
     SparkInputs,
     View,
 )
-from plugins.builtin.unload_history.frames import TOP, finish
-from plugins.builtin.unload_history.plan import empty_parts, spark_parts
-from plugins.builtin.unload_history.views import render_views
-from plugins.builtin.unload_latency.outages import SLOW_MS
+from pulsar_lens.plugins.builtin.unload_history.frames import TOP, finish
+from pulsar_lens.plugins.builtin.unload_history.plan import empty_parts, spark_parts
+from pulsar_lens.plugins.builtin.unload_history.views import render_views
+from pulsar_lens.plugins.builtin.unload_latency.outages import SLOW_MS
 
 
 class UnloadHistory(AnalysisPlugin):

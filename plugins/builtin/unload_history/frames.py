@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from plugins.api import Result
-from plugins.builtin.unload_latency.outages import OUTAGE_COLUMNS
+from pulsar_lens.api import Result
+from pulsar_lens.plugins.builtin.unload_latency.outages import OUTAGE_COLUMNS
 
 KEY = ["namespace", "bundle"]
 RUN_KEY = ["probe", "topic"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from plugins.builtin.unload_history.frames import (
+from pulsar_lens.plugins.builtin.unload_history.frames import (
     BY_BROKER,
     BY_BUNDLE,
     BY_HOUR,
@@ -23,7 +23,7 @@ from plugins.builtin.unload_history.frames import (
     UNKNOWN,
     Parts,
 )
-from plugins.builtin.unload_latency.outages import OUTAGE_COLUMNS
+from pulsar_lens.plugins.builtin.unload_latency.outages import OUTAGE_COLUMNS
 
 
 def spark_parts(probes: Any, bundles: Any, *, slow_ms: float) -> Parts:

@@ -9,8 +9,8 @@ import os
 
 import pandas as pd
 
-from plugins.api import Result
-from plugins.builtin.unload_history.frames import (
+from pulsar_lens.api import Result
+from pulsar_lens.plugins.builtin.unload_history.frames import (
     BY_BROKER,
     BY_BUNDLE,
     BY_HOUR,
@@ -25,7 +25,11 @@ from plugins.builtin.unload_history.frames import (
     finish,
     typed,
 )
-from plugins.builtin.unload_latency.outages import OUTAGE_COLUMNS, SLOW_MS, probe_outages
+from pulsar_lens.plugins.builtin.unload_latency.outages import (
+    OUTAGE_COLUMNS,
+    SLOW_MS,
+    probe_outages,
+)
 
 
 def compute_moves(bundles: pd.DataFrame) -> pd.DataFrame:
@@ -171,8 +175,8 @@ def pandas_result(
 ) -> Result:
     """The whole analysis over every stored poll, on pandas only (no Spark). Probe rows are
     read from the first poll on, up to now, as `plugins.runner.load_inputs` reads them."""
-    from core.model import SCHEMAS
-    from core.store import Store
+    from pulsar_lens.core.model import SCHEMAS
+    from pulsar_lens.core.store import Store
 
     store = Store(store_root)
     index = store.snapshots()

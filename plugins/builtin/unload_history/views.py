@@ -9,7 +9,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from plugins.api import Chart, Metric, Note, Result, Section, Table, View
+from pulsar_lens.api import Chart, Metric, Note, Result, Section, Table, View
 
 CHART_HOURS = 2000
 """Hours drawn at most (the newest); every point of a chart goes to the browser."""

@@ -3,7 +3,7 @@ the Bundles & unloads page.
 
 Unload events come from the `bundle-ownership` plugin (ownership changes between polls, and
 the "reloaded" ones inferred from clients that all reconnected); the probes' rows (the
-`probes` table, written by `collectors.probe` when probing is on) give each event its
+`probes` table, written by `pulsar_lens.collectors.probe` when probing is on) give each event its
 outage, worst publish latency, delayed and lost messages. Outages that no ownership change
 explains (an unload and re-acquire between two polls on one broker) are events too. See
 `outages.py` for the exact definitions.
@@ -23,8 +23,7 @@ from collections.abc import Mapping, Sequence
 import altair as alt
 import pandas as pd
 
-from core.backoff import LADDER_MS
-from plugins.api import (
+from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
     Chart,
@@ -40,10 +39,11 @@ from plugins.api import (
     Table,
     View,
 )
-from plugins.builtin.bundle_ownership import chart_ownership, compute_brokers
-from plugins.builtin.bundle_ownership import chart_timeline as chart_owners
-from plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER
-from plugins.builtin.unload_latency.outages import (
+from pulsar_lens.core.backoff import LADDER_MS
+from pulsar_lens.plugins.builtin.bundle_ownership import chart_ownership, compute_brokers
+from pulsar_lens.plugins.builtin.bundle_ownership import chart_timeline as chart_owners
+from pulsar_lens.plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER
+from pulsar_lens.plugins.builtin.unload_latency.outages import (
     SLOW_MS,
     blind_spot,
     ladder,

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.backoff import LADDER_MS, Backoff
-from core.model import SLOW_PUBLISH_MS
-from plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER
+from pulsar_lens.core.backoff import LADDER_MS, Backoff
+from pulsar_lens.core.model import SLOW_PUBLISH_MS
+from pulsar_lens.plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER
 
 SLOW_MS = SLOW_PUBLISH_MS
 MOVE_KINDS = ("moved", "unloaded", "reacquired", "acquired", "reloaded")

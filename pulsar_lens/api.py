@@ -24,9 +24,15 @@ from pydantic import BaseModel, Field
 # sticky-key hashing, Key_Shared selectors and their assignments, the failover active-consumer
 # picker (modulo and PIP-392), the bundle of a topic, topic names as the broker parses them,
 # and the sampled key load per consumer.
-from core.assignments import Assignments, Consumer, diff_assignments
-from core.bundles import BundleRange, find_bundle, parse_bundles, topic_bundle, topic_bundles
-from core.failover import (
+from pulsar_lens.core.assignments import Assignments, Consumer, diff_assignments
+from pulsar_lens.core.bundles import (
+    BundleRange,
+    find_bundle,
+    parse_bundles,
+    topic_bundle,
+    topic_bundles,
+)
+from pulsar_lens.core.failover import (
     OTHER_CHARSET,
     FailoverConsumer,
     active_consumer_picker,
@@ -35,12 +41,17 @@ from core.failover import (
     partition_index,
     select_active_consumer,
 )
-from core.hashing import SelectorKind, sticky_key_hash, sticky_key_hash_array, topic_bundle_hash
-from core.keyload import compute_key_load
-from core.markdown import escape_markdown
-from core.model import HashRange
-from core.selectors import ConsistentHashingSelector, make_selector
-from core.topicname import TopicName, TopicNameError, parse_topic_name
+from pulsar_lens.core.hashing import (
+    SelectorKind,
+    sticky_key_hash,
+    sticky_key_hash_array,
+    topic_bundle_hash,
+)
+from pulsar_lens.core.keyload import compute_key_load
+from pulsar_lens.core.markdown import escape_markdown
+from pulsar_lens.core.model import HashRange
+from pulsar_lens.core.selectors import ConsistentHashingSelector, make_selector
+from pulsar_lens.core.topicname import TopicName, TopicNameError, parse_topic_name
 
 __all__ = [
     "API_VERSION",

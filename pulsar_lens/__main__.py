@@ -1,0 +1,5 @@
+"""`python -m pulsar_lens ...` is the `pulsar-lens` command."""
+
+from pulsar_lens.cli.main import main
+
+raise SystemExit(main())
