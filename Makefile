@@ -29,7 +29,7 @@ fix: install ## ruff autofix + format
 	$(VENV)/ruff check --fix . && $(VENV)/ruff format .
 
 typecheck: install ## mypy strict on core/, collectors/ and plugins/
-	$(VENV)/mypy
+	$(VENV)/python scripts/typecheck.py
 
 bench: install ## every benchmark (each prints ratios against a baseline run side by side)
 	@for b in hashing collect store_reads analyses key_shared_map scale dashboard; do \

@@ -26,5 +26,5 @@ def test_quality_ruff_format_is_clean() -> None:
 
 
 def test_quality_mypy_strict_core_collectors_plugins() -> None:
-    done = _run(str(BIN / "mypy"))
+    done = _run(sys.executable, str(ROOT / "scripts" / "typecheck.py"))
     assert done.returncode == 0, done.stdout + done.stderr
