@@ -30,6 +30,7 @@ from pulsar_lens.core.config import (
 from pulsar_lens.core.configfile import Loaded, load
 from pulsar_lens.core.errors import DashboardError
 from pulsar_lens.core.secrets import clean
+from pulsar_lens.core.settings import process_environ
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -124,7 +125,7 @@ def check_cluster(cluster: ClusterSettings, *, timeout: float) -> dict[str, Any]
         result["error"] = "no admin URL; set PULSAR_ADMIN_URL or admin_url in the settings file"
         return result
     try:
-        env = cluster.connection_env(os.environ)
+        env = cluster.connection_env(process_environ())
         with AdminClient.from_env(env, timeout=timeout, retries=0) as client:
             calls.append("GET /admin/v2/clusters")
             names = collect_clusters(client, timeout=timeout)
