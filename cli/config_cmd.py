@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    loaded = load(config=args.config)
+    loaded = load(process_environ(), config=args.config)
     checks: list[dict[str, Any] | None] = [
         None if args.no_connect else check_cluster(c, timeout=args.timeout)
         for c in loaded.config.clusters

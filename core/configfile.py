@@ -24,7 +24,6 @@ from pydantic import ValidationError
 
 from pulsar_lens.core.config import CLUSTER_ENV, CLUSTER_KEYS, CONFIG_ENV, GLOBAL_ENV, LensConfig
 from pulsar_lens.core.errors import SettingsError
-from pulsar_lens.core.settings import process_environ
 from pulsar_lens.core.values import DEFAULT_RETENTION
 
 MAX_FILE_BYTES = 1024 * 1024  # settings files are a few KiB; this leaves room for comments
@@ -59,10 +58,11 @@ class Loaded:
         return self.origins.get(path, Origin("default"))
 
 
-def load(environ: Mapping[str, str] | None = None, *, config: str | Path | None = None) -> Loaded:
+def load(environ: Mapping[str, str], *, config: str | Path | None = None) -> Loaded:
     """The settings from `config` (else the file in PULSAR_LENS_CONFIG, else none) and `environ`
-    (default the process's; empty variables count as unset). SettingsError names every problem."""
-    env = {k: v.strip() for k, v in (process_environ() if environ is None else environ).items()}
+    (`core.settings.process_environ()` for the process's; empty variables count as unset).
+    SettingsError names every problem."""
+    env = {k: v.strip() for k, v in environ.items()}
     env = {k: v for k, v in env.items() if v}
     given = config if config is not None else env.get(CONFIG_ENV)
     path = Path(given) if given else None
