@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,8 +46,18 @@ def _run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeo
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out), str(ROOT)], cwd=out)
+    """Built from a copy of the tree's files (tracked and new, not ignored), so that nothing
+    a former build left in `build/` can reach the wheel, and the tree stays as it was."""
+    out, src = tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("src")
+    listed = _run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT
+    ).stdout
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    build = [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out)]
+    _run([*build, str(src)], cwd=out)
     (built,) = out.glob("pulsar_lens-*.whl")
     return built
 
@@ -54,9 +65,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("venv")
-    _run([sys.executable, "-m", "venv", str(home)], cwd=home)
+    _run([sys.executable, "-m", "venv", "--without-pip", str(home)], cwd=home)
     python = home / "bin" / "python"
-    _run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], cwd=home)
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    _run([*pip, "install", "-q", "--no-deps", "--no-index", str(wheel)], cwd=home)
     site = Path(
         _run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
