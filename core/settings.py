@@ -188,15 +188,11 @@ def duration_seconds(environ: Mapping[str, str], name: str, default: float) -> f
 
 
 def child_environ(
-    *,
-    credentials: bool,
-    add: Mapping[str, str] | None = None,
-    drop: Iterable[str] = (),
-    base: Mapping[str, str] | None = None,
+    *, credentials: bool, add: Mapping[str, str] | None = None, drop: Iterable[str] = ()
 ) -> dict[str, str]:
-    """The environment a child process starts with: `base` (default this process's), without
-    any credential variable unless `credentials`, without `drop`, with `add` laid over."""
-    env = dict(os.environ if base is None else base)
+    """The environment a child process starts with: this process's, without any credential
+    variable unless `credentials`, without `drop`, with `add` laid over."""
+    env = dict(os.environ)
     if not credentials:
         env = without_credentials(env)
     for name in drop:
@@ -205,16 +201,11 @@ def child_environ(
     return env
 
 
-def export(values: Mapping[str, str], *, replace: bool = False) -> None:
-    """Set variables in this process's own environment, for what reads them there and not
-    from arguments: libraries that start a process of their own (PySpark's JVM and Python
-    workers) and children started from here (a forkserver). Unless `replace`, a variable
-    already set keeps its value."""
+def export(values: Mapping[str, str]) -> None:
+    """Set variables not set yet in this process's own environment, for libraries that read
+    them there when they start a process of their own (PySpark's JVM and Python workers)."""
     for name, value in values.items():
-        if replace:
-            os.environ[name] = value
-        else:
-            os.environ.setdefault(name, value)
+        os.environ.setdefault(name, value)
 
 
 def drop_credentials() -> None:
