@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pulsar_lens import __version__
 from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.logs import setup_logging
 from pulsar_lens.core.secrets import redact
@@ -36,14 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Operations dashboard and analyses for Apache Pulsar clusters.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    parser.add_argument("--version", action="version", version=f"pulsar-lens {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
-    for command in sub.choices.values():  # `pulsar-lens COMMAND ... -v` works as well
-        # SUPPRESS: left out, it does not undo a -v given before the command
-        command.add_argument(
-            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
-        )
     return parser
 
 

@@ -64,6 +64,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="a Spark plugin: print its newest stored result instead of running a job",
     )
+    a.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,  # left out, it does not undo `pulsar-lens -v analyze`
+        help="as `pulsar-lens -v`: log at DEBUG level, and print the traceback of the "
+        "plugin's failure",
+    )
     a.set_defaults(func=run_analyze)
 
 
