@@ -62,7 +62,8 @@ class LoadedPlugin:
     """
 
     plugin: AnalysisPlugin
-    source: str  # "builtin plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
+    # "builtin pulsar_lens.plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
+    source: str
     version: str
     requirements: tuple[LoadedPlugin, ...] = field(default=(), repr=False, compare=False)
 
