@@ -31,6 +31,7 @@ from pulsar_lens.core.errors import (
     SettingsError,
     origin_of,
 )
+from pulsar_lens.core.settings import process_environ
 from pulsar_lens.plugins import isolation
 from pulsar_lens.plugins.builtin import BUILTIN_PLUGINS
 from pulsar_lens.plugins.isolation import Locator
@@ -116,7 +117,7 @@ class Registry:
 
 def plugin_dirs_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
     """The drop-in directories listed in PULSAR_LENS_PLUGIN_DIRS (os.pathsep-separated)."""
-    raw = (os.environ if environ is None else environ).get(PLUGIN_DIRS_ENV, "")
+    raw = (process_environ() if environ is None else environ).get(PLUGIN_DIRS_ENV, "")
     return [Path(part).expanduser() for part in raw.split(os.pathsep) if part.strip()]
 
 
@@ -138,7 +139,11 @@ def discover(
         candidates.extend(_builtin_candidates(failures))
     if entry_points:
         candidates.extend(_entry_point_candidates(failures))
-    dirs = plugin_dirs_from_env() if plugin_dirs is None else [Path(d) for d in plugin_dirs]
+    dirs = (
+        plugin_dirs_from_env()
+        if plugin_dirs is None
+        else [Path(d).expanduser() for d in plugin_dirs]
+    )
     for directory in dirs:
         candidates.extend(_directory_candidates(directory, failures))
     for source, obj in candidates:
