@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 
 DASHBOARD_URL = "http://127.0.0.1:8501/_stcore/health"
-PORT_ENV = "PULSAR_LENS_METRICS_PORT"  # exporter.collector's (a test holds them equal)
+PORT_ENV = "PULSAR_LENS_METRICS_PORT"  # exporter.server's (a test holds them equal)
 ADDRESS_ENV = "PULSAR_LENS_METRICS_ADDRESS"
 HEALTH_PATH = "/health"  # cli.metrics_endpoint.HEALTH_PATH
 TIMEOUT = 4.0
