@@ -44,7 +44,6 @@ from pulsar_lens.core.settings import (
 )
 from pulsar_lens.core.store import Store
 from pulsar_lens.core.storeroot import check_root
-from pulsar_lens.plugins.registry import PLUGIN_DIRS_ENV
 from pulsar_lens.plugins.spark.session import MASTER_ENV
 
 
@@ -174,6 +173,8 @@ def export_file_settings(settings: Settings) -> None:
     variable (PULSAR_LENS_PLUGIN_DIRS, PULSAR_LENS_SPARK_MASTER), set where still unset."""
     if settings.config_file is None:
         return
+    from pulsar_lens.plugins.registry import PLUGIN_DIRS_ENV  # with the plugins: not before
+
     if settings.plugin_dirs:
         os.environ.setdefault(PLUGIN_DIRS_ENV, os.pathsep.join(map(str, settings.plugin_dirs)))
     if settings.spark_master != DEFAULT_SPARK_MASTER:

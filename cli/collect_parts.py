@@ -13,28 +13,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.settings import Settings, format_duration, retention_problem
 from pulsar_lens.core.store import Store
-from pulsar_lens.plugins.precompute import (
-    ResultsWorker,
-    compute_results,
-    prune_results,
-    requirements_first,
-    store_run,
-)
-from pulsar_lens.plugins.registry import discover
-from pulsar_lens.plugins.results import ResultStore
-from pulsar_lens.plugins.spark.worker import (
-    DEFAULT_TIMEOUT,
-    JOBS_ENV,
-    TIMEOUT_ENV,
-    WorkerProcess,
-    seconds_from_env,
-)
+
+if TYPE_CHECKING:  # the analyses (altair, the plugins) load once a collect gets that far
+    from pulsar_lens.plugins.results import ResultStore
+    from pulsar_lens.plugins.spark.worker import WorkerProcess
 
 # `serve` gives the collect process 10 s to stop: the job worker's Spark session gets half
 JOBS_GRACE = 5.0
@@ -94,6 +82,8 @@ def compute_per_cluster(
 ) -> None:
     """Every light plugin on each cluster's own newest snapshots, then prune the stored
     results (`prune_results`); the plugins not started once `stop()` is true are left out."""
+    from pulsar_lens.plugins.precompute import prune_results, requirements_first, store_run
+
     light = [p for p in requirements_first(plugins) if p.engine != "spark"]
     for cluster in clusters:
         view = ClusterView(store, cluster)
@@ -113,6 +103,17 @@ class Analyses:
     def __init__(
         self, store: Store, *, spark_jobs: bool = True, clusters: Sequence[str] = ()
     ) -> None:
+        from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
+        from pulsar_lens.plugins.registry import discover
+        from pulsar_lens.plugins.results import ResultStore
+        from pulsar_lens.plugins.spark.worker import (
+            DEFAULT_TIMEOUT,
+            JOBS_ENV,
+            TIMEOUT_ENV,
+            WorkerProcess,
+            seconds_from_env,
+        )
+
         registry = discover()
         for failure in registry.failures:
             print(f"pulsar-lens collect: {failure}", file=sys.stderr, flush=True)

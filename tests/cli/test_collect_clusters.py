@@ -69,7 +69,7 @@ def test_collect_polls_every_cluster_of_the_file_into_one_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sources = Sources({"http://east:8080": 2, "http://west:8080": 4})
-    args = parse(tmp_path, "--max-polls", "2", "--interval", "1s", sources=sources)
+    args = parse(tmp_path, "--max-polls", "2", "--interval", "10ms", sources=sources)
     assert args.func(args) == 0
     store = Store(tmp_path / "store")
     assert sorted(store.snapshots()["cluster"]) == ["east", "east", "west", "west"]
@@ -102,7 +102,7 @@ def test_collect_goes_on_when_one_cluster_is_unreachable_and_exits_1_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sources = Sources({"http://east:8080": 2, "http://west:8080": None})
-    args = parse(tmp_path, "--max-polls", "2", "--interval", "1s", sources=sources)
+    args = parse(tmp_path, "--max-polls", "2", "--interval", "10ms", sources=sources)
     assert args.func(args) == 1
     store = Store(tmp_path / "store")
     assert list(store.snapshots()["cluster"]) == ["east", "east"]
