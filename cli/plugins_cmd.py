@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
-from pulsar_lens.core.errors import DashboardError, PluginParamsError
+from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
 
 if TYPE_CHECKING:  # the plugins (and altair) load when a command needs them, not for every command
@@ -65,6 +65,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--stored",
         action="store_true",
         help="a Spark plugin: print its newest stored result instead of running a job",
+    )
+    a.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,  # left out, it does not undo `pulsar-lens -v analyze`
+        help="as `pulsar-lens -v`: log at DEBUG level, and print the traceback of the "
+        "plugin's failure",
     )
     a.set_defaults(func=run_analyze)
 
@@ -174,7 +182,7 @@ def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
     try:
         defaults = runner.validate_params(loaded.plugin, None)
         choices = runner.run(loaded, store, defaults, use_cache=False).choices
-    except DashboardError:
+    except PulsarLensError:
         return
     for key, value in given.items():
         allowed = choices.get(key)

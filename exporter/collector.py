@@ -34,7 +34,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pulsar_lens.core import links
-from pulsar_lens.core.errors import ResultNotReady
+from pulsar_lens.core.errors import PluginError, ResultNotReady
 from pulsar_lens.core.secrets import clean
 from pulsar_lens.exporter.facts import hook_errors_path, read_facts
 from pulsar_lens.exporter.families import (
@@ -318,7 +318,7 @@ class LensCollector(Collector):
             except Exception as exc:  # its hook: the analysis itself is fine
                 log.warning("/metrics: the metrics() hook of plugin %s failed: %s", name, exc)
                 failed.append(name)
-                why = str(exc).removeprefix(f"plugin {name!r} failed: ")
+                why = exc.detail if isinstance(exc, PluginError) else str(exc)
                 hooks[name] = clean(why, limit=500)
                 continue
             taken |= _names(mine)

@@ -36,6 +36,7 @@ from pulsar_lens.core.errors import (
     PluginParamsError,
     PluginRunError,
     ResultNotReady,
+    origin_of,
 )
 from pulsar_lens.core.model import SCHEMAS, TIMED_TABLES
 from pulsar_lens.plugins import isolation
@@ -141,9 +142,8 @@ def validate_params(
     except ValidationError as exc:
         raise PluginParamsError(plugin.name, _validation_text(exc)) from exc
     except Exception as exc:  # a validator of the plugin's own that crashes
-        raise PluginParamsError(
-            plugin.name, f"its Params raised {type(exc).__name__}: {exc}"
-        ) from exc
+        origin = origin_of(exc, home=isolation.home_of(type(plugin)))
+        raise PluginParamsError(plugin.name, f"its Params raised {origin}", origin=origin) from exc
 
 
 def _validation_text(exc: ValidationError) -> str:
@@ -240,7 +240,11 @@ def required_results(
             results[required.name] = run(required, store, None, use_cache=use_cache).result
         except PluginError as exc:
             raise PluginRunError(
-                plugin.name, f"its requirement {required.name!r} failed: {exc}"
+                plugin.name,
+                f"its requirement {required.name!r} failed: {exc}",
+                phase=exc.phase,
+                limit=exc.limit,
+                origin=exc.origin,
             ) from exc
     return results
 
@@ -360,10 +364,7 @@ def _from_stored(
 ) -> RunOutput:
     plugin = _instance(loaded)
     if stored.result is None:
-        error = str(stored.error).removeprefix(f"plugin {plugin.name!r} failed: ")
-        error = error.removeprefix(f"plugin {plugin.name!r}: ")  # a broken contract's words
-        at = f" at {stored.computed_at}" if stored.computed_at else ""
-        raise PluginRunError(plugin.name, f"{error} (when this snapshot was analysed{at})")
+        raise _stored_failure(plugin.name, stored)
     started = time.perf_counter()
     views = _render(loaded, stored.result)
     return RunOutput(
@@ -378,6 +379,15 @@ def _from_stored(
         choices=stored.choices,
         computed_at=stored.computed_at,
     )
+
+
+def _stored_failure(name: str, stored: StoredResult) -> PluginRunError:
+    """The failure stored for a snapshot, raised again with its fields (an entry written
+    before failures had fields gives its words as they are)."""
+    at = stored.computed_at or ""
+    if stored.failure is not None:
+        return PluginRunError.from_json({**stored.failure, "plugin": name}, analysed_at=at)
+    return PluginRunError(name, str(stored.error), analysed_at=at)
 
 
 def _snapshot_ids(inputs: Inputs | SparkInputs) -> tuple[str, ...]:
@@ -468,7 +478,7 @@ def _analyze(
         raise
     except Exception as exc:
         log.exception("plugin %s failed in analyze", plugin.name)
-        raise PluginRunError(plugin.name, f"analyze raised {type(exc).__name__}: {exc}") from exc
+        raise _raised(plugin, "analyze", exc) from exc
     check_result(plugin, result)
     return cast(Result, result)
 
@@ -481,8 +491,14 @@ def _render(loaded: AnalysisPlugin | LoadedPlugin, result: Result) -> tuple[View
         raise
     except Exception as exc:
         log.exception("plugin %s failed in render", plugin.name)
-        raise PluginRunError(plugin.name, f"render raised {type(exc).__name__}: {exc}") from exc
+        raise _raised(plugin, "render", exc) from exc
     if not isinstance(views, list | tuple):
         raise PluginContractError(plugin.name, f"render must return a list, found {type(views)}")
     check_views(plugin, views)
     return tuple(views)
+
+
+def _raised(plugin: AnalysisPlugin, phase: str, exc: Exception) -> PluginRunError:
+    """What a plugin run in this process raised in `phase`, with its file and line."""
+    origin = origin_of(exc, home=isolation.home_of(type(plugin)))
+    return PluginRunError(plugin.name, f"{phase} raised {origin}", phase=phase, origin=origin)
