@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
 from pulsar_lens.core.clusterview import ClusterView
@@ -24,21 +24,10 @@ from pulsar_lens.core.settings import (
     retention_problem,
 )
 from pulsar_lens.core.store import Store
-from pulsar_lens.plugins.precompute import (
-    ResultsWorker,
-    compute_results,
-    prune_results,
-    requirements_first,
-    store_run,
-)
-from pulsar_lens.plugins.registry import discover
-from pulsar_lens.plugins.results import ResultStore
-from pulsar_lens.plugins.spark.worker import (
-    DEFAULT_TIMEOUT,
-    JOBS_ENV,
-    TIMEOUT_ENV,
-    WorkerProcess,
-)
+
+if TYPE_CHECKING:  # the analyses (altair, the plugins) load once a collect gets that far
+    from pulsar_lens.plugins.results import ResultStore
+    from pulsar_lens.plugins.spark.worker import WorkerProcess
 
 # `serve` gives the collect process 10 s to stop: the job worker's Spark session gets half
 JOBS_GRACE = 5.0
@@ -98,6 +87,8 @@ def compute_per_cluster(
 ) -> None:
     """Every light plugin on each cluster's own newest snapshots, then prune the stored
     results (`prune_results`); the plugins not started once `stop()` is true are left out."""
+    from pulsar_lens.plugins.precompute import prune_results, requirements_first, store_run
+
     light = [p for p in requirements_first(plugins) if p.engine != "spark"]
     for cluster in clusters:
         view = ClusterView(store, cluster)
@@ -123,6 +114,16 @@ class Analyses:
         clusters: Sequence[str] = (),
         settings: Settings | None = None,
     ) -> None:
+        from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
+        from pulsar_lens.plugins.registry import discover
+        from pulsar_lens.plugins.results import ResultStore
+        from pulsar_lens.plugins.spark.worker import (
+            DEFAULT_TIMEOUT,
+            JOBS_ENV,
+            TIMEOUT_ENV,
+            WorkerProcess,
+        )
+
         settings = settings or Settings.from_env()
         environ = process_environ()
         registry = discover(plugin_dirs=settings.plugin_dirs)

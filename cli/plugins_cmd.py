@@ -7,14 +7,16 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
 from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
-from pulsar_lens.plugins.registry import Registry, discover
+
+if TYPE_CHECKING:  # the plugins (and altair) load when a command needs them, not for every command
+    from pulsar_lens.plugins.registry import Registry
 
 EMPTY_STORE = "no snapshots yet: run `pulsar-lens collect --once`"
 MAX_SHOWN = 10  # choices quoted in an error
@@ -114,6 +116,8 @@ def registry_listing(registry: Registry) -> dict[str, Any]:
 
 def run_plugins(args: argparse.Namespace) -> int:
     """Exit 0 when every plugin loaded, 1 when any failed (the listing is printed either way)."""
+    from pulsar_lens.plugins.registry import discover
+
     listing = registry_listing(discover())
     failed = 1 if listing["failed"] else 0
     if args.json:
@@ -204,6 +208,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     )
     from pulsar_lens.core.storeroot import check_root
     from pulsar_lens.plugins import runner
+    from pulsar_lens.plugins.registry import discover
 
     loaded = discover().get(args.slug)
     if args.engine and args.engine != loaded.engine:
