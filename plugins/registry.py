@@ -37,6 +37,7 @@ __all__ = [
     "LoadedPlugin",
     "Registry",
     "discover",
+    "instance_of",
     "plugin_dirs_from_env",
     "validate_plugin",
 ]
@@ -76,6 +77,11 @@ class LoadedPlugin:
     @property
     def engine(self) -> str:
         return self.plugin.engine
+
+
+def instance_of(plugin: AnalysisPlugin | LoadedPlugin) -> AnalysisPlugin:
+    """The plugin object itself, whether given bare or as loaded."""
+    return plugin.plugin if isinstance(plugin, LoadedPlugin) else plugin
 
 
 @dataclass(frozen=True)
