@@ -19,6 +19,7 @@ from pulsar_lens.collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, P
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.settings import Settings, format_duration, retention_problem
 from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.precompute import (
     ResultsWorker,
     compute_results,
@@ -94,7 +95,7 @@ def compute_per_cluster(
 ) -> None:
     """Every light plugin on each cluster's own newest snapshots, then prune the stored
     results (`prune_results`); the plugins not started once `stop()` is true are left out."""
-    light = [p for p in requirements_first(plugins) if p.engine != "spark"]
+    light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
     for cluster in clusters:
         view = ClusterView(store, cluster)
         for plugin in light:
@@ -127,7 +128,7 @@ class Analyses:
                 lambda stop: compute_results(store, plugins, results=results, stop=stop)
             )
         self._jobs: WorkerProcess | None = None
-        spark = [p.name for p in plugins if p.engine == "spark"]
+        spark = [p.name for p in plugins if not engine_of(p).per_poll]
         if spark and spark_jobs and os.environ.get(JOBS_ENV, "1") != "0":
             timeout = seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT)
             self._jobs = WorkerProcess(store.root, timeout=timeout, clusters=clusters).start()

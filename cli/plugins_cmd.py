@@ -11,9 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from pulsar_lens.api import ENGINES
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
 from pulsar_lens.core.errors import DashboardError, PluginParamsError
 from pulsar_lens.core.settings import Settings
+from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import Registry, discover
 
 EMPTY_STORE = "no snapshots yet: run `pulsar-lens collect --once`"
@@ -54,7 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     a.add_argument(
         "--engine",
-        choices=("light", "spark"),
+        choices=ENGINES,
         default=None,
         help="the plugin's engine, to say which you expect (a Spark plugin runs a Spark job "
         "here, with its progress on stderr, and stores the result for the dashboard)",
@@ -214,7 +216,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             print(f"pulsar-lens: {EMPTY_STORE} (store: {store_dir})", file=sys.stderr)
             return 1
         check_choices(loaded, store, raw)
-        if loaded.engine == "spark" and not args.stored:
+        if not engine_of(loaded).per_poll and not args.stored:
             from pulsar_lens.cli.spark_job import run_spark_job  # starts a JVM: only when asked for
 
             if not run_spark_job(loaded, store, params):

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
-from pulsar_lens.api import View
 from pulsar_lens.core.errors import DashboardError, PluginUnavailable
 from pulsar_lens.core.markdown import escape_markdown
 from pulsar_lens.dashboard import data, drill_panel, spark_jobs
 from pulsar_lens.dashboard.forms import params_form
-from pulsar_lens.dashboard.views import draw
+from pulsar_lens.dashboard.views import draw_views
+from pulsar_lens.plugins.engines import RunControl, engine_of
 from pulsar_lens.plugins.runner import RunOutput
 
 log = logging.getLogger(__name__)
@@ -71,9 +72,9 @@ def plugin_missing(slug: str) -> None:
 
 
 def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
-    """The plugin's controls, its other params (in an expander) and its views; errors stay in
-    this block. With default params the views come from the result stored for the newest
-    snapshot, so the page costs a read and a draw."""
+    """The plugin's controls, its other params (in an expander) and its views as its
+    engine's run control obtains them; errors stay in this block. With default params the
+    views come from a stored result, so the page costs a read and a draw."""
     loaded = data.registry().get(slug)
     model = loaded.plugin.Params
     page = loaded.plugin.page
@@ -86,32 +87,25 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
         if others:
             with st.expander("Parameters", expanded=expanded and not controls):
                 params.update(params_form(model, choices, key=key, only=others))
-        if loaded.engine == "spark":
-            spark_output = spark_jobs.stored_output(root, slug, params)
-            if spark_output is not None:
-                draw_views(slug, spark_output.views)
-                st.caption(spark_jobs.provenance(spark_output))
-            spark_jobs.job_panel(root, slug, params)
-            return
         if slug == drill_panel.DRILL_PAGE:
             drill_panel.drill_panel(root)
-        output = data.run_plugin(root, slug, params)
-        draw_views(slug, output.views)
-        st.caption(provenance(output))
+        RUN_CONTROLS[engine_of(loaded).run_control](root, slug, params)
     hook_failure(root, slug)
 
 
-def draw_views(slug: str, views: Sequence[View]) -> None:
-    """A plugin's views; one the page cannot draw (a chart whose spec Altair refuses, say)
-    is that plugin's failure, said plainly, not a traceback."""
-    try:
-        draw(views)
-    except Exception as exc:
-        log.exception("drawing the views of plugin %s failed", slug)
-        st.error(
-            f"plugin {slug!r}: a view it rendered could not be drawn: "
-            f"{type(exc).__name__}: {escape_markdown(str(exc))}"
-        )
+def draw_analysed(root: str, slug: str, params: Mapping[str, Any]) -> None:
+    """The `live` run control: the views of the plugin analysed for these params (for the
+    default ones, the result stored for the newest poll)."""
+    output = data.run_plugin(root, slug, params)
+    draw_views(slug, output.views)
+    st.caption(provenance(output))
+
+
+RUN_CONTROLS: Mapping[RunControl, Callable[[str, str, Mapping[str, Any]], None]] = {
+    "live": draw_analysed,
+    "job": spark_jobs.draw_job,
+}
+"""How a plugin's page obtains its views, by its engine's `run_control`."""
 
 
 def hook_failure(root: str, slug: str) -> None:

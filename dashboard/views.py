@@ -3,6 +3,7 @@ metrics and notes, in order. Only this module turns `pulsar_lens.api` views into
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import altair as alt
@@ -10,6 +11,8 @@ import streamlit as st
 
 from pulsar_lens.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
 from pulsar_lens.core.markdown import escape_markdown
+
+log = logging.getLogger(__name__)
 
 METRICS_PER_ROW = 4
 
@@ -49,6 +52,19 @@ def draw(views: Sequence[View]) -> None:
         elif isinstance(view, Note):
             draw_note(view.markdown, level=view.level)
     _flush_metrics(pending)
+
+
+def draw_views(slug: str, views: Sequence[View]) -> None:
+    """A plugin's views; one the page cannot draw (a chart whose spec Altair refuses, say)
+    is that plugin's failure, said plainly, not a traceback."""
+    try:
+        draw(views)
+    except Exception as exc:
+        log.exception("drawing the views of plugin %s failed", slug)
+        st.error(
+            f"plugin {slug!r}: a view it rendered could not be drawn: "
+            f"{type(exc).__name__}: {escape_markdown(str(exc))}"
+        )
 
 
 MAX_TABLE_ROWS = 5000

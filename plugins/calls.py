@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from pulsar_lens.api import AnalysisPlugin, Inputs, MetricsContext, Result, SparkInputs, View
 from pulsar_lens.core.errors import PluginContractError, PluginError, PluginRunError
 from pulsar_lens.plugins import isolation
+from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
 from pulsar_lens.plugins.validation import check_result, check_views
 
@@ -27,10 +28,9 @@ def _isolated(plugin: AnalysisPlugin | LoadedPlugin) -> bool:
 def _call(loaded: AnalysisPlugin | LoadedPlugin, method: str, *args: Any) -> Any:
     """`plugin.method(*args)`: in-process for built-ins, in a limited worker for the rest."""
     plugin = instance_of(loaded)
-    # A Spark plugin's analyze (and param_choices) needs this process's session, which no
-    # worker can share: it runs in the job worker's process, apart from dashboard and collector.
-    in_process = method in ("analyze", "param_choices") and plugin.engine == "spark"
-    if not _isolated(loaded) or in_process:
+    # e.g. a Spark plugin's analyze needs this process's session, which no worker can share:
+    # it runs in the job worker's process, apart from dashboard and collector.
+    if not _isolated(loaded) or method in engine_of(plugin).in_process:
         return getattr(plugin, method)(*args)
     if method == "analyze":
         args = (args[0], args[1].model_dump(mode="json"))

@@ -1,7 +1,8 @@
 """Run a plugin: load its inputs from the store, validate params, analyze, check, render.
 
-The light engine hands pandas frames (read through pyarrow) to `analyze`, with the
-default-parameter results of the plugins it `requires`. Results are cached in-process by
+The plugin's engine (`pulsar_lens.plugins.engines`) loads what `analyze` receives: pandas
+frames with the default-parameter results of the plugins it `requires`, or Spark DataFrames.
+Results are cached in-process by
 `pulsar_lens.core.digest.cache_key(plugin, version, params, snapshot ids)`, bounded by entry count.
 """
 
@@ -22,12 +23,12 @@ from pydantic import BaseModel
 from pulsar_lens.api import AnalysisPlugin, Inputs, Result, SparkInputs, View
 from pulsar_lens.core.digest import cache_key
 from pulsar_lens.core.errors import PluginContractError, PluginError, PluginRunError, ResultNotReady
-from pulsar_lens.core.model import SCHEMAS, TIMED_TABLES
 from pulsar_lens.plugins.calls import analyze, metrics, param_choices, render
+from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.params import validate_params
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
 from pulsar_lens.plugins.results import ResultStore, StoredResult
-from pulsar_lens.plugins.window import SnapshotStore, snapshot_window, window_size
+from pulsar_lens.plugins.window import SnapshotStore, read_tables, snapshot_window, window_size
 
 __all__ = [
     "CACHE_MAX_ENTRIES",
@@ -97,7 +98,8 @@ def load_inputs(
     window: pd.DataFrame | None = None,
     use_cache: bool = True,
 ) -> Inputs:
-    """Each declared table over its newest `history` (or `history_of[table]`) snapshots.
+    """Each declared table over its newest `history` (or `history_of[table]`) snapshots, as
+    pandas frames whatever the plugin's engine.
 
     Given a `LoadedPlugin`, also the results of its requirements (`required_results`); a bare
     `AnalysisPlugin` has none resolved, so its `Inputs.results` stay empty.
@@ -105,20 +107,7 @@ def load_inputs(
     instance = instance_of(plugin)
     results = required_results(plugin, store, use_cache=use_cache)
     index = snapshot_window(instance, store) if window is None else window
-    ids = [str(s) for s in index["snapshot_id"]] if len(index) else []
-    tables: dict[str, pd.DataFrame] = {}
-    for name in instance.inputs:
-        count = instance.history_of.get(name, instance.history)
-        mine = ids[-count:]
-        if not mine:
-            table = SCHEMAS[name].empty_table()
-        elif name in TIMED_TABLES:  # rows of the window's time span, up to now
-            first = index["collected_at"].iloc[-len(mine)]
-            table = store.read(name, since=pd.Timestamp(first).to_pydatetime())
-        else:
-            table = store.read(name, snapshot_ids=mine)
-        tables[name] = table.to_pandas()
-    return Inputs(tables=tables, snapshots=index, results=results)
+    return Inputs(tables=read_tables(instance, store, index), snapshots=index, results=results)
 
 
 def inputs_for(
@@ -128,17 +117,12 @@ def inputs_for(
     window: pd.DataFrame | None = None,
     use_cache: bool = True,
 ) -> Inputs | SparkInputs:
-    """What the plugin's `analyze` receives on its engine: pandas `Inputs` or `SparkInputs`."""
+    """What the plugin's `analyze` receives on its engine (`engines.Engine.load_inputs`)."""
     instance = instance_of(plugin)
-    if instance.engine != "spark":
-        return load_inputs(plugin, store, window=window, use_cache=use_cache)
-    from pulsar_lens.plugins.spark.inputs import load_spark_inputs
-
-    root = getattr(store, "root", None)
-    if not isinstance(root, str | os.PathLike):
-        raise PluginRunError(instance.name, "a Spark analysis reads a store on disk")
     index = snapshot_window(instance, store) if window is None else window
-    return load_spark_inputs(instance, root, index)
+    return engine_of(instance).load_inputs(
+        instance, store, index, lambda: required_results(plugin, store, use_cache=use_cache)
+    )
 
 
 def _unlinked(plugin: AnalysisPlugin | LoadedPlugin) -> list[str]:
@@ -186,10 +170,10 @@ def run(
 ) -> RunOutput:
     """Run `plugin` on the newest snapshots of `store`.
 
-    A Spark plugin is analysed only when `use_stored` is False (the job worker and
-    `pulsar-lens analyze` ask for that); otherwise its newest stored result for these params
-    is returned, whatever polls it read, and `ResultNotReady` raised when it has none, so a
-    page or a scrape never starts a JVM.
+    A plugin whose engine runs it as a job (Spark: not `per_poll`) is analysed only when
+    `use_stored` is False (the job worker and `pulsar-lens analyze` ask for that); otherwise
+    its newest stored result for these params is returned, whatever polls it read, and
+    `ResultNotReady` raised when it has none, so a page or a scrape never starts a JVM.
 
     A result stored for exactly these inputs (plugin, version, params, snapshots) is read
     instead of analysing again, unless `use_stored` is False; a stored failure raises
@@ -208,7 +192,7 @@ def run(
         )
     validated = validate_params(instance, params)
     params_json = validated.model_dump(mode="json")
-    if instance.engine == "spark" and use_stored:
+    if use_stored and not engine_of(instance).per_poll:
         return newest_stored(plugin, store, validated)
     started = time.perf_counter()
     window = snapshot_window(instance, store)
