@@ -72,9 +72,10 @@ def plugin_missing(slug: str) -> None:
 
 
 def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
-    """The plugin's controls, its other params (in an expander) and its views as its
-    engine's run control obtains them; errors stay in this block. With default params the
-    views come from a stored result, so the page costs a read and a draw."""
+    """The plugin's controls, its other params (in an expander), the panels its page asks
+    for and its views as its engine's run control obtains them; errors stay in this block.
+    With default params the views come from a stored result, so the page costs a read and a
+    draw."""
     loaded = data.registry().get(slug)
     model = loaded.plugin.Params
     page = loaded.plugin.page
@@ -87,8 +88,8 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
         if others:
             with st.expander("Parameters", expanded=expanded and not controls):
                 params.update(params_form(model, choices, key=key, only=others))
-        if slug == drill_panel.DRILL_PAGE:
-            drill_panel.drill_panel(root)
+        for panel in page.panels if page else ():
+            PANELS[panel](root)
         RUN_CONTROLS[engine_of(loaded).run_control](root, slug, params)
     hook_failure(root, slug)
 
@@ -106,6 +107,9 @@ RUN_CONTROLS: Mapping[RunControl, Callable[[str, str, Mapping[str, Any]], None]]
     "job": spark_jobs.draw_job,
 }
 """How a plugin's page obtains its views, by its engine's `run_control`."""
+
+PANELS: Mapping[str, Callable[[str], None]] = {"unload-drill": drill_panel.drill_panel}
+"""The panel drawn for each name in `pulsar_lens.api.PANELS`, which a plugin's `Page` lists."""
 
 
 def hook_failure(root: str, slug: str) -> None:

@@ -22,6 +22,7 @@ from pulsar_lens.api import (
     API_VERSION,
     ENGINES,
     OLDEST_API_VERSION,
+    PANELS,
     AnalysisPlugin,
     Chart,
     Columns,
@@ -119,6 +120,8 @@ def _page_problems(page: object, params: type[BaseModel]) -> Iterable[str]:
     if unknown:
         known = ", ".join(params.model_fields) or "none"
         yield f"page.controls: {', '.join(map(repr, unknown))} are not Params fields ({known})"
+    if not isinstance(page.panels, tuple) or not all(p in PANELS for p in page.panels):
+        yield f"page.panels: expected a tuple of {', '.join(PANELS)}, found {page.panels!r}"
 
 
 def _params_default_problems(params: type[BaseModel]) -> Iterable[str]:

@@ -15,10 +15,12 @@ import pandas as pd
 import pytest
 
 from pulsar_lens import api
-from pulsar_lens.api import Inputs
+from pulsar_lens.api import Inputs, Page
+from pulsar_lens.core.errors import PluginLoadError
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.engines import BY_NAME, LIGHT, SPARK, engine_of
 from pulsar_lens.plugins.registry import discover
+from pulsar_lens.plugins.validation import validate_plugin
 
 REPO = Path(__file__).resolve().parents[2]
 PARTS = ("core", "collectors", "lab", "plugins", "exporter", "dashboard", "cli", "pulsar_lens")
@@ -141,3 +143,28 @@ def test_a_drop_in_runs_isolated_whatever_its_path_says(
 def test_builtins_run_in_process() -> None:
     registry = discover(entry_points=False, plugin_dirs=())
     assert len(registry) and not any(p.isolated for p in registry)
+
+
+def test_a_page_may_ask_for_a_dashboard_panel_it_names() -> None:
+    class Drills(api.AnalysisPlugin):
+        name = "drills"
+        title = "Drills"
+        description = "A page with the unload drill on it."
+        version = "1"
+        inputs = ("topics",)
+        outputs = ("x",)
+        page = Page(title="Drills", panels=("unload-drill",))
+
+        def analyze(self, data: Inputs, params: object) -> api.Result:
+            return api.Result(frames={"x": api.empty_frame(["x"])})
+
+        def render(self, result: api.Result) -> list[api.View]:
+            return []
+
+    assert validate_plugin(Drills, "test").page == Page(title="Drills", panels=("unload-drill",))
+
+    class Unknown(Drills):
+        page = Page(title="Drills", panels=("reboot-broker",))
+
+    with pytest.raises(PluginLoadError, match=r"page\.panels: expected a tuple of unload-drill"):
+        validate_plugin(Unknown, "test")
