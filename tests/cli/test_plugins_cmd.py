@@ -41,7 +41,7 @@ def test_plugins_cmd_lists_builtins_as_json(capsys: pytest.CaptureFixture[str]) 
         "engine": "light",
         "api_version": 1,
         "requires": [],
-        "source": "builtin plugins.builtin.subscription_status:SubscriptionStatus",
+        "source": "builtin pulsar_lens.plugins.builtin.subscription_status:SubscriptionStatus",
     }
     assert listing["failed"] == []
 
