@@ -15,7 +15,7 @@ from pulsar_lens.api import ENGINES
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
 from pulsar_lens.core.errors import DashboardError, PluginParamsError
 from pulsar_lens.core.settings import Settings
-from pulsar_lens.plugins.engines import engine_of
+from pulsar_lens.plugins.engines import BY_NAME, engine_of
 from pulsar_lens.plugins.registry import Registry, discover
 
 EMPTY_STORE = "no snapshots yet: run `pulsar-lens collect --once`"
@@ -200,7 +200,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     from pulsar_lens.plugins import runner
 
     loaded = discover().get(args.slug)
-    if args.engine and args.engine != loaded.engine:
+    if args.engine and BY_NAME[args.engine] is not engine_of(loaded):
         print(
             f"pulsar-lens analyze: {loaded.name} runs on the {loaded.engine} engine, "
             f"not {args.engine}",
