@@ -57,7 +57,7 @@ class LoadedPlugin:
     """
 
     plugin: AnalysisPlugin
-    source: str  # "builtin plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
+    source: str  # "builtin pulsar_lens.plugins.builtin.x:Y", "entry point n = m:C (d 1.0)", a path
     version: str
     isolated: bool = False
     """Its code runs in a limited worker process: set at load time for third-party code (entry

@@ -2,8 +2,8 @@
 
 The plugin's engine (`pulsar_lens.plugins.engines`) loads what `analyze` receives: pandas
 frames with the default-parameter results of the plugins it `requires`, or Spark DataFrames.
-Results are cached in-process by
-`pulsar_lens.core.digest.cache_key(plugin, version, params, snapshot ids)`, bounded by entry count.
+Results are cached in-process by `pulsar_lens.core.digest.cache_key(plugin, version, params,
+snapshot ids)`, bounded by entry count.
 """
 
 from __future__ import annotations
