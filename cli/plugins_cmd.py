@@ -13,7 +13,7 @@ import pandas as pd
 
 from pulsar_lens.api import ENGINES
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
-from pulsar_lens.core.errors import DashboardError, PluginParamsError
+from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
 from pulsar_lens.plugins.engines import BY_NAME, engine_of
 from pulsar_lens.plugins.registry import Registry, discover
@@ -65,6 +65,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--stored",
         action="store_true",
         help="a Spark plugin: print its newest stored result instead of running a job",
+    )
+    a.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,  # left out, it does not undo `pulsar-lens -v analyze`
+        help="as `pulsar-lens -v`: log at DEBUG level, and print the traceback of the "
+        "plugin's failure",
     )
     a.set_defaults(func=run_analyze)
 
@@ -172,7 +180,7 @@ def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
     try:
         defaults = runner.validate_params(loaded.plugin, None)
         choices = runner.run(loaded, store, defaults, use_cache=False).choices
-    except DashboardError:
+    except PulsarLensError:
         return
     for key, value in given.items():
         allowed = choices.get(key)

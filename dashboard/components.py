@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from pulsar_lens.core.errors import DashboardError, PluginUnavailable
+from pulsar_lens.core.errors import PluginUnavailable, PulsarLensError
 from pulsar_lens.core.markdown import escape_markdown
 from pulsar_lens.dashboard import data, drill_panel, spark_jobs
 from pulsar_lens.dashboard.forms import params_form
@@ -28,16 +28,25 @@ log = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def guarded(what: str) -> Iterator[None]:
-    """Show a DashboardError as a plain error, anything else as an exception in an expander."""
+    """Show a PulsarLensError as a plain error (with the traceback of what a plugin raised in
+    a "Traceback" expander, for its author), anything else as an exception in an expander."""
     try:
         yield
-    except DashboardError as exc:
+    except PulsarLensError as exc:
         st.error(escape_markdown(exc))
+        draw_origin(exc)
     except Exception as exc:
         log.exception("%s failed", what)
         st.error(f"{what} failed: {type(exc).__name__}: {escape_markdown(exc)}")
         with st.expander("details"):
             st.exception(exc)
+
+
+def draw_origin(exc: PulsarLensError) -> None:
+    """The traceback beneath `exc`, as code text: a plugin's words are never Markdown here."""
+    if exc.origin is not None and exc.origin.traceback:
+        with st.expander("Traceback"):
+            st.code(exc.origin.traceback, language=None)
 
 
 # --- plugins that failed to load -----------------------------------------------------------

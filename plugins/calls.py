@@ -12,7 +12,7 @@ from typing import Any, cast
 from pydantic import BaseModel
 
 from pulsar_lens.api import AnalysisPlugin, Inputs, MetricsContext, Result, SparkInputs, View
-from pulsar_lens.core.errors import PluginContractError, PluginError, PluginRunError
+from pulsar_lens.core.errors import PluginContractError, PluginError, PluginRunError, origin_of
 from pulsar_lens.plugins import isolation
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
@@ -78,7 +78,7 @@ def analyze(
         raise
     except Exception as exc:
         log.exception("plugin %s failed in analyze", plugin.name)
-        raise PluginRunError(plugin.name, f"analyze raised {type(exc).__name__}: {exc}") from exc
+        raise _raised(plugin, "analyze", exc) from exc
     check_result(plugin, result)
     return cast(Result, result)
 
@@ -91,8 +91,14 @@ def render(loaded: AnalysisPlugin | LoadedPlugin, result: Result) -> tuple[View,
         raise
     except Exception as exc:
         log.exception("plugin %s failed in render", plugin.name)
-        raise PluginRunError(plugin.name, f"render raised {type(exc).__name__}: {exc}") from exc
+        raise _raised(plugin, "render", exc) from exc
     if not isinstance(views, list | tuple):
         raise PluginContractError(plugin.name, f"render must return a list, found {type(views)}")
     check_views(plugin, views)
     return tuple(views)
+
+
+def _raised(plugin: AnalysisPlugin, phase: str, exc: Exception) -> PluginRunError:
+    """What a plugin run in this process raised in `phase`, with its file and line."""
+    origin = origin_of(exc, home=isolation.home_of(type(plugin)))
+    return PluginRunError(plugin.name, f"{phase} raised {origin}", phase=phase, origin=origin)

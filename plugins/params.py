@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from pulsar_lens.api import AnalysisPlugin
-from pulsar_lens.core.errors import PluginParamsError
+from pulsar_lens.core.errors import PluginParamsError, origin_of
+from pulsar_lens.plugins import isolation
 
 
 def validate_params(
@@ -31,9 +32,8 @@ def validate_params(
     except ValidationError as exc:
         raise PluginParamsError(plugin.name, _validation_text(exc)) from exc
     except Exception as exc:  # a validator of the plugin's own that crashes
-        raise PluginParamsError(
-            plugin.name, f"its Params raised {type(exc).__name__}: {exc}"
-        ) from exc
+        origin = origin_of(exc, home=isolation.home_of(type(plugin)))
+        raise PluginParamsError(plugin.name, f"its Params raised {origin}", origin=origin) from exc
 
 
 def _validation_text(exc: ValidationError) -> str:

@@ -149,7 +149,11 @@ def required_results(
             results[required.name] = run(required, store, None, use_cache=use_cache).result
         except PluginError as exc:
             raise PluginRunError(
-                plugin.name, f"its requirement {required.name!r} failed: {exc}"
+                plugin.name,
+                f"its requirement {required.name!r} failed: {exc}",
+                phase=exc.phase,
+                limit=exc.limit,
+                origin=exc.origin,
             ) from exc
     return results
 
@@ -269,10 +273,7 @@ def _from_stored(
 ) -> RunOutput:
     plugin = instance_of(loaded)
     if stored.result is None:
-        error = str(stored.error).removeprefix(f"plugin {plugin.name!r} failed: ")
-        error = error.removeprefix(f"plugin {plugin.name!r}: ")  # a broken contract's words
-        at = f" at {stored.computed_at}" if stored.computed_at else ""
-        raise PluginRunError(plugin.name, f"{error} (when this snapshot was analysed{at})")
+        raise _stored_failure(plugin.name, stored)
     started = time.perf_counter()
     views = render(loaded, stored.result)
     return RunOutput(
@@ -287,6 +288,15 @@ def _from_stored(
         choices=stored.choices,
         computed_at=stored.computed_at,
     )
+
+
+def _stored_failure(name: str, stored: StoredResult) -> PluginRunError:
+    """The failure stored for a snapshot, raised again with its fields (an entry written
+    before failures had fields gives its words as they are)."""
+    at = stored.computed_at or ""
+    if stored.failure is not None:
+        return PluginRunError.from_json({**stored.failure, "plugin": name}, analysed_at=at)
+    return PluginRunError(name, str(stored.error), analysed_at=at)
 
 
 def _snapshot_ids(inputs: Inputs | SparkInputs) -> tuple[str, ...]:
