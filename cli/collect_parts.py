@@ -87,9 +87,10 @@ def compute_per_cluster(
 ) -> None:
     """Every light plugin on each cluster's own newest snapshots, then prune the stored
     results (`prune_results`); the plugins not started once `stop()` is true are left out."""
+    from pulsar_lens.plugins.engines import engine_of
     from pulsar_lens.plugins.precompute import prune_results, requirements_first, store_run
 
-    light = [p for p in requirements_first(plugins) if p.engine != "spark"]
+    light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
     for cluster in clusters:
         view = ClusterView(store, cluster)
         for plugin in light:
@@ -114,6 +115,7 @@ class Analyses:
         clusters: Sequence[str] = (),
         settings: Settings | None = None,
     ) -> None:
+        from pulsar_lens.plugins.engines import engine_of
         from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
         from pulsar_lens.plugins.registry import discover
         from pulsar_lens.plugins.results import ResultStore
@@ -140,7 +142,7 @@ class Analyses:
                 lambda stop: compute_results(store, plugins, results=results, stop=stop)
             )
         self._jobs: WorkerProcess | None = None
-        spark = [p.name for p in plugins if p.engine == "spark"]
+        spark = [p.name for p in plugins if not engine_of(p).per_poll]
         if spark and spark_jobs and environ.get(JOBS_ENV, "1") != "0":
             timeout = duration_seconds(environ, TIMEOUT_ENV, DEFAULT_TIMEOUT)
             self._jobs = WorkerProcess(

@@ -72,11 +72,12 @@ def _discovered(
     """The loaded plugins with a `metrics` hook, the light ones without, and the names of
     plugins that failed to load."""
     from pulsar_lens.api import AnalysisPlugin
+    from pulsar_lens.plugins.engines import engine_of
     from pulsar_lens.plugins.registry import discover
 
     registry = discover(plugin_dirs=plugin_dirs)
     hooked = [p for p in registry if type(p.plugin).metrics is not AnalysisPlugin.metrics]
-    silent = [p for p in registry if p not in hooked and p.engine != "spark"]
+    silent = [p for p in registry if p not in hooked and engine_of(p).per_poll]
     return hooked, silent, [f.plugin or f.source for f in registry.failures]
 
 
