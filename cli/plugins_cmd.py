@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from pulsar_lens.api import ENGINES
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
 from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
+from pulsar_lens.core.values import ENGINES
 
 if TYPE_CHECKING:  # the plugins (and altair) load when a command needs them, not for every command
     from pulsar_lens.plugins.registry import Registry
