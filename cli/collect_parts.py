@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from pulsar_lens.collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
+from pulsar_lens.collectors.heartbeat import Heartbeat
+from pulsar_lens.collectors.loop import CarryFn, DiffFn, PollFn, PollLoop
+from pulsar_lens.collectors.loop_group import LoopGroup
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.settings import Settings, format_duration, retention_problem
 from pulsar_lens.core.store import Store
