@@ -207,7 +207,8 @@ def check_result(plugin: AnalysisPlugin, result: Any) -> None:
     """`result` is a Result holding exactly the declared outputs, each a DataFrame."""
     if not isinstance(result, Result):
         raise PluginContractError(
-            plugin.name, f"analyze must return pulsar_lens.api.Result, found {type(result).__name__}"
+            plugin.name,
+            f"analyze must return pulsar_lens.api.Result, found {type(result).__name__}",
         )
     expected, found = set(plugin.outputs), set(result.frames)
     if expected != found:
