@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import signal
 import sys
 import threading
@@ -13,30 +12,24 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.collectors.heartbeat import Heartbeat
 from pulsar_lens.collectors.loop import CarryFn, DiffFn, PollFn, PollLoop
 from pulsar_lens.collectors.loop_group import LoopGroup
 from pulsar_lens.core.clusterview import ClusterView
-from pulsar_lens.core.settings import Settings, format_duration, retention_problem
+from pulsar_lens.core.settings import (
+    Settings,
+    duration_seconds,
+    format_duration,
+    process_environ,
+    retention_problem,
+)
 from pulsar_lens.core.store import Store
-from pulsar_lens.plugins.precompute import (
-    ResultsWorker,
-    compute_results,
-    prune_results,
-    requirements_first,
-    store_run,
-)
-from pulsar_lens.plugins.registry import discover
-from pulsar_lens.plugins.results import ResultStore
-from pulsar_lens.plugins.spark.worker import (
-    DEFAULT_TIMEOUT,
-    JOBS_ENV,
-    TIMEOUT_ENV,
-    WorkerProcess,
-    seconds_from_env,
-)
+
+if TYPE_CHECKING:  # the analyses (altair, the plugins) load once a collect gets that far
+    from pulsar_lens.plugins.results import ResultStore
+    from pulsar_lens.plugins.spark.worker import WorkerProcess
 
 # `serve` gives the collect process 10 s to stop: the job worker's Spark session gets half
 JOBS_GRACE = 5.0
@@ -96,7 +89,10 @@ def compute_per_cluster(
 ) -> None:
     """Every light plugin on each cluster's own newest snapshots, then prune the stored
     results (`prune_results`); the plugins not started once `stop()` is true are left out."""
-    light = [p for p in requirements_first(plugins) if p.engine != "spark"]
+    from pulsar_lens.plugins.engines import engine_of
+    from pulsar_lens.plugins.precompute import prune_results, requirements_first, store_run
+
+    light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
     for cluster in clusters:
         view = ClusterView(store, cluster)
         for plugin in light:
@@ -110,12 +106,31 @@ class Analyses:
     """Runs every loaded light plugin on each new snapshot, off the polling thread, and stores
     it; the Spark plugins run as jobs in a job worker process (`plugins.spark.worker`), when
     `spark_jobs` and PULSAR_LENS_SPARK_JOBS is not 0. Given `clusters`, each cluster's
-    snapshots are analysed on their own, by the light plugins and the jobs alike."""
+    snapshots are analysed on their own, by the light plugins and the jobs alike. Plugin
+    folders and the job worker's environment come from `settings` (default: the process's)."""
 
     def __init__(
-        self, store: Store, *, spark_jobs: bool = True, clusters: Sequence[str] = ()
+        self,
+        store: Store,
+        *,
+        spark_jobs: bool = True,
+        clusters: Sequence[str] = (),
+        settings: Settings | None = None,
     ) -> None:
-        registry = discover()
+        from pulsar_lens.plugins.engines import engine_of
+        from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
+        from pulsar_lens.plugins.registry import discover
+        from pulsar_lens.plugins.results import ResultStore
+        from pulsar_lens.plugins.spark.worker import (
+            DEFAULT_TIMEOUT,
+            JOBS_ENV,
+            TIMEOUT_ENV,
+            WorkerProcess,
+        )
+
+        settings = settings or Settings.from_env()
+        environ = process_environ()
+        registry = discover(plugin_dirs=settings.plugin_dirs)
         for failure in registry.failures:
             print(f"pulsar-lens collect: {failure}", file=sys.stderr, flush=True)
         results = ResultStore(store.root)
@@ -129,10 +144,12 @@ class Analyses:
                 lambda stop: compute_results(store, plugins, results=results, stop=stop)
             )
         self._jobs: WorkerProcess | None = None
-        spark = [p.name for p in plugins if p.engine == "spark"]
-        if spark and spark_jobs and os.environ.get(JOBS_ENV, "1") != "0":
-            timeout = seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT)
-            self._jobs = WorkerProcess(store.root, timeout=timeout, clusters=clusters).start()
+        spark = [p.name for p in plugins if not engine_of(p).per_poll]
+        if spark and spark_jobs and environ.get(JOBS_ENV, "1") != "0":
+            timeout = duration_seconds(environ, TIMEOUT_ENV, DEFAULT_TIMEOUT)
+            self._jobs = WorkerProcess(
+                store.root, timeout=timeout, clusters=clusters, environ=settings.file_environ()
+            ).start()
             print(
                 f"pulsar-lens collect: Spark analyses ({', '.join(spark)}) run as jobs in a "
                 "job worker process",

@@ -7,14 +7,17 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from pulsar_lens.api import ENGINES
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
-from pulsar_lens.core.errors import DashboardError, PluginParamsError
+from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
-from pulsar_lens.plugins.registry import Registry, discover
+
+if TYPE_CHECKING:  # the plugins (and altair) load when a command needs them, not for every command
+    from pulsar_lens.plugins.registry import Registry
 
 EMPTY_STORE = "no snapshots yet: run `pulsar-lens collect --once`"
 MAX_SHOWN = 10  # choices quoted in an error
@@ -54,7 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     a.add_argument(
         "--engine",
-        choices=("light", "spark"),
+        choices=ENGINES,
         default=None,
         help="the plugin's engine, to say which you expect (a Spark plugin runs a Spark job "
         "here, with its progress on stderr, and stores the result for the dashboard)",
@@ -63,6 +66,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--stored",
         action="store_true",
         help="a Spark plugin: print its newest stored result instead of running a job",
+    )
+    a.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,  # left out, it does not undo `pulsar-lens -v analyze`
+        help="as `pulsar-lens -v`: log at DEBUG level, and print the traceback of the "
+        "plugin's failure",
     )
     a.set_defaults(func=run_analyze)
 
@@ -106,6 +117,8 @@ def registry_listing(registry: Registry) -> dict[str, Any]:
 
 def run_plugins(args: argparse.Namespace) -> int:
     """Exit 0 when every plugin loaded, 1 when any failed (the listing is printed either way)."""
+    from pulsar_lens.plugins.registry import discover
+
     listing = registry_listing(discover())
     failed = 1 if listing["failed"] else 0
     if args.json:
@@ -170,7 +183,7 @@ def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
     try:
         defaults = runner.validate_params(loaded.plugin, None)
         choices = runner.run(loaded, store, defaults, use_cache=False).choices
-    except DashboardError:
+    except PulsarLensError:
         return
     for key, value in given.items():
         allowed = choices.get(key)
@@ -196,9 +209,11 @@ def run_analyze(args: argparse.Namespace) -> int:
     )
     from pulsar_lens.core.storeroot import check_root
     from pulsar_lens.plugins import runner
+    from pulsar_lens.plugins.engines import BY_NAME, engine_of
+    from pulsar_lens.plugins.registry import discover
 
     loaded = discover().get(args.slug)
-    if args.engine and args.engine != loaded.engine:
+    if args.engine and BY_NAME[args.engine] is not engine_of(loaded):
         print(
             f"pulsar-lens analyze: {loaded.name} runs on the {loaded.engine} engine, "
             f"not {args.engine}",
@@ -214,7 +229,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             print(f"pulsar-lens: {EMPTY_STORE} (store: {store_dir})", file=sys.stderr)
             return 1
         check_choices(loaded, store, raw)
-        if loaded.engine == "spark" and not args.stored:
+        if not engine_of(loaded).per_poll and not args.stored:
             from pulsar_lens.cli.spark_job import run_spark_job  # starts a JVM: only when asked for
 
             if not run_spark_job(loaded, store, params):

@@ -40,6 +40,7 @@ from pulsar_lens.collectors.oauth2 import ClientCredentialsFlow, flow_from_env
 from pulsar_lens.collectors.transport import DeadlineAdapter
 from pulsar_lens.core.errors import AdminApiError, CollectorError
 from pulsar_lens.core.secrets import clean, split_credentials
+from pulsar_lens.core.settings import process_environ
 from pulsar_lens.core.values import admin_url_problem
 
 DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
@@ -137,7 +138,7 @@ class AdminClient(AdminTransport):
         is set), PULSAR_LENS_CA_BUNDLE, PULSAR_LENS_TLS_VERIFY (default true),
         PULSAR_LENS_TLS_CERT_FILE / _KEY_FILE and PULSAR_LENS_TRUSTED_ORIGINS
         (comma-separated URLs, or `cluster`)."""
-        env = os.environ if env is None else env
+        env = process_environ() if env is None else env
         url = env.get("PULSAR_ADMIN_URL") or "http://localhost:8080"
         verify = _env_flag(env.get("PULSAR_LENS_TLS_VERIFY"), default=True)
         has_token = env.get("PULSAR_ADMIN_TOKEN") or env.get("PULSAR_ADMIN_TOKEN_FILE")

@@ -12,15 +12,16 @@ imported in a worker too (`probe_import`, at most `PULSAR_LENS_PLUGIN_IMPORT_TIM
 10 s), so one that hangs or exits at import is a load failure, not a hung command.
 
 Workers start without any credential: no token, password, OAuth2 setting or settings file
-in their environment (`_worker_environ`).
+in their environment (`_start`).
 
 Arguments and answers cross by pickle: inputs (pandas frames), params as a dict (the
-worker rebuilds them with the plugin's own `Params`), results and views.
+worker rebuilds them with the plugin's own `Params`), results and views. What a plugin
+raises comes back as an `Origin` (`core.errors`): its traceback is formatted in the worker,
+where its frames are, with the file and line in the plugin's own code.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import multiprocessing
@@ -31,14 +32,18 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pulsar_lens.core.errors import PluginRunError, SettingsError
-from pulsar_lens.core.secrets import is_credential_var
-from pulsar_lens.core.settings import parse_duration
+from pulsar_lens.core.errors import PluginRunError, SettingsError, origin_of
+from pulsar_lens.core.settings import (
+    drop_credentials,
+    duration_seconds,
+    process_environ,
+    without_credentials_while,
+)
 
 TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_TIMEOUT"
 MEMORY_ENV = "PULSAR_LENS_PLUGIN_MEMORY"
@@ -67,26 +72,13 @@ class Limits:
     import_timeout: float = DEFAULT_IMPORT_TIMEOUT
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Limits:
-        env = os.environ if environ is None else environ
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
+        env = process_environ() if environ is None else environ
         return cls(
-            timeout=_seconds(env, TIMEOUT_ENV, DEFAULT_TIMEOUT),
+            timeout=duration_seconds(env, TIMEOUT_ENV, DEFAULT_TIMEOUT),
             memory=_mebibytes(env, MEMORY_ENV, DEFAULT_MEMORY),
-            import_timeout=_seconds(env, IMPORT_TIMEOUT_ENV, DEFAULT_IMPORT_TIMEOUT),
+            import_timeout=duration_seconds(env, IMPORT_TIMEOUT_ENV, DEFAULT_IMPORT_TIMEOUT),
         )
-
-
-def _seconds(env: Any, name: str, default: float) -> float:
-    text = (env.get(name) or "").strip()
-    if not text:
-        return default
-    try:
-        seconds = parse_duration(text).total_seconds()
-    except ValueError as exc:
-        raise SettingsError(f"{name}: {exc}") from None
-    if seconds <= 0:
-        raise SettingsError(f"{name} must be longer than zero, got {text!r}")
-    return seconds
 
 
 def _mebibytes(env: Any, name: str, default: int) -> int:
@@ -107,6 +99,16 @@ def locate(cls: type) -> Locator:
     return Locator("module", cls.__module__, cls.__module__, cls.__qualname__)
 
 
+def home_of(cls: type) -> str | None:
+    """Where the code of the plugin class `cls` lives: its file when it is a module of its
+    own (a drop-in), else its package's folder. A failure's file and line are taken there."""
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return None
+    return str(Path(path).parent) if "." in cls.__module__ else str(path)
+
+
 # --- the parent side -------------------------------------------------------------------------
 
 _context: Any = None
@@ -125,12 +127,13 @@ def call(plugin: str, locator: Locator, method: str, args: tuple[Any, ...], limi
     return _run(plugin, locator, method, args, limits, limits.timeout, what=method)
 
 
-def probe_import(source: str, locator: Locator, limits: Limits) -> str | None:
-    """Import the file or module in a worker first: None when that worked, else why not."""
+def probe_import(source: str, locator: Locator, limits: Limits) -> PluginRunError | None:
+    """Import the file or module in a worker first: None when that worked, else why not
+    (its `detail`, and its `origin` when the import raised)."""
     try:
         _run(source, locator, "", (), limits, limits.import_timeout, what="import")
     except PluginRunError as exc:
-        return str(exc).removeprefix(f"plugin {source!r} failed: ")
+        return exc
     return None
 
 
@@ -159,18 +162,21 @@ def _run(
             worker.kill()
         worker.join(5)
     if answer is None:
-        raise PluginRunError(plugin, f"{what} ended its worker process ({_exit(worker)})")
+        detail = f"{what} ended its worker process ({_exit(worker)})"
+        raise PluginRunError(plugin, detail, phase=what)
     status, payload = answer
     if status == "timeout":
-        raise PluginRunError(plugin, f"{what} timed out after {timeout:g} s; it was stopped")
+        limit = IMPORT_TIMEOUT_ENV if what == "import" else TIMEOUT_ENV
+        detail = f"{what} timed out after {timeout:g} s; it was stopped"
+        raise PluginRunError(plugin, detail, phase=what, limit=limit)
     if status == "ok":
         return payload
     if status == "memory":
         mib = limits.memory // (1024 * 1024)
-        raise PluginRunError(
-            plugin, f"{what} exceeded its memory limit of {mib} MiB ({MEMORY_ENV})"
-        )
-    raise PluginRunError(plugin, str(payload))
+        detail = f"{what} exceeded its memory limit of {mib} MiB ({MEMORY_ENV})"
+        raise PluginRunError(plugin, detail, phase=what, limit=MEMORY_ENV)
+    detail = f"{what} raised {payload}" if method else str(payload)
+    raise PluginRunError(plugin, detail, phase=what, origin=payload)
 
 
 _start_lock = threading.Lock()
@@ -184,43 +190,23 @@ def _start(worker: Any) -> None:
     parent's main script in the child: the Streamlit app, a pytest run, the CLI).
 
     The forkserver (started with the first worker, or again if it died) is started from the
-    environment `_worker_environ` makes. Workers fork from it, so they inherit that one.
+    environment `without_credentials_while` makes: without any credential
+    (`core.secrets.is_credential_var`), since a plugin is someone else's code and the
+    forkserver's start environment is what its workers see, in `os.environ` and in
+    /proc/self/environ alike; with Arrow's system allocator, since the default one (mimalloc)
+    reserves a 1 GiB arena at its first allocation, which counts against RLIMIT_DATA, so under
+    the default limit a plugin's first Arrow allocation failed. Workers fork from it, so they
+    inherit that environment.
     """
     with _start_lock:
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = types.ModuleType("__main__")
         try:
-            with _worker_environ():
+            with without_credentials_while({ARROW_POOL_ENV: "system"}):
                 worker.start()
         finally:
             if main is not None:
                 sys.modules["__main__"] = main
-
-
-@contextlib.contextmanager
-def _worker_environ() -> Iterator[None]:
-    """This process's environment as the forkserver is started from, restored after.
-
-    Without any credential (`core.secrets.is_credential_var`): a plugin is someone else's
-    code, and the forkserver's start environment is what its workers see, in `os.environ`
-    and in /proc/self/environ alike, so it is never given one. With Arrow's system allocator:
-    the default one (mimalloc) reserves a 1 GiB arena at its first allocation, which counts
-    against RLIMIT_DATA, so under the default limit a plugin's first Arrow allocation failed.
-    """
-    saved = dict(os.environ)
-    dropped = [k for k, v in saved.items() if is_credential_var(k, v)]
-    for name in dropped:
-        del os.environ[name]
-    os.environ[ARROW_POOL_ENV] = "system"
-    try:
-        yield
-    finally:
-        for name in dropped:
-            os.environ[name] = saved[name]
-        if ARROW_POOL_ENV in saved:
-            os.environ[ARROW_POOL_ENV] = saved[ARROW_POOL_ENV]
-        else:
-            os.environ.pop(ARROW_POOL_ENV, None)
 
 
 def _wait(receive: Any, worker: Any, timeout: float) -> tuple[str, Any] | None:
@@ -252,15 +238,14 @@ def _exit(worker: Any) -> str:
 
 
 def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, send: Any) -> None:
-    # the forkserver was started without credentials (`_worker_environ`); should other code
-    # of this process have started it first, at least none is left in os.environ
-    for name, value in list(os.environ.items()):
-        if is_credential_var(name, value):
-            del os.environ[name]
+    # the forkserver was started without credentials (`_start`); should other code of this
+    # process have started it first, at least none is left in the worker's environment
+    drop_credentials()
     os.dup2(2, 1)  # what a plugin prints goes to stderr: stdout carries `analyze --json`
     sys.stdout = sys.stderr
     limit = _data_size() + memory
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    cls: Any = None
     try:
         cls = _load(locator)
         if not method:
@@ -273,9 +258,10 @@ def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, s
         send.send(("ok", getattr(instance, method)(*args)))
     except MemoryError:
         send.send(("memory", None))
-    except BaseException as exc:  # everything a plugin raises becomes its failure, in words
-        raised = f"{type(exc).__name__}: {exc}"
-        send.send(("error", f"{method} raised {raised}" if method else raised))
+    except BaseException as exc:  # everything a plugin raises becomes its failure, as text:
+        # its frames stay here, so the traceback is formatted here
+        home = home_of(cls) if cls is not None else _home_of(locator)
+        send.send(("error", origin_of(exc, home=home)))
     finally:
         send.close()
 
@@ -291,6 +277,15 @@ def _data_size() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+def _home_of(locator: Locator) -> str | None:
+    """`home_of` for a plugin whose import failed: the file, or the module's package folder."""
+    if locator.kind == "file":
+        return locator.where
+    module = sys.modules.get(locator.where.partition(".")[0])
+    paths = list(getattr(module, "__path__", ()) or ())
+    return str(paths[0]) if paths else getattr(module, "__file__", None)
 
 
 def _load(locator: Locator) -> Any:

@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from pulsar_lens.api import AnalysisPlugin
-from pulsar_lens.core.errors import PluginLoadError, PluginUnavailable, SettingsError
+from pulsar_lens.core.errors import (
+    PluginLoadError,
+    PluginRunError,
+    PluginUnavailable,
+    SettingsError,
+    origin_of,
+)
+from pulsar_lens.core.settings import process_environ
 from pulsar_lens.plugins import isolation
 from pulsar_lens.plugins.builtin import BUILTIN_PLUGINS
 from pulsar_lens.plugins.isolation import Locator
@@ -37,6 +44,7 @@ __all__ = [
     "LoadedPlugin",
     "Registry",
     "discover",
+    "instance_of",
     "plugin_dirs_from_env",
     "validate_plugin",
 ]
@@ -56,14 +64,13 @@ class LoadedPlugin:
     """
 
     plugin: AnalysisPlugin
-    source: str  # "builtin plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
+    # "builtin pulsar_lens.plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
+    source: str
     version: str
+    isolated: bool = False
+    """Its code runs in a limited worker process: set at load time for third-party code (entry
+    points, drop-in files); built-ins run in the calling process."""
     requirements: tuple[LoadedPlugin, ...] = field(default=(), repr=False, compare=False)
-
-    @property
-    def isolated(self) -> bool:
-        """Third-party code (entry points, drop-in files) runs in a worker process."""
-        return not self.source.startswith("builtin ")
 
     @property
     def name(self) -> str:
@@ -76,6 +83,11 @@ class LoadedPlugin:
     @property
     def engine(self) -> str:
         return self.plugin.engine
+
+
+def instance_of(plugin: AnalysisPlugin | LoadedPlugin) -> AnalysisPlugin:
+    """The plugin object itself, whether given bare or as loaded."""
+    return plugin.plugin if isinstance(plugin, LoadedPlugin) else plugin
 
 
 @dataclass(frozen=True)
@@ -109,7 +121,7 @@ class Registry:
 
 def plugin_dirs_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
     """The drop-in directories listed in PULSAR_LENS_PLUGIN_DIRS (os.pathsep-separated)."""
-    raw = (os.environ if environ is None else environ).get(PLUGIN_DIRS_ENV, "")
+    raw = (process_environ() if environ is None else environ).get(PLUGIN_DIRS_ENV, "")
     return [Path(part).expanduser() for part in raw.split(os.pathsep) if part.strip()]
 
 
@@ -126,17 +138,21 @@ def discover(
     """
     plugins: dict[str, LoadedPlugin] = {}
     failures: list[PluginLoadError] = []
-    candidates: list[tuple[str, Any]] = []
+    candidates: list[tuple[str, Any, bool]] = []  # source, object, isolated
     if builtins:
-        candidates.extend(_builtin_candidates(failures))
+        candidates.extend((s, o, False) for s, o in _builtin_candidates(failures))
     if entry_points:
-        candidates.extend(_entry_point_candidates(failures))
-    dirs = plugin_dirs_from_env() if plugin_dirs is None else [Path(d) for d in plugin_dirs]
+        candidates.extend((s, o, True) for s, o in _entry_point_candidates(failures))
+    dirs = (
+        plugin_dirs_from_env()
+        if plugin_dirs is None
+        else [Path(d).expanduser() for d in plugin_dirs]
+    )
     for directory in dirs:
-        candidates.extend(_directory_candidates(directory, failures))
-    for source, obj in candidates:
+        candidates.extend((s, o, True) for s, o in _directory_candidates(directory, failures))
+    for source, obj, isolated in candidates:
         try:
-            loaded = _accept(obj, source, plugins)
+            loaded = _accept(obj, source, plugins, isolated=isolated)
         except PluginLoadError as exc:
             log.warning("%s", exc)
             failures.append(exc)
@@ -227,7 +243,9 @@ def _path_back(start: str, kept: Mapping[str, LoadedPlugin]) -> list[str] | None
     return None
 
 
-def _accept(obj: Any, source: str, plugins: Mapping[str, LoadedPlugin]) -> LoadedPlugin:
+def _accept(
+    obj: Any, source: str, plugins: Mapping[str, LoadedPlugin], *, isolated: bool
+) -> LoadedPlugin:
     instance = validate_plugin(obj, source)
     other = plugins.get(instance.name)
     if other is not None:
@@ -237,7 +255,7 @@ def _accept(obj: Any, source: str, plugins: Mapping[str, LoadedPlugin]) -> Loade
             "expected a unique name",
             plugin=instance.name,
         )
-    return LoadedPlugin(plugin=instance, source=source, version=instance.version)
+    return LoadedPlugin(plugin=instance, source=source, version=instance.version, isolated=isolated)
 
 
 def _load_reference(reference: str) -> Any:
@@ -265,7 +283,7 @@ def _entry_point_candidates(failures: list[PluginLoadError]) -> Iterator[tuple[s
         module = ep.value.partition(":")[0].strip()
         refused = isolation.probe_import(source, Locator("module", module, module), _limits())
         if refused is not None:
-            failures.append(PluginLoadError(source, f"import failed: {refused}"))
+            failures.append(_refused(source, refused))
             continue
         try:
             obj = ep.load()
@@ -301,7 +319,7 @@ def _directory_candidates(
         locator = Locator("file", str(path), _module_name(path))
         refused = isolation.probe_import(str(path), locator, _limits())
         if refused is not None:
-            failures.append(PluginLoadError(str(path), f"import failed: {refused}"))
+            failures.append(_refused(str(path), refused))
             continue
         try:
             module = _import_file(path)
@@ -359,7 +377,14 @@ def _import_file(path: Path) -> Any:
     return module
 
 
+def _refused(source: str, refused: PluginRunError) -> PluginLoadError:
+    """The load failure of a file or module whose import failed in a worker."""
+    return PluginLoadError(source, f"import failed: {refused.detail}", origin=refused.origin)
+
+
 def _import_failure(source: str, exc: BaseException) -> PluginLoadError:
-    error = PluginLoadError(source, f"import failed: {type(exc).__name__}: {exc}")
+    error = PluginLoadError(
+        source, f"import failed: {type(exc).__name__}: {exc}", origin=origin_of(exc)
+    )
     error.__cause__ = exc
     return error

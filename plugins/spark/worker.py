@@ -1,7 +1,7 @@
 """The job worker: runs Spark analyses as jobs for one store, in a process of its own.
 
-`python -m pulsar_lens.plugins.spark.worker --store ROOT` holds the store's job lock, keeps one Spark
-session (started on its first job, so a worker that never gets one starts no JVM), and
+`python -m pulsar_lens.plugins.spark.worker --store ROOT` holds the store's job lock, keeps one
+Spark session (started on its first job, so a worker that never gets one starts no JVM), and
 loops: the oldest requested job first (`plugins.spark.jobs.JobQueue`); otherwise, once a new
 poll has landed and at least `every` has passed since the last scheduled round, a job per
 Spark plugin with its default params. Each job's result (or failure) is stored like any
@@ -35,9 +35,9 @@ from typing import Any, cast
 
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.logs import setup_logging
-from pulsar_lens.core.secrets import without_credentials
-from pulsar_lens.core.settings import parse_duration
+from pulsar_lens.core.settings import child_environ, duration_seconds, process_environ
 from pulsar_lens.plugins import precompute, runner
+from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import LoadedPlugin, discover
 from pulsar_lens.plugins.results import ResultStore
 from pulsar_lens.plugins.spark import progress, session
@@ -51,19 +51,6 @@ TIMEOUT_ENV = "PULSAR_LENS_SPARK_JOB_TIMEOUT"
 DEFAULT_EVERY = 600.0
 DEFAULT_TIMEOUT = 1800.0
 KEEP_RESULTS = 3
-
-
-def seconds_from_env(name: str, default: float, environ: Mapping[str, str] | None = None) -> float:
-    text = ((os.environ if environ is None else environ).get(name) or "").strip()
-    if not text:
-        return default
-    try:
-        seconds = parse_duration(text).total_seconds()
-    except ValueError as exc:
-        raise SettingsError(f"{name}: {exc}") from None
-    if seconds <= 0:
-        raise SettingsError(f"{name}: expected a positive duration, found {text!r}")
-    return seconds
 
 
 def run_job(
@@ -134,7 +121,7 @@ class JobWorker:
         self.store = store
         self.queue = JobQueue(root)
         self.results = ResultStore(root)
-        self.plugins = {p.name: p for p in plugins if p.engine == "spark"}
+        self.plugins = {p.name: p for p in plugins if not engine_of(p).per_poll}
         self.every = every
         self.clusters: tuple[str | None, ...] = tuple(clusters) or (None,)
         # per cluster: the newest snapshot of its last scheduled round, and when that was
@@ -221,8 +208,12 @@ class WorkerProcess:
         timeout: float = DEFAULT_TIMEOUT,
         argv: Sequence[str] | None = None,
         clusters: Sequence[str] = (),
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.root = Path(root)
+        # variables the worker needs beyond this process's own (the settings file's keys:
+        # it is not given the file, which may hold credentials)
+        self.environ = dict(environ or {})
         self.queue = JobQueue(root)
         self.timeout = timeout
         self.argv = list(
@@ -249,7 +240,7 @@ class WorkerProcess:
             if self._stop.is_set():
                 return
             # it runs plugins, someone else's code, on the store: it needs no credential
-            env = without_credentials(os.environ)
+            env = child_environ(credentials=False, add=self.environ)
             self.process = subprocess.Popen(self.argv, start_new_session=True, env=env)
         log.info("job worker started (pid %d) for %s", self.process.pid, self.root)
 
@@ -385,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         setup_logging()  # lines read `time level plugins.spark.worker: message`, as everywhere
-        every = seconds_from_env(EVERY_ENV, DEFAULT_EVERY)
+        every = duration_seconds(process_environ(), EVERY_ENV, DEFAULT_EVERY)
     except SettingsError as exc:
         print(f"pulsar-lens job worker: {exc}", file=sys.stderr)
         return 2
