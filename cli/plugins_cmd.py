@@ -169,9 +169,16 @@ def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
         return
     try:
         defaults = runner.validate_params(loaded.plugin, None)
-        choices = runner.run(loaded, store, defaults, use_cache=False).choices
+        default_run = runner.run(loaded, store, defaults, use_cache=False)
     except DashboardError:
         return
+    choices = default_run.choices
+    if default_run.choices_error:
+        print(
+            f"pulsar-lens: warning: the params of {loaded.name} are not checked against the "
+            f"stored snapshots: {default_run.choices_error}",
+            file=sys.stderr,
+        )
     for key, value in given.items():
         allowed = choices.get(key)
         if allowed is None or value in allowed:

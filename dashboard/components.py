@@ -312,6 +312,7 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
     others = [name for name in model.model_fields if name not in controls]
     with guarded(f"The {slug} analysis"):
         choices = data.param_choices(root, slug) if model.model_fields else {}
+        choices_failure(root, slug, model)
         key = f"analysis_{slug}"
         params = params_form(model, choices, key=key, only=controls)
         if others:
@@ -342,6 +343,16 @@ def draw_views(slug: str, views: Sequence[View]) -> None:
         st.error(
             f"plugin {slug!r}: a view it rendered could not be drawn: "
             f"{type(exc).__name__}: {escape_markdown(str(exc))}"
+        )
+
+
+def choices_failure(root: str, slug: str, model: type[BaseModel]) -> None:
+    """A warning when the plugin's param_choices() failed: its choices are typed then."""
+    why = data.param_choices_error(root, slug) if model.model_fields else None
+    if why:
+        st.warning(
+            f"The `{slug}` plugin's param_choices() failed: {escape_markdown(why)}. "
+            "Its parameters are typed instead of picked from the stored snapshots."
         )
 
 

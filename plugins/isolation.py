@@ -267,7 +267,7 @@ def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, s
             send.send(("ok", None))
             return
         instance = cls()
-        if method == "analyze":
+        if method in ("analyze", "render") and len(args) == 2:
             data, params = args
             args = (data, cls.Params.model_validate(params))
         send.send(("ok", getattr(instance, method)(*args)))

@@ -127,9 +127,11 @@ def store_run(
         return Outcome(instance.name, "kept")
     started = time.perf_counter()
     choices: Mapping[str, Sequence[str]] = {}
+    choices_error: str | None = None
     try:
         output = runner.run(plugin, store, validated, use_cache=False, use_stored=False)
         status, error, result, choices = "ok", None, output.result, output.choices
+        choices_error = output.choices_error
     except PluginError as exc:
         status, error, result = "failed", str(exc), None
     except Exception as exc:  # the runner wraps plugin errors; anything else is ours
@@ -145,6 +147,7 @@ def store_run(
         result=result,
         error=error,
         choices=choices,
+        choices_error=choices_error,
     )
     try:
         results.write(stored)

@@ -8,6 +8,7 @@ default-parameter results of the plugins it `requires`. Results are cached in-pr
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import logging
 import os
 import threading
@@ -38,6 +39,7 @@ from pulsar_lens.core.errors import (
     ResultNotReady,
 )
 from pulsar_lens.core.model import SCHEMAS, TIMED_TABLES
+from pulsar_lens.core.secrets import clean
 from pulsar_lens.plugins import isolation
 from pulsar_lens.plugins.registry import LoadedPlugin
 from pulsar_lens.plugins.results import ResultStore, StoredResult
@@ -47,6 +49,7 @@ __all__ = [
     "CACHE_MAX_ENTRIES",
     "RunOutput",
     "SnapshotStore",
+    "choices_of",
     "clear_cache",
     "inputs_for",
     "load_inputs",
@@ -98,6 +101,7 @@ class RunOutput:
     """The plugin's allowed values of str params (`param_choices`), with the default-params
     result only: they depend on the data, not on the params."""
     computed_at: str | None = None  # ISO time a stored result was computed
+    choices_error: str | None = None  # why `param_choices` failed (its params are then typed)
 
     @property
     def seconds(self) -> float:
@@ -309,8 +313,15 @@ def run(
             output = run_on_inputs(plugin, inputs, validated)
             timings = {"load": load_seconds, **output.timings}
             default = params_json == validate_params(instance, None).model_dump(mode="json")
-            choices = param_choices(plugin, inputs) if default else {}
-            output = RunOutput(**{**output.__dict__, "timings": timings, "choices": choices})
+            choices, choices_error = choices_of(plugin, inputs) if default else ({}, None)
+            output = RunOutput(
+                **{
+                    **output.__dict__,
+                    "timings": timings,
+                    "choices": choices,
+                    "choices_error": choices_error,
+                }
+            )
     except (PluginRunError, PluginContractError) as exc:  # its analysis or its render
         if use_cache:
             _remember(_failures, key, exc)
@@ -365,7 +376,7 @@ def _from_stored(
         at = f" at {stored.computed_at}" if stored.computed_at else ""
         raise PluginRunError(plugin.name, f"{error} (when this snapshot was analysed{at})")
     started = time.perf_counter()
-    views = _render(loaded, stored.result)
+    views = _render(loaded, stored.result, params)
     return RunOutput(
         plugin=plugin.name,
         version=plugin.version,
@@ -377,6 +388,7 @@ def _from_stored(
         stored=True,
         choices=stored.choices,
         computed_at=stored.computed_at,
+        choices_error=stored.choices_error,
     )
 
 
@@ -397,7 +409,7 @@ def run_on_inputs(
     started = time.perf_counter()
     result = _analyze(plugin, inputs, validated)
     analyzed = time.perf_counter()
-    views = _render(plugin, result)
+    views = _render(plugin, result, validated)
     rendered = time.perf_counter()
     return RunOutput(
         plugin=instance.name,
@@ -422,7 +434,7 @@ def _call(loaded: AnalysisPlugin | LoadedPlugin, method: str, *args: Any) -> Any
     in_process = method in ("analyze", "param_choices") and plugin.engine == "spark"
     if not _isolated(loaded) or in_process:
         return getattr(plugin, method)(*args)
-    if method == "analyze":
+    if method in ("analyze", "render") and len(args) == 2:  # the worker rebuilds the params
         args = (args[0], args[1].model_dump(mode="json"))
     locator = isolation.locate(type(plugin))
     return isolation.call(plugin.name, locator, method, args, isolation.Limits.from_env())
@@ -441,21 +453,46 @@ def param_choices(
 ) -> dict[str, list[str]]:
     """The plugin's `param_choices(inputs)` (isolated like analyze) as lists of strings; {}
     when it fails. A Spark plugin's hook gets `SparkInputs` in its job, which stores them."""
+    return choices_of(loaded, inputs)[0]
+
+
+def choices_of(
+    loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs | SparkInputs
+) -> tuple[dict[str, list[str]], str | None]:
+    """`param_choices` and, when it failed, why: the form still works without choices (its
+    select boxes become text boxes), but the page says so instead of changing silently."""
     plugin = _instance(loaded)
     if type(plugin).param_choices is AnalysisPlugin.param_choices:
-        return {}
+        return {}, None
     try:
         choices = _call(loaded, "param_choices", inputs)
     except Exception as exc:  # choices are a convenience: the form works without them
         log.warning("plugin %s: param_choices failed: %s", plugin.name, exc)
-        return {}
+        why = str(exc).removeprefix(f"plugin {plugin.name!r} failed: ")
+        if not isinstance(exc, PluginError):
+            why = f"param_choices raised {type(exc).__name__}: {why}"
+        return {}, clean(why, limit=500)
     if not isinstance(choices, Mapping):
-        return {}
+        return {}, f"param_choices must return a mapping, found {type(choices).__name__}"
     return {
         str(name): [str(v) for v in values]
         for name, values in choices.items()
         if isinstance(values, list | tuple)
-    }
+    }, None
+
+
+def takes_params(render: Any) -> bool:
+    """Whether a plugin's `render` takes the params beside the result: `render(self, result,
+    params)` since the contract passed them; a render written as `render(self, result)`
+    keeps being called with the result only."""
+    try:
+        signature = inspect.signature(render)
+    except (TypeError, ValueError):
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in signature.parameters.values() if p.kind in kinds]
+    variadic = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in signature.parameters.values())
+    return variadic or len(positional) >= 3  # self, result, params
 
 
 def _analyze(
@@ -473,10 +510,13 @@ def _analyze(
     return cast(Result, result)
 
 
-def _render(loaded: AnalysisPlugin | LoadedPlugin, result: Result) -> tuple[View, ...]:
+def _render(
+    loaded: AnalysisPlugin | LoadedPlugin, result: Result, params: BaseModel
+) -> tuple[View, ...]:
     plugin = _instance(loaded)
+    args = (result, params) if takes_params(type(plugin).render) else (result,)
     try:
-        views = _call(loaded, "render", result)
+        views = _call(loaded, "render", *args)
     except PluginError:
         raise
     except Exception as exc:

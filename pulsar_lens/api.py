@@ -393,8 +393,10 @@ class AnalysisPlugin:
         """Compute the output frames from the input tables; pure, no I/O."""
         raise NotImplementedError(f"{type(self).__name__} does not implement analyze()")
 
-    def render(self, result: Result) -> list[View]:
-        """Turn a result into views; no Streamlit calls."""
+    def render(self, result: Result, params: Any = None) -> list[View]:
+        """Turn a result into views; no Streamlit calls. `params` are the validated `Params`
+        the result was computed with (the defaults for a stored one). A render written
+        with one argument, `render(self, result)`, is still called that way."""
         raise NotImplementedError(f"{type(self).__name__} does not implement render()")
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:

@@ -139,7 +139,7 @@ class SubscriptionStatus(AnalysisPlugin):
                     lag.add_metric(labels, seconds)
         return [status, lag]
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         status = result.frames["status"]
         counts: Mapping[str, int] = result.summary.get("counts", {})
         views: list[View] = [Metric(label=s, value=counts.get(s, 0)) for s in STATUSES]

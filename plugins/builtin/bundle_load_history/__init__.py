@@ -110,7 +110,7 @@ class BundleLoadHistory(AnalysisPlugin):
         assert isinstance(data, SparkInputs)
         return finish(spark_parts(data, metric=params.metric, top=params.top), metric=params.metric)
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         return render_views(result)
 
 

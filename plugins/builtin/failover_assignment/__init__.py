@@ -157,7 +157,7 @@ class FailoverAssignment(AnalysisPlugin):
                 flapping.add_metric(key, float(row["flapping"]))
         return [imbalance, overload, flapping]
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         return render_views(result)
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:

@@ -84,5 +84,5 @@ class FailoverHistory(AnalysisPlugin):
             charset=jvm_charset(params.jvm_charset),
         )
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         return render_views(result)

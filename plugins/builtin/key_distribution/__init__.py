@@ -108,7 +108,7 @@ class KeyDistribution(AnalysisPlugin):
         )
         return finish(counts, subscription=params.subscription)
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         return render_views(result)
 
     def param_choices(self, data: Any) -> dict[str, list[str]]:

@@ -173,7 +173,7 @@ class KeySharedMap(AnalysisPlugin):
         frames["lookup"] = frame_of([lookup] if lookup else [], LOOKUP_COLUMNS)
         return Result(frames=frames, summary=summarize(frames, selected, what_if, lookup))
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         return render_views(result)
 
     def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:

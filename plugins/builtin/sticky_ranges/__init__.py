@@ -141,7 +141,7 @@ class StickyRanges(AnalysisPlugin):
         selected = params.subscription or (groups[0].label if groups else "")
         return Result(frames=frames, summary=summarize(frames, params, selected, len(chosen)))
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         return render_views(result)
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:

@@ -164,7 +164,7 @@ class StuckHashes(AnalysisPlugin):
                 gauge.add_metric(list(key), float(counts.get(key, 0)))
         return [gauge]
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         hashes, summary = result.frames["hashes"], result.summary
         views: list[View] = [
             Metric("Draining hashes", summary["draining"]),

@@ -83,5 +83,5 @@ class UnloadHistory(AnalysisPlugin):
         parts = spark_parts(data.history("probes"), data.history("bundles"), slow_ms=params.slow_ms)
         return finish(parts, top=params.top)
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         return render_views(result)

@@ -151,7 +151,7 @@ class UnloadLatency(AnalysisPlugin):
             worst.add_metric([], float(summary["worst_outage_ms"]) / 1000)
         return [events, lost, worst]
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         summary, frames = result.summary, result.frames
         views: list[View] = [
             Metric("Bundles", summary["bundles"]),
