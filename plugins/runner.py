@@ -489,10 +489,11 @@ def takes_params(render: Any) -> bool:
         signature = inspect.signature(render)
     except (TypeError, ValueError):
         return False
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    positional = [p for p in signature.parameters.values() if p.kind in kinds]
-    variadic = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in signature.parameters.values())
-    return variadic or len(positional) >= 3  # self, result, params
+    kinds = [p.kind for p in signature.parameters.values()]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return True
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(kind in positional for kind in kinds) >= 3  # self, result, params
 
 
 def _analyze(
