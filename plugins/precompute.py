@@ -112,10 +112,13 @@ def store_run(
     plugin: AnalysisPlugin | LoadedPlugin,
     results: ResultStore,
     params: Mapping[str, Any] | None = None,
+    *,
+    log_failure: bool = True,
 ) -> Outcome:
     """Analyse `plugin` with `params` (default ones when None) on the newest snapshots and
     store the result, or the failure; "kept" when exactly this is stored already. A Spark
-    plugin runs on this process's Spark session."""
+    plugin runs on this process's Spark session. `log_failure=False` when the caller says
+    the failure itself (`pulsar-lens analyze`), so it is said once."""
     instance = _instance(plugin)
     validated = runner.validate_params(instance, params)
     params_json = validated.model_dump(mode="json")
@@ -154,7 +157,7 @@ def store_run(
     except Exception as exc:  # e.g. a frame Arrow cannot store: readers compute it on demand
         log.warning("could not store the result of %s: %s", instance.name, exc)
         return Outcome(instance.name, "failed", seconds, f"not stored: {exc}")
-    if error:
+    if error and log_failure:
         log.warning("analysis %s failed on the newest snapshot: %s", instance.name, error)
     return Outcome(instance.name, status, seconds, error)
 

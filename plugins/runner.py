@@ -505,10 +505,22 @@ def _analyze(
     except PluginError:
         raise
     except Exception as exc:
-        log.exception("plugin %s failed in analyze", plugin.name)
-        raise PluginRunError(plugin.name, f"analyze raised {type(exc).__name__}: {exc}") from exc
+        why = str(exc)
+        if is_spark_error(exc):  # a traceback of Py4J calls, and a message holding the plan
+            why = why.strip().split("\n", 1)[0]
+            log.debug("plugin %s failed in analyze", plugin.name, exc_info=True)
+        else:
+            log.exception("plugin %s failed in analyze", plugin.name)
+        raise PluginRunError(plugin.name, f"analyze raised {type(exc).__name__}: {why}") from exc
     check_result(plugin, result)
     return cast(Result, result)
+
+
+def is_spark_error(exc: BaseException) -> bool:
+    """An error Spark raised (pyspark's, or Py4J's from the JVM). Its message goes on with the
+    query plan, often kilobytes: a failure says its first line (the error class and what
+    was wrong), once, and the whole of it is logged at DEBUG only."""
+    return type(exc).__module__.split(".", 1)[0] in ("pyspark", "py4j")
 
 
 def _render(
