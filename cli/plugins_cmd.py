@@ -7,14 +7,17 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
 from pulsar_lens.core.errors import DashboardError, PluginParamsError
 from pulsar_lens.core.settings import Settings
-from pulsar_lens.plugins.registry import Registry, discover
+from pulsar_lens.plugins import isolation
+
+if TYPE_CHECKING:  # the plugins (pandas, the API) load when a command runs, not at parsing
+    import pandas as pd
+
+    from pulsar_lens.plugins.registry import Registry
 
 EMPTY_STORE = "no snapshots yet: run `pulsar-lens collect --once`"
 MAX_SHOWN = 10  # choices quoted in an error
@@ -104,9 +107,18 @@ def registry_listing(registry: Registry) -> dict[str, Any]:
     return {"loaded": loaded, "failed": failed}
 
 
+def _discover() -> Registry:
+    """The plugins. The worker process that first imports third-party ones starts before
+    this process imports the API and the built-ins, so the two run side by side."""
+    isolation.warm_for()
+    from pulsar_lens.plugins.registry import discover
+
+    return discover()
+
+
 def run_plugins(args: argparse.Namespace) -> int:
     """Exit 0 when every plugin loaded, 1 when any failed (the listing is printed either way)."""
-    listing = registry_listing(discover())
+    listing = registry_listing(_discover())
     failed = 1 if listing["failed"] else 0
     if args.json:
         print(json.dumps(listing, indent=2))
@@ -204,7 +216,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     from pulsar_lens.core.storeroot import check_root
     from pulsar_lens.plugins import runner
 
-    loaded = discover().get(args.slug)
+    loaded = _discover().get(args.slug)
     if args.engine and args.engine != loaded.engine:
         print(
             f"pulsar-lens analyze: {loaded.name} runs on the {loaded.engine} engine, "
@@ -258,6 +270,8 @@ def _print_text(output: Any, cut: Cut) -> None:
     how = "stored result" if output.stored else "computed now"
     if output.computed_at:
         how += f", computed at {output.computed_at}"
+    import pandas as pd
+
     print(f"{output.plugin} {output.version} on {len(output.snapshot_ids)} snapshot(s) ({how})")
     for key, value in bounded_summary(output.result.summary, cut).items():
         print(f"  {key}: {value}")

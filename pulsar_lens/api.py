@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-import altair as alt
 import pandas as pd
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.core import Metric as MetricFamily
@@ -52,6 +51,9 @@ from pulsar_lens.core.markdown import escape_markdown
 from pulsar_lens.core.model import HashRange
 from pulsar_lens.core.selectors import ConsistentHashingSelector, make_selector
 from pulsar_lens.core.topicname import TopicName, TopicNameError, parse_topic_name
+
+if TYPE_CHECKING:  # a plugin's render imports altair; discovering plugins does not
+    import altair as alt
 
 __all__ = [
     "API_VERSION",

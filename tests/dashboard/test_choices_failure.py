@@ -55,8 +55,7 @@ def test_a_failing_param_choices_shows_on_the_page(
     assert not at.exception
     warnings = [shown(w.value) for w in at.warning]
     assert any(
-        "`choosy` plugin's param_choices() failed: param_choices raised KeyError: "
-        "'namespaces'" in w
+        "`choosy` plugin's param_choices() failed: param_choices raised KeyError: 'namespaces'" in w
         for w in warnings
     ), warnings
     assert [m.value for m in at.metric] == ["all"]

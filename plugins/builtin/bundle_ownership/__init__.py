@@ -27,8 +27,8 @@ when no derived event covers the same bundle and snapshot.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import altair as alt
 import pandas as pd
 
 from pulsar_lens.api import (
@@ -56,6 +56,9 @@ from pulsar_lens.plugins.builtin.bundle_ownership.load_manager import (
     load_manager_views,
     load_manager_windows,
 )
+
+if TYPE_CHECKING:
+    import altair as alt
 
 UNOWNED = "(unowned)"
 BUNDLE_COLUMNS = [
@@ -215,6 +218,8 @@ def compute_timeline(bundles: pd.DataFrame) -> pd.DataFrame:
 
 def chart_ownership(bundles: pd.DataFrame) -> alt.Chart:
     """Broker x bundle: one cell per bundle under its owner, coloured by topic count."""
+    import altair as alt  # on use: discovering plugins needs no altair
+
     cells = bundles.assign(
         owner=bundles["owner_broker"].fillna(UNOWNED),
         label=bundles["namespace"] + "/" + bundles["bundle"],
@@ -234,6 +239,8 @@ def chart_ownership(bundles: pd.DataFrame) -> alt.Chart:
 
 def chart_timeline(timeline: pd.DataFrame) -> alt.Chart:
     """Owner of each bundle at each snapshot."""
+    import altair as alt  # on use: discovering plugins needs no altair
+
     lanes = timeline.assign(label=timeline["namespace"] + "/" + timeline["bundle"])
     chart: alt.Chart = (
         alt.Chart(lanes)

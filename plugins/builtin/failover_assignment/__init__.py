@@ -60,7 +60,6 @@ from pulsar_lens.plugins.builtin.failover_assignment.frames import (
     timeline_frame,
     with_flaps,
 )
-from pulsar_lens.plugins.builtin.failover_assignment.views import render_views
 
 Picker = Callable[[str], FailoverConsumer | None]
 
@@ -158,6 +157,10 @@ class FailoverAssignment(AnalysisPlugin):
         return [imbalance, overload, flapping]
 
     def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.failover_assignment.views import (
+            render_views,  # altair: on use
+        )
+
         return render_views(result)
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:

@@ -37,7 +37,6 @@ from pulsar_lens.api import (
 )
 from pulsar_lens.plugins.builtin.failover_history.frames import OUTPUTS
 from pulsar_lens.plugins.builtin.failover_history.plan import spark_result
-from pulsar_lens.plugins.builtin.failover_history.views import render_views
 
 
 class FailoverHistory(AnalysisPlugin):
@@ -85,4 +84,8 @@ class FailoverHistory(AnalysisPlugin):
         )
 
     def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.failover_history.views import (
+            render_views,  # altair: on use
+        )
+
         return render_views(result)

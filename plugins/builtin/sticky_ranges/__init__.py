@@ -58,7 +58,6 @@ from pulsar_lens.core.keyshared.ranges import (
     runs,
     share_stats,
 )
-from pulsar_lens.plugins.builtin.sticky_ranges.views import render_views
 
 GROUP_COLUMNS = [
     "label",
@@ -142,6 +141,8 @@ class StickyRanges(AnalysisPlugin):
         return Result(frames=frames, summary=summarize(frames, params, selected, len(chosen)))
 
     def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.sticky_ranges.views import render_views  # altair: on use
+
         return render_views(result)
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:

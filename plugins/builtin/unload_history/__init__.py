@@ -43,7 +43,6 @@ from pulsar_lens.api import (
 )
 from pulsar_lens.plugins.builtin.unload_history.frames import TOP, finish
 from pulsar_lens.plugins.builtin.unload_history.plan import empty_parts, spark_parts
-from pulsar_lens.plugins.builtin.unload_history.views import render_views
 from pulsar_lens.plugins.builtin.unload_latency.outages import SLOW_MS
 
 
@@ -84,4 +83,6 @@ class UnloadHistory(AnalysisPlugin):
         return finish(parts, top=params.top)
 
     def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.unload_history.views import render_views  # altair: on use
+
         return render_views(result)
