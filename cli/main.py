@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "pulsar_lens.cli.serve_cmd",
     "pulsar_lens.cli.drill_cmd",
     "pulsar_lens.cli.config_cmd",
+    "pulsar_lens.cli.devstore_cmd",
 )
 
 
@@ -45,6 +46,7 @@ COMMANDS = {
     "demo": "pulsar_lens.cli.serve_cmd",
     "drill": "pulsar_lens.cli.drill_cmd",
     "config": "pulsar_lens.cli.config_cmd",
+    "dev-store": "pulsar_lens.cli.devstore_cmd",
 }
 
 
