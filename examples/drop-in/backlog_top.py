@@ -2,7 +2,20 @@ from __future__ import annotations
 
 import altair as alt
 
-from pulsar_lens.api import AnalysisPlugin, BaseModel, Chart, Field, Inputs, Result, Table, View
+from pulsar_lens.api import (
+    AnalysisPlugin,
+    BaseModel,
+    Chart,
+    Field,
+    GaugeMetricFamily,
+    Inputs,
+    MetricFamily,
+    MetricsContext,
+    Result,
+    Table,
+    View,
+    finite,
+)
 
 
 class BacklogTop(AnalysisPlugin):
@@ -23,14 +36,28 @@ class BacklogTop(AnalysisPlugin):
         top = subs.nlargest(params.top_n, "msg_backlog")[["topic", "subscription", "msg_backlog"]]
         return Result(frames={"top": top.reset_index(drop=True)}, summary={"shown": len(top)})
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         top = result.frames["top"]
+        shown = params.top_n if params is not None else len(top)
         bars = (
             alt.Chart(top)
             .mark_bar()
             .encode(x="msg_backlog:Q", y=alt.Y("subscription:N", sort="-x"))
         )
-        return [Chart(bars, title="Backlog"), Table(top, title="Largest backlogs")]
+        return [Chart(bars, title="Backlog"), Table(top, title=f"The {shown} largest backlogs")]
+
+    def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
+        gauge = GaugeMetricFamily(
+            "pulsar_lens_backlog_top_messages",
+            "Backlog of the largest subscriptions.",
+            labels=["topic", "subscription"],
+        )
+        for row in result.frames["top"].to_dict("records"):
+            if context.keeps(row["topic"], row["subscription"]):
+                gauge.add_metric(
+                    [row["topic"], row["subscription"]], finite(row["msg_backlog"]) or 0
+                )
+        return [gauge]
 
 
 PLUGINS = (BacklogTop,)
