@@ -1,9 +1,11 @@
 # syntax=docker/dockerfile:1
 # Pulsar Lens: the dashboard and its polling loop, beside a Pulsar cluster.
-#   docker build -t pulsar-lens .                                # light analyses only
-#   docker build --build-arg WITH_SPARK=1 -t pulsar-lens:spark .  # adds pyspark and a headless JRE 17
-#   docker run -p 8501:8501 -p 9464:9464 -v lens-data:/data \
+#   docker build -t pulsar-lens .                                      # every analysis: pyspark + JRE 17
+#   docker build --build-arg WITH_SPARK=0 -t pulsar-lens:light .        # light analyses only, no Java
+#   docker run -p 127.0.0.1:8501:8501 -p 127.0.0.1:9464:9464 -v lens-data:/data \
 #     -e PULSAR_ADMIN_URL=http://broker:8080 pulsar-lens
+# The dashboard has no login until one is configured (docs/access.md): publish it on loopback,
+# as above, or configure the login before publishing it on other interfaces.
 # BASE_IMAGE swaps the base for a mirror of python:3.11-slim (scripts/base-image.sh makes one).
 # Installable plugins go in a derived image: FROM pulsar-lens + pip install <plugin>.
 # Drop-in plugin files go in the /plugins volume.
@@ -15,8 +17,9 @@ COPY pyproject.toml README.md ./
 # The build and runtime requirements alone, so their layers are rebuilt only when they change
 RUN python -c "import tomllib; t = tomllib.load(open('pyproject.toml', 'rb')); p = t['project']; \
 open('build.txt', 'w').write('\n'.join(t['build-system']['requires']) + '\n'); \
-open('requirements.txt', 'w').write('\n'.join(p['dependencies']) + '\n'); \
-open('spark.txt', 'w').write('\n'.join(p['optional-dependencies']['spark']) + '\n')"
+deps = p['dependencies']; spark = [d for d in deps if d.startswith('pyspark')]; \
+open('requirements.txt', 'w').write('\n'.join(d for d in deps if d not in spark) + '\n'); \
+open('spark.txt', 'w').write('\n'.join(spark) + '\n')"
 RUN --mount=type=cache,target=/root/.cache/pip python -m pip install -r build.txt
 # the packages (.dockerignore lets only them through)
 COPY . .
@@ -25,7 +28,9 @@ RUN SOURCE_DATE_EPOCH=315532800 \
     python -m pip wheel --no-deps --no-build-isolation --no-cache-dir --wheel-dir /wheels .
 
 FROM ${BASE_IMAGE}
-ARG WITH_SPARK=0
+# WITH_SPARK=0: the light variant, without pyspark and Java (the Spark analyses report that
+# pyspark is missing; the history jobs are off)
+ARG WITH_SPARK=1
 # The user, the settings and the command first: they never change, so these small layers stay
 # cached and every heavy layer below builds on them.
 RUN useradd --create-home --uid 10001 lens && mkdir -p /data /plugins && chown lens /data /plugins
@@ -34,6 +39,7 @@ ENV PULSAR_LENS_STORE=/data/store \
     PULSAR_LENS_BIND_ADDRESS=0.0.0.0 \
     PULSAR_LENS_METRICS_ADDRESS=0.0.0.0 \
     PULSAR_LENS_METRICS_PORT=9464 \
+    PULSAR_LENS_SPARK_JOBS=${WITH_SPARK} \
     PYTHONUNBUFFERED=1
 VOLUME ["/data", "/plugins"]
 EXPOSE 8501 9464
@@ -54,7 +60,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     python -m pip install -r /tmp/requirements.txt $spark && rm /tmp/requirements.txt /tmp/spark.txt
 COPY --from=build /wheels /wheels
 # every dependency is installed above: this resolves against them and downloads nothing
-RUN extra=""; if [ "$WITH_SPARK" = "1" ]; then extra="[spark]"; fi; \
+RUN nodeps=""; if [ "$WITH_SPARK" != "1" ]; then nodeps="--no-deps"; fi; \
     wheel=$(ls /wheels/pulsar_lens-*.whl) && \
-    python -m pip install --no-cache-dir "${wheel}${extra}" && rm -rf /wheels
+    python -m pip install --no-cache-dir $nodeps "${wheel}" && rm -rf /wheels
 USER lens

@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pulsar_lens import __version__
 from pulsar_lens.core.errors import DashboardError
 from pulsar_lens.core.logs import setup_logging
 from pulsar_lens.core.secrets import redact
@@ -57,6 +58,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Operations dashboard and analyses for Apache Pulsar clusters.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument("--version", action="version", version=f"pulsar-lens {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     only = COMMANDS.get(command or "")
     for name in COMMAND_MODULES:

@@ -42,7 +42,7 @@ stamp=.venv/.installed-$(sha256sum < pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[spark,dev]'
+  .venv/bin/python -m pip install -q -e '.[dev]'
   rm -f .venv/.installed-*; touch "$stamp"
 fi
 # Earlier test runs installed examples/hello-plugin here; the tests now use a throwaway

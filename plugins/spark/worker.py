@@ -1,6 +1,6 @@
 """The job worker: runs Spark analyses as jobs for one store, in a process of its own.
 
-`python -m plugins.spark.worker --store ROOT` holds the store's job lock, keeps one Spark
+`python -m pulsar_lens.plugins.spark.worker --store ROOT` holds the store's job lock, keeps one Spark
 session (started on its first job, so a worker that never gets one starts no JVM), and
 loops: the oldest requested job first (`plugins.spark.jobs.JobQueue`); otherwise, once a new
 poll has landed and at least `every` has passed since the last scheduled round, a job per
@@ -373,7 +373,7 @@ def _interrupt(stop: threading.Event, signum: int, frame: FrameType | None) -> N
 def main(argv: Sequence[str] | None = None) -> int:
     from pulsar_lens.core.store import Store
 
-    parser = argparse.ArgumentParser(prog="python -m plugins.spark.worker")
+    parser = argparse.ArgumentParser(prog="python -m pulsar_lens.plugins.spark.worker")
     parser.add_argument("--store", required=True, help="the snapshot store to serve")
     parser.add_argument(
         "--parent", type=int, default=os.getppid(), help="stop when this process is gone"

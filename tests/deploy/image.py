@@ -301,7 +301,7 @@ class Prebuild:
     minutes here, mostly downloads and vfs copies) overlaps the rest of the run."""
 
     base: Future[str]
-    default: Future[Built]
+    light: Future[Built]
     spark: Future[Built]
     executor: ThreadPoolExecutor
 
@@ -320,12 +320,12 @@ def start_prebuild(log_dir: Path) -> Prebuild:
         base = pool.submit(base_image)
 
         def variant(name: str, spark: bool) -> Built:
-            log = log_dir / f"image-build-{'spark' if spark else 'default'}.log"
+            log = log_dir / f"image-build-{'spark' if spark else 'light'}.log"
             return build(name, base=base.result(), spark=spark, log=log, env=env)
 
-        default = pool.submit(variant, IMAGE, False)
+        light = pool.submit(variant, IMAGE, False)
         spark = pool.submit(variant, SPARK_IMAGE, True)
-        _prebuild = Prebuild(base, default, spark, pool)
+        _prebuild = Prebuild(base, light, spark, pool)
     return _prebuild
 
 

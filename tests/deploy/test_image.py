@@ -1,7 +1,7 @@
 """The container image, built from the Dockerfile with buildah and run for real.
 
 Both variants are built on a stand-in for python:3.11-slim (scripts/base-image.sh). The
-default image's command runs against the live broker, as the image's non-root user, with a
+light image's command runs against the live broker, as the image's non-root user, with a
 temporary directory as its /data volume: the health endpoint answers, a poll lands in /data,
 /metrics serves, and a token given at run time reaches neither the store, the logs, /metrics
 nor the container's files. A marker in the build's environment reaches neither the image's
@@ -63,7 +63,7 @@ def base(prebuild: Prebuild) -> str:
 
 @pytest.fixture(scope="session")
 def image(prebuild: Prebuild) -> Built:
-    return prebuild.default.result(timeout=BUILD_TIMEOUT)
+    return prebuild.light.result(timeout=BUILD_TIMEOUT)
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +131,7 @@ def start_serving(
 def served(
     image: Built, pulsar: LocalPulsar, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
-    """The default image's command, serving against the live broker until the module ends."""
+    """The light image's command, serving against the live broker until the module ends."""
     work = tmp_path_factory.mktemp("served")
     (work / "data").mkdir()
     with container(image.name, work / "container.log") as box:
@@ -260,8 +260,8 @@ def test_spark_image_runs_java_and_pyspark_and_starts_healthy(
 
 
 def test_image_sizes_are_reported(image: Built, spark_image: Built, base: str) -> None:
-    sizes = {"default": size_bytes(image.name), "spark": size_bytes(spark_image.name)}
-    assert 0 < sizes["default"] < sizes["spark"]
+    sizes = {"light": size_bytes(image.name), "spark": size_bytes(spark_image.name)}
+    assert 0 < sizes["light"] < sizes["spark"]
     report: dict[str, dict[str, object]] = {
         variant: {
             "image": built.name,
@@ -269,7 +269,7 @@ def test_image_sizes_are_reported(image: Built, spark_image: Built, base: str) -
             "size_mb": round(sizes[variant] / 1e6),
             "build_seconds": round(built.seconds, 1),
         }
-        for variant, built in (("default", image), ("spark", spark_image))
+        for variant, built in (("light", image), ("spark", spark_image))
     }
     report["base_image"] = {"image": base, "size_bytes": size_bytes(base)}
     out = ROOT / "artifacts" / "image.json"

@@ -3,7 +3,7 @@ broker: the event is detected with the right bundle and owners, the outage the r
 is what the raw probe rows show, and every probe message sent was received.
 
 The outage figures of every drill are written to artifacts/unload-drills.json (median and
-worst per load manager) for the README."""
+worst per load manager) for docs/performance.md."""
 
 from __future__ import annotations
 
