@@ -214,7 +214,10 @@ def warm_for(dirs: Sequence[Path] | None = None, *, entry_points: bool = True) -
     points will import third-party code; whether it did."""
     if not third_party(plugin_dirs_from_env() if dirs is None else dirs, entry_points=entry_points):
         return False
-    warm()
+    try:
+        warm()
+    except OSError:  # the first probe starts it again, and says why when it cannot
+        return False
     return True
 
 
