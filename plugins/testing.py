@@ -154,8 +154,12 @@ BROKER = "127.0.0.1:8080"
 ORDERS = "persistent://public/default/orders"
 PAYMENTS = "persistent://public/default/payments"
 EVENTS = "persistent://public/default/events"
-BUNDLES = ("0x00000000_0x40000000", "0x40000000_0x80000000", "0x80000000_0xc0000000")
-BUNDLES += ("0xc0000000_0xffffffff",)
+BUNDLES = (
+    "0x00000000_0x40000000",
+    "0x40000000_0x80000000",
+    "0x80000000_0xc0000000",
+    "0xc0000000_0xffffffff",
+)
 
 
 def sample_polls(
