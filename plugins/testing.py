@@ -142,9 +142,22 @@ class MemoryStore:
     def latest_snapshot_id(self) -> str | None:
         return snapshot_id(self.items[-1]) if self.items else None
 
-    def read(self, name: str, *, snapshot_ids: Sequence[str] | None = None) -> pa.Table:
+    def read(
+        self,
+        name: str,
+        *,
+        snapshot_ids: Sequence[str] | None = None,
+        since: dt.datetime | None = None,
+    ) -> pa.Table:
+        """Rows of `name` from the chosen snapshots, collected at or after `since`, as the
+        store reads them (a timed table such as events is read by time)."""
         self.reads.append(name)
-        chosen = [s for s in self.items if snapshot_ids is None or snapshot_id(s) in snapshot_ids]
+        chosen = [
+            s
+            for s in self.items
+            if (snapshot_ids is None or snapshot_id(s) in snapshot_ids)
+            and (since is None or s.collected_at >= since)
+        ]
         return _table(name, chosen, {})
 
 
