@@ -28,7 +28,7 @@ from pulsar_lens.core.config import (
     show,
 )
 from pulsar_lens.core.configfile import Loaded, load
-from pulsar_lens.core.errors import DashboardError
+from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.secrets import clean
 
 DEFAULT_TIMEOUT = 10.0
@@ -132,7 +132,7 @@ def check_cluster(cluster: ClusterSettings, *, timeout: float) -> dict[str, Any]
             for name in names:
                 calls.append(f"GET /admin/v2/brokers/{name}")
                 result["brokers"][name] = collect_broker_ids(client, name, timeout=timeout)
-    except DashboardError as exc:
+    except PulsarLensError as exc:
         result["error"] = clean(str(exc))
     else:
         result["ok"] = bool(names)

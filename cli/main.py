@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from pulsar_lens import __version__
-from pulsar_lens.core.errors import DashboardError
+from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.logs import setup_logging
 from pulsar_lens.core.secrets import redact
 
@@ -28,6 +28,8 @@ COMMAND_MODULES = (
     "pulsar_lens.cli.devstore_cmd",
 )
 
+
+VERBOSE_HELP = "log at DEBUG level, and print the traceback of a plugin's failure"
 
 # The module that registers each command: a command imports its own module only (with what
 # it imports), so `pulsar-lens plugins` does not pay for the collector's imports. A test
@@ -57,7 +59,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="pulsar-lens",
         description="Operations dashboard and analyses for Apache Pulsar clusters.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     parser.add_argument("--version", action="version", version=f"pulsar-lens {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     only = COMMANDS.get(command or "")
@@ -86,11 +88,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         setup_logging(level=logging.DEBUG if args.verbose else None)
         register_secrets()
         return int(args.func(args) or 0)
-    except DashboardError as exc:
-        print(f"pulsar-lens: {redact(str(exc))}", file=sys.stderr)
+    except PulsarLensError as exc:
+        print(f"pulsar-lens: {redact(str(exc))}{_traceback_hint(exc, args)}", file=sys.stderr)
+        if args.verbose and exc.origin is not None and exc.origin.traceback:
+            print(redact(exc.origin.traceback), file=sys.stderr, end="")
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`pulsar-lens plugins --json | head`): stop quietly, as a
+        # shell tool does, without a second error when Python flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _traceback_hint(exc: PulsarLensError, args: argparse.Namespace) -> str:
+    """Where the traceback of what `exc` stands for is, when it has one: printed with -v."""
+    if exc.origin is None or not exc.origin.traceback or args.verbose:
+        return ""
+    return "; -v prints the traceback"
 
 
 def register_secrets() -> None:
@@ -101,7 +117,7 @@ def register_secrets() -> None:
 
     try:
         clusters = Settings.from_env().clusters
-    except DashboardError:
+    except PulsarLensError:
         clusters = ()  # the command that reads the settings says what is wrong with them
     register_known_secrets(os.environ, clusters)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
-from pulsar_lens.core.errors import DashboardError, PluginParamsError
+from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
 from pulsar_lens.plugins import isolation
 
@@ -66,6 +66,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--stored",
         action="store_true",
         help="a Spark plugin: print its newest stored result instead of running a job",
+    )
+    a.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,  # left out, it does not undo `pulsar-lens -v analyze`
+        help="as `pulsar-lens -v`: log at DEBUG level, and print the traceback of the "
+        "plugin's failure",
     )
     a.set_defaults(func=run_analyze)
 
@@ -182,7 +190,7 @@ def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
     try:
         defaults = runner.validate_params(loaded.plugin, None)
         default_run = runner.run(loaded, store, defaults, use_cache=False)
-    except DashboardError:
+    except PulsarLensError:
         return
     choices = default_run.choices
     if default_run.choices_error:

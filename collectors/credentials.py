@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from pulsar_lens.collectors.oauth2 import read_credentials
 from pulsar_lens.core.config import ClusterSettings
-from pulsar_lens.core.errors import CollectorError, DashboardError
+from pulsar_lens.core.errors import CollectorError, PulsarLensError
 from pulsar_lens.core.secretfile import SecretFileError, read_secret_file
 from pulsar_lens.core.secrets import register, split_credentials
 
@@ -78,5 +78,5 @@ def _register_file(name: str, ref: str) -> None:
             register(read_token_file(ref))
         else:
             read_credentials(ref)  # its client secret is a Secret: registered as it is read
-    except DashboardError as exc:
+    except PulsarLensError as exc:
         log.debug("%s not read for redaction: %s", name, exc)

@@ -1,39 +1,146 @@
 """The exception tree of Pulsar Lens.
 
-    DashboardError
+    PulsarLensError             every error raised on purpose; `origin`: the exception beneath
       CollectorError
-        AdminApiError(method, path, status, body excerpt)
+        AdminApiError(method, path, status, body excerpt, hint)
         AdminApiUnreachable(method, path, reason)
       LocalPulsarError        the local standalone could not be assembled or started
       SettingsError           a PULSAR_* setting or a command-line value is malformed or missing
         MutationsDisabled     an action would change the cluster and mutations are not enabled
       SnapshotError           unreadable or incompatible stored snapshot
       ModelError              an assignment model refused an input (e.g. a sticky range conflict)
-      PluginError
+      PluginError(plugin, detail, phase, limit, origin)
         PluginLoadError(source)
-        PluginContractError(plugin)
-        PluginRunError(plugin)
-        PluginParamsError(plugin)  parameters that the plugin's Params model rejects
-        PluginUnavailable(plugin)
-        ResultNotReady(plugin)     a Spark analysis with no stored result yet (a job makes it)
+        PluginContractError
+        PluginRunError(analysed_at)
+        PluginParamsError          parameters that the plugin's Params model rejects
+        PluginUnavailable
+        ResultNotReady             a Spark analysis with no stored result yet (a job makes it)
 
-Messages say what failed, where, and what to do. They never contain credentials: the admin
-API errors pass what they quote from the network through `core.secrets.clean`, the plugin
-errors what they quote from plugins through `pulsar_lens.core.secrets.redact`.
+What an error is about travels in its fields (`exc.plugin`, `exc.phase`, `exc.limit`,
+`exc.path`, ...): code that needs to know reads them, never the message. `str(exc)` is the
+one line a person reads; it says what failed, where, and what to do.
+
+`origin` is the exception a plugin raised, as text (`Origin`): its type, message, the file and
+line in the plugin's own code, and its traceback. It is text because plugins fail in other
+processes (the plugin worker, the Spark job worker) and their failures are stored; the CLI
+(`-v`) and the plugin's page show the traceback to the plugin's author.
+
+Errors never contain credentials: the admin API errors pass what they quote from the network
+through `core.secrets.clean`, the plugin errors everything they quote from plugins, origin and
+traceback included, through `pulsar_lens.core.secrets.redact`.
 """
 
 from __future__ import annotations
 
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
 from pulsar_lens.core.secrets import clean, redact
 
 BODY_EXCERPT = 300
+MESSAGE_LIMIT = 2000
+"""Characters of a plugin exception's message kept (a Spark error quotes its whole plan)."""
+TRACEBACK_LIMIT = 20_000
+"""Characters of a traceback kept: its end, where the exception was raised."""
 
 
-class DashboardError(Exception):
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """An exception beneath one of ours, as text that crosses processes and is stored.
+
+    `file` and `line` are those of the innermost frame in the plugin's own code (the frame an
+    author looks for), else of the innermost frame; `traceback` starts at the plugin's first
+    frame, so none of this product's frames come before it.
+    """
+
+    kind: str  # the exception's type, e.g. "ZeroDivisionError"
+    message: str
+    file: str | None = None
+    line: int | None = None
+    traceback: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.kind}: {self.message}" if self.message else self.kind
+        return f"{text} (at {self.where})" if self.where else text
+
+    @property
+    def where(self) -> str:
+        """`file:line`, or '' when not known."""
+        if self.file is None:
+            return ""
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+    def redacted(self) -> Origin:
+        return replace(self, message=redact(self.message), traceback=redact(self.traceback))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "file": self.file,
+            "line": self.line,
+            "traceback": self.traceback,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Origin:
+        line = data.get("line")
+        file = data.get("file")
+        return cls(
+            kind=str(data.get("kind") or "Exception"),
+            message=str(data.get("message") or ""),
+            file=None if file is None else str(file),
+            line=line if isinstance(line, int) else None,
+            traceback=str(data.get("traceback") or ""),
+        )
+
+
+def origin_of(exc: BaseException, *, home: str | None = None) -> Origin:
+    """`exc` as an `Origin`, its location and traceback taken in `home` (the plugin's file, or
+    its package's folder) when any frame is there.
+
+    Formatted where `exc` was raised: its frames do not survive a process boundary.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [i for i, frame in enumerate(frames) if _inside(frame.filename, home)]
+    tb = exc.__traceback__
+    for _ in range(mine[0] if mine else 0):  # start the traceback at the plugin's first frame
+        tb = tb.tb_next if tb is not None else None
+    if isinstance(exc, SyntaxError) and not mine:
+        tb = None  # raised compiling the file: its own lines say where, ours are noise
+    text = "".join(traceback.TracebackException(type(exc), exc, tb).format())
+    if len(text) > TRACEBACK_LIMIT:
+        text = "… (the start is cut)\n" + text[-TRACEBACK_LIMIT:]
+    file: str | None = None
+    line: int | None = None
+    if isinstance(exc, SyntaxError) and exc.filename:  # raised while compiling, not in a frame
+        file, line = exc.filename, exc.lineno
+    elif frames:
+        frame = frames[mine[-1] if mine else -1]
+        file, line = frame.filename, frame.lineno
+    message = str(exc)
+    if len(message) > MESSAGE_LIMIT:
+        message = message[: MESSAGE_LIMIT - 1] + "…"
+    return Origin(type(exc).__name__, message, file, line, text)
+
+
+def _inside(filename: str, home: str | None) -> bool:
+    if not home:
+        return False
+    return filename == home or Path(filename).is_relative_to(home)
+
+
+class PulsarLensError(Exception):
     """Base class of every error this product raises on purpose."""
 
+    origin: Origin | None = None
 
-class CollectorError(DashboardError):
+
+class CollectorError(PulsarLensError):
     """Talking to a Pulsar cluster failed."""
 
 
@@ -68,11 +175,11 @@ class AdminApiUnreachable(CollectorError):
         super().__init__(f"{method} {self.path} could not reach the admin API: {self.reason}")
 
 
-class LocalPulsarError(DashboardError):
+class LocalPulsarError(PulsarLensError):
     """The local Pulsar standalone could not be assembled, started or stopped."""
 
 
-class SettingsError(DashboardError):
+class SettingsError(PulsarLensError):
     """A setting (environment variable or command-line value) is malformed or missing."""
 
 
@@ -80,68 +187,139 @@ class MutationsDisabled(SettingsError):
     """An action would change the cluster, and PULSAR_LENS_ALLOW_MUTATIONS is not set."""
 
 
-class SnapshotError(DashboardError):
+class SnapshotError(PulsarLensError):
     """A stored snapshot is unreadable or incompatible."""
 
 
-class ModelError(DashboardError):
+class ModelError(PulsarLensError):
     """An assignment model refused an input, as the broker would."""
 
 
-class PluginError(DashboardError):
-    """Base class of plugin failures. Their messages quote plugins, which are someone else's
-    code: every known secret is redacted from them, whoever prints or stores them."""
+class PluginError(PulsarLensError):
+    """Base class of plugin failures: `plugin` (its slug, None before one is known), `phase`
+    (import, params, analyze, render, param_choices, metrics, ...), `detail` (what went wrong,
+    without the plugin's name), `limit` (the setting whose limit stopped it) and `origin` (what
+    the plugin raised).
 
-    def __init__(self, message: str) -> None:
-        super().__init__(redact(message))
+    Plugins are someone else's code: every known secret is redacted from what these errors
+    quote of them, whoever prints or stores them.
+    """
+
+    def __init__(
+        self,
+        plugin: str | None,
+        detail: str,
+        *,
+        phase: str | None = None,
+        limit: str | None = None,
+        origin: Origin | None = None,
+    ) -> None:
+        self.plugin = plugin
+        self.detail = redact(detail)
+        self.phase = phase
+        self.limit = limit
+        self.origin = origin.redacted() if origin is not None else None
+        super().__init__(redact(self.headline()))
+
+    def headline(self) -> str:
+        """The one line `str()` gives, from the fields."""
+        return f"plugin {self.plugin!r}: {self.detail}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields, for a stored failure."""
+        return {
+            "kind": type(self).__name__,
+            "plugin": self.plugin,
+            "phase": self.phase,
+            "detail": self.detail,
+            "limit": self.limit,
+            "origin": self.origin.to_json() if self.origin is not None else None,
+        }
 
 
 class PluginLoadError(PluginError):
-    """A plugin could not be imported or failed validation."""
+    """A plugin could not be imported or failed validation: `source` says where from."""
 
-    def __init__(self, source: str, message: str, plugin: str | None = None) -> None:
+    def __init__(
+        self,
+        source: str,
+        message: str,
+        plugin: str | None = None,
+        *,
+        origin: Origin | None = None,
+    ) -> None:
         self.source = redact(source)
-        self.plugin = plugin
         self.message = redact(message)
-        name = f"plugin {plugin!r} " if plugin else "plugin "
-        super().__init__(f"{name}from {source}: {message}")
+        super().__init__(plugin, message, phase="import", origin=origin)
+
+    def headline(self) -> str:
+        name = f"plugin {self.plugin!r} " if self.plugin else "plugin "
+        return f"{name}from {self.source}: {self.detail}"
 
 
 class PluginContractError(PluginError):
     """A plugin broke its declared contract at run time (e.g. wrong outputs)."""
 
-    def __init__(self, plugin: str, message: str) -> None:
-        self.plugin = plugin
-        super().__init__(f"plugin {plugin!r}: {message}")
-
 
 class PluginRunError(PluginError):
-    """A plugin raised while analysing."""
+    """A plugin failed while analysing (or rendering, ...); `analysed_at` is set when the
+    failure was stored when the snapshot was analysed, and is read now."""
 
-    def __init__(self, plugin: str, message: str) -> None:
-        self.plugin = plugin
-        super().__init__(f"plugin {plugin!r} failed: {message}")
+    def __init__(
+        self,
+        plugin: str,
+        detail: str,
+        *,
+        phase: str | None = None,
+        limit: str | None = None,
+        origin: Origin | None = None,
+        analysed_at: str | None = None,
+    ) -> None:
+        self.analysed_at = analysed_at
+        super().__init__(plugin, detail, phase=phase, limit=limit, origin=origin)
+
+    def headline(self) -> str:
+        when = ""
+        if self.analysed_at is not None:
+            at = f" at {self.analysed_at}" if self.analysed_at else ""
+            when = f" (when this snapshot was analysed{at})"
+        return f"plugin {self.plugin!r} failed: {self.detail}{when}"
+
+    @classmethod
+    def from_json(
+        cls, data: Mapping[str, Any], *, analysed_at: str | None = None
+    ) -> PluginRunError:
+        """A stored failure (`PluginError.to_json`) read again, as the failure of a run."""
+        origin = data.get("origin")
+        return cls(
+            str(data.get("plugin") or ""),
+            str(data.get("detail") or ""),
+            phase=data.get("phase"),
+            limit=data.get("limit"),
+            origin=Origin.from_json(origin) if isinstance(origin, Mapping) else None,
+            analysed_at=analysed_at,
+        )
 
 
 class PluginParamsError(PluginError):
     """Parameters given to a plugin do not validate against its `Params` model."""
 
-    def __init__(self, plugin: str, message: str) -> None:
-        self.plugin = plugin
-        super().__init__(f"plugin {plugin!r}: invalid parameters: {message}")
+    def __init__(self, plugin: str, detail: str, *, origin: Origin | None = None) -> None:
+        super().__init__(plugin, detail, phase="params", origin=origin)
+
+    def headline(self) -> str:
+        return f"plugin {self.plugin!r}: invalid parameters: {self.detail}"
 
 
 class PluginUnavailable(PluginError):
     """A plugin cannot run here (e.g. its engine is not installed)."""
 
-    def __init__(self, plugin: str, message: str) -> None:
-        self.plugin = plugin
-        super().__init__(f"plugin {plugin!r} is unavailable: {message}")
+    def headline(self) -> str:
+        return f"plugin {self.plugin!r} is unavailable: {self.detail}"
 
 
 class ResultNotReady(PluginError):
     """A Spark analysis has no stored result for these params yet: a job computes it."""
 
-    def __init__(self, plugin: str, message: str) -> None:
-        self.plugin = plugin
-        super().__init__(f"{plugin}: {message}")
+    def headline(self) -> str:
+        return f"{self.plugin}: {self.detail}"

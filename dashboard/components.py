@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from pulsar_lens.api import Chart, Columns, Metric, Note, Section, Table, Tabs, View
-from pulsar_lens.core.errors import DashboardError, PluginUnavailable
+from pulsar_lens.core.errors import PluginUnavailable, PulsarLensError
 from pulsar_lens.core.markdown import escape_markdown
 from pulsar_lens.dashboard import data, drill_panel, health_notices, spark_jobs
 from pulsar_lens.dashboard.frames import PollStatus, answer_problems, format_age
@@ -129,16 +129,25 @@ def _delta(text: str) -> str:
 
 @contextlib.contextmanager
 def guarded(what: str) -> Iterator[None]:
-    """Show a DashboardError as a plain error, anything else as an exception in an expander."""
+    """Show a PulsarLensError as a plain error (with the traceback of what a plugin raised in
+    a "Traceback" expander, for its author), anything else as an exception in an expander."""
     try:
         yield
-    except DashboardError as exc:
+    except PulsarLensError as exc:
         st.error(escape_markdown(exc))
+        draw_origin(exc)
     except Exception as exc:
         log.exception("%s failed", what)
         st.error(f"{what} failed: {type(exc).__name__}: {escape_markdown(exc)}")
         with st.expander("details"):
             st.exception(exc)
+
+
+def draw_origin(exc: PulsarLensError) -> None:
+    """The traceback beneath `exc`, as code text: a plugin's words are never Markdown here."""
+    if exc.origin is not None and exc.origin.traceback:
+        with st.expander("Traceback"):
+            st.code(exc.origin.traceback, language=None)
 
 
 # --- the shared sidebar and empty states -------------------------------------------------

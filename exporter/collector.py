@@ -37,7 +37,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from pulsar_lens.core import links
-from pulsar_lens.core.errors import ResultNotReady, SettingsError
+from pulsar_lens.core.errors import PluginError, ResultNotReady, SettingsError
 from pulsar_lens.core.secrets import clean
 from pulsar_lens.exporter.families import (
     DEFAULT_MAX_SUBSCRIPTIONS,
@@ -352,7 +352,7 @@ class LensCollector(Collector):
             except Exception as exc:  # its hook: the analysis itself is fine
                 log.warning("/metrics: the metrics() hook of plugin %s failed: %s", name, exc)
                 failed.append(name)
-                why = str(exc).removeprefix(f"plugin {name!r} failed: ")
+                why = exc.detail if isinstance(exc, PluginError) else str(exc)
                 hooks[name] = clean(why, limit=500)
                 continue
             taken |= _names(mine)

@@ -15,7 +15,9 @@ Workers start without any credential: no token, password, OAuth2 setting or sett
 in their environment (`_worker_environ`).
 
 Arguments and answers cross by pickle: inputs (pandas frames), params as a dict (the
-worker rebuilds them with the plugin's own `Params`), results and views.
+worker rebuilds them with the plugin's own `Params`), results and views. What a plugin
+raises comes back as an `Origin` (`core.errors`): its traceback is formatted in the worker,
+where its frames are, with the file and line in the plugin's own code.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pulsar_lens.core.errors import PluginRunError, SettingsError
+from pulsar_lens.core.errors import PluginRunError, SettingsError, origin_of
 from pulsar_lens.core.secrets import is_credential_var
 from pulsar_lens.core.settings import parse_duration
 
@@ -126,6 +128,16 @@ def locate(cls: type) -> Locator:
     return Locator("module", cls.__module__, cls.__module__, cls.__qualname__)
 
 
+def home_of(cls: type) -> str | None:
+    """Where the code of the plugin class `cls` lives: its file when it is a module of its
+    own (a drop-in), else its package's folder. A failure's file and line are taken there."""
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return None
+    return str(Path(path).parent) if "." in cls.__module__ else str(path)
+
+
 # --- the parent side -------------------------------------------------------------------------
 
 _context: Any = None
@@ -144,12 +156,13 @@ def call(plugin: str, locator: Locator, method: str, args: tuple[Any, ...], limi
     return _run(plugin, locator, method, args, limits, limits.timeout, what=method)
 
 
-def probe_import(source: str, locator: Locator, limits: Limits) -> str | None:
-    """Import the file or module in a worker first: None when that worked, else why not."""
+def probe_import(source: str, locator: Locator, limits: Limits) -> PluginRunError | None:
+    """Import the file or module in a worker first: None when that worked, else why not
+    (its `detail`, and its `origin` when the import raised)."""
     try:
         _run(source, locator, "", (), limits, limits.import_timeout, what="import")
     except PluginRunError as exc:
-        return str(exc).removeprefix(f"plugin {source!r} failed: ")
+        return exc
     return None
 
 
@@ -178,18 +191,21 @@ def _run(
             worker.kill()
         worker.join(5)
     if answer is None:
-        raise PluginRunError(plugin, f"{what} ended its worker process ({_exit(worker)})")
+        detail = f"{what} ended its worker process ({_exit(worker)})"
+        raise PluginRunError(plugin, detail, phase=what)
     status, payload = answer
     if status == "timeout":
-        raise PluginRunError(plugin, f"{what} timed out after {timeout:g} s; it was stopped")
+        limit = IMPORT_TIMEOUT_ENV if what == "import" else TIMEOUT_ENV
+        detail = f"{what} timed out after {timeout:g} s; it was stopped"
+        raise PluginRunError(plugin, detail, phase=what, limit=limit)
     if status == "ok":
         return payload
     if status == "memory":
         mib = limits.memory // (1024 * 1024)
-        raise PluginRunError(
-            plugin, f"{what} exceeded its memory limit of {mib} MiB ({MEMORY_ENV})"
-        )
-    raise PluginRunError(plugin, str(payload))
+        detail = f"{what} exceeded its memory limit of {mib} MiB ({MEMORY_ENV})"
+        raise PluginRunError(plugin, detail, phase=what, limit=MEMORY_ENV)
+    detail = f"{what} raised {payload}" if method else str(payload)
+    raise PluginRunError(plugin, detail, phase=what, origin=payload)
 
 
 _start_lock = threading.Lock()
@@ -311,6 +327,7 @@ def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, s
     sys.stdout = sys.stderr
     limit = _data_size() + memory
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    cls: Any = None
     try:
         cls = _load(locator)
         if not method:
@@ -323,9 +340,10 @@ def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, s
         send.send(("ok", getattr(instance, method)(*args)))
     except MemoryError:
         send.send(("memory", None))
-    except BaseException as exc:  # everything a plugin raises becomes its failure, in words
-        raised = f"{type(exc).__name__}: {exc}"
-        send.send(("error", f"{method} raised {raised}" if method else raised))
+    except BaseException as exc:  # everything a plugin raises becomes its failure, as text:
+        # its frames stay here, so the traceback is formatted here
+        home = home_of(cls) if cls is not None else _home_of(locator)
+        send.send(("error", origin_of(exc, home=home)))
     finally:
         send.close()
 
@@ -341,6 +359,15 @@ def _data_size() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+def _home_of(locator: Locator) -> str | None:
+    """`home_of` for a plugin whose import failed: the file, or the module's package folder."""
+    if locator.kind == "file":
+        return locator.where
+    module = sys.modules.get(locator.where.partition(".")[0])
+    paths = list(getattr(module, "__path__", ()) or ())
+    return str(paths[0]) if paths else getattr(module, "__file__", None)
 
 
 def _load(locator: Locator) -> Any:

@@ -131,12 +131,13 @@ def store_run(
     started = time.perf_counter()
     choices: Mapping[str, Sequence[str]] = {}
     choices_error: str | None = None
+    failure: Mapping[str, Any] | None = None
     try:
         output = runner.run(plugin, store, validated, use_cache=False, use_stored=False)
         status, error, result, choices = "ok", None, output.result, output.choices
         choices_error = output.choices_error
     except PluginError as exc:
-        status, error, result = "failed", str(exc), None
+        status, error, result, failure = "failed", str(exc), None, exc.to_json()
     except Exception as exc:  # the runner wraps plugin errors; anything else is ours
         status, error, result = "failed", f"{type(exc).__name__}: {exc}", None
     seconds = time.perf_counter() - started
@@ -149,6 +150,7 @@ def store_run(
         seconds=seconds,
         result=result,
         error=error,
+        failure=failure,
         choices=choices,
         choices_error=choices_error,
     )

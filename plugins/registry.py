@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from pulsar_lens.api import AnalysisPlugin
-from pulsar_lens.core.errors import PluginLoadError, PluginUnavailable, SettingsError
+from pulsar_lens.core.errors import (
+    PluginLoadError,
+    PluginRunError,
+    PluginUnavailable,
+    SettingsError,
+    origin_of,
+)
 from pulsar_lens.plugins import isolation
 from pulsar_lens.plugins.builtin import BUILTIN_PLUGINS
 from pulsar_lens.plugins.isolation import (
@@ -58,7 +64,8 @@ class LoadedPlugin:
     """
 
     plugin: AnalysisPlugin
-    source: str  # "builtin plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
+    # "builtin pulsar_lens.plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
+    source: str
     version: str
     requirements: tuple[LoadedPlugin, ...] = field(default=(), repr=False, compare=False)
 
@@ -263,7 +270,7 @@ def _entry_point_candidates(failures: list[PluginLoadError]) -> Iterator[tuple[s
         module = ep.value.partition(":")[0].strip()
         refused = isolation.probe_import(source, Locator("module", module, module), _limits())
         if refused is not None:
-            failures.append(PluginLoadError(source, f"import failed: {refused}"))
+            failures.append(_refused(source, refused))
             continue
         try:
             obj = ep.load()
@@ -299,7 +306,7 @@ def _directory_candidates(
         locator = Locator("file", str(path), _module_name(path))
         refused = isolation.probe_import(str(path), locator, _limits())
         if refused is not None:
-            failures.append(PluginLoadError(str(path), f"import failed: {refused}"))
+            failures.append(_refused(str(path), refused))
             continue
         try:
             module = _import_file(path)
@@ -357,7 +364,14 @@ def _import_file(path: Path) -> Any:
     return module
 
 
+def _refused(source: str, refused: PluginRunError) -> PluginLoadError:
+    """The load failure of a file or module whose import failed in a worker."""
+    return PluginLoadError(source, f"import failed: {refused.detail}", origin=refused.origin)
+
+
 def _import_failure(source: str, exc: BaseException) -> PluginLoadError:
-    error = PluginLoadError(source, f"import failed: {type(exc).__name__}: {exc}")
+    error = PluginLoadError(
+        source, f"import failed: {type(exc).__name__}: {exc}", origin=origin_of(exc)
+    )
     error.__cause__ = exc
     return error

@@ -53,6 +53,7 @@ class StoredResult:
     seconds: float
     result: Result | None = None  # set when status is "ok"
     error: str | None = None  # set when status is "failed"
+    failure: Mapping[str, Any] | None = None  # its fields (`PluginError.to_json`), if any
     choices: Mapping[str, Sequence[str]] = field(default_factory=dict)  # param_choices()
     computed_at: str | None = None  # ISO time the entry was written (set by `write`)
     choices_error: str | None = None  # why param_choices() failed, when it did
@@ -222,6 +223,7 @@ def _load(entry: Path) -> StoredResult | None:
         seconds=float(meta["seconds"]),
         result=Result(frames=frames, summary=meta["summary"]) if ok else None,
         error=None if ok else str(meta["error"]),
+        failure=None if ok or not isinstance(meta.get("failure"), dict) else meta["failure"],
         choices={str(k): [str(v) for v in vs] for k, vs in meta.get("choices", {}).items()},
         computed_at=meta.get("computed_at"),
         choices_error=_text_or_none(meta.get("choices_error")),
@@ -238,6 +240,7 @@ def _meta(stored: StoredResult, frames: list[str]) -> dict[str, Any]:
         "seconds": stored.seconds,
         # a plugin's words: redacted like every text this product writes
         "error": redact(stored.error) if stored.error is not None else None,
+        "failure": _redacted(dict(stored.failure)) if stored.failure is not None else None,
         "summary": _redacted(dict(stored.result.summary)) if stored.result is not None else {},
         "frames": frames,
         "choices": {k: list(v) for k, v in stored.choices.items()},
@@ -250,7 +253,11 @@ def _text_or_none(value: Any) -> str | None:
 
 
 def _redacted(summary: dict[str, Any]) -> dict[str, Any]:
-    return {k: redact(v) if isinstance(v, str) else v for k, v in summary.items()}
+    """Its texts redacted, those of the mappings it holds too (a failure's origin)."""
+    return {
+        k: redact(v) if isinstance(v, str) else _redacted(v) if isinstance(v, dict) else v
+        for k, v in summary.items()
+    }
 
 
 def _plain(value: Any) -> Any:

@@ -7,6 +7,7 @@ default-parameter results of the plugins it `requires`. Results are cached in-pr
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import inspect
 import logging
@@ -32,11 +33,13 @@ from pulsar_lens.api import (
 )
 from pulsar_lens.core.digest import cache_key
 from pulsar_lens.core.errors import (
+    Origin,
     PluginContractError,
     PluginError,
     PluginParamsError,
     PluginRunError,
     ResultNotReady,
+    origin_of,
 )
 from pulsar_lens.core.model import SCHEMAS, TIMED_TABLES
 from pulsar_lens.core.secrets import clean
@@ -145,9 +148,8 @@ def validate_params(
     except ValidationError as exc:
         raise PluginParamsError(plugin.name, _validation_text(exc)) from exc
     except Exception as exc:  # a validator of the plugin's own that crashes
-        raise PluginParamsError(
-            plugin.name, f"its Params raised {type(exc).__name__}: {exc}"
-        ) from exc
+        origin = origin_of(exc, home=isolation.home_of(type(plugin)))
+        raise PluginParamsError(plugin.name, f"its Params raised {origin}", origin=origin) from exc
 
 
 def _validation_text(exc: ValidationError) -> str:
@@ -244,7 +246,11 @@ def required_results(
             results[required.name] = run(required, store, None, use_cache=use_cache).result
         except PluginError as exc:
             raise PluginRunError(
-                plugin.name, f"its requirement {required.name!r} failed: {exc}"
+                plugin.name,
+                f"its requirement {required.name!r} failed: {exc}",
+                phase=exc.phase,
+                limit=exc.limit,
+                origin=exc.origin,
             ) from exc
     return results
 
@@ -371,10 +377,7 @@ def _from_stored(
 ) -> RunOutput:
     plugin = _instance(loaded)
     if stored.result is None:
-        error = str(stored.error).removeprefix(f"plugin {plugin.name!r} failed: ")
-        error = error.removeprefix(f"plugin {plugin.name!r}: ")  # a broken contract's words
-        at = f" at {stored.computed_at}" if stored.computed_at else ""
-        raise PluginRunError(plugin.name, f"{error} (when this snapshot was analysed{at})")
+        raise _stored_failure(plugin.name, stored)
     started = time.perf_counter()
     views = _render(loaded, stored.result, params)
     return RunOutput(
@@ -390,6 +393,15 @@ def _from_stored(
         computed_at=stored.computed_at,
         choices_error=stored.choices_error,
     )
+
+
+def _stored_failure(name: str, stored: StoredResult) -> PluginRunError:
+    """The failure stored for a snapshot, raised again with its fields (an entry written
+    before failures had fields gives its words as they are)."""
+    at = stored.computed_at or ""
+    if stored.failure is not None:
+        return PluginRunError.from_json({**stored.failure, "plugin": name}, analysed_at=at)
+    return PluginRunError(name, str(stored.error), analysed_at=at)
 
 
 def _snapshot_ids(inputs: Inputs | SparkInputs) -> tuple[str, ...]:
@@ -505,13 +517,11 @@ def _analyze(
     except PluginError:
         raise
     except Exception as exc:
-        why = str(exc)
-        if is_spark_error(exc):  # a traceback of Py4J calls, and a message holding the plan
-            why = why.strip().split("\n", 1)[0]
+        if is_spark_error(exc):  # its traceback is Py4J's, its message holds the query plan
             log.debug("plugin %s failed in analyze", plugin.name, exc_info=True)
         else:
             log.exception("plugin %s failed in analyze", plugin.name)
-        raise PluginRunError(plugin.name, f"analyze raised {type(exc).__name__}: {why}") from exc
+        raise _raised(plugin, "analyze", exc) from exc
     check_result(plugin, result)
     return cast(Result, result)
 
@@ -534,8 +544,26 @@ def _render(
         raise
     except Exception as exc:
         log.exception("plugin %s failed in render", plugin.name)
-        raise PluginRunError(plugin.name, f"render raised {type(exc).__name__}: {exc}") from exc
+        raise _raised(plugin, "render", exc) from exc
     if not isinstance(views, list | tuple):
         raise PluginContractError(plugin.name, f"render must return a list, found {type(views)}")
     check_views(plugin, views)
     return tuple(views)
+
+
+def _raised(plugin: AnalysisPlugin, phase: str, exc: Exception) -> PluginRunError:
+    """What a plugin run in this process raised in `phase`, with its file and line."""
+    origin = origin_of(exc, home=isolation.home_of(type(plugin)))
+    if is_spark_error(exc):
+        origin = _without_plan(origin, str(exc))
+    return PluginRunError(plugin.name, f"{phase} raised {origin}", phase=phase, origin=origin)
+
+
+def _without_plan(origin: Origin, whole: str) -> Origin:
+    """A Spark error's origin with its message cut to the first line: the rest is the query
+    plan, kilobytes that each place the failure is told would repeat (the page, the stored
+    result, the CLI line and its -v traceback)."""
+    first = whole.strip().split("\n", 1)[0]
+    return dataclasses.replace(
+        origin, message=first, traceback=origin.traceback.replace(whole.strip(), first)
+    )

@@ -14,6 +14,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pulsar_lens.core.errors import SettingsError
@@ -117,6 +118,11 @@ def _build(master: str) -> SparkSession:
     else:
         builder = builder.master(master).config(
             "spark.ui.enabled", "true" if os.environ.get(UI_ENV) == "1" else "false"
+        )
+        # Spark's log in the product's shape, without its start-up banner on the console.
+        log4j = Path(__file__).with_name("log4j2.properties")
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}"
         )
         # Progress goes to the job's status (and the CLI's own bar), not Spark's console bar.
         builder = builder.config("spark.ui.showConsoleProgress", "false")

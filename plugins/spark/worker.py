@@ -1,7 +1,7 @@
 """The job worker: runs Spark analyses as jobs for one store, in a process of its own.
 
-`python -m pulsar_lens.plugins.spark.worker --store ROOT` holds the store's job lock, keeps one Spark
-session (started on its first job, so a worker that never gets one starts no JVM), and
+`python -m pulsar_lens.plugins.spark.worker --store ROOT` holds the store's job lock, keeps one
+Spark session (started on its first job, so a worker that never gets one starts no JVM), and
 loops: the oldest requested job first (`plugins.spark.jobs.JobQueue`); otherwise, once a new
 poll has landed and at least `every` has passed since the last scheduled round, a job per
 Spark plugin with its default params. Each job's result (or failure) is stored like any

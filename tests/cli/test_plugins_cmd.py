@@ -41,7 +41,7 @@ def test_plugins_cmd_lists_builtins_as_json(capsys: pytest.CaptureFixture[str]) 
         "engine": "light",
         "api_version": 1,
         "requires": [],
-        "source": "builtin plugins.builtin.subscription_status:SubscriptionStatus",
+        "source": "builtin pulsar_lens.plugins.builtin.subscription_status:SubscriptionStatus",
     }
     assert listing["failed"] == []
 
@@ -61,7 +61,7 @@ def test_plugins_cmd_shows_api_versions_and_requirements(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "builds.py").write_text(
-        "from plugins.builtin.subscription_status import SubscriptionStatus\n"
+        "from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus\n"
         "class Builds(SubscriptionStatus):\n"
         "    name = 'builds-on-status'\n"
         "    requires = ('subscription-status',)\n"

@@ -128,12 +128,12 @@ def test_no_page_or_stored_read_imports_spark(store_dir: Path) -> None:
     _stored(store, minutes_ago=1, hashes=2)
     code = (
         "import sys\n"
-        "from core.store import Store\n"
-        "from plugins import runner\n"
-        "from plugins.builtin.stuck_hash_history import StuckHashHistory\n"
+        "from pulsar_lens.core.store import Store\n"
+        "from pulsar_lens.plugins import runner\n"
+        "from pulsar_lens.plugins.builtin.stuck_hash_history import StuckHashHistory\n"
         f"out = runner.run(StuckHashHistory(), Store({str(store_dir)!r}))\n"
         "assert out.stored and out.computed_at\n"
-        "import dashboard.components\n"
+        "import pulsar_lens.dashboard.components\n"
         "print('pyspark' in sys.modules)\n"
     )
     done = subprocess.run(

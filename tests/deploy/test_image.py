@@ -221,7 +221,8 @@ def test_image_holds_the_app_and_no_build_tools_or_caches(image: Built, tmp_path
         # checked inside, by its exit status: a run's stdout has come back empty once
         files = ("pom.xml", "log4j2.properties")
         check = (
-            "import lab, pathlib, sys; d = pathlib.Path(lab.__file__).parent / 'pulsar_runtime';"
+            "import pulsar_lens.lab as lab, pathlib, sys;"
+            " d = pathlib.Path(lab.__file__).parent / 'pulsar_runtime';"
             f" sys.exit(0 if all((d / f).is_file() for f in {files!r}) else 3)"
         )
         done = box.run(["python", "-c", check])

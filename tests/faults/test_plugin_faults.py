@@ -1,7 +1,8 @@
 """Drop-in plugins that raise, hang, eat memory, return the wrong shape, or whose metrics()
 hook raises, hangs or exports a foreign name, beside the built-ins on one store, as the
 collect process and the dashboard meet them: each is reported on its own page (a message
-naming it and the kind of failure, no traceback) and in a real scrape of /metrics
+naming it and the kind of failure; for what it raised, the author's traceback in a
+"Traceback" expander and no other) and in a real scrape of /metrics
 (`pulsar_lens_plugin_errors{plugin}`), while every other page keeps its data.
 
 tests/plugins/test_isolation.py covers the worker limits in collect and analyze; this adds
@@ -243,12 +244,28 @@ def _series(text: str, name: str) -> dict[str, float]:
     return {}
 
 
+def _tracebacks(at: AppTest) -> list[str]:
+    """The code in the page's "Traceback" expanders: what a plugin raised, for its author."""
+    return [str(c.value) for x in at.expander if x.label == "Traceback" for c in x.code]
+
+
 def _shown(at: AppTest) -> str:
-    """Every text the page shows, to look for a traceback in any of it."""
+    """Every text the page shows but the plugin's own traceback, to look for a traceback in
+    any of it."""
     parts = []
     for kind in ("error", "warning", "info", "markdown", "caption", "text", "code", "exception"):
         parts.extend(str(getattr(e, "value", "")) for e in getattr(at, kind))
+    for traceback in _tracebacks(at):
+        parts.remove(traceback)
     return "\n".join(parts)
+
+
+def _authors_traceback(at: AppTest, slug: str) -> None:
+    """One "Traceback" expander, holding the drop-in's frames only."""
+    (traceback,) = _tracebacks(at)
+    assert traceback.startswith("Traceback (most recent call last):"), traceback
+    frames = [line for line in traceback.splitlines() if line.lstrip().startswith("File ")]
+    assert frames and all(f"/plugins/{slug}.py" in f for f in frames), traceback
 
 
 def test_a_collect_cycle_stores_each_fault_and_every_other_result(world: World) -> None:
@@ -298,6 +315,10 @@ def test_each_fault_is_told_on_its_own_page_without_a_traceback(world: World, sl
     said = [shown(m.value) for m in (*at.error, *at.warning)]
     assert any(slug in m and ON_PAGE[slug] in m for m in said), said
     assert "Traceback" not in _shown(at)
+    if slug == "raises":
+        _authors_traceback(at, slug)
+    else:  # stopped, or a broken contract: nothing of the plugin's raised
+        assert not _tracebacks(at)
     if slug in HOOKS:  # the analysis itself is fine: its views are there
         assert any(m.label == "topics" for m in at.metric)
         assert any("/metrics" in w.value for w in at.warning)
@@ -380,6 +401,7 @@ def test_a_params_validator_that_crashes_is_told_on_the_page(world: World) -> No
     said = [shown(e.value) for e in at.error]
     assert any("plugin 'healthy'" in e and "raised LookupError: 13 is unlucky" in e for e in said)
     assert "Traceback" not in _shown(at)
+    _authors_traceback(at, "healthy")
 
 
 def test_analyze_json_stays_json_under_the_default_limits_when_a_plugin_prints(

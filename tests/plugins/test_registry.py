@@ -74,7 +74,7 @@ def test_registry_loads_every_builtin_without_failure() -> None:
     assert len(registry) == len(BUILTIN_PLUGINS)
     assert {"bundle-ownership", "subscription-status", "stuck-hashes"} <= set(registry.plugins)
     loaded = registry.get("stuck-hashes")
-    assert loaded.source == "builtin plugins.builtin.stuck_hashes:StuckHashes"
+    assert loaded.source == "builtin pulsar_lens.plugins.builtin.stuck_hashes:StuckHashes"
     assert (loaded.version, loaded.engine) == (loaded.plugin.version, "light")
 
 
@@ -142,7 +142,7 @@ def test_registry_duplicate_slug_names_both_sources(tmp_path: Path) -> None:
     (failure,) = registry.failures
     assert failure.plugin == "stuck-hashes"
     assert str(tmp_path / "dup.py") in str(failure)
-    assert "builtin plugins.builtin.stuck_hashes:StuckHashes" in str(failure)
+    assert "builtin pulsar_lens.plugins.builtin.stuck_hashes:StuckHashes" in str(failure)
     assert registry.get("stuck-hashes").source.startswith("builtin ")
 
 
@@ -241,7 +241,7 @@ def test_registry_api_version_defaults_to_1_and_a_newer_lens_runs_older_plugins(
 
 def test_registry_validation_rejects_non_plugins() -> None:
     with pytest.raises(
-        PluginLoadError, match=r"expected a subclass of plugins\.api\.AnalysisPlugin"
+        PluginLoadError, match=r"expected a subclass of pulsar_lens\.api\.AnalysisPlugin"
     ):
         validate_plugin(object, "src")
 

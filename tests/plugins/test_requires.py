@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import pickle
 import textwrap
@@ -283,10 +284,14 @@ def test_a_failed_requirement_fails_the_dependant_naming_it(
     needs = registry.get("needs-failing")
     with pytest.raises(PluginRunError) as info:
         runner.run(needs, MemoryStore(), use_cache=False)
+    raised_at = f"{__file__}:{inspect.getsourcelines(AlwaysFails.analyze)[1] + 1}"
     assert str(info.value) == (
         "plugin 'needs-failing' failed: its requirement 'always-fails' failed: plugin "
-        "'always-fails' failed: analyze raised RuntimeError: no luck"
+        f"'always-fails' failed: analyze raised RuntimeError: no luck (at {raised_at})"
     )
+    origin = info.value.origin  # the requirement's own failure, with its file and line
+    assert origin is not None and (origin.kind, origin.where) == ("RuntimeError", raised_at)
+    assert info.value.phase == "analyze"
     store = Store(stalled_store(tmp_path / "store"))
     outcomes = compute_results(
         store, [needs, registry.get("always-fails")], results=ResultStore(store.root)
@@ -296,7 +301,9 @@ def test_a_failed_requirement_fails_the_dependant_naming_it(
         ("needs-failing", "failed"),
     ]
     assert "its requirement 'always-fails' failed" in str(outcomes[1].error)
-    assert "no luck (when this snapshot was analysed at " in str(outcomes[1].error)
+    assert f"no luck (at {raised_at}) (when this snapshot was analysed at " in str(
+        outcomes[1].error
+    )
 
 
 def test_precompute_runs_requirements_first_and_keeps_the_order_otherwise(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_lens.core.errors import ResultNotReady
+from pulsar_lens.core.errors import PluginRunError, ResultNotReady
 from pulsar_lens.core.model import DrainingHashRecord
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
@@ -126,6 +126,63 @@ def test_a_job_for_an_unknown_plugin_or_a_failing_run_ends_failed(
     assert broken is not None and broken.state == "failed" and broken.error
     with pytest.raises(Exception, match="failed"):
         runner.run(worker.plugins[SLUG], store)  # the stored failure is what the page shows
+
+
+SPARK_CRASH = """
+from pulsar_lens.api import AnalysisPlugin, BaseModel, Metric, Result
+
+
+class SparkZero(AnalysisPlugin):
+    name = "spark-zero"
+    title = "Spark zero"
+    description = "Divides the rows it counted by zero."
+    version = "1"
+    engine = "spark"
+    inputs = ("draining_hashes",)
+    outputs = ("x",)
+
+    class Params(BaseModel):
+        pass
+
+    def analyze(self, data, params):
+        share = data.history("draining_hashes").count() / 0
+        return Result(frames={"x": data.snapshots.assign(share=share)})
+
+    def render(self, result):
+        return [Metric("rows", len(result.frames["x"]))]
+
+
+PLUGINS = (SparkZero,)
+"""
+
+
+def test_a_spark_plugins_crash_is_stored_with_its_file_line_and_traceback(
+    spark: object, tmp_path: Path
+) -> None:
+    """The job worker runs the author's analyze; what it raised is stored with the file and
+    line of the author's code and the traceback, which the page and `analyze -v` show."""
+    plugin = tmp_path / "plugins" / "spark_zero.py"
+    plugin.parent.mkdir()
+    plugin.write_text(SPARK_CRASH)
+    line = (
+        SPARK_CRASH.splitlines().index(
+            '        share = data.history("draining_hashes").count() / 0'
+        )
+        + 1
+    )
+    loaded = discover(entry_points=False, plugin_dirs=[plugin.parent]).get("spark-zero")
+    store = _store(tmp_path / "store", [[HELD]])
+    JobQueue(store.root).request("spark-zero", {})
+    ended = JobWorker(store, store.root, [loaded], every=3600.0).step()
+    assert ended is not None and ended.state == "failed"
+    assert f"ZeroDivisionError: division by zero (at {plugin}:{line})" in (ended.error or "")
+    with pytest.raises(PluginRunError) as info:
+        runner.run(loaded, store)  # the stored failure, as the page reads it
+    origin = info.value.origin
+    assert info.value.phase == "analyze"
+    assert origin is not None and origin.where == f"{plugin}:{line}"
+    assert f'File "{plugin}", line {line}, in analyze' in origin.traceback
+    assert origin.traceback.rstrip().endswith("ZeroDivisionError: division by zero")
 
 
 def test_results_of_a_spark_plugin_are_bounded(spark: object, tmp_path: Path) -> None:

@@ -1,0 +1,125 @@
+"""pulsar_lens.core.errors: errors carry fields, and what a plugin raised carries its file, line
+and traceback as text; nothing needs to read a message to know what an error is about."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+
+import pytest
+
+from pulsar_lens.core.errors import (
+    Origin,
+    PluginLoadError,
+    PluginRunError,
+    PulsarLensError,
+    origin_of,
+)
+from pulsar_lens.core.secrets import forget, register
+
+
+def _outer() -> None:
+    _inner()
+
+
+def _inner() -> None:
+    raise ValueError("bad value")
+
+
+def _raised(call: object) -> BaseException:
+    with pytest.raises(Exception) as info:
+        call()  # type: ignore[operator]
+    return info.value
+
+
+def test_the_origin_names_the_innermost_frame_and_the_whole_traceback() -> None:
+    origin = origin_of(_raised(_outer))
+    line = inspect.getsourcelines(_inner)[1] + 1
+    assert (origin.kind, origin.message) == ("ValueError", "bad value")
+    assert (origin.file, origin.line) == (__file__, line)
+    assert origin.where == f"{__file__}:{line}"
+    assert str(origin) == f"ValueError: bad value (at {__file__}:{line})"
+    assert origin.traceback.startswith("Traceback (most recent call last):")
+    assert f'File "{__file__}", line {line}, in _inner' in origin.traceback
+    assert origin.traceback.endswith("ValueError: bad value\n")
+
+
+def test_the_origin_is_taken_in_the_plugins_home_when_the_error_is_raised_outside() -> None:
+    """A plugin that calls a library which raises: its own line is the one to show, and the
+    frames before its first one (the product's, which called it) are left out."""
+    plugin = "/plugins/fake.py"
+    namespace = {"library": _inner}
+    exec(compile("def analyze():\n    library()\n", plugin, "exec"), namespace)
+    exc = _raised(lambda: namespace["analyze"]())  # type: ignore[operator]
+    origin = origin_of(exc, home=plugin)
+    assert (origin.file, origin.line) == (plugin, 2)
+    assert origin.traceback.count('File "') == 2  # analyze, then the library: nothing before
+    assert origin.traceback.index(plugin) < origin.traceback.index(__file__)
+    elsewhere = origin_of(exc, home="/somewhere/else")  # no frame there: the innermost one
+    assert (elsewhere.file, elsewhere.line) == (__file__, inspect.getsourcelines(_inner)[1] + 1)
+    assert elsewhere.traceback.count('File "') == 4  # _raised, the lambda, analyze, library
+
+
+def test_a_syntax_error_is_located_in_the_file_that_did_not_compile() -> None:
+    exc = _raised(lambda: compile("x = (\n", "/plugins/broken.py", "exec"))
+    origin = origin_of(exc, home="/plugins/broken.py")
+    assert (origin.kind, origin.file, origin.line) == ("SyntaxError", "/plugins/broken.py", 1)
+    assert 'File "/plugins/broken.py", line 1' in origin.traceback
+    assert __file__ not in origin.traceback  # none of the frames that compiled it
+
+
+def test_a_plugin_run_error_keeps_its_fields_and_reads_as_one_line() -> None:
+    origin = origin_of(_raised(_outer))
+    error = PluginRunError("zero", f"analyze raised {origin}", phase="analyze", origin=origin)
+    assert isinstance(error, PulsarLensError)
+    assert (error.plugin, error.phase, error.limit, error.origin) == (
+        "zero",
+        "analyze",
+        None,
+        origin,
+    )
+    assert error.detail == f"analyze raised {origin}"
+    assert str(error) == f"plugin 'zero' failed: analyze raised {origin}"
+    assert "\n" not in str(error)
+    limited = PluginRunError("hog", "analyze ran out", phase="analyze", limit="PULSAR_LENS_X")
+    assert limited.limit == "PULSAR_LENS_X" and limited.origin is None
+
+
+def test_a_stored_failure_reads_back_with_the_same_fields() -> None:
+    origin = origin_of(_raised(_outer))
+    error = PluginRunError("zero", f"render raised {origin}", phase="render", origin=origin)
+    again = PluginRunError.from_json(error.to_json(), analysed_at="2026-01-01T00:00:00+00:00")
+    assert (again.plugin, again.phase, again.detail, again.origin) == (
+        "zero",
+        "render",
+        error.detail,
+        origin,
+    )
+    assert str(again) == (f"{error} (when this snapshot was analysed at 2026-01-01T00:00:00+00:00)")
+    assert pickle.loads(pickle.dumps(origin)) == origin  # it crosses to the parent process
+
+
+def test_a_load_error_keeps_source_and_message_apart() -> None:
+    error = PluginLoadError("/plugins/x.py", "import failed: boom", plugin="x")
+    assert (error.source, error.message, error.plugin, error.phase) == (
+        "/plugins/x.py",
+        "import failed: boom",
+        "x",
+        "import",
+    )
+    assert str(error) == "plugin 'x' from /plugins/x.py: import failed: boom"
+
+
+def test_what_a_plugin_raised_is_redacted_message_and_traceback_alike() -> None:
+    secret = "MRKerr+Aa1/Bb~2>>?"
+    register(secret)
+    try:
+        origin = Origin("RuntimeError", f"token {secret}", "/p.py", 3, f"Tb\n  {secret}\n")
+        error = PluginRunError("leaky", f"analyze raised {origin}", origin=origin)
+        stored = PluginRunError.from_json(error.to_json())
+        for text in (str(error), error.detail, repr(error.to_json()), str(stored)):
+            assert secret not in text
+        assert error.origin is not None and secret not in error.origin.traceback
+        assert secret not in error.origin.message
+    finally:
+        forget(secret)
