@@ -479,11 +479,9 @@ def choices_of(
     try:
         choices = _call(loaded, "param_choices", inputs)
     except Exception as exc:  # choices are a convenience: the form works without them
-        log.warning("plugin %s: param_choices failed: %s", plugin.name, exc)
-        why = str(exc).removeprefix(f"plugin {plugin.name!r} failed: ")
-        if not isinstance(exc, PluginError):
-            why = f"param_choices raised {type(exc).__name__}: {why}"
-        return {}, clean(why, limit=500)
+        error = exc if isinstance(exc, PluginError) else _raised(plugin, "param_choices", exc)
+        log.warning("plugin %s: param_choices failed: %s", plugin.name, error)
+        return {}, clean(error.detail, limit=500)
     if not isinstance(choices, Mapping):
         return {}, f"param_choices must return a mapping, found {type(choices).__name__}"
     return {
