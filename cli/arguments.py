@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import os
 from collections.abc import Callable
 
 from pulsar_lens.core.failover import JVM_CHARSET, JVM_CHARSET_ENV
+from pulsar_lens.core.settings import process_environ
 
 
 def bounded_int(flag: str, low: int, high: int) -> Callable[[str], int]:
@@ -57,7 +57,7 @@ def charset(text: str) -> str:
 def add_jvm_charset(parser: argparse.ArgumentParser) -> None:
     """`--jvm-charset`, the one setting every model command shares for how the broker's JVM
     turns consumer names into bytes (default PULSAR_LENS_JVM_CHARSET, else UTF-8)."""
-    default = os.environ.get(JVM_CHARSET_ENV, "").strip() or JVM_CHARSET
+    default = process_environ().get(JVM_CHARSET_ENV, "").strip() or JVM_CHARSET
     parser.add_argument(
         "--jvm-charset",
         type=charset,

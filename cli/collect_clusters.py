@@ -65,7 +65,13 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
         deadline=settings.poll_deadline.total_seconds(),
         clusters=names,
     )
-    metrics = MetricsEndpoint(store, port=args.metrics_port, health=health, clusters=names)
+    metrics = MetricsEndpoint(
+        store,
+        port=args.metrics_port,
+        health=health,
+        clusters=names,
+        plugin_dirs=settings.plugin_dirs,
+    )
     factory: SourceFactory = args.source_factory
     printer = HeartbeatPrinter()
     sources = []
@@ -78,7 +84,7 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
             source = factory(cluster.admin_url, args.namespaces, cluster=cluster, settings=settings)
             sources.append(source)
         spark_jobs = not (args.once or args.max_polls)  # as with one cluster
-        analyses = Analyses(store, spark_jobs=spark_jobs, clusters=names)
+        analyses = Analyses(store, spark_jobs=spark_jobs, clusters=names, settings=settings)
         lock = threading.Lock()
         for cluster, source, probe in zip(settings.clusters, sources, probes, strict=True):
             poll, beat = source.poll, metrics.wrap(health.wrap(analyses.after(printer)))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,16 +35,14 @@ from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.secrets import display_url
 from pulsar_lens.core.settings import (
-    DEFAULT_SPARK_MASTER,
     Settings,
     admin_url_problem,
     format_duration,
     parse_duration,
+    process_environ,
 )
 from pulsar_lens.core.store import Store
 from pulsar_lens.core.storeroot import check_root
-from pulsar_lens.plugins.registry import PLUGIN_DIRS_ENV
-from pulsar_lens.plugins.spark.session import MASTER_ENV
 
 
 def admin_source(
@@ -62,7 +59,7 @@ def admin_source(
     from pulsar_lens.collectors.poll import DetailRotation, carry_forward, diff, poll
 
     settings = settings or Settings.from_env()
-    env = cluster.connection_env(os.environ) if cluster else dict(os.environ)
+    env = cluster.connection_env(process_environ()) if cluster else dict(process_environ())
     client = AdminClient.from_env({**env, "PULSAR_ADMIN_URL": admin_url})
     rotation = DetailRotation()  # one per loop: successive polls detail different topics
     name = cluster.name if cluster else None
@@ -169,20 +166,8 @@ def require_admin_url(command: str, given: str | None, settings: Settings) -> st
     return admin_url
 
 
-def export_file_settings(settings: Settings) -> None:
-    """Keys of a settings file that plugin discovery and the Spark job worker read by
-    variable (PULSAR_LENS_PLUGIN_DIRS, PULSAR_LENS_SPARK_MASTER), set where still unset."""
-    if settings.config_file is None:
-        return
-    if settings.plugin_dirs:
-        os.environ.setdefault(PLUGIN_DIRS_ENV, os.pathsep.join(map(str, settings.plugin_dirs)))
-    if settings.spark_master != DEFAULT_SPARK_MASTER:
-        os.environ.setdefault(MASTER_ENV, settings.spark_master)
-
-
 def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(config=args.config)
-    export_file_settings(settings)
     if len(settings.clusters) > 1:
         from pulsar_lens.cli.collect_clusters import run_clusters
 
@@ -200,7 +185,9 @@ def run(args: argparse.Namespace) -> int:
         interval=interval.total_seconds(),
         deadline=settings.poll_deadline.total_seconds(),
     )
-    metrics = MetricsEndpoint(store, port=args.metrics_port, health=health)
+    metrics = MetricsEndpoint(
+        store, port=args.metrics_port, health=health, plugin_dirs=settings.plugin_dirs
+    )
     factory: SourceFactory = args.source_factory
     wrap_poll, wrap_beat = sampling_hooks(args, settings, store)
     probes = probe_hooks(args, settings, store, admin_url)
@@ -219,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         metrics.start()  # first: /metrics answers while the plugins load
         if not args.once:  # drills the dashboard asks for: run, or refused and said why
             drills = drill_service(args, settings, store, admin_url)
-        analyses = Analyses(store, spark_jobs=not (args.once or args.max_polls))
+        analyses = Analyses(store, spark_jobs=not (args.once or args.max_polls), settings=settings)
         loop = PollLoop(
             wrap_poll(source.poll),
             store,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import signal
 import sys
 import threading
@@ -17,7 +16,13 @@ from typing import Any
 
 from pulsar_lens.collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
 from pulsar_lens.core.clusterview import ClusterView
-from pulsar_lens.core.settings import Settings, format_duration, retention_problem
+from pulsar_lens.core.settings import (
+    Settings,
+    duration_seconds,
+    format_duration,
+    process_environ,
+    retention_problem,
+)
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.precompute import (
     ResultsWorker,
@@ -33,7 +38,6 @@ from pulsar_lens.plugins.spark.worker import (
     JOBS_ENV,
     TIMEOUT_ENV,
     WorkerProcess,
-    seconds_from_env,
 )
 
 # `serve` gives the collect process 10 s to stop: the job worker's Spark session gets half
@@ -108,12 +112,20 @@ class Analyses:
     """Runs every loaded light plugin on each new snapshot, off the polling thread, and stores
     it; the Spark plugins run as jobs in a job worker process (`plugins.spark.worker`), when
     `spark_jobs` and PULSAR_LENS_SPARK_JOBS is not 0. Given `clusters`, each cluster's
-    snapshots are analysed on their own, by the light plugins and the jobs alike."""
+    snapshots are analysed on their own, by the light plugins and the jobs alike. Plugin
+    folders and the job worker's environment come from `settings` (default: the process's)."""
 
     def __init__(
-        self, store: Store, *, spark_jobs: bool = True, clusters: Sequence[str] = ()
+        self,
+        store: Store,
+        *,
+        spark_jobs: bool = True,
+        clusters: Sequence[str] = (),
+        settings: Settings | None = None,
     ) -> None:
-        registry = discover()
+        settings = settings or Settings.from_env()
+        environ = process_environ()
+        registry = discover(plugin_dirs=settings.plugin_dirs)
         for failure in registry.failures:
             print(f"pulsar-lens collect: {failure}", file=sys.stderr, flush=True)
         results = ResultStore(store.root)
@@ -128,9 +140,11 @@ class Analyses:
             )
         self._jobs: WorkerProcess | None = None
         spark = [p.name for p in plugins if p.engine == "spark"]
-        if spark and spark_jobs and os.environ.get(JOBS_ENV, "1") != "0":
-            timeout = seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT)
-            self._jobs = WorkerProcess(store.root, timeout=timeout, clusters=clusters).start()
+        if spark and spark_jobs and environ.get(JOBS_ENV, "1") != "0":
+            timeout = duration_seconds(environ, TIMEOUT_ENV, DEFAULT_TIMEOUT)
+            self._jobs = WorkerProcess(
+                store.root, timeout=timeout, clusters=clusters, environ=settings.file_environ()
+            ).start()
             print(
                 f"pulsar-lens collect: Spark analyses ({', '.join(spark)}) run as jobs in a "
                 "job worker process",

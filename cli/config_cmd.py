@@ -30,6 +30,7 @@ from pulsar_lens.core.config import (
 from pulsar_lens.core.configfile import Loaded, load
 from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.secrets import clean
+from pulsar_lens.core.settings import process_environ
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -59,7 +60,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    loaded = load(config=args.config)
+    loaded = load(process_environ(), config=args.config)
     checks: list[dict[str, Any] | None] = [
         None if args.no_connect else check_cluster(c, timeout=args.timeout)
         for c in loaded.config.clusters
@@ -124,7 +125,7 @@ def check_cluster(cluster: ClusterSettings, *, timeout: float) -> dict[str, Any]
         result["error"] = "no admin URL; set PULSAR_ADMIN_URL or admin_url in the settings file"
         return result
     try:
-        env = cluster.connection_env(os.environ)
+        env = cluster.connection_env(process_environ())
         with AdminClient.from_env(env, timeout=timeout, retries=0) as client:
             calls.append("GET /admin/v2/clusters")
             names = collect_clusters(client, timeout=timeout)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
@@ -17,7 +16,7 @@ import pandas as pd
 from pulsar_lens.cli.arguments import bounded_float
 from pulsar_lens.cli.collect_cmd import require_admin_url
 from pulsar_lens.core.secrets import display_url
-from pulsar_lens.core.settings import Settings
+from pulsar_lens.core.settings import Settings, process_environ
 
 PLUGIN = "unload-latency"
 MAX_PROBE_RATE = 1000.0  # as collect --probe-rate
@@ -85,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if not admin_url:
         return 2
     store = Store(check_root(args.store or settings.store_dir, writable=True))
-    with AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url}) as admin:
+    with AdminClient.from_env({**process_environ(), "PULSAR_ADMIN_URL": admin_url}) as admin:
         service_url = args.service_url or settings.service_url
         print(f"drill: unload {args.bundle} on {display_url(admin_url)}", file=sys.stderr)
         drill = run_drill(

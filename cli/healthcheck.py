@@ -14,11 +14,12 @@ It imports the standard library only: it runs every 30 s beside the app.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+
+from pulsar_lens.core.settings import process_environ
 
 DASHBOARD_URL = "http://127.0.0.1:8501/_stcore/health"
 PORT_ENV = "PULSAR_LENS_METRICS_PORT"  # exporter.collector's (a test holds them equal)
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     parser.add_argument("--dashboard", default=DASHBOARD_URL, help="the dashboard's health URL")
     parser.add_argument("--collect", help=f"collect's /health URL (default from {PORT_ENV})")
     args = parser.parse_args(argv)
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     healthy, lines = check(args.dashboard, args.collect or collect_url(env))
     for line in lines:
         print(line)

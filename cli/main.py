@@ -13,6 +13,7 @@ from pulsar_lens import __version__
 from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.logs import setup_logging
 from pulsar_lens.core.secrets import redact
+from pulsar_lens.core.settings import process_environ
 
 # Each module has register(subparsers); a subcommand's handler is args.func(args) -> int.
 COMMAND_MODULES = (
@@ -119,7 +120,7 @@ def register_secrets() -> None:
         clusters = Settings.from_env().clusters
     except PulsarLensError:
         clusters = ()  # the command that reads the settings says what is wrong with them
-    register_known_secrets(os.environ, clusters)
+    register_known_secrets(process_environ(), clusters)
 
 
 def _is_utf8(arg: str) -> bool:

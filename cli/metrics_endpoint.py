@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pulsar_lens.collectors.health import HealthRecorder
 from pulsar_lens.collectors.loop import Heartbeat, HeartbeatFn
 from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.settings import process_environ
 from pulsar_lens.core.store import Store
 from pulsar_lens.exporter.collector import (
     ADDRESS_ENV,
@@ -60,12 +61,16 @@ class MetricsEndpoint:
         health: HealthRecorder | None = None,
         environ: Mapping[str, str] | None = None,
         clusters: Sequence[str] = (),
+        plugin_dirs: Sequence[str | os.PathLike[str]] | None = None,
     ) -> None:
         self.settings = MetricsSettings.from_env(environ, port=port)
         self.health = health
         self.recorder = PollRecorder(clusters)
         self.collector = LensCollector(
-            store, recorder=self.recorder, max_subscriptions=self.settings.max_subscriptions
+            store,
+            recorder=self.recorder,
+            max_subscriptions=self.settings.max_subscriptions,
+            plugin_dirs=plugin_dirs,
         )
         self.server: MetricsServer | None = None
 
@@ -114,12 +119,12 @@ def metrics_port(
     """The command-line port if given, else PULSAR_LENS_METRICS_PORT, else `default`."""
     if value is not None:
         return value
-    text = (os.environ if environ is None else environ).get(PORT_ENV, "").strip()
+    text = (process_environ() if environ is None else environ).get(PORT_ENV, "").strip()
     return parse_port(text) if text else default
 
 
 def metrics_url(port: int, environ: Mapping[str, str] | None = None) -> str:
     """Where a local browser or curl finds /metrics on this port."""
-    address = (os.environ if environ is None else environ).get(ADDRESS_ENV, "").strip()
+    address = (process_environ() if environ is None else environ).get(ADDRESS_ENV, "").strip()
     host = "127.0.0.1" if address in ("", "0.0.0.0", "::") else address
     return f"http://{host}:{port}/metrics"

@@ -8,7 +8,6 @@ refuses to start with `--probe` otherwise. With several clusters, every cluster 
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
@@ -20,7 +19,7 @@ from pulsar_lens.collectors.probe import CollectProbes, lookup_service_url, pars
 from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import ModelError, SettingsError
 from pulsar_lens.core.mutations import require_mutations
-from pulsar_lens.core.settings import Settings
+from pulsar_lens.core.settings import Settings, process_environ
 from pulsar_lens.core.store import Store
 
 MAX_PROBE_RATE = 1000.0  # messages per second per bundle
@@ -72,10 +71,11 @@ def probe_hooks(
     if not 0 < args.probe_rate <= MAX_PROBE_RATE:
         raise SettingsError(f"--probe-rate must be in (0, 1000], got {args.probe_rate:g}")
     if cluster is None:
-        env: Mapping[str, str] = os.environ
+        env: Mapping[str, str] = process_environ()
         service_url = args.service_url or settings.service_url
     else:
-        env = {k: v for k, v in cluster.connection_env(os.environ).items() if k not in SHARED}
+        own = cluster.connection_env(process_environ())
+        env = {k: v for k, v in own.items() if k not in SHARED}
         service_url = cluster.service_url
     return CollectProbes(
         store,
@@ -100,7 +100,7 @@ def drill_service(
         from pulsar_lens.collectors.drill import DrillPlan, run_drill
 
         plan = DrillPlan.parse(status.bundle, to=status.to)
-        with AdminClient.from_env({**os.environ, "PULSAR_ADMIN_URL": admin_url}) as admin:
+        with AdminClient.from_env({**process_environ(), "PULSAR_ADMIN_URL": admin_url}) as admin:
             drill = run_drill(
                 plan,
                 admin=admin,

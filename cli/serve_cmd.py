@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pulsar_lens.cli.arguments import bounded_int
@@ -28,7 +27,7 @@ from pulsar_lens.cli.metrics_endpoint import (
 )
 from pulsar_lens.cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
 from pulsar_lens.core.secrets import display_url
-from pulsar_lens.core.settings import Settings, format_duration
+from pulsar_lens.core.settings import Settings, child_environ, format_duration, process_environ
 from pulsar_lens.core.storeroot import check_root
 from pulsar_lens.exporter.collector import SERVE_PORT
 
@@ -113,8 +112,10 @@ def collect_child(
     metrics: int = 0,
     extra: Sequence[str] = (),
     config: Path | None = None,
+    add: Mapping[str, str] | None = None,
 ) -> Child:
-    """The collect process: of `admin_url`, or of every cluster of the settings file `config`."""
+    """The collect process: of `admin_url`, or of every cluster of the settings file `config`;
+    `add`: variables laid over this process's for it."""
     argv = [
         sys.executable,
         "-m",
@@ -130,7 +131,7 @@ def collect_child(
         *extra,
     ]
     # the URL goes by environment, not argv: it may carry a password, and argv is public (ps)
-    env = _child_env(store, interval)
+    env = _child_env(store, interval, add)
     if admin_url is not None:
         env["PULSAR_ADMIN_URL"] = admin_url
     return Child("collect", argv, env=env)
@@ -143,9 +144,11 @@ def streamlit_child(
     address: str,
     port: int,
     settings: Settings | None = None,
+    add: Mapping[str, str] | None = None,
 ) -> Child:
     """The dashboard process; given `settings` (from a settings file), the keys it reads
-    (plugin folders, Spark master) go to it by variable, never the file and its secrets."""
+    (plugin folders, Spark master) go to it by variable, never the file and its secrets;
+    `add`: variables laid over this process's for it."""
     argv = [
         sys.executable,
         "-m",
@@ -168,23 +171,27 @@ def streamlit_child(
         "minimal",  # no "Deploy" button: this is an operations tool, not a hosted app
         *streamlit_args(address, port),  # the login, if configured, and the log format
     ]
-    env = _child_env(store, interval)
-    if settings is not None and settings.config_file is not None:
-        env["PULSAR_LENS_PLUGIN_DIRS"] = os.pathsep.join(str(p) for p in settings.plugin_dirs)
-        env["PULSAR_LENS_SPARK_MASTER"] = settings.spark_master
+    file_keys = settings.file_environ() if settings is not None else {}
     # the dashboard reads only the store: it needs no credentials (the login's go by file)
-    for secret in (*SECRET_VARS, *ACCESS_VARS):
-        env.pop(secret, None)
+    env = _child_env(
+        store, interval, {**(add or {}), **file_keys}, drop=(*SECRET_VARS, *ACCESS_VARS)
+    )
     return Child("dashboard", argv, env=env)
 
 
-def _child_env(store: Path, interval: dt.timedelta) -> dict[str, str]:
-    return {
-        **os.environ,
+def _child_env(
+    store: Path,
+    interval: dt.timedelta,
+    add: Mapping[str, str] | None = None,
+    *,
+    drop: Sequence[str] = (),
+) -> dict[str, str]:
+    own = {
         "PULSAR_LENS_STORE": str(store),
         "PULSAR_LENS_POLL_INTERVAL": format_duration(interval),
         "PYTHONUNBUFFERED": "1",
     }
+    return child_environ(credentials=True, add={**(add or {}), **own}, drop=drop)
 
 
 def dashboard_url(address: str, port: int) -> str:
@@ -204,19 +211,31 @@ def serve(
     metrics: int = 0,
     collect_args: Sequence[str] = (),
     settings: Settings | None = None,
+    child_env: Mapping[str, str] | None = None,
 ) -> int:
     """Supervise the loop and the dashboard until stopped; 1 (with the reason) if one dies.
     Without an admin URL only the dashboard runs, over the store as it is (offline), unless
-    `settings` come from a file that lists several clusters: the loop then polls them all."""
+    `settings` come from a file that lists several clusters: the loop then polls them all.
+    `child_env`: variables both children get beyond this process's."""
     url = dashboard_url(address, port)
-    children = [streamlit_child(store, interval, address=address, port=port, settings=settings)]
+    children = [
+        streamlit_child(
+            store, interval, address=address, port=port, settings=settings, add=child_env
+        )
+    ]
     config = settings.config_file if settings is not None else None
     polls = admin_url is not None or bool(config and settings and len(settings.clusters) > 1)
     check_root(store, writable=polls)  # before any child starts: one line, not two tracebacks
     store.mkdir(parents=True, exist_ok=True)
     if polls:
         collector = collect_child(
-            admin_url, store, interval, metrics=metrics, extra=collect_args, config=config
+            admin_url,
+            store,
+            interval,
+            metrics=metrics,
+            extra=collect_args,
+            config=config,
+            add=child_env,
         )
         children.insert(0, collector)
     offline = None if polls else offline_metrics(store, metrics)
@@ -281,7 +300,7 @@ def run_serve(args: argparse.Namespace) -> int:
         admin_url,
         store,
         args.interval or settings.poll_interval,
-        address=args.address or os.environ.get(BIND_ENV) or "127.0.0.1",
+        address=args.address or process_environ().get(BIND_ENV) or "127.0.0.1",
         port=args.port,
         banner=banner,
         metrics=metrics_port(args.metrics_port, default=SERVE_PORT),
@@ -317,7 +336,7 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
     from pulsar_lens.lab.localpulsar import LocalPulsar
 
     # The History pages are Spark jobs: in a demo, a new round every 2 minutes shows them move.
-    os.environ.setdefault("PULSAR_LENS_SPARK_EVERY", "2m")
+    child_env = {"PULSAR_LENS_SPARK_EVERY": process_environ().get("PULSAR_LENS_SPARK_EVERY", "2m")}
     pulsar: LocalPulsar | LocalPulsarCluster
     brokers: tuple[str, ...] = ()
     probes: tuple[str, ...] = ()
@@ -331,7 +350,7 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
         pulsar = cluster.start()  # stops itself if interrupted while starting
         brokers = tuple(cluster.broker_ids)
         # the demo's own cluster: its probes may create topics there
-        os.environ[ALLOW_MUTATIONS] = "1"
+        child_env[ALLOW_MUTATIONS] = "1"
         probes = ("--probe", DemoSettings().namespace)
     else:
         print("Starting a local Pulsar 4.0 standalone on 127.0.0.1 ...", flush=True)
@@ -358,6 +377,7 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
                     pulsar.service_url,
                     *probes,
                 ),
+                child_env=child_env,
             )
     finally:
         print("Stopping the demo workloads and the local Pulsar ...", flush=True)

@@ -52,6 +52,7 @@ from pulsar_lens.collectors.oauth2 import (
 from pulsar_lens.collectors.transport import DeadlineAdapter, reads_by
 from pulsar_lens.core.errors import BODY_EXCERPT, AdminApiError, AdminApiUnreachable, CollectorError
 from pulsar_lens.core.secrets import Secret, clean, display_url, header_safe, split_credentials
+from pulsar_lens.core.settings import process_environ
 from pulsar_lens.core.values import admin_url_problem
 
 log = logging.getLogger(__name__)
@@ -256,7 +257,7 @@ class AdminClient:
         is set), PULSAR_LENS_CA_BUNDLE, PULSAR_LENS_TLS_VERIFY (default true),
         PULSAR_LENS_TLS_CERT_FILE / _KEY_FILE and PULSAR_LENS_TRUSTED_ORIGINS
         (comma-separated URLs, or `cluster`)."""
-        env = os.environ if env is None else env
+        env = process_environ() if env is None else env
         url = env.get("PULSAR_ADMIN_URL") or "http://localhost:8080"
         verify = _env_flag(env.get("PULSAR_LENS_TLS_VERIFY"), default=True)
         has_token = env.get("PULSAR_ADMIN_TOKEN") or env.get("PULSAR_ADMIN_TOKEN_FILE")

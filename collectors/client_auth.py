@@ -4,7 +4,6 @@ admin token or its file), else OAuth2, else a client certificate, and the TLS op
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from pulsar_lens.collectors.credentials import read_token_file
 from pulsar_lens.collectors.oauth2 import read_credentials
 from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.settings import process_environ
 
 TOKEN_VARS = ("PULSAR_CLIENT_TOKEN", "PULSAR_ADMIN_TOKEN")
 
@@ -19,7 +19,7 @@ TOKEN_VARS = ("PULSAR_CLIENT_TOKEN", "PULSAR_ADMIN_TOKEN")
 def client_token(env: Mapping[str, str] | None = None) -> Secret | None:
     """The token for the binary protocol: PULSAR_CLIENT_TOKEN, else the admin token
     (PULSAR_ADMIN_TOKEN or the file named by PULSAR_ADMIN_TOKEN_FILE); None without one."""
-    env = os.environ if env is None else env
+    env = process_environ() if env is None else env
     for name in TOKEN_VARS:
         value = (env.get(name) or "").strip()
         if value:
@@ -43,7 +43,7 @@ def client_auth_from_env(env: Mapping[str, str] | None = None) -> Any:
     PULSAR_LENS_TLS_KEY_FILE)."""
     import pulsar
 
-    env = os.environ if env is None else env
+    env = process_environ() if env is None else env
     token = client_token(env)
     if token is not None:
         return pulsar.AuthenticationToken(token.reveal())
@@ -71,7 +71,7 @@ def client_options_from_env(env: Mapping[str, str] | None = None) -> dict[str, A
     """`pulsar.Client` keyword arguments for these settings: `authentication` (see
     `client_auth_from_env`) and, for `pulsar+ssl://`, the CA of PULSAR_LENS_CA_BUNDLE and
     PULSAR_LENS_TLS_VERIFY."""
-    env = os.environ if env is None else env
+    env = process_environ() if env is None else env
     options: dict[str, Any] = {}
     auth = client_auth_from_env(env)
     if auth is not None:

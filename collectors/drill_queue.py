@@ -116,7 +116,7 @@ class DrillQueue:
 
 
 def refusal(status: DrillStatus, environ: Mapping[str, str] | None = None) -> str | None:
-    """Why the collect process, with the settings `environ` (default os.environ), must not
+    """Why the collect process, with the settings `environ` (default the process's), must not
     run this request; None when it may."""
     off = dashboard_mutations_problem(environ)
     if off is not None:
@@ -146,7 +146,7 @@ RunFn = Callable[[DrillStatus, Callable[[str], None]], Mapping[str, Any]]
 class DrillService:
     """A thread of the collect process that runs queued drills one at a time. `run` carries a
     drill out (with the process's admin client) and answers owners before and after; a request
-    `refusal` turns down under the settings `environ` (default os.environ) is not run."""
+    `refusal` turns down under the settings `environ` (default the process's) is not run."""
 
     queue: DrillQueue
     run: RunFn

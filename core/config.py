@@ -240,8 +240,9 @@ class ClusterSettings(_Table):
 
     def connection_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment-style mapping `AdminClient.from_env` builds this cluster's client
-        from: `base` (e.g. os.environ) without any other cluster's connection variables,
-        then this cluster's. It holds secrets in clear: hand it to the client, never print it.
+        from: `base` (e.g. `process_environ()`) without any other cluster's connection
+        variables, then this cluster's. It holds secrets in clear: hand it to the client,
+        never print it.
         """
         env = {k: v for k, v in (base or {}).items() if k not in CLUSTER_ENV.values()}
         for key, name in CLUSTER_ENV.items():

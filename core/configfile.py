@@ -13,7 +13,6 @@ connection variables override its keys; with several, they apply to none (`ignor
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -59,10 +58,11 @@ class Loaded:
         return self.origins.get(path, Origin("default"))
 
 
-def load(environ: Mapping[str, str] | None = None, *, config: str | Path | None = None) -> Loaded:
+def load(environ: Mapping[str, str], *, config: str | Path | None = None) -> Loaded:
     """The settings from `config` (else the file in PULSAR_LENS_CONFIG, else none) and `environ`
-    (default os.environ; empty variables count as unset). SettingsError names every problem."""
-    env = {k: v.strip() for k, v in (os.environ if environ is None else environ).items()}
+    (`core.settings.process_environ()` for the process's; empty variables count as unset).
+    SettingsError names every problem."""
+    env = {k: v.strip() for k, v in environ.items()}
     env = {k: v for k, v in env.items() if v}
     given = config if config is not None else env.get(CONFIG_ENV)
     path = Path(given) if given else None

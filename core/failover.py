@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import bisect
 import codecs
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 from pulsar_lens.core.hashing import murmur3_31
+from pulsar_lens.core.settings import process_environ
 
 JVM_CHARSET = "utf-8"
 """The ring hashes `String.getBytes()`: the broker JVM's default charset. UTF-8 on Java 18+;
@@ -72,10 +75,11 @@ OTHER_CHARSET = {"utf-8": "US-ASCII", "ascii": "UTF-8"}
 """The charsets the analyses model (Python's names), each with the one to check against."""
 
 
-def jvm_charset(given: str) -> str:
-    """The charset asked for, else the PULSAR_LENS_JVM_CHARSET setting, else UTF-8 (as Java
-    18+ brokers and our local broker use); refused unless UTF-8 or US-ASCII."""
-    name = (given or os.environ.get(JVM_CHARSET_ENV, "") or "UTF-8").strip()
+def jvm_charset(given: str, setting: str = "") -> str:
+    """The charset asked for, else `setting` (PULSAR_LENS_JVM_CHARSET), else UTF-8 (as Java
+    18+ brokers and our local broker use), by Python's name; refused unless UTF-8 or US-ASCII.
+    It reads no environment: an analysis's output depends on its params alone."""
+    name = (given.strip() or setting.strip() or "UTF-8").strip()
     try:
         canonical = codecs.lookup(name).name.replace("_", "-")
     except LookupError:
@@ -83,6 +87,19 @@ def jvm_charset(given: str) -> str:
     if canonical not in OTHER_CHARSET:
         raise ValueError(f"jvm_charset {name!r}: the model knows UTF-8 and US-ASCII")
     return canonical
+
+
+def _charset_param(value: str) -> str:
+    """A `JvmCharset` param as validated: an empty one takes the PULSAR_LENS_JVM_CHARSET
+    setting of the process validating it, so the charset is in the params, and the params
+    are in the result's key (and go, resolved, to a plugin worker)."""
+    return jvm_charset(value, process_environ().get(JVM_CHARSET_ENV, ""))
+
+
+JvmCharset = Annotated[str, AfterValidator(_charset_param)]
+"""A Params field for the broker JVM's charset; declare it with `validate_default=True`
+(`jvm_charset: JvmCharset = Field("", validate_default=True)`), so that the default too
+becomes the setting's charset, by name (`utf-8` or `ascii`)."""
 
 
 def java_default_bytes(text: str, charset: str = JVM_CHARSET) -> bytes:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import sys
 import threading
 import weakref
@@ -24,6 +23,7 @@ from typing import Any, TextIO
 from pulsar_lens.core.clientlog import CLIENT_LOGGER, native_logger
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.secrets import RedactingFilter
+from pulsar_lens.core.settings import process_environ
 
 LEVEL_ENV = "PULSAR_LENS_LOG_LEVEL"
 CLIENT_LEVEL_ENV = "PULSAR_LENS_CLIENT_LOG_LEVEL"
@@ -73,7 +73,7 @@ def level_from_env(
     environ: Mapping[str, str] | None = None, *, name: str = LEVEL_ENV, default: str = "INFO"
 ) -> int:
     """The level named by the variable `name`, or `default` when it is unset or blank."""
-    text = (os.environ if environ is None else environ).get(name, "")
+    text = (process_environ() if environ is None else environ).get(name, "")
     return parse_level(text or default, name=name)
 
 

@@ -10,11 +10,11 @@ PULSAR_LENS_TRUSTED_USER_HEADER); the collect process checks both again before i
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 
 from pulsar_lens.core.errors import MutationsDisabled
+from pulsar_lens.core.settings import process_environ
 
 ALLOW_MUTATIONS = "PULSAR_LENS_ALLOW_MUTATIONS"
 DASHBOARD_MUTATIONS = "PULSAR_LENS_DASHBOARD_MUTATIONS"
@@ -27,7 +27,7 @@ _PRINTABLE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
 def _switched_on(name: str, environ: Mapping[str, str] | None) -> bool:
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     return (env.get(name) or "").strip().lower() in _YES
 
 

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.settings import process_environ
 
 METADATA_ENV = "PULSAR_LENS_OIDC_METADATA_URL"
 CLIENT_ID_ENV = "PULSAR_LENS_OIDC_CLIENT_ID"
@@ -59,7 +60,7 @@ class OidcSettings:
         """The login settings, or None when none is set; `address` and `port` (where the
         dashboard listens) give the default redirect URI. Raises SettingsError naming the
         variable that is missing or malformed."""
-        env = os.environ if environ is None else environ
+        env = process_environ() if environ is None else environ
         values = {name: (env.get(name) or "").strip() for name in ALL_VARS}
         missing = [name for name in REQUIRED if not values[name]]
         if len(missing) == len(REQUIRED):

@@ -22,17 +22,27 @@ lists every key). The environment variables:
     PULSAR_LENS_TRUSTED_ORIGINS origins besides the admin URL's that may receive credentials
 
 Durations read like `500ms`, `30s`, `2m`, `1h30m`, `7d`; a bare number means seconds.
+
+This module is the only one that reads or writes the process environment (a test fails when
+another does): `Settings.from_env` and `process_environ` read it, the parsers of the other
+parts (`Limits.from_env`, `OidcSettings.from_env`, ...) are given the mapping, and
+`child_environ` renders what a child process starts with, credentials left out unless asked
+for. Secrets reach a child by its environment, never by its command line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.secrets import Secret, is_credential_var, without_credentials
 from pulsar_lens.core.values import (
     DEFAULT_DETAIL_BUDGET,
     DEFAULT_MAX_BROKERS,
@@ -67,8 +77,11 @@ __all__ = [
     "MIN_RETENTION",
     "Settings",
     "admin_url_problem",
+    "child_environ",
+    "duration_seconds",
     "format_duration",
     "parse_duration",
+    "process_environ",
     "retention_problem",
 ]
 
@@ -110,7 +123,8 @@ class Settings:
         """
         from pulsar_lens.core.configfile import load
 
-        return cls.from_loaded(load(environ, config=config))
+        env = process_environ() if environ is None else environ
+        return cls.from_loaded(load(env, config=config))
 
     @classmethod
     def from_loaded(cls, loaded: Loaded) -> Settings:
@@ -134,3 +148,89 @@ class Settings:
             clusters=c.clusters,
             config_file=loaded.file,
         )
+
+    def file_environ(self) -> dict[str, str]:
+        """The keys of the settings file that a child process without the file (it may hold
+        credentials, so children never get it) needs: plugin folders and the Spark master,
+        as the variables that child reads them from."""
+        if self.config_file is None:
+            return {}
+        from pulsar_lens.core.config import GLOBAL_ENV
+
+        env = {GLOBAL_ENV["spark_master"]: self.spark_master}
+        if self.plugin_dirs:
+            env[GLOBAL_ENV["plugin_dirs"]] = os.pathsep.join(map(str, self.plugin_dirs))
+        return env
+
+
+# -- the process environment: read and written here only ------------------------------------
+
+
+def process_environ() -> Mapping[str, str]:
+    """A read-only copy of this process's environment, as it is now: what an entry point
+    hands the parsers of the settings' parts, and what they default to when given none."""
+    return MappingProxyType(dict(os.environ))
+
+
+def duration_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    """The duration in variable `name` of `environ`, in seconds; `default` when unset or
+    empty. SettingsError names the variable of a malformed or non-positive value."""
+    text = (environ.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        seconds = parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise SettingsError(f"{name}: {exc}") from None
+    if seconds <= 0:
+        raise SettingsError(f"{name} must be longer than zero, got {text!r}")
+    return seconds
+
+
+def child_environ(
+    *, credentials: bool, add: Mapping[str, str] | None = None, drop: Iterable[str] = ()
+) -> dict[str, str]:
+    """The environment a child process starts with: this process's, without any credential
+    variable unless `credentials`, without `drop`, with `add` laid over."""
+    env = dict(os.environ)
+    if not credentials:
+        env = without_credentials(env)
+    for name in drop:
+        env.pop(name, None)
+    env.update(add or {})
+    return env
+
+
+def export(values: Mapping[str, str]) -> None:
+    """Set variables not set yet in this process's own environment, for libraries that read
+    them there when they start a process of their own (PySpark's JVM and Python workers)."""
+    for name, value in values.items():
+        os.environ.setdefault(name, value)
+
+
+def drop_credentials() -> None:
+    """Remove every credential variable from this process's environment: a plugin worker
+    runs someone else's code, which must find none there."""
+    for name, value in list(os.environ.items()):
+        if is_credential_var(name, value):
+            del os.environ[name]
+
+
+@contextlib.contextmanager
+def without_credentials_while(add: Mapping[str, str]) -> Iterator[None]:
+    """This process's environment without credentials and with `add` laid over, restored
+    after: for a child that inherits it and cannot be given one (multiprocessing's
+    forkserver), so neither its `os.environ` nor /proc/<pid>/environ holds a credential."""
+    saved = {name: os.environ.get(name) for name in (*os.environ, *add)}
+    for name, value in saved.items():
+        if value is not None and is_credential_var(name, value):
+            del os.environ[name]
+    os.environ.update(add)
+    try:
+        yield
+    finally:  # only what was changed: other threads read the environment meanwhile
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            elif os.environ.get(name) != value:
+                os.environ[name] = value

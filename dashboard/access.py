@@ -9,12 +9,11 @@ the one a trusted login proxy names in the header PULSAR_LENS_TRUSTED_USER_HEADE
 
 from __future__ import annotations
 
-import os
-
 import streamlit as st
 
 from pulsar_lens.core.markdown import escape_markdown
 from pulsar_lens.core.mutations import TRUSTED_USER_HEADER, requester_of
+from pulsar_lens.core.settings import process_environ
 
 OPEN_NOTICE = (
     "open: anyone who reaches this port sees the cluster; put it behind a login — see README"
@@ -42,7 +41,7 @@ def user_name() -> str:
 
 def trusted_user_header() -> str | None:
     """The header a login proxy names the user in (PULSAR_LENS_TRUSTED_USER_HEADER), if set."""
-    return (os.environ.get(TRUSTED_USER_HEADER) or "").strip() or None
+    return (process_environ().get(TRUSTED_USER_HEADER) or "").strip() or None
 
 
 def requester() -> str | None:

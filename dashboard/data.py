@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,12 +24,17 @@ import streamlit as st
 from pulsar_lens.collectors.health import HealthReport, read_health
 from pulsar_lens.core.clusterview import ClusterView, clusters_in
 from pulsar_lens.core.errors import PluginError, SettingsError
-from pulsar_lens.core.settings import Settings
+from pulsar_lens.core.settings import Settings, process_environ
 from pulsar_lens.core.store import Store
 from pulsar_lens.dashboard import frames
 from pulsar_lens.exporter.collector import read_hook_errors
 from pulsar_lens.plugins import runner
-from pulsar_lens.plugins.registry import PLUGIN_DIRS_ENV, Registry, discover
+from pulsar_lens.plugins.registry import (
+    PLUGIN_DIRS_ENV,
+    Registry,
+    discover,
+    plugin_dirs_from_env,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +67,13 @@ def get_store(root: str) -> Store:
 
 @st.cache_resource(ttl=3600, max_entries=4)
 def _discover(plugin_dirs: str) -> Registry:
-    """`plugin_dirs` (PULSAR_LENS_PLUGIN_DIRS) is the cache key: discover() reads it itself."""
-    return discover()
+    """`plugin_dirs` (PULSAR_LENS_PLUGIN_DIRS) is the cache key and what discover() reads."""
+    return discover(plugin_dirs=plugin_dirs_from_env({PLUGIN_DIRS_ENV: plugin_dirs}))
 
 
 def registry() -> Registry:
     """Every plugin that loaded and every load failure; re-discovered when the dirs change."""
-    return _discover(os.environ.get(PLUGIN_DIRS_ENV, ""))
+    return _discover(process_environ().get(PLUGIN_DIRS_ENV, ""))
 
 
 @st.cache_data(ttl=INDEX_TTL_SECONDS, max_entries=8, show_spinner=False)

@@ -39,6 +39,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from pulsar_lens.core import links
 from pulsar_lens.core.errors import PluginError, ResultNotReady, SettingsError
 from pulsar_lens.core.secrets import clean
+from pulsar_lens.core.settings import process_environ
 from pulsar_lens.exporter.families import (
     DEFAULT_MAX_SUBSCRIPTIONS,
     ClusterFacts,
@@ -89,8 +90,8 @@ class MetricsSettings:
     def from_env(
         cls, environ: Mapping[str, str] | None = None, *, port: int | None = None
     ) -> MetricsSettings:
-        """Settings from environ (default os.environ); `port` (a command-line value) wins."""
-        env = os.environ if environ is None else environ
+        """Settings from environ (default the process's); `port` (a command-line value) wins."""
+        env = process_environ() if environ is None else environ
         port_text = env.get(PORT_ENV, "").strip()
         limit_text = env.get(MAX_SUBSCRIPTIONS_ENV, "").strip()
         limit = DEFAULT_MAX_SUBSCRIPTIONS
@@ -112,20 +113,24 @@ class MetricsSettings:
         )
 
 
-def exporting_plugins() -> tuple[list[Any], list[str]]:
-    """Every loaded plugin with a `metrics` hook (built-in, entry point or drop-in), and the
-    names of plugins that failed to load."""
-    loaded, _, unloaded = _discovered()
+def exporting_plugins(
+    plugin_dirs: Sequence[str | os.PathLike[str]] | None = None,
+) -> tuple[list[Any], list[str]]:
+    """Every loaded plugin with a `metrics` hook (built-in, entry point or drop-in from
+    `plugin_dirs`, as `discover` takes them), and the names of plugins that failed to load."""
+    loaded, _, unloaded = _discovered(plugin_dirs)
     return loaded, unloaded
 
 
-def _discovered() -> tuple[list[Any], list[Any], list[str]]:
+def _discovered(
+    plugin_dirs: Sequence[str | os.PathLike[str]] | None = None,
+) -> tuple[list[Any], list[Any], list[str]]:
     """The loaded plugins with a `metrics` hook, the light ones without, and the names of
     plugins that failed to load."""
     from pulsar_lens.api import AnalysisPlugin
     from pulsar_lens.plugins.registry import discover
 
-    registry = discover()
+    registry = discover(plugin_dirs=plugin_dirs)
     hooked = [p for p in registry if type(p.plugin).metrics is not AnalysisPlugin.metrics]
     silent = [p for p in registry if p not in hooked and p.engine != "spark"]
     return hooked, silent, [f.plugin or f.source for f in registry.failures]
@@ -161,9 +166,12 @@ class LensCollector(Collector):
         recorder: PollRecorder | None = None,
         max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
         plugins: Sequence[Any] | None = None,
+        plugin_dirs: Sequence[str | os.PathLike[str]] | None = None,
         now: Callable[[], dt.datetime] = utcnow,
     ) -> None:
+        """`plugins` None: the ones `discover(plugin_dirs=plugin_dirs)` loads, at first use."""
         self._store = store
+        self._plugin_dirs = plugin_dirs
         self._recorder = recorder or PollRecorder()
         self._max = max_subscriptions
         self._plugins: list[Any] | None = None if plugins is None else list(plugins)
@@ -321,7 +329,7 @@ class LensCollector(Collector):
 
     def _loaded(self) -> list[Any]:
         if self._plugins is None:
-            self._plugins, self._silent, self._unloaded = _discovered()
+            self._plugins, self._silent, self._unloaded = _discovered(self._plugin_dirs)
         return self._plugins
 
     def _contributed(

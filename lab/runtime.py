@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from pulsar_lens.core.errors import LocalPulsarError
+from pulsar_lens.core.settings import process_environ
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,9 @@ RUNTIME_DIR = Path(__file__).with_name("pulsar_runtime")
 
 
 def cache_root() -> Path:
-    base = os.environ.get("PULSAR_LENS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pulsar-lens"
+    env = process_environ()
+    base = env.get("PULSAR_LENS_CACHE_DIR") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pulsar-lens"
     )
     return Path(base)
 
@@ -60,8 +62,9 @@ def java_supported(version: tuple[int, ...]) -> bool:
 def find_java() -> str:
     """A `java` Pulsar 4.0 runs well on: $JAVA_HOME first, then PATH, then /usr/lib/jvm."""
     candidates = []
-    if os.environ.get("JAVA_HOME"):
-        candidates.append(os.path.join(os.environ["JAVA_HOME"], "bin", "java"))
+    java_home = process_environ().get("JAVA_HOME")
+    if java_home:
+        candidates.append(os.path.join(java_home, "bin", "java"))
     found = shutil.which("java")
     if found:
         candidates.append(found)

@@ -12,7 +12,7 @@ imported in a worker too (`probe_import`, at most `PULSAR_LENS_PLUGIN_IMPORT_TIM
 10 s), so one that hangs or exits at import is a load failure, not a hung command.
 
 Workers start without any credential: no token, password, OAuth2 setting or settings file
-in their environment (`_worker_environ`).
+in their environment (`_start`).
 
 Arguments and answers cross by pickle: inputs (pandas frames), params as a dict (the
 worker rebuilds them with the plugin's own `Params`), results and views. What a plugin
@@ -40,8 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from pulsar_lens.core.errors import PluginRunError, SettingsError, origin_of
-from pulsar_lens.core.secrets import is_credential_var
-from pulsar_lens.core.settings import parse_duration
+from pulsar_lens.core.settings import (
+    drop_credentials,
+    duration_seconds,
+    process_environ,
+    without_credentials_while,
+)
 
 TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_TIMEOUT"
 MEMORY_ENV = "PULSAR_LENS_PLUGIN_MEMORY"
@@ -72,26 +76,13 @@ class Limits:
     import_timeout: float = DEFAULT_IMPORT_TIMEOUT
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Limits:
-        env = os.environ if environ is None else environ
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
+        env = process_environ() if environ is None else environ
         return cls(
-            timeout=_seconds(env, TIMEOUT_ENV, DEFAULT_TIMEOUT),
+            timeout=duration_seconds(env, TIMEOUT_ENV, DEFAULT_TIMEOUT),
             memory=_mebibytes(env, MEMORY_ENV, DEFAULT_MEMORY),
-            import_timeout=_seconds(env, IMPORT_TIMEOUT_ENV, DEFAULT_IMPORT_TIMEOUT),
+            import_timeout=duration_seconds(env, IMPORT_TIMEOUT_ENV, DEFAULT_IMPORT_TIMEOUT),
         )
-
-
-def _seconds(env: Any, name: str, default: float) -> float:
-    text = (env.get(name) or "").strip()
-    if not text:
-        return default
-    try:
-        seconds = parse_duration(text).total_seconds()
-    except ValueError as exc:
-        raise SettingsError(f"{name}: {exc}") from None
-    if seconds <= 0:
-        raise SettingsError(f"{name} must be longer than zero, got {text!r}")
-    return seconds
 
 
 def _mebibytes(env: Any, name: str, default: int) -> int:
@@ -105,7 +96,7 @@ def _mebibytes(env: Any, name: str, default: int) -> int:
 
 def plugin_dirs_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
     """The drop-in directories listed in PULSAR_LENS_PLUGIN_DIRS (os.pathsep-separated)."""
-    raw = (os.environ if environ is None else environ).get(PLUGIN_DIRS_ENV, "")
+    raw = (process_environ() if environ is None else environ).get(PLUGIN_DIRS_ENV, "")
     return [Path(part).expanduser() for part in raw.split(os.pathsep) if part.strip()]
 
 
@@ -219,7 +210,13 @@ def _start(worker: Any) -> None:
     parent's main script in the child: the Streamlit app, a pytest run, the CLI).
 
     The forkserver (started with the first worker, or again if it died) is started from the
-    environment `_worker_environ` makes. Workers fork from it, so they inherit that one.
+    environment `without_credentials_while` makes: without any credential
+    (`core.secrets.is_credential_var`), since a plugin is someone else's code and the
+    forkserver's start environment is what its workers see, in `os.environ` and in
+    /proc/self/environ alike; with Arrow's system allocator, since the default one (mimalloc)
+    reserves a 1 GiB arena at its first allocation, which counts against RLIMIT_DATA, so under
+    the default limit a plugin's first Arrow allocation failed. Workers fork from it, so they
+    inherit that environment.
     """
     with _start_lock, _as_forkserver_parent():
         worker.start()
@@ -256,37 +253,11 @@ def _as_forkserver_parent() -> Iterator[None]:
     main = sys.modules.get("__main__")
     sys.modules["__main__"] = types.ModuleType("__main__")
     try:
-        with _worker_environ():
+        with without_credentials_while({ARROW_POOL_ENV: "system"}):
             yield
     finally:
         if main is not None:
             sys.modules["__main__"] = main
-
-
-@contextlib.contextmanager
-def _worker_environ() -> Iterator[None]:
-    """This process's environment as the forkserver is started from, restored after.
-
-    Without any credential (`core.secrets.is_credential_var`): a plugin is someone else's
-    code, and the forkserver's start environment is what its workers see, in `os.environ`
-    and in /proc/self/environ alike, so it is never given one. With Arrow's system allocator:
-    the default one (mimalloc) reserves a 1 GiB arena at its first allocation, which counts
-    against RLIMIT_DATA, so under the default limit a plugin's first Arrow allocation failed.
-    """
-    saved = dict(os.environ)
-    dropped = [k for k, v in saved.items() if is_credential_var(k, v)]
-    for name in dropped:
-        del os.environ[name]
-    os.environ[ARROW_POOL_ENV] = "system"
-    try:
-        yield
-    finally:
-        for name in dropped:
-            os.environ[name] = saved[name]
-        if ARROW_POOL_ENV in saved:
-            os.environ[ARROW_POOL_ENV] = saved[ARROW_POOL_ENV]
-        else:
-            os.environ.pop(ARROW_POOL_ENV, None)
 
 
 def _wait(receive: Any, worker: Any, timeout: float) -> tuple[str, Any] | None:
@@ -318,11 +289,9 @@ def _exit(worker: Any) -> str:
 
 
 def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, send: Any) -> None:
-    # the forkserver was started without credentials (`_worker_environ`); should other code
-    # of this process have started it first, at least none is left in os.environ
-    for name, value in list(os.environ.items()):
-        if is_credential_var(name, value):
-            del os.environ[name]
+    # the forkserver was started without credentials (`_start`); should other code of this
+    # process have started it first, at least none is left in the worker's environment
+    drop_credentials()
     os.dup2(2, 1)  # what a plugin prints goes to stderr: stdout carries `analyze --json`
     sys.stdout = sys.stderr
     limit = _data_size() + memory

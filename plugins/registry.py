@@ -130,7 +130,11 @@ def discover(
     plugins: dict[str, LoadedPlugin] = {}
     failures: list[PluginLoadError] = []
     candidates: list[tuple[str, Any]] = []
-    dirs = plugin_dirs_from_env() if plugin_dirs is None else [Path(d) for d in plugin_dirs]
+    dirs = (
+        plugin_dirs_from_env()
+        if plugin_dirs is None
+        else [Path(d).expanduser() for d in plugin_dirs]
+    )
     if entry_points or dirs:
         isolation.warm_for(dirs, entry_points=entry_points)  # beside the built-ins' imports
     if builtins:

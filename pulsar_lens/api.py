@@ -34,6 +34,7 @@ from pulsar_lens.core.bundles import (
 from pulsar_lens.core.failover import (
     OTHER_CHARSET,
     FailoverConsumer,
+    JvmCharset,
     active_consumer_picker,
     compare_modes,
     jvm_charset,
@@ -76,6 +77,7 @@ __all__ = [
     "GaugeMetricFamily",
     "HashRange",
     "Inputs",
+    "JvmCharset",
     "Metric",
     "MetricFamily",
     "MetricsContext",

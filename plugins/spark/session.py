@@ -8,16 +8,17 @@ PULSAR_LENS_SPARK_UI=1, and a local driver binds to 127.0.0.1 only.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.settings import export, process_environ
 from pulsar_lens.core.values import DEFAULT_SPARK_MASTER
 
 if TYPE_CHECKING:
@@ -48,9 +49,9 @@ class Started:
     connect: bool  # a Spark Connect client, no JVM of ours
 
 
-def master_from_env(environ: dict[str, str] | None = None) -> str:
+def master_from_env(environ: Mapping[str, str] | None = None) -> str:
     """The configured master; a value no Spark accepts is a SettingsError naming it."""
-    raw = ((environ if environ is not None else os.environ).get(MASTER_ENV) or "").strip()
+    raw = ((process_environ() if environ is None else environ).get(MASTER_ENV) or "").strip()
     master = raw or DEFAULT_SPARK_MASTER
     if not master.startswith(MASTER_PREFIXES):
         raise SettingsError(
@@ -104,10 +105,11 @@ def _build(master: str) -> SparkSession:
 
     # Python workers run our hashing over Arrow batches: they need this interpreter (and the
     # packages it sees), not whichever python3 comes first on PATH.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # PySpark reads them from this process's environment when it starts the JVM and workers.
+    export({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
     if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "resolves to loopback" guess
+        export({"SPARK_LOCAL_IP": "127.0.0.1"})  # no "resolves to loopback" guess
+    env = process_environ()
     # PySpark's own notice about pandas 3 says nothing an operator can act on.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -117,7 +119,7 @@ def _build(master: str) -> SparkSession:
         builder = builder.remote(master)
     else:
         builder = builder.master(master).config(
-            "spark.ui.enabled", "true" if os.environ.get(UI_ENV) == "1" else "false"
+            "spark.ui.enabled", "true" if env.get(UI_ENV) == "1" else "false"
         )
         # Spark's log in the product's shape, without its start-up banner on the console.
         log4j = Path(__file__).with_name("log4j2.properties")
@@ -133,10 +135,10 @@ def _build(master: str) -> SparkSession:
             builder = builder.config("spark.sql.shuffle.partitions", "4")
             # In local mode the driver is the executor: the default 1g is too little for
             # weeks of polls. Read before the JVM starts, like every setting here.
-            memory = os.environ.get(DRIVER_MEMORY_ENV) or DEFAULT_LOCAL_MEMORY
+            memory = env.get(DRIVER_MEMORY_ENV) or DEFAULT_LOCAL_MEMORY
             builder = builder.config("spark.driver.memory", memory)
         # A static setting: a Spark Connect server keeps its own and warns when a client asks.
-        builder = builder.config("spark.log.level", os.environ.get(LOG_LEVEL_ENV) or "ERROR")
+        builder = builder.config("spark.log.level", env.get(LOG_LEVEL_ENV) or "ERROR")
     # Joins broadcast only where an analysis asks (F.broadcast): Spark's size guess of a
     # filtered store read is the whole read, and a wrong guess at a day of polls failed with
     # "Not enough memory to build and broadcast the table". A session setting: Connect too.

@@ -35,8 +35,7 @@ from typing import Any, cast
 
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.logs import setup_logging
-from pulsar_lens.core.secrets import without_credentials
-from pulsar_lens.core.settings import parse_duration
+from pulsar_lens.core.settings import child_environ, duration_seconds, process_environ
 from pulsar_lens.plugins import precompute, runner
 from pulsar_lens.plugins.registry import LoadedPlugin, discover
 from pulsar_lens.plugins.results import ResultStore
@@ -51,19 +50,6 @@ TIMEOUT_ENV = "PULSAR_LENS_SPARK_JOB_TIMEOUT"
 DEFAULT_EVERY = 600.0
 DEFAULT_TIMEOUT = 1800.0
 KEEP_RESULTS = 3
-
-
-def seconds_from_env(name: str, default: float, environ: Mapping[str, str] | None = None) -> float:
-    text = ((os.environ if environ is None else environ).get(name) or "").strip()
-    if not text:
-        return default
-    try:
-        seconds = parse_duration(text).total_seconds()
-    except ValueError as exc:
-        raise SettingsError(f"{name}: {exc}") from None
-    if seconds <= 0:
-        raise SettingsError(f"{name}: expected a positive duration, found {text!r}")
-    return seconds
 
 
 def run_job(
@@ -225,8 +211,12 @@ class WorkerProcess:
         timeout: float = DEFAULT_TIMEOUT,
         argv: Sequence[str] | None = None,
         clusters: Sequence[str] = (),
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.root = Path(root)
+        # variables the worker needs beyond this process's own (the settings file's keys:
+        # it is not given the file, which may hold credentials)
+        self.environ = dict(environ or {})
         self.queue = JobQueue(root)
         self.timeout = timeout
         self.argv = list(
@@ -253,7 +243,7 @@ class WorkerProcess:
             if self._stop.is_set():
                 return
             # it runs plugins, someone else's code, on the store: it needs no credential
-            env = without_credentials(os.environ)
+            env = child_environ(credentials=False, add=self.environ)
             self.process = subprocess.Popen(self.argv, start_new_session=True, env=env)
         log.info("job worker started (pid %d) for %s", self.process.pid, self.root)
 
@@ -389,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         setup_logging()  # lines read `time level plugins.spark.worker: message`, as everywhere
-        every = seconds_from_env(EVERY_ENV, DEFAULT_EVERY)
+        every = duration_seconds(process_environ(), EVERY_ENV, DEFAULT_EVERY)
     except SettingsError as exc:
         print(f"pulsar-lens job worker: {exc}", file=sys.stderr)
         return 2

@@ -160,22 +160,43 @@ def test_serve_children_of_a_settings_file_with_several_clusters(
     assert dashboard.env["PULSAR_LENS_PLUGIN_DIRS"] == f"{tmp_path}/plugins"
 
 
-def test_collect_hands_file_keys_read_by_variable_to_discovery_and_spark(
+def test_collect_hands_file_keys_to_the_job_worker_by_its_environment_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The job worker is not given the settings file (it holds tokens): the keys it reads
+    (plugin folders, Spark master) go into its environment, rendered from the settings, and
+    this process's own environment is left as it was."""
+    import json
     import os
+    import sys
 
-    from pulsar_lens.cli.collect_cmd import export_file_settings
     from pulsar_lens.core.settings import Settings
+    from pulsar_lens.plugins.spark.worker import WorkerProcess
 
     path = tmp_path / "lens.toml"
-    path.write_text(f'plugin_dirs = ["{tmp_path}/p"]\nspark_master = "spark://m:7077"\n')
+    path.write_text(f'plugin_dirs = ["{tmp_path}/p"]\nspark_master = "spark://m:7077"\n' + CONFIG)
     monkeypatch.setenv("PULSAR_LENS_SPARK_MASTER", "local[1]")  # the environment wins
     monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", "restored-after-the-test")
     monkeypatch.delenv("PULSAR_LENS_PLUGIN_DIRS")
-    export_file_settings(Settings.from_env(config=path))
-    assert os.environ["PULSAR_LENS_PLUGIN_DIRS"] == f"{tmp_path}/p"
-    assert os.environ["PULSAR_LENS_SPARK_MASTER"] == "local[1]"
+    monkeypatch.setenv("PULSAR_LENS_CONFIG", str(path))
+    settings = Settings.from_env()
+    seen = tmp_path / "env.json"
+    dump = f"import json, os; open({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))"
+    worker = WorkerProcess(
+        tmp_path, argv=[sys.executable, "-c", dump], environ=settings.file_environ()
+    )
+    worker.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (seen.exists() and seen.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = json.loads(seen.read_text())
+    finally:
+        worker.close()
+    assert env["PULSAR_LENS_PLUGIN_DIRS"] == f"{tmp_path}/p"
+    assert env["PULSAR_LENS_SPARK_MASTER"] == "local[1]"
+    assert "PULSAR_LENS_CONFIG" not in env
+    assert "PULSAR_LENS_PLUGIN_DIRS" not in os.environ
 
 
 class GatedSources(Sources):

@@ -40,6 +40,7 @@ from pulsar_lens.api import (
     Field,
     GaugeMetricFamily,
     Inputs,
+    JvmCharset,
     MetricFamily,
     MetricsContext,
     Page,
@@ -92,8 +93,9 @@ class FailoverAssignment(AnalysisPlugin):
         flap_changes: int = Field(
             2, ge=1, le=30, description="Active-consumer changes in the window that flag flapping"
         )
-        jvm_charset: str = Field(
+        jvm_charset: JvmCharset = Field(
             "",
+            validate_default=True,
             description="How the broker's JVM encodes consumer names (UTF-8 or US-ASCII); "
             "empty: PULSAR_LENS_JVM_CHARSET, else UTF-8",
         )

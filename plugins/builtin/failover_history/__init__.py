@@ -29,6 +29,7 @@ from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
     Field,
+    JvmCharset,
     Page,
     Result,
     SparkInputs,
@@ -68,8 +69,9 @@ class FailoverHistory(AnalysisPlugin):
         timeline_polls: int = Field(
             500, ge=1, le=100_000, description="Newest polls kept in those timelines"
         )
-        jvm_charset: str = Field(
+        jvm_charset: JvmCharset = Field(
             "",
+            validate_default=True,
             description="How the broker's JVM encodes consumer names (UTF-8 or US-ASCII); "
             "empty: PULSAR_LENS_JVM_CHARSET, else UTF-8",
         )

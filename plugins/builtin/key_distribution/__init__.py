@@ -22,6 +22,7 @@ from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
     Field,
+    JvmCharset,
     Page,
     Result,
     SparkInputs,
@@ -88,8 +89,9 @@ class KeyDistribution(AnalysisPlugin):
             2, ge=1, le=8, description="What-if: consumers removed and added around the newest"
         )
         plan_points: int = Field(100, ge=1, le=1024, description="Sticky planner: points per node")
-        jvm_charset: str = Field(
+        jvm_charset: JvmCharset = Field(
             "",
+            validate_default=True,
             description="How the broker's JVM encodes consumer names (UTF-8 or US-ASCII); "
             "empty: PULSAR_LENS_JVM_CHARSET, else UTF-8",
         )

@@ -44,6 +44,7 @@ from pulsar_lens.api import (
     Field,
     GaugeMetricFamily,
     Inputs,
+    JvmCharset,
     MetricFamily,
     MetricsContext,
     Page,
@@ -136,8 +137,9 @@ class KeySharedMap(AnalysisPlugin):
         key: str = Field(
             "", title="Message key", description="Its sticky hash and the consumer it goes to"
         )
-        jvm_charset: str = Field(
+        jvm_charset: JvmCharset = Field(
             "",
+            validate_default=True,
             description="How the broker's JVM encodes consumer names (UTF-8 or US-ASCII); "
             "empty: PULSAR_LENS_JVM_CHARSET, else UTF-8",
         )
