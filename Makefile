@@ -2,7 +2,7 @@
 VENV := .venv/bin
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 install: ## install JDK, Chromium, the virtualenv and the Pulsar jars (idempotent)
 	scripts/setup.sh
@@ -12,6 +12,9 @@ demo: install ## README command 1: real local Pulsar + demo workloads + dashboar
 
 test: ## README command 2: every test tier, live broker included
 	scripts/test.sh
+
+test-under-load: ## every tier as `make test`, with both cores and the disk kept busy
+	scripts/test-under-load.sh
 
 test-spark: install ## only the Spark tier (local[2], a standalone master and Spark Connect)
 	.venv/bin/python -m pytest tests/spark
@@ -44,4 +47,4 @@ soak: install ## the hour-long soak alone (figures in artifacts/reliability/soak
 serve: install ## dashboard + polling loop against PULSAR_ADMIN_URL
 	$(VENV)/pulsar-lens serve
 
-.PHONY: help install demo test test-spark image lint fix typecheck bench reliability soak serve
+.PHONY: help install demo test test-under-load test-spark image lint fix typecheck bench reliability soak serve

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
 from pulsar_lens.core.clusterview import ClusterView
@@ -24,21 +24,10 @@ from pulsar_lens.core.settings import (
     retention_problem,
 )
 from pulsar_lens.core.store import Store
-from pulsar_lens.plugins.precompute import (
-    ResultsWorker,
-    compute_results,
-    prune_results,
-    requirements_first,
-    store_run,
-)
-from pulsar_lens.plugins.registry import discover
-from pulsar_lens.plugins.results import ResultStore
-from pulsar_lens.plugins.spark.worker import (
-    DEFAULT_TIMEOUT,
-    JOBS_ENV,
-    TIMEOUT_ENV,
-    WorkerProcess,
-)
+
+if TYPE_CHECKING:  # the analyses (altair, the plugins) load once a collect gets that far
+    from pulsar_lens.plugins.results import ResultStore
+    from pulsar_lens.plugins.spark.worker import WorkerProcess
 
 # `serve` gives the collect process 10 s to stop: the job worker's Spark session gets half
 JOBS_GRACE = 5.0
@@ -98,7 +87,10 @@ def compute_per_cluster(
 ) -> None:
     """Every light plugin on each cluster's own newest snapshots, then prune the stored
     results (`prune_results`); the plugins not started once `stop()` is true are left out."""
-    light = [p for p in requirements_first(plugins) if p.engine != "spark"]
+    from pulsar_lens.plugins.engines import engine_of
+    from pulsar_lens.plugins.precompute import prune_results, requirements_first, store_run
+
+    light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
     for cluster in clusters:
         view = ClusterView(store, cluster)
         for plugin in light:
@@ -123,6 +115,17 @@ class Analyses:
         clusters: Sequence[str] = (),
         settings: Settings | None = None,
     ) -> None:
+        from pulsar_lens.plugins.engines import engine_of
+        from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
+        from pulsar_lens.plugins.registry import discover
+        from pulsar_lens.plugins.results import ResultStore
+        from pulsar_lens.plugins.spark.worker import (
+            DEFAULT_TIMEOUT,
+            JOBS_ENV,
+            TIMEOUT_ENV,
+            WorkerProcess,
+        )
+
         settings = settings or Settings.from_env()
         environ = process_environ()
         registry = discover(plugin_dirs=settings.plugin_dirs)
@@ -139,7 +142,7 @@ class Analyses:
                 lambda stop: compute_results(store, plugins, results=results, stop=stop)
             )
         self._jobs: WorkerProcess | None = None
-        spark = [p.name for p in plugins if p.engine == "spark"]
+        spark = [p.name for p in plugins if not engine_of(p).per_poll]
         if spark and spark_jobs and environ.get(JOBS_ENV, "1") != "0":
             timeout = duration_seconds(environ, TIMEOUT_ENV, DEFAULT_TIMEOUT)
             self._jobs = WorkerProcess(

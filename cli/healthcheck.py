@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pulsar_lens.core.settings import process_environ
 
 DASHBOARD_URL = "http://127.0.0.1:8501/_stcore/health"
-PORT_ENV = "PULSAR_LENS_METRICS_PORT"  # exporter.collector's (a test holds them equal)
+PORT_ENV = "PULSAR_LENS_METRICS_PORT"  # exporter.server's (a test holds them equal)
 ADDRESS_ENV = "PULSAR_LENS_METRICS_ADDRESS"
 HEALTH_PATH = "/health"  # cli.metrics_endpoint.HEALTH_PATH
 TIMEOUT = 4.0

@@ -17,13 +17,12 @@ from pulsar_lens.collectors.loop import Heartbeat, HeartbeatFn
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.settings import process_environ
 from pulsar_lens.core.store import Store
-from pulsar_lens.exporter.collector import (
+from pulsar_lens.exporter.collector import LensCollector, PollRecorder
+from pulsar_lens.exporter.server import (
     ADDRESS_ENV,
     PORT_ENV,
-    LensCollector,
     MetricsServer,
     MetricsSettings,
-    PollRecorder,
     parse_port,
     start_metrics_server,
 )

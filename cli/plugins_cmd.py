@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pulsar_lens.api import ENGINES
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
 from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     a.add_argument(
         "--engine",
-        choices=("light", "spark"),
+        choices=ENGINES,
         default=None,
         help="the plugin's engine, to say which you expect (a Spark plugin runs a Spark job "
         "here, with its progress on stderr, and stores the result for the dashboard)",
@@ -223,9 +224,10 @@ def run_analyze(args: argparse.Namespace) -> int:
     )
     from pulsar_lens.core.storeroot import check_root
     from pulsar_lens.plugins import runner
+    from pulsar_lens.plugins.engines import BY_NAME, engine_of
 
     loaded = _discover().get(args.slug)
-    if args.engine and args.engine != loaded.engine:
+    if args.engine and BY_NAME[args.engine] is not engine_of(loaded):
         print(
             f"pulsar-lens analyze: {loaded.name} runs on the {loaded.engine} engine, "
             f"not {args.engine}",
@@ -241,7 +243,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             print(f"pulsar-lens: {EMPTY_STORE} (store: {store_dir})", file=sys.stderr)
             return 1
         check_choices(loaded, store, raw)
-        if loaded.engine == "spark" and not args.stored:
+        if not engine_of(loaded).per_poll and not args.stored:
             from pulsar_lens.cli.spark_job import run_spark_job  # starts a JVM: only when asked for
 
             if not run_spark_job(loaded, store, params):

@@ -29,7 +29,7 @@ from pulsar_lens.cli.supervisor import Child, ChildFailed, stop_signals, supervi
 from pulsar_lens.core.secrets import display_url
 from pulsar_lens.core.settings import Settings, child_environ, format_duration, process_environ
 from pulsar_lens.core.storeroot import check_root
-from pulsar_lens.exporter.collector import SERVE_PORT
+from pulsar_lens.exporter.server import SERVE_PORT
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"

@@ -11,7 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from pulsar_lens.core.logs import setup_logging
-from pulsar_lens.dashboard import access, components, data, navigation
+from pulsar_lens.dashboard import access, components, data, navigation, status
 from pulsar_lens.dashboard.app_pages import analysis
 
 PAGES = Path(__file__).parent / "app_pages"
@@ -38,7 +38,7 @@ def main() -> None:
     access.guard()  # an anonymous visit stops here when a login is configured
     page = st.navigation(build_pages())
     with st.sidebar:
-        components.sidebar_status(data.store_root())
+        status.sidebar_status(data.store_root())
     page.run()
 
 

@@ -27,7 +27,7 @@ from pulsar_lens.core.errors import PluginError, SettingsError
 from pulsar_lens.core.settings import Settings, process_environ
 from pulsar_lens.core.store import Store
 from pulsar_lens.dashboard import frames
-from pulsar_lens.exporter.collector import read_hook_errors
+from pulsar_lens.exporter.facts import read_hook_errors
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.registry import (
     PLUGIN_DIRS_ENV,

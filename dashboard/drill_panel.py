@@ -1,9 +1,10 @@
-"""The unload drill button of the Bundles & unloads page.
+"""The `unload-drill` panel: the drill button of a plugin page whose `Page.panels` asks for it
+(the built-in `unload-latency`'s Bundles & unloads page does).
 
 The page queues the drill (`collectors.drill_queue`), naming the logged-in user who asked; the
 collect process, which holds the admin credentials, checks the request against its own
 settings, runs it, and the page follows its steps. When it ends, the page draws the
-`unload-latency` result again, now with the drill's probe rows and polls.
+plugin's result again, now with the drill's probe rows and polls.
 
 Nothing is drawn while mutations are off. With them on, the button is there only when
 PULSAR_LENS_DASHBOARD_MUTATIONS is on too and the visitor is a logged-in user (`access.
@@ -25,7 +26,6 @@ from pulsar_lens.core.mutations import (
 from pulsar_lens.dashboard import access, data
 
 FOLLOW_SECONDS = 1.0
-DRILL_PAGE = "unload-latency"  # the plugin whose page (Bundles & unloads) holds the button
 ANY_BROKER = "(the load manager's choice)"
 CLI_HINT = "`pulsar-lens drill unload --bundle TENANT/NS/0xLO_0xHI` runs it from a shell"
 

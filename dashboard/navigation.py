@@ -1,10 +1,10 @@
 """The page plan: which pages the app shows, built from the plugin registry (no Streamlit).
 
-The Cluster section is the Overview, then every light plugin that asks for a page of its own
-(`pulsar_lens.api.Page`), built-in or third party alike, at its `url_path` (the slug by default);
-the History section holds the Spark plugins' own pages (analyses of the whole stored history,
-run as jobs). Every other plugin gets the generic analysis page at `analysis-<slug>` under
-Analyses.
+The Cluster section is the Overview, then every plugin that asks for a page of its own
+(`pulsar_lens.api.Page`), built-in or third party alike, at its `url_path` (the slug by default),
+in the section its engine names (`engines.Engine.section`): the Spark plugins' pages, analyses
+of the whole stored history run as jobs, go to History. Every other plugin gets the generic
+analysis page at `analysis-<slug>` under Analyses.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import LoadedPlugin
 
 
@@ -36,8 +37,8 @@ def analysis_url(slug: str) -> str:
 
 
 def page_plan(plugins: Iterable[LoadedPlugin]) -> dict[str, tuple[PageSpec, ...]]:
-    """Sections of pages: Cluster (Overview and plugin pages), History (Spark plugin pages),
-    Analyses, About.
+    """Sections of pages: Cluster (Overview and plugin pages), each engine's other section of
+    plugin pages if it has any (History: the Spark ones), Analyses, About.
 
     Two plugins asking for the same url_path: the first by (order, title) keeps it, the
     other is served at its `analysis-<slug>` path.
@@ -45,8 +46,7 @@ def page_plan(plugins: Iterable[LoadedPlugin]) -> dict[str, tuple[PageSpec, ...]
     ordered = sorted(plugins, key=lambda p: p.title.lower())
     taken = {OVERVIEW.url_path, *(p.url_path for p in ABOUT)}
     taken |= {analysis_url(p.name) for p in ordered}
-    cluster = [OVERVIEW]
-    history: list[PageSpec] = []
+    sections: dict[str, list[PageSpec]] = {"Cluster": [OVERVIEW]}
     own = sorted(
         (p for p in ordered if p.plugin.page is not None),
         key=lambda p: (p.plugin.page.order, p.plugin.page.title.lower()),  # type: ignore[union-attr]
@@ -59,15 +59,13 @@ def page_plan(plugins: Iterable[LoadedPlugin]) -> dict[str, tuple[PageSpec, ...]
             url = analysis_url(loaded.name)
         taken.add(url)
         spec = PageSpec("analysis", loaded.name, page.title, page.icon, url)
-        (history if loaded.engine == "spark" else cluster).append(spec)
+        sections.setdefault(engine_of(loaded).section, []).append(spec)
     analyses = tuple(
         PageSpec("analysis", p.name, p.title, ANALYSIS_ICON, analysis_url(p.name))
         for p in ordered
         if p.plugin.page is None
     )
-    plan = {"Cluster": tuple(cluster)}
-    if history:
-        plan["History"] = tuple(history)
+    plan = {name: tuple(specs) for name, specs in sections.items()}
     if analyses:
         plan["Analyses"] = analyses
     plan["About"] = ABOUT

@@ -15,6 +15,7 @@ from pulsar_lens.core.errors import ResultNotReady
 from pulsar_lens.core.markdown import escape_markdown
 from pulsar_lens.dashboard import data
 from pulsar_lens.dashboard.frames import format_age
+from pulsar_lens.dashboard.views import draw_views
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.runner import RunOutput
 from pulsar_lens.plugins.spark.jobs import JobQueue, JobStatus
@@ -25,6 +26,16 @@ NO_WORKER = (
     "collect` (and `serve`, `demo`) run one; or run this analysis once with "
     "`pulsar-lens analyze {slug}`."
 )
+
+
+def draw_job(root: str, slug: str, params: Mapping[str, Any]) -> None:
+    """The `job` run control: the newest stored result for these params, Run now, and the
+    progress of the job it queued."""
+    output = stored_output(root, slug, params)
+    if output is not None:
+        draw_views(slug, output.views)
+        st.caption(provenance(output))
+    job_panel(root, slug, params)
 
 
 def stored_output(root: str, slug: str, params: Mapping[str, Any]) -> RunOutput | None:

@@ -1,10 +1,11 @@
 """The /metrics endpoint: a Prometheus collector over the store, and the HTTP server for it.
 
 At each scrape `LensCollector` reports the loop's own polls (from a `PollRecorder`) and the
-age of the newest stored snapshot (of each cluster, labelled `cluster`, when it polls
-several); the cluster families (see `pulsar_lens.exporter.families`) and the families every loaded
-plugin contributes through its `metrics(result, context)` hook (read from its stored result
-of the newest snapshot) are built at most once per new snapshot id.
+age of the newest stored snapshot; the cluster families (see `pulsar_lens.exporter.families`)
+and the families every loaded plugin contributes through its `metrics(result, context)` hook
+(read from its stored result of the newest snapshot) are built at most once per new snapshot
+id. When the recorder tallies several clusters, all of that is done for each cluster's newest
+snapshot (read through a `ClusterView`) and every family carries `cluster`.
 Built-ins and third-party plugins go through the same hook; a plugin whose analysis or hook
 fails, or whose families break the rules (not `pulsar_lens_*`, a name taken), sets
 `pulsar_lens_plugin_errors{plugin}` and the scrape goes on without its series. A plugin with
@@ -14,10 +15,7 @@ snapshot failed. The hooks that failed are also written beside the stored result
 After each poll the recorder reports, a background thread builds the new snapshot's families,
 so a scrape never waits for the analyses: while that thread runs, a scrape answers with the
 previous snapshot's families (Prometheus gives up on a scrape slower than its scrape_timeout).
-
-    PULSAR_LENS_METRICS_PORT              port of /metrics (0: off)
-    PULSAR_LENS_METRICS_ADDRESS           bind address (127.0.0.1)
-    PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS per-subscription series for at most this many (500)
+Where it listens and its HTTP server: `pulsar_lens.exporter.server`.
 """
 
 from __future__ import annotations
@@ -28,28 +26,27 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 
 from pulsar_lens.core import links
-from pulsar_lens.core.errors import PluginError, ResultNotReady, SettingsError
+from pulsar_lens.core.errors import PluginError, ResultNotReady
 from pulsar_lens.core.secrets import clean
-from pulsar_lens.core.settings import process_environ
+from pulsar_lens.exporter.facts import hook_errors_path, read_facts
 from pulsar_lens.exporter.families import (
+    CLUSTER_LABEL,
     DEFAULT_MAX_SUBSCRIPTIONS,
-    ClusterFacts,
     compute_cluster_families,
     compute_cluster_health_families,
     compute_collector_families,
     compute_plugin_error_families,
     top_subscriptions,
+    with_cluster_label,
 )
-from pulsar_lens.exporter.http import Route, serve_registry
 from pulsar_lens.exporter.polls import PollRecorder as PollRecorder  # where callers import it from
 
 if TYPE_CHECKING:  # the analyses (and altair with them) load at the first scrape, not before
@@ -57,60 +54,7 @@ if TYPE_CHECKING:  # the analyses (and altair with them) load at the first scrap
 
 log = logging.getLogger(__name__)
 
-PORT_ENV = "PULSAR_LENS_METRICS_PORT"
-ADDRESS_ENV = "PULSAR_LENS_METRICS_ADDRESS"
-MAX_SUBSCRIPTIONS_ENV = "PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS"
-DEFAULT_ADDRESS = "127.0.0.1"
-SERVE_PORT = 9464  # the default of `serve` and `demo`; `collect` has it off unless asked
 PREFIX = "pulsar_lens_"
-COUNTED_TABLES = ("brokers", "topics", "subscriptions", "consumers")
-HOOK_ERRORS = ".metrics-hooks.json"  # in the store's results/ folder
-
-
-def parse_port(text: str, *, name: str = PORT_ENV) -> int:
-    """A TCP port 0..65535 (0 turns /metrics off); SettingsError names the setting."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise SettingsError(f"{name} must be a port 0..65535 (0 turns /metrics off), got {text!r}")
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsSettings:
-    """Where /metrics listens and how many subscriptions get their own series."""
-
-    port: int = 0
-    address: str = DEFAULT_ADDRESS
-    max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
-
-    @classmethod
-    def from_env(
-        cls, environ: Mapping[str, str] | None = None, *, port: int | None = None
-    ) -> MetricsSettings:
-        """Settings from environ (default the process's); `port` (a command-line value) wins."""
-        env = process_environ() if environ is None else environ
-        port_text = env.get(PORT_ENV, "").strip()
-        limit_text = env.get(MAX_SUBSCRIPTIONS_ENV, "").strip()
-        limit = DEFAULT_MAX_SUBSCRIPTIONS
-        if limit_text:
-            try:
-                limit = int(limit_text)
-            except ValueError:
-                limit = -1
-            if limit < 1:
-                raise SettingsError(
-                    f"{MAX_SUBSCRIPTIONS_ENV} must be a whole number >= 1, got {limit_text!r}"
-                )
-        if port is None:
-            port = parse_port(port_text) if port_text else 0
-        return cls(
-            port=port,
-            address=env.get(ADDRESS_ENV, "").strip() or DEFAULT_ADDRESS,
-            max_subscriptions=limit,
-        )
 
 
 def exporting_plugins(
@@ -128,28 +72,16 @@ def _discovered(
     """The loaded plugins with a `metrics` hook, the light ones without, and the names of
     plugins that failed to load."""
     from pulsar_lens.api import AnalysisPlugin
+    from pulsar_lens.plugins.engines import engine_of
     from pulsar_lens.plugins.registry import discover
 
     registry = discover(plugin_dirs=plugin_dirs)
     hooked = [p for p in registry if type(p.plugin).metrics is not AnalysisPlugin.metrics]
-    silent = [p for p in registry if p not in hooked and p.engine != "spark"]
+    silent = [p for p in registry if p not in hooked and engine_of(p).per_poll]
     return hooked, silent, [f.plugin or f.source for f in registry.failures]
 
 
-def hook_errors_path(store_root: str | os.PathLike[str]) -> Path:
-    from pulsar_lens.plugins.results import RESULTS_DIR
-
-    return Path(store_root) / RESULTS_DIR / HOOK_ERRORS
-
-
-def read_hook_errors(store_root: str | os.PathLike[str]) -> dict[str, Any]:
-    """What the last /metrics build wrote: `snapshot_id`, `at` and `failed` (slug -> why the
-    plugin's metrics() hook failed); {} when there is none or it is unreadable."""
-    try:
-        loaded = json.loads(hook_errors_path(store_root).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
+Newest = tuple[str, dt.datetime, Mapping[str, Any]]  # snapshot id, collected at, index row
 
 
 def utcnow() -> dt.datetime:
@@ -179,7 +111,8 @@ class LensCollector(Collector):
         self._silent: list[Any] = []  # loaded plugins without a hook (when discovered here)
         self._now = now
         self._lock = threading.Lock()
-        self._cached: tuple[str, dt.datetime, list[Metric]] | None = None
+        # by cluster (None: the whole store): the snapshot id, time and families built last
+        self._cached: dict[str | None, tuple[str, dt.datetime, list[Metric]]] = {}
         self._refreshing = threading.Event()
         self._refresher: threading.Thread | None = None
         self._closing = threading.Event()
@@ -188,35 +121,48 @@ class LensCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         now = self._now()
-        newest = self._newest()
-        newest_at = newest[1] if newest else None
-        families = self._health(newest_at, now)
+        views = self._views()
+        newest = {key: self._newest(source) for key, source in views.items()}
+        families = self._health(newest, now)
         families.append(self._quarantined())
-        if newest is not None:
-            families.extend(self._snapshot_families(*newest, scrape=True))
+        built = {
+            key: self._snapshot_families(key, source, *found, scrape=True)
+            for key, source in views.items()
+            if (found := newest[key]) is not None
+        }
+        if None in views:
+            families.extend(built.get(None, []))
+        else:
+            families.extend(self._labelled(built))
         return families
 
-    def _health(self, newest_at: dt.datetime | None, now: dt.datetime) -> list[Metric]:
-        """The poll health families: per cluster when the polls name their clusters."""
-        of = self._recorder.by_cluster()
-        if not of:
-            return compute_collector_families(self._recorder.stats(), newest_at=newest_at, now=now)
-        newest = {name: self._newest_of(name) for name in of}
-        return compute_cluster_health_families(of, newest_at=newest, now=now)
-
-    def _newest_of(self, cluster: str) -> dt.datetime | None:
-        """When the newest stored snapshot of `cluster` was collected; None without one."""
+    def _views(self) -> dict[str | None, SnapshotStore]:
+        """What the snapshot families are built from: the store (key None), or the view of
+        each cluster the recorder tallies when it polls several."""
+        clusters = sorted(self._recorder.by_cluster())
+        if not clusters:
+            return {None: self._store}
         from pulsar_lens.core.clusterview import ClusterView
 
+        return {name: ClusterView(self._store, name) for name in clusters}  # type: ignore[arg-type]
+
+    def _labelled(self, built: Mapping[str | None, Sequence[Metric]]) -> list[Metric]:
+        """Each cluster's families as one set, labelled `cluster` (nothing on a failure)."""
         try:
-            index = ClusterView(self._store, cluster).snapshots(limit=1)  # type: ignore[arg-type]
-        except Exception:  # a scrape must answer even when the store cannot be read
-            log.exception("reading the snapshot index of cluster %s for /metrics failed", cluster)
-            return None
-        if not len(index):
-            return None
-        at: dt.datetime = pd.Timestamp(index["collected_at"].iloc[-1]).to_pydatetime()
-        return at
+            return with_cluster_label({str(k): v for k, v in built.items()})
+        except ValueError:  # _check_families refuses such plugin families before they get here
+            log.exception("labelling the families of each cluster for /metrics failed")
+            return []
+
+    def _health(self, newest: Mapping[str | None, Newest | None], now: dt.datetime) -> list[Metric]:
+        """The poll health families: per cluster when the polls name their clusters."""
+        of = self._recorder.by_cluster()
+        at = {key: found[1] if found else None for key, found in newest.items()}
+        if not of:
+            return compute_collector_families(self._recorder.stats(), newest_at=at[None], now=now)
+        return compute_cluster_health_families(
+            of, newest_at={str(k): v for k, v in at.items()}, now=now
+        )
 
     def _after_poll(self) -> None:
         """Start building the new snapshot's families off the scrape path (one thread at a
@@ -239,13 +185,20 @@ class LensCollector(Collector):
             refresher.join(timeout)
 
     def _refresh(self) -> None:
+        """Build the families of each view's newest snapshot until none is newer than what
+        was built (a poll may store another meanwhile)."""
         try:
-            done = None
-            while not self._closing.is_set() and (newest := self._newest()) is not None:
-                if newest[0] == done:
-                    break
-                self._snapshot_families(*newest)
-                done = newest[0]
+            done: dict[str | None, str] = {}
+            moved = True
+            while moved and not self._closing.is_set():
+                moved = False
+                for key, source in self._views().items():
+                    newest = self._newest(source)
+                    if self._closing.is_set() or newest is None or done.get(key) == newest[0]:
+                        continue
+                    self._snapshot_families(key, source, *newest)
+                    done[key] = newest[0]
+                    moved = True
         finally:
             self._refreshing.clear()
 
@@ -262,9 +215,10 @@ class LensCollector(Collector):
             log.exception("counting quarantined store files failed")
         return gauge
 
-    def _newest(self) -> tuple[str, dt.datetime, Mapping[str, Any]] | None:
+    def _newest(self, source: SnapshotStore) -> Newest | None:
+        """The id, time and index row of the newest snapshot of `source`; None without one."""
         try:
-            index = self._store.snapshots(limit=1)
+            index = source.snapshots(limit=1)
         except Exception:  # a scrape must answer even when the store cannot be read
             log.exception("reading the snapshot index for /metrics failed")
             return None
@@ -276,31 +230,35 @@ class LensCollector(Collector):
 
     def _snapshot_families(
         self,
+        key: str | None,
+        source: SnapshotStore,
         sid: str,
         collected_at: dt.datetime,
         index_row: Mapping[str, Any],
         *,
         scrape: bool = False,
     ) -> list[Metric]:
-        if scrape and (ready := self._ready(sid, collected_at)) is not None:
+        """The families of snapshot `sid` of view `key`, built once per new snapshot."""
+        if scrape and (ready := self._ready(key, sid, collected_at)) is not None:
             return ready
         with self._lock:  # concurrent scrapes of a new snapshot compute it once
-            if scrape and (ready := self._ready(sid, collected_at)) is not None:
+            if scrape and (ready := self._ready(key, sid, collected_at)) is not None:
                 return ready  # built (or being rebuilt) by the refresh thread meanwhile
-            if self._cached is None or self._cached[0] != sid:
+            cached = self._cached.get(key)
+            if cached is None or cached[0] != sid:
                 try:
-                    families = self._compute(sid, collected_at, index_row)
+                    families = self._compute(source, sid, collected_at, index_row, key=key)
                 except Exception:
                     log.exception("computing /metrics for snapshot %s failed", sid)
                     return []
-                self._cached = (sid, collected_at, families)
-            return self._cached[2]
+                cached = self._cached[key] = (sid, collected_at, families)
+            return cached[2]
 
-    def _ready(self, sid: str, collected_at: dt.datetime) -> list[Metric] | None:
+    def _ready(self, key: str | None, sid: str, collected_at: dt.datetime) -> list[Metric] | None:
         """What a scrape answers at once: `sid`'s families, or the last built while the
         refresh thread builds newer ones or when they are newer than `sid`; None when the
         scrape must build them itself."""
-        cached = self._cached
+        cached = self._cached.get(key)
         if cached is None:
             return None
         if cached[0] == sid or cached[1] >= collected_at or self._refreshing.is_set():
@@ -308,18 +266,27 @@ class LensCollector(Collector):
         return None
 
     def _compute(
-        self, sid: str, collected_at: dt.datetime, index_row: Mapping[str, Any]
+        self,
+        source: SnapshotStore,
+        sid: str,
+        collected_at: dt.datetime,
+        index_row: Mapping[str, Any],
+        *,
+        key: str | None,
     ) -> list[Metric]:
         self.computations += 1
-        facts = read_facts(self._store, sid, collected_at, index_row)
+        facts = read_facts(source, sid, collected_at, index_row)
         keep = top_subscriptions(facts.subscriptions, self._max)
         from pulsar_lens.api import MetricsContext
 
         cluster = compute_cluster_families(facts, keep=keep)
         context = MetricsContext(subscriptions=tuple(keep), max_groups=self._max)
-        contributed, failed, hooks = self._contributed(context, taken=_names(cluster))
+        reserved = () if key is None else (CLUSTER_LABEL,)
+        contributed, failed, hooks = self._contributed(
+            source, context, taken=_names(cluster), reserved=reserved
+        )
         names = [p.name for p in self._loaded()] + self._unloaded
-        checked, silent_failed = self._stored_failures(self._silent)
+        checked, silent_failed = self._stored_failures(source, self._silent)
         self._write_hook_errors(sid, hooks)
         return [
             *cluster,
@@ -333,7 +300,7 @@ class LensCollector(Collector):
         return self._plugins
 
     def _contributed(
-        self, context: Any, *, taken: set[str]
+        self, source: SnapshotStore, context: Any, *, taken: set[str], reserved: Sequence[str]
     ) -> tuple[list[Metric], list[str], dict[str, str]]:
         """The plugins' families, the plugins that failed, and why each failed hook did."""
         from pulsar_lens.plugins import runner
@@ -347,7 +314,7 @@ class LensCollector(Collector):
                 break  # closed: nothing will scrape what the other plugins contribute
             name = getattr(plugin, "name", "?")
             try:
-                result = runner.run(plugin, self._store, use_cache=False).result
+                result = runner.run(plugin, source, use_cache=False).result
             except ResultNotReady:  # a Spark analysis before its first job: nothing to say yet
                 continue
             except Exception as exc:  # one failing plugin must not break the scrape
@@ -356,7 +323,7 @@ class LensCollector(Collector):
                 continue
             try:
                 mine = runner.metrics(plugin, result, context)
-                _check_families(mine, taken)
+                _check_families(mine, taken, reserved=reserved)
             except Exception as exc:  # its hook: the analysis itself is fine
                 log.warning("/metrics: the metrics() hook of plugin %s failed: %s", name, exc)
                 failed.append(name)
@@ -367,12 +334,14 @@ class LensCollector(Collector):
             families.extend(mine)
         return families, failed, hooks
 
-    def _stored_failures(self, plugins: Sequence[Any]) -> tuple[list[str], list[str]]:
+    def _stored_failures(
+        self, source: SnapshotStore, plugins: Sequence[Any]
+    ) -> tuple[list[str], list[str]]:
         """Of the plugins without a hook: those whose stored result of the newest snapshot
         can be read, and those of them whose stored analysis failed (none without results)."""
         from pulsar_lens.plugins import runner
 
-        results = runner.results_for(self._store)
+        results = runner.results_for(source)
         if results is None:
             return [], []
         checked: list[str] = []
@@ -380,7 +349,7 @@ class LensCollector(Collector):
         for loaded in plugins:
             plugin = loaded.plugin
             try:
-                window = runner.snapshot_window(plugin, self._store)
+                window = runner.snapshot_window(plugin, source)
                 ids = [str(s) for s in window["snapshot_id"]]
                 params = runner.validate_params(plugin, None).model_dump(mode="json")
                 stored = results.read(plugin.name, plugin.version, params, ids)
@@ -412,8 +381,9 @@ def _names(families: Sequence[Metric]) -> set[str]:
     return {f.name for f in families}
 
 
-def _check_families(families: Any, taken: set[str]) -> None:
-    """A plugin's families: Prometheus metric families named pulsar_lens_*, none taken."""
+def _check_families(families: Any, taken: set[str], *, reserved: Sequence[str] = ()) -> None:
+    """A plugin's families: Prometheus metric families named pulsar_lens_*, none taken, no
+    sample labelled with a `reserved` label (`cluster`, which the exporter sets itself)."""
     if not isinstance(families, list | tuple):
         raise TypeError(f"metrics() must return a list of metric families, found {type(families)}")
     seen: set[str] = set()
@@ -424,73 +394,6 @@ def _check_families(families: Any, taken: set[str]) -> None:
             raise ValueError(f"metric {family.name!r} must be named {PREFIX}*")
         if family.name in taken or family.name in seen:
             raise ValueError(f"metric {family.name!r} is already exported")
+        if clash := sorted({k for s in family.samples for k in s.labels} & set(reserved)):
+            raise ValueError(f"metric {family.name!r} has the label {clash[0]!r}, set by /metrics")
         seen.add(family.name)
-
-
-def read_facts(
-    store: SnapshotStore, sid: str, collected_at: dt.datetime, index_row: Mapping[str, Any]
-) -> ClusterFacts:
-    """The newest snapshot's subscriptions table and row counts (from its index row if there)."""
-    subscriptions = store.read("subscriptions", snapshot_ids=[sid]).to_pandas()
-    counts = _index_counts(index_row)
-    for table in COUNTED_TABLES:
-        if table not in counts:
-            counts[table] = (
-                len(subscriptions) if table == "subscriptions" else _rows(store, table, sid)
-            )
-    return ClusterFacts(
-        snapshot_id=sid, collected_at=collected_at, counts=counts, subscriptions=subscriptions
-    )
-
-
-def _index_counts(index_row: Mapping[str, Any]) -> dict[str, int]:
-    text = index_row.get("row_counts_json")
-    if not isinstance(text, str):
-        return {}
-    counts = json.loads(text)
-    return {k: int(v) for k, v in counts.items() if k in COUNTED_TABLES}
-
-
-def _rows(store: SnapshotStore, table: str, sid: str) -> int:
-    return int(store.read(table, snapshot_ids=[sid]).num_rows)
-
-
-@dataclass
-class MetricsServer:
-    """A running /metrics HTTP server; `close()` stops it."""
-
-    address: str
-    port: int
-    _server: Any
-    _thread: threading.Thread
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}:{self.port}/metrics"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-
-def start_metrics_server(
-    collector: Collector, *, address: str, port: int, routes: Mapping[str, Route] | None = None
-) -> MetricsServer:
-    """Serve `collector` on http://address:port/metrics from a fresh registry, in a thread,
-    and each of `routes` at its own path (`/health`).
-
-    Raises SettingsError when the address cannot be bound (e.g. the port is taken).
-    """
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    try:
-        server, thread = serve_registry(registry, address=address, port=port, routes=routes or {})
-    except OSError as exc:
-        raise SettingsError(
-            f"cannot serve /metrics on {address}:{port} ({exc.strerror or exc}); pass "
-            f"--metrics-port or set {PORT_ENV} to a free port, or 0 to turn /metrics off"
-        ) from exc
-    return MetricsServer(
-        address=address, port=int(server.server_port), _server=server, _thread=thread
-    )

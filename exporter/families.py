@@ -7,8 +7,11 @@ failed. What the analyses found comes from each plugin's own `metrics()` hook;
 Per-subscription series are bounded to the subscriptions with the largest backlog, so a
 cluster with many subscriptions cannot blow up the scrape. Labels carry only topic,
 subscription, group, status, kind, plugin and cluster names: never a URL or a credential.
-The health families carry `cluster` only when one collector polls several clusters; with
-one, the scrape config names the cluster (deploy/prometheus/prometheus.yml).
+When one collector polls several clusters, every family of a cluster (its poll health, its
+newest snapshot's counts and subscriptions, what the plugins found in it, which of them failed
+on it) carries `cluster`, one series set per cluster; with one cluster none does, and the
+scrape config names the cluster (deploy/prometheus/prometheus.yml), as a label the exporter
+also set would be renamed `exported_cluster`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 __all__ = [
+    "CLUSTER_LABEL",
     "DEFAULT_MAX_SUBSCRIPTIONS",
     "ClusterFacts",
     "PollStats",
@@ -35,10 +39,12 @@ __all__ = [
     "compute_plugin_error_families",
     "exposition",
     "top_subscriptions",
+    "with_cluster_label",
 ]
 
 DEFAULT_MAX_SUBSCRIPTIONS = 500
 SUB_LABELS = ("topic", "subscription")
+CLUSTER_LABEL = "cluster"
 SubscriptionKey = tuple[str, str]
 
 
@@ -93,7 +99,7 @@ def compute_cluster_health_families(
     """The health families of a collector polling several clusters: the same families, one
     series per cluster, labelled `cluster`."""
     rows = [([name], stats[name], newest_at.get(name)) for name in sorted(stats)]
-    return _health_families(rows, ("cluster",), now=now)
+    return _health_families(rows, (CLUSTER_LABEL,), now=now)
 
 
 HealthRow = tuple[list[str], PollStats, dt.datetime | None]
@@ -223,6 +229,26 @@ def compute_plugin_error_families(plugins: Iterable[str], failed: Iterable[str])
     for name in sorted(set(plugins) | bad):
         gauge.add_metric([name], 1.0 if name in bad else 0.0)
     return [gauge]
+
+
+def with_cluster_label(by_cluster: Mapping[str, Sequence[Metric]]) -> list[Metric]:
+    """The families of several clusters as one set: each family once, its samples those of
+    every cluster, each labelled `cluster` with its cluster's name (a family's help text is
+    that of the first cluster, by name, that has it). Raises ValueError for a family that
+    already has a `cluster` label: its series of two clusters would be one."""
+    merged: dict[str, Metric] = {}
+    for name in sorted(by_cluster):
+        for family in by_cluster[name]:
+            into = merged.get(family.name)
+            if into is None:
+                into = Metric(family.name, family.documentation, family.type, family.unit)
+                merged[family.name] = into
+            for sample in family.samples:
+                if CLUSTER_LABEL in sample.labels:
+                    raise ValueError(f"metric {family.name!r} has a {CLUSTER_LABEL!r} label")
+                labels = {**sample.labels, CLUSTER_LABEL: name}
+                into.samples.append(sample._replace(labels=labels))
+    return list(merged.values())
 
 
 class _Fixed(Collector):

@@ -18,7 +18,8 @@ from typing import Any
 from pulsar_lens.api import AnalysisPlugin
 from pulsar_lens.core.errors import PluginError
 from pulsar_lens.plugins import runner
-from pulsar_lens.plugins.registry import LoadedPlugin
+from pulsar_lens.plugins.engines import engine_of
+from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
 from pulsar_lens.plugins.results import ResultStore, StoredResult
 
 log = logging.getLogger(__name__)
@@ -42,14 +43,15 @@ def compute_results(
     results: ResultStore,
     stop: Callable[[], bool] = lambda: False,
 ) -> list[Outcome]:
-    """Run and store every light plugin on the newest snapshots; prune results retention
-    removed. Spark plugins are left to the job worker (`pulsar_lens.plugins.spark.worker`).
+    """Run and store every plugin whose engine analyses it after each poll (light: `per_poll`)
+    on the newest snapshots; prune results retention removed. The others (Spark) are left to
+    the job worker (`pulsar_lens.plugins.spark.worker`).
 
     Plugins run in `requirements_first` order, so a plugin that builds on another reads the
     result just stored for it; outcomes come in that order. Once `stop()` is true, the
     plugins not started yet are left out (the process is stopping: the next start runs them).
     """
-    light = [p for p in requirements_first(plugins) if _instance(p).engine != "spark"]
+    light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
     outcomes: list[Outcome] = []
     for plugin in light:
         if stop():
@@ -71,7 +73,7 @@ def prune_results(
     try:
         results.prune({str(s) for s in store.snapshots()["snapshot_id"]})
         for plugin in light:
-            results.keep_newest(_instance(plugin).name, KEEP_LIGHT_RESULTS)
+            results.keep_newest(instance_of(plugin).name, KEEP_LIGHT_RESULTS)
     except Exception as exc:  # pruning is housekeeping: report it, keep the results
         log.warning("pruning stored results failed: %s", exc)
 
@@ -84,7 +86,7 @@ def requirements_first(
     Requirements that are not among `plugins` are ignored (the runner computes them on
     demand); plugins left on a cycle, which `discover()` refuses, keep their given order.
     """
-    names = {_instance(p).name for p in plugins}
+    names = {instance_of(p).name for p in plugins}
     ordered: list[AnalysisPlugin | LoadedPlugin] = []
     placed: set[str] = set()
     pending = list(plugins)
@@ -93,18 +95,14 @@ def requirements_first(
             (
                 i
                 for i, plugin in enumerate(pending)
-                if all(r in placed or r not in names for r in _instance(plugin).requires)
+                if all(r in placed or r not in names for r in instance_of(plugin).requires)
             ),
             0,
         )
         plugin = pending.pop(ready)
         ordered.append(plugin)
-        placed.add(_instance(plugin).name)
+        placed.add(instance_of(plugin).name)
     return ordered
-
-
-def _instance(plugin: AnalysisPlugin | LoadedPlugin) -> AnalysisPlugin:
-    return plugin.plugin if isinstance(plugin, LoadedPlugin) else plugin
 
 
 def store_run(
@@ -119,7 +117,7 @@ def store_run(
     store the result, or the failure; "kept" when exactly this is stored already. A Spark
     plugin runs on this process's Spark session. `log_failure=False` when the caller says
     the failure itself (`pulsar-lens analyze`), so it is said once."""
-    instance = _instance(plugin)
+    instance = instance_of(plugin)
     validated = runner.validate_params(instance, params)
     params_json = validated.model_dump(mode="json")
     window = runner.snapshot_window(instance, store)

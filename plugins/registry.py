@@ -48,6 +48,7 @@ __all__ = [
     "LoadedPlugin",
     "Registry",
     "discover",
+    "instance_of",
     "plugin_dirs_from_env",
     "validate_plugin",
 ]
@@ -67,12 +68,10 @@ class LoadedPlugin:
     # "builtin pulsar_lens.plugins.builtin.x:Y", "entry point n = m:C (dist 1.0)", a file path
     source: str
     version: str
+    isolated: bool = False
+    """Its code runs in a limited worker process: set at load time for third-party code (entry
+    points, drop-in files); built-ins run in the calling process."""
     requirements: tuple[LoadedPlugin, ...] = field(default=(), repr=False, compare=False)
-
-    @property
-    def isolated(self) -> bool:
-        """Third-party code (entry points, drop-in files) runs in a worker process."""
-        return not self.source.startswith("builtin ")
 
     @property
     def name(self) -> str:
@@ -85,6 +84,11 @@ class LoadedPlugin:
     @property
     def engine(self) -> str:
         return self.plugin.engine
+
+
+def instance_of(plugin: AnalysisPlugin | LoadedPlugin) -> AnalysisPlugin:
+    """The plugin object itself, whether given bare or as loaded."""
+    return plugin.plugin if isinstance(plugin, LoadedPlugin) else plugin
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ def discover(
     """
     plugins: dict[str, LoadedPlugin] = {}
     failures: list[PluginLoadError] = []
-    candidates: list[tuple[str, Any]] = []
+    candidates: list[tuple[str, Any, bool]] = []  # source, object, isolated
     dirs = (
         plugin_dirs_from_env()
         if plugin_dirs is None
@@ -138,14 +142,14 @@ def discover(
     if entry_points or dirs:
         isolation.warm_for(dirs, entry_points=entry_points)  # beside the built-ins' imports
     if builtins:
-        candidates.extend(_builtin_candidates(failures))
+        candidates.extend((s, o, False) for s, o in _builtin_candidates(failures))
     if entry_points:
-        candidates.extend(_entry_point_candidates(failures))
+        candidates.extend((s, o, True) for s, o in _entry_point_candidates(failures))
     for directory in dirs:
-        candidates.extend(_directory_candidates(directory, failures))
-    for source, obj in candidates:
+        candidates.extend((s, o, True) for s, o in _directory_candidates(directory, failures))
+    for source, obj, isolated in candidates:
         try:
-            loaded = _accept(obj, source, plugins)
+            loaded = _accept(obj, source, plugins, isolated=isolated)
         except PluginLoadError as exc:
             log.warning("%s", exc)
             failures.append(exc)
@@ -236,7 +240,9 @@ def _path_back(start: str, kept: Mapping[str, LoadedPlugin]) -> list[str] | None
     return None
 
 
-def _accept(obj: Any, source: str, plugins: Mapping[str, LoadedPlugin]) -> LoadedPlugin:
+def _accept(
+    obj: Any, source: str, plugins: Mapping[str, LoadedPlugin], *, isolated: bool
+) -> LoadedPlugin:
     instance = validate_plugin(obj, source)
     other = plugins.get(instance.name)
     if other is not None:
@@ -246,7 +252,7 @@ def _accept(obj: Any, source: str, plugins: Mapping[str, LoadedPlugin]) -> Loade
             "expected a unique name",
             plugin=instance.name,
         )
-    return LoadedPlugin(plugin=instance, source=source, version=instance.version)
+    return LoadedPlugin(plugin=instance, source=source, version=instance.version, isolated=isolated)
 
 
 def _load_reference(reference: str) -> Any:

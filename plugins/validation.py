@@ -8,7 +8,6 @@ raises `PluginContractError` for a result or views that break the contract.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import numbers
 import re
@@ -22,6 +21,7 @@ from pulsar_lens.api import (
     API_VERSION,
     ENGINES,
     OLDEST_API_VERSION,
+    PANELS,
     AnalysisPlugin,
     Chart,
     Columns,
@@ -35,6 +35,7 @@ from pulsar_lens.api import (
 )
 from pulsar_lens.core.errors import PluginContractError, PluginLoadError
 from pulsar_lens.core.model import TABLES
+from pulsar_lens.plugins.engines import BY_NAME
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 METADATA_STRINGS = ("title", "description", "version")
@@ -69,10 +70,10 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
         if not isinstance(value, str) or not value.strip():
             yield f"{attr}: expected a non-empty string, found {value!r}"
     engine: object = getattr(cls, "engine", None)
-    if engine not in ENGINES:
+    if not isinstance(engine, str) or engine not in BY_NAME:
         yield f"engine: expected one of {', '.join(ENGINES)}, found {engine!r}"
-    elif engine == "spark" and importlib.util.find_spec("pyspark") is None:
-        yield "engine: 'spark' needs pyspark, which is not installed (pulsar-lens[spark])"
+    elif (missing := BY_NAME[engine].missing()) is not None:
+        yield f"engine: {missing}"
     yield from _table_problems(getattr(cls, "inputs", None))
     history = cls.history
     if not isinstance(history, int) or isinstance(history, bool) or history < 1:
@@ -118,6 +119,8 @@ def _page_problems(page: object, params: type[BaseModel]) -> Iterable[str]:
     if unknown:
         known = ", ".join(params.model_fields) or "none"
         yield f"page.controls: {', '.join(map(repr, unknown))} are not Params fields ({known})"
+    if not isinstance(page.panels, tuple) or not all(p in PANELS for p in page.panels):
+        yield f"page.panels: expected a tuple of {', '.join(PANELS)}, found {page.panels!r}"
 
 
 def _params_default_problems(params: type[BaseModel]) -> Iterable[str]:

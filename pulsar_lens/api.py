@@ -62,6 +62,7 @@ __all__ = [
     "HISTORY_ALL",
     "OLDEST_API_VERSION",
     "OTHER_CHARSET",
+    "PANELS",
     "AnalysisPlugin",
     "Assignments",
     "BaseModel",
@@ -137,6 +138,12 @@ HISTORY_ALL = 1_000_000
 whole stored history."""
 
 NoteLevel = Literal["info", "warning", "error"]
+
+PANELS: tuple[str, ...] = ("unload-drill",)
+"""The dashboard's own panels a plugin's `Page` may show above its views (`Page.panels`):
+`unload-drill` unloads a chosen bundle and measures the outage (drawn only where mutations are
+allowed; the collect process runs the drill). When it ends the page draws the plugin's views
+again, now over the drill's probe rows and polls."""
 
 
 @dataclass(frozen=True)
@@ -309,7 +316,8 @@ class Page:
     Without one, a plugin's views are shown on a generic page under Analyses. `controls` are
     `Params` fields drawn above the views (e.g. which subscription to show); the other fields
     stay in a "Parameters" expander. `url_path` defaults to the slug; `order` sorts the
-    Cluster pages (smaller first).
+    Cluster pages (smaller first). `panels` names dashboard panels (`PANELS`) drawn above the
+    views, e.g. `("unload-drill",)` on a page about unloads.
     """
 
     title: str
@@ -318,6 +326,7 @@ class Page:
     controls: tuple[str, ...] = ()
     url_path: str = ""
     order: int = 100
+    panels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from pulsar_lens.dashboard import components, data
+from pulsar_lens.dashboard.status import require_snapshot
 
 
 def page_for(slug: str) -> Callable[[], None]:
@@ -35,5 +36,5 @@ def draw_analysis(slug: str) -> None:
     st.title(page.title if page else loaded.title)
     about = (page.caption if page else "") or loaded.plugin.description
     st.caption(f"{about} · `{slug}` {loaded.version} · {loaded.engine}")
-    components.require_snapshot(root)
+    require_snapshot(root)
     components.draw_plugin(root, slug, expanded=page is None)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import streamlit as st
 
 from pulsar_lens.dashboard import components, data, frames, health_notices
+from pulsar_lens.dashboard.status import poll_banner, refresh_seconds, require_snapshot
 
 st.title("Overview")
 root = data.store_root()
 # first: a store that refuses every write holds no snapshot for the page to wait for
-health_notices.health_banner(root, every=components.refresh_seconds())
-status = components.require_snapshot(root)
+health_notices.health_banner(root, every=refresh_seconds())
+status = require_snapshot(root)
 
-components.poll_banner(root)
+poll_banner(root)
 components.plugin_failures_banner()
 
 with components.guarded("The overview"):

@@ -37,6 +37,7 @@ from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.logs import setup_logging
 from pulsar_lens.core.settings import child_environ, duration_seconds, process_environ
 from pulsar_lens.plugins import precompute, runner
+from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import LoadedPlugin, discover
 from pulsar_lens.plugins.results import ResultStore
 from pulsar_lens.plugins.spark import progress, session
@@ -124,7 +125,7 @@ class JobWorker:
         self.store = store
         self.queue = JobQueue(root)
         self.results = ResultStore(root)
-        self.plugins = {p.name: p for p in plugins if p.engine == "spark"}
+        self.plugins = {p.name: p for p in plugins if not engine_of(p).per_poll}
         self.every = every
         self.clusters: tuple[str | None, ...] = tuple(clusters) or (None,)
         # per cluster: the newest snapshot of its last scheduled round, and when that was

@@ -20,7 +20,7 @@ from pulsar_lens.cli.serve_cmd import DEFAULT_PORT
 from pulsar_lens.collectors.health import HealthRecorder
 from pulsar_lens.collectors.loop import Heartbeat
 from pulsar_lens.core.store import Store
-from pulsar_lens.exporter.collector import ADDRESS_ENV, PORT_ENV
+from pulsar_lens.exporter.server import ADDRESS_ENV, PORT_ENV
 from pulsar_lens.lab.localpulsar import free_port
 from tests.deploy.test_manifests import dockerfile_words
 

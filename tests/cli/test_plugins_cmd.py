@@ -156,3 +156,23 @@ def test_analyze_unknown_slug_names_the_files_that_failed_to_import(
     assert "no plugin has this name" in err
     assert "1 failed to load and may define it" in err
     assert f"{tmp_path / 'backlog_growth.py'}: import failed: SyntaxError" in err
+
+
+def test_the_command_line_loads_the_plugins_only_for_a_command_that_needs_them() -> None:
+    """Every `pulsar-lens` process builds the parser of every command: loading the plugin
+    contract (and altair with it) there cost each command's start, a refusal's too, a second."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from pulsar_lens.cli.main import build_parser\n"
+        "build_parser()\n"
+        "print(sorted(m for m in ('altair', 'pulsar_lens.api', 'pulsar_lens.plugins.registry')"
+        " if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -21,7 +21,7 @@ def _form_script() -> None:
     import streamlit as st
     from pydantic import BaseModel, Field
 
-    from pulsar_lens.dashboard.components import params_form
+    from pulsar_lens.dashboard.forms import params_form
 
     class Mode(enum.Enum):
         FAST = "fast"
@@ -69,7 +69,7 @@ def _draw_script() -> None:
     import pandas as pd
 
     from pulsar_lens.api import Chart, Metric, Note, Table
-    from pulsar_lens.dashboard.components import draw
+    from pulsar_lens.dashboard.views import draw
 
     frame = pd.DataFrame({"a": [1, 2]})
     draw(
@@ -114,7 +114,7 @@ def _layout_script() -> None:
     import pandas as pd
 
     from pulsar_lens.api import Columns, Metric, Note, Section, Table, Tabs
-    from pulsar_lens.dashboard.components import MAX_TABLE_ROWS, draw
+    from pulsar_lens.dashboard.views import MAX_TABLE_ROWS, draw
 
     big = pd.DataFrame({"n": range(MAX_TABLE_ROWS + 7)})
     draw(

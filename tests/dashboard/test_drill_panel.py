@@ -1,6 +1,7 @@
-"""The unload drill button of the Bundles & unloads page: there only when mutations, and
-mutations from the dashboard, are on and the visitor is a logged-in user; a click queues a
-drill for the collect process naming that user (the page itself changes nothing)."""
+"""The unload drill button of a page that asks for it (`Page.panels`; the built-in Bundles &
+unloads page does): there only when mutations, and mutations from the dashboard, are on and
+the visitor is a logged-in user; a click queues a drill for the collect process naming that
+user (the page itself changes nothing)."""
 
 from __future__ import annotations
 
@@ -140,3 +141,46 @@ def test_the_trusted_proxy_header_names_the_requester_or_nobody(
     at.button(key="drill_run").click().run()
     asked = DrillQueue(scenario.root).latest()
     assert asked is not None and asked.requested_by == requester
+
+
+DRILL_PLUGIN = """
+from pulsar_lens.api import AnalysisPlugin, Page, Result, Table
+
+class Outages(AnalysisPlugin):
+    name = "outages"
+    title = "Outages"
+    description = "A third-party page about unloads."
+    version = "1"
+    inputs = ("bundles",)
+    outputs = ("bundles",)
+    page = Page(title="Outages", panels=("unload-drill",))
+
+    def analyze(self, data, params):
+        return Result(frames={"bundles": data.latest("bundles")})
+
+    def render(self, result):
+        return [Table(result.frames["bundles"], title="Bundles now")]
+
+PLUGINS = (Outages,)
+"""
+
+
+def test_a_third_party_page_gets_the_drill_panel_it_asks_for(
+    scenario: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The panel follows `Page.panels`, not a slug: a drop-in plugin's page asking for it
+    gets the same button, and a built-in page that does not ask gets none."""
+    folder = scenario.root.parent / "drop-ins"
+    folder.mkdir()
+    (folder / "outages.py").write_text(DRILL_PLUGIN)
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(folder))
+    for name in (ALLOW_MUTATIONS, DASHBOARD_MUTATIONS):
+        monkeypatch.setenv(name, "1")
+    at = plugin_page("outages", timeout=TIMEOUT, user=ADA)
+    assert not at.exception and not at.error
+    assert [t.value for t in at.title] == ["Outages"]
+    at.button(key="drill_run").click().run()
+    asked = DrillQueue(scenario.root).latest()
+    assert asked is not None and asked.requested_by == "ada@example.com"
+    other = plugin_page("stuck-hashes", timeout=TIMEOUT, user=ADA)
+    assert not other.exception and not drill_buttons(other)

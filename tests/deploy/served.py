@@ -16,12 +16,8 @@ from pulsar_lens.api import AnalysisPlugin
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.poll import poll
 from pulsar_lens.core.store import Store
-from pulsar_lens.exporter.collector import (
-    LensCollector,
-    MetricsServer,
-    PollRecorder,
-    start_metrics_server,
-)
+from pulsar_lens.exporter.collector import LensCollector, PollRecorder
+from pulsar_lens.exporter.server import MetricsServer, start_metrics_server
 from pulsar_lens.plugins.registry import discover
 from tests.fake_admin import FakeAdmin
 

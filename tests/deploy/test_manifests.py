@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from pulsar_lens.cli.serve_cmd import DEFAULT_PORT
-from pulsar_lens.exporter.collector import SERVE_PORT, LensCollector, start_metrics_server
+from pulsar_lens.exporter.collector import LensCollector
+from pulsar_lens.exporter.server import SERVE_PORT, start_metrics_server
 from pulsar_lens.lab.runtime import PULSAR_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]

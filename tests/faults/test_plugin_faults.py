@@ -29,7 +29,9 @@ from streamlit.testing.v1 import AppTest
 
 from pulsar_lens.core.errors import PluginRunError
 from pulsar_lens.core.store import Store
-from pulsar_lens.exporter.collector import LensCollector, read_hook_errors, start_metrics_server
+from pulsar_lens.exporter.collector import LensCollector
+from pulsar_lens.exporter.facts import read_hook_errors
+from pulsar_lens.exporter.server import start_metrics_server
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.precompute import Outcome, compute_results
 from pulsar_lens.plugins.registry import Registry, discover

@@ -6,10 +6,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from pulsar_lens.api import AnalysisPlugin, Inputs, MetricsContext, Result, View
@@ -24,7 +26,8 @@ from pulsar_lens.core.model import (
     SubscriptionRecord,
     TopicRecord,
 )
-from pulsar_lens.exporter.collector import LensCollector, MetricsSettings, PollRecorder
+from pulsar_lens.core.store import Store
+from pulsar_lens.exporter.collector import LensCollector, PollRecorder
 from pulsar_lens.exporter.families import (
     ClusterFacts,
     PollStats,
@@ -34,6 +37,7 @@ from pulsar_lens.exporter.families import (
     exposition,
     top_subscriptions,
 )
+from pulsar_lens.exporter.server import MetricsSettings
 from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
 from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
@@ -355,6 +359,56 @@ def test_lens_collector_a_failing_analysis_sets_plugin_errors_only() -> None:
     assert value(found, "pulsar_lens_plugin_errors", plugin="subscription-status") == 0
     status = "pulsar_lens_subscription_status"
     assert value(found, status, topic=TOPIC, subscription=SUB, status="OK") == 1
+
+
+class Labeller(AnalysisPlugin):
+    """A plugin whose hook labels its series with `cluster` itself."""
+
+    name = "labeller"
+    title = "Labeller"
+    description = "Exports one series labelled cluster."
+    version = "1.0"
+    inputs = ("subscriptions",)
+    outputs = ("x",)
+
+    def analyze(self, data: Inputs, params: Any) -> Result:
+        return Result(frames={"x": pd.DataFrame()})
+
+    def render(self, result: Result) -> list[View]:
+        return []
+
+    def metrics(self, result: Result, context: MetricsContext) -> list[Any]:
+        gauge = GaugeMetricFamily("pulsar_lens_labelled", "A labelled series.", labels=["cluster"])
+        gauge.add_metric(["mine"], 1.0)
+        return [gauge]
+
+
+def test_lens_collector_of_several_clusters_labels_each_clusters_families(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path)
+    store.write(replace(cluster_snapshot(0, 3), cluster="east"))
+    store.write(replace(cluster_snapshot(1, 8), cluster="west"))
+    recorder = PollRecorder(["east", "west"])
+    plugins = [SubscriptionStatus(), Labeller()]
+    collector = LensCollector(store, recorder=recorder, plugins=plugins, now=lambda: at(5))
+    found = scrape(collector)
+    backlog = "pulsar_lens_subscription_backlog_messages"
+    assert value(found, backlog, topic=TOPIC, subscription=SUB, cluster="east") == 3
+    assert value(found, backlog, topic=TOPIC, subscription=SUB, cluster="west") == 8
+    for cluster in ("east", "west"):
+        assert value(found, "pulsar_lens_topics", cluster=cluster) == 1
+        status = "pulsar_lens_subscription_status"
+        assert value(found, status, topic=TOPIC, subscription=SUB, status="OK", cluster=cluster)
+        errors = "pulsar_lens_plugin_errors"
+        assert value(found, errors, plugin="subscription-status", cluster=cluster) == 0
+        assert value(found, errors, plugin="labeller", cluster=cluster) == 1  # it set `cluster`
+    assert names(found, "pulsar_lens_labelled") == []
+    assert collector.computations == 2  # one per cluster; the next scrape builds nothing
+    assert scrape(collector) == found and collector.computations == 2
+    # with one cluster the scrape config names it: a plugin may use the label then
+    single = LensCollector(store, plugins=[Labeller()], now=lambda: at(5))
+    assert value(scrape(single), "pulsar_lens_labelled", cluster="mine") == 1
 
 
 def test_lens_collector_on_an_empty_store_reports_the_loop_only() -> None:

@@ -76,6 +76,7 @@ def test_registry_loads_every_builtin_without_failure() -> None:
     loaded = registry.get("stuck-hashes")
     assert loaded.source == "builtin pulsar_lens.plugins.builtin.stuck_hashes:StuckHashes"
     assert (loaded.version, loaded.engine) == (loaded.plugin.version, "light")
+    assert not loaded.isolated  # a built-in runs in the calling process
 
 
 def test_registry_drop_in_directory_loads_listed_classes(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from pulsar_lens.dashboard.components import (
+from pulsar_lens.dashboard.forms import (
     FLOAT_LIMIT,
     INT_LIMIT,
     MAX_TEXT_CHARS,

@@ -84,6 +84,7 @@ class UnloadLatency(AnalysisPlugin):
         icon=":material/hub:",
         url_path="bundles",
         order=40,
+        panels=("unload-drill",),
         caption="Which broker owned each bundle, poll by poll; probe publish latency with "
         "every unload overlaid, and what each unload cost the clients.",
         controls=("namespace",),
