@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+from pydantic import BaseModel
 
 from pulsar_lens.core.errors import PluginUnavailable, PulsarLensError
 from pulsar_lens.core.markdown import escape_markdown
