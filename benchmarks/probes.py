@@ -55,7 +55,8 @@ def child_probe(args: argparse.Namespace, *, send: bool) -> dict[str, Any]:
 
     import pulsar  # noqa: F401 - imported before the clock starts, in both children alike
 
-    from pulsar_lens.collectors.probe import ProbeRunner, ProbeTarget, store_sink
+    from pulsar_lens.collectors.probe import ProbeRunner, ProbeTarget
+    from pulsar_lens.collectors.probe_loop import store_sink
     from pulsar_lens.core.logs import pulsar_client
     from pulsar_lens.core.store import Store
 
@@ -210,7 +211,8 @@ def _proc_cpu(pid: int | None) -> float:
 def overhead(probes: int, seconds: float) -> dict[str, Any]:
     """Run the baseline and the probe child against a fresh local broker; their figures."""
     from pulsar_lens.collectors.admin import AdminClient
-    from pulsar_lens.collectors.probe import ProbeRunner, targets_of
+    from pulsar_lens.collectors.probe import ProbeRunner
+    from pulsar_lens.collectors.probe_loop import targets_of
     from pulsar_lens.core.store import Store
     from pulsar_lens.lab.localpulsar import LocalPulsar
 

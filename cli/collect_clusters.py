@@ -25,7 +25,8 @@ from pulsar_lens.cli.collect_parts import (
 from pulsar_lens.cli.metrics_endpoint import MetricsEndpoint
 from pulsar_lens.cli.probing import probe_hooks
 from pulsar_lens.collectors.health import HealthRecorder
-from pulsar_lens.collectors.loop import LoopGroup, PollLoop
+from pulsar_lens.collectors.loop import PollLoop
+from pulsar_lens.collectors.loop_group import LoopGroup
 from pulsar_lens.core.mutations import mutations_allowed
 from pulsar_lens.core.settings import Settings, format_duration
 from pulsar_lens.core.store import Store

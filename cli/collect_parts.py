@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from pulsar_lens.collectors.loop import CarryFn, DiffFn, Heartbeat, LoopGroup, PollFn, PollLoop
+from pulsar_lens.collectors.heartbeat import Heartbeat
+from pulsar_lens.collectors.loop import CarryFn, DiffFn, PollFn, PollLoop
+from pulsar_lens.collectors.loop_group import LoopGroup
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.settings import (
     Settings,

@@ -10,8 +10,9 @@ import argparse
 from collections.abc import Callable
 
 from pulsar_lens.collectors.client_auth import client_token
+from pulsar_lens.collectors.heartbeat import HeartbeatFn
 from pulsar_lens.collectors.keys import collect_key_samples
-from pulsar_lens.collectors.loop import HeartbeatFn, PollFn
+from pulsar_lens.collectors.loop import PollFn
 from pulsar_lens.collectors.sampling import DEFAULT_MAX_TOPICS, KeySampling
 from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.store import Store

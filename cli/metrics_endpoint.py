@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from pulsar_lens.collectors.health import HealthRecorder
-from pulsar_lens.collectors.loop import Heartbeat, HeartbeatFn
+from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.settings import process_environ
 from pulsar_lens.core.store import Store

@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pulsar_lens.api import ENGINES
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
 from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
+from pulsar_lens.core.values import ENGINES
 from pulsar_lens.plugins import isolation
 
 if TYPE_CHECKING:  # the plugins (pandas, the API) load when a command runs, not at parsing

@@ -15,7 +15,7 @@ from typing import Any
 from pulsar_lens.cli.arguments import bounded_float
 from pulsar_lens.collectors.client_auth import client_token
 from pulsar_lens.collectors.drill_queue import DrillQueue, DrillService, DrillStatus
-from pulsar_lens.collectors.probe import CollectProbes, lookup_service_url, parse_probe_spec
+from pulsar_lens.collectors.probe_loop import CollectProbes, lookup_service_url, parse_probe_spec
 from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import ModelError, SettingsError
 from pulsar_lens.core.mutations import require_mutations

@@ -28,13 +28,8 @@ from typing import Any
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.events import diff
 from pulsar_lens.collectors.poll import poll
-from pulsar_lens.collectors.probe import (
-    ProbeRunner,
-    ProbeSettings,
-    ProbeTarget,
-    lookup_service_url,
-    store_sink,
-)
+from pulsar_lens.collectors.probe import ProbeRunner, ProbeSettings, ProbeTarget
+from pulsar_lens.collectors.probe_loop import lookup_service_url, store_sink
 from pulsar_lens.collectors.sampling import service_url_of
 from pulsar_lens.core.bundles import parse_bundle_name
 from pulsar_lens.core.errors import SettingsError

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pulsar_lens.collectors.loop import MAX_UNWRITTEN, Heartbeat, HeartbeatFn
+from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn
+from pulsar_lens.collectors.loop import MAX_UNWRITTEN
 from pulsar_lens.core.secrets import clean
 from pulsar_lens.core.values import format_duration
 

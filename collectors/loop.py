@@ -13,8 +13,8 @@ After a restart, the first poll is diffed against the newest snapshot of its clu
 store already holds (`collectors.restore`), so a change made while the collector was down
 still yields its events.
 
-`LoopGroup` runs one loop per cluster side by side, each on its own thread, into one store:
-one cluster's failures (its backoff, a poll that raises) never delay or stop another's.
+What one poll did is its `Heartbeat` (`collectors.heartbeat`); several clusters' loops run
+side by side in a `LoopGroup` (`collectors.loop_group`).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn, beat_of, is_unreachable
 from pulsar_lens.collectors.restore import restore_latest
 from pulsar_lens.core.digest import format_timestamp
 from pulsar_lens.core.errors import SnapshotError
-from pulsar_lens.core.model import POLLED_TABLES, EndpointError, EventRecord, Snapshot
+from pulsar_lens.core.model import EndpointError, EventRecord, Snapshot
 from pulsar_lens.core.store import Store, write_failure
 from pulsar_lens.core.values import DEFAULT_RETENTION
 
@@ -41,57 +41,9 @@ log = logging.getLogger(__name__)
 PollFn = Callable[[], Snapshot]
 DiffFn = Callable[[Snapshot, Snapshot], Sequence[EventRecord]]
 CarryFn = Callable[[Snapshot, Snapshot], Snapshot]
-HeartbeatFn = Callable[["Heartbeat"], None]
-MAX_PROBLEMS = 5
 BACKOFF_INTERVALS = 4  # the default longest wait while unreachable, in intervals ...
 MAX_BACKOFF = 300.0  # ... and in seconds
 MAX_UNWRITTEN = 5  # snapshots kept in memory while the store cannot be written
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """What one poll did; `line()` is the one-line report of it."""
-
-    at: dt.datetime
-    topics: int
-    subscriptions: int
-    requests: int
-    errors: int
-    duration: float  # seconds spent polling
-    snapshot_id: str | None  # None when nothing was stored
-    events: int = 0
-    reachable: bool = True  # False when every endpoint failed
-    retry_in: float | None = None  # seconds until the next attempt after a failure
-    problems: tuple[str, ...] = ()  # the first few endpoint errors, for the operator
-    write_error: str | None = None  # why the snapshot could not be stored (kept for a retry)
-    cluster: str | None = None  # the cluster's name when several are polled side by side
-    refused: bool = False  # the first endpoint error was a 401 or 403: credentials, not reach
-
-    def line(self) -> str:
-        at = format_timestamp(self.at).split(".")[0] + "Z"
-        named = f" cluster={self.cluster}" if self.cluster else ""
-        text = (
-            f"poll {at}{named} topics={self.topics} subs={self.subscriptions} "
-            f"requests={self.requests} errors={self.errors} duration={self.duration:.2f}s"
-        )
-        if self.events:
-            text += f" events={self.events}"
-        if not self.reachable:
-            text += " unreachable"
-        elif self.errors:
-            text += " partial"
-        if self.retry_in is not None:
-            text += f" retry_in={self.retry_in:.1f}s"
-        if self.write_error is not None:
-            text += f" not_stored ({self.write_error})"
-        if self.errors and self.problems:  # free text, so last: which call failed, and how
-            text += f" first_error: {self.problems[0]}"
-        return text
-
-
-def is_unreachable(snapshot: Snapshot) -> bool:
-    """True when every endpoint of the poll failed: errors and not a single row."""
-    return bool(snapshot.errors) and not any(snapshot.records(n) for n in POLLED_TABLES)
 
 
 def utcnow() -> dt.datetime:
@@ -240,7 +192,7 @@ class PollLoop:
         if is_unreachable(snapshot):
             self._failures += 1
             retry_in = None if self._last_poll() else self._backoff()
-            beat = _beat(snapshot, duration, None, 0, reachable=False, retry_in=retry_in)
+            beat = beat_of(snapshot, duration, None, 0, reachable=False, retry_in=retry_in)
         else:
             events = self._events(snapshot)
             self._previous = self._carried(snapshot)
@@ -249,7 +201,7 @@ class PollLoop:
             if sid is not None:
                 self._last_success = snapshot.collected_at
                 self._housekeep(snapshot.collected_at.astimezone(dt.UTC).date())
-            beat = _beat(snapshot, duration, sid, len(events), write_error=write_error)
+            beat = beat_of(snapshot, duration, sid, len(events), write_error=write_error)
         if self.cluster:
             beat = dataclasses.replace(beat, cluster=self.cluster)
         self._on_heartbeat(beat)
@@ -395,67 +347,6 @@ class PollLoop:
                     log.info("retention removed %d files older than %s", removed, self.retention)
 
 
-class LoopGroup:
-    """Several loops (one per cluster) run side by side, each on its own thread, until all
-    end or `stop()`; the interface of one PollLoop where the CLI needs it."""
-
-    def __init__(self, loops: Sequence[PollLoop], *, join_timeout: float = 60.0) -> None:
-        if not loops:
-            raise ValueError("a loop group needs at least one loop")
-        self.loops = tuple(loops)
-        self.join_timeout = join_timeout
-        self._stopped = False
-
-    def stop(self) -> None:
-        """Ask every loop to stop (SIGTERM, Ctrl-C); `stopped` then tells so."""
-        self._stopped = True
-        self._stop_loops()
-
-    def _stop_loops(self) -> None:
-        for loop in self.loops:
-            loop.stop()
-
-    @property
-    def stopped(self) -> bool:
-        """True when asked to stop, not when every loop reached its end by itself."""
-        return self._stopped
-
-    @property
-    def polls(self) -> int:
-        return sum(loop.polls for loop in self.loops)
-
-    def run(self) -> int:
-        """Run every loop until each ends; return the polls made. Ctrl-C stops them all."""
-        if len(self.loops) == 1:
-            return self.loops[0].run()
-        threads = [
-            threading.Thread(target=_run_logged, args=(loop,), name=f"poll-{loop.cluster}")
-            for loop in self.loops
-        ]
-        for thread in threads:
-            thread.start()
-        try:
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(0.5)
-        except KeyboardInterrupt:
-            self._stopped = True
-            log.info("polling interrupted after %d polls", self.polls)
-        finally:
-            self._stop_loops()
-            for thread in threads:
-                thread.join(self.join_timeout)
-        return self.polls
-
-
-def _run_logged(loop: PollLoop) -> None:
-    """One loop's thread: whatever ends it is logged, and the other loops go on."""
-    try:
-        loop.run()
-    except Exception:
-        log.exception("the polling loop of %s stopped", loop.cluster or "the cluster")
-
-
 def _housekeeping_failed(what: str, exc: Exception) -> None:
     """Housekeeping failing never stops collection: a full or read-only disk is said in one
     line, anything else with its traceback."""
@@ -463,37 +354,3 @@ def _housekeeping_failed(what: str, exc: Exception) -> None:
         log.error("%s failed; polling goes on: %s", what, write_failure(exc))
     else:
         log.exception("%s failed; polling goes on", what)
-
-
-def _beat(
-    snapshot: Snapshot,
-    duration: float,
-    sid: str | None,
-    events: int,
-    *,
-    reachable: bool = True,
-    retry_in: float | None = None,
-    write_error: str | None = None,
-) -> Heartbeat:
-    return Heartbeat(
-        at=snapshot.collected_at,
-        topics=len(snapshot.topics),
-        subscriptions=len(snapshot.subscriptions),
-        requests=snapshot.requests,
-        errors=len(snapshot.errors),
-        duration=duration,
-        snapshot_id=sid,
-        events=events,
-        reachable=reachable,
-        retry_in=retry_in,
-        problems=tuple(_problem(e) for e in snapshot.errors[:MAX_PROBLEMS]),
-        write_error=write_error,
-        refused=bool(snapshot.errors) and snapshot.errors[0].status in (401, 403),
-    )
-
-
-def _problem(error: EndpointError) -> str:
-    if error.message.startswith(error.endpoint):
-        return error.message
-    status = f" (HTTP {error.status})" if error.status is not None else ""
-    return f"{error.endpoint}{status}: {error.message}"

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn
 from pulsar_lens.collectors.keys import (
     DEFAULT_PER_TOPIC,
     DEFAULT_TIMEOUT,
@@ -21,7 +22,7 @@ from pulsar_lens.collectors.keys import (
     TopicSample,
     collect_key_samples,
 )
-from pulsar_lens.collectors.loop import Heartbeat, HeartbeatFn, PollFn
+from pulsar_lens.collectors.loop import PollFn
 from pulsar_lens.core.model import Snapshot, records_to_table
 from pulsar_lens.core.secrets import Secret
 from pulsar_lens.core.store import Store

@@ -99,3 +99,9 @@ def retention_problem(retention: dt.timedelta, interval: dt.timedelta) -> str | 
     if retention < interval:
         return f"must be at least the poll interval ({format_duration(interval)})"
     return None
+
+
+ENGINES: tuple[str, ...] = ("light", "spark")
+"""The engines a plugin may declare (re-exported by `pulsar_lens.api`). A `spark` plugin runs
+as a job in the job worker's process (`plugins.spark.worker`) or in `pulsar-lens analyze`,
+never in a page request; it is refused at load time where pyspark is not installed."""

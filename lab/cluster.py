@@ -18,9 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -32,113 +30,30 @@ from functools import partial
 from pathlib import Path
 
 from pulsar_lens.core.errors import LocalPulsarError
-from pulsar_lens.lab.localpulsar import JVM_FLAGS, free_port, get_json, terminate_group
+from pulsar_lens.lab.cluster_conf import (
+    BOOKIE_HEAP,
+    BOOKIE_SETTINGS,
+    BROKER_HEAP,
+    BROKER_SETTINGS,
+    CLUSTER_NAME,
+    LOAD_MANAGERS,
+    TRANSFER_SHEDDER,
+    ZK_HEAP,
+    ClusterProcess,
+    write_properties,
+)
+from pulsar_lens.lab.processes import (
+    JVM_FLAGS,
+    free_port,
+    get_json,
+    log_tail,
+    port_open,
+    spawn,
+    wait_until,
+)
 from pulsar_lens.lab.runtime import PULSAR_VERSION, RUNTIME_DIR, ensure_runtime, find_java
 
 log = logging.getLogger(__name__)
-
-CLUSTER_NAME = "local"
-LOAD_MANAGERS: Mapping[str, str] = {
-    "modular": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
-    "extensible": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
-}
-TRANSFER_SHEDDER = "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder"
-
-BROKER_SETTINGS: Mapping[str, str] = {
-    "advertisedAddress": "127.0.0.1",
-    "bindAddress": "127.0.0.1",
-    "managedLedgerDefaultEnsembleSize": "1",
-    "managedLedgerDefaultWriteQuorum": "1",
-    "managedLedgerDefaultAckQuorum": "1",
-    "managedLedgerCacheSizeMB": "32",
-    "functionsWorkerEnabled": "false",
-    "transactionCoordinatorEnabled": "false",
-    "enablePackagesManagement": "false",
-    "webSocketServiceEnabled": "false",
-    "systemTopicEnabled": "true",
-    "topicLevelPoliciesEnabled": "true",
-    "allowAutoTopicCreation": "true",
-    "allowAutoTopicCreationType": "non-partitioned",
-    "brokerDeleteInactiveTopicsEnabled": "false",
-    "loadBalancerEnabled": "true",
-    "loadBalancerSheddingEnabled": "false",  # bundles move only when an unload asks
-    "loadBalancerAutoBundleSplitEnabled": "false",
-    "loadBalancerAutoUnloadSplitBundlesEnabled": "false",
-    "defaultNumberOfNamespaceBundles": "4",
-    "statsUpdateFrequencyInSecs": "2",
-    "statsUpdateInitialDelayInSecs": "1",
-}
-
-BOOKIE_SETTINGS: Mapping[str, str] = {
-    "advertisedAddress": "127.0.0.1",
-    "listeningInterface": "lo",  # bind the advertised 127.0.0.1, not every interface
-    "allowLoopback": "true",
-    "ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
-    "dbStorage_writeCacheMaxSizeMb": "32",
-    "dbStorage_readAheadCacheMaxSizeMb": "32",
-    "journalSyncData": "false",
-    "journalMaxGroupWaitMSec": "1",
-    "diskUsageThreshold": "0.99",
-    "diskUsageWarnThreshold": "0.99",
-    "gcWaitTime": "300000",
-    "httpServerEnabled": "false",
-    "statsProviderClass": "org.apache.bookkeeper.stats.NullStatsProvider",
-}
-
-ZK_HEAP = ("-Xms64m", "-Xmx128m")
-BOOKIE_HEAP = ("-Xms128m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m")
-BROKER_HEAP = ("-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=512m")
-
-
-@dataclass
-class ClusterProcess:
-    """One JVM of the cluster: its role, ports and process group."""
-
-    name: str  # "zookeeper", "bookie", "broker-0", ...
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    web_port: int = 0  # brokers only
-    broker_port: int = 0  # brokers only
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
-
-    @property
-    def broker_id(self) -> str:
-        """The id `/admin/v2/brokers/{cluster}` lists this broker under."""
-        return f"127.0.0.1:{self.web_port}"
-
-    @property
-    def admin_url(self) -> str:
-        return f"http://127.0.0.1:{self.web_port}"
-
-    @property
-    def service_url(self) -> str:
-        return f"pulsar://127.0.0.1:{self.broker_port}"
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self, grace: float) -> None:
-        if self.process is not None:
-            terminate_group(self.process.pid, grace=grace, child=self.process)
-            self.process = None
-
-    def kill(self) -> None:
-        """SIGKILL the JVM (a crash: no shutdown hook, no release of what it owns) and reap it."""
-        if self.process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
-            self.process = None
 
 
 @dataclass
@@ -247,7 +162,7 @@ class LocalPulsarCluster:
             self._wait(lambda: _zk_ok(self.zk_port), zk, deadline, "ZooKeeper to answer")
             self._initialize_metadata(java, lib, brokers[0], deadline)
             bookie = self._spawn_bookie(java, lib)
-            self._wait(lambda: _port_open(self.bookie_port), bookie, deadline, "the bookie")
+            self._wait(lambda: port_open(self.bookie_port), bookie, deadline, "the bookie")
             for broker in brokers:
                 self._spawn_broker(java, lib, broker)
             for broker in brokers:
@@ -304,15 +219,7 @@ class LocalPulsarCluster:
 
     def _spawn(self, member: ClusterProcess, argv: list[str]) -> ClusterProcess:
         assert self.data_dir is not None
-        with open(member.log_path, "ab") as out:
-            member.process = subprocess.Popen(
-                argv,
-                cwd=self.data_dir,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        member.process = spawn(argv, cwd=self.data_dir, log_path=member.log_path)
         if member not in self.members:
             self.members.append(member)
         return member
@@ -333,7 +240,7 @@ class LocalPulsarCluster:
     def _spawn_zookeeper(self, java: str, lib: Path) -> ClusterProcess:
         assert self.data_dir is not None
         cfg = self.data_dir / "conf" / "zookeeper.conf"
-        _write_properties(
+        write_properties(
             cfg,
             {
                 "tickTime": "2000",
@@ -383,7 +290,7 @@ class LocalPulsarCluster:
                 check=False,
             )
         if done.returncode != 0:
-            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+            tail = log_tail(log_path, 30)
             raise LocalPulsarError(
                 f"cluster metadata setup exited with code {done.returncode}; log tail:\n{tail}"
             )
@@ -391,7 +298,7 @@ class LocalPulsarCluster:
     def _spawn_bookie(self, java: str, lib: Path) -> ClusterProcess:
         assert self.data_dir is not None
         cfg = self.data_dir / "conf" / "bookkeeper.conf"
-        _write_properties(
+        write_properties(
             cfg,
             {
                 **BOOKIE_SETTINGS,
@@ -424,7 +331,7 @@ class LocalPulsarCluster:
     def _spawn_broker(self, java: str, lib: Path, broker: ClusterProcess) -> ClusterProcess:
         assert self.data_dir is not None
         cfg = self.data_dir / "conf" / f"{broker.name}.conf"
-        _write_properties(cfg, self.broker_settings(broker))
+        write_properties(cfg, self.broker_settings(broker))
         argv = self._java(
             java,
             lib,
@@ -472,29 +379,14 @@ class LocalPulsarCluster:
     def _wait(
         self, check: Callable[[], bool], member: ClusterProcess, deadline: float, what: str
     ) -> None:
-        while time.monotonic() < deadline:
-            if not member.alive():
-                code = member.process.returncode if member.process is not None else None
-                raise LocalPulsarError(
-                    f"{member.name} exited with code {code} while starting; log tail:\n"
-                    f"{member.log_tail()}"
-                )
-            if check():
-                return
-            time.sleep(0.5)
-        raise LocalPulsarError(
-            f"timed out waiting for {what} ({member.name}); log tail:\n{member.log_tail()}"
+        wait_until(
+            check,
+            member.process,
+            deadline=deadline,
+            name=member.name,
+            late=f"timed out waiting for {what} ({member.name})",
+            tail=member.log_tail,
         )
-
-
-def _write_properties(path: Path, settings: Mapping[str, str]) -> None:
-    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-
-
-def _port_open(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1.0):
-        return True
-    return False
 
 
 def _zk_ok(port: int) -> bool:

@@ -25,6 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pulsar_lens.core.errors import LocalPulsarError
+from pulsar_lens.lab.processes import (
+    JVM_FLAGS,
+    alive,
+    free_port,
+    get_json,
+    kill_group,
+    log_tail,
+    spawn,
+    terminate_group,
+    wait_until,
+)
 from pulsar_lens.lab.runtime import (
     PULSAR_VERSION,
     RUNTIME_DIR,
@@ -34,11 +45,6 @@ from pulsar_lens.lab.runtime import (
 )
 
 log = logging.getLogger(__name__)
-
-JVM_CHARSET = "UTF-8"
-"""The broker hashes consumer names with `String.getBytes()`, i.e. the JVM's default charset.
-Java 18+ (the official 4.0 images run 21) defaults to UTF-8; Java 17 takes it from the locale,
-so the harness fixes it to what production brokers use."""
 
 # The broker's own defaults differ from the shipped standalone.conf; these mirror the latter,
 # trimmed to a broker-only standalone, and refresh stats quickly so polls see fresh data.
@@ -78,47 +84,6 @@ BASE_SETTINGS: Mapping[str, str] = {
     "gcWaitTime": "300000",
     "httpServerEnabled": "false",
 }
-
-JVM_FLAGS: tuple[str, ...] = (
-    "-Xms256m",
-    "-Xmx768m",
-    "-XX:MaxDirectMemorySize=768m",
-    "-XX:+ExitOnOutOfMemoryError",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    f"-Dfile.encoding={JVM_CHARSET}",
-    "-Djava.net.preferIPv4Stack=true",
-    "-Djute.maxbuffer=10485760",
-    "-Dio.netty.tryReflectionSetAccessible=true",
-    "--add-opens=java.base/java.io=ALL-UNNAMED",
-    "--add-opens=java.base/java.util.zip=ALL-UNNAMED",
-    "--add-opens=java.base/java.nio=ALL-UNNAMED",
-    "--add-opens=java.base/jdk.internal.misc=ALL-UNNAMED",
-    "--add-opens=java.base/sun.net=ALL-UNNAMED",
-    "--add-opens=java.management/sun.management=ALL-UNNAMED",
-    "--add-opens=jdk.management/com.sun.management.internal=ALL-UNNAMED",
-    "--add-opens=java.base/jdk.internal.platform=ALL-UNNAMED",
-    "--enable-native-access=ALL-UNNAMED",
-    "-Dzookeeper.4lw.commands.whitelist=*",
-    "-Dzookeeper.snapshot.trust.empty=true",
-    "-Dbookkeeper.metadata.bookie.drivers=org.apache.pulsar.metadata.bookkeeper.PulsarMetadataBookieDriver",
-    "-Dbookkeeper.metadata.client.drivers=org.apache.pulsar.metadata.bookkeeper.PulsarMetadataClientDriver",
-    "-Dlog4j2.is.webapp=false",
-    "-Dlog4j.shutdownHookEnabled=false",
-)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def get_json(url: str, timeout: float = 2.0, *, token: str | None = None) -> object:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout) as resp:
-        return json.loads(resp.read() or b"null")
 
 
 @dataclass
@@ -232,15 +197,8 @@ class LocalPulsar:
         return self
 
     def _spawn(self, java: str, lib: Path) -> None:
-        with open(self.log_path, "ab") as out:
-            self.process = subprocess.Popen(
-                self.command(java, lib),
-                cwd=self.data_dir,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        assert self.data_dir is not None
+        self.process = spawn(self.command(java, lib), cwd=self.data_dir, log_path=self.log_path)
         self.pid = self.process.pid
 
     def kill(self) -> None:
@@ -248,10 +206,11 @@ class LocalPulsar:
         the settings and the data directory stay for `restart()`."""
         if self.pid is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, signal.SIGKILL)
         if self.process is not None:
-            self.process.wait(timeout=30)
+            kill_group(self.process)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
         self.pid = None
         self.process = None
 
@@ -265,18 +224,15 @@ class LocalPulsar:
         return self._spawn_ready(find_java(), ensure_runtime(self.version), timeout)
 
     def wait_ready(self, *, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise LocalPulsarError(
-                    f"Pulsar exited with code {self.process.returncode} while starting; "
-                    f"log tail:\n{self.log_tail()}"
-                )
-            if self.is_ready():
-                return
-            time.sleep(0.5)
-        raise LocalPulsarError(
-            f"Pulsar did not become ready within {timeout:.0f}s; log tail:\n{self.log_tail()}"
+        """Wait until `is_ready()`; raise with the log tail when the JVM exits first or
+        `timeout` seconds pass."""
+        wait_until(
+            self.is_ready,
+            self.process,
+            deadline=time.monotonic() + timeout,
+            name="Pulsar",
+            late=f"Pulsar did not become ready within {timeout:.0f}s",
+            tail=self.log_tail,
         )
 
     def is_ready(self) -> bool:
@@ -308,48 +264,13 @@ class LocalPulsar:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
     def __enter__(self) -> LocalPulsar:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def terminate_group(
-    pid: int, *, grace: float, child: subprocess.Popen[bytes] | None = None
-) -> None:
-    def gone() -> bool:
-        if child is not None:
-            return child.poll() is not None
-        return not _alive(pid)
-
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and not gone():
-        time.sleep(0.2)
-    if not gone():
-        log.warning("Pulsar (pid %d) did not stop in %.0fs; killing it", pid, grace)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-        if child is not None:
-            child.wait(timeout=10)
 
 
 # --- a detached standalone for `pulsar-lens pulsar start|stop|status` ---------------------
@@ -392,7 +313,7 @@ def status() -> dict[str, object]:
         return {"running": False}
     state: dict[str, object] = loaded
     pid = int(str(state.get("pid") or 0))
-    state["running"] = bool(pid) and _alive(pid)
+    state["running"] = bool(pid) and alive(pid)
     return state
 
 

@@ -52,6 +52,7 @@ from pulsar_lens.core.markdown import escape_markdown
 from pulsar_lens.core.model import HashRange
 from pulsar_lens.core.selectors import ConsistentHashingSelector, make_selector
 from pulsar_lens.core.topicname import TopicName, TopicNameError, parse_topic_name
+from pulsar_lens.core.values import ENGINES
 
 if TYPE_CHECKING:  # a plugin's render imports altair; discovering plugins does not
     import altair as alt
@@ -128,10 +129,6 @@ Engine = Literal["light", "spark"]
 """`light` runs `analyze` on pandas frames (`Inputs`); `spark` on Spark DataFrames
 (`SparkInputs`), for analyses that read long history or many keys (docs/spark.md)."""
 
-ENGINES: tuple[str, ...] = ("light", "spark")
-"""The engines a plugin may declare. A `spark` plugin runs as a job in the job worker's
-process (`plugins.spark.worker`) or in `pulsar-lens analyze`, never in a page request; it is
-refused at load time where pyspark is not installed."""
 
 HISTORY_ALL = 1_000_000
 """A `history` that means every stored poll (retention bounds it): for Spark analyses of the

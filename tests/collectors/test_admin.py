@@ -142,7 +142,7 @@ def test_admin_client_backs_off_exponentially(
     mock: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     waits: list[float] = []
-    monkeypatch.setattr("pulsar_lens.collectors.admin.time.sleep", waits.append)
+    monkeypatch.setattr("pulsar_lens.collectors.admin_transport.time.sleep", waits.append)
     mock.get(CLUSTERS, status=502)
     c = AdminClient(BASE, retries=3, backoff=0.1)
     with pytest.raises(AdminApiError):
@@ -631,8 +631,8 @@ def test_a_silent_server_cannot_hold_a_call_past_the_polls_deadline(head: bytes 
 
 
 class ManualClock:
-    """The `time` of collectors.admin and collectors.answers: it moves only when the client
-    sleeps, so deadline and backoff decisions do not depend on how busy the machine is."""
+    """The `time` of collectors.admin_transport and collectors.answers: it moves only when the
+    client sleeps, so deadline and backoff decisions do not depend on how busy the machine is."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -649,7 +649,7 @@ class ManualClock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
     manual = ManualClock()
-    monkeypatch.setattr("pulsar_lens.collectors.admin.time", manual)
+    monkeypatch.setattr("pulsar_lens.collectors.admin_transport.time", manual)
     monkeypatch.setattr("pulsar_lens.collectors.answers.time", manual)
     return manual
 

@@ -18,7 +18,8 @@ from pulsar_lens.collectors.health import (
     read_health,
     write_notice,
 )
-from pulsar_lens.collectors.loop import MAX_UNWRITTEN, Heartbeat
+from pulsar_lens.collectors.heartbeat import Heartbeat
+from pulsar_lens.collectors.loop import MAX_UNWRITTEN
 
 T0 = dt.datetime(2026, 3, 4, 12, 5, tzinfo=dt.UTC)
 EROFS = "could not write snapshot sha256:ab under /data/store: EROFS: Read-only file system"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_lens.collectors.loop import Heartbeat, PollLoop, is_unreachable
+from pulsar_lens.collectors.heartbeat import Heartbeat, is_unreachable
+from pulsar_lens.collectors.loop import PollLoop
 from pulsar_lens.core.model import EndpointError, EventRecord, Snapshot
 from pulsar_lens.core.store import Store
 from tests.core.snapshots import T0, make_snapshot, unreachable_snapshot

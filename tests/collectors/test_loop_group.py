@@ -7,7 +7,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from pulsar_lens.collectors.loop import Heartbeat, LoopGroup, PollLoop
+from pulsar_lens.collectors.heartbeat import Heartbeat
+from pulsar_lens.collectors.loop import PollLoop
+from pulsar_lens.collectors.loop_group import LoopGroup
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.store import Store

@@ -269,9 +269,9 @@ def test_admin_client_ca_bundle_wins_over_requests_ca_bundle(
 def test_admin_client_tls_verify_off_is_logged(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import pulsar_lens.collectors.admin as admin
+    import pulsar_lens.collectors.admin_auth as auth
 
-    monkeypatch.setattr(admin, "_warned_unverified", admin.threading.Event())
+    monkeypatch.setattr(auth, "_warned_unverified", auth.threading.Event())
     caplog.set_level(logging.WARNING)
     AdminClient.from_env({"PULSAR_ADMIN_URL": BASE, "PULSAR_LENS_TLS_VERIFY": "false"})
     AdminClient.from_env({"PULSAR_ADMIN_URL": BASE, "PULSAR_LENS_TLS_VERIFY": "false"})

@@ -6,12 +6,8 @@ import itertools
 
 import pytest
 
-from pulsar_lens.collectors.probe import (
-    ProbeSettings,
-    parse_probe_spec,
-    probe_topic,
-    resolve_targets,
-)
+from pulsar_lens.collectors.probe import ProbeSettings, probe_topic
+from pulsar_lens.collectors.probe_loop import parse_probe_spec, resolve_targets
 from pulsar_lens.core.bundles import default_boundaries, parse_bundle_name, topic_bundle
 from pulsar_lens.core.errors import ModelError
 from pulsar_lens.core.model import BundleRecord

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_lens.collectors.loop import Heartbeat, PollLoop
+from pulsar_lens.collectors.heartbeat import Heartbeat
+from pulsar_lens.collectors.loop import PollLoop
 from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.store import Store
 from tests.core.snapshots import make_snapshot

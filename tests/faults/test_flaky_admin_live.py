@@ -32,7 +32,8 @@ import pulsar as pulsar_client
 import pytest
 import requests
 
-from pulsar_lens.collectors.admin import MAX_BACKOFF, AdminClient
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.admin_transport import MAX_BACKOFF
 from pulsar_lens.collectors.poll import poll
 from pulsar_lens.core import logs
 from pulsar_lens.core.model import Snapshot

@@ -20,7 +20,8 @@ from pulsar_lens.core.assignments import Consumer
 from pulsar_lens.core.logs import pulsar_client
 from pulsar_lens.core.model import HashRange
 from pulsar_lens.core.selectors import Impact, Selector
-from pulsar_lens.lab.localpulsar import JVM_CHARSET, LocalPulsar
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.lab.processes import JVM_CHARSET
 
 SUB = "lens"
 HANDLE = "lens-handle"

@@ -23,7 +23,7 @@ import pytest
 import requests
 from streamlit.testing.v1 import AppTest
 
-import pulsar_lens.collectors.admin as admin_module
+import pulsar_lens.collectors.admin_auth as admin_auth
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.client_auth import client_auth_from_env
 from pulsar_lens.collectors.poll import poll
@@ -294,9 +294,9 @@ def test_tls_without_a_client_certificate_says_which_settings_to_set(secured: Se
 def test_tls_verify_off_works_but_warns_once(
     secured: Secured, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(admin_module, "_warned_unverified", admin_module.threading.Event())
+    monkeypatch.setattr(admin_auth, "_warned_unverified", admin_auth.threading.Event())
     env = {**secured.tls_env(ca=secured.other_ca), "PULSAR_LENS_TLS_VERIFY": "false"}
-    caplog.set_level(logging.WARNING, logger="pulsar_lens.collectors.admin")
+    caplog.set_level(logging.WARNING, logger="pulsar_lens.collectors.admin_auth")
     for _ in range(2):
         with AdminClient.from_env(env) as client:
             assert client.get_json("/admin/v2/clusters") == ["standalone"]

@@ -6,12 +6,8 @@ import datetime as dt
 
 import pandas as pd
 
-from pulsar_lens.plugins.builtin.unload_latency.outages import (
-    ladder,
-    probe_outages,
-    rung_of,
-    timeline,
-)
+from pulsar_lens.plugins.builtin.shared.outages import probe_outages
+from pulsar_lens.plugins.builtin.unload_latency.outages import ladder, rung_of, timeline
 
 T0 = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
 

@@ -14,10 +14,10 @@ from pulsar_lens.core.failover import FailoverConsumer, compare_churn, compare_m
 from pulsar_lens.core.model import ConsumerRecord, SubscriptionRecord, TopicRecord
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
-from pulsar_lens.plugins.builtin.failover_assignment.frames import imbalance
 from pulsar_lens.plugins.builtin.failover_history import FailoverHistory
 from pulsar_lens.plugins.builtin.failover_history.frames import OUTPUT_TYPES
 from pulsar_lens.plugins.builtin.failover_history.reference import pandas_result
+from pulsar_lens.plugins.builtin.shared.failover import imbalance
 from pulsar_lens.plugins.testing import make_snapshot
 
 pytestmark = pytest.mark.spark

@@ -26,7 +26,7 @@ from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.builtin.key_distribution import KeyDistribution
 from pulsar_lens.plugins.builtin.key_distribution.reference import pandas_result
-from pulsar_lens.plugins.builtin.sticky_ranges import plan_ranges
+from pulsar_lens.plugins.builtin.shared.sticky import plan_ranges
 from pulsar_lens.plugins.testing import make_snapshot
 
 pytestmark = pytest.mark.spark

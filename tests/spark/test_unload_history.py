@@ -18,10 +18,10 @@ from pulsar_lens.core.bundles import bundle_name
 from pulsar_lens.core.model import BundleRecord, ProbeRecord, records_to_table
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.shared.outages import OUTAGE_COLUMNS, probe_outages
 from pulsar_lens.plugins.builtin.unload_history import UnloadHistory
 from pulsar_lens.plugins.builtin.unload_history.frames import OUTAGES
 from pulsar_lens.plugins.builtin.unload_history.reference import pandas_result
-from pulsar_lens.plugins.builtin.unload_latency.outages import OUTAGE_COLUMNS, probe_outages
 from pulsar_lens.plugins.results import ResultStore, StoredResult
 from pulsar_lens.plugins.testing import at, make_snapshot
 from tests.markdown import shown

@@ -27,7 +27,6 @@ when no derived event covers the same bundle and snapshot.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -56,11 +55,13 @@ from pulsar_lens.plugins.builtin.bundle_ownership.load_manager import (
     load_manager_views,
     load_manager_windows,
 )
+from pulsar_lens.plugins.builtin.shared.ownership import (
+    UNOWNED,
+    chart_ownership,
+    chart_timeline,
+    compute_brokers,
+)
 
-if TYPE_CHECKING:
-    import altair as alt
-
-UNOWNED = "(unowned)"
 BUNDLE_COLUMNS = [
     "namespace",
     "bundle",
@@ -81,7 +82,6 @@ TOPIC_COLUMNS = [
     "msg_rate_out",
     "subscription_count",
 ]
-BROKER_COLUMNS = ["owner_broker", "bundles", "topics", "msg_rate_in", "msg_rate_out"]
 
 
 class BundleOwnership(AnalysisPlugin):
@@ -197,59 +197,8 @@ def compute_bundles(current: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame
     )
 
 
-def compute_brokers(current: pd.DataFrame) -> pd.DataFrame:
-    """Bundles, topics and rates per owning broker (unowned bundles under "(unowned)")."""
-    owners = current.assign(owner_broker=current["owner_broker"].fillna(UNOWNED))
-    out = owners.groupby("owner_broker", as_index=False).agg(
-        bundles=("bundle", "count"),
-        topics=("topic_count", "sum"),
-        msg_rate_in=("msg_rate_in", "sum"),
-        msg_rate_out=("msg_rate_out", "sum"),
-    )
-    return out.reindex(columns=BROKER_COLUMNS)
-
-
 def compute_timeline(bundles: pd.DataFrame) -> pd.DataFrame:
     """One row per bundle per snapshot: who owned it then."""
     out = bundles[["collected_at", "namespace", "bundle", "owner_broker", "topic_count"]].copy()
     out["owner"] = out["owner_broker"].fillna(UNOWNED)
     return out.drop(columns="owner_broker").reset_index(drop=True)
-
-
-def chart_ownership(bundles: pd.DataFrame) -> alt.Chart:
-    """Broker x bundle: one cell per bundle under its owner, coloured by topic count."""
-    import altair as alt  # on use: discovering plugins needs no altair
-
-    cells = bundles.assign(
-        owner=bundles["owner_broker"].fillna(UNOWNED),
-        label=bundles["namespace"] + "/" + bundles["bundle"],
-    )
-    chart: alt.Chart = (
-        alt.Chart(cells)
-        .mark_rect()
-        .encode(
-            x=alt.X("owner:N", title="Broker"),
-            y=alt.Y("label:N", title="Bundle", sort=None),
-            color=alt.Color("topic_count:Q", title="Topics"),
-            tooltip=["label:N", "owner:N", "topic_count:Q", "msg_rate_in:Q", "msg_rate_out:Q"],
-        )
-    )
-    return chart
-
-
-def chart_timeline(timeline: pd.DataFrame) -> alt.Chart:
-    """Owner of each bundle at each snapshot."""
-    import altair as alt  # on use: discovering plugins needs no altair
-
-    lanes = timeline.assign(label=timeline["namespace"] + "/" + timeline["bundle"])
-    chart: alt.Chart = (
-        alt.Chart(lanes)
-        .mark_tick(thickness=6, size=14)
-        .encode(
-            x=alt.X("collected_at:T", title="Collected at"),
-            y=alt.Y("label:N", title="Bundle"),
-            color=alt.Color("owner:N", title="Owner"),
-            tooltip=["label:N", "owner:N", "collected_at:T", "topic_count:Q"],
-        )
-    )
-    return chart

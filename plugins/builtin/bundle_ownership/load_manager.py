@@ -24,10 +24,9 @@ from pulsar_lens.api import Note, Table, View
 from pulsar_lens.core.counters import increase
 from pulsar_lens.core.model import LOAD_MANAGER_COUNTERS as COUNTERS
 from pulsar_lens.plugins.builtin.bundle_ownership.events import snapshots_of
+from pulsar_lens.plugins.builtin.shared.ownership import BY_LOAD_MANAGER, NOT_LOAD_MANAGER
 
 WINDOW_COLUMNS = ["at", "since", "broker", "unloaded", "split", "unseen"]
-BY_LOAD_MANAGER = "load manager"
-NOT_LOAD_MANAGER = "not the load manager"
 # the first event of an unload (its second half, "acquired"/"reacquired", is the same unload)
 UNLOAD_STARTS = ("moved", "unloaded", "reloaded")
 

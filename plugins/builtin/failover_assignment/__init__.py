@@ -61,6 +61,7 @@ from pulsar_lens.plugins.builtin.failover_assignment.frames import (
     timeline_frame,
     with_flaps,
 )
+from pulsar_lens.plugins.builtin.shared.failover import group_label, parent_of
 
 Picker = Callable[[str], FailoverConsumer | None]
 
@@ -194,10 +195,6 @@ def consumer_names(consumers: pd.DataFrame) -> dict[tuple[str, str], frozenset[s
     return {key: frozenset(found[key]) for key in sorted(found)}
 
 
-def parent_of(topic: str) -> str:
-    return topic.rsplit("-partition-", 1)[0] if partition_index(topic) >= 0 else topic
-
-
 def group_topics(
     subs: pd.DataFrame, names: Mapping[tuple[str, str], frozenset[str]]
 ) -> dict[str, list[tuple[str, str]]]:
@@ -238,13 +235,6 @@ def _linked(
     for i in range(len(keys)):
         members.setdefault(root(i), []).append(i)
     return sorted(members.values(), key=lambda group: group[-1])
-
-
-def group_label(subscription: str, keys: Sequence[tuple[str, str]]) -> str:
-    parents = sorted({parent_of(t) for t, _ in keys})
-    if len(parents) == 1:
-        return f"{subscription} @ {parents[0]}"
-    return f"{subscription} @ {len(parents)} topics ({parents[0]}, ...)"
 
 
 def _unique(label: str, taken: Mapping[str, Any]) -> str:

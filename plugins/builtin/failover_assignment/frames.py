@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from pulsar_lens.api import frame_of
+from pulsar_lens.plugins.builtin.shared.failover import imbalance, overload
 
 GROUP_COLUMNS = [
     "label",
@@ -73,22 +74,6 @@ def with_flaps(partitions: pd.DataFrame, history: pd.DataFrame, params: Any) -> 
 
 
 Names = Mapping[tuple[str, str], frozenset[str]]
-
-
-def imbalance(counts: Sequence[int], partitions: int) -> float:
-    """The largest partition count over the fair count partitions / consumers."""
-    if not counts or not partitions:
-        return 0.0
-    return max(counts) * len(counts) / partitions
-
-
-def overload(counts: Sequence[int], partitions: int) -> float:
-    """The largest partition count over the largest of the most even spread, ceil(partitions /
-    consumers): 1 is the best any rule can do. Unlike `imbalance`, a group with fewer
-    partitions than consumers (one topic, three consumers for failover) reads 1, not 3."""
-    if not counts or not partitions:
-        return 0.0
-    return max(counts) / -(-partitions // len(counts))
 
 
 def group_consumers(rows: pd.DataFrame, names: Names) -> list[str]:

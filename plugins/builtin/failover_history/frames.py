@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from pulsar_lens.api import Result
-from pulsar_lens.plugins.builtin.failover_assignment import group_label
+from pulsar_lens.plugins.builtin.shared.failover import group_label
 
 GROUP_KEY = ["parent_topic", "subscription"]
 PARTITION_KEY = [*GROUP_KEY, "topic"]

@@ -28,7 +28,6 @@ from typing import Any
 import pandas as pd
 
 from pulsar_lens.api import Result, SparkInputs, partition_index
-from pulsar_lens.plugins.builtin.failover_assignment import parent_of
 from pulsar_lens.plugins.builtin.failover_history.frames import (
     BALANCED_SPREAD,
     GROUP_KEY,
@@ -48,6 +47,7 @@ from pulsar_lens.plugins.builtin.failover_history.whatif import (
     WHAT_IF_SCHEMA,
     what_if_group,
 )
+from pulsar_lens.plugins.builtin.shared.failover import parent_of
 
 PAIR_KEY = ["topic", "subscription"]
 GROUP_IDS = ["parent_topic", "sub_id"]

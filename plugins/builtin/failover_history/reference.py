@@ -28,7 +28,6 @@ from collections.abc import Sequence
 import pandas as pd
 
 from pulsar_lens.api import Result, jvm_charset, partition_index
-from pulsar_lens.plugins.builtin.failover_assignment import parent_of
 from pulsar_lens.plugins.builtin.failover_history.frames import (
     BALANCED_SPREAD,
     GROUP_KEY,
@@ -44,6 +43,7 @@ from pulsar_lens.plugins.builtin.failover_history.frames import (
     top_keys,
 )
 from pulsar_lens.plugins.builtin.failover_history.whatif import WHAT_IF_INPUT, what_if_group
+from pulsar_lens.plugins.builtin.shared.failover import parent_of
 
 ROW_COLUMNS = [
     "snapshot_id",

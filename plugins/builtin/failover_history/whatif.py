@@ -26,8 +26,8 @@ from typing import Any
 import pandas as pd
 
 from pulsar_lens.api import FailoverConsumer, active_consumer_picker, frame_of
-from pulsar_lens.plugins.builtin.failover_assignment.frames import imbalance
 from pulsar_lens.plugins.builtin.failover_history.frames import RAW_WHAT_IF_COLUMNS
+from pulsar_lens.plugins.builtin.shared.failover import imbalance
 
 WHAT_IF_INPUT = ["parent_topic", "subscription", "topic", "consumer_name"]
 """One row per (partition, connected consumer); `consumer_name` is null for a partition

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from pulsar_lens.api import ConsistentHashingSelector, Consumer, frame_of
-from pulsar_lens.plugins.builtin.sticky_ranges import plan_ranges
+from pulsar_lens.plugins.builtin.shared.sticky import plan_ranges
 
 WHAT_IF_COLUMNS = ["label", "consumers", "points", "max_share", "max_over_fair", "moved_share"]
 WHAT_IF_SCHEMA = (

@@ -37,8 +37,6 @@ import pyarrow as pa
 from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
-    ConsistentHashingSelector,
-    Consumer,
     Field,
     HashRange,
     Inputs,
@@ -58,6 +56,7 @@ from pulsar_lens.core.keyshared.ranges import (
     runs,
     share_stats,
 )
+from pulsar_lens.plugins.builtin.shared.sticky import plan_ranges
 
 GROUP_COLUMNS = [
     "label",
@@ -294,20 +293,6 @@ def group_row(
         "sampled_keys": len(hashes),
         "sampled_keys_in_gaps": sum(_in(hashes, s, e) for s, e in gaps),
     }
-
-
-def plan_ranges(nodes: int, points: int, *, prefix: str) -> list[tuple[HashRange, ...]]:
-    """Sticky ranges per node from a 4.0 consistent-hashing ring, covering 0..65535."""
-    selector = ConsistentHashingSelector(points=points)
-    handles = [Consumer(f"{prefix}-{i}") for i in range(nodes)]
-    for handle in handles:
-        selector.add(handle)
-    by_node = selector.assignments().by_consumer(handles)
-    plan = [list(by_node.get(h, ())) for h in handles]
-    for ranges in plan:  # the ring starts at hash 1; sticky slots start at 0
-        if ranges and ranges[0][0] == 1:
-            ranges[0] = (0, ranges[0][1])
-    return [tuple(r) for r in plan]
 
 
 def plan_frame(plan: Sequence[tuple[HashRange, ...]], prefix: str) -> pd.DataFrame:

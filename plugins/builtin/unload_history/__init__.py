@@ -1,7 +1,7 @@
 """`unload-history` (Spark): every outage the probes saw across the whole stored history, and
 where and when they fell.
 
-An **outage** is exactly `unload_latency.outages.probe_outages`'s: per probe run and topic, a
+An **outage** is exactly `shared.outages.probe_outages`'s: per probe run and topic, a
 maximal run of consecutive messages (by `seq`) published slower than `slow_ms` or never
 acknowledged; it is cut at the last good acknowledgement before the run (else the run's first
 send) and back at the run's earliest acknowledgement (else the next, good, message's);
@@ -41,9 +41,9 @@ from pulsar_lens.api import (
     SparkInputs,
     View,
 )
+from pulsar_lens.plugins.builtin.shared.outages import SLOW_MS
 from pulsar_lens.plugins.builtin.unload_history.frames import TOP, finish
 from pulsar_lens.plugins.builtin.unload_history.plan import empty_parts, spark_parts
-from pulsar_lens.plugins.builtin.unload_latency.outages import SLOW_MS
 
 
 class UnloadHistory(AnalysisPlugin):

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from pulsar_lens.api import Result
-from pulsar_lens.plugins.builtin.unload_latency.outages import OUTAGE_COLUMNS
+from pulsar_lens.plugins.builtin.shared.outages import OUTAGE_COLUMNS
 
 KEY = ["namespace", "bundle"]
 RUN_KEY = ["probe", "topic"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from pulsar_lens.plugins.builtin.shared.outages import OUTAGE_COLUMNS
 from pulsar_lens.plugins.builtin.unload_history.frames import (
     BY_BROKER,
     BY_BUNDLE,
@@ -23,7 +24,6 @@ from pulsar_lens.plugins.builtin.unload_history.frames import (
     UNKNOWN,
     Parts,
 )
-from pulsar_lens.plugins.builtin.unload_latency.outages import OUTAGE_COLUMNS
 
 
 def spark_parts(probes: Any, bundles: Any, *, slow_ms: float) -> Parts:
@@ -46,7 +46,7 @@ def spark_parts(probes: Any, bundles: Any, *, slow_ms: float) -> Parts:
 
 
 def find_outages(probes: Any, *, slow_ms: float) -> Any:
-    """`unload_latency.outages.probe_outages` on Spark: per (probe, topic) in `seq` order, the
+    """`shared.outages.probe_outages` on Spark: per (probe, topic) in `seq` order, the
     maximal runs of slow (`publish_ms > slow_ms`) or unacknowledged messages, each cut at the
     ack of the (good) message before it (else its first send) and back at its earliest ack
     (else the ack of the (good) message after it)."""

@@ -1,5 +1,5 @@
 """`unload-history`'s rule on pandas: the same parts the Spark plan computes (see the package
-docstring), with the outages found by `unload_latency.outages.probe_outages` itself (one
+docstring), with the outages found by `shared.outages.probe_outages` itself (one
 definition of an outage), and `pandas_result`, the whole analysis of a store without Spark.
 """
 
@@ -10,6 +10,11 @@ import os
 import pandas as pd
 
 from pulsar_lens.api import Result
+from pulsar_lens.plugins.builtin.shared.outages import (
+    OUTAGE_COLUMNS,
+    SLOW_MS,
+    probe_outages,
+)
 from pulsar_lens.plugins.builtin.unload_history.frames import (
     BY_BROKER,
     BY_BUNDLE,
@@ -24,11 +29,6 @@ from pulsar_lens.plugins.builtin.unload_history.frames import (
     Parts,
     finish,
     typed,
-)
-from pulsar_lens.plugins.builtin.unload_latency.outages import (
-    OUTAGE_COLUMNS,
-    SLOW_MS,
-    probe_outages,
 )
 
 

@@ -40,14 +40,16 @@ from pulsar_lens.api import (
     View,
 )
 from pulsar_lens.core.backoff import LADDER_MS
-from pulsar_lens.plugins.builtin.bundle_ownership import chart_ownership, compute_brokers
-from pulsar_lens.plugins.builtin.bundle_ownership import chart_timeline as chart_owners
-from pulsar_lens.plugins.builtin.bundle_ownership.load_manager import BY_LOAD_MANAGER
+from pulsar_lens.plugins.builtin.shared.outages import SLOW_MS, probe_outages
+from pulsar_lens.plugins.builtin.shared.ownership import (
+    BY_LOAD_MANAGER,
+    chart_ownership,
+    compute_brokers,
+)
+from pulsar_lens.plugins.builtin.shared.ownership import chart_timeline as chart_owners
 from pulsar_lens.plugins.builtin.unload_latency.outages import (
-    SLOW_MS,
     blind_spot,
     ladder,
-    probe_outages,
     timeline,
     unload_events,
 )

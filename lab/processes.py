@@ -1,0 +1,169 @@
+"""The child processes the lab runs: each Pulsar JVM (a standalone, or a cluster's ZooKeeper,
+bookie and brokers) in its own process group, with its output in a log file, on free ports
+of 127.0.0.1, waited for until it answers, and stopped with its whole group.
+
+`LocalPulsar` (`lab.localpulsar`) and `LocalPulsarCluster` (`lab.cluster`) both start theirs
+here, so a JVM is started, waited for, told about and stopped one way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pulsar_lens.core.errors import LocalPulsarError
+
+log = logging.getLogger(__name__)
+
+JVM_CHARSET = "UTF-8"
+"""The broker hashes consumer names with `String.getBytes()`, i.e. the JVM's default charset.
+Java 18+ (the official 4.0 images run 21) defaults to UTF-8; Java 17 takes it from the locale,
+so the harness fixes it to what production brokers use."""
+
+JVM_FLAGS: tuple[str, ...] = (
+    "-Xms256m",
+    "-Xmx768m",
+    "-XX:MaxDirectMemorySize=768m",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    f"-Dfile.encoding={JVM_CHARSET}",
+    "-Djava.net.preferIPv4Stack=true",
+    "-Djute.maxbuffer=10485760",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.zip=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens=java.base/sun.net=ALL-UNNAMED",
+    "--add-opens=java.management/sun.management=ALL-UNNAMED",
+    "--add-opens=jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.platform=ALL-UNNAMED",
+    "--enable-native-access=ALL-UNNAMED",
+    "-Dzookeeper.4lw.commands.whitelist=*",
+    "-Dzookeeper.snapshot.trust.empty=true",
+    "-Dbookkeeper.metadata.bookie.drivers=org.apache.pulsar.metadata.bookkeeper.PulsarMetadataBookieDriver",
+    "-Dbookkeeper.metadata.client.drivers=org.apache.pulsar.metadata.bookkeeper.PulsarMetadataClientDriver",
+    "-Dlog4j2.is.webapp=false",
+    "-Dlog4j.shutdownHookEnabled=false",
+)
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:`port`."""
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1.0):
+        return True
+    return False
+
+
+def get_json(url: str, timeout: float = 2.0, *, token: str | None = None) -> object:
+    """A readiness check's GET: the decoded JSON answer (None for an empty body)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def spawn(argv: Sequence[str], *, cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    """Start `argv` in a process group of its own (so stopping it stops every child it
+    started), its output appended to `log_path`, reading nothing."""
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def log_tail(path: Path, lines: int) -> str:
+    """The last `lines` of a process's log, for the error that says why it failed."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_until(
+    check: Callable[[], bool],
+    process: subprocess.Popen[bytes] | None,
+    *,
+    deadline: float,
+    name: str,
+    late: str,
+    tail: Callable[[], str],
+) -> None:
+    """Poll `check` every half second until it holds; raise with the log tail when the
+    process exits first (`name` exited ...) or `deadline` (a `time.monotonic()`) passes
+    (`late` says what was waited for)."""
+    while time.monotonic() < deadline:
+        if process is None or process.poll() is not None:
+            code = process.returncode if process is not None else None
+            raise LocalPulsarError(
+                f"{name} exited with code {code} while starting; log tail:\n{tail()}"
+            )
+        if check():
+            return
+        time.sleep(0.5)
+    raise LocalPulsarError(f"{late}; log tail:\n{tail()}")
+
+
+def kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process's group (a crash: no shutdown hook runs) and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def alive(pid: int) -> bool:
+    """Whether a process of that id exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def terminate_group(
+    pid: int, *, grace: float, child: subprocess.Popen[bytes] | None = None
+) -> None:
+    """SIGTERM the process group of `pid`, then SIGKILL after `grace` seconds; `child`, our
+    own Popen of it, is reaped."""
+
+    def gone() -> bool:
+        if child is not None:
+            return child.poll() is not None
+        return not alive(pid)
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not gone():
+        time.sleep(0.2)
+    if not gone():
+        log.warning("Pulsar (pid %d) did not stop in %.0fs; killing it", pid, grace)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        if child is not None:
+            child.wait(timeout=10)
