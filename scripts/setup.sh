@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 java_ok() {  # the harness's own rule: Java 17.0.17+ or 21.0.8+ (stdlib only, no venv needed)
-  python3 -c 'import sys; sys.path.insert(0, "."); from lab.runtime import find_java; find_java()' 2>/dev/null
+  python3 scripts/find_java.py 2>/dev/null
 }
 java_ok || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)

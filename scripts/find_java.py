@@ -1,0 +1,37 @@
+"""Exit 0 when a Java the harness accepts is installed (lab.runtime.find_java's rule), else 1.
+
+Run by scripts/setup.sh with the system's python3, before any virtualenv exists: it maps the
+installed names (`pulsar_lens.core`, `pulsar_lens.lab`) onto the repository's folders, as
+pyproject.toml does, so the one rule in lab/runtime.py serves here too (it needs only the
+standard library)."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import sys
+import tomllib
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for name, folder in mapping["package-dir"].items():
+        module = types.ModuleType(name)
+        module.__path__ = [str(ROOT / folder)]
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        sys.modules[name] = module
+    from pulsar_lens.lab.runtime import find_java
+
+    try:
+        find_java()
+    except Exception as exc:  # noqa: BLE001 - any refusal means: install one
+        print(f"setup: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
