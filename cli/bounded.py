@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-from pandas.api.types import is_object_dtype, is_string_dtype
+if TYPE_CHECKING:  # `pulsar-lens plugins` imports this module; only `analyze` needs pandas
+    import pandas as pd
 
 MAX_ROWS = 1000
 MAX_TEXT = 1000
@@ -59,6 +59,9 @@ def _text(value: Any, cut: Cut) -> Any:
 
 def bounded_frame(name: str, frame: pd.DataFrame, cut: Cut) -> pd.DataFrame:
     """The frame's first rows, its texts shortened; what was cut is added to `cut`."""
+    import pandas as pd
+    from pandas.api.types import is_object_dtype, is_string_dtype
+
     if cut.max_rows and len(frame) > cut.max_rows:
         cut.frames[name] = len(frame)
         frame = frame.head(cut.max_rows)

@@ -26,13 +26,36 @@ COMMAND_MODULES = (
     "pulsar_lens.cli.serve_cmd",
     "pulsar_lens.cli.drill_cmd",
     "pulsar_lens.cli.config_cmd",
+    "pulsar_lens.cli.devstore_cmd",
 )
 
 
 VERBOSE_HELP = "log at DEBUG level, and print the traceback of a plugin's failure"
 
+# The module that registers each command: a command imports its own module only (with what
+# it imports), so `pulsar-lens plugins` does not pay for the collector's imports. A test
+# checks it against what the modules register.
+COMMANDS = {
+    "pulsar": "pulsar_lens.cli.pulsar_cmd",
+    "plugins": "pulsar_lens.cli.plugins_cmd",
+    "analyze": "pulsar_lens.cli.plugins_cmd",
+    "tables": "pulsar_lens.cli.tables_cmd",
+    "collect": "pulsar_lens.cli.collect_cmd",
+    "failover": "pulsar_lens.cli.assign_cmd",
+    "bundle": "pulsar_lens.cli.assign_cmd",
+    "hash": "pulsar_lens.cli.model_cmd",
+    "ranges": "pulsar_lens.cli.model_cmd",
+    "route": "pulsar_lens.cli.model_cmd",
+    "serve": "pulsar_lens.cli.serve_cmd",
+    "demo": "pulsar_lens.cli.serve_cmd",
+    "drill": "pulsar_lens.cli.drill_cmd",
+    "config": "pulsar_lens.cli.config_cmd",
+    "dev-store": "pulsar_lens.cli.devstore_cmd",
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of `command` alone when it is a known one."""
     parser = argparse.ArgumentParser(
         prog="pulsar-lens",
         description="Operations dashboard and analyses for Apache Pulsar clusters.",
@@ -40,14 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     parser.add_argument("--version", action="version", version=f"pulsar-lens {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    only = COMMANDS.get(command or "")
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        if only is None or name == only:
+            importlib.import_module(name).register(sub)
     return parser
 
 
+def _command(given: Sequence[str]) -> str | None:
+    """The command word of the arguments (the first that is not an option), if any."""
+    return next((arg for arg in given if not arg.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command(given))
     for position, arg in enumerate(given, start=1):
         if not _is_utf8(arg):
             parser.error(

@@ -9,14 +9,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
 from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.values import ENGINES
+from pulsar_lens.plugins import isolation
 
-if TYPE_CHECKING:  # the plugins (and altair) load when a command needs them, not for every command
+if TYPE_CHECKING:  # the plugins (pandas, the API) load when a command runs, not at parsing
+    import pandas as pd
+
     from pulsar_lens.plugins.registry import Registry
 
 EMPTY_STORE = "no snapshots yet: run `pulsar-lens collect --once`"
@@ -115,11 +116,18 @@ def registry_listing(registry: Registry) -> dict[str, Any]:
     return {"loaded": loaded, "failed": failed}
 
 
-def run_plugins(args: argparse.Namespace) -> int:
-    """Exit 0 when every plugin loaded, 1 when any failed (the listing is printed either way)."""
+def _discover() -> Registry:
+    """The plugins. The worker process that first imports third-party ones starts before
+    this process imports the API and the built-ins, so the two run side by side."""
+    isolation.warm_for()
     from pulsar_lens.plugins.registry import discover
 
-    listing = registry_listing(discover())
+    return discover()
+
+
+def run_plugins(args: argparse.Namespace) -> int:
+    """Exit 0 when every plugin loaded, 1 when any failed (the listing is printed either way)."""
+    listing = registry_listing(_discover())
     failed = 1 if listing["failed"] else 0
     if args.json:
         print(json.dumps(listing, indent=2))
@@ -182,9 +190,16 @@ def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
         return
     try:
         defaults = runner.validate_params(loaded.plugin, None)
-        choices = runner.run(loaded, store, defaults, use_cache=False).choices
+        default_run = runner.run(loaded, store, defaults, use_cache=False)
     except PulsarLensError:
         return
+    choices = default_run.choices
+    if default_run.choices_error:
+        print(
+            f"pulsar-lens: warning: the params of {loaded.name} are not checked against the "
+            f"stored snapshots: {default_run.choices_error}",
+            file=sys.stderr,
+        )
     for key, value in given.items():
         allowed = choices.get(key)
         if allowed is None or value in allowed:
@@ -210,9 +225,8 @@ def run_analyze(args: argparse.Namespace) -> int:
     from pulsar_lens.core.storeroot import check_root
     from pulsar_lens.plugins import runner
     from pulsar_lens.plugins.engines import BY_NAME, engine_of
-    from pulsar_lens.plugins.registry import discover
 
-    loaded = discover().get(args.slug)
+    loaded = _discover().get(args.slug)
     if args.engine and BY_NAME[args.engine] is not engine_of(loaded):
         print(
             f"pulsar-lens analyze: {loaded.name} runs on the {loaded.engine} engine, "
@@ -266,6 +280,8 @@ def _print_text(output: Any, cut: Cut) -> None:
     how = "stored result" if output.stored else "computed now"
     if output.computed_at:
         how += f", computed at {output.computed_at}"
+    import pandas as pd
+
     print(f"{output.plugin} {output.version} on {len(output.snapshot_ids)} snapshot(s) ({how})")
     for key, value in bounded_summary(output.result.summary, cut).items():
         print(f"  {key}: {value}")

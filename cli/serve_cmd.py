@@ -19,7 +19,12 @@ from pathlib import Path
 from pulsar_lens.cli.arguments import bounded_int
 from pulsar_lens.cli.collect_cmd import add_config_arg, duration_arg, require_admin_url
 from pulsar_lens.cli.dashboard_access import ACCESS_VARS, streamlit_args
-from pulsar_lens.cli.metrics_endpoint import add_metrics_port, metrics_port, metrics_url
+from pulsar_lens.cli.metrics_endpoint import (
+    MetricsEndpoint,
+    add_metrics_port,
+    metrics_port,
+    metrics_url,
+)
 from pulsar_lens.cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
 from pulsar_lens.core.secrets import display_url
 from pulsar_lens.core.settings import Settings, child_environ, format_duration, process_environ
@@ -233,8 +238,7 @@ def serve(
             add=child_env,
         )
         children.insert(0, collector)
-    else:
-        metrics = 0  # /metrics lives in the collect process
+    offline = None if polls else offline_metrics(store, metrics)
     stop = stop or threading.Event()
 
     def ready() -> None:
@@ -253,7 +257,23 @@ def serve(
         except ChildFailed as exc:
             print(f"pulsar-lens: {exc}", file=sys.stderr, flush=True)
             return 1
+        finally:
+            if offline is not None:
+                offline.close()
     return 0
+
+
+def offline_metrics(store: Path, port: int) -> MetricsEndpoint | None:
+    """/metrics over the store as it is, served from this process: offline there is no
+    collect process to serve it (`collect --metrics-port` does while polling). The stored
+    polls' families, the plugins' included, are computed at the first scrape."""
+    if not port:
+        return None
+    from pulsar_lens.core.store import Store
+
+    endpoint = MetricsEndpoint(Store(store), port=port)
+    endpoint.start()
+    return endpoint
 
 
 def run_serve(args: argparse.Namespace) -> int:

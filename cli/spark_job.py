@@ -37,7 +37,8 @@ class ProgressBar:
     def __call__(self, job: JobStatus) -> None:
         filled = round(job.fraction * BAR_WIDTH)
         bar = "#" * filled + "." * (BAR_WIDTH - filled)
-        text = f"{self.name} [{bar}] {job.fraction:4.0%}  {job.describe()}"
+        state = "failed" if job.state == "failed" else job.describe()  # why: said once, below
+        text = f"{self.name} [{bar}] {job.fraction:4.0%}  {state}"
         if self.tty:
             self.stream.write("\r\x1b[2K" + text + ("\n" if job.ended else ""))
         elif job.ended or time.monotonic() - self._last_line >= LINE_SECONDS:
@@ -52,7 +53,9 @@ def run_spark_job(loaded: LoadedPlugin, store: Store, params: BaseModel) -> bool
     job = queue.new(loaded.name, params.model_dump(mode="json"), origin="cli")
     bar = ProgressBar(sys.stderr, loaded.name)
     print(f"starting Spark ({session.master_from_env()}) ...", file=sys.stderr, flush=True)
-    ended = run_job(loaded, store, queue, job, results=ResultStore(store.root), on_update=bar)
+    ended = run_job(
+        loaded, store, queue, job, results=ResultStore(store.root), on_update=bar, log_failure=False
+    )
     if ended.state == "failed":
         print(f"pulsar-lens analyze: {loaded.name} failed: {ended.error}", file=sys.stderr)
         return False

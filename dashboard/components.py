@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+from pydantic import BaseModel
 
 from pulsar_lens.core.errors import PluginUnavailable, PulsarLensError
 from pulsar_lens.core.markdown import escape_markdown
@@ -92,6 +93,7 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
     others = [name for name in model.model_fields if name not in controls]
     with guarded(f"The {slug} analysis"):
         choices = data.param_choices(root, slug) if model.model_fields else {}
+        choices_failure(root, slug, model)
         key = f"analysis_{slug}"
         params = params_form(model, choices, key=key, only=controls)
         if others:
@@ -119,6 +121,16 @@ RUN_CONTROLS: Mapping[RunControl, Callable[[str, str, Mapping[str, Any]], None]]
 
 PANELS: Mapping[str, Callable[[str], None]] = {"unload-drill": drill_panel.drill_panel}
 """The panel drawn for each name in `pulsar_lens.api.PANELS`, which a plugin's `Page` lists."""
+
+
+def choices_failure(root: str, slug: str, model: type[BaseModel]) -> None:
+    """A warning when the plugin's param_choices() failed: its choices are typed then."""
+    why = data.param_choices_error(root, slug) if model.model_fields else None
+    if why:
+        st.warning(
+            f"The `{slug}` plugin's param_choices() failed: {escape_markdown(why)}. "
+            "Its parameters are typed instead of picked from the stored snapshots."
+        )
 
 
 def hook_failure(root: str, slug: str) -> None:

@@ -141,19 +141,28 @@ def plugin_loaded(slug: str) -> bool:
 
 
 @st.cache_data(ttl=3600, max_entries=64, show_spinner=False)
-def _param_choices(root: str, snapshot_id: str, slug: str) -> dict[str, list[str]]:
+def _param_choices(
+    root: str, snapshot_id: str, slug: str
+) -> tuple[dict[str, list[str]], str | None]:
     try:
         output = run_plugin(root, slug)  # the default run the page reuses from the cache
     except PluginError:  # the page shows the failure when it runs; the form needs no choices
-        return {}
-    return {name: list(values) for name, values in output.choices.items()}
+        return {}, None
+    return {name: list(values) for name, values in output.choices.items()}, output.choices_error
 
 
 def param_choices(root: str, slug: str) -> dict[str, list[str]]:
     """The plugin's allowed values for its str params, which come with its default-params
     result (stored, or analysed now and cached for the page's own run)."""
     status = poll_status(root)
-    return _param_choices(root, status.snapshot_id, slug) if status else {}
+    return _param_choices(root, status.snapshot_id, slug)[0] if status else {}
+
+
+def param_choices_error(root: str, slug: str) -> str | None:
+    """Why the plugin's param_choices() failed for the newest snapshot; None when it did not
+    (its select boxes are text boxes then, and the page says why)."""
+    status = poll_status(root)
+    return _param_choices(root, status.snapshot_id, slug)[1] if status else None
 
 
 @st.cache_data(ttl=INDEX_TTL_SECONDS, max_entries=8, show_spinner=False)

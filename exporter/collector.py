@@ -306,9 +306,10 @@ class LensCollector(Collector):
         from pulsar_lens.plugins import runner
 
         families: list[Metric] = []
+        plugins = self._loaded()  # discovers on the first call, which fills `_unloaded`
         failed = list(self._unloaded)
         hooks: dict[str, str] = {}
-        for plugin in self._loaded():
+        for plugin in plugins:
             if self._closing.is_set():
                 break  # closed: nothing will scrape what the other plugins contribute
             name = getattr(plugin, "name", "?")

@@ -22,7 +22,9 @@ where its frames are, with the file and line in the plugin's own code.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
 import multiprocessing
 import multiprocessing.connection
@@ -32,7 +34,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,8 @@ from pulsar_lens.core.settings import (
 TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_TIMEOUT"
 MEMORY_ENV = "PULSAR_LENS_PLUGIN_MEMORY"
 IMPORT_TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT"
+PLUGIN_DIRS_ENV = "PULSAR_LENS_PLUGIN_DIRS"
+ENTRY_POINT_GROUP = "pulsar_lens.plugins"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_IMPORT_TIMEOUT = 10.0
 DEFAULT_MEMORY = 1024 * 1024 * 1024
@@ -88,6 +92,22 @@ def _mebibytes(env: Any, name: str, default: int) -> int:
     if not text.isdigit() or not 64 <= int(text) <= 1024 * 1024:
         raise SettingsError(f"{name} is a number of MiB from 64 to 1048576, got {text!r}")
     return int(text) * 1024 * 1024
+
+
+def plugin_dirs_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The drop-in directories listed in PULSAR_LENS_PLUGIN_DIRS (os.pathsep-separated)."""
+    raw = (process_environ() if environ is None else environ).get(PLUGIN_DIRS_ENV, "")
+    return [Path(part).expanduser() for part in raw.split(os.pathsep) if part.strip()]
+
+
+def third_party(dirs: Sequence[Path], *, entry_points: bool = True) -> bool:
+    """Whether discovering plugins will import third-party code (in a worker first): a
+    drop-in file in `dirs`, or an installed package's entry point."""
+    if entry_points and importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        return True
+    return any(
+        d.is_dir() and any(not p.name.startswith(("_", ".")) for p in d.glob("*.py")) for d in dirs
+    )
 
 
 def locate(cls: type) -> Locator:
@@ -198,15 +218,46 @@ def _start(worker: Any) -> None:
     the default limit a plugin's first Arrow allocation failed. Workers fork from it, so they
     inherit that environment.
     """
-    with _start_lock:
-        main = sys.modules.get("__main__")
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
-            with without_credentials_while({ARROW_POOL_ENV: "system"}):
-                worker.start()
-        finally:
-            if main is not None:
-                sys.modules["__main__"] = main
+    with _start_lock, _as_forkserver_parent():
+        worker.start()
+
+
+def warm_for(dirs: Sequence[Path] | None = None, *, entry_points: bool = True) -> bool:
+    """`warm()` when discovery over `dirs` (default: PULSAR_LENS_PLUGIN_DIRS) and the entry
+    points will import third-party code; whether it did."""
+    if not third_party(plugin_dirs_from_env() if dirs is None else dirs, entry_points=entry_points):
+        return False
+    try:
+        warm()
+    except OSError:  # the first probe starts it again, and says why when it cannot
+        return False
+    return True
+
+
+def warm() -> None:
+    """Start the forkserver now, when third-party plugins are about to be imported: its
+    preload (pandas, pyarrow, altair, the API) runs in its own process while this one
+    imports the built-ins, instead of after them at the first probe. `pulsar-lens plugins`
+    with a drop-in folder took the two imports one after the other."""
+    from multiprocessing import forkserver
+
+    _ctx()
+    with _start_lock, _as_forkserver_parent():
+        forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def _as_forkserver_parent() -> Iterator[None]:
+    """No `__main__` of ours and no credential in the environment, while a forkserver may
+    be started (see `_start`)."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        with without_credentials_while({ARROW_POOL_ENV: "system"}):
+            yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 def _wait(receive: Any, worker: Any, timeout: float) -> tuple[str, Any] | None:
@@ -252,7 +303,7 @@ def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, s
             send.send(("ok", None))
             return
         instance = cls()
-        if method == "analyze":
+        if method in ("analyze", "render") and len(args) == 2:
             data, params = args
             args = (data, cls.Params.model_validate(params))
         send.send(("ok", getattr(instance, method)(*args)))

@@ -110,10 +110,13 @@ def store_run(
     plugin: AnalysisPlugin | LoadedPlugin,
     results: ResultStore,
     params: Mapping[str, Any] | None = None,
+    *,
+    log_failure: bool = True,
 ) -> Outcome:
     """Analyse `plugin` with `params` (default ones when None) on the newest snapshots and
     store the result, or the failure; "kept" when exactly this is stored already. A Spark
-    plugin runs on this process's Spark session."""
+    plugin runs on this process's Spark session. `log_failure=False` when the caller says
+    the failure itself (`pulsar-lens analyze`), so it is said once."""
     instance = instance_of(plugin)
     validated = runner.validate_params(instance, params)
     params_json = validated.model_dump(mode="json")
@@ -125,10 +128,12 @@ def store_run(
         return Outcome(instance.name, "kept")
     started = time.perf_counter()
     choices: Mapping[str, Sequence[str]] = {}
+    choices_error: str | None = None
     failure: Mapping[str, Any] | None = None
     try:
         output = runner.run(plugin, store, validated, use_cache=False, use_stored=False)
         status, error, result, choices = "ok", None, output.result, output.choices
+        choices_error = output.choices_error
     except PluginError as exc:
         status, error, result, failure = "failed", str(exc), None, exc.to_json()
     except Exception as exc:  # the runner wraps plugin errors; anything else is ours
@@ -145,13 +150,14 @@ def store_run(
         error=error,
         failure=failure,
         choices=choices,
+        choices_error=choices_error,
     )
     try:
         results.write(stored)
     except Exception as exc:  # e.g. a frame Arrow cannot store: readers compute it on demand
         log.warning("could not store the result of %s: %s", instance.name, exc)
         return Outcome(instance.name, "failed", seconds, f"not stored: {exc}")
-    if error:
+    if error and log_failure:
         log.warning("analysis %s failed on the newest snapshot: %s", instance.name, error)
     return Outcome(instance.name, status, seconds, error)
 

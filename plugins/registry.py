@@ -31,10 +31,14 @@ from pulsar_lens.core.errors import (
     SettingsError,
     origin_of,
 )
-from pulsar_lens.core.settings import process_environ
 from pulsar_lens.plugins import isolation
 from pulsar_lens.plugins.builtin import BUILTIN_PLUGINS
-from pulsar_lens.plugins.isolation import Locator
+from pulsar_lens.plugins.isolation import (
+    ENTRY_POINT_GROUP,
+    PLUGIN_DIRS_ENV,
+    Locator,
+    plugin_dirs_from_env,
+)
 from pulsar_lens.plugins.validation import validate_plugin
 
 __all__ = [
@@ -50,9 +54,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-ENTRY_POINT_GROUP = "pulsar_lens.plugins"
-PLUGIN_DIRS_ENV = "PULSAR_LENS_PLUGIN_DIRS"
 
 
 @dataclass(frozen=True)
@@ -119,12 +120,6 @@ class Registry:
         return len(self.plugins)
 
 
-def plugin_dirs_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
-    """The drop-in directories listed in PULSAR_LENS_PLUGIN_DIRS (os.pathsep-separated)."""
-    raw = (process_environ() if environ is None else environ).get(PLUGIN_DIRS_ENV, "")
-    return [Path(part).expanduser() for part in raw.split(os.pathsep) if part.strip()]
-
-
 def discover(
     *,
     builtins: bool = True,
@@ -139,15 +134,17 @@ def discover(
     plugins: dict[str, LoadedPlugin] = {}
     failures: list[PluginLoadError] = []
     candidates: list[tuple[str, Any, bool]] = []  # source, object, isolated
-    if builtins:
-        candidates.extend((s, o, False) for s, o in _builtin_candidates(failures))
-    if entry_points:
-        candidates.extend((s, o, True) for s, o in _entry_point_candidates(failures))
     dirs = (
         plugin_dirs_from_env()
         if plugin_dirs is None
         else [Path(d).expanduser() for d in plugin_dirs]
     )
+    if entry_points or dirs:
+        isolation.warm_for(dirs, entry_points=entry_points)  # beside the built-ins' imports
+    if builtins:
+        candidates.extend((s, o, False) for s, o in _builtin_candidates(failures))
+    if entry_points:
+        candidates.extend((s, o, True) for s, o in _entry_point_candidates(failures))
     for directory in dirs:
         candidates.extend((s, o, True) for s, o in _directory_candidates(directory, failures))
     for source, obj, isolated in candidates:

@@ -56,6 +56,7 @@ class StoredResult:
     failure: Mapping[str, Any] | None = None  # its fields (`PluginError.to_json`), if any
     choices: Mapping[str, Sequence[str]] = field(default_factory=dict)  # param_choices()
     computed_at: str | None = None  # ISO time the entry was written (set by `write`)
+    choices_error: str | None = None  # why param_choices() failed, when it did
 
 
 def result_key(
@@ -225,6 +226,7 @@ def _load(entry: Path) -> StoredResult | None:
         failure=None if ok or not isinstance(meta.get("failure"), dict) else meta["failure"],
         choices={str(k): [str(v) for v in vs] for k, vs in meta.get("choices", {}).items()},
         computed_at=meta.get("computed_at"),
+        choices_error=_text_or_none(meta.get("choices_error")),
     )
 
 
@@ -242,7 +244,12 @@ def _meta(stored: StoredResult, frames: list[str]) -> dict[str, Any]:
         "summary": _redacted(dict(stored.result.summary)) if stored.result is not None else {},
         "frames": frames,
         "choices": {k: list(v) for k, v in stored.choices.items()},
+        "choices_error": redact(stored.choices_error) if stored.choices_error else None,
     }
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _redacted(summary: dict[str, Any]) -> dict[str, Any]:

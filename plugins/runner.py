@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pulsar_lens.api import AnalysisPlugin, Inputs, Result, SparkInputs, View
 from pulsar_lens.core.digest import cache_key
 from pulsar_lens.core.errors import PluginContractError, PluginError, PluginRunError, ResultNotReady
-from pulsar_lens.plugins.calls import analyze, metrics, param_choices, render
+from pulsar_lens.plugins.calls import analyze, choices_of, metrics, param_choices, render
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.params import validate_params
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
@@ -34,6 +34,7 @@ __all__ = [
     "CACHE_MAX_ENTRIES",
     "RunOutput",
     "SnapshotStore",
+    "choices_of",
     "clear_cache",
     "inputs_for",
     "load_inputs",
@@ -71,6 +72,7 @@ class RunOutput:
     """The plugin's allowed values of str params (`param_choices`), with the default-params
     result only: they depend on the data, not on the params."""
     computed_at: str | None = None  # ISO time a stored result was computed
+    choices_error: str | None = None  # why `param_choices` failed (its params are then typed)
 
     @property
     def seconds(self) -> float:
@@ -222,8 +224,15 @@ def run(
             output = run_on_inputs(plugin, inputs, validated)
             timings = {"load": load_seconds, **output.timings}
             default = params_json == validate_params(instance, None).model_dump(mode="json")
-            choices = param_choices(plugin, inputs) if default else {}
-            output = RunOutput(**{**output.__dict__, "timings": timings, "choices": choices})
+            choices, choices_error = choices_of(plugin, inputs) if default else ({}, None)
+            output = RunOutput(
+                **{
+                    **output.__dict__,
+                    "timings": timings,
+                    "choices": choices,
+                    "choices_error": choices_error,
+                }
+            )
     except (PluginRunError, PluginContractError) as exc:  # its analysis or its render
         if use_cache:
             _remember(_failures, key, exc)
@@ -275,7 +284,7 @@ def _from_stored(
     if stored.result is None:
         raise _stored_failure(plugin.name, stored)
     started = time.perf_counter()
-    views = render(loaded, stored.result)
+    views = render(loaded, stored.result, params)
     return RunOutput(
         plugin=plugin.name,
         version=plugin.version,
@@ -287,6 +296,7 @@ def _from_stored(
         stored=True,
         choices=stored.choices,
         computed_at=stored.computed_at,
+        choices_error=stored.choices_error,
     )
 
 
@@ -316,7 +326,7 @@ def run_on_inputs(
     started = time.perf_counter()
     result = analyze(plugin, inputs, validated)
     analyzed = time.perf_counter()
-    views = render(plugin, result)
+    views = render(plugin, result, validated)
     rendered = time.perf_counter()
     return RunOutput(
         plugin=instance.name,

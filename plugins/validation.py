@@ -14,7 +14,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import altair as alt
 import pandas as pd
 from pydantic import BaseModel, ValidationError
 
@@ -272,7 +271,7 @@ def _view_problems(view: Any) -> Iterable[str]:
         value = getattr(view, name)
         if not isinstance(value, str):
             yield f"{kind} whose {name} is not text: {type(value).__name__}"
-    if isinstance(view, Chart) and not isinstance(view.chart, alt.TopLevelMixin):
+    if isinstance(view, Chart) and not _is_altair_chart(view.chart):
         yield f"Chart of {type(view.chart).__name__}, not an Altair chart"
     elif isinstance(view, Table) and not isinstance(view.frame, pd.DataFrame):
         yield f"Table of {type(view.frame).__name__}, not a pandas DataFrame"
@@ -301,3 +300,11 @@ def _view_problems(view: Any) -> Iterable[str]:
 def _scalar(value: Any) -> bool:
     """Text or a real number (numpy's too; finite or not: the dashboard shows it)."""
     return isinstance(value, str | numbers.Real)
+
+
+def _is_altair_chart(chart: object) -> bool:
+    """An Altair top-level chart; altair is imported here, on use, as by the render that made
+    the chart (discovering plugins needs no altair)."""
+    import altair as alt
+
+    return isinstance(chart, alt.TopLevelMixin)

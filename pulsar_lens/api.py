@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-import altair as alt
 import pandas as pd
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.core import Metric as MetricFamily
@@ -54,6 +53,9 @@ from pulsar_lens.core.model import HashRange
 from pulsar_lens.core.selectors import ConsistentHashingSelector, make_selector
 from pulsar_lens.core.topicname import TopicName, TopicNameError, parse_topic_name
 from pulsar_lens.core.values import ENGINES
+
+if TYPE_CHECKING:  # a plugin's render imports altair; discovering plugins does not
+    import altair as alt
 
 __all__ = [
     "API_VERSION",
@@ -401,8 +403,10 @@ class AnalysisPlugin:
         """Compute the output frames from the input tables; pure, no I/O."""
         raise NotImplementedError(f"{type(self).__name__} does not implement analyze()")
 
-    def render(self, result: Result) -> list[View]:
-        """Turn a result into views; no Streamlit calls."""
+    def render(self, result: Result, params: Any = None) -> list[View]:
+        """Turn a result into views; no Streamlit calls. `params` are the validated `Params`
+        the result was computed with (the defaults for a stored one). A render written
+        with one argument, `render(self, result)`, is still called that way."""
         raise NotImplementedError(f"{type(self).__name__} does not implement render()")
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:

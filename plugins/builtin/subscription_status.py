@@ -28,9 +28,8 @@ ask the broker for it), and 0 when the backlog is empty.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import altair as alt
 import pandas as pd
 
 from pulsar_lens.api import (
@@ -52,6 +51,9 @@ from pulsar_lens.api import (
     finite,
     parse_topic_name,
 )
+
+if TYPE_CHECKING:
+    import altair as alt
 
 STATUSES = ("ERROR", "STOP", "STALL", "WARN", "OK")
 STATUS_COLORS = ("#d62728", "#9467bd", "#ff7f0e", "#e7ba52", "#2ca02c")
@@ -139,7 +141,7 @@ class SubscriptionStatus(AnalysisPlugin):
                     lag.add_metric(labels, seconds)
         return [status, lag]
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         status = result.frames["status"]
         counts: Mapping[str, int] = result.summary.get("counts", {})
         views: list[View] = [Metric(label=s, value=counts.get(s, 0)) for s in STATUSES]
@@ -301,6 +303,8 @@ first): a line per subscription of a whole cluster is neither readable nor cheap
 
 def chart_backlog(backlog: pd.DataFrame, status: pd.DataFrame) -> alt.Chart:
     """Backlog over time of the CHART_LINES worst subscriptions, coloured by current status."""
+    import altair as alt  # on use: discovering plugins needs no altair
+
     worst = status[[*KEY, "status"]].head(CHART_LINES)
     labelled = backlog.merge(worst, on=KEY, how="inner").assign(
         name=lambda f: f["topic"].str.rsplit("/", n=1).str[-1] + " / " + f["subscription"]

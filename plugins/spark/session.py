@@ -89,6 +89,17 @@ def stop() -> None:
         _session, _started = None, None
 
 
+def _quiet_query_context_loggers() -> None:
+    """PySpark logs each analysis error with its query context as it raises it: the error
+    then reaches the plugin's failure, which says it once, so these loggers stay quiet."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # a PySpark without them logs nothing of the kind
+        return
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def _build(master: str) -> SparkSession:
     from pyspark.sql import SparkSession
 
@@ -102,6 +113,7 @@ def _build(master: str) -> SparkSession:
     # PySpark's own notice about pandas 3 says nothing an operator can act on.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    _quiet_query_context_loggers()
     builder = SparkSession.builder.appName(APP_NAME)
     if master.startswith("sc://"):
         builder = builder.remote(master)

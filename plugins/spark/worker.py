@@ -61,9 +61,11 @@ def run_job(
     *,
     results: ResultStore,
     on_update: Any = None,
+    log_failure: bool = True,
 ) -> JobStatus:
     """Run `job` on this process's Spark session, store its result, and keep its status file
-    up to date; the ended status. `on_update(status)` is called on each progress change."""
+    up to date; the ended status. `on_update(status)` is called on each progress change;
+    `log_failure=False` leaves saying a failed analysis to the caller."""
     job = queue.update(dataclasses.replace(job, state="running", started_at=now().isoformat()))
     current = [job]
 
@@ -77,7 +79,9 @@ def run_job(
     try:
         spark = session.get()
         with progress.tracked(spark, job.id, report):
-            outcome = precompute.store_run(store, loaded, results, job.params)
+            outcome = precompute.store_run(
+                store, loaded, results, job.params, log_failure=log_failure
+            )
     except Exception as exc:  # the session could not start, or the store could not be read
         outcome = precompute.Outcome(loaded.name, "failed", job.seconds(), f"{exc}")
     ended = dataclasses.replace(

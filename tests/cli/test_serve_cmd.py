@@ -151,6 +151,7 @@ def test_serve_browses_an_existing_store_offline_without_an_admin_url(tmp_path: 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
     argv = [PY, "-m", "pulsar_lens.cli.main", "serve", "--port", str(port), "--store", str(store)]
+    argv += ["--metrics-port", "0"]
     with subprocess.Popen(
         argv,
         env=env,
@@ -162,3 +163,36 @@ def test_serve_browses_an_existing_store_offline_without_an_admin_url(tmp_path: 
         _stop_on_sigterm(proc, port)
         rest = proc.stdout.read() if proc.stdout else ""
     assert "offline: no admin URL is set, so nothing is polled" in rest
+
+
+def test_serve_offline_serves_metrics_of_the_stored_polls(tmp_path: Path) -> None:
+    """Without a loop there is no collect process: the serve process answers /metrics from
+    the store, and says where."""
+    import urllib.request
+
+    from pulsar_lens.core.store import Store
+    from tests.core.snapshots import make_snapshot
+
+    store = tmp_path / "store"
+    Store(store).write(make_snapshot())
+    port, metrics = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    argv = [PY, "-m", "pulsar_lens.cli.main", "serve", "--port", str(port), "--store", str(store)]
+    argv += ["--metrics-port", str(metrics)]
+    with subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    ) as proc:  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            lines = [proc.stdout.readline()]
+            while lines[-1] and not lines[-1].startswith("Prometheus metrics:"):
+                lines.append(proc.stdout.readline())  # ends at EOF when serve exits
+            assert lines[-1] == f"Prometheus metrics: http://127.0.0.1:{metrics}/metrics\n", lines
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=120) as r:
+                text = r.read().decode()
+            assert "pulsar_lens_snapshot_age_seconds " in text
+            assert 'pulsar_lens_plugin_errors{plugin="subscription-status"} 0.0' in text
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)

@@ -432,7 +432,9 @@ def test_lens_collector_runs_the_builtin_analyses_by_default() -> None:
         "bundle-ownership",
         "unload-latency",
     }
-    assert value(found, "pulsar_lens_plugin_errors", plugin="subscription-status") == 0
+    assert {
+        p: value(found, "pulsar_lens_plugin_errors", plugin=p) for p in plugins
+    } == dict.fromkeys(plugins, 0)  # MemoryStore reads timed tables by time, as the store does
 
 
 def settings(env: Mapping[str, str], **kwargs: Any) -> MetricsSettings:
@@ -478,3 +480,18 @@ def test_poll_recorder_counts_polls_and_keeps_the_last() -> None:
         last_requests=3,
         last_errors=0,
     )
+
+
+def test_lens_collector_a_plugin_that_failed_to_load_reads_1_on_the_first_scrape(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector discovers the plugins at its first computation: the load failures
+    found then must be in that very first answer, not only from the second snapshot on."""
+    (tmp_path / "unloadable.py").write_text("raise RuntimeError('cannot import')\n")
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(tmp_path))
+    store = MemoryStore([cluster_snapshot(0, 3)])
+    collector = LensCollector(store, now=lambda: at(1))
+    found = scrape(collector)
+    assert collector.computations == 1
+    assert value(found, "pulsar_lens_plugin_errors", plugin=str(tmp_path / "unloadable.py")) == 1
+    assert value(found, "pulsar_lens_plugin_errors", plugin="subscription-status") == 0

@@ -74,7 +74,6 @@ from pulsar_lens.plugins.builtin.bundle_load_history.scoring import (
     finish,
     order_hot,
 )
-from pulsar_lens.plugins.builtin.bundle_load_history.views import render_views
 
 
 class BundleLoadHistory(AnalysisPlugin):
@@ -110,7 +109,11 @@ class BundleLoadHistory(AnalysisPlugin):
         assert isinstance(data, SparkInputs)
         return finish(spark_parts(data, metric=params.metric, top=params.top), metric=params.metric)
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.bundle_load_history.views import (
+            render_views,  # altair: on use
+        )
+
         return render_views(result)
 
 

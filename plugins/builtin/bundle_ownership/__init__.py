@@ -153,7 +153,7 @@ class BundleOwnership(AnalysisPlugin):
             gauge.add_metric([str(kind)], float(count))
         return [gauge]
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         summary, frames = result.summary, result.frames
         views: list[View] = [
             Metric("Bundles", summary["bundles"]),

@@ -61,7 +61,6 @@ from pulsar_lens.plugins.builtin.failover_assignment.frames import (
     timeline_frame,
     with_flaps,
 )
-from pulsar_lens.plugins.builtin.failover_assignment.views import render_views
 from pulsar_lens.plugins.builtin.shared.failover import group_label, parent_of
 
 Picker = Callable[[str], FailoverConsumer | None]
@@ -160,7 +159,11 @@ class FailoverAssignment(AnalysisPlugin):
                 flapping.add_metric(key, float(row["flapping"]))
         return [imbalance, overload, flapping]
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.failover_assignment.views import (
+            render_views,  # altair: on use
+        )
+
         return render_views(result)
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:

@@ -38,7 +38,6 @@ from pulsar_lens.api import (
 )
 from pulsar_lens.plugins.builtin.failover_history.frames import OUTPUTS
 from pulsar_lens.plugins.builtin.failover_history.plan import spark_result
-from pulsar_lens.plugins.builtin.failover_history.views import render_views
 
 
 class FailoverHistory(AnalysisPlugin):
@@ -86,5 +85,9 @@ class FailoverHistory(AnalysisPlugin):
             charset=jvm_charset(params.jvm_charset),
         )
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.failover_history.views import (
+            render_views,  # altair: on use
+        )
+
         return render_views(result)

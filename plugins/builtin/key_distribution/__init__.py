@@ -43,7 +43,6 @@ from pulsar_lens.plugins.builtin.key_distribution.reference import (
     members_in_order,
     with_selectors,
 )
-from pulsar_lens.plugins.builtin.key_distribution.views import render_views
 from pulsar_lens.plugins.builtin.key_distribution.whatif import (
     PLAN_SCHEMA,
     WHAT_IF_SCHEMA,
@@ -110,7 +109,11 @@ class KeyDistribution(AnalysisPlugin):
         )
         return finish(counts, subscription=params.subscription)
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.key_distribution.views import (
+            render_views,  # altair: on use
+        )
+
         return render_views(result)
 
     def param_choices(self, data: Any) -> dict[str, list[str]]:

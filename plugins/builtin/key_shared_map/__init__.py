@@ -60,7 +60,6 @@ from pulsar_lens.core.keyshared.layout import Layout, from_frame, infer_kinds
 from pulsar_lens.core.keyshared.ranges import ROUTABLE, hash_selector
 from pulsar_lens.core.keyshared.rebuild import WhatIf, apply_what_if, consistent_model, rebuild
 from pulsar_lens.plugins.builtin.key_shared_map.frames import Analysis, map_frames
-from pulsar_lens.plugins.builtin.key_shared_map.views import render_views
 from pulsar_lens.plugins.builtin.key_shared_map.what_if import (
     LOOKUP_COLUMNS,
     State,
@@ -175,7 +174,9 @@ class KeySharedMap(AnalysisPlugin):
         frames["lookup"] = frame_of([lookup] if lookup else [], LOOKUP_COLUMNS)
         return Result(frames=frames, summary=summarize(frames, selected, what_if, lookup))
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.key_shared_map.views import render_views  # altair: on use
+
         return render_views(result)
 
     def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:

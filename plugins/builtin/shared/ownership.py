@@ -8,8 +8,12 @@ in a result and the code that reads them stay one.
 
 from __future__ import annotations
 
-import altair as alt
+from typing import TYPE_CHECKING
+
 import pandas as pd
+
+if TYPE_CHECKING:
+    import altair as alt
 
 UNOWNED = "(unowned)"
 BROKER_COLUMNS = ["owner_broker", "bundles", "topics", "msg_rate_in", "msg_rate_out"]
@@ -33,6 +37,8 @@ def compute_brokers(current: pd.DataFrame) -> pd.DataFrame:
 
 def chart_ownership(bundles: pd.DataFrame) -> alt.Chart:
     """Broker x bundle: one cell per bundle under its owner, coloured by topic count."""
+    import altair as alt  # on use: discovering plugins needs no altair
+
     cells = bundles.assign(
         owner=bundles["owner_broker"].fillna(UNOWNED),
         label=bundles["namespace"] + "/" + bundles["bundle"],
@@ -52,6 +58,8 @@ def chart_ownership(bundles: pd.DataFrame) -> alt.Chart:
 
 def chart_timeline(timeline: pd.DataFrame) -> alt.Chart:
     """Owner of each bundle at each snapshot."""
+    import altair as alt  # on use: discovering plugins needs no altair
+
     lanes = timeline.assign(label=timeline["namespace"] + "/" + timeline["bundle"])
     chart: alt.Chart = (
         alt.Chart(lanes)

@@ -57,7 +57,6 @@ from pulsar_lens.core.keyshared.ranges import (
     share_stats,
 )
 from pulsar_lens.plugins.builtin.shared.sticky import plan_ranges
-from pulsar_lens.plugins.builtin.sticky_ranges.views import render_views
 
 GROUP_COLUMNS = [
     "label",
@@ -140,7 +139,9 @@ class StickyRanges(AnalysisPlugin):
         selected = params.subscription or (groups[0].label if groups else "")
         return Result(frames=frames, summary=summarize(frames, params, selected, len(chosen)))
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.sticky_ranges.views import render_views  # altair: on use
+
         return render_views(result)
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:

@@ -61,7 +61,7 @@ class StuckHashHistory(AnalysisPlugin):
         episodes = spark_episodes(data)
         return finish(episodes, newest=len(data.snapshots) - 1)
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Any = None) -> list[View]:
         episodes = result.frames["episodes"]
         if episodes.empty:
             return [Note("No hash drained in the stored polls.")]

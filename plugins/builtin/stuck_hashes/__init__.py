@@ -32,8 +32,8 @@ read position they joined at (`consumersAfterMarkDeletePosition`, `readPositionW
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import altair as alt
 import numpy as np
 import pandas as pd
 
@@ -60,6 +60,9 @@ from pulsar_lens.plugins.builtin.stuck_hashes.classic import compute_held_back
 from pulsar_lens.plugins.builtin.stuck_hashes.violations import compute_violations, listed_names
 from pulsar_lens.plugins.builtin.stuck_hashes.waiting import waiting_consumers
 from pulsar_lens.plugins.builtin.stuck_hashes.windows import snapshot_order, with_positions
+
+if TYPE_CHECKING:
+    import altair as alt
 
 HASH_KEY = ["topic", "subscription", "consumer_name", "hash"]
 HASH_COLUMNS = [
@@ -164,7 +167,7 @@ class StuckHashes(AnalysisPlugin):
                 gauge.add_metric(list(key), float(counts.get(key, 0)))
         return [gauge]
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         hashes, summary = result.frames["hashes"], result.summary
         views: list[View] = [
             Metric("Draining hashes", summary["draining"]),
@@ -295,6 +298,8 @@ def with_holder_facts(
 def chart_blocked(history: pd.DataFrame, stuck: pd.DataFrame) -> alt.Chart:
     """Blocked attempts over time, one line per stuck hash: the MAX_LINES blocked most, so
     the chart's data stays small however many hashes are stuck."""
+    import altair as alt  # on use: discovering plugins needs no altair
+
     top = stuck.sort_values(["blocked_growth", "hash"], ascending=[False, True], kind="stable")
     keys = top[HASH_KEY].head(MAX_LINES) if len(top) else pd.DataFrame(columns=HASH_KEY)
     lines = history.merge(keys, on=HASH_KEY, how="inner")

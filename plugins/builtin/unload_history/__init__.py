@@ -44,7 +44,6 @@ from pulsar_lens.api import (
 from pulsar_lens.plugins.builtin.shared.outages import SLOW_MS
 from pulsar_lens.plugins.builtin.unload_history.frames import TOP, finish
 from pulsar_lens.plugins.builtin.unload_history.plan import empty_parts, spark_parts
-from pulsar_lens.plugins.builtin.unload_history.views import render_views
 
 
 class UnloadHistory(AnalysisPlugin):
@@ -83,5 +82,7 @@ class UnloadHistory(AnalysisPlugin):
         parts = spark_parts(data.history("probes"), data.history("bundles"), slow_ms=params.slow_ms)
         return finish(parts, top=params.top)
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
+        from pulsar_lens.plugins.builtin.unload_history.views import render_views  # altair: on use
+
         return render_views(result)

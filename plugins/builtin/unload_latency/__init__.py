@@ -19,8 +19,8 @@ together on one page.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import altair as alt
 import pandas as pd
 
 from pulsar_lens.api import (
@@ -53,6 +53,9 @@ from pulsar_lens.plugins.builtin.unload_latency.outages import (
     timeline,
     unload_events,
 )
+
+if TYPE_CHECKING:
+    import altair as alt
 
 
 class UnloadLatency(AnalysisPlugin):
@@ -154,7 +157,7 @@ class UnloadLatency(AnalysisPlugin):
             worst.add_metric([], float(summary["worst_outage_ms"]) / 1000)
         return [events, lost, worst]
 
-    def render(self, result: Result) -> list[View]:
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
         summary, frames = result.summary, result.frames
         views: list[View] = [
             Metric("Bundles", summary["bundles"]),
@@ -276,6 +279,8 @@ def _probe_summary(probes: pd.DataFrame) -> pd.DataFrame:
 def chart_timeline(points: pd.DataFrame, events: pd.DataFrame) -> alt.LayerChart:
     """p50, p99 and max publish latency per second, log scale, with each unload as a rule
     (measured ones at their cut, the others at the poll that saw them)."""
+    import altair as alt  # on use: discovering plugins needs no altair
+
     long = points.melt(
         id_vars=["at", "namespace", "bundle"],
         value_vars=["p50_ms", "p99_ms", "max_ms"],
@@ -314,6 +319,8 @@ def chart_timeline(points: pd.DataFrame, events: pd.DataFrame) -> alt.LayerChart
 
 def chart_ladder(outages: pd.DataFrame) -> alt.LayerChart:
     """Each outage as a tick on a time axis, with the client's nominal retry times as rules."""
+    import altair as alt  # on use: discovering plugins needs no altair
+
     ticks = (
         alt.Chart(outages)
         .mark_tick(thickness=3, size=30)
