@@ -27,7 +27,7 @@ def main() -> int:
 
     try:
         find_java()
-    except Exception as exc:  # noqa: BLE001 - any refusal means: install one
+    except Exception as exc:  # any refusal means: install one
         print(f"setup: {exc}", file=sys.stderr)
         return 1
     return 0
