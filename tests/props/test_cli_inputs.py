@@ -108,6 +108,10 @@ NUMERIC = (
     Numeric(("config", "check"), "--timeout", 300.0),
     Numeric(("analyze", "key-shared-map"), "--max-rows", 10**9),
     Numeric(("analyze", "key-shared-map"), "--max-text", 10**9),
+    # a value wrongly accepted would write a store there: a folder of this run's temp dir
+    Numeric(
+        ("dev-store", str(Path(tempfile.gettempdir(), "lens-props-dev-store"))), "--polls", 10_000
+    ),
 )
 
 
