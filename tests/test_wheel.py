@@ -86,6 +86,19 @@ def outside(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     yield tmp_path, env
 
 
+def test_every_package_folder_is_listed_in_pyproject() -> None:
+    """pyproject lists the packages by name (the mapping needs it): a new folder with an
+    `__init__.py` that is not listed would be left out of the wheel, its imports failing only
+    once installed."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {
+        ".".join(("pulsar_lens", *init.parent.relative_to(ROOT).parts))
+        for part in PARTS
+        for init in (ROOT / part).rglob("__init__.py")
+    }
+    assert folders - set(setuptools["packages"]) == set(), "add these to pyproject's packages"
+
+
 def test_wheel_holds_one_top_level_name_and_every_package(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
