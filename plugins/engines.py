@@ -63,7 +63,10 @@ class Engine:
         """Why a plugin on this engine cannot load here, or None when it can."""
         if self.needs is None or importlib.util.find_spec(self.needs) is not None:
             return None
-        return f"{self.name!r} needs {self.needs}, which is not installed (pulsar-lens[spark])"
+        return (
+            f"{self.name!r} needs {self.needs}, which is not installed (a light image, or an "
+            "install without its dependencies: pip install pulsar-lens installs it)"
+        )
 
     def load_inputs(
         self,
