@@ -3,13 +3,11 @@ is that file, whole), and those files' own tests pass as the docs tell to run th
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from pulsar_lens.plugins.registry import discover
+from tests.example_runs import run_example_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "plugins.md"
@@ -40,15 +38,4 @@ def test_the_drop_in_example_loads_from_its_folder() -> None:
 
 
 def test_the_drop_in_examples_own_tests_pass() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q"],
-        cwd=ROOT / "examples" / "drop-in",
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "6 passed" in done.stdout
+    assert "6 passed" in run_example_tests("drop-in", timeout=600)
