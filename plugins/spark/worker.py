@@ -344,12 +344,19 @@ def _wait_main_thread(timeout: float) -> bool:
 
 
 class _QuietStop(logging.Filter):
-    """Drops py4j's record of the KeyboardInterrupt a stop raises inside a call to the JVM:
-    it goes to the root logger with a traceback, and the stop is already the worker's to
-    say (the abandoned job's status names it)."""
+    """Drops py4j's records of the KeyboardInterrupt a stop raises inside a call to the JVM,
+    and of what that interrupt then breaks (the socket py4j shuts down after it): they come
+    with tracebacks, and the stop is already the worker's to say (the abandoned job's status
+    names it). Set on the handlers, since a logger's own filter misses propagated records."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+        exc = record.exc_info[1] if record.exc_info else None
+        seen = 0
+        while exc is not None and seen < 10:
+            if isinstance(exc, KeyboardInterrupt):
+                return False
+            exc, seen = exc.__cause__ or exc.__context__, seen + 1
+        return True
 
 
 def _interrupt(stop: threading.Event, signum: int, frame: FrameType | None) -> None:
@@ -396,7 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     threading.Thread(
         target=_stop_when_orphaned, args=(stop, args.parent), name="parent", daemon=True
     ).start()
-    logging.getLogger().addFilter(_QuietStop())
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_QuietStop())
     signal.signal(signal.SIGTERM, partial(_interrupt, stop))
     try:
         worker.run(stop)

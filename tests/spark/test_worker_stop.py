@@ -77,3 +77,38 @@ def test_sigterm_stops_the_worker_in_the_middle_of_a_job(
     said = capfd.readouterr().err
     assert "Traceback" not in said, said[-3000:]  # the stop is said once, in the worker's words
     assert "stopped; a job under way is abandoned" in said, said[-3000:]
+
+
+def test_the_stop_filter_drops_what_the_interrupt_breaks_in_py4j() -> None:
+    """py4j logs the interrupt itself on the root logger and, when it then shuts the socket
+    down, the BrokenPipeError that follows on its own logger: neither reaches the handlers."""
+    import io
+    import logging
+
+    from pulsar_lens.plugins.spark.worker import _QuietStop
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(_QuietStop())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        try:
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                logging.exception("Exception while sending command.")
+                raise BrokenPipeError(32, "Broken pipe") from None
+        except BrokenPipeError:
+            # `from None` hides the context from the printout, not from __context__
+            logging.getLogger("py4j.clientserver").exception("while shutting down connection")
+        try:
+            raise ValueError("a real failure")
+        except ValueError:
+            logging.getLogger("py4j.clientserver").exception("kept")
+    finally:
+        root.removeHandler(handler)
+    said = out.getvalue()
+    assert "Exception while sending command" not in said
+    assert "shutting down" not in said
+    assert "kept" in said and "a real failure" in said
