@@ -34,6 +34,7 @@ class Heartbeat:
     write_error: str | None = None  # why the snapshot could not be stored (kept for a retry)
     cluster: str | None = None  # the cluster's name when several are polled side by side
     refused: bool = False  # the first endpoint error was a 401 or 403: credentials, not reach
+    write_seconds: float | None = None  # seconds storing the snapshot took; None: not written
 
     def line(self) -> str:
         at = format_timestamp(self.at).split(".")[0] + "Z"
@@ -42,6 +43,8 @@ class Heartbeat:
             f"poll {at}{named} topics={self.topics} subs={self.subscriptions} "
             f"requests={self.requests} errors={self.errors} duration={self.duration:.2f}s"
         )
+        if self.write_seconds is not None:
+            text += f" write={self.write_seconds:.2f}s"
         if self.events:
             text += f" events={self.events}"
         if not self.reachable:
@@ -71,8 +74,10 @@ def beat_of(
     reachable: bool = True,
     retry_in: float | None = None,
     write_error: str | None = None,
+    write_seconds: float | None = None,
 ) -> Heartbeat:
-    """The heartbeat of a poll that made `snapshot` in `duration` seconds."""
+    """The heartbeat of a poll that made `snapshot` in `duration` seconds (and stored it in
+    `write_seconds`, when it was written)."""
     return Heartbeat(
         at=snapshot.collected_at,
         topics=len(snapshot.topics),
@@ -87,6 +92,7 @@ def beat_of(
         problems=tuple(_problem(e) for e in snapshot.errors[:MAX_PROBLEMS]),
         write_error=write_error,
         refused=bool(snapshot.errors) and snapshot.errors[0].status in (401, 403),
+        write_seconds=write_seconds,
     )
 
 

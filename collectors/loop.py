@@ -197,11 +197,20 @@ class PollLoop:
             events = self._events(snapshot)
             self._previous = self._carried(snapshot)
             self._failures = 0
+            writing = self._clock()
             sid, write_error = self._store(snapshot, events)
+            written = self._clock() - writing if sid is not None else None
             if sid is not None:
                 self._last_success = snapshot.collected_at
                 self._housekeep(snapshot.collected_at.astimezone(dt.UTC).date())
-            beat = beat_of(snapshot, duration, sid, len(events), write_error=write_error)
+            beat = beat_of(
+                snapshot,
+                duration,
+                sid,
+                len(events),
+                write_error=write_error,
+                write_seconds=written,
+            )
         if self.cluster:
             beat = dataclasses.replace(beat, cluster=self.cluster)
         self._on_heartbeat(beat)

@@ -8,6 +8,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,13 +178,32 @@ def test_loop_heartbeat_line(tmp_path: Path) -> None:
     loop, beats = make_loop(tmp_path, fake, [ok, down, down])
     loop.run()
     assert beats[0].line() == (
-        "poll 2026-11-21T12:00:00Z topics=3 subs=3 requests=9 errors=0 duration=0.42s"
+        "poll 2026-11-21T12:00:00Z topics=3 subs=3 requests=9 errors=0 duration=0.42s "
+        "write=0.00s"
     )
     refused = "first_error: GET /admin/v2/clusters: connection refused"
     said = "topics=0 subs=0 requests=1 errors=1 duration=0.42s unreachable retry_in=60.0s"
     assert beats[1].line().endswith(f"{said} {refused}")
     assert beats[1].problems == ("GET /admin/v2/clusters: connection refused",)
     assert beats[2].line().endswith(f"errors=1 duration=0.42s unreachable {refused}")  # done
+
+
+def test_loop_heartbeat_says_how_long_storing_the_snapshot_took(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop, beats = make_loop(tmp_path, fake, [ok, down])
+    write = loop.store.write
+
+    def slow_write(snapshot: Snapshot, **kw: Any) -> str:
+        fake.now += 1.25  # the store takes its time; the poll's own duration stays apart
+        return write(snapshot, **kw)
+
+    loop.store.write = slow_write  # type: ignore[method-assign]
+    loop.run()
+    assert beats[0].write_seconds == pytest.approx(1.25)
+    assert beats[0].duration == pytest.approx(POLL_SECONDS)
+    assert beats[0].line().endswith("duration=0.42s write=1.25s")
+    assert beats[1].write_seconds is None  # nothing stored: no write figure
+    assert "write=" not in beats[1].line()
 
 
 def test_loop_heartbeat_line_says_partial_when_some_endpoints_failed(tmp_path: Path) -> None:
@@ -194,7 +214,7 @@ def test_loop_heartbeat_line_says_partial_when_some_endpoints_failed(tmp_path: P
     fake = FakeTime()
     loop, beats = make_loop(tmp_path, fake, [partial])
     loop.run()
-    said = "errors=1 duration=0.42s partial first_error: GET /admin/v2/brokers (HTTP 503): busy"
+    said = "duration=0.42s write=0.00s partial first_error: GET /admin/v2/brokers (HTTP 503): busy"
     assert beats[0].line().endswith(said)
     assert beats[0].snapshot_id is not None
 
