@@ -44,7 +44,11 @@ reliability: install ## load and soak (~20 min), figures in artifacts/reliabilit
 soak: install ## the hour-long soak alone (figures in artifacts/reliability/soak.json)
 	RELIABILITY_SOAK_SECONDS=3600 .venv/bin/python -m pytest reliability/test_soak.py -p no:cacheprovider
 
+SCALE_SIZES ?= 100000,300000,1000000
+scale: install ## collect polling a synthetic cluster of SCALE_SIZES topics over loopback HTTP; figures in artifacts/scale/
+	$(VENV)/python -m reliability.scale --sizes $(SCALE_SIZES)
+
 serve: install ## dashboard + polling loop against PULSAR_ADMIN_URL
 	$(VENV)/pulsar-lens serve
 
-.PHONY: help install demo test test-under-load test-spark image lint fix typecheck bench reliability soak serve
+.PHONY: help install demo test test-under-load test-spark image lint fix typecheck bench reliability soak scale serve

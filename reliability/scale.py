@@ -1,0 +1,570 @@
+"""The real `pulsar-lens collect` against a synthetic cluster served over loopback HTTP, at
+100,000 to 1,000,000 topics: wall, CPU and peak memory of each stage of a poll, /metrics
+and every dashboard page cold.
+
+    .venv/bin/python -m reliability.scale [--sizes 100000,300000,1000000] [--polls 3]
+    make scale SCALE_SIZES=100000,300000
+
+For each size, `reliability.synth_server` serves the cluster (its own process: its CPU and
+memory are reported apart, and it renders each poll's answers once), then `pulsar-lens
+collect` polls it (Spark jobs off, the poll deadline, interval and answer cap raised to fit
+the size) until K polls are stored and the light analyses of the last one are. Waits are
+bounded polls on the collector's heartbeat lines and the stored results, never fixed sleeps.
+
+Stages of each poll, from what the collector itself reports:
+- answers: the poll's calls (`durations_json["total"]` in the store's index);
+- assembly: the rest of the poll (heartbeat `duration` minus the answers: `build_snapshot`);
+- write: `store.write` (heartbeat `write=`);
+- analyses: every light plugin on the new snapshot (the stored results' `seconds`, summed).
+CPU of the collect process is read from /proc at each heartbeat and when the analyses are
+stored (poll + write CPU counts from the previous poll's analyses being done; the first
+poll's includes the process start). Peak memory is VmHWM of the collect process (and the sum
+over its process tree). Then /metrics is scraped twice (cold, warm) while the process is up,
+the process is stopped, and every dashboard page is run cold (Streamlit's AppTest, caches
+cleared, as `benchmarks/dashboard.py` does) from the stored results, in a child process.
+
+Figures go to `artifacts/scale/<topics>.json` and a table is printed. `--check` (what the
+CI test uses) also compares the topics, subscriptions and consumers stored for each poll
+with what the server served in that poll's generation, and requires a stored result of
+every light plugin for the last poll.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts" / "scale"
+DEFAULT_SIZES = (100_000, 300_000, 1_000_000)
+TICK = os.sysconf("SC_CLK_TCK")
+MIB = 1024 * 1024
+BEAT = re.compile(
+    r"^poll (?P<at>\S+) topics=(?P<topics>\d+) subs=(?P<subs>\d+) requests=(?P<requests>\d+) "
+    r"errors=(?P<errors>\d+) duration=(?P<duration>[\d.]+)s(?: write=(?P<write>[\d.]+)s)?"
+)
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:
+    """`check()`'s first truthy value, asked every `every` seconds; TimeoutError naming
+    `what` (and the last value) after `timeout`."""
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise TimeoutError(f"waited {timeout:.0f}s for {what}; last saw {last!r}")
+
+
+# --- /proc ---------------------------------------------------------------------------------
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds) of a process; None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _hwm_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and its descendants."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (found := _stat(int(entry.name))) is not None:
+            parents.setdefault(found[0], []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += parents.get(p, [])
+    return out
+
+
+@dataclass
+class ProcessWatch:
+    """CPU and peak memory of a process (and its tree), sampled from /proc."""
+
+    pid: int
+    peak_mib: float = 0.0
+    tree_peak_mib: float = 0.0
+    cpu: float = 0.0
+
+    def sample(self) -> float:
+        pids = tree(self.pid)
+        main = _hwm_mib(self.pid)
+        self.peak_mib = max(self.peak_mib, main)
+        self.tree_peak_mib = max(self.tree_peak_mib, sum(_hwm_mib(p) for p in pids))
+        found = _stat(self.pid)
+        if found is not None:
+            self.cpu = found[1] + sum((_stat(p) or (0, 0.0))[1] for p in pids if p != self.pid)
+        return self.cpu
+
+
+# --- the two processes -----------------------------------------------------------------------
+
+
+def _lines(stream: IO[str], into: queue.Queue[tuple[float, str]]) -> None:
+    for line in stream:
+        into.put((time.monotonic(), line.rstrip("\n")))
+
+
+@contextmanager
+def synth_server(
+    topics: int, *, brokers: int | None, change: float, manifests: bool
+) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
+    argv = [sys.executable, "-m", "reliability.synth_server", "--topics", str(topics)]
+    argv += ["--change", str(change)] + (["--brokers", str(brokers)] if brokers else [])
+    argv += ["--manifests"] if manifests else []
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        lines: queue.Queue[tuple[float, str]] = queue.Queue()
+        threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+        timeout = 120 + topics / 1000  # rendering 1,000,000 topics takes minutes
+        _, first = wait_for("the synthetic cluster to start", lambda: _get(lines), timeout, 0.5)
+        yield proc, json.loads(first)
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the server stops when its stdin closes
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _get(lines: queue.Queue[tuple[float, str]]) -> tuple[float, str] | None:
+    try:
+        return lines.get_nowait()
+    except queue.Empty:
+        return None
+
+
+def fetch(url: str, timeout: float = 60.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as answer:  # loopback only
+        return bytes(answer.read())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _seconds(value: float) -> str:
+    return f"{max(1, math.ceil(value))}s"
+
+
+def collect_env(
+    info: dict[str, Any], store: Path, interval: float, metrics_port: int
+) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    cap = max(64, math.ceil(info["largest_body"] * 1.5 / MIB))
+    return {
+        **clean,
+        "PULSAR_ADMIN_URL": info["admin_url"],
+        "PULSAR_LENS_STORE": str(store),
+        "PULSAR_LENS_POLL_INTERVAL": _seconds(interval),
+        "PULSAR_LENS_POLL_DEADLINE": _seconds(max(120.0, 2 * interval)),
+        "PULSAR_LENS_MAX_RESPONSE": str(cap),
+        "PULSAR_LENS_SPARK_JOBS": "0",
+        "PULSAR_LENS_METRICS_PORT": str(metrics_port),
+        "PULSAR_LENS_LOG_LEVEL": "WARNING",
+        "PYTHONFAULTHANDLER": "1",
+    }
+
+
+# --- one size --------------------------------------------------------------------------------
+
+
+@dataclass
+class Poll:
+    beat: dict[str, Any]
+    beat_at: float
+    beat_cpu: float
+    done_at: float | None = None
+    done_cpu: float | None = None
+    snapshot_id: str | None = None
+
+
+@dataclass
+class Run:
+    polls: list[Poll] = field(default_factory=list)
+    start_cpu: float = 0.0
+    stderr: list[str] = field(default_factory=list)
+    watch: ProcessWatch | None = None
+    analysed: str | None = None  # the first snapshot from the K-th on with every light result
+
+
+def light_plugins() -> list[str]:
+    from pulsar_lens.plugins.engines import engine_of
+    from pulsar_lens.plugins.registry import discover
+
+    return sorted(p.name for p in discover() if engine_of(p).per_poll)
+
+
+def stored_results(store: Path) -> dict[str, dict[str, float]]:
+    """{snapshot id: {plugin: seconds}} of the light results stored for the newest snapshot
+    of their window."""
+    from pulsar_lens.plugins.results import ResultStore
+
+    found: dict[str, dict[str, float]] = {}
+    for _, meta in ResultStore(store).entries():
+        ids = meta.get("snapshot_ids") or []
+        if ids:
+            found.setdefault(ids[-1], {})[meta["plugin"]] = float(meta["seconds"])
+    return found
+
+
+def newest_snapshot(store: Path, count: int) -> str | None:
+    from pulsar_lens.core.store import Store
+
+    index = Store(store).snapshots()
+    return str(index["snapshot_id"].iloc[count - 1]) if len(index) >= count else None
+
+
+def watch_collect(
+    proc: subprocess.Popen[str], store: Path, polls: int, light: list[str], timeout: float
+) -> Run:
+    """Follow the collect process until `polls` heartbeats and the light analyses of the
+    last poll are stored; /proc is sampled all along."""
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: queue.Queue[tuple[float, str]] = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+    run = Run(watch=ProcessWatch(proc.pid))
+    threading.Thread(target=lambda: run.stderr.extend(proc.stderr or ()), daemon=True).start()
+    watch = run.watch
+    assert watch is not None
+    run.start_cpu = watch.sample()
+
+    def progress() -> bool:
+        cpu = watch.sample()
+        while (got := _get(lines)) is not None:
+            at, line = got
+            if m := BEAT.match(line):
+                run.polls.append(Poll(m.groupdict(), at, cpu))
+        results = stored_results(store) if run.polls else {}
+        for i, poll in enumerate(run.polls):
+            if poll.snapshot_id is None:
+                poll.snapshot_id = newest_snapshot(store, i + 1)
+            done = results.get(poll.snapshot_id or "", {})
+            if poll.done_at is None and poll.snapshot_id and set(light) <= set(done):
+                poll.done_at, poll.done_cpu = time.monotonic(), cpu
+        if proc.poll() is not None:
+            tail = "\n".join(run.stderr[-20:])
+            raise RuntimeError(f"collect exited {proc.returncode} early:\n{tail}")
+        # a short interval may start poll K + 1 before poll K was analysed; the results
+        # worker then analyses the newest snapshot only: any poll from the K-th on will do
+        return any(p.done_at is not None for p in run.polls[polls - 1 :])
+
+    wait_for(f"{polls} polls and the analyses of the last", progress, timeout, every=0.25)
+    run.analysed = next(p.snapshot_id for p in run.polls[polls - 1 :] if p.done_at is not None)
+    return run
+
+
+def scrape(port: int) -> dict[str, Any]:
+    url = f"http://127.0.0.1:{port}/metrics"
+    timings = []
+    for _ in range(2):
+        started = time.perf_counter()
+        body = fetch(url, timeout=600)
+        timings.append(round(time.perf_counter() - started, 3))
+    families = {ln.split()[2] for ln in body.decode().splitlines() if ln.startswith("# TYPE ")}
+    return {
+        "cold_seconds": timings[0],
+        "warm_seconds": timings[1],
+        "bytes": len(body),
+        "families": len(families),
+    }
+
+
+def stages(store: Path, run: Run, results: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    from pulsar_lens.core.store import Store
+
+    index = Store(store).snapshots()
+    out = []
+    for i, poll in enumerate(run.polls):
+        row = index.iloc[i] if i < len(index) else None
+        durations = json.loads(row["durations_json"]) if row is not None else {}
+        answers = float(durations.get("total", math.nan))
+        duration = float(poll.beat["duration"])
+        before = run.start_cpu if i == 0 else run.polls[i - 1].done_cpu
+        analyses = results.get(poll.snapshot_id or "", {})
+        out.append(
+            {
+                "poll": i + 1,
+                "snapshot_id": poll.snapshot_id,
+                "topics": int(poll.beat["topics"]),
+                "requests": int(poll.beat["requests"]),
+                "errors": int(poll.beat["errors"]),
+                "answers_seconds": round(answers, 3),
+                "assembly_seconds": round(duration - answers, 3),
+                "write_seconds": float(poll.beat["write"]) if poll.beat["write"] else None,
+                "analyses_seconds": round(sum(analyses.values()), 3),
+                "analyses_wall_seconds": (
+                    round(poll.done_at - poll.beat_at, 2) if poll.done_at else None
+                ),
+                "poll_and_write_cpu_seconds": (
+                    round(poll.beat_cpu - before, 2) if before is not None else None
+                ),
+                "analyses_cpu_seconds": (
+                    round(poll.done_cpu - poll.beat_cpu, 2) if poll.done_cpu else None
+                ),
+                "plugins": {k: round(v, 3) for k, v in sorted(analyses.items())},
+                "families": {k: round(v, 3) for k, v in sorted(durations.items())},
+                "row_counts": json.loads(row["row_counts_json"]) if row is not None else {},
+            }
+        )
+    return out
+
+
+def check_stored(store: Path, run: Run, admin_url: str, light: list[str]) -> list[str]:
+    """What the store lacks of what the server served, poll by poll (empty when nothing)."""
+    from pulsar_lens.core.store import Store
+
+    s, problems = Store(store), []
+    for i, poll in enumerate(run.polls):
+        served = json.loads(fetch(f"{admin_url}/__synth/manifest?generation={i}"))
+        ids = [poll.snapshot_id or ""]
+        topics = set(s.read("topics", snapshot_ids=ids)["topic"].to_pylist())
+        subs_t = s.read("subscriptions", snapshot_ids=ids)
+        subs = set(
+            zip(subs_t["topic"].to_pylist(), subs_t["subscription"].to_pylist(), strict=True)
+        )
+        cons_t = s.read("consumers", snapshot_ids=ids)
+        cons = set(
+            zip(
+                cons_t["topic"].to_pylist(),
+                cons_t["subscription"].to_pylist(),
+                cons_t["consumer_name"].to_pylist(),
+                strict=True,
+            )
+        )
+        for what, stored, want in (
+            ("topics", topics, set(served["topics"])),
+            ("subscriptions", subs, {tuple(x) for x in served["subscriptions"]}),
+            ("consumers", cons, {tuple(x) for x in served["consumers"]}),
+        ):
+            if stored != want:
+                missing, extra = len(want - stored), len(stored - want)
+                problems.append(f"poll {i + 1}: {what}: {missing} served not stored, {extra} extra")
+    missing = sorted(set(light) - set(stored_results(store).get(run.analysed or "", {})))
+    if missing:
+        problems.append(f"no stored result for the last poll of: {', '.join(missing)}")
+    return problems
+
+
+def run_size(
+    topics: int,
+    *,
+    polls: int,
+    change: float,
+    brokers: int | None,
+    interval: float | None,
+    work: Path,
+    pages: bool,
+    check: bool,
+) -> dict[str, Any]:
+    interval = interval or max(15.0, topics * 0.002)
+    store = work / "store"
+    light = light_plugins()
+    figures: dict[str, Any] = {
+        "topics": topics,
+        "polls": polls,
+        "change": change,
+        "interval_seconds": interval,
+        "load_average": os.getloadavg(),
+    }
+    with synth_server(topics, brokers=brokers, change=change, manifests=check) as (server, info):
+        figures["server_start"] = info
+        server_cpu_before = (_stat(server.pid) or (0, 0.0))[1]
+        port = free_port()
+        env = collect_env(info, store, interval, port)
+        argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--store", str(store)]
+        collect = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            run = watch_collect(collect, store, polls, light, timeout=polls * interval * 3 + 600)
+            run.polls = run.polls[:polls]  # a poll begun before the stop is not measured
+            figures["metrics"] = scrape(port)
+            watch = run.watch
+            assert watch is not None
+            watch.sample()
+            figures["collect"] = {
+                "peak_rss_mib": round(watch.peak_mib, 1),
+                "tree_peak_rss_mib": round(watch.tree_peak_mib, 1),
+                "cpu_seconds": round(watch.cpu, 2),
+            }
+        finally:
+            collect.send_signal(signal.SIGTERM)
+            try:
+                collect.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                collect.kill()
+                collect.wait()
+        served = json.loads(fetch(f"{info['admin_url']}/__synth/stats"))
+        served["cpu_during_polls_seconds"] = round(
+            (_stat(server.pid) or (0, 0.0))[1] - server_cpu_before, 2
+        )
+        figures["server"] = served
+        figures["load_average_after_polls"] = os.getloadavg()
+        results = stored_results(store)
+        figures["stages"] = stages(store, run, results)
+        if check:
+            figures["problems"] = check_stored(store, run, info["admin_url"], light)
+    on_disk = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
+    figures["store_mib"] = round(on_disk / MIB, 1)
+    if pages:
+        figures["pages"] = time_pages(store)
+    return figures
+
+
+# --- the dashboard's pages -----------------------------------------------------------------
+
+
+def time_pages(store: Path) -> dict[str, Any]:
+    """Every page cold from the stored results, in a child process of its own."""
+    argv = [sys.executable, "-m", "reliability.scale", "--pages-of", str(store)]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    env = {**clean, "PULSAR_LENS_STORE": str(store), "PULSAR_LENS_SPARK_JOBS": "0"}
+    done = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600, check=False
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {"error": f"exit {done.returncode}: {done.stderr[-2000:]}"}
+    return dict(json.loads(lines[-1]))
+
+
+def pages_of(store: Path) -> dict[str, Any]:
+    import logging
+
+    from benchmarks import dashboard as bench
+    from pulsar_lens.plugins.engines import engine_of
+    from pulsar_lens.plugins.registry import discover
+
+    logging.disable(logging.WARNING)
+    plugins = list(discover())
+    light = {p.name for p in plugins if engine_of(p).per_poll}
+    pages = bench.page_list(plugins)
+    bench.cold(bench.OVERVIEW, [], "imports")  # module imports, paid once by a server
+    seconds: dict[str, float] = {}
+    problems: list[str] = []
+    for page in pages:
+        stored = True if page in light else None
+        took, _ = bench.cold(page, problems, f"{page} cold", stored=stored)
+        seconds[page] = round(took, 3)
+    return {"cold_seconds": seconds, "problems": problems, "store": str(store)}
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def _cpu(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f}s"
+
+
+def table(figures: dict[str, Any]) -> str:
+    rows = [
+        f"{figures['topics']:,} topics, {len(figures['server_start']['brokers'])} brokers, "
+        f"{figures['server_start']['bulk_bytes'] / 1e6:,.0f} MB of broker-stats JSON a poll, "
+        f"load average {figures['load_average'][0]:.1f}",
+        "poll | answers | assembly | write | analyses | poll+write CPU | analyses CPU | errors",
+    ]
+    for s in figures["stages"]:
+        rows.append(
+            f"{s['poll']} | {s['answers_seconds']:.1f}s | {s['assembly_seconds']:.1f}s | "
+            f"{s['write_seconds'] or 0:.1f}s | {s['analyses_seconds']:.1f}s | "
+            f"{_cpu(s['poll_and_write_cpu_seconds'])} | {_cpu(s['analyses_cpu_seconds'])} | "
+            f"{s['errors']}"
+        )
+    c, m, srv = figures["collect"], figures["metrics"], figures["server"]
+    rows.append(
+        f"collect: peak RSS {c['peak_rss_mib']:,.0f} MiB (tree {c['tree_peak_rss_mib']:,.0f}), "
+        f"CPU {c['cpu_seconds']:.0f}s; /metrics {m['cold_seconds']}s cold, "
+        f"{m['warm_seconds']}s warm; server CPU during the polls "
+        f"{srv['cpu_during_polls_seconds']}s, peak RSS {srv['peak_rss_mib']:,.0f} MiB"
+    )
+    pages = figures.get("pages", {}).get("cold_seconds", {})
+    if pages:
+        slowest = sorted(pages.items(), key=lambda kv: -kv[1])[:5]
+        rows.append(
+            f"pages cold: {len(pages)} in {sum(pages.values()):.1f}s; slowest "
+            + ", ".join(f"{k} {v:.1f}s" for k, v in slowest)
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES))
+    p.add_argument("--polls", type=int, default=3)
+    p.add_argument("--change", type=float, default=0.1, help="share of topics changing a poll")
+    p.add_argument("--brokers", type=int, default=None, help="default: 1 per 50,000 topics, ≥ 3")
+    p.add_argument("--interval", type=float, default=None, help="seconds; default 2 ms a topic")
+    p.add_argument("--no-pages", action="store_true")
+    p.add_argument("--check", action="store_true", help="compare the store with what was served")
+    p.add_argument("--out", type=Path, default=ARTIFACTS)
+    p.add_argument("--pages-of", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.pages_of:
+        print(json.dumps(pages_of(args.pages_of)), flush=True)
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    failed = False
+    for size in [int(s) for s in args.sizes.split(",") if s]:
+        with tempfile.TemporaryDirectory(prefix=f"pulsar-lens-scale-{size}-") as work:
+            figures = run_size(
+                size,
+                polls=args.polls,
+                change=args.change,
+                brokers=args.brokers,
+                interval=args.interval,
+                work=Path(work),
+                pages=not args.no_pages,
+                check=args.check,
+            )
+        (args.out / f"{size}.json").write_text(json.dumps(figures, indent=1, default=str))
+        print(table(figures), flush=True)
+        for problem in figures.get("problems", []):
+            print(f"  problem: {problem}", flush=True)
+            failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

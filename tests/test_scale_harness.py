@@ -1,0 +1,42 @@
+"""The scale harness (`reliability/scale.py`) at 20,000 topics and two polls: the real
+`pulsar-lens collect` process polls the synthetic cluster over loopback HTTP, and the store
+holds every topic, subscription and consumer each poll was served, and a result of every
+light analysis for the last poll. Correctness only: no figure is compared with a time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reliability import scale
+
+TOPICS = 20_000
+
+
+@pytest.mark.timeout(1500)
+def test_collect_stores_all_the_synthetic_cluster_served(tmp_path: Path) -> None:
+    figures = scale.run_size(
+        TOPICS,
+        polls=2,
+        change=0.1,
+        brokers=None,
+        interval=None,
+        work=tmp_path,
+        pages=False,
+        check=True,
+    )
+    assert figures["problems"] == []
+    server = figures["server"]
+    assert server["not_found"] == {}  # every call a poll makes is one the server answers
+    assert server["requests"]["broker_topic_stats"] >= 2 * 3  # each broker's own bulk answer
+    generations = server["generations"]
+    assert [g["generation"] for g in generations[:2]] == [0, 1]
+    assert generations[1]["consumers"] != generations[0]["consumers"]  # consumers came and went
+    first, second = figures["stages"]
+    assert first["topics"] == second["topics"] == TOPICS
+    assert second["row_counts"]["consumers"] == generations[1]["consumers"]
+    assert second["row_counts"]["events"] > 0  # what changed between the polls became events
+    assert all(s["write_seconds"] is not None for s in figures["stages"])
+    assert figures["metrics"]["families"] > 0
+    assert figures["collect"]["peak_rss_mib"] > 0
