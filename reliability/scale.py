@@ -290,7 +290,7 @@ def watch_collect(
         # worker then analyses the newest snapshot only: any poll from the K-th on will do
         return any(p.done_at is not None for p in run.polls[polls - 1 :])
 
-    wait_for(f"{polls} polls and the analyses of the last", progress, timeout, every=0.25)
+    wait_for(f"{polls} polls and the analyses of the last", progress, timeout, every=0.5)
     run.analysed = next(p.snapshot_id for p in run.polls[polls - 1 :] if p.done_at is not None)
     return run
 
@@ -449,18 +449,20 @@ def run_size(
     on_disk = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
     figures["store_mib"] = round(on_disk / MIB, 1)
     if pages:
-        figures["pages"] = time_pages(store)
+        figures["pages"] = time_pages(store, interval)
     return figures
 
 
 # --- the dashboard's pages -----------------------------------------------------------------
 
 
-def time_pages(store: Path) -> dict[str, Any]:
-    """Every page cold from the stored results, in a child process of its own."""
+def time_pages(store: Path, interval: float) -> dict[str, Any]:
+    """Every page cold from the stored results, in a child process of its own (with the
+    collector's interval, so that the status banner judges the polls' age by it)."""
     argv = [sys.executable, "-m", "reliability.scale", "--pages-of", str(store)]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
     env = {**clean, "PULSAR_LENS_STORE": str(store), "PULSAR_LENS_SPARK_JOBS": "0"}
+    env["PULSAR_LENS_POLL_INTERVAL"] = _seconds(interval)
     done = subprocess.run(
         argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600, check=False
     )

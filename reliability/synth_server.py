@@ -17,8 +17,9 @@ backlog, and a fifth of their consumers leave or come back (a Failover group who
 consumer left gets another); one bundle moves to another broker. Only the changed topics
 are rendered again; a broker's body is the join of its bundles' topic fragments.
 
-Memory: the fragments of every topic (one bytes object each, ~1.2 kB) plus two generations
-of broker bodies (the one served, the next) -- about three times the JSON of one poll.
+Memory: the fragments of every topic (one bytes object each, ~1.7 kB) plus two generations
+of broker bodies (the one served, the next): about three times the JSON of one poll, plus
+the shape's arrays and names.
 
 On start it prints one JSON line (the admin URL, the brokers, the generation's size and the
 time it took) and serves until stdin closes or SIGTERM. `GET /__synth/stats` says what was
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import json
 import math
 import re
@@ -117,7 +119,10 @@ class SynthCluster:
         self.sub_type: list[str] = s.sub_type.to_pylist()
         self.sub_mode: list[str | None] = s.sub_mode.to_pylist()
         self.consumer: list[str] = s.consumer_name.to_pylist()
-        self.ranges = s.hash_ranges.to_pylist()
+        flat = s.hash_ranges.flatten()  # per consumer, as offsets into two int arrays
+        self.range_at = s.hash_ranges.offsets.to_numpy()
+        self.range_start = flat.field("start").to_numpy()
+        self.range_end = flat.field("end").to_numpy()
         self.first = s.first
         order = np.argsort(s.bundle_of, kind="stable")
         cuts = np.searchsorted(s.bundle_of[order], np.arange(len(s.lower) + 1))
@@ -239,22 +244,34 @@ class SynthCluster:
             self.fragments = [b""] * len(self.names)
         for t in todo:
             self.fragments[int(t)] = self._fragment(int(t), g)
-        pieces: dict[int, list[bytes]] = {b: [] for b in range(len(self.brokers))}
-        owned: dict[int, dict[str, Any]] = {b: {} for b in range(len(self.brokers))}
+        # each broker's body written once, fragment by fragment: one copy of the JSON
+        bodies = [io.BytesIO() for _ in self.brokers]
+        opened: list[str | None] = [None] * len(self.brokers)
+        owned: list[dict[str, Any]] = [{} for _ in self.brokers]
         status = {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
-        by_ns: dict[tuple[int, str], list[bytes]] = {}
         for b, topics in enumerate(self.of_bundle):
-            broker = int(g.owner[b])
-            owned[broker][f"{self.bundle_ns[b]}/{self.bundle_name[b]}"] = status
-            if len(topics):
-                inner = b",".join(self.fragments[int(t)] for t in topics)
-                bundle = b'"%s":{"persistent":{%s}}' % (self.bundle_name[b].encode(), inner)
-                by_ns.setdefault((broker, self.bundle_ns[b]), []).append(bundle)
-        for (broker, ns), bundles in by_ns.items():
-            pieces[broker].append(b'"%s":{%s}' % (ns.encode(), b",".join(bundles)))
+            broker, ns = int(g.owner[b]), self.bundle_ns[b]
+            owned[broker][f"{ns}/{self.bundle_name[b]}"] = status
+            if not len(topics):
+                continue
+            out = bodies[broker]
+            if opened[broker] != ns:
+                out.write(b"{" if opened[broker] is None else b"},")
+                out.write(b'"%s":{' % ns.encode())
+                opened[broker] = ns
+            else:
+                out.write(b",")
+            out.write(b'"%s":{"persistent":{' % self.bundle_name[b].encode())
+            for i, t in enumerate(topics):
+                if i:
+                    out.write(b",")
+                out.write(self.fragments[int(t)])
+            out.write(b"}}")
         for b, broker_id in enumerate(self.brokers):
-            g.bulk[broker_id] = b"{" + b",".join(pieces[b]) + b"}"
+            bodies[b].write(b"{}" if opened[b] is None else b"}}")
+            g.bulk[broker_id] = bodies[b].getvalue()
             g.owned[broker_id] = json.dumps(owned[b]).encode()
+        del bodies
         g.render_cpu = time.thread_time() - cpu
         g.render_wall = time.perf_counter() - started
         return g
@@ -311,7 +328,7 @@ class SynthCluster:
         for k, c in enumerate(here):
             text = self._consumer_json(c, int(g.since[c]), each, size)[:-1]
             if kind == "Key_Shared":
-                ranges = ",".join(f"[{r['start']},{r['end']}]" for r in self.ranges[c])
+                ranges = ",".join(f"[{a},{b}]" for a, b in self._ranges(c))
                 draining = self._draining(t, k, g)
                 text += (
                     f',"keyHashRangeArrays":[{ranges}],"drainingHashesCount":{len(draining)},'
@@ -338,12 +355,19 @@ class SynthCluster:
         if k != 0 or g.backlog[t] == 0 or t % 3:
             return []
         c = self._present(t, g)[0]
-        ranges = self.ranges[c]
+        ranges = self._ranges(c)
         if not ranges:
             return []
-        low, high = ranges[0]["start"], ranges[0]["end"]
+        low, high = ranges[0]
         step = max(1, (high - low) // 8)
         return [(h, 1 + (h + g.number) % 3, 1) for h in range(low, high + 1, step)][:5]
+
+    def _ranges(self, c: int) -> list[tuple[int, int]]:
+        at, to = int(self.range_at[c]), int(self.range_at[c + 1])
+        return [
+            (int(a), int(b))
+            for a, b in zip(self.range_start[at:to], self.range_end[at:to], strict=True)
+        ]
 
     def owner_of(self, t: int, g: Generation) -> str:
         return self.brokers[int(g.owner[int(self.shape.bundle_of[t])])]
@@ -516,7 +540,9 @@ def handler_for(cluster: SynthCluster, broker: Callable[[], str]) -> type[BaseHT
 
 
 def serve(topics: int, brokers: int, change: float, seed: int, *, manifests: bool) -> None:
-    servers = [ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) for _ in range(brokers)]
+    servers = [
+        ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) for _ in range(brokers)
+    ]
     ids = [f"127.0.0.1:{s.server_address[1]}" for s in servers]
     started, cpu = time.perf_counter(), time.process_time()
     cluster = SynthCluster(topics, ids, change=change, seed=seed, manifests=manifests)
