@@ -139,6 +139,28 @@ def _lines(stream: IO[str], into: queue.Queue[tuple[float, str]]) -> None:
         into.put((time.monotonic(), line.rstrip("\n")))
 
 
+def reader(stream: IO[str] | None, into: queue.Queue[tuple[float, str]]) -> threading.Thread:
+    """A thread queueing the lines of `stream` with their arrival time, until its end."""
+    thread = threading.Thread(target=_lines, args=(stream, into), daemon=True)
+    thread.start()
+    return thread
+
+
+def reap(proc: subprocess.Popen[str], grace: float, readers: list[threading.Thread]) -> None:
+    """Wait for `proc` (killed after `grace` seconds), for its readers to reach the end of
+    its output, and close its pipes."""
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    for thread in readers:
+        thread.join(timeout=30)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
 @contextmanager
 def synth_server(
     topics: int, *, brokers: int | None, change: float, manifests: bool
@@ -146,24 +168,21 @@ def synth_server(
     argv = [sys.executable, "-m", "reliability.synth_server", "--topics", str(topics)]
     argv += ["--change", str(change)] + (["--brokers", str(brokers)] if brokers else [])
     argv += ["--manifests"] if manifests else []
+    readers: list[threading.Thread] = []
     proc = subprocess.Popen(
         argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None
         lines: queue.Queue[tuple[float, str]] = queue.Queue()
-        threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+        readers.append(reader(proc.stdout, lines))
         timeout = 120 + topics / 1000  # rendering 1,000,000 topics takes minutes
         _, first = wait_for("the synthetic cluster to start", lambda: _get(lines), timeout, 0.5)
         yield proc, json.loads(first)
     finally:
         if proc.stdin is not None:
             proc.stdin.close()  # the server stops when its stdin closes
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        reap(proc, 30, readers)
 
 
 def _get(lines: queue.Queue[tuple[float, str]]) -> tuple[float, str] | None:
@@ -257,15 +276,27 @@ def newest_snapshot(store: Path, count: int) -> str | None:
 
 
 def watch_collect(
-    proc: subprocess.Popen[str], store: Path, polls: int, light: list[str], timeout: float
+    proc: subprocess.Popen[str],
+    store: Path,
+    polls: int,
+    light: list[str],
+    timeout: float,
+    *,
+    readers: list[threading.Thread],
 ) -> Run:
     """Follow the collect process until `polls` heartbeats and the light analyses of the
     last poll are stored; /proc is sampled all along."""
     assert proc.stdout is not None and proc.stderr is not None
     lines: queue.Queue[tuple[float, str]] = queue.Queue()
-    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
     run = Run(watch=ProcessWatch(proc.pid))
-    threading.Thread(target=lambda: run.stderr.extend(proc.stderr or ()), daemon=True).start()
+    errors: queue.Queue[tuple[float, str]] = queue.Queue()
+    readers += [reader(proc.stdout, lines), reader(proc.stderr, errors)]
+
+    def said() -> list[str]:
+        while (got := _get(errors)) is not None:
+            run.stderr.append(got[1])
+        return run.stderr
+
     watch = run.watch
     assert watch is not None
     run.start_cpu = watch.sample()
@@ -284,7 +315,7 @@ def watch_collect(
             if poll.done_at is None and poll.snapshot_id and set(light) <= set(done):
                 poll.done_at, poll.done_cpu = time.monotonic(), cpu
         if proc.poll() is not None:
-            tail = "\n".join(run.stderr[-20:])
+            tail = "\n".join(said()[-20:])
             raise RuntimeError(f"collect exited {proc.returncode} early:\n{tail}")
         # a short interval may start poll K + 1 before poll K was analysed; the results
         # worker then analyses the newest snapshot only: any poll from the K-th on will do
@@ -417,8 +448,11 @@ def run_size(
         collect = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
+        readers: list[threading.Thread] = []
         try:
-            run = watch_collect(collect, store, polls, light, timeout=polls * interval * 3 + 600)
+            run = watch_collect(
+                collect, store, polls, light, timeout=polls * interval * 3 + 600, readers=readers
+            )
             run.polls = run.polls[:polls]  # a poll begun before the stop is not measured
             figures["metrics"] = scrape(port)
             watch = run.watch
@@ -431,11 +465,7 @@ def run_size(
             }
         finally:
             collect.send_signal(signal.SIGTERM)
-            try:
-                collect.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                collect.kill()
-                collect.wait()
+            reap(collect, 120, readers)
         served = json.loads(fetch(f"{info['admin_url']}/__synth/stats"))
         served["cpu_during_polls_seconds"] = round(
             (_stat(server.pid) or (0, 0.0))[1] - server_cpu_before, 2
