@@ -32,9 +32,10 @@ from pulsar_lens.collectors.probe import ProbeRunner, ProbeSettings, ProbeTarget
 from pulsar_lens.collectors.probe_loop import lookup_service_url, store_sink
 from pulsar_lens.collectors.sampling import service_url_of
 from pulsar_lens.core.bundles import parse_bundle_name
+from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.model import Snapshot
-from pulsar_lens.core.mutations import require_mutations
+from pulsar_lens.core.mutations import MutationSettings, require_mutations
 from pulsar_lens.core.secrets import Secret
 from pulsar_lens.core.store import Store
 
@@ -91,12 +92,16 @@ def run_drill(
     admin: AdminClient,
     service_url: str | None,
     store: Store,
+    mutations: MutationSettings,
     token: Secret | None = None,
+    connection: ClusterSettings | None = None,
     progress: Callable[[str], None] = lambda _line: None,
 ) -> DrillRun:
     """Carry out the drill against the cluster behind `admin`; rows and polls go to `store`.
-    Without a `service_url`, the brokers' own binary URL from the first poll is used."""
-    require_mutations(f"the unload drill on {plan.namespace}/{plan.bundle}")
+    Without a `service_url`, the brokers' own binary URL from the first poll is used; the
+    probe connects with `token` and the OAuth2 and TLS settings of `connection`. Refused
+    unless `mutations` allow changes."""
+    require_mutations(f"the unload drill on {plan.namespace}/{plan.bundle}", mutations)
     deadline = time.monotonic() + plan.timeout
     run = DrillRun(plan)
 
@@ -118,6 +123,8 @@ def run_drill(
         store_sink(store, before.cluster),
         token=token,
         settings=ProbeSettings(rate=plan.rate, flush_every=1.0),
+        connection=connection,
+        mutations=mutations,
     )
     run.probe_run = probe.run_id
     probe.start()

@@ -8,8 +8,8 @@ lifetime (at most a minute) before it expires; a failed fetch is remembered for 
 seconds so that a poll's many calls do not each ask the issuer again. The client secret and
 every access token are `Secret`s: they never reach a log line or an error.
 
-`client_auth_from_env` / `client_options_from_env` give `pulsar.Client` the same
-credentials and TLS settings as the admin client, from the same settings.
+`collectors.client_auth` gives `pulsar.Client` the same credentials and TLS settings as the
+admin client, from the same cluster settings.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
@@ -36,6 +36,7 @@ from pulsar_lens.collectors.answers import (
     read_body,
 )
 from pulsar_lens.collectors.transport import DeadlineAdapter, reads_by
+from pulsar_lens.core.config import OAuth2Settings
 from pulsar_lens.core.errors import CollectorError
 from pulsar_lens.core.secretfile import SecretFileError, read_secret_file
 from pulsar_lens.core.secrets import Secret, clean, display_url, forget, header_safe
@@ -344,18 +345,16 @@ def _json(resp: _Answer) -> dict[str, Any]:
     return payload if isinstance(payload, dict) else {}
 
 
-def flow_from_env(
-    env: Mapping[str, str], *, verify: bool | str = True
+def flow_from_settings(
+    oauth2: OAuth2Settings, *, verify: bool | str = True
 ) -> ClientCredentialsFlow | None:
-    """The OAuth2 flow PULSAR_LENS_OAUTH2_* describe; None when PULSAR_LENS_OAUTH2_PRIVATE_KEY
-    is unset."""
-    ref = (env.get("PULSAR_LENS_OAUTH2_PRIVATE_KEY") or "").strip()
-    if not ref:
+    """The OAuth2 flow a cluster's `oauth2` settings describe; None without a private key."""
+    if oauth2.private_key is None:
         return None
     return ClientCredentialsFlow(
-        read_credentials(ref),
-        issuer_url=(env.get("PULSAR_LENS_OAUTH2_ISSUER_URL") or "").strip() or None,
-        audience=(env.get("PULSAR_LENS_OAUTH2_AUDIENCE") or "").strip() or None,
-        scope=(env.get("PULSAR_LENS_OAUTH2_SCOPE") or "").strip() or None,
+        read_credentials(oauth2.private_key.reveal()),
+        issuer_url=oauth2.issuer_url,
+        audience=oauth2.audience,
+        scope=oauth2.scope,
         verify=verify,
     )

@@ -35,8 +35,12 @@ from typing import Any, cast
 
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.logs import setup_logging
-from pulsar_lens.core.settings import child_environ, duration_seconds, process_environ
-from pulsar_lens.plugins import precompute, runner
+from pulsar_lens.core.parts import DEFAULT_SPARK_EVERY as DEFAULT_EVERY
+from pulsar_lens.core.parts import DEFAULT_SPARK_JOB_TIMEOUT as DEFAULT_TIMEOUT
+from pulsar_lens.core.parts import SPARK_JOB_TIMEOUT_ENV as TIMEOUT_ENV
+from pulsar_lens.core.parts import use_charset_setting
+from pulsar_lens.core.settings import Settings, child_environ
+from pulsar_lens.plugins import isolation, precompute, runner
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import LoadedPlugin, discover
 from pulsar_lens.plugins.results import ResultStore
@@ -45,11 +49,6 @@ from pulsar_lens.plugins.spark.jobs import JobQueue, JobStatus, now
 
 log = logging.getLogger(__name__)
 
-JOBS_ENV = "PULSAR_LENS_SPARK_JOBS"  # 0: the collect process starts no job worker
-EVERY_ENV = "PULSAR_LENS_SPARK_EVERY"
-TIMEOUT_ENV = "PULSAR_LENS_SPARK_JOB_TIMEOUT"
-DEFAULT_EVERY = 600.0
-DEFAULT_TIMEOUT = 1800.0
 KEEP_RESULTS = 3
 
 
@@ -386,12 +385,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        setup_logging()  # lines read `time level plugins.spark.worker: message`, as everywhere
-        every = duration_seconds(process_environ(), EVERY_ENV, DEFAULT_EVERY)
+        settings = Settings.from_env()  # what the collect process handed over, in the environment
+        setup_logging(settings.logs)  # lines read `time level plugins.spark.worker: message`
+        every = settings.spark.every or DEFAULT_EVERY
+        limits = isolation.limits_of(settings)
     except SettingsError as exc:
         print(f"pulsar-lens job worker: {exc}", file=sys.stderr)
         return 2
-    registry = discover()
+    use_charset_setting(settings.jvm_charset)
+    session.configure(settings.spark)
+    registry = discover(plugin_dirs=settings.plugin_dirs, limits=limits)
     for failure in registry.failures:
         log.warning("%s", failure)
     stop = threading.Event()
