@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from pulsar_lens.cli.arguments import settings_of
 from pulsar_lens.cli.collect_parts import (
     Analyses,
     HeartbeatPrinter,
@@ -27,7 +28,6 @@ from pulsar_lens.cli.collect_parts import (
     poll_timing,
     stop_on_sigterm,
 )
-from pulsar_lens.cli.arguments import settings_of
 from pulsar_lens.cli.key_sampling import add_sampling_args, sampling_hooks
 from pulsar_lens.cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from pulsar_lens.cli.probing import add_probe_args, drill_service, probe_hooks

@@ -90,8 +90,9 @@ def jvm_charset(given: str, setting: str = "") -> str:
 
 def _charset_param(value: str) -> str:
     """A `JvmCharset` param as validated: an empty one takes the PULSAR_LENS_JVM_CHARSET
-    setting of the process validating it (`core.parts.use_charset_setting`), so the charset is in the
-    params, and the params are in the result's key (and go, resolved, to a plugin worker)."""
+    setting of the process validating it (`core.parts.use_charset_setting`), so the charset
+    is in the params, and the params are in the result's key (and go, resolved, to a plugin
+    worker)."""
     return jvm_charset(value, charset_setting())
 
 

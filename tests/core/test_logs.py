@@ -67,7 +67,9 @@ def test_setup_logging_defaults_to_info() -> None:
 
 def test_setup_logging_reads_the_level_variable() -> None:
     stream = io.StringIO()
-    logs.setup_logging(logs.LogSettings.from_env({"PULSAR_LENS_LOG_LEVEL": "warning"}), stream=stream)
+    logs.setup_logging(
+        logs.LogSettings.from_env({"PULSAR_LENS_LOG_LEVEL": "warning"}), stream=stream
+    )
     logging.getLogger("tests.logs").info("hidden")
     logging.getLogger("tests.logs").warning("shown")
     assert [m["msg"] for m in lines(stream)] == ["shown"]
@@ -111,7 +113,9 @@ def test_setup_logging_adopts_handlers_installed_before() -> None:
 def test_client_logger_floor_is_warning_and_never_below_the_level() -> None:
     logs.setup_logging(logs.LogSettings.from_env({}), stream=io.StringIO())
     assert logging.getLogger(logs.CLIENT_LOGGER).level == logging.WARNING
-    logs.setup_logging(logs.LogSettings.from_env({"PULSAR_LENS_LOG_LEVEL": "ERROR"}), stream=io.StringIO())
+    logs.setup_logging(
+        logs.LogSettings.from_env({"PULSAR_LENS_LOG_LEVEL": "ERROR"}), stream=io.StringIO()
+    )
     assert logging.getLogger(logs.CLIENT_LOGGER).level == logging.ERROR
     env = {"PULSAR_LENS_CLIENT_LOG_LEVEL": "info"}
     logs.setup_logging(logs.LogSettings.from_env(env), stream=io.StringIO())
@@ -128,7 +132,9 @@ def test_setup_logging_unless_configured_leaves_a_configured_process_alone() -> 
     host = logging.StreamHandler(io.StringIO())
     root.addHandler(host)
     try:
-        logs.setup_logging(logs.LogSettings.from_env({}), stream=io.StringIO(), unless_configured=True)
+        logs.setup_logging(
+            logs.LogSettings.from_env({}), stream=io.StringIO(), unless_configured=True
+        )
         assert not any(isinstance(h, logs._LensHandler) for h in root.handlers)
         assert not any(isinstance(f, RedactingFilter) for f in host.filters)
     finally:
