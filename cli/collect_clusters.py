@@ -136,7 +136,7 @@ def _announce(
         file=sys.stderr,
         flush=True,
     )
-    if mutations_allowed():
+    if mutations_allowed(settings.mutations):
         print(
             "pulsar-lens collect: the unload drill runs only when one cluster is collected",
             file=sys.stderr,

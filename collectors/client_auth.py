@@ -49,9 +49,9 @@ def client_auth(cluster: ClusterSettings, *, token: Secret | None = None) -> Any
             "issuer_url": oauth2.issuer_url or creds.issuer_url,
             "private_key": _file_url(ref),
         }
-        for key, value in (("audience", oauth2.audience), ("scope", oauth2.scope)):
+        for name, value in (("audience", oauth2.audience), ("scope", oauth2.scope)):
             if value:
-                params[key] = value
+                params[name] = value
         return pulsar.AuthenticationOauth2(json.dumps(params))
     cert, key = cluster.tls.cert_file, cluster.tls.key_file
     if cert is not None and key is not None:
