@@ -95,6 +95,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("plugins", nargs="*", help="module:Class of each Spark plugin")
     args = parser.parse_args(argv)
     os.environ["PULSAR_LENS_SPARK_MASTER"] = args.master
+    from pulsar_lens.core.settings import Settings
+    from pulsar_lens.plugins.spark import session
+
+    session.configure(Settings.from_env().spark)  # this script is its process's entry point
     if args.ping:
         ping()
     elif args.store is None or args.out is None or not args.plugins:
