@@ -113,7 +113,12 @@ class Settings:
 
     `clusters` holds every cluster to poll (the file's `[[clusters]]`, else the one of the
     environment); `admin_url`, `service_url`, `admin_token` and `admin_token_file` repeat
-    those of the only cluster, and are None when there are several.
+    those of the only cluster, and are None when there are several. The other parts: the
+    binary client's own token (PULSAR_CLIENT_TOKEN), the broker JVM's charset, the dashboard's
+    bind address and login, and, through properties that raise a malformed variable's
+    SettingsError where they are read, the plugin limits, Spark, /metrics, the log levels,
+    the mutation switches and the largest admin answer read. `loaded` is what the file and
+    the environment gave, with each key's origin (for `config check`).
     """
 
     admin_url: str | None = None

@@ -144,9 +144,7 @@ def _build(master: str) -> SparkSession:
     if master.startswith("sc://"):
         builder = builder.remote(master)
     else:
-        builder = builder.master(master).config(
-            "spark.ui.enabled", "true" if spark.ui else "false"
-        )
+        builder = builder.master(master).config("spark.ui.enabled", "true" if spark.ui else "false")
         # Spark's log in the product's shape, without its start-up banner on the console.
         log4j = Path(__file__).with_name("log4j2.properties")
         builder = builder.config(
