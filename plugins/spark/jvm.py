@@ -61,7 +61,7 @@ def jar_path() -> Path:
 
     version = str(pyspark.__version__)
     digest = hashlib.sha256(SOURCE.read_bytes() + version.encode()).hexdigest()
-    return cache_root() / "spark-udf" / digest[:16] / JAR_NAME
+    return Path(cache_root()) / "spark-udf" / digest[:16] / JAR_NAME
 
 
 def find_javac() -> Path:
