@@ -5,8 +5,8 @@ held its hash in that poll, under the selector in force then (`reference` states
 messages per consumer, per hash and per key, skew, the what-if over consumer count and
 replica points on the real keys (`whatif`), and the sticky-range planner of `sticky-ranges`
 scored on them. Spark does the counting: the sticky hash of each key in the JVM
-(`with_sticky_hash`), the join of keys with the ranges of their poll, the aggregations and, per subscription
-(`applyInPandas`), the what-ifs; the small counted frames then go through the same
+(`with_sticky_hash`), the join of keys with the ranges of their poll, the aggregations and,
+per subscription (`applyInPandas`), the what-ifs; the small counted frames then go through the same
 `frames.finish` as the pandas twin.
 """
 
