@@ -5,6 +5,7 @@
         AdminApiError(method, path, status, body excerpt, hint)
         AdminApiUnreachable(method, path, reason)
       LocalPulsarError        the local standalone could not be assembled or started
+      JvmHashUnavailable      the sticky-key hash for Spark's JVM could not be compiled (no JDK)
       SettingsError           a PULSAR_* setting or a command-line value is malformed or missing
         MutationsDisabled     an action would change the cluster and mutations are not enabled
       SnapshotError           unreadable or incompatible stored snapshot
@@ -177,6 +178,11 @@ class AdminApiUnreachable(CollectorError):
 
 class LocalPulsarError(PulsarLensError):
     """The local Pulsar standalone could not be assembled, started or stopped."""
+
+
+class JvmHashUnavailable(PulsarLensError):
+    """The sticky-key hash Spark runs in its JVM could not be compiled: no JDK (javac), or
+    javac refused the source; the message says which and what to install."""
 
 
 class SettingsError(PulsarLensError):
