@@ -1,14 +1,20 @@
 """The exception tree of Pulsar Lens.
 
     PulsarLensError             every error raised on purpose; `origin`: the exception beneath
-      CollectorError
-        AdminApiError(method, path, status, body excerpt, hint)
-        AdminApiUnreachable(method, path, reason)
-      LocalPulsarError        the local standalone could not be assembled or started
-      SettingsError           a PULSAR_* setting or a command-line value is malformed or missing
+      CollectorError(setting, url)
+        AdminApiError(method, path, status, body excerpt, hint; endpoint, detail)
+        AdminApiUnreachable(method, path, reason; endpoint, detail)
+        OAuth2Error (collectors.oauth2)
+      LocalPulsarError(process, pid, port, log_path, exit_code)
+                              the local standalone or cluster could not be assembled or started
+      SettingsError(setting | file, line, key; problem; problems)
+                              a PULSAR_* setting, a settings file key or a command-line value is
+                              malformed or missing
         MutationsDisabled     an action would change the cluster and mutations are not enabled
-      SnapshotError           unreadable or incompatible stored snapshot
-      ModelError              an assignment model refused an input (e.g. a sticky range conflict)
+      SnapshotError(path, table, snapshot_id)
+                              unreadable or incompatible stored snapshot, or an unusable store
+      ModelError(model, field, value)
+                              an assignment model refused an input (e.g. a sticky range conflict)
       PluginError(plugin, detail, phase, limit, origin)
         PluginLoadError(source)
         PluginContractError
@@ -33,8 +39,9 @@ traceback included, through `pulsar_lens.core.secrets.redact`.
 
 from __future__ import annotations
 
+import os
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -141,7 +148,16 @@ class PulsarLensError(Exception):
 
 
 class CollectorError(PulsarLensError):
-    """Talking to a Pulsar cluster failed."""
+    """Talking to a Pulsar cluster failed; `setting` names the setting to fix when one is to
+    blame (e.g. PULSAR_ADMIN_TOKEN_FILE), `url` the address that failed when known (shown
+    without credentials)."""
+
+    def __init__(
+        self, message: str = "", *, setting: str | None = None, url: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.url = None if url is None else clean(url)
 
 
 class AdminApiError(CollectorError):
@@ -155,32 +171,117 @@ class AdminApiError(CollectorError):
         self.status = status
         self.body = clean(body, limit=BODY_EXCERPT)
         self.hint = clean(hint)
-        where = f"{method} {self.path}"
-        what = f"returned {status}" if status is not None else "returned an unreadable body"
-        text = f"{where} {what}"
+        super().__init__(f"{self.endpoint} {self.detail}")
+
+    @property
+    def endpoint(self) -> str:
+        """The call, as `EndpointError.endpoint` names it: `GET /admin/v2/...`."""
+        return f"{self.method} {self.path}"
+
+    @property
+    def detail(self) -> str:
+        """What went wrong, from the fields: `str(exc)` without the call in front."""
+        what = (
+            f"returned {self.status}" if self.status is not None else "returned an unreadable body"
+        )
         if self.body:
-            text += f": {self.body}"
-        if self.hint:
-            text += f"; {self.hint}"
-        super().__init__(text)
+            what += f": {self.body}"
+        return f"{what}; {self.hint}" if self.hint else what
 
 
 class AdminApiUnreachable(CollectorError):
     """The admin REST API could not be reached (connection refused, DNS, timeout)."""
 
+    status: int | None = None  # no answer, so no status: as `AdminApiError.status` reads
+
     def __init__(self, method: str, path: str, reason: str) -> None:
         self.method = method
         self.path = clean(path)
         self.reason = clean(reason)
-        super().__init__(f"{method} {self.path} could not reach the admin API: {self.reason}")
+        super().__init__(f"{self.endpoint} {self.detail}")
+
+    @property
+    def endpoint(self) -> str:
+        """The call, as `EndpointError.endpoint` names it: `GET /admin/v2/...`."""
+        return f"{self.method} {self.path}"
+
+    @property
+    def detail(self) -> str:
+        """What went wrong, from the fields: `str(exc)` without the call in front."""
+        return f"could not reach the admin API: {self.reason}"
 
 
 class LocalPulsarError(PulsarLensError):
-    """The local Pulsar standalone could not be assembled, started or stopped."""
+    """The local Pulsar standalone could not be assembled, started or stopped: `process` names
+    the process at fault ("broker-0", "zookeeper", "java", "mvn", ...), `pid` and `port` it when
+    known, `log_path` is the log to read, `exit_code` how it ended."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        process: str | None = None,
+        pid: int | None = None,
+        port: int | None = None,
+        log_path: str | os.PathLike[str] | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.process = process
+        self.pid = pid
+        self.port = port
+        self.log_path = None if log_path is None else Path(log_path)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True, slots=True)
+class SettingProblem:
+    """One malformed or missing setting: the environment variable or command-line option
+    (`setting`), or where a settings file set it (`file`, `line`, `key`, e.g.
+    `clusters[1].admin_url`), and what is wrong with its value (`problem`)."""
+
+    problem: str
+    setting: str | None = None
+    file: str | None = None
+    line: int | None = None
+    key: str | None = None
 
 
 class SettingsError(PulsarLensError):
-    """A setting (environment variable or command-line value) is malformed or missing."""
+    """A setting (environment variable, settings file key or command-line value) is malformed
+    or missing. `setting`, `file`, `line`, `key` and `problem` are those of the first problem
+    (see `SettingProblem`; None when the raiser knew none); `problems` lists every one found."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        setting: str | None = None,
+        file: str | os.PathLike[str] | None = None,
+        line: int | None = None,
+        key: str | None = None,
+        problem: str | None = None,
+        problems: Sequence[SettingProblem] = (),
+    ) -> None:
+        super().__init__(message)
+        own = (
+            SettingProblem(
+                message if problem is None else problem,
+                setting,
+                None if file is None else os.fspath(file),
+                line,
+                key,
+            )
+            if problem is not None or setting is not None or file is not None or key is not None
+            else None
+        )
+        self.problems: tuple[SettingProblem, ...] = tuple(problems) or ((own,) if own else ())
+        first = own or (self.problems[0] if self.problems else None)
+        self.setting = first.setting if first else None
+        self.file = first.file if first else None
+        self.line = first.line if first else None
+        self.key = first.key if first else None
+        self.problem = first.problem if first else None
 
 
 class MutationsDisabled(SettingsError):
@@ -188,11 +289,42 @@ class MutationsDisabled(SettingsError):
 
 
 class SnapshotError(PulsarLensError):
-    """A stored snapshot is unreadable or incompatible."""
+    """A stored snapshot is unreadable or incompatible, or the store cannot be used: `path` is
+    the store's root or the file at fault, `table` and `snapshot_id` what was being read or
+    written when known."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        path: str | os.PathLike[str] | None = None,
+        table: str | None = None,
+        snapshot_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+        self.table = table
+        self.snapshot_id = snapshot_id
 
 
 class ModelError(PulsarLensError):
-    """An assignment model refused an input, as the broker would."""
+    """An assignment model refused an input, as the broker would: `model` names the model
+    ("bundles", "sticky", "auto-split", "consistent-hashing", "partition-key", "consumers"),
+    `field` the input or option it refused (e.g. "boundaries", "numBundles", "--consumers"),
+    `value` the value refused, as text, when short enough to quote."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        model: str | None = None,
+        field: str | None = None,
+        value: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.model = model
+        self.field = field
+        self.value = value
 
 
 class PluginError(PulsarLensError):

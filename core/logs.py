@@ -64,7 +64,9 @@ def parse_level(text: str, *, name: str = LEVEL_ENV) -> int:
     if word == "WARN":
         word = "WARNING"
     if word not in LEVELS:
-        raise SettingsError(f"{name} must be one of {', '.join(LEVELS)}, got {text!r}")
+        raise SettingsError(
+            f"{name} must be one of {', '.join(LEVELS)}, got {text!r}", setting=name
+        )
     level: int = logging.getLevelNamesMapping()[word]
     return level
 

@@ -41,7 +41,8 @@ def require_mutations(what: str, environ: Mapping[str, str] | None = None) -> No
     if not mutations_allowed(environ):
         raise MutationsDisabled(
             f"{what} changes the cluster; Pulsar Lens is read-only unless "
-            f"{ALLOW_MUTATIONS}=1 is set"
+            f"{ALLOW_MUTATIONS}=1 is set",
+            setting=ALLOW_MUTATIONS,
         )
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.errors import SettingProblem, SettingsError
 from pulsar_lens.core.secrets import Secret
 from pulsar_lens.core.settings import process_environ
 
@@ -68,17 +68,22 @@ class OidcSettings:
         if missing:
             raise SettingsError(
                 f"a dashboard login needs {', '.join(REQUIRED)}; {', '.join(missing)} "
-                "missing (or unset them all to serve the dashboard without a login)"
+                "missing (or unset them all to serve the dashboard without a login)",
+                problems=[SettingProblem("missing", setting=name) for name in missing],
             )
         metadata = _http_url(METADATA_ENV, values[METADATA_ENV])
         redirect = values[REDIRECT_ENV] or _default_redirect(address, port)
         _http_url(REDIRECT_ENV, redirect)
         if not urlsplit(redirect).path.endswith(CALLBACK_PATH):
-            raise SettingsError(f"{REDIRECT_ENV} must end with {CALLBACK_PATH}, got {redirect!r}")
+            raise SettingsError(
+                f"{REDIRECT_ENV} must end with {CALLBACK_PATH}, got {redirect!r}",
+                setting=REDIRECT_ENV,
+            )
         cookie = values[COOKIE_SECRET_ENV]
         if cookie and len(cookie) < MIN_COOKIE_SECRET:
             raise SettingsError(
-                f"{COOKIE_SECRET_ENV} must be at least {MIN_COOKIE_SECRET} characters"
+                f"{COOKIE_SECRET_ENV} must be at least {MIN_COOKIE_SECRET} characters",
+                setting=COOKIE_SECRET_ENV,
             )
         return cls(
             metadata_url=metadata,
@@ -118,7 +123,7 @@ def toml_string(value: str) -> str:
 def _http_url(name: str, value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SettingsError(f"{name} must be an absolute http(s) URL, got {value!r}")
+        raise SettingsError(f"{name} must be an absolute http(s) URL, got {value!r}", setting=name)
     return value
 
 
@@ -127,7 +132,8 @@ def _default_redirect(address: str, port: int) -> str:
         raise SettingsError(
             f"{REDIRECT_ENV} is needed when the dashboard listens on every address: set it "
             f"to the URL users open plus {CALLBACK_PATH}, e.g. "
-            f"https://lens.example.com{CALLBACK_PATH}"
+            f"https://lens.example.com{CALLBACK_PATH}",
+            setting=REDIRECT_ENV,
         )
     host = f"[{address}]" if ":" in address else address
     return f"http://{host}:{port}{CALLBACK_PATH}"

@@ -84,7 +84,9 @@ class Store(StoreFiles):
                 with contextlib.suppress(OSError):
                     path.unlink(missing_ok=True)
             raise SnapshotError(
-                f"could not write snapshot {tag(sid)} under {self.root}: {write_failure(exc)}"
+                f"could not write snapshot {tag(sid)} under {self.root}: {write_failure(exc)}",
+                path=self.root,
+                snapshot_id=sid,
             ) from exc
         return sid
 
@@ -119,7 +121,11 @@ class Store(StoreFiles):
         try:
             dataset.write_rows(self._table_path(name), conformed, "w" + os.urandom(8).hex())
         except OSError as exc:
-            raise SnapshotError(f"could not write table {name!r} under {self.root}: {exc}") from exc
+            raise SnapshotError(
+                f"could not write table {name!r} under {self.root}: {exc}",
+                path=self.root,
+                table=name,
+            ) from exc
 
     # -- the index -------------------------------------------------------------------------
 
@@ -276,4 +282,6 @@ class Store(StoreFiles):
                 return read()
             except FileNotFoundError:
                 log.debug("retrying a read of %s (attempt %d)", what, attempt + 1)
-        raise SnapshotError(f"could not read {what} under {self.root}: files kept moving")
+        raise SnapshotError(
+            f"could not read {what} under {self.root}: files kept moving", path=self.root
+        )

@@ -108,7 +108,9 @@ class StoreFiles:
             bad = [f for f in files if not readable(f.path, schema)]
             if not bad:
                 where = ", ".join(str(f.path) for f in files[:3])
-                raise SnapshotError(f"unreadable Parquet file among {where}: {exc}") from exc
+                raise SnapshotError(
+                    f"unreadable Parquet file among {where}: {exc}", path=files[0].path
+                ) from exc
             for f in bad:
                 try:
                     self.quarantine(f.path, f"{type(exc).__name__}: {exc}")
@@ -127,7 +129,7 @@ class StoreFiles:
             )  # else the move would leave the store
             folder = links.real_folder(self.root, Path(QUARANTINE, *relative.parent.parts))
         except OSError as exc:
-            raise SnapshotError(f"could not move {path} to quarantine: {exc}") from exc
+            raise SnapshotError(f"could not move {path} to quarantine: {exc}", path=path) from exc
         target = folder / f"{relative.name}.{stamp}"
         os.replace(path, target)  # a link is moved itself, never what it points to
         log.warning("moved %s out of the store to %s: %s", path, target, why)

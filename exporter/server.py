@@ -33,7 +33,9 @@ def parse_port(text: str, *, name: str = PORT_ENV) -> int:
     except ValueError:
         value = -1
     if not 0 <= value <= 65535:
-        raise SettingsError(f"{name} must be a port 0..65535 (0 turns /metrics off), got {text!r}")
+        raise SettingsError(
+            f"{name} must be a port 0..65535 (0 turns /metrics off), got {text!r}", setting=name
+        )
     return value
 
 
@@ -61,7 +63,8 @@ class MetricsSettings:
                 limit = -1
             if limit < 1:
                 raise SettingsError(
-                    f"{MAX_SUBSCRIPTIONS_ENV} must be a whole number >= 1, got {limit_text!r}"
+                    f"{MAX_SUBSCRIPTIONS_ENV} must be a whole number >= 1, got {limit_text!r}",
+                    setting=MAX_SUBSCRIPTIONS_ENV,
                 )
         if port is None:
             port = parse_port(port_text) if port_text else 0
@@ -106,7 +109,8 @@ def start_metrics_server(
     except OSError as exc:
         raise SettingsError(
             f"cannot serve /metrics on {address}:{port} ({exc.strerror or exc}); pass "
-            f"--metrics-port or set {PORT_ENV} to a free port, or 0 to turn /metrics off"
+            f"--metrics-port or set {PORT_ENV} to a free port, or 0 to turn /metrics off",
+            setting=PORT_ENV,
         ) from exc
     return MetricsServer(
         address=address, port=int(server.server_port), _server=server, _thread=thread

@@ -290,7 +290,10 @@ class LocalPulsarCluster:
         if done.returncode != 0:
             tail = log_tail(log_path, 30)
             raise LocalPulsarError(
-                f"cluster metadata setup exited with code {done.returncode}; log tail:\n{tail}"
+                f"cluster metadata setup exited with code {done.returncode}; log tail:\n{tail}",
+                process="metadata-setup",
+                log_path=log_path,
+                exit_code=done.returncode,
             )
 
     def _spawn_bookie(self, java: str, lib: Path) -> ClusterProcess:
@@ -357,6 +360,8 @@ class LocalPulsarCluster:
             name=member.name,
             late=f"timed out waiting for {what} ({member.name})",
             tail=member.log_tail,
+            log_path=member.log_path,
+            port=member.web_port or None,
         )
 
 
