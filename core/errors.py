@@ -370,7 +370,9 @@ class PluginError(PulsarLensError):
 
 
 class PluginLoadError(PluginError):
-    """A plugin could not be imported or failed validation: `source` says where from."""
+    """A plugin could not be imported or failed validation: `source` says where from; `file`
+    and `line` where its author looks: where the import failed (`origin`'s), else where the
+    refused class is defined, when known."""
 
     def __init__(
         self,
@@ -379,10 +381,23 @@ class PluginLoadError(PluginError):
         plugin: str | None = None,
         *,
         origin: Origin | None = None,
+        file: str | None = None,
+        line: int | None = None,
     ) -> None:
         self.source = redact(source)
         self.message = redact(message)
         super().__init__(plugin, message, phase="import", origin=origin)
+        if file is None and self.origin is not None:
+            file, line = self.origin.file, self.origin.line
+        self.file = None if file is None else redact(file)
+        self.line = line
+
+    @property
+    def where(self) -> str:
+        """`file:line`, or '' when not known."""
+        if self.file is None:
+            return ""
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
 
     def headline(self) -> str:
         name = f"plugin {self.plugin!r} " if self.plugin else "plugin "
