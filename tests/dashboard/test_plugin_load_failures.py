@@ -5,6 +5,7 @@ page does for an analysis that raised."""
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def drop_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_plugins_page_shows_a_load_failures_file_line_and_traceback(
-    scenario: Store, drop_ins: Path, app
+    scenario: Store, drop_ins: Path, app: Callable[..., AppTest]
 ) -> None:
     at = app("plugins.py")
     assert not at.exception
