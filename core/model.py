@@ -207,9 +207,9 @@ class KeySampleRecord:
 class EndpointError:
     """One failed admin call of a poll; the rest of the poll went on."""
 
-    endpoint: str  # "GET /admin/v2/..."
+    endpoint: str  # "GET /admin/v2/...", or the endpoint family of a failure that is no call
     status: int | None
-    message: str
+    message: str  # what went wrong; a failed call's says it after `endpoint`, not repeating it
 
     def __post_init__(self) -> None:
         # stored and shown as they are: whatever they quote from the network is cleaned here
