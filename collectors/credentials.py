@@ -8,12 +8,14 @@ import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from pulsar_lens.collectors.oauth2 import read_credentials
-from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import CollectorError, PulsarLensError
 from pulsar_lens.core.secretfile import SecretFileError, read_secret_file
 from pulsar_lens.core.secrets import register, split_credentials
+
+if TYPE_CHECKING:
+    from pulsar_lens.core.config import ClusterSettings
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,9 @@ def _register_file(name: str, ref: str) -> None:
         if name == TOKEN_FILE_ENV:
             register(read_token_file(ref))
         else:
+            # imported here: it brings `requests`, which most commands never need
+            from pulsar_lens.collectors.oauth2 import read_credentials
+
             read_credentials(ref)  # its client secret is a Secret: registered as it is read
     except PulsarLensError as exc:
         log.debug("%s not read for redaction: %s", name, exc)

@@ -7,6 +7,7 @@
         OAuth2Error (collectors.oauth2)
       LocalPulsarError(process, pid, port, log_path, exit_code)
                               the local standalone or cluster could not be assembled or started
+      JvmHashUnavailable      the sticky-key hash for Spark's JVM could not be compiled (no JDK)
       SettingsError(setting | file, line, key; problem; problems)
                               a PULSAR_* setting, a settings file key or a command-line value is
                               malformed or missing
@@ -159,6 +160,11 @@ class SettingProblem:
     file: str | None = None
     line: int | None = None
     key: str | None = None
+
+
+class JvmHashUnavailable(PulsarLensError):
+    """The sticky-key hash Spark runs in its JVM could not be compiled: no JDK (javac), or
+    javac refused the source; the message says which and what to install."""
 
 
 class SettingsError(PulsarLensError):
