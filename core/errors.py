@@ -7,7 +7,8 @@
         OAuth2Error (collectors.oauth2)
       LocalPulsarError(process, pid, port, log_path, exit_code)
                               the local standalone or cluster could not be assembled or started
-      JvmHashUnavailable      the sticky-key hash for Spark's JVM could not be compiled (no JDK)
+      JvmHashUnavailable(tool, path, exit_code)
+                              the sticky-key hash for Spark's JVM could not be compiled (no JDK)
       SettingsError(setting | file, line, key; problem; problems)
                               a PULSAR_* setting, a settings file key or a command-line value is
                               malformed or missing
@@ -164,7 +165,20 @@ class SettingProblem:
 
 class JvmHashUnavailable(PulsarLensError):
     """The sticky-key hash Spark runs in its JVM could not be compiled: no JDK (javac), or
-    javac refused the source; the message says which and what to install."""
+    javac refused the source; the message says which and what to install. `tool` is the
+    program at fault ("java", "javac"), `path` the file concerned, `exit_code` javac's."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        tool: str | None = None,
+        path: str | os.PathLike[str] | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.tool, self.exit_code = tool, exit_code
+        self.path = None if path is None else Path(path)
 
 
 class SettingsError(PulsarLensError):
@@ -184,24 +198,14 @@ class SettingsError(PulsarLensError):
         problems: Sequence[SettingProblem] = (),
     ) -> None:
         super().__init__(message)
-        own = (
-            SettingProblem(
-                message if problem is None else problem,
-                setting,
-                None if file is None else os.fspath(file),
-                line,
-                key,
-            )
-            if problem is not None or setting is not None or file is not None or key is not None
-            else None
-        )
-        self.problems: tuple[SettingProblem, ...] = tuple(problems) or ((own,) if own else ())
-        first = own or (self.problems[0] if self.problems else None)
-        self.setting = first.setting if first else None
-        self.file = first.file if first else None
-        self.line = first.line if first else None
-        self.key = first.key if first else None
-        self.problem = first.problem if first else None
+        if not problems and (setting or file or key or problem is not None):
+            at = None if file is None else os.fspath(file)
+            said = message if problem is None else problem
+            problems = (SettingProblem(said, setting, at, line, key),)
+        self.problems: tuple[SettingProblem, ...] = tuple(problems)
+        one = self.problems[0] if self.problems else SettingProblem("")
+        self.setting, self.file, self.line, self.key = one.setting, one.file, one.line, one.key
+        self.problem = one.problem if self.problems else None
 
 
 class MutationsDisabled(SettingsError):
