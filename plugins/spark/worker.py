@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from types import FrameType
 from typing import Any, cast
@@ -255,6 +255,14 @@ class _QuietStop(logging.Filter):
         return True
 
 
+def quiet_stop(handlers: Iterable[logging.Handler]) -> None:
+    """Put `_QuietStop` first on each handler: the redacting filter that `setup_logging`
+    attached formats the traceback into text and drops the exception it would look at."""
+    for handler in handlers:
+        if not any(isinstance(f, _QuietStop) for f in handler.filters):
+            handler.filters.insert(0, _QuietStop())
+
+
 def _interrupt(stop: threading.Event, signum: int, frame: FrameType | None) -> None:
     """SIGTERM: stop now, abandoning the job under way as Ctrl-C does. A job may run for
     minutes, and the collect process that asks has a grace period of seconds; Spark cancels
@@ -299,8 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     threading.Thread(
         target=_stop_when_orphaned, args=(stop, args.parent), name="parent", daemon=True
     ).start()
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_QuietStop())
+    quiet_stop(logging.getLogger().handlers)
     signal.signal(signal.SIGTERM, partial(_interrupt, stop))
     try:
         worker.run(stop)
