@@ -68,9 +68,11 @@ def probe_hooks(
         try:
             parse_probe_spec(spec)
         except ModelError as exc:
-            raise SettingsError(str(exc)) from None
+            raise SettingsError(str(exc), setting="--probe") from None
     if not 0 < args.probe_rate <= MAX_PROBE_RATE:
-        raise SettingsError(f"--probe-rate must be in (0, 1000], got {args.probe_rate:g}")
+        raise SettingsError(
+            f"--probe-rate must be in (0, 1000], got {args.probe_rate:g}", setting="--probe-rate"
+        )
     if cluster is None:
         connection = settings.cluster
         service_url = args.service_url or settings.service_url

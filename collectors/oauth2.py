@@ -54,7 +54,19 @@ ANSWER_CAP = 1024 * 1024  # an issuer's answer is a few hundred bytes
 
 class OAuth2Error(CollectorError):
     """No access token: the issuer could not be reached, refused the client, or the
-    credentials file is unreadable."""
+    credentials file is unreadable. `setting` names the setting to fix, `url` the issuer's
+    address that failed (without credentials), `status` its HTTP status when it answered."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        setting: str | None = None,
+        url: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message, setting=setting, url=url)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +93,14 @@ def read_credentials(ref: str) -> Credentials:
             raw = read_secret_file(path)
     except SecretFileError as exc:
         why = f"cannot read the OAuth2 credentials: the file {exc}"
-        raise OAuth2Error(f"{why}; {CREDENTIALS_HINT}") from None
+        raise OAuth2Error(
+            f"{why}; {CREDENTIALS_HINT}", setting="PULSAR_LENS_OAUTH2_PRIVATE_KEY"
+        ) from None
     except (binascii.Error, ValueError):
         why = "the OAuth2 credentials data: URL is not base64"
-        raise OAuth2Error(f"{why}; {CREDENTIALS_HINT}") from None
+        raise OAuth2Error(
+            f"{why}; {CREDENTIALS_HINT}", setting="PULSAR_LENS_OAUTH2_PRIVATE_KEY"
+        ) from None
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, ValueError):
@@ -92,7 +108,8 @@ def read_credentials(ref: str) -> Credentials:
     if not isinstance(data, dict) or not data.get("client_id") or not data.get("client_secret"):
         raise OAuth2Error(
             f"the OAuth2 credentials in {where} are not JSON with client_id and client_secret; "
-            f"{CREDENTIALS_HINT}"
+            f"{CREDENTIALS_HINT}",
+            setting="PULSAR_LENS_OAUTH2_PRIVATE_KEY",
         )
     issuer = data.get("issuer_url")
     return Credentials(
@@ -147,7 +164,8 @@ class ClientCredentialsFlow:
         if not issuer:
             raise OAuth2Error(
                 "no OAuth2 issuer: set PULSAR_LENS_OAUTH2_ISSUER_URL (or issuer_url in the "
-                "credentials file)"
+                "credentials file)",
+                setting="PULSAR_LENS_OAUTH2_ISSUER_URL",
             )
         self.issuer_url = issuer.rstrip("/")
         self.credentials = credentials
@@ -221,13 +239,17 @@ class ClientCredentialsFlow:
             raise OAuth2Error(
                 f"the OAuth2 issuer {display_url(endpoint)} gave no access token "
                 f"({clean(error)}: {why}); check client_id and client_secret in "
-                f"PULSAR_LENS_OAUTH2_PRIVATE_KEY, PULSAR_LENS_OAUTH2_AUDIENCE and _SCOPE"
+                f"PULSAR_LENS_OAUTH2_PRIVATE_KEY, PULSAR_LENS_OAUTH2_AUDIENCE and _SCOPE",
+                setting="PULSAR_LENS_OAUTH2_PRIVATE_KEY",
+                url=display_url(endpoint),
+                status=resp.status_code,
             )
         token = Secret(payload["access_token"])
         if not header_safe(token.reveal()):
             raise OAuth2Error(
                 f"the OAuth2 issuer {display_url(endpoint)} gave an access token with characters "
-                "an HTTP header cannot carry (only printable ASCII can); check the issuer"
+                "an HTTP header cannot carry (only printable ASCII can); check the issuer",
+                url=display_url(endpoint),
             )
         return (token, *self._lifetime(payload.get("expires_in"), token, endpoint))
 
@@ -253,7 +275,8 @@ class ClientCredentialsFlow:
         if not seconds > 0:  # NaN too
             raise OAuth2Error(
                 f"the OAuth2 issuer {display_url(endpoint)} gave an access token that is "
-                f"already expired ({why}); check the issuer's clock and token lifetime"
+                f"already expired ({why}); check the issuer's clock and token lifetime",
+                url=display_url(endpoint),
             )
         if seconds > MAX_LIFETIME:
             return MAX_LIFETIME, f"{why}, more than a day: refreshed after {MAX_LIFETIME:.0f}s"
@@ -266,7 +289,10 @@ class ClientCredentialsFlow:
         if resp.status_code >= 400 or not isinstance(endpoint, str):
             raise OAuth2Error(
                 f"GET {display_url(url)} returned {resp.status_code} without a token_endpoint; "
-                "check PULSAR_LENS_OAUTH2_ISSUER_URL"
+                "check PULSAR_LENS_OAUTH2_ISSUER_URL",
+                setting="PULSAR_LENS_OAUTH2_ISSUER_URL",
+                url=display_url(url),
+                status=resp.status_code,
             )
         self._endpoint = endpoint
         return endpoint
@@ -279,7 +305,8 @@ class ClientCredentialsFlow:
         if end <= started:
             raise OAuth2Error(
                 f"no access token: the poll's deadline passed before the OAuth2 issuer at "
-                f"{where} could be asked"
+                f"{where} could be asked",
+                url=where,
             )
         unreachable = f"cannot reach the OAuth2 issuer at {where}"
         hint = "check PULSAR_LENS_OAUTH2_ISSUER_URL"
@@ -296,17 +323,22 @@ class ClientCredentialsFlow:
             body = read_body(resp, deadline=end, per_read=self.timeout, cap=ANSWER_CAP)
         except (requests.Timeout, AnswerLate, AnswerStalled):
             raise OAuth2Error(
-                f"{unreachable}: no whole answer within {end - started:.1f}s; {hint}"
+                f"{unreachable}: no whole answer within {end - started:.1f}s; {hint}", url=where
             ) from None
         except AnswerTooLarge:
             raise OAuth2Error(
                 f"the OAuth2 issuer at {where} answered with more than "
-                f"{ANSWER_CAP // 1024} KiB; it was not read; {hint}"
+                f"{ANSWER_CAP // 1024} KiB; it was not read; {hint}",
+                url=where,
             ) from None
         except AnswerBroken:
-            raise OAuth2Error(f"{unreachable} (the connection broke mid-answer); {hint}") from None
+            raise OAuth2Error(
+                f"{unreachable} (the connection broke mid-answer); {hint}", url=where
+            ) from None
         except requests.RequestException as exc:
-            raise OAuth2Error(f"{unreachable} ({clean(type(exc).__name__)}); {hint}") from None
+            raise OAuth2Error(
+                f"{unreachable} ({clean(type(exc).__name__)}); {hint}", url=where
+            ) from None
         return _Answer(resp.status_code, body)
 
 

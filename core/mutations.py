@@ -48,7 +48,8 @@ def require_mutations(what: str, switches: MutationSettings) -> None:
     if not switches.allow:
         raise MutationsDisabled(
             f"{what} changes the cluster; Pulsar Lens is read-only unless "
-            f"{ALLOW_MUTATIONS}=1 is set"
+            f"{ALLOW_MUTATIONS}=1 is set",
+            setting=ALLOW_MUTATIONS,
         )
 
 

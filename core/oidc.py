@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.errors import SettingProblem, SettingsError
 from pulsar_lens.core.secrets import Secret
 
 METADATA_ENV = "PULSAR_LENS_OIDC_METADATA_URL"
@@ -101,18 +101,23 @@ class OidcSettings:
         if missing:
             raise SettingsError(
                 f"a dashboard login needs {', '.join(REQUIRED)}; {', '.join(missing)} "
-                "missing (or unset them all to serve the dashboard without a login)"
+                "missing (or unset them all to serve the dashboard without a login)",
+                problems=[SettingProblem("missing", setting=name) for name in missing],
             )
         assert values.client_secret is not None  # not missing
         metadata = _http_url(METADATA_ENV, values.metadata_url)
         redirect = values.redirect_uri or _default_redirect(address, port)
         _http_url(REDIRECT_ENV, redirect)
         if not urlsplit(redirect).path.endswith(CALLBACK_PATH):
-            raise SettingsError(f"{REDIRECT_ENV} must end with {CALLBACK_PATH}, got {redirect!r}")
+            raise SettingsError(
+                f"{REDIRECT_ENV} must end with {CALLBACK_PATH}, got {redirect!r}",
+                setting=REDIRECT_ENV,
+            )
         cookie = values.cookie_secret
         if cookie is not None and len(cookie.reveal()) < MIN_COOKIE_SECRET:
             raise SettingsError(
-                f"{COOKIE_SECRET_ENV} must be at least {MIN_COOKIE_SECRET} characters"
+                f"{COOKIE_SECRET_ENV} must be at least {MIN_COOKIE_SECRET} characters",
+                setting=COOKIE_SECRET_ENV,
             )
         return cls(
             metadata_url=metadata,
@@ -152,7 +157,7 @@ def toml_string(value: str) -> str:
 def _http_url(name: str, value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SettingsError(f"{name} must be an absolute http(s) URL, got {value!r}")
+        raise SettingsError(f"{name} must be an absolute http(s) URL, got {value!r}", setting=name)
     return value
 
 
@@ -161,7 +166,8 @@ def _default_redirect(address: str, port: int) -> str:
         raise SettingsError(
             f"{REDIRECT_ENV} is needed when the dashboard listens on every address: set it "
             f"to the URL users open plus {CALLBACK_PATH}, e.g. "
-            f"https://lens.example.com{CALLBACK_PATH}"
+            f"https://lens.example.com{CALLBACK_PATH}",
+            setting=REDIRECT_ENV,
         )
     host = f"[{address}]" if ":" in address else address
     return f"http://{host}:{port}{CALLBACK_PATH}"

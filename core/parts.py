@@ -162,7 +162,9 @@ def parse_port(text: str, *, name: str = METRICS_PORT_ENV) -> int:
     except ValueError:
         value = -1
     if not 0 <= value <= 65535:
-        raise SettingsError(f"{name} must be a port 0..65535 (0 turns /metrics off), got {text!r}")
+        raise SettingsError(
+            f"{name} must be a port 0..65535 (0 turns /metrics off), got {text!r}", setting=name
+        )
     return value
 
 
@@ -190,7 +192,8 @@ class MetricsSettings:
             if limit < 1:
                 raise SettingsError(
                     f"{METRICS_MAX_SUBSCRIPTIONS_ENV} must be a whole number >= 1, "
-                    f"got {limit_text!r}"
+                    f"got {limit_text!r}",
+                    setting=METRICS_MAX_SUBSCRIPTIONS_ENV,
                 )
         port_set = port is not None or bool(port_text)
         if port is None:
@@ -218,7 +221,9 @@ def parse_level(text: str, *, name: str = LEVEL_ENV) -> int:
     if word == "WARN":
         word = "WARNING"
     if word not in LEVELS:
-        raise SettingsError(f"{name} must be one of {', '.join(LEVELS)}, got {text!r}")
+        raise SettingsError(
+            f"{name} must be one of {', '.join(LEVELS)}, got {text!r}", setting=name
+        )
     level: int = logging.getLevelNamesMapping()[word]
     return level
 

@@ -71,7 +71,8 @@ def start_metrics_server(
     except OSError as exc:
         raise SettingsError(
             f"cannot serve /metrics on {address}:{port} ({exc.strerror or exc}); pass "
-            f"--metrics-port or set {PORT_ENV} to a free port, or 0 to turn /metrics off"
+            f"--metrics-port or set {PORT_ENV} to a free port, or 0 to turn /metrics off",
+            setting=PORT_ENV,
         ) from exc
     return MetricsServer(
         address=address, port=int(server.server_port), _server=server, _thread=thread

@@ -331,7 +331,7 @@ def _directory_candidates(
         try:
             module = _import_file(path)
         except Exception as exc:
-            failures.append(_import_failure(str(path), exc))
+            failures.append(_import_failure(str(path), exc, home=str(path)))
             continue
         listed = getattr(module, "PLUGINS", None)
         if listed is None:
@@ -381,9 +381,10 @@ def _refused(source: str, refused: PluginRunError) -> PluginLoadError:
     return PluginLoadError(source, f"import failed: {refused.detail}", origin=refused.origin)
 
 
-def _import_failure(source: str, exc: BaseException) -> PluginLoadError:
+def _import_failure(source: str, exc: BaseException, *, home: str | None = None) -> PluginLoadError:
+    """`exc` raised importing a plugin; `home` (a drop-in's file) is where its author looks."""
     error = PluginLoadError(
-        source, f"import failed: {type(exc).__name__}: {exc}", origin=origin_of(exc)
+        source, f"import failed: {type(exc).__name__}: {exc}", origin=origin_of(exc, home=home)
     )
     error.__cause__ = exc
     return error

@@ -70,13 +70,17 @@ def find_javac() -> Path:
     try:
         java = Path(find_java())
     except LocalPulsarError as exc:
-        raise JvmHashUnavailable(f"no JDK to compile the Spark sticky-key hash: {exc}") from exc
+        raise JvmHashUnavailable(
+            f"no JDK to compile the Spark sticky-key hash: {exc}", tool="java"
+        ) from exc
     for candidate in (java.with_name("javac"), java.resolve().with_name("javac")):
         if candidate.exists():
             return candidate
     raise JvmHashUnavailable(
         f"{java} has no javac beside it (a JRE, not a JDK): install openjdk-17-jdk-headless "
-        "(scripts/setup.sh does), or compile the jar where a JDK is and set spark.jars to it"
+        "(scripts/setup.sh does), or compile the jar where a JDK is and set spark.jars to it",
+        tool="javac",
+        path=java,
     )
 
 
@@ -96,10 +100,17 @@ def compile_jar() -> Path:
                 command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise JvmHashUnavailable(f"javac could not compile {SOURCE.name}: {exc}") from exc
+            raise JvmHashUnavailable(
+                f"javac could not compile {SOURCE.name}: {exc}", tool="javac", path=SOURCE
+            ) from exc
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip()[-2000:]
-            raise JvmHashUnavailable(f"javac refused {SOURCE}:\n{said}")
+            raise JvmHashUnavailable(
+                f"javac refused {SOURCE}:\n{said}",
+                tool="javac",
+                path=SOURCE,
+                exit_code=done.returncode,
+            )
         partial = Path(build) / JAR_NAME
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
             archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
