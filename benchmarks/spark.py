@@ -6,12 +6,14 @@
 
 1. SparkSession start, cold: a fresh process until `plugins.spark.session.get()` returns.
 2. Hashing in Spark on `local[2]`: the sticky-key hash (4.0 consistent hashing: murmur3 x86_32
-   of the key's UTF-8 bytes, 31 bits, `% 65535 + 1`) of N keys through Arrow batches and the
-   compiled hash (`plugins.spark.hashing.with_sticky_hash`) against a pandas UDF calling `mmh3`
-   once per key for the same value (equal on a sample key by key, and in sum). Where the time
-   goes: the same keys made and summed in the JVM alone, and sent through Arrow batches to
-   Python and back unhashed; and the compiled hash alone on them in one process. Cold is the
-   first run of each, warm the best of the next two.
+   of the key's UTF-8 bytes, 31 bits, `% 65535 + 1`) of N keys by `plugins.spark.hashing.
+   with_sticky_hash`, in the JVM (the Java UDF of `plugins.spark.jvm`) and through Arrow
+   batches and the compiled hash in Python (its fallback), against a pandas UDF calling `mmh3`
+   once per key for the same value (all equal on a sample key by key, and in sum). Where the
+   time goes: the same keys made and summed in the JVM alone, and sent through Arrow batches
+   to Python and back unhashed; and the compiled hash alone on them in one process. Cold is
+   the first run of each, warm the best of the next two; the UDF's set-up (compiling the jar
+   when missing, adding it to the session, registering it) is timed apart.
 3. Scale curve: synthetic stores (`benchmarks/synth_store.py`) of a `--topics`-topic cluster
    polled every 30 s, for each of `--days`, cached under ~/.cache/pulsar-lens/bench/ (a
    whole-day store is the first days of one growing store, linked, not copied). Each history
@@ -23,6 +25,7 @@
    Arrow's allocator reserves ahead of use, so it bites before the RSS reaches it).
 
 Timing goals (not asserts): hashing >= 10 M keys/s and >= 30x the per-row UDF.
+`--keys 20000 --skip-scale` is the tiny run the tests make (tests/spark/test_benchmark_spark.py).
 """
 
 from __future__ import annotations
@@ -231,10 +234,14 @@ def child_hashing(keys: int) -> dict[str, Any]:
     from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
 
     from pulsar_lens.core.hashing import sticky_key_hash, sticky_key_hash_array
-    from pulsar_lens.plugins.spark import session
+    from pulsar_lens.plugins.spark import jvm, session
     from pulsar_lens.plugins.spark.hashing import with_sticky_hash
 
     spark = session.get("local[2]")
+    started = time.perf_counter()
+    compiled = jvm.jar_path().exists()
+    jvm.register(spark)
+    setup = {"seconds": time.perf_counter() - started, "compiled": not compiled}
     number = (F.col("id") * KEY_MULTIPLIER) % KEY_MODULUS
     frame: Any = spark.range(keys, numPartitions=8).select(
         F.concat(F.lit("order-"), number.cast("string")).alias("key")
@@ -242,24 +249,25 @@ def child_hashing(keys: int) -> dict[str, Any]:
 
     per_row = pandas_udf(per_row_hash, "long")
 
-    sample = with_sticky_hash(frame.limit(2000), "key").select(
-        "key", "hash", per_row("key").alias("udf")
-    )
-    rows: Any = sample.toPandas()
+    sample = with_sticky_hash(frame.limit(2000), "key", path="jvm")
+    sample = with_sticky_hash(sample, "key", out="arrow", path="arrow")
+    rows: Any = sample.select("key", "hash", "arrow", per_row("key").alias("udf")).toPandas()
     pairs = zip(rows["key"], rows["hash"], strict=True)
     assert (rows["hash"] == rows["udf"]).all(), "the UDF and ours disagree"
+    assert (rows["hash"] == rows["arrow"]).all(), "the JVM and the Arrow path disagree"
     assert all(sticky_key_hash(k.encode()) == h for k, h in pairs), "ours and the scalar differ"
 
     stages: dict[str, Any] = {
         "jvm": lambda: _one(frame.agg(F.sum(F.length("key")))),
         "arrow": lambda: _one(frame.mapInArrow(_identity, frame.schema).agg(F.count("*"))),
-        "ours": lambda: _one(with_sticky_hash(frame, "key").agg(F.sum("hash"))),
+        "ours": lambda: _one(with_sticky_hash(frame, "key", path="jvm").agg(F.sum("hash"))),
+        "arrow_hash": lambda: _one(with_sticky_hash(frame, "key", path="arrow").agg(F.sum("hash"))),
         "udf": lambda: _one(frame.select(per_row("key").alias("hash")).agg(F.sum("hash"))),
     }
     ids = pa.array(np.arange(keys, dtype=np.int64) * KEY_MULTIPLIER % KEY_MODULUS)
     local = pc.binary_join_element_wise("order-", pc.cast(ids, pa.string()), "")
     stages["alone"] = lambda: int(sticky_key_hash_array(local).sum(dtype=np.int64))
-    out: dict[str, Any] = {"sample": len(rows)}
+    out: dict[str, Any] = {"sample": len(rows), "setup": setup}
     for name, run in stages.items():
         times = []
         for _ in range(3):
@@ -267,7 +275,8 @@ def child_hashing(keys: int) -> dict[str, Any]:
             value = run()
             times.append(time.perf_counter() - started)
         out[name] = {"cold": times[0], "warm": min(times[1:]), "value": int(value)}
-    assert out["ours"]["value"] == out["udf"]["value"] == out["alone"]["value"], "sums differ"
+    sums = {out[n]["value"] for n in ("ours", "arrow_hash", "udf", "alone")}
+    assert len(sums) == 1, "sums differ"
     return out
 
 
@@ -291,7 +300,10 @@ def _identity(batches: Any) -> Any:
 
 def report_hashing(keys: int) -> None:
     print(f"\nHashing {keys:,} keys in Spark, local[2] (cold: first run; warm: best of 2 more)")
+    before = os.getloadavg()
     h = run_child(["hashing", str(keys)])
+    after = os.getloadavg()
+    print(f"load average (1, 5, 15 min) before {_loads(before)}, after {_loads(after)}")
     if "failed" in h:
         print(f"  failed: {h['failed']}")
         return
@@ -304,15 +316,27 @@ def report_hashing(keys: int) -> None:
             f"{keys / warm / 1e6:.2f} |"
         )
     ours, udf, jvm, arrow = (h[n] for n in ("ours", "udf", "jvm", "arrow"))
+    via_python = h["arrow_hash"]
+    setup = h["setup"]
+    print(
+        f"the Java UDF's set-up: {setup['seconds']:.1f} s "
+        f"({'compiled now' if setup['compiled'] else 'jar cached'}; added and registered)"
+    )
     for when in ("cold", "warm"):
-        print(f"ours vs the per-row UDF, {when}: {udf[when] / ours[when]:.1f}x")
+        print(
+            f"ours (JVM) vs the per-row UDF, {when}: {udf[when] / ours[when]:.1f}x; "
+            f"vs the Arrow path: {via_python[when] / ours[when]:.1f}x; "
+            f"ours {keys / ours[when] / 1e6:.2f} M keys/s"
+        )
     w = "warm"
     print(
         f"where ours' warm {ours[w]:.1f} s goes: making the keys in the JVM {jvm[w]:.1f} s, "
-        f"the Arrow round trip to Python {max(arrow[w] - jvm[w], 0):.1f} s, hashing "
-        f"{max(ours[w] - arrow[w], 0):.1f} s (alone, without Spark: {h['alone'][w]:.2f} s); "
-        f"the UDF spends {max(udf[w] - arrow[w], 0):.1f} s past the round trip. Values equal "
-        f"key by key on {h['sample']:,} keys (UDF, ours, scalar hash) and in sum on all."
+        f"hashing them there {max(ours[w] - jvm[w], 0):.1f} s. The Arrow path's "
+        f"{via_python[w]:.1f} s: the round trip to Python {max(arrow[w] - jvm[w], 0):.1f} s, "
+        f"hashing {max(via_python[w] - arrow[w], 0):.1f} s (alone, without Spark: "
+        f"{h['alone'][w]:.2f} s); the per-row UDF spends {max(udf[w] - arrow[w], 0):.1f} s past "
+        f"the round trip. Values equal key by key on {h['sample']:,} keys (JVM, Arrow, per-row "
+        f"UDF, scalar hash) and in sum on all."
     )
     print(
         f"peak RSS: Python driver {h['child_mb']:.0f} MB, JVM {h['jvm_mb']:.0f} MB, "
@@ -320,10 +344,15 @@ def report_hashing(keys: int) -> None:
     )
 
 
+def _loads(loads: tuple[float, float, float]) -> str:
+    return ", ".join(f"{load:.1f}" for load in loads)
+
+
 HASH_STAGES = {
     "jvm": "keys made and summed in the JVM only",
     "arrow": "... sent through Arrow batches to Python and back, unhashed",
-    "ours": "ours: with_sticky_hash (Arrow batches, compiled hash)",
+    "ours": "ours: with_sticky_hash in the JVM (Java UDF)",
+    "arrow_hash": "with_sticky_hash through Arrow batches, compiled hash (the fallback)",
     "udf": "baseline: pandas UDF, mmh3 once per key",
     "alone": "the compiled hash alone, one process, no Spark",
 }

@@ -6,8 +6,10 @@ import argparse
 import codecs
 from collections.abc import Callable
 
-from pulsar_lens.core.failover import JVM_CHARSET, JVM_CHARSET_ENV
-from pulsar_lens.core.settings import process_environ
+from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.failover import JVM_CHARSET
+from pulsar_lens.core.parts import JVM_CHARSET_ENV, charset_setting
+from pulsar_lens.core.settings import Settings
 
 
 def bounded_int(flag: str, low: int, high: int) -> Callable[[str], int]:
@@ -56,13 +58,33 @@ def charset(text: str) -> str:
 
 def add_jvm_charset(parser: argparse.ArgumentParser) -> None:
     """`--jvm-charset`, the one setting every model command shares for how the broker's JVM
-    turns consumer names into bytes (default PULSAR_LENS_JVM_CHARSET, else UTF-8)."""
-    default = process_environ().get(JVM_CHARSET_ENV, "").strip() or JVM_CHARSET
+    turns consumer names into bytes (default PULSAR_LENS_JVM_CHARSET, else UTF-8): read it
+    with `jvm_charset_of(args)`."""
     parser.add_argument(
         "--jvm-charset",
         type=charset,
-        default=default,  # argparse passes a string default through `type` as well
         metavar="NAME",
         help="the broker JVM's default charset, which hashes consumer names: US-ASCII for "
         f"Java 17 under a POSIX locale (default ${JVM_CHARSET_ENV} or UTF-8)",
     )
+
+
+def jvm_charset_of(args: argparse.Namespace) -> str:
+    """The `--jvm-charset` given, else the settings' (PULSAR_LENS_JVM_CHARSET, as the entry
+    point handed it over), else UTF-8; SettingsError for a setting no Python knows."""
+    if args.jvm_charset:
+        return str(args.jvm_charset)
+    try:
+        return charset(charset_setting() or JVM_CHARSET)
+    except argparse.ArgumentTypeError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def settings_of(args: argparse.Namespace) -> Settings:
+    """The settings `pulsar-lens` loaded for this command (`args.settings`), else loaded now
+    from its `--config` (a command run without `main`, or settings `main` found malformed:
+    this raises their SettingsError)."""
+    loaded = getattr(args, "settings", None)
+    if isinstance(loaded, Settings):
+        return loaded
+    return Settings.from_env(config=getattr(args, "config", None))

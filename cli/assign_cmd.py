@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pulsar_lens.cli.arguments import add_jvm_charset, bounded_int
+from pulsar_lens.cli.arguments import add_jvm_charset, bounded_int, jvm_charset_of
 from pulsar_lens.core.bundles import (
     default_boundaries,
     full_topic_name,
@@ -116,8 +116,8 @@ def run_failover(args: argparse.Namespace) -> int:
     consumers = parse_consumers(args.consumers, args.priorities)
     topics = {full_topic_name(t): args.partitions for t in args.topic}
     if args.compare:
-        return print_comparison(topics, consumers, charset=args.jvm_charset, as_json=args.json)
-    mapping = assign(topics, consumers, consistent=args.consistent, charset=args.jvm_charset)
+        return print_comparison(topics, consumers, charset=jvm_charset_of(args), as_json=args.json)
+    mapping = assign(topics, consumers, consistent=args.consistent, charset=jvm_charset_of(args))
     if args.json:
         print(json.dumps(mapping, ensure_ascii=False))
     else:

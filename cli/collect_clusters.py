@@ -68,10 +68,11 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
     )
     metrics = MetricsEndpoint(
         store,
-        port=args.metrics_port,
+        settings.metrics.with_port(args.metrics_port, default=0),
         health=health,
         clusters=names,
         plugin_dirs=settings.plugin_dirs,
+        plugin_limits=settings.plugin_limits,
     )
     factory: SourceFactory = args.source_factory
     printer = HeartbeatPrinter()
@@ -135,7 +136,7 @@ def _announce(
         file=sys.stderr,
         flush=True,
     )
-    if mutations_allowed():
+    if mutations_allowed(settings.mutations):
         print(
             "pulsar-lens collect: the unload drill runs only when one cluster is collected",
             file=sys.stderr,

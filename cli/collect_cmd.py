@@ -16,8 +16,10 @@ import dataclasses
 import datetime as dt
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
+from pulsar_lens.cli.arguments import settings_of
 from pulsar_lens.cli.collect_parts import (
     Analyses,
     HeartbeatPrinter,
@@ -39,7 +41,6 @@ from pulsar_lens.core.settings import (
     admin_url_problem,
     format_duration,
     parse_duration,
-    process_environ,
 )
 from pulsar_lens.core.store import Store
 from pulsar_lens.core.storeroot import check_root
@@ -53,14 +54,17 @@ def admin_source(
     settings: Settings | None = None,
 ) -> Source:
     """Poll a real cluster: an AdminClient and poll(). The connection (token, TLS, OAuth2)
-    is the cluster's own from the settings file, else the environment's; a named cluster's
-    snapshots carry its name instead of the one its brokers report."""
+    is `cluster`'s own from the settings file, else that of the one cluster of `settings`
+    (the environment's; no settings: the defaults); a named cluster's snapshots carry its
+    name instead of the one its brokers report."""
     from pulsar_lens.collectors.admin import AdminClient
     from pulsar_lens.collectors.poll import DetailRotation, carry_forward, diff, poll
 
-    settings = settings or Settings.from_env()
-    env = cluster.connection_env(process_environ()) if cluster else dict(process_environ())
-    client = AdminClient.from_env({**env, "PULSAR_ADMIN_URL": admin_url})
+    settings = settings or Settings()
+    cluster = cluster or settings.cluster
+    client = AdminClient.from_settings(
+        cluster, admin_url=admin_url, max_response_bytes=settings.max_response
+    )
     rotation = DetailRotation()  # one per loop: successive polls detail different topics
     name = cluster.name if cluster else None
 
@@ -133,7 +137,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_sampling_args(p, positive=positive_int)
     add_probe_args(p)
     add_metrics_port(p, default_text="0")
-    p.set_defaults(func=run, source_factory=admin_source)
+    p.set_defaults(func=run, source_factory=None)  # None: admin_source with the settings
 
 
 def _then(first: Callable[[Any], Any], second: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -167,7 +171,9 @@ def require_admin_url(command: str, given: str | None, settings: Settings) -> st
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = Settings.from_env(config=args.config)
+    settings = settings_of(args)
+    if args.source_factory is None:
+        args.source_factory = partial(admin_source, settings=settings)
     if len(settings.clusters) > 1:
         from pulsar_lens.cli.collect_clusters import run_clusters
 
@@ -186,7 +192,11 @@ def run(args: argparse.Namespace) -> int:
         deadline=settings.poll_deadline.total_seconds(),
     )
     metrics = MetricsEndpoint(
-        store, port=args.metrics_port, health=health, plugin_dirs=settings.plugin_dirs
+        store,
+        settings.metrics.with_port(args.metrics_port, default=0),
+        health=health,
+        plugin_dirs=settings.plugin_dirs,
+        plugin_limits=settings.plugin_limits,
     )
     factory: SourceFactory = args.source_factory
     wrap_poll, wrap_beat = sampling_hooks(args, settings, store)

@@ -20,9 +20,7 @@ from pulsar_lens.collectors.loop_group import LoopGroup
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.settings import (
     Settings,
-    duration_seconds,
     format_duration,
-    process_environ,
     retention_problem,
 )
 from pulsar_lens.core.store import Store
@@ -107,7 +105,7 @@ class Analyses:
     it; the Spark plugins run as jobs in a job worker process (`plugins.spark.worker`), when
     `spark_jobs` and PULSAR_LENS_SPARK_JOBS is not 0. Given `clusters`, each cluster's
     snapshots are analysed on their own, by the light plugins and the jobs alike. Plugin
-    folders and the job worker's environment come from `settings` (default: the process's)."""
+    folders and limits, the job worker's and its environment come from `settings`."""
 
     def __init__(
         self,
@@ -115,22 +113,16 @@ class Analyses:
         *,
         spark_jobs: bool = True,
         clusters: Sequence[str] = (),
-        settings: Settings | None = None,
+        settings: Settings,
     ) -> None:
         from pulsar_lens.plugins.engines import engine_of
+        from pulsar_lens.plugins.isolation import limits_of
         from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
         from pulsar_lens.plugins.registry import discover
         from pulsar_lens.plugins.results import ResultStore
-        from pulsar_lens.plugins.spark.worker import (
-            DEFAULT_TIMEOUT,
-            JOBS_ENV,
-            TIMEOUT_ENV,
-            WorkerProcess,
-        )
+        from pulsar_lens.plugins.spark.worker import WorkerProcess
 
-        settings = settings or Settings.from_env()
-        environ = process_environ()
-        registry = discover(plugin_dirs=settings.plugin_dirs)
+        registry = discover(plugin_dirs=settings.plugin_dirs, limits=limits_of(settings))
         for failure in registry.failures:
             print(f"pulsar-lens collect: {failure}", file=sys.stderr, flush=True)
         results = ResultStore(store.root)
@@ -145,10 +137,12 @@ class Analyses:
             )
         self._jobs: WorkerProcess | None = None
         spark = [p.name for p in plugins if not engine_of(p).per_poll]
-        if spark and spark_jobs and environ.get(JOBS_ENV, "1") != "0":
-            timeout = duration_seconds(environ, TIMEOUT_ENV, DEFAULT_TIMEOUT)
+        if spark and spark_jobs and settings.spark.jobs:
             self._jobs = WorkerProcess(
-                store.root, timeout=timeout, clusters=clusters, environ=settings.file_environ()
+                store.root,
+                timeout=settings.spark.job_timeout,
+                clusters=clusters,
+                environ=settings.file_environ(),
             ).start()
             print(
                 f"pulsar-lens collect: Spark analyses ({', '.join(spark)}) run as jobs in a "

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from pulsar_lens.cli.arguments import bounded_float
+from pulsar_lens.cli.arguments import bounded_float, settings_of
 from pulsar_lens.cli.collect_cmd import add_config_arg
 from pulsar_lens.core.config import (
     CLUSTER_ENV,
@@ -27,10 +27,10 @@ from pulsar_lens.core.config import (
     ClusterSettings,
     show,
 )
-from pulsar_lens.core.configfile import Loaded, load
+from pulsar_lens.core.configfile import Loaded
 from pulsar_lens.core.errors import PulsarLensError
+from pulsar_lens.core.parts import DEFAULT_MAX_RESPONSE
 from pulsar_lens.core.secrets import clean
-from pulsar_lens.core.settings import process_environ
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -60,9 +60,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    loaded = load(process_environ(), config=args.config)
+    settings = settings_of(args)
+    loaded = settings.loaded
+    assert loaded is not None  # Settings.from_env keeps what it loaded
     checks: list[dict[str, Any] | None] = [
-        None if args.no_connect else check_cluster(c, timeout=args.timeout)
+        None
+        if args.no_connect
+        else check_cluster(c, timeout=args.timeout, max_response=settings.max_response)
         for c in loaded.config.clusters
     ]
     report = describe(loaded, checks)
@@ -113,7 +117,9 @@ def _entry(value: Any, loaded: Loaded, path: str, *, secret: bool, env: str | No
     }
 
 
-def check_cluster(cluster: ClusterSettings, *, timeout: float) -> dict[str, Any]:
+def check_cluster(
+    cluster: ClusterSettings, *, timeout: float, max_response: int = DEFAULT_MAX_RESPONSE
+) -> dict[str, Any]:
     """Ask the cluster's admin API who it is and which brokers it has, with its credentials."""
     from pulsar_lens.collectors.admin import AdminClient
     from pulsar_lens.collectors.brokers import collect_broker_ids, collect_clusters
@@ -125,8 +131,9 @@ def check_cluster(cluster: ClusterSettings, *, timeout: float) -> dict[str, Any]
         result["error"] = "no admin URL; set PULSAR_ADMIN_URL or admin_url in the settings file"
         return result
     try:
-        env = cluster.connection_env(process_environ())
-        with AdminClient.from_env(env, timeout=timeout, retries=0) as client:
+        with AdminClient.from_settings(
+            cluster, max_response_bytes=max_response, timeout=timeout, retries=0
+        ) as client:
             calls.append("GET /admin/v2/clusters")
             names = collect_clusters(client, timeout=timeout)
             result["clusters"] = names

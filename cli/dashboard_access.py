@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections.abc import Mapping
 
 from pulsar_lens.core.errors import SettingsError
-from pulsar_lens.core.logs import FORMAT, level_from_env
+from pulsar_lens.core.logs import FORMAT
 from pulsar_lens.core.oidc import ALL_VARS, OidcSettings, write_secrets_file
 from pulsar_lens.core.secrets import display_url
+from pulsar_lens.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -23,17 +23,17 @@ ACCESS_VARS = ALL_VARS
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
-def streamlit_args(address: str, port: int, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Streamlit options for the login (if configured) and for logging; SettingsError for a
-    malformed login setting or log level."""
+def streamlit_args(address: str, port: int, settings: Settings) -> list[str]:
+    """Streamlit options for the login of `settings` (if configured) and for logging;
+    SettingsError for a malformed login setting or log level."""
     args = [
         "--logger.messageFormat",
         FORMAT,
         "--logger.level",
-        logging.getLevelName(level_from_env(environ)).lower(),
+        logging.getLevelName(settings.logs.level).lower(),
     ]
-    settings = OidcSettings.from_env(environ, address=address, port=port)
-    if settings is None:
+    login = OidcSettings.resolve(settings.login, address=address, port=port)
+    if login is None:
         if address not in LOOPBACK:
             log.warning(
                 "the dashboard on %s:%d has no login: anyone who reaches it sees the cluster "
@@ -43,12 +43,12 @@ def streamlit_args(address: str, port: int, environ: Mapping[str, str] | None = 
             )
         return args
     require_login_packages()
-    secrets_file = write_secrets_file(settings)
+    secrets_file = write_secrets_file(login)
     log.info(
         "dashboard login through %s (client %s, callback %s)",
-        display_url(settings.metadata_url),
-        settings.client_id,
-        settings.redirect_uri,
+        display_url(login.metadata_url),
+        login.client_id,
+        login.redirect_uri,
     )
     return [*args, "--secrets.files", str(secrets_file)]
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from pulsar_lens.cli.arguments import bounded_float
+from pulsar_lens.cli.arguments import bounded_float, settings_of
 from pulsar_lens.cli.collect_cmd import require_admin_url
 from pulsar_lens.core.secrets import display_url
-from pulsar_lens.core.settings import Settings, process_environ
+from pulsar_lens.core.settings import Settings
 
 PLUGIN = "unload-latency"
 MAX_PROBE_RATE = 1000.0  # as collect --probe-rate
@@ -75,16 +75,19 @@ def run(args: argparse.Namespace) -> int:
     from pulsar_lens.core.store import Store
     from pulsar_lens.core.storeroot import check_root
 
-    settings = Settings.from_env()
+    settings = settings_of(args)
     plan = DrillPlan.parse(
         args.bundle, to=args.to, rate=args.rate, timeout=args.timeout, keep_topic=args.keep_topic
     )
-    require_mutations(f"the unload drill on {args.bundle}")
+    require_mutations(f"the unload drill on {args.bundle}", settings.mutations)
     admin_url = require_admin_url("drill", args.admin_url, settings)
     if not admin_url:
         return 2
     store = Store(check_root(args.store or settings.store_dir, writable=True))
-    with AdminClient.from_env({**process_environ(), "PULSAR_ADMIN_URL": admin_url}) as admin:
+    cluster = settings.cluster
+    with AdminClient.from_settings(
+        cluster, admin_url=admin_url, max_response_bytes=settings.max_response
+    ) as admin:
         service_url = args.service_url or settings.service_url
         print(f"drill: unload {args.bundle} on {display_url(admin_url)}", file=sys.stderr)
         drill = run_drill(
@@ -92,10 +95,12 @@ def run(args: argparse.Namespace) -> int:
             admin=admin,
             service_url=service_url,
             store=store,
-            token=client_token(),
+            mutations=settings.mutations,
+            token=client_token(cluster, shared=settings.client_token),
+            connection=cluster,
             progress=lambda line: print(f"drill: {line}", file=sys.stderr),
         )
-    report = drill_report(store, drill)
+    report = drill_report(store, drill, settings)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
@@ -103,12 +108,13 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report["lost"] else 0
 
 
-def drill_report(store: Any, drill: Any) -> dict[str, Any]:
+def drill_report(store: Any, drill: Any, settings: Settings) -> dict[str, Any]:
     """The unload-latency result over the stored rows, narrowed to this drill."""
     from pulsar_lens.plugins import runner
+    from pulsar_lens.plugins.isolation import limits_of
     from pulsar_lens.plugins.registry import discover
 
-    loaded = discover().get(PLUGIN)
+    loaded = discover(plugin_dirs=settings.plugin_dirs, limits=limits_of(settings)).get(PLUGIN)
     params = runner.validate_params(loaded.plugin, {"namespace": drill.plan.namespace})
     output = runner.run(loaded, store, params, use_cache=False)
     frames = output.result.frames

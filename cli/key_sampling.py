@@ -64,7 +64,8 @@ def sampling_hooks(
         service_url=args.service_url or settings.service_url,
         every=args.sample_every,
         pattern=args.sample_topics,
-        token=client_token(),
+        token=client_token(settings.cluster, shared=settings.client_token),
+        connection=settings.cluster,
         collect=args.key_collect,
     )
     return sampling.wrap, sampling.after

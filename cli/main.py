@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from pulsar_lens import __version__
 from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.logs import setup_logging
+from pulsar_lens.core.parts import use_charset_setting
 from pulsar_lens.core.secrets import redact
-from pulsar_lens.core.settings import process_environ
+from pulsar_lens.core.settings import Settings, process_environ
 
 # Each module has register(subparsers); a subcommand's handler is args.func(args) -> int.
 COMMAND_MODULES = (
@@ -86,8 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     args = parser.parse_args(given)
     try:
-        setup_logging(level=logging.DEBUG if args.verbose else None)
-        register_secrets()
+        args.settings = load_settings(args)
+        levels = args.settings.logs if args.settings is not None else None
+        setup_logging(levels, level=logging.DEBUG if args.verbose else None)
+        if args.settings is not None:
+            use_charset_setting(args.settings.jvm_charset)
+        register_secrets(args.settings)
         return int(args.func(args) or 0)
     except PulsarLensError as exc:
         print(f"pulsar-lens: {redact(str(exc))}{_traceback_hint(exc, args)}", file=sys.stderr)
@@ -110,16 +115,24 @@ def _traceback_hint(exc: PulsarLensError, args: argparse.Namespace) -> str:
     return "; -v prints the traceback"
 
 
-def register_secrets() -> None:
-    """Make every credential the settings name known to redaction before anything runs:
-    whatever this command prints or stores, a plugin's words included, goes without them."""
-    from pulsar_lens.collectors.credentials import register_known_secrets
-    from pulsar_lens.core.settings import Settings
-
+def load_settings(args: argparse.Namespace) -> Settings | None:
+    """The settings of this process, loaded once (from the command's `--config`, if it has
+    one) and handed to the command as `args.settings`; None when they are malformed: a command
+    that reads them loads them again and says what is wrong."""
     try:
-        clusters = Settings.from_env().clusters
+        return Settings.from_env(config=getattr(args, "config", None))
     except PulsarLensError:
-        clusters = ()  # the command that reads the settings says what is wrong with them
+        return None
+
+
+def register_secrets(settings: Settings | None) -> None:
+    """Make every credential the settings and the environment name known to redaction before
+    anything runs: whatever this command prints or stores, a plugin's words included, goes
+    without them. Every variable is scanned, not only the settings' (a credential of another
+    tool is redacted too)."""
+    from pulsar_lens.collectors.credentials import register_known_secrets
+
+    clusters = settings.clusters if settings is not None else ()
     register_known_secrets(process_environ(), clusters)
 
 

@@ -10,16 +10,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from pulsar_lens.collectors.health import HealthRecorder
 from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn
 from pulsar_lens.core.errors import SettingsError
-from pulsar_lens.core.settings import process_environ
+from pulsar_lens.core.parts import PluginLimits
 from pulsar_lens.core.store import Store
 from pulsar_lens.exporter.collector import LensCollector, PollRecorder
 from pulsar_lens.exporter.server import (
-    ADDRESS_ENV,
     PORT_ENV,
     MetricsServer,
     MetricsSettings,
@@ -55,14 +54,17 @@ class MetricsEndpoint:
     def __init__(
         self,
         store: Store,
+        settings: MetricsSettings,
         *,
-        port: int | None,
         health: HealthRecorder | None = None,
-        environ: Mapping[str, str] | None = None,
         clusters: Sequence[str] = (),
-        plugin_dirs: Sequence[str | os.PathLike[str]] | None = None,
+        plugin_dirs: Sequence[str | os.PathLike[str]] = (),
+        plugin_limits: PluginLimits | None = None,
     ) -> None:
-        self.settings = MetricsSettings.from_env(environ, port=port)
+        """`settings` with the port to serve on (`MetricsSettings.with_port` lays the
+        command line's over the settings'); third-party plugins load from `plugin_dirs`
+        and run under `plugin_limits`."""
+        self.settings = settings
         self.health = health
         self.recorder = PollRecorder(clusters)
         self.collector = LensCollector(
@@ -70,6 +72,7 @@ class MetricsEndpoint:
             recorder=self.recorder,
             max_subscriptions=self.settings.max_subscriptions,
             plugin_dirs=plugin_dirs,
+            plugin_limits=plugin_limits,
         )
         self.server: MetricsServer | None = None
 
@@ -112,18 +115,13 @@ class MetricsEndpoint:
         self.collector.close()
 
 
-def metrics_port(
-    value: int | None, *, default: int, environ: Mapping[str, str] | None = None
-) -> int:
+def metrics_port(value: int | None, *, default: int, settings: MetricsSettings) -> int:
     """The command-line port if given, else PULSAR_LENS_METRICS_PORT, else `default`."""
-    if value is not None:
-        return value
-    text = (process_environ() if environ is None else environ).get(PORT_ENV, "").strip()
-    return parse_port(text) if text else default
+    return settings.with_port(value, default=default).port
 
 
-def metrics_url(port: int, environ: Mapping[str, str] | None = None) -> str:
+def metrics_url(port: int, settings: MetricsSettings) -> str:
     """Where a local browser or curl finds /metrics on this port."""
-    address = (process_environ() if environ is None else environ).get(ADDRESS_ENV, "").strip()
+    address = settings.address
     host = "127.0.0.1" if address in ("", "0.0.0.0", "::") else address
     return f"http://{host}:{port}/metrics"

@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 
-from pulsar_lens.cli.arguments import add_jvm_charset, bounded_int
+from pulsar_lens.cli.arguments import add_jvm_charset, bounded_int, jvm_charset_of
 from pulsar_lens.core.errors import ModelError
 from pulsar_lens.core.hashing import PULSAR_LINES, SELECTOR_KINDS, sticky_key_hash
 from pulsar_lens.core.limits import MAX_CONSUMERS, MAX_HASH, MAX_REPLICA_POINTS
@@ -127,7 +127,7 @@ def build_selector(args: argparse.Namespace) -> tuple[Selector, dict[Consumer, s
         points=args.points,
         pulsar="3.0" if variant not in (None, "4.0") else args.pulsar,
         variant=variant,
-        name_encoding=args.jvm_charset,
+        name_encoding=jvm_charset_of(args),
     )
     for consumer in consumers:
         selector.add(consumer)

@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pulsar_lens.cli.arguments import settings_of
 from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, bounded_summary
 from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
@@ -89,11 +89,6 @@ def _count(text: str) -> int:
     return value
 
 
-def default_store_dir() -> Path:
-    """The store directory of the settings: PULSAR_LENS_STORE, else ./var/store."""
-    return Settings.from_env().store_dir
-
-
 # ---- plugins ---------------------------------------------------------------------------
 
 
@@ -116,18 +111,19 @@ def registry_listing(registry: Registry) -> dict[str, Any]:
     return {"loaded": loaded, "failed": failed}
 
 
-def _discover() -> Registry:
-    """The plugins. The worker process that first imports third-party ones starts before
-    this process imports the API and the built-ins, so the two run side by side."""
-    isolation.warm_for()
+def _discover(settings: Settings) -> Registry:
+    """The plugins of `settings`. The worker process that first imports third-party ones
+    starts before this process imports the API and the built-ins, so the two run side by
+    side."""
+    isolation.warm_for(settings.plugin_dirs)
     from pulsar_lens.plugins.registry import discover
 
-    return discover()
+    return discover(plugin_dirs=settings.plugin_dirs, limits=isolation.limits_of(settings))
 
 
 def run_plugins(args: argparse.Namespace) -> int:
     """Exit 0 when every plugin loaded, 1 when any failed (the listing is printed either way)."""
-    listing = registry_listing(_discover())
+    listing = registry_listing(_discover(settings_of(args)))
     failed = 1 if listing["failed"] else 0
     if args.json:
         print(json.dumps(listing, indent=2))
@@ -226,7 +222,8 @@ def run_analyze(args: argparse.Namespace) -> int:
     from pulsar_lens.plugins import runner
     from pulsar_lens.plugins.engines import BY_NAME, engine_of
 
-    loaded = _discover().get(args.slug)
+    settings = settings_of(args)
+    loaded = _discover(settings).get(args.slug)
     if args.engine and BY_NAME[args.engine] is not engine_of(loaded):
         print(
             f"pulsar-lens analyze: {loaded.name} runs on the {loaded.engine} engine, "
@@ -236,7 +233,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         return 2
     raw = parse_params(args.param, plugin=loaded.name)
     params = runner.validate_params(loaded.plugin, coerce_params(type(loaded.plugin).Params, raw))
-    store_dir = check_root(args.store or default_store_dir(), writable=False)
+    store_dir = check_root(args.store or settings.store_dir, writable=False)
     store = Store(store_dir)
     try:
         if store.latest_snapshot_id() is None:
@@ -246,7 +243,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         if not engine_of(loaded).per_poll and not args.stored:
             from pulsar_lens.cli.spark_job import run_spark_job  # starts a JVM: only when asked for
 
-            if not run_spark_job(loaded, store, params):
+            if not run_spark_job(loaded, store, params, spark=settings.spark):
                 return 1
         output = runner.run(loaded, store, params, use_cache=False)
     except OSError as exc:  # e.g. a file where the store has a folder

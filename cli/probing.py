@@ -8,7 +8,7 @@ refuses to start with `--probe` otherwise. With several clusters, every cluster 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -19,11 +19,10 @@ from pulsar_lens.collectors.probe_loop import CollectProbes, lookup_service_url,
 from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import ModelError, SettingsError
 from pulsar_lens.core.mutations import require_mutations
-from pulsar_lens.core.settings import Settings, process_environ
+from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.store import Store
 
 MAX_PROBE_RATE = 1000.0  # messages per second per bundle
-SHARED = ("PULSAR_CLIENT_TOKEN",)  # the one cluster's: never sent to one of several
 
 
 def add_probe_args(p: argparse.ArgumentParser) -> None:
@@ -62,29 +61,35 @@ def probe_hooks(
     that cluster's settings alone (service URL, token, OAuth2, TLS)."""
     if not args.probes:
         return None
-    require_mutations(f"--probe {' '.join(args.probes)} (creates topics and subscriptions)")
+    require_mutations(
+        f"--probe {' '.join(args.probes)} (creates topics and subscriptions)", settings.mutations
+    )
     for spec in args.probes:
         try:
             parse_probe_spec(spec)
         except ModelError as exc:
-            raise SettingsError(str(exc)) from None
+            raise SettingsError(str(exc), setting="--probe") from None
     if not 0 < args.probe_rate <= MAX_PROBE_RATE:
-        raise SettingsError(f"--probe-rate must be in (0, 1000], got {args.probe_rate:g}")
+        raise SettingsError(
+            f"--probe-rate must be in (0, 1000], got {args.probe_rate:g}", setting="--probe-rate"
+        )
     if cluster is None:
-        env: Mapping[str, str] = process_environ()
+        connection = settings.cluster
         service_url = args.service_url or settings.service_url
-    else:
-        own = cluster.connection_env(process_environ())
-        env = {k: v for k, v in own.items() if k not in SHARED}
+        token = client_token(connection, shared=settings.client_token)
+    else:  # PULSAR_CLIENT_TOKEN is the one cluster's: never sent to one of several
+        connection = cluster
         service_url = cluster.service_url
+        token = client_token(connection)
     return CollectProbes(
         store,
         list(args.probes),
         rate=args.probe_rate,
         service_url=service_url,
-        token=client_token(env),
-        lookup=partial(_lookup, admin_url, env),
-        environ=env,
+        token=token,
+        lookup=partial(_lookup, admin_url, connection, settings.max_response),
+        connection=connection,
+        mutations=settings.mutations,
     )
 
 
@@ -100,22 +105,29 @@ def drill_service(
         from pulsar_lens.collectors.drill import DrillPlan, run_drill
 
         plan = DrillPlan.parse(status.bundle, to=status.to)
-        with AdminClient.from_env({**process_environ(), "PULSAR_ADMIN_URL": admin_url}) as admin:
+        cluster = settings.cluster
+        with AdminClient.from_settings(
+            cluster, admin_url=admin_url, max_response_bytes=settings.max_response
+        ) as admin:
             drill = run_drill(
                 plan,
                 admin=admin,
                 service_url=args.service_url or settings.service_url,
                 store=store,
-                token=client_token(),
+                mutations=settings.mutations,
+                token=client_token(cluster, shared=settings.client_token),
+                connection=cluster,
                 progress=progress,
             )
         return {"owner_before": drill.owner_before, "owner_after": drill.owner_after}
 
-    return DrillService(DrillQueue(store.root), run).start()
+    return DrillService(DrillQueue(store.root), run, mutations=settings.mutations).start()
 
 
-def _lookup(admin_url: str, env: Mapping[str, str], topic: str) -> str | None:
+def _lookup(admin_url: str, cluster: ClusterSettings, max_response: int, topic: str) -> str | None:
     from pulsar_lens.collectors.admin import AdminClient
 
-    with AdminClient.from_env({**env, "PULSAR_ADMIN_URL": admin_url}) as admin:
+    with AdminClient.from_settings(
+        cluster, admin_url=admin_url, max_response_bytes=max_response
+    ) as admin:
         return lookup_service_url(admin, topic)

@@ -8,6 +8,7 @@ with its last output; Ctrl-C or SIGTERM stops everything cleanly.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import shutil
 import sys
@@ -16,7 +17,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pulsar_lens.cli.arguments import bounded_int
+from pulsar_lens.cli.arguments import bounded_int, settings_of
 from pulsar_lens.cli.collect_cmd import add_config_arg, duration_arg, require_admin_url
 from pulsar_lens.cli.dashboard_access import ACCESS_VARS, streamlit_args
 from pulsar_lens.cli.metrics_endpoint import (
@@ -26,13 +27,13 @@ from pulsar_lens.cli.metrics_endpoint import (
     metrics_url,
 )
 from pulsar_lens.cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
+from pulsar_lens.core.parts import BIND_ENV, SPARK_EVERY_ENV
 from pulsar_lens.core.secrets import display_url
-from pulsar_lens.core.settings import Settings, child_environ, format_duration, process_environ
+from pulsar_lens.core.settings import Settings, child_environ, format_duration
 from pulsar_lens.core.storeroot import check_root
 from pulsar_lens.exporter.server import SERVE_PORT
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
-BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"
 DEFAULT_PORT = 8501
 MAX_BROKERS = 8  # brokers of a local demo cluster: about 0.8 GiB each beside ZooKeeper and a bookie
 DEMO_INTERVAL = dt.timedelta(seconds=5)
@@ -143,12 +144,13 @@ def streamlit_child(
     *,
     address: str,
     port: int,
-    settings: Settings | None = None,
+    settings: Settings,
     add: Mapping[str, str] | None = None,
 ) -> Child:
-    """The dashboard process; given `settings` (from a settings file), the keys it reads
-    (plugin folders, Spark master) go to it by variable, never the file and its secrets;
-    `add`: variables laid over this process's for it."""
+    """The dashboard process, with the login and log level of `settings`; when they come
+    from a settings file, the keys it reads (plugin folders, Spark master) go to it by
+    variable, never the file and its secrets; `add`: variables laid over this process's for
+    it."""
     argv = [
         sys.executable,
         "-m",
@@ -169,9 +171,9 @@ def streamlit_child(
         "false",
         "--client.toolbarMode",
         "minimal",  # no "Deploy" button: this is an operations tool, not a hosted app
-        *streamlit_args(address, port),  # the login, if configured, and the log format
+        *streamlit_args(address, port, settings),  # the login, if configured, and the logs
     ]
-    file_keys = settings.file_environ() if settings is not None else {}
+    file_keys = settings.file_environ()
     # the dashboard reads only the store: it needs no credentials (the login's go by file)
     env = _child_env(
         store, interval, {**(add or {}), **file_keys}, drop=(*SECRET_VARS, *ACCESS_VARS)
@@ -210,7 +212,7 @@ def serve(
     stop: threading.Event | None = None,
     metrics: int = 0,
     collect_args: Sequence[str] = (),
-    settings: Settings | None = None,
+    settings: Settings,
     child_env: Mapping[str, str] | None = None,
 ) -> int:
     """Supervise the loop and the dashboard until stopped; 1 (with the reason) if one dies.
@@ -223,8 +225,8 @@ def serve(
             store, interval, address=address, port=port, settings=settings, add=child_env
         )
     ]
-    config = settings.config_file if settings is not None else None
-    polls = admin_url is not None or bool(config and settings and len(settings.clusters) > 1)
+    config = settings.config_file
+    polls = admin_url is not None or bool(config and len(settings.clusters) > 1)
     check_root(store, writable=polls)  # before any child starts: one line, not two tracebacks
     store.mkdir(parents=True, exist_ok=True)
     if polls:
@@ -238,7 +240,7 @@ def serve(
             add=child_env,
         )
         children.insert(0, collector)
-    offline = None if polls else offline_metrics(store, metrics)
+    offline = None if polls else offline_metrics(store, metrics, settings)
     stop = stop or threading.Event()
 
     def ready() -> None:
@@ -246,7 +248,7 @@ def serve(
         if not stop.is_set():
             print(f"Pulsar Lens dashboard: {url}", flush=True)
             if metrics:
-                print(f"Prometheus metrics: {metrics_url(metrics)}", flush=True)
+                print(f"Prometheus metrics: {metrics_url(metrics, settings.metrics)}", flush=True)
             for line in banner:
                 print(line, flush=True)
             print("Press Ctrl-C to stop.", flush=True)
@@ -263,7 +265,7 @@ def serve(
     return 0
 
 
-def offline_metrics(store: Path, port: int) -> MetricsEndpoint | None:
+def offline_metrics(store: Path, port: int, settings: Settings) -> MetricsEndpoint | None:
     """/metrics over the store as it is, served from this process: offline there is no
     collect process to serve it (`collect --metrics-port` does while polling). The stored
     polls' families, the plugins' included, are computed at the first scrape."""
@@ -271,13 +273,18 @@ def offline_metrics(store: Path, port: int) -> MetricsEndpoint | None:
         return None
     from pulsar_lens.core.store import Store
 
-    endpoint = MetricsEndpoint(Store(store), port=port)
+    endpoint = MetricsEndpoint(
+        Store(store),
+        dataclasses.replace(settings.metrics, port=port),
+        plugin_dirs=settings.plugin_dirs,
+        plugin_limits=settings.plugin_limits,
+    )
     endpoint.start()
     return endpoint
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    settings = Settings.from_env(config=args.config)
+    settings = settings_of(args)
     store = check_root(Path(args.store or settings.store_dir), writable=False).resolve()
     if len(settings.clusters) > 1 and not args.admin_url:
         names = ", ".join(str(c.name) for c in settings.clusters)
@@ -300,10 +307,10 @@ def run_serve(args: argparse.Namespace) -> int:
         admin_url,
         store,
         args.interval or settings.poll_interval,
-        address=args.address or process_environ().get(BIND_ENV) or "127.0.0.1",
+        address=args.address or settings.bind_address,
         port=args.port,
         banner=banner,
-        metrics=metrics_port(args.metrics_port, default=SERVE_PORT),
+        metrics=metrics_port(args.metrics_port, default=SERVE_PORT, settings=settings.metrics),
         settings=settings,
     )
 
@@ -336,7 +343,9 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
     from pulsar_lens.lab.localpulsar import LocalPulsar
 
     # The History pages are Spark jobs: in a demo, a new round every 2 minutes shows them move.
-    child_env = {"PULSAR_LENS_SPARK_EVERY": process_environ().get("PULSAR_LENS_SPARK_EVERY", "2m")}
+    settings = settings_of(args)
+    every = settings.spark.every
+    child_env = {SPARK_EVERY_ENV: format_duration(dt.timedelta(seconds=every)) if every else "2m"}
     pulsar: LocalPulsar | LocalPulsarCluster
     brokers: tuple[str, ...] = ()
     probes: tuple[str, ...] = ()
@@ -368,7 +377,9 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
                 address=args.address or "127.0.0.1",
                 port=args.port,
                 banner=demo_banner(pulsar.admin_url),
-                metrics=metrics_port(args.metrics_port, default=SERVE_PORT),
+                metrics=metrics_port(
+                    args.metrics_port, default=SERVE_PORT, settings=settings.metrics
+                ),
                 collect_args=(
                     "--sample-keys",
                     "--sample-every",
@@ -377,6 +388,7 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
                     pulsar.service_url,
                     *probes,
                 ),
+                settings=settings,
                 child_env=child_env,
             )
     finally:

@@ -14,6 +14,7 @@ from typing import IO
 
 from pydantic import BaseModel
 
+from pulsar_lens.core.parts import SparkSettings
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.registry import LoadedPlugin
 from pulsar_lens.plugins.results import ResultStore
@@ -47,12 +48,16 @@ class ProgressBar:
         self.stream.flush()
 
 
-def run_spark_job(loaded: LoadedPlugin, store: Store, params: BaseModel) -> bool:
-    """Run and store one job of `loaded`; False (having said why on stderr) when it failed."""
+def run_spark_job(
+    loaded: LoadedPlugin, store: Store, params: BaseModel, *, spark: SparkSettings
+) -> bool:
+    """Run and store one job of `loaded` on a session of the `spark` settings; False (having
+    said why on stderr) when it failed."""
     queue = JobQueue(store.root)
     job = queue.new(loaded.name, params.model_dump(mode="json"), origin="cli")
     bar = ProgressBar(sys.stderr, loaded.name)
-    print(f"starting Spark ({session.master_from_env()}) ...", file=sys.stderr, flush=True)
+    session.configure(spark)
+    print(f"starting Spark ({spark.master}) ...", file=sys.stderr, flush=True)
     ended = run_job(
         loaded, store, queue, job, results=ResultStore(store.root), on_update=bar, log_failure=False
     )

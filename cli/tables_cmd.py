@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from pulsar_lens.core.model import POLLED_TABLES, RECORD_TYPES, TABLES, describe_table
+from pulsar_lens.core.model import POLLED_TABLES, RECORD_TYPES, TABLES
+from pulsar_lens.core.tabledocs import describe_table
 
 HEADER = """# Snapshot tables
 

@@ -1,6 +1,6 @@
 """AdminClient: one HTTP session to a Pulsar admin REST API (auth, TLS, timeouts, retries).
 
-The client is built here, from arguments or from the environment (`from_env`), and offers
+The client is built here, from arguments or from a cluster's settings (`from_settings`), and offers
 the calls (`get_json`, `get_text`, `put`, `post`, `delete`). Its parts live beside it:
 
 * `admin_auth`: the token, the URL's password or OAuth2, TLS and the client certificate,
@@ -36,35 +36,14 @@ from pulsar_lens.collectors.admin_auth import (
 from pulsar_lens.collectors.admin_hints import is_html
 from pulsar_lens.collectors.admin_transport import AdminTransport, Params
 from pulsar_lens.collectors.answers import decode_json
-from pulsar_lens.collectors.oauth2 import ClientCredentialsFlow, flow_from_env
+from pulsar_lens.collectors.oauth2 import ClientCredentialsFlow, flow_from_settings
 from pulsar_lens.collectors.transport import DeadlineAdapter
+from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import AdminApiError, CollectorError
+from pulsar_lens.core.parts import DEFAULT_MAX_RESPONSE
 from pulsar_lens.core.secrets import clean, split_credentials
-from pulsar_lens.core.settings import process_environ
+from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.values import admin_url_problem
-
-DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
-
-
-def _env_flag(value: str | None, *, default: bool) -> bool:
-    if value is None or not value.strip():
-        return default
-    return value.strip().lower() not in {"0", "false", "no", "off"}
-
-
-def _max_response(text: str | None) -> int:
-    """PULSAR_LENS_MAX_RESPONSE in MiB (default 64)."""
-    if not text or not text.strip():
-        return DEFAULT_MAX_RESPONSE
-    try:
-        mib = int(text)
-    except ValueError:
-        mib = 0
-    if not 1 <= mib <= 4096:
-        raise CollectorError(
-            f"PULSAR_LENS_MAX_RESPONSE must be a whole number of MiB from 1 to 4096, got {text!r}"
-        )
-    return mib * 1024 * 1024
 
 
 class AdminClient(AdminTransport):
@@ -132,30 +111,44 @@ class AdminClient(AdminTransport):
         self._requests_made = 0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> AdminClient:
-        """Build a client from PULSAR_ADMIN_URL, PULSAR_ADMIN_TOKEN / PULSAR_ADMIN_TOKEN_FILE,
-        PULSAR_LENS_OAUTH2_ISSUER_URL / _AUDIENCE / _PRIVATE_KEY / _SCOPE (used when no token
-        is set), PULSAR_LENS_CA_BUNDLE, PULSAR_LENS_TLS_VERIFY (default true),
-        PULSAR_LENS_TLS_CERT_FILE / _KEY_FILE and PULSAR_LENS_TRUSTED_ORIGINS
-        (comma-separated URLs, or `cluster`)."""
-        env = process_environ() if env is None else env
-        url = env.get("PULSAR_ADMIN_URL") or "http://localhost:8080"
-        verify = _env_flag(env.get("PULSAR_LENS_TLS_VERIFY"), default=True)
-        has_token = env.get("PULSAR_ADMIN_TOKEN") or env.get("PULSAR_ADMIN_TOKEN_FILE")
+    def from_settings(
+        cls,
+        cluster: ClusterSettings,
+        *,
+        admin_url: str | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE,
+        **kwargs: Any,
+    ) -> AdminClient:
+        """A client for `cluster` at `admin_url` (default the cluster's own, else
+        http://localhost:8080): its token or token file, else its OAuth2 flow, its TLS (CA
+        bundle, verification, client certificate) and its trusted origins (URLs, or
+        `cluster`)."""
+        verify = cluster.tls.verify
         # the issuer is checked against the system's CAs, as Pulsar's clients do
-        oauth2 = None if has_token else flow_from_env(env, verify=verify)
+        has_token = cluster.token is not None or cluster.token_file is not None
+        oauth2 = None if has_token else flow_from_settings(cluster.oauth2, verify=verify)
         return cls(
-            url,
-            trusted_origins=(env.get("PULSAR_LENS_TRUSTED_ORIGINS") or "").split(","),
-            token=env.get("PULSAR_ADMIN_TOKEN") or None,
-            token_file=env.get("PULSAR_ADMIN_TOKEN_FILE") or None,
-            ca_bundle=env.get("PULSAR_LENS_CA_BUNDLE") or None,
-            max_response_bytes=_max_response(env.get("PULSAR_LENS_MAX_RESPONSE")),
+            admin_url or cluster.admin_url or "http://localhost:8080",
+            trusted_origins=cluster.trusted_origins,
+            token=cluster.token.reveal() if cluster.token is not None else None,
+            token_file=cluster.token_file,
+            ca_bundle=cluster.tls.ca_bundle,
+            max_response_bytes=max_response_bytes,
             verify=verify,
-            cert_file=env.get("PULSAR_LENS_TLS_CERT_FILE") or None,
-            key_file=env.get("PULSAR_LENS_TLS_KEY_FILE") or None,
+            cert_file=cluster.tls.cert_file,
+            key_file=cluster.tls.key_file,
             oauth2=oauth2,
             **kwargs,
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], **kwargs: Any) -> AdminClient:
+        """`from_settings` for the one cluster the variables of `env` describe
+        (PULSAR_ADMIN_URL, PULSAR_ADMIN_TOKEN, PULSAR_LENS_TLS_*, PULSAR_LENS_OAUTH2_*, ...),
+        as `core.settings.Settings.from_env` reads them."""
+        settings = Settings.from_env(env)
+        return cls.from_settings(
+            settings.cluster, max_response_bytes=settings.max_response, **kwargs
         )
 
     def __repr__(self) -> str:

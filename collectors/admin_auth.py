@@ -76,7 +76,8 @@ def admin_token(token: str | None, token_file: str | os.PathLike[str] | None) ->
     if token and not header_safe(token):
         raise CollectorError(
             "the admin token holds a line break, a control character or a character "
-            f"outside ASCII (an emoji?), which no HTTP header can carry; check {setting}"
+            f"outside ASCII (an emoji?), which no HTTP header can carry; check {setting}",
+            setting="PULSAR_ADMIN_TOKEN" if token_file is None else "PULSAR_ADMIN_TOKEN_FILE",
         )
     return secret
 
@@ -118,7 +119,9 @@ def set_tls(
         _warn_unverified()
     if bool(cert_file) != bool(key_file):
         raise CollectorError(
-            "a client certificate needs both PULSAR_LENS_TLS_CERT_FILE and PULSAR_LENS_TLS_KEY_FILE"
+            "a client certificate needs both PULSAR_LENS_TLS_CERT_FILE and "
+            "PULSAR_LENS_TLS_KEY_FILE",
+            setting="PULSAR_LENS_TLS_KEY_FILE" if cert_file else "PULSAR_LENS_TLS_CERT_FILE",
         )
     if cert_file and key_file:
         session.cert = (
@@ -149,5 +152,5 @@ def _readable(path: str | os.PathLike[str], setting: str) -> str:
             return os.fspath(path)
     except OSError as exc:
         raise CollectorError(
-            f"cannot read {os.fspath(path)!r}: {exc.strerror}; fix {setting}"
+            f"cannot read {os.fspath(path)!r}: {exc.strerror}; fix {setting}", setting=setting
         ) from None

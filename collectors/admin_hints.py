@@ -8,6 +8,10 @@ control character), and nothing here sends a request.
 
 from __future__ import annotations
 
+import http.client
+import ssl
+from collections.abc import Iterator
+
 import requests
 
 from pulsar_lens.collectors.oauth2 import jwt_claims, token_expired_at
@@ -25,7 +29,10 @@ CLIENT_CERT_HINT = (
 )
 # what Pulsar 4.0 says in a 401 that refuses a permission to an authenticated role
 _AUTHORIZATION_MARKERS = ("Unauthorized to ", "requires super-user access", "Don't have permission")
-_CLIENT_CERT_ALERTS = ("certificate required", "bad certificate", "unknown ca", "handshake failure")
+# OpenSSL's reason codes (`ssl.SSLError.reason`) of the alerts a server sends when it refuses
+# the client's certificate or its absence, e.g. TLSV13_ALERT_CERTIFICATE_REQUIRED
+_CLIENT_CERT_ALERTS = ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "UNKNOWN_CA", "HANDSHAKE_FAILURE")
+_MAX_CAUSES = 20
 UNTRUSTED_HINT = (
     "credentials go only to the admin URL's host; list this one in PULSAR_LENS_TRUSTED_ORIGINS "
     "(or set it to 'cluster') to send them there too"
@@ -83,14 +90,36 @@ def exception_reason(exc: BaseException, hint: str = "") -> str:
     return f"{text}; {hint}" if hint else text
 
 
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and the exceptions beneath it: requests and urllib3 keep theirs in `args` (a
+    ProtocolError's second) and `reason` (a MaxRetryError's), Python in `__cause__` and
+    `__context__`. Read by type and field, never by message."""
+    seen: set[int] = set()
+    pending = [exc]
+    while pending and len(seen) < _MAX_CAUSES:
+        item = pending.pop(0)
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        yield item
+        beneath = (*item.args, getattr(item, "reason", None), item.__cause__, item.__context__)
+        pending.extend(b for b in beneath if isinstance(b, BaseException))
+
+
+def _ssl_reasons(exc: BaseException) -> list[str]:
+    """OpenSSL's reason codes of the TLS errors beneath `exc` (e.g. WRONG_VERSION_NUMBER)."""
+    found = (getattr(c, "reason", None) for c in causes(exc) if isinstance(c, ssl.SSLError))
+    return [reason.upper() for reason in found if isinstance(reason, str)]
+
+
 def connection_reason(exc: BaseException) -> str:
     """Why no answer came, a plain sentence first when the server reset or closed."""
-    text = str(exc)
+    beneath = list(causes(exc))
     plain = ""
-    if "ConnectionResetError" in text or "Connection reset" in text:
-        plain = "the connection was reset before an answer came"
-    elif "RemoteDisconnected" in text:
+    if any(isinstance(c, http.client.RemoteDisconnected) for c in beneath):  # a reset's kind
         plain = "the server closed the connection without an answer"
+    elif any(isinstance(c, ConnectionResetError) for c in beneath):
+        plain = "the connection was reset before an answer came"
     return f"{plain} ({exception_reason(exc)})" if plain else exception_reason(exc)
 
 
@@ -119,12 +148,12 @@ def is_authorization(reason: str) -> bool:
 
 
 def client_cert_refused(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return "alert" in text and any(a in text for a in _CLIENT_CERT_ALERTS)
+    """Whether the server refused the client's certificate (or its absence) with an alert."""
+    return any("ALERT" in r and r.endswith(_CLIENT_CERT_ALERTS) for r in _ssl_reasons(exc))
 
 
 def tls_hint(exc: BaseException) -> str:
-    if "wrong version number" in str(exc).lower():
+    if "WRONG_VERSION_NUMBER" in _ssl_reasons(exc):
         return "that port does not speak TLS (a plain http:// port?)"
     return CLIENT_CERT_HINT if client_cert_refused(exc) else TLS_HINT
 

@@ -32,16 +32,17 @@ def read_token_file(path: str | os.PathLike[str], *, setting: str = TOKEN_FILE_E
     try:
         raw = read_secret_file(path)
     except SecretFileError as exc:
-        raise CollectorError(f"{shown} {exc}; fix {setting}") from None
+        raise CollectorError(f"{shown} {exc}; fix {setting}", setting=setting) from None
     try:
         token = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
         raise CollectorError(
             f"{shown} is not UTF-8 text (a binary file?); it must hold the token itself, "
-            f"e.g. the output of `pulsar tokens create`; fix {setting}"
+            f"e.g. the output of `pulsar tokens create`; fix {setting}",
+            setting=setting,
         ) from None
     if not token:
-        raise CollectorError(f"{shown} is empty; fix {setting}")
+        raise CollectorError(f"{shown} is empty; fix {setting}", setting=setting)
     return token
 
 

@@ -32,9 +32,10 @@ from pulsar_lens.collectors.probe import ProbeRunner, ProbeSettings, ProbeTarget
 from pulsar_lens.collectors.probe_loop import lookup_service_url, store_sink
 from pulsar_lens.collectors.sampling import service_url_of
 from pulsar_lens.core.bundles import parse_bundle_name
+from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.model import Snapshot
-from pulsar_lens.core.mutations import require_mutations
+from pulsar_lens.core.mutations import MutationSettings, require_mutations
 from pulsar_lens.core.secrets import Secret
 from pulsar_lens.core.store import Store
 
@@ -59,12 +60,13 @@ class DrillPlan:
         if len(parts) != 3:
             raise SettingsError(
                 f"--bundle {target!r}: expected TENANT/NAMESPACE/0xLOWER_0xUPPER, "
-                "e.g. public/default/0x00000000_0x40000000"
+                "e.g. public/default/0x00000000_0x40000000",
+                setting="--bundle",
             )
         try:
             parse_bundle_name(parts[2])
         except Exception as exc:
-            raise SettingsError(f"--bundle {target!r}: {exc}") from None
+            raise SettingsError(f"--bundle {target!r}: {exc}", setting="--bundle") from None
         return cls(namespace=f"{parts[0]}/{parts[1]}", bundle=parts[2], **options)
 
 
@@ -91,12 +93,16 @@ def run_drill(
     admin: AdminClient,
     service_url: str | None,
     store: Store,
+    mutations: MutationSettings,
     token: Secret | None = None,
+    connection: ClusterSettings | None = None,
     progress: Callable[[str], None] = lambda _line: None,
 ) -> DrillRun:
     """Carry out the drill against the cluster behind `admin`; rows and polls go to `store`.
-    Without a `service_url`, the brokers' own binary URL from the first poll is used."""
-    require_mutations(f"the unload drill on {plan.namespace}/{plan.bundle}")
+    Without a `service_url`, the brokers' own binary URL from the first poll is used; the
+    probe connects with `token` and the OAuth2 and TLS settings of `connection`. Refused
+    unless `mutations` allow changes."""
+    require_mutations(f"the unload drill on {plan.namespace}/{plan.bundle}", mutations)
     deadline = time.monotonic() + plan.timeout
     run = DrillRun(plan)
 
@@ -110,7 +116,9 @@ def run_drill(
     target = ProbeTarget.of(plan.namespace, plan.bundle)
     service_url = service_url or service_url_of(before) or lookup_service_url(admin, target.topic)
     if not service_url:
-        raise SettingsError("no service URL: the brokers report none; pass --service-url")
+        raise SettingsError(
+            "no service URL: the brokers report none; pass --service-url", setting="--service-url"
+        )
     run.topic = target.topic
     probe = ProbeRunner(
         service_url,
@@ -118,6 +126,8 @@ def run_drill(
         store_sink(store, before.cluster),
         token=token,
         settings=ProbeSettings(rate=plan.rate, flush_every=1.0),
+        connection=connection,
+        mutations=mutations,
     )
     run.probe_run = probe.run_id
     probe.start()
@@ -128,7 +138,9 @@ def run_drill(
         before = _poll_and_store(admin, store, plan.namespace, before)
         run.owner_before = owner_of(admin, target.topic)
         if plan.to is not None and plan.to == run.owner_before:
-            raise SettingsError(f"--to {plan.to}: that broker already owns the bundle")
+            raise SettingsError(
+                f"--to {plan.to}: that broker already owns the bundle", setting="--to"
+            )
         step(f"baseline clean; {run.owner_before} owns the bundle; unloading")
         params = {"destinationBroker": plan.to} if plan.to else None
         run.unload_at = dt.datetime.now(dt.UTC)
@@ -175,7 +187,9 @@ def _wait_clean(probe: ProbeRunner, seconds: float, deadline: float) -> None:
         calm = time.monotonic() - start if quiet is None else min(quiet, time.monotonic() - start)
         if calm >= seconds and probe.counts.acked > 0:
             return
-    raise SettingsError("the probe never had a clean baseline before the drill's timeout")
+    raise SettingsError(
+        "the probe never had a clean baseline before the drill's timeout", setting="--timeout"
+    )
 
 
 def _wait_through(probe: ProbeRunner, since: dt.datetime, deadline: float) -> None:
@@ -184,4 +198,6 @@ def _wait_through(probe: ProbeRunner, since: dt.datetime, deadline: float) -> No
         if probe.last_ack_sent_after(since):
             return
         time.sleep(0.05)
-    raise SettingsError("the probe was not through again before the drill's timeout")
+    raise SettingsError(
+        "the probe was not through again before the drill's timeout", setting="--timeout"
+    )

@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pulsar_lens.core.jsonfiles import json_files, write_json
-from pulsar_lens.core.mutations import dashboard_mutations_problem, requester_of
+from pulsar_lens.core.mutations import (
+    MutationSettings,
+    dashboard_mutations_problem,
+    requester_of,
+)
 from pulsar_lens.core.secrets import clean
 
 log = logging.getLogger(__name__)
@@ -115,10 +119,10 @@ class DrillQueue:
         return self._save(status)
 
 
-def refusal(status: DrillStatus, environ: Mapping[str, str] | None = None) -> str | None:
-    """Why the collect process, with the settings `environ` (default the process's), must not
-    run this request; None when it may."""
-    off = dashboard_mutations_problem(environ)
+def refusal(status: DrillStatus, switches: MutationSettings) -> str | None:
+    """Why the collect process, with its mutation `switches`, must not run this request; None
+    when it may."""
+    off = dashboard_mutations_problem(switches)
     if off is not None:
         return f"the collect process takes no drill from the dashboard: {off} there"
     if requester_of(status.requested_by) is None:
@@ -146,12 +150,12 @@ RunFn = Callable[[DrillStatus, Callable[[str], None]], Mapping[str, Any]]
 class DrillService:
     """A thread of the collect process that runs queued drills one at a time. `run` carries a
     drill out (with the process's admin client) and answers owners before and after; a request
-    `refusal` turns down under the settings `environ` (default the process's) is not run."""
+    `refusal` turns down under the process's mutation switches `mutations` is not run."""
 
     queue: DrillQueue
     run: RunFn
     every: float = 1.0
-    environ: Mapping[str, str] | None = None
+    mutations: MutationSettings = field(default_factory=MutationSettings)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
 
@@ -174,7 +178,7 @@ class DrillService:
         status = self.queue.take()
         if status is None:
             return None
-        refused = refusal(status, self.environ)
+        refused = refusal(status, self.mutations)
         if refused is not None:
             log.warning(
                 "drill %s on %s asked for by %s refused: %s",

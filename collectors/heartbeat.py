@@ -97,7 +97,5 @@ def beat_of(
 
 
 def _problem(error: EndpointError) -> str:
-    if error.message.startswith(error.endpoint):
-        return error.message
     status = f" (HTTP {error.status})" if error.status is not None else ""
     return f"{error.endpoint}{status}: {error.message}"

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pulsar_lens.collectors.client_auth import client_options_from_env
+from pulsar_lens.collectors.client_auth import client_options
+from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.hashing import resolve_sticky_key, sticky_key_hash
 from pulsar_lens.core.logs import pulsar_client
 from pulsar_lens.core.model import KeySampleRecord
@@ -170,15 +171,23 @@ def read_window(
     return TopicSample(topic, tuple(records), read, unresolved, stopped)
 
 
-def open_client(service_url: str, *, token: Secret | None, timeout: float) -> Any:
-    """A pulsar.Client for sampling: token auth when given, timeouts bounded by `timeout`."""
+def open_client(
+    service_url: str,
+    *,
+    token: Secret | None,
+    timeout: float,
+    connection: ClusterSettings | None = None,
+) -> Any:
+    """A pulsar.Client for sampling: token auth when given, else the OAuth2 or client
+    certificate of `connection` (and its CA), timeouts bounded by `timeout`."""
     import pulsar
 
     options: dict[str, Any] = {
         "operation_timeout_seconds": max(1, math.ceil(timeout)),
         "connection_timeout_ms": max(1000, min(int(timeout * 1000), 10_000)),
     }
-    options |= client_options_from_env()  # OAuth2, client certificate, CA of the settings
+    if connection is not None:  # OAuth2, client certificate, CA of the cluster
+        options |= client_options(connection)
     if token is not None:
         options["authentication"] = pulsar.AuthenticationToken(token.reveal())
     return pulsar_client(service_url, **options)
@@ -192,6 +201,7 @@ def collect_key_samples(
     window: dt.timedelta = DEFAULT_WINDOW,
     timeout: float = DEFAULT_TIMEOUT,
     token: Secret | None = None,
+    connection: ClusterSettings | None = None,
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     clock: Callable[[], float] = time.monotonic,
 ) -> list[TopicSample]:
@@ -208,7 +218,7 @@ def collect_key_samples(
     """
     deadline = clock() + timeout
     since_ms = int((now() - window).timestamp() * 1000)
-    client = open_client(service_url, token=token, timeout=timeout)
+    client = open_client(service_url, token=token, timeout=timeout, connection=connection)
     try:
         names = _partitions(client, list(topics), deadline, clock)
         samples: list[TopicSample] = []
@@ -296,6 +306,7 @@ def sample_keys(
     window: dt.timedelta = DEFAULT_WINDOW,
     timeout: float = DEFAULT_TIMEOUT,
     token: Secret | None = None,
+    connection: ClusterSettings | None = None,
 ) -> list[KeySampleRecord]:
     """The key samples of `collect_key_samples` (same arguments), one record per message.
 
@@ -304,6 +315,12 @@ def sample_keys(
     `resolve_message_key`); a failing topic is logged and contributes nothing.
     """
     samples = collect_key_samples(
-        service_url, topics, per_topic=per_topic, window=window, timeout=timeout, token=token
+        service_url,
+        topics,
+        per_topic=per_topic,
+        window=window,
+        timeout=timeout,
+        token=token,
+        connection=connection,
     )
     return [record for sample in samples for record in sample.records]

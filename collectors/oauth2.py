@@ -8,8 +8,8 @@ lifetime (at most a minute) before it expires; a failed fetch is remembered for 
 seconds so that a poll's many calls do not each ask the issuer again. The client secret and
 every access token are `Secret`s: they never reach a log line or an error.
 
-`client_auth_from_env` / `client_options_from_env` give `pulsar.Client` the same
-credentials and TLS settings as the admin client, from the same settings.
+`collectors.client_auth` gives `pulsar.Client` the same credentials and TLS settings as the
+admin client, from the same cluster settings.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
@@ -36,6 +36,7 @@ from pulsar_lens.collectors.answers import (
     read_body,
 )
 from pulsar_lens.collectors.transport import DeadlineAdapter, reads_by
+from pulsar_lens.core.config import OAuth2Settings
 from pulsar_lens.core.errors import CollectorError
 from pulsar_lens.core.secretfile import SecretFileError, read_secret_file
 from pulsar_lens.core.secrets import Secret, clean, display_url, forget, header_safe
@@ -53,7 +54,19 @@ ANSWER_CAP = 1024 * 1024  # an issuer's answer is a few hundred bytes
 
 class OAuth2Error(CollectorError):
     """No access token: the issuer could not be reached, refused the client, or the
-    credentials file is unreadable."""
+    credentials file is unreadable. `setting` names the setting to fix, `url` the issuer's
+    address that failed (without credentials), `status` its HTTP status when it answered."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        setting: str | None = None,
+        url: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message, setting=setting, url=url)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +93,14 @@ def read_credentials(ref: str) -> Credentials:
             raw = read_secret_file(path)
     except SecretFileError as exc:
         why = f"cannot read the OAuth2 credentials: the file {exc}"
-        raise OAuth2Error(f"{why}; {CREDENTIALS_HINT}") from None
+        raise OAuth2Error(
+            f"{why}; {CREDENTIALS_HINT}", setting="PULSAR_LENS_OAUTH2_PRIVATE_KEY"
+        ) from None
     except (binascii.Error, ValueError):
         why = "the OAuth2 credentials data: URL is not base64"
-        raise OAuth2Error(f"{why}; {CREDENTIALS_HINT}") from None
+        raise OAuth2Error(
+            f"{why}; {CREDENTIALS_HINT}", setting="PULSAR_LENS_OAUTH2_PRIVATE_KEY"
+        ) from None
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, ValueError):
@@ -91,7 +108,8 @@ def read_credentials(ref: str) -> Credentials:
     if not isinstance(data, dict) or not data.get("client_id") or not data.get("client_secret"):
         raise OAuth2Error(
             f"the OAuth2 credentials in {where} are not JSON with client_id and client_secret; "
-            f"{CREDENTIALS_HINT}"
+            f"{CREDENTIALS_HINT}",
+            setting="PULSAR_LENS_OAUTH2_PRIVATE_KEY",
         )
     issuer = data.get("issuer_url")
     return Credentials(
@@ -146,7 +164,8 @@ class ClientCredentialsFlow:
         if not issuer:
             raise OAuth2Error(
                 "no OAuth2 issuer: set PULSAR_LENS_OAUTH2_ISSUER_URL (or issuer_url in the "
-                "credentials file)"
+                "credentials file)",
+                setting="PULSAR_LENS_OAUTH2_ISSUER_URL",
             )
         self.issuer_url = issuer.rstrip("/")
         self.credentials = credentials
@@ -220,13 +239,17 @@ class ClientCredentialsFlow:
             raise OAuth2Error(
                 f"the OAuth2 issuer {display_url(endpoint)} gave no access token "
                 f"({clean(error)}: {why}); check client_id and client_secret in "
-                f"PULSAR_LENS_OAUTH2_PRIVATE_KEY, PULSAR_LENS_OAUTH2_AUDIENCE and _SCOPE"
+                f"PULSAR_LENS_OAUTH2_PRIVATE_KEY, PULSAR_LENS_OAUTH2_AUDIENCE and _SCOPE",
+                setting="PULSAR_LENS_OAUTH2_PRIVATE_KEY",
+                url=display_url(endpoint),
+                status=resp.status_code,
             )
         token = Secret(payload["access_token"])
         if not header_safe(token.reveal()):
             raise OAuth2Error(
                 f"the OAuth2 issuer {display_url(endpoint)} gave an access token with characters "
-                "an HTTP header cannot carry (only printable ASCII can); check the issuer"
+                "an HTTP header cannot carry (only printable ASCII can); check the issuer",
+                url=display_url(endpoint),
             )
         return (token, *self._lifetime(payload.get("expires_in"), token, endpoint))
 
@@ -252,7 +275,8 @@ class ClientCredentialsFlow:
         if not seconds > 0:  # NaN too
             raise OAuth2Error(
                 f"the OAuth2 issuer {display_url(endpoint)} gave an access token that is "
-                f"already expired ({why}); check the issuer's clock and token lifetime"
+                f"already expired ({why}); check the issuer's clock and token lifetime",
+                url=display_url(endpoint),
             )
         if seconds > MAX_LIFETIME:
             return MAX_LIFETIME, f"{why}, more than a day: refreshed after {MAX_LIFETIME:.0f}s"
@@ -265,7 +289,10 @@ class ClientCredentialsFlow:
         if resp.status_code >= 400 or not isinstance(endpoint, str):
             raise OAuth2Error(
                 f"GET {display_url(url)} returned {resp.status_code} without a token_endpoint; "
-                "check PULSAR_LENS_OAUTH2_ISSUER_URL"
+                "check PULSAR_LENS_OAUTH2_ISSUER_URL",
+                setting="PULSAR_LENS_OAUTH2_ISSUER_URL",
+                url=display_url(url),
+                status=resp.status_code,
             )
         self._endpoint = endpoint
         return endpoint
@@ -278,7 +305,8 @@ class ClientCredentialsFlow:
         if end <= started:
             raise OAuth2Error(
                 f"no access token: the poll's deadline passed before the OAuth2 issuer at "
-                f"{where} could be asked"
+                f"{where} could be asked",
+                url=where,
             )
         unreachable = f"cannot reach the OAuth2 issuer at {where}"
         hint = "check PULSAR_LENS_OAUTH2_ISSUER_URL"
@@ -295,17 +323,22 @@ class ClientCredentialsFlow:
             body = read_body(resp, deadline=end, per_read=self.timeout, cap=ANSWER_CAP)
         except (requests.Timeout, AnswerLate, AnswerStalled):
             raise OAuth2Error(
-                f"{unreachable}: no whole answer within {end - started:.1f}s; {hint}"
+                f"{unreachable}: no whole answer within {end - started:.1f}s; {hint}", url=where
             ) from None
         except AnswerTooLarge:
             raise OAuth2Error(
                 f"the OAuth2 issuer at {where} answered with more than "
-                f"{ANSWER_CAP // 1024} KiB; it was not read; {hint}"
+                f"{ANSWER_CAP // 1024} KiB; it was not read; {hint}",
+                url=where,
             ) from None
         except AnswerBroken:
-            raise OAuth2Error(f"{unreachable} (the connection broke mid-answer); {hint}") from None
+            raise OAuth2Error(
+                f"{unreachable} (the connection broke mid-answer); {hint}", url=where
+            ) from None
         except requests.RequestException as exc:
-            raise OAuth2Error(f"{unreachable} ({clean(type(exc).__name__)}); {hint}") from None
+            raise OAuth2Error(
+                f"{unreachable} ({clean(type(exc).__name__)}); {hint}", url=where
+            ) from None
         return _Answer(resp.status_code, body)
 
 
@@ -344,18 +377,16 @@ def _json(resp: _Answer) -> dict[str, Any]:
     return payload if isinstance(payload, dict) else {}
 
 
-def flow_from_env(
-    env: Mapping[str, str], *, verify: bool | str = True
+def flow_from_settings(
+    oauth2: OAuth2Settings, *, verify: bool | str = True
 ) -> ClientCredentialsFlow | None:
-    """The OAuth2 flow PULSAR_LENS_OAUTH2_* describe; None when PULSAR_LENS_OAUTH2_PRIVATE_KEY
-    is unset."""
-    ref = (env.get("PULSAR_LENS_OAUTH2_PRIVATE_KEY") or "").strip()
-    if not ref:
+    """The OAuth2 flow a cluster's `oauth2` settings describe; None without a private key."""
+    if oauth2.private_key is None:
         return None
     return ClientCredentialsFlow(
-        read_credentials(ref),
-        issuer_url=(env.get("PULSAR_LENS_OAUTH2_ISSUER_URL") or "").strip() or None,
-        audience=(env.get("PULSAR_LENS_OAUTH2_AUDIENCE") or "").strip() or None,
-        scope=(env.get("PULSAR_LENS_OAUTH2_SCOPE") or "").strip() or None,
+        read_credentials(oauth2.private_key.reveal()),
+        issuer_url=oauth2.issuer_url,
+        audience=oauth2.audience,
+        scope=oauth2.scope,
         verify=verify,
     )

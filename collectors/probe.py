@@ -25,17 +25,18 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulsar_lens.collectors.client_auth import client_options_from_env
+from pulsar_lens.collectors.client_auth import client_options
 from pulsar_lens.core.bundles import parse_bundle_name
+from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import ModelError
 from pulsar_lens.core.hashing import topic_bundle_hash
 from pulsar_lens.core.logs import pulsar_client
 from pulsar_lens.core.model import SLOW_PUBLISH_MS, ProbeRecord
-from pulsar_lens.core.mutations import require_mutations
+from pulsar_lens.core.mutations import MutationSettings, require_mutations
 from pulsar_lens.core.secrets import Secret, clean
 
 log = logging.getLogger(__name__)
@@ -137,8 +138,9 @@ class ProbeRunner:
     sink: Sink
     token: Secret | None = None
     settings: ProbeSettings = field(default_factory=ProbeSettings)
-    # the connection settings (OAuth2, TLS) of the cluster probed; None: the process's own
-    environ: Mapping[str, str] | None = field(default=None, repr=False)
+    # the connection settings (OAuth2, TLS) of the cluster probed; None: none beyond `token`
+    connection: ClusterSettings | None = field(default=None, repr=False)
+    mutations: MutationSettings = field(default_factory=MutationSettings, repr=False)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     counts: ProbeCounts = field(default_factory=ProbeCounts)
     _pending: dict[tuple[str, int], _Message] = field(default_factory=dict, repr=False)
@@ -156,8 +158,8 @@ class ProbeRunner:
 
     def start(self) -> ProbeRunner:
         """Subscribe, then create the producers, then start sending; raises MutationsDisabled
-        unless mutations are enabled."""
-        require_mutations(f"probing {len(self.targets)} bundle(s) (creates topics)")
+        unless `mutations` are enabled."""
+        require_mutations(f"probing {len(self.targets)} bundle(s) (creates topics)", self.mutations)
         import pulsar
 
         for target in self.targets:
@@ -173,7 +175,8 @@ class ProbeRunner:
             "operation_timeout_seconds": 30,
             "connection_timeout_ms": 10_000,
         }
-        options |= client_options_from_env(self.environ)  # OAuth2, client certificate, CA
+        if self.connection is not None:  # OAuth2, client certificate, CA
+            options |= client_options(self.connection)
         if self.token is not None:
             options["authentication"] = pulsar.AuthenticationToken(self.token.reveal())
         self._client = pulsar_client(self.service_url, **options)

@@ -8,14 +8,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pulsar_lens.collectors.probe import ProbeRunner, ProbeSettings, ProbeTarget, Sink
 from pulsar_lens.core.bundles import parse_bundle_name
+from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import ModelError
 from pulsar_lens.core.model import ProbeRecord
+from pulsar_lens.core.mutations import MutationSettings
 from pulsar_lens.core.secrets import Secret, clean
 
 log = logging.getLogger(__name__)
@@ -89,7 +91,8 @@ class CollectProbes:
     service_url: str | None = None
     token: Secret | None = field(default=None, repr=False)
     lookup: Callable[[str], str | None] | None = field(default=None, repr=False)
-    environ: Mapping[str, str] | None = field(default=None, repr=False)  # as ProbeRunner's
+    connection: ClusterSettings | None = field(default=None, repr=False)  # as ProbeRunner's
+    mutations: MutationSettings = field(default_factory=MutationSettings, repr=False)
     runner: ProbeRunner | None = field(default=None, init=False)
     _latest: Any = field(default=None, init=False, repr=False)
 
@@ -134,7 +137,8 @@ class CollectProbes:
             store_sink(self.store, snapshot.cluster),
             token=self.token,
             settings=ProbeSettings(rate=self.rate),
-            environ=self.environ,
+            connection=self.connection,
+            mutations=self.mutations,
         )
         try:
             self.runner = runner.start()

@@ -59,11 +59,11 @@ class Recorder:
 
     def _fail(self, family: str, exc: CollectorError) -> None:
         if isinstance(exc, (AdminApiError, AdminApiUnreachable)):
-            status = exc.status if isinstance(exc, AdminApiError) else None
-            error = EndpointError(f"{exc.method} {exc.path}", status, str(exc))
+            # the call in `endpoint`, its status in `status`, what went wrong in `message`
+            error = EndpointError(exc.endpoint, exc.status, exc.detail)
         else:
             error = EndpointError(family, None, str(exc))
-        log.warning("poll: %s", error.message)
+        log.warning("poll: %s", exc)
         with self._lock:
             self.errors.append(error)
 

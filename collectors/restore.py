@@ -47,7 +47,9 @@ def restore_latest(
             requests=0 if pd.isna(row["requests"]) else int(row["requests"]),
         )
     except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
-        raise SnapshotError(f"snapshot {sid} cannot be read back: {exc}") from exc
+        raise SnapshotError(
+            f"snapshot {sid} cannot be read back: {exc}", path=store.root, snapshot_id=sid
+        ) from exc
 
 
 def records_from_table(name: str, table: pa.Table) -> tuple[Any, ...]:

@@ -23,6 +23,7 @@ from pulsar_lens.collectors.keys import (
     collect_key_samples,
 )
 from pulsar_lens.collectors.loop import PollFn
+from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.model import Snapshot, records_to_table
 from pulsar_lens.core.secrets import Secret
 from pulsar_lens.core.store import Store
@@ -43,6 +44,7 @@ class CollectFn(Protocol):
         window: dt.timedelta,
         timeout: float,
         token: Secret | None,
+        connection: ClusterSettings | None,
     ) -> list[TopicSample]: ...
 
 
@@ -103,6 +105,8 @@ class KeySampling:
     window: dt.timedelta = DEFAULT_WINDOW
     timeout: float = DEFAULT_TIMEOUT
     token: Secret | None = field(default=None, repr=False)
+    # the OAuth2 and TLS settings of the cluster sampled (None: `token` alone)
+    connection: ClusterSettings | None = field(default=None, repr=False)
     collect: CollectFn = collect_key_samples
     rounds: int = field(default=0, init=False)
     _latest: Snapshot | None = field(default=None, init=False, repr=False)
@@ -153,6 +157,7 @@ class KeySampling:
             window=self.window,
             timeout=self.timeout,
             token=self.token,
+            connection=self.connection,
         )
         self.rounds += 1
         records = [r for s in samples for r in s.records]

@@ -47,16 +47,31 @@ def parse_bundle_name(name: str) -> BundleRange:
             raise ValueError(name)
         lower, upper = int(lower_text, 16), int(upper_text, 16)
     except ValueError as exc:
-        raise ModelError(f"bad bundle name {name!r}; expected 0x%08x_0x%08x") from exc
+        raise ModelError(
+            f"bad bundle name {name!r}; expected 0x%08x_0x%08x",
+            model="bundles",
+            field="bundle",
+            value=name,
+        ) from exc
     if not FULL_LOWER <= lower < upper <= FULL_UPPER:
-        raise ModelError(f"bad bundle range {name!r}: need 0 <= lower < upper <= 0xffffffff")
+        raise ModelError(
+            f"bad bundle range {name!r}: need 0 <= lower < upper <= 0xffffffff",
+            model="bundles",
+            field="bundle",
+            value=name,
+        )
     return BundleRange(lower, upper)
 
 
 def default_boundaries(num_bundles: int) -> tuple[int, ...]:
     """Boundaries of a namespace created with N bundles: steps of 2**32 // N, last 0xffffffff."""
     if not 0 < num_bundles <= MAX_BUNDLES:
-        raise ModelError(f"number of bundles must be in (0, 2^32], got {num_bundles}")
+        raise ModelError(
+            f"number of bundles must be in (0, 2^32], got {num_bundles}",
+            model="bundles",
+            field="numBundles",
+            value=str(num_bundles),
+        )
     step = MAX_BUNDLES // num_bundles
     return (*(i * step for i in range(num_bundles)), FULL_UPPER)
 
@@ -66,10 +81,18 @@ def check_boundaries(boundaries: Sequence[int]) -> tuple[int, ...]:
     values = tuple(boundaries)
     if len(values) < 2 or values[0] != FULL_LOWER or values[-1] != FULL_UPPER:
         raise ModelError(
-            f"bundle boundaries must run from 0x00000000 to 0xffffffff, got {_hexes(values)}"
+            f"bundle boundaries must run from 0x00000000 to 0xffffffff, got {_hexes(values)}",
+            model="bundles",
+            field="boundaries",
+            value=_hexes(values),
         )
     if any(a >= b for a, b in itertools.pairwise(values)):
-        raise ModelError(f"bundle boundaries must strictly increase, got {_hexes(values)}")
+        raise ModelError(
+            f"bundle boundaries must strictly increase, got {_hexes(values)}",
+            model="bundles",
+            field="boundaries",
+            value=_hexes(values),
+        )
     return values
 
 
@@ -80,14 +103,25 @@ def parse_bundles(payload: Mapping[str, object]) -> tuple[int, ...]:
     """
     raw = payload.get("boundaries")
     if not isinstance(raw, list) or not all(isinstance(b, str) for b in raw):
-        raise ModelError(f"bundles payload lacks a list of boundary strings: {payload!r:.200}")
+        raise ModelError(
+            f"bundles payload lacks a list of boundary strings: {payload!r:.200}",
+            model="bundles",
+            field="boundaries",
+        )
     try:
         values = check_boundaries([int(b, 16) for b in raw])
     except ValueError as exc:
-        raise ModelError(f"bundle boundary is not hexadecimal: {raw!r:.200}") from exc
+        raise ModelError(
+            f"bundle boundary is not hexadecimal: {raw!r:.200}", model="bundles", field="boundaries"
+        ) from exc
     declared = payload.get("numBundles")
     if declared is not None and declared != len(values) - 1:
-        raise ModelError(f"numBundles={declared} but {len(values)} boundaries were listed")
+        raise ModelError(
+            f"numBundles={declared} but {len(values)} boundaries were listed",
+            model="bundles",
+            field="numBundles",
+            value=str(declared),
+        )
     return values
 
 
@@ -108,7 +142,10 @@ def bundle_index(boundaries: Sequence[int], hash_value: int) -> int:
     if not FULL_LOWER <= hash_value < FULL_UPPER:
         raise ModelError(
             f"hash 0x{hash_value:08x} has no bundle: the broker places hashes 0x00000000.."
-            "0xfffffffe only (a topic hashing to 0xffffffff fails its lookup)"
+            "0xfffffffe only (a topic hashing to 0xffffffff fails its lookup)",
+            model="bundles",
+            field="hash",
+            value=f"0x{hash_value:08x}",
         )
     return bisect.bisect_right(boundaries, hash_value) - 1
 
@@ -127,7 +164,9 @@ def full_topic_name(topic: str) -> str:
     try:
         return parse_topic_name(topic).topic
     except TopicNameError as exc:
-        raise ModelError(f"topic {topic!r}: {exc}") from None
+        raise ModelError(
+            f"topic {topic!r}: {exc}", model="bundles", field="topic", value=topic
+        ) from None
 
 
 def topic_bundle(boundaries: Sequence[int], topic: str) -> BundleRange:
@@ -148,7 +187,12 @@ def topic_bundles(boundaries: Sequence[int], topics: Iterable[str]) -> dict[str,
 def split_point(bundle: BundleRange) -> int:
     """`range_equally_divide`: `lower + (upper - lower) // 2`."""
     if bundle.upper - bundle.lower <= 1:
-        raise ModelError(f"bundle {bundle.name} can't be split further: its range is 1")
+        raise ModelError(
+            f"bundle {bundle.name} can't be split further: its range is 1",
+            model="bundles",
+            field="bundle",
+            value=bundle.name,
+        )
     return bundle.lower + (bundle.upper - bundle.lower) // 2
 
 
@@ -163,10 +207,20 @@ def with_split(
         or values[index] != bundle.lower
         or values[index + 1] != bundle.upper
     ):
-        raise ModelError(f"bundle {bundle.name} is not one of {_hexes(values)}")
+        raise ModelError(
+            f"bundle {bundle.name} is not one of {_hexes(values)}",
+            model="bundles",
+            field="bundle",
+            value=bundle.name,
+        )
     point = split_point(bundle) if at is None else at
     if not bundle.lower < point < bundle.upper:
-        raise ModelError(f"split point 0x{point:08x} must lie strictly inside {bundle.name}")
+        raise ModelError(
+            f"split point 0x{point:08x} must lie strictly inside {bundle.name}",
+            model="bundles",
+            field="split point",
+            value=f"0x{point:08x}",
+        )
     return (*values[: index + 1], point, *values[index + 1 :])
 
 

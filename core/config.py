@@ -1,7 +1,7 @@
 """The settings' keys and their validation: the top level, `[[clusters]]`, TLS and OAuth2.
 
 `LensConfig` (pydantic-settings) validates every setting; `ClusterSettings` is one cluster,
-whose `connection_env()` is the mapping `AdminClient.from_env` builds its client from.
+what `AdminClient.from_settings` and the binary client (`collectors.client_auth`) connect with.
 `core.configfile.load()` reads the file and the environment into them. Keys, variables and
 defaults: docs/configuration.md.
 """
@@ -73,7 +73,7 @@ CLUSTER_ENV: Mapping[str, str] = {
     "oauth2.scope": "PULSAR_LENS_OAUTH2_SCOPE",
 }
 """Keys of a `[[clusters]]` table (dotted: in its `tls` / `oauth2` sub-table) and the
-variables of the single cluster; `AdminClient.from_env` reads exactly these names."""
+variables of the single cluster."""
 
 CLUSTER_KEYS: tuple[str, ...] = ("name", *CLUSTER_ENV)
 SECRET_KEYS = frozenset({"token", "oauth2.private_key"})
@@ -237,27 +237,6 @@ class ClusterSettings(_Table):
         for part in key.split("."):
             target = getattr(target, part)
         return target
-
-    def connection_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The environment-style mapping `AdminClient.from_env` builds this cluster's client
-        from: `base` (e.g. `process_environ()`) without any other cluster's connection
-        variables, then this cluster's. It holds secrets in clear: hand it to the client,
-        never print it.
-        """
-        env = {k: v for k, v in (base or {}).items() if k not in CLUSTER_ENV.values()}
-        for key, name in CLUSTER_ENV.items():
-            value = self.value(key)
-            if value is None or value == ():
-                continue
-            if isinstance(value, Secret):
-                env[name] = value.reveal()
-            elif isinstance(value, bool):
-                env[name] = "true" if value else "false"
-            elif isinstance(value, tuple):
-                env[name] = ",".join(value)
-            else:
-                env[name] = os.fspath(value) if isinstance(value, Path) else str(value)
-        return env
 
 
 class LensConfig(BaseSettings):

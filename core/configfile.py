@@ -16,14 +16,14 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from pulsar_lens.core.config import CLUSTER_ENV, CLUSTER_KEYS, CONFIG_ENV, GLOBAL_ENV, LensConfig
-from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.errors import SettingProblem, SettingsError
 from pulsar_lens.core.values import DEFAULT_RETENTION
 
 MAX_FILE_BYTES = 1024 * 1024  # settings files are a few KiB; this leaves room for comments
@@ -40,6 +40,7 @@ class Origin:
 
     source: Literal["file", "env", "default"]
     where: str = ""
+    line: int | None = field(default=None, compare=False)  # the file's, when known: in `where`
 
     def text(self) -> str:
         return f"{self.source} {self.where}".strip()
@@ -79,9 +80,10 @@ def load(environ: Mapping[str, str], *, config: str | Path | None = None) -> Loa
     try:
         loaded = LensConfig(**raw)
     except ValidationError as exc:
-        raise SettingsError(_describe(exc, origins, path, problems)) from None
+        problems = _describe(exc, origins, path, problems)
+        raise SettingsError(_lines(problems), problems=problems) from None
     if problems:
-        raise SettingsError("\n".join(problems))
+        raise SettingsError(_lines(problems), problems=problems)
     return Loaded(loaded, path, origins, ignored)
 
 
@@ -94,22 +96,24 @@ def _read_file(path: Path | None, how: str) -> tuple[dict[str, Any], dict[str, i
         text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SettingsError(f"{how}: cannot read the settings file {path}: {why}") from None
+        unread = f"cannot read the settings file {path}: {why}"
+        raise SettingsError(f"{how}: {unread}", setting=how, file=path, problem=unread) from None
     if len(raw) > MAX_FILE_BYTES:
-        raise SettingsError(
-            f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB, too large for a settings file"
-        )
-    too_deep = f"{path}: values nested more than {MAX_DEPTH} deep, too deep for a settings file"
+        large = f"larger than {MAX_FILE_BYTES // 1024} KiB, too large for a settings file"
+        raise SettingsError(f"{path}: {large}", file=path, problem=large)
+    deep = f"values nested more than {MAX_DEPTH} deep, too deep for a settings file"
+    too_deep = SettingsError(f"{path}: {deep}", file=path, problem=deep)
     if _DEEP_KEY.search(text):  # tomllib takes time quadratic in a dotted key's length
-        raise SettingsError(too_deep)
+        raise too_deep
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+        bad = f"not valid TOML: {exc}"
+        raise SettingsError(f"{path}: {bad}", file=path, problem=bad) from None
     except RecursionError:  # tomllib parses nested arrays and inline tables recursively
-        raise SettingsError(too_deep) from None
+        raise too_deep from None
     if _depth(data) > MAX_DEPTH:  # what tomllib took would still exhaust the checks below
-        raise SettingsError(too_deep)
+        raise too_deep
     return data, key_lines(text)
 
 
@@ -138,7 +142,7 @@ def _file_origins(
         line = next(
             (lines[p] for d in range(len(loc), 0, -1) if (p := key_path(loc[:d])) in lines), None
         )
-        origins[path] = Origin("file", f"{name} line {line}" if line else name)
+        origins[path] = Origin("file", f"{name} line {line}" if line else name, line)
         if isinstance(value, dict):
             for key, item in value.items():
                 visit(item, (*loc, key))
@@ -176,23 +180,28 @@ def _merge_clusters(
     return clusters, ()
 
 
-def _missing_admin_urls(found: Any, path: Path | None, origins: Mapping[str, Origin]) -> list[str]:
+def _missing_admin_urls(
+    found: Any, path: Path | None, origins: Mapping[str, Origin]
+) -> list[SettingProblem]:
     """A `[[clusters]]` table of the file must say where its admin API is."""
     problems = []
     for i, table in enumerate(found if isinstance(found, list) else []):
         if isinstance(table, dict) and not table.get("admin_url"):
             if f"clusters[{i}].admin_url" in origins:
                 continue  # the environment gave it
-            where = _where(("clusters", i), origins, path)
-            problems.append(f'{where}: admin_url is missing, e.g. admin_url = "http://pulsar:8080"')
+            missing = 'admin_url is missing, e.g. admin_url = "http://pulsar:8080"'
+            problems.append(_place(("clusters", i), origins, path, missing))
     return problems
 
 
 def _describe(
-    exc: ValidationError, origins: Mapping[str, Origin], path: Path | None, problems: Sequence[str]
-) -> str:
-    """One line per problem, each naming where the value was set."""
-    lines = list(problems)
+    exc: ValidationError,
+    origins: Mapping[str, Origin],
+    path: Path | None,
+    problems: Sequence[SettingProblem],
+) -> list[SettingProblem]:
+    """Every problem, each with where the value was set; `_lines` says them."""
+    found = list(problems)
     seen: set[tuple[Any, ...]] = set()
     for error in exc.errors(include_input=False, include_url=False):
         extra = error["type"] == "extra_forbidden"
@@ -200,13 +209,24 @@ def _describe(
         if loc in seen:
             continue  # the other members of a union (`str | None`) say nothing new
         seen.add(loc)
-        where = _where(loc, origins, path)
         if extra:
-            lines.append(f"{where}: unknown key; expected one of {_known(loc)}")
+            found.append(_place(loc, origins, path, f"unknown key; expected one of {_known(loc)}"))
             continue
+        # pydantic's wording for a validator's ValueError: the phrase is the validator's own
         message = str(error["msg"]).removeprefix("Value error, ")
-        lines.append(f"{where} {message}" if message.startswith("must ") else f"{where}: {message}")
-    return "\n".join(dict.fromkeys(lines))
+        found.append(_place(loc, origins, path, message))
+    return list({_line(p): p for p in found}.values())
+
+
+def _lines(problems: Sequence[SettingProblem]) -> str:
+    """One line per problem, each naming where the value was set."""
+    return "\n".join(_line(p) for p in problems)
+
+
+def _line(problem: SettingProblem) -> str:
+    where = _where_text(problem)
+    said = problem.problem
+    return f"{where} {said}" if said.startswith("must ") else f"{where}: {said}"
 
 
 def _field_loc(loc: Sequence[Any]) -> tuple[Any, ...]:
@@ -242,19 +262,34 @@ def key_path(loc: Sequence[Any]) -> str:
     return text
 
 
-def _where(loc: tuple[Any, ...], origins: Mapping[str, Origin], path: Path | None) -> str:
-    """The variable that set the value, or `file line N, key.path` (the nearest known line)."""
+def _place(
+    loc: tuple[Any, ...], origins: Mapping[str, Origin], path: Path | None, problem: str
+) -> SettingProblem:
+    """`problem` of the value at `loc`, with the variable that set it, or the file, its line
+    (the nearest known) and the key."""
     key = key_path(loc)
     for depth in range(len(loc), 0, -1):
         origin = origins.get(key_path(loc[:depth]))
         if origin is None:
             continue
         if origin.source == "env":
-            return origin.where
-        return f"{origin.where}, {key}"
+            return SettingProblem(problem, setting=origin.where)
+        name = path.name if path is not None else None
+        return SettingProblem(problem, file=name, line=origin.line, key=key)
     if path is not None:
-        return f"{path.name}, {key}"
-    return _env_name(loc) or key
+        return SettingProblem(problem, file=path.name, key=key)
+    variable = _env_name(loc)
+    return SettingProblem(problem, setting=variable, key=None if variable else key)
+
+
+def _where_text(problem: SettingProblem) -> str:
+    """The variable that set the value, or `file line N, key.path`."""
+    if problem.setting is not None:
+        return problem.setting
+    if problem.file is not None:
+        at = f"{problem.file} line {problem.line}" if problem.line else problem.file
+        return f"{at}, {problem.key}"
+    return problem.key or ""
 
 
 def _env_name(loc: tuple[Any, ...]) -> str | None:

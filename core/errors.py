@@ -1,14 +1,22 @@
 """The exception tree of Pulsar Lens.
 
     PulsarLensError             every error raised on purpose; `origin`: the exception beneath
-      CollectorError
-        AdminApiError(method, path, status, body excerpt, hint)
-        AdminApiUnreachable(method, path, reason)
-      LocalPulsarError        the local standalone could not be assembled or started
-      SettingsError           a PULSAR_* setting or a command-line value is malformed or missing
+      CollectorError(setting, url)
+        AdminApiError(method, path, status, body excerpt, hint; endpoint, detail)
+        AdminApiUnreachable(method, path, reason; endpoint, detail)
+        OAuth2Error (collectors.oauth2)
+      LocalPulsarError(process, pid, port, log_path, exit_code)
+                              the local standalone or cluster could not be assembled or started
+      JvmHashUnavailable(tool, path, exit_code)
+                              the sticky-key hash for Spark's JVM could not be compiled (no JDK)
+      SettingsError(setting | file, line, key; problem; problems)
+                              a PULSAR_* setting, a settings file key or a command-line value is
+                              malformed or missing
         MutationsDisabled     an action would change the cluster and mutations are not enabled
-      SnapshotError           unreadable or incompatible stored snapshot
-      ModelError              an assignment model refused an input (e.g. a sticky range conflict)
+      SnapshotError(path, table, snapshot_id)
+                              unreadable or incompatible stored snapshot, or an unusable store
+      ModelError(model, field, value)
+                              an assignment model refused an input (e.g. a sticky range conflict)
       PluginError(plugin, detail, phase, limit, origin)
         PluginLoadError(source)
         PluginContractError
@@ -21,10 +29,11 @@ What an error is about travels in its fields (`exc.plugin`, `exc.phase`, `exc.li
 `exc.path`, ...): code that needs to know reads them, never the message. `str(exc)` is the
 one line a person reads; it says what failed, where, and what to do.
 
-`origin` is the exception a plugin raised, as text (`Origin`): its type, message, the file and
-line in the plugin's own code, and its traceback. It is text because plugins fail in other
-processes (the plugin worker, the Spark job worker) and their failures are stored; the CLI
-(`-v`) and the plugin's page show the traceback to the plugin's author.
+`origin` is the exception a plugin raised, as text (`Origin`, kept in `core.origin`): its
+type, message, the file and line in the plugin's own code, and its traceback. It is text
+because plugins fail in other processes (the plugin worker, the Spark job worker) and their
+failures are stored; the CLI (`-v`) and the plugin's page show the traceback to the plugin's
+author.
 
 Errors never contain credentials: the admin API errors pass what they quote from the network
 through `core.secrets.clean`, the plugin errors everything they quote from plugins, origin and
@@ -33,105 +42,19 @@ traceback included, through `pulsar_lens.core.secrets.redact`.
 
 from __future__ import annotations
 
-import traceback
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pulsar_lens.core.origin import MESSAGE_LIMIT as MESSAGE_LIMIT
+from pulsar_lens.core.origin import TRACEBACK_LIMIT as TRACEBACK_LIMIT
+from pulsar_lens.core.origin import Origin as Origin
+from pulsar_lens.core.origin import origin_of as origin_of
 from pulsar_lens.core.secrets import clean, redact
 
 BODY_EXCERPT = 300
-MESSAGE_LIMIT = 2000
-"""Characters of a plugin exception's message kept (a Spark error quotes its whole plan)."""
-TRACEBACK_LIMIT = 20_000
-"""Characters of a traceback kept: its end, where the exception was raised."""
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """An exception beneath one of ours, as text that crosses processes and is stored.
-
-    `file` and `line` are those of the innermost frame in the plugin's own code (the frame an
-    author looks for), else of the innermost frame; `traceback` starts at the plugin's first
-    frame, so none of this product's frames come before it.
-    """
-
-    kind: str  # the exception's type, e.g. "ZeroDivisionError"
-    message: str
-    file: str | None = None
-    line: int | None = None
-    traceback: str = ""
-
-    def __str__(self) -> str:
-        text = f"{self.kind}: {self.message}" if self.message else self.kind
-        return f"{text} (at {self.where})" if self.where else text
-
-    @property
-    def where(self) -> str:
-        """`file:line`, or '' when not known."""
-        if self.file is None:
-            return ""
-        return f"{self.file}:{self.line}" if self.line is not None else self.file
-
-    def redacted(self) -> Origin:
-        return replace(self, message=redact(self.message), traceback=redact(self.traceback))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "message": self.message,
-            "file": self.file,
-            "line": self.line,
-            "traceback": self.traceback,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Origin:
-        line = data.get("line")
-        file = data.get("file")
-        return cls(
-            kind=str(data.get("kind") or "Exception"),
-            message=str(data.get("message") or ""),
-            file=None if file is None else str(file),
-            line=line if isinstance(line, int) else None,
-            traceback=str(data.get("traceback") or ""),
-        )
-
-
-def origin_of(exc: BaseException, *, home: str | None = None) -> Origin:
-    """`exc` as an `Origin`, its location and traceback taken in `home` (the plugin's file, or
-    its package's folder) when any frame is there.
-
-    Formatted where `exc` was raised: its frames do not survive a process boundary.
-    """
-    frames = traceback.extract_tb(exc.__traceback__)
-    mine = [i for i, frame in enumerate(frames) if _inside(frame.filename, home)]
-    tb = exc.__traceback__
-    for _ in range(mine[0] if mine else 0):  # start the traceback at the plugin's first frame
-        tb = tb.tb_next if tb is not None else None
-    if isinstance(exc, SyntaxError) and not mine:
-        tb = None  # raised compiling the file: its own lines say where, ours are noise
-    text = "".join(traceback.TracebackException(type(exc), exc, tb).format())
-    if len(text) > TRACEBACK_LIMIT:
-        text = "… (the start is cut)\n" + text[-TRACEBACK_LIMIT:]
-    file: str | None = None
-    line: int | None = None
-    if isinstance(exc, SyntaxError) and exc.filename:  # raised while compiling, not in a frame
-        file, line = exc.filename, exc.lineno
-    elif frames:
-        frame = frames[mine[-1] if mine else -1]
-        file, line = frame.filename, frame.lineno
-    message = str(exc)
-    if len(message) > MESSAGE_LIMIT:
-        message = message[: MESSAGE_LIMIT - 1] + "…"
-    return Origin(type(exc).__name__, message, file, line, text)
-
-
-def _inside(filename: str, home: str | None) -> bool:
-    if not home:
-        return False
-    return filename == home or Path(filename).is_relative_to(home)
 
 
 class PulsarLensError(Exception):
@@ -141,7 +64,16 @@ class PulsarLensError(Exception):
 
 
 class CollectorError(PulsarLensError):
-    """Talking to a Pulsar cluster failed."""
+    """Talking to a Pulsar cluster failed; `setting` names the setting to fix when one is to
+    blame (e.g. PULSAR_ADMIN_TOKEN_FILE), `url` the address that failed when known (shown
+    without credentials)."""
+
+    def __init__(
+        self, message: str = "", *, setting: str | None = None, url: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.url = None if url is None else clean(url)
 
 
 class AdminApiError(CollectorError):
@@ -155,32 +87,125 @@ class AdminApiError(CollectorError):
         self.status = status
         self.body = clean(body, limit=BODY_EXCERPT)
         self.hint = clean(hint)
-        where = f"{method} {self.path}"
-        what = f"returned {status}" if status is not None else "returned an unreadable body"
-        text = f"{where} {what}"
+        super().__init__(f"{self.endpoint} {self.detail}")
+
+    @property
+    def endpoint(self) -> str:
+        """The call, as `EndpointError.endpoint` names it: `GET /admin/v2/...`."""
+        return f"{self.method} {self.path}"
+
+    @property
+    def detail(self) -> str:
+        """What went wrong, from the fields: `str(exc)` without the call in front."""
+        what = (
+            f"returned {self.status}" if self.status is not None else "returned an unreadable body"
+        )
         if self.body:
-            text += f": {self.body}"
-        if self.hint:
-            text += f"; {self.hint}"
-        super().__init__(text)
+            what += f": {self.body}"
+        return f"{what}; {self.hint}" if self.hint else what
 
 
 class AdminApiUnreachable(CollectorError):
     """The admin REST API could not be reached (connection refused, DNS, timeout)."""
 
+    status: int | None = None  # no answer, so no status: as `AdminApiError.status` reads
+
     def __init__(self, method: str, path: str, reason: str) -> None:
         self.method = method
         self.path = clean(path)
         self.reason = clean(reason)
-        super().__init__(f"{method} {self.path} could not reach the admin API: {self.reason}")
+        super().__init__(f"{self.endpoint} {self.detail}")
+
+    @property
+    def endpoint(self) -> str:
+        """The call, as `EndpointError.endpoint` names it: `GET /admin/v2/...`."""
+        return f"{self.method} {self.path}"
+
+    @property
+    def detail(self) -> str:
+        """What went wrong, from the fields: `str(exc)` without the call in front."""
+        return f"could not reach the admin API: {self.reason}"
 
 
 class LocalPulsarError(PulsarLensError):
-    """The local Pulsar standalone could not be assembled, started or stopped."""
+    """The local Pulsar standalone could not be assembled, started or stopped: `process` names
+    the process at fault ("broker-0", "zookeeper", "java", "mvn", ...), `pid` and `port` it when
+    known, `log_path` is the log to read, `exit_code` how it ended."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        process: str | None = None,
+        pid: int | None = None,
+        port: int | None = None,
+        log_path: str | os.PathLike[str] | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.process = process
+        self.pid = pid
+        self.port = port
+        self.log_path = None if log_path is None else Path(log_path)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True, slots=True)
+class SettingProblem:
+    """One malformed or missing setting: the environment variable or command-line option
+    (`setting`), or where a settings file set it (`file`, `line`, `key`, e.g.
+    `clusters[1].admin_url`), and what is wrong with its value (`problem`)."""
+
+    problem: str
+    setting: str | None = None
+    file: str | None = None
+    line: int | None = None
+    key: str | None = None
+
+
+class JvmHashUnavailable(PulsarLensError):
+    """The sticky-key hash Spark runs in its JVM could not be compiled: no JDK (javac), or
+    javac refused the source; the message says which and what to install. `tool` is the
+    program at fault ("java", "javac"), `path` the file concerned, `exit_code` javac's."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        tool: str | None = None,
+        path: str | os.PathLike[str] | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.tool, self.exit_code = tool, exit_code
+        self.path = None if path is None else Path(path)
 
 
 class SettingsError(PulsarLensError):
-    """A setting (environment variable or command-line value) is malformed or missing."""
+    """A setting (environment variable, settings file key or command-line value) is malformed
+    or missing. `setting`, `file`, `line`, `key` and `problem` are those of the first problem
+    (see `SettingProblem`; None when the raiser knew none); `problems` lists every one found."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        setting: str | None = None,
+        file: str | os.PathLike[str] | None = None,
+        line: int | None = None,
+        key: str | None = None,
+        problem: str | None = None,
+        problems: Sequence[SettingProblem] = (),
+    ) -> None:
+        super().__init__(message)
+        if not problems and (setting or file or key or problem is not None):
+            at = None if file is None else os.fspath(file)
+            said = message if problem is None else problem
+            problems = (SettingProblem(said, setting, at, line, key),)
+        self.problems: tuple[SettingProblem, ...] = tuple(problems)
+        one = self.problems[0] if self.problems else SettingProblem("")
+        self.setting, self.file, self.line, self.key = one.setting, one.file, one.line, one.key
+        self.problem = one.problem if self.problems else None
 
 
 class MutationsDisabled(SettingsError):
@@ -188,11 +213,42 @@ class MutationsDisabled(SettingsError):
 
 
 class SnapshotError(PulsarLensError):
-    """A stored snapshot is unreadable or incompatible."""
+    """A stored snapshot is unreadable or incompatible, or the store cannot be used: `path` is
+    the store's root or the file at fault, `table` and `snapshot_id` what was being read or
+    written when known."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        path: str | os.PathLike[str] | None = None,
+        table: str | None = None,
+        snapshot_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+        self.table = table
+        self.snapshot_id = snapshot_id
 
 
 class ModelError(PulsarLensError):
-    """An assignment model refused an input, as the broker would."""
+    """An assignment model refused an input, as the broker would: `model` names the model
+    ("bundles", "sticky", "auto-split", "consistent-hashing", "partition-key", "consumers"),
+    `field` the input or option it refused (e.g. "boundaries", "numBundles", "--consumers"),
+    `value` the value refused, as text, when short enough to quote."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        model: str | None = None,
+        field: str | None = None,
+        value: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.model = model
+        self.field = field
+        self.value = value
 
 
 class PluginError(PulsarLensError):
@@ -238,7 +294,9 @@ class PluginError(PulsarLensError):
 
 
 class PluginLoadError(PluginError):
-    """A plugin could not be imported or failed validation: `source` says where from."""
+    """A plugin could not be imported or failed validation: `source` says where from; `file`
+    and `line` where its author looks: where the import failed (`origin`'s), else where the
+    refused class is defined, when known."""
 
     def __init__(
         self,
@@ -247,10 +305,23 @@ class PluginLoadError(PluginError):
         plugin: str | None = None,
         *,
         origin: Origin | None = None,
+        file: str | None = None,
+        line: int | None = None,
     ) -> None:
         self.source = redact(source)
         self.message = redact(message)
         super().__init__(plugin, message, phase="import", origin=origin)
+        if file is None and self.origin is not None:
+            file, line = self.origin.file, self.origin.line
+        self.file = None if file is None else redact(file)
+        self.line = line
+
+    @property
+    def where(self) -> str:
+        """`file:line`, or '' when not known."""
+        if self.file is None:
+            return ""
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
 
     def headline(self) -> str:
         name = f"plugin {self.plugin!r} " if self.plugin else "plugin "

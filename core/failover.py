@@ -18,7 +18,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 from pulsar_lens.core.hashing import murmur3_31
-from pulsar_lens.core.settings import process_environ
+from pulsar_lens.core.parts import charset_setting
 
 JVM_CHARSET = "utf-8"
 """The ring hashes `String.getBytes()`: the broker JVM's default charset. UTF-8 on Java 18+;
@@ -70,7 +70,6 @@ def java_order_key(name: str) -> bytes:
     return name.encode("utf-16-be", errors="surrogatepass")
 
 
-JVM_CHARSET_ENV = "PULSAR_LENS_JVM_CHARSET"
 OTHER_CHARSET = {"utf-8": "US-ASCII", "ascii": "UTF-8"}
 """The charsets the analyses model (Python's names), each with the one to check against."""
 
@@ -91,9 +90,10 @@ def jvm_charset(given: str, setting: str = "") -> str:
 
 def _charset_param(value: str) -> str:
     """A `JvmCharset` param as validated: an empty one takes the PULSAR_LENS_JVM_CHARSET
-    setting of the process validating it, so the charset is in the params, and the params
-    are in the result's key (and go, resolved, to a plugin worker)."""
-    return jvm_charset(value, process_environ().get(JVM_CHARSET_ENV, ""))
+    setting of the process validating it (`core.parts.use_charset_setting`), so the charset
+    is in the params, and the params are in the result's key (and go, resolved, to a plugin
+    worker)."""
+    return jvm_charset(value, charset_setting())
 
 
 JvmCharset = Annotated[str, AfterValidator(_charset_param)]

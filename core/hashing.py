@@ -134,7 +134,10 @@ def _b64decode(text: str) -> bytes:
         return base64.b64decode(padded, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ModelError(
-            f"partition key {text[:40]!r} is flagged base64 but is not valid base64"
+            f"partition key {text[:40]!r} is flagged base64 but is not valid base64",
+            model="partition-key",
+            field="partition key",
+            value=text[:40],
         ) from exc
 
 

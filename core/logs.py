@@ -17,17 +17,24 @@ import logging
 import sys
 import threading
 import weakref
-from collections.abc import Mapping
 from typing import Any, TextIO
 
 from pulsar_lens.core.clientlog import CLIENT_LOGGER, native_logger
-from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.parts import CLIENT_LEVEL_ENV, LEVEL_ENV, LEVELS, LogSettings, parse_level
 from pulsar_lens.core.secrets import RedactingFilter
-from pulsar_lens.core.settings import process_environ
 
-LEVEL_ENV = "PULSAR_LENS_LOG_LEVEL"
-CLIENT_LEVEL_ENV = "PULSAR_LENS_CLIENT_LOG_LEVEL"
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+__all__ = [
+    "CLIENT_LEVEL_ENV",
+    "FORMAT",
+    "LEVELS",
+    "LEVEL_ENV",
+    "LogSettings",
+    "client_logger",
+    "formatter",
+    "parse_level",
+    "pulsar_client",
+    "setup_logging",
+]
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 MSEC_FORMAT = "%s.%03d"  # 2026-01-31 12:00:00.123, as Streamlit writes its own lines
 
@@ -58,25 +65,6 @@ class _LensHandler(logging.StreamHandler[TextIO]):
         super().emit(record)
 
 
-def parse_level(text: str, *, name: str = LEVEL_ENV) -> int:
-    """`INFO` (any case, surrounding blanks ignored) as `logging.INFO`; SettingsError else."""
-    word = text.strip().upper()
-    if word == "WARN":
-        word = "WARNING"
-    if word not in LEVELS:
-        raise SettingsError(f"{name} must be one of {', '.join(LEVELS)}, got {text!r}")
-    level: int = logging.getLevelNamesMapping()[word]
-    return level
-
-
-def level_from_env(
-    environ: Mapping[str, str] | None = None, *, name: str = LEVEL_ENV, default: str = "INFO"
-) -> int:
-    """The level named by the variable `name`, or `default` when it is unset or blank."""
-    text = (process_environ() if environ is None else environ).get(name, "")
-    return parse_level(text or default, name=name)
-
-
 def formatter() -> logging.Formatter:
     """The one format: time, level, logger, message."""
     fmt = logging.Formatter(FORMAT)
@@ -85,22 +73,24 @@ def formatter() -> logging.Formatter:
 
 
 def setup_logging(
+    levels: LogSettings | None = None,
     *,
     level: int | None = None,
-    environ: Mapping[str, str] | None = None,
     stream: TextIO | None = None,
     unless_configured: bool = False,
 ) -> int:
     """Configure this process's logging; idempotent (a Streamlit script calls it on every run).
 
+    `levels` are the settings' (default INFO, and WARNING for pulsar-client's own lines);
     `level` overrides PULSAR_LENS_LOG_LEVEL (e.g. for `--verbose`). Handlers that others
     installed before (Streamlit's, uvicorn's) get the same format and the redacting filter.
     `unless_configured` leaves a process whose root logger has handlers as it is (as
     `logging.basicConfig` does): a host such as pytest keeps its own.
-    Returns the level; raises SettingsError naming the variable for an unknown level.
+    Returns the level.
     """
-    chosen = level_from_env(environ) if level is None else level
-    client_level = level_from_env(environ, name=CLIENT_LEVEL_ENV, default="WARNING")
+    levels = levels or LogSettings()
+    chosen = levels.level if level is None else level
+    client_level = levels.client_level
     root = logging.getLogger()
     if unless_configured and root.handlers:
         return root.getEffectiveLevel()
@@ -133,7 +123,7 @@ def client_logger() -> logging.Logger:
     """The logger that pulsar-client's own lines go to; WARNING and above unless set up."""
     logger = logging.getLogger(CLIENT_LOGGER)
     if logger.level == logging.NOTSET:  # setup_logging() not called: keep the library quiet
-        logger.setLevel(level_from_env(name=CLIENT_LEVEL_ENV, default="WARNING"))
+        logger.setLevel(LogSettings().client_level)
     return logger
 
 

@@ -1,4 +1,5 @@
-"""Snapshot tables: one frozen record type per entity, their Arrow schemas, and `Snapshot`.
+"""Snapshot tables: one frozen record type per entity, their Arrow schemas, and `Snapshot`
+(what each column means, read from the comments beside the fields: `core.tabledocs`).
 
 A poll yields one `Snapshot`; each table holds one row per entity for that poll. Column names
 are snake_case; Pulsar's camelCase stops at the collectors' `parse_*` functions. Every stored
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import inspect
 import json
 import types
 import typing
@@ -207,9 +207,9 @@ class KeySampleRecord:
 class EndpointError:
     """One failed admin call of a poll; the rest of the poll went on."""
 
-    endpoint: str  # "GET /admin/v2/..."
+    endpoint: str  # "GET /admin/v2/...", or the endpoint family of a failure that is no call
     status: int | None
-    message: str
+    message: str  # what went wrong; a failed call's says it after `endpoint`, not repeating it
 
     def __post_init__(self) -> None:
         # stored and shown as they are: whatever they quote from the network is cleaned here
@@ -269,10 +269,10 @@ COMMON_FIELDS = (
 )
 
 
-def _arrow_type(hint: Any) -> pa.DataType:
+def arrow_type(hint: Any) -> pa.DataType:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]
-        return _arrow_type(inner)
+        return arrow_type(inner)
     if hint is str:
         return pa.string()
     if hint is bool:
@@ -290,7 +290,7 @@ def _arrow_type(hint: Any) -> pa.DataType:
 
 def _schema_for(record_type: type) -> pa.Schema:
     hints = typing.get_type_hints(record_type)
-    fields = [pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(record_type)]
+    fields = [pa.field(f.name, arrow_type(hints[f.name])) for f in dataclasses.fields(record_type)]
     return pa.schema([*COMMON_FIELDS, *fields])
 
 
@@ -360,49 +360,3 @@ class Snapshot:
         if name not in POLLED_TABLES:
             raise KeyError(f"a snapshot has no table {name!r}; it has {', '.join(POLLED_TABLES)}")
         return tuple(getattr(self, name))
-
-
-@dataclass(frozen=True, slots=True)
-class ColumnDoc:
-    """One stored column as a plugin reads it: name, Arrow type, nullability, meaning."""
-
-    name: str
-    arrow_type: str
-    nullable: bool
-    meaning: str
-
-
-def describe_table(name: str) -> tuple[ColumnDoc, ...]:
-    """The columns of table `name`, from its schema and the comments beside its record fields."""
-    record_type = RECORD_TYPES[name]
-    comments = _field_comments(record_type)
-    hints = typing.get_type_hints(record_type)
-    common = {
-        "snapshot_id": "the poll this row belongs to",
-        "collected_at": "when that poll started (UTC)",
-        "cluster": "the cluster polled",
-    }
-    columns = [ColumnDoc(f.name, str(f.type), False, common[f.name]) for f in COMMON_FIELDS]
-    for f in dataclasses.fields(record_type):
-        hint = hints[f.name]
-        optional = type(None) in typing.get_args(hint)
-        arrow = str(_arrow_type(hint))
-        columns.append(ColumnDoc(f.name, arrow, optional, comments.get(f.name, "")))
-    return tuple(columns)
-
-
-def _field_comments(record_type: type) -> dict[str, str]:
-    """`name: type  # meaning` or a `# meaning` line just above the field."""
-    comments: dict[str, str] = {}
-    above = ""
-    for line in inspect.getsource(record_type).splitlines():
-        stripped = line.strip()
-        if stripped.startswith("# "):
-            above = stripped[2:].strip()
-            continue
-        name, colon, rest = stripped.partition(":")
-        _, hash_mark, comment = rest.partition("  # ")
-        if colon and name.isidentifier() and (hash_mark or above):
-            comments[name] = comment.strip() if hash_mark else above
-        above = ""
-    return comments

@@ -11,45 +11,53 @@ PULSAR_LENS_TRUSTED_USER_HEADER); the collect process checks both again before i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 from pulsar_lens.core.errors import MutationsDisabled
-from pulsar_lens.core.settings import process_environ
+from pulsar_lens.core.parts import (
+    ALLOW_MUTATIONS,
+    DASHBOARD_MUTATIONS,
+    TRUSTED_USER_HEADER,
+    MutationSettings,
+)
 
-ALLOW_MUTATIONS = "PULSAR_LENS_ALLOW_MUTATIONS"
-DASHBOARD_MUTATIONS = "PULSAR_LENS_DASHBOARD_MUTATIONS"
-TRUSTED_USER_HEADER = "PULSAR_LENS_TRUSTED_USER_HEADER"
+__all__ = [
+    "ALLOW_MUTATIONS",
+    "DASHBOARD_MUTATIONS",
+    "MAX_REQUESTER",
+    "TRUSTED_USER_HEADER",
+    "MutationSettings",
+    "dashboard_mutations_problem",
+    "mutations_allowed",
+    "requester_of",
+    "require_mutations",
+]
+
 MAX_REQUESTER = 200  # characters: an e-mail address or a directory name fits with room
-_YES = {"1", "true", "yes", "on"}
 # printable text only: a requester is logged and shown, and a control character could forge
 # a log line or hide what follows it
 _PRINTABLE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
-def _switched_on(name: str, environ: Mapping[str, str] | None) -> bool:
-    env = process_environ() if environ is None else environ
-    return (env.get(name) or "").strip().lower() in _YES
-
-
-def mutations_allowed(environ: Mapping[str, str] | None = None) -> bool:
+def mutations_allowed(switches: MutationSettings) -> bool:
     """Whether PULSAR_LENS_ALLOW_MUTATIONS is set to 1, true, yes or on."""
-    return _switched_on(ALLOW_MUTATIONS, environ)
+    return switches.allow
 
 
-def require_mutations(what: str, environ: Mapping[str, str] | None = None) -> None:
+def require_mutations(what: str, switches: MutationSettings) -> None:
     """Raise MutationsDisabled, naming `what` would change, unless mutations are enabled."""
-    if not mutations_allowed(environ):
+    if not switches.allow:
         raise MutationsDisabled(
             f"{what} changes the cluster; Pulsar Lens is read-only unless "
-            f"{ALLOW_MUTATIONS}=1 is set"
+            f"{ALLOW_MUTATIONS}=1 is set",
+            setting=ALLOW_MUTATIONS,
         )
 
 
-def dashboard_mutations_problem(environ: Mapping[str, str] | None = None) -> str | None:
+def dashboard_mutations_problem(switches: MutationSettings) -> str | None:
     """Why this process takes no change to the cluster from the dashboard, or None when
     both PULSAR_LENS_ALLOW_MUTATIONS and PULSAR_LENS_DASHBOARD_MUTATIONS are on."""
-    for name in (ALLOW_MUTATIONS, DASHBOARD_MUTATIONS):
-        if not _switched_on(name, environ):
+    for name, on in ((ALLOW_MUTATIONS, switches.allow), (DASHBOARD_MUTATIONS, switches.dashboard)):
+        if not on:
             return f"{name} is not set to 1"
     return None
 

@@ -23,13 +23,12 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.errors import SettingProblem, SettingsError
 from pulsar_lens.core.secrets import Secret
-from pulsar_lens.core.settings import process_environ
 
 METADATA_ENV = "PULSAR_LENS_OIDC_METADATA_URL"
 CLIENT_ID_ENV = "PULSAR_LENS_OIDC_CLIENT_ID"
@@ -44,6 +43,30 @@ WILDCARDS = ("0.0.0.0", "::", "")
 
 
 @dataclass(frozen=True, slots=True)
+class LoginValues:
+    """The login's variables as set (stripped; "" when unset), before they are checked
+    against where the dashboard listens: the part of the settings `OidcSettings` comes from."""
+
+    metadata_url: str = ""
+    client_id: str = ""
+    client_secret: Secret | None = field(default=None, repr=False)
+    redirect_uri: str = ""
+    cookie_secret: Secret | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> LoginValues:
+        values = {name: (environ.get(name) or "").strip() for name in ALL_VARS}
+        secret, cookie = values[CLIENT_SECRET_ENV], values[COOKIE_SECRET_ENV]
+        return cls(
+            metadata_url=values[METADATA_ENV],
+            client_id=values[CLIENT_ID_ENV],
+            client_secret=Secret(secret) if secret else None,
+            redirect_uri=values[REDIRECT_ENV],
+            cookie_secret=Secret(cookie) if cookie else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class OidcSettings:
     """What Streamlit's `[auth]` section needs; the two secrets never show themselves."""
 
@@ -55,37 +78,53 @@ class OidcSettings:
 
     @classmethod
     def from_env(
-        cls, environ: Mapping[str, str] | None = None, *, address: str = "", port: int = 0
+        cls, environ: Mapping[str, str], *, address: str = "", port: int = 0
+    ) -> OidcSettings | None:
+        """`resolve` over the login variables of `environ`."""
+        return cls.resolve(LoginValues.from_env(environ), address=address, port=port)
+
+    @classmethod
+    def resolve(
+        cls, values: LoginValues, *, address: str = "", port: int = 0
     ) -> OidcSettings | None:
         """The login settings, or None when none is set; `address` and `port` (where the
         dashboard listens) give the default redirect URI. Raises SettingsError naming the
         variable that is missing or malformed."""
-        env = process_environ() if environ is None else environ
-        values = {name: (env.get(name) or "").strip() for name in ALL_VARS}
-        missing = [name for name in REQUIRED if not values[name]]
+        given = {
+            METADATA_ENV: values.metadata_url,
+            CLIENT_ID_ENV: values.client_id,
+            CLIENT_SECRET_ENV: values.client_secret,
+        }
+        missing = [name for name in REQUIRED if not given[name]]
         if len(missing) == len(REQUIRED):
             return None
         if missing:
             raise SettingsError(
                 f"a dashboard login needs {', '.join(REQUIRED)}; {', '.join(missing)} "
-                "missing (or unset them all to serve the dashboard without a login)"
+                "missing (or unset them all to serve the dashboard without a login)",
+                problems=[SettingProblem("missing", setting=name) for name in missing],
             )
-        metadata = _http_url(METADATA_ENV, values[METADATA_ENV])
-        redirect = values[REDIRECT_ENV] or _default_redirect(address, port)
+        assert values.client_secret is not None  # not missing
+        metadata = _http_url(METADATA_ENV, values.metadata_url)
+        redirect = values.redirect_uri or _default_redirect(address, port)
         _http_url(REDIRECT_ENV, redirect)
         if not urlsplit(redirect).path.endswith(CALLBACK_PATH):
-            raise SettingsError(f"{REDIRECT_ENV} must end with {CALLBACK_PATH}, got {redirect!r}")
-        cookie = values[COOKIE_SECRET_ENV]
-        if cookie and len(cookie) < MIN_COOKIE_SECRET:
             raise SettingsError(
-                f"{COOKIE_SECRET_ENV} must be at least {MIN_COOKIE_SECRET} characters"
+                f"{REDIRECT_ENV} must end with {CALLBACK_PATH}, got {redirect!r}",
+                setting=REDIRECT_ENV,
+            )
+        cookie = values.cookie_secret
+        if cookie is not None and len(cookie.reveal()) < MIN_COOKIE_SECRET:
+            raise SettingsError(
+                f"{COOKIE_SECRET_ENV} must be at least {MIN_COOKIE_SECRET} characters",
+                setting=COOKIE_SECRET_ENV,
             )
         return cls(
             metadata_url=metadata,
-            client_id=values[CLIENT_ID_ENV],
-            client_secret=Secret(values[CLIENT_SECRET_ENV]),
+            client_id=values.client_id,
+            client_secret=values.client_secret,
             redirect_uri=redirect,
-            cookie_secret=Secret(cookie or secrets.token_urlsafe(32)),
+            cookie_secret=cookie or Secret(secrets.token_urlsafe(32)),
         )
 
     def to_toml(self) -> str:
@@ -118,7 +157,7 @@ def toml_string(value: str) -> str:
 def _http_url(name: str, value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SettingsError(f"{name} must be an absolute http(s) URL, got {value!r}")
+        raise SettingsError(f"{name} must be an absolute http(s) URL, got {value!r}", setting=name)
     return value
 
 
@@ -127,7 +166,8 @@ def _default_redirect(address: str, port: int) -> str:
         raise SettingsError(
             f"{REDIRECT_ENV} is needed when the dashboard listens on every address: set it "
             f"to the URL users open plus {CALLBACK_PATH}, e.g. "
-            f"https://lens.example.com{CALLBACK_PATH}"
+            f"https://lens.example.com{CALLBACK_PATH}",
+            setting=REDIRECT_ENV,
         )
     host = f"[{address}]" if ":" in address else address
     return f"http://{host}:{port}{CALLBACK_PATH}"

@@ -26,7 +26,12 @@ class AutoSplitSelector(Selector):
     def __init__(self, *, range_size: int = RANGE_SIZE, pulsar: PulsarLine = "4.0") -> None:
         super().__init__()
         if range_size < 2 or range_size & (range_size - 1):
-            raise ModelError("range size must be a power of 2 of at least 2")
+            raise ModelError(
+                "range size must be a power of 2 of at least 2",
+                model="auto-split",
+                field="range_size",
+                value=str(range_size),
+            )
         self.range_size = range_size
         self.pulsar = pulsar
         self._ends: list[int] = []  # sorted range ends
@@ -46,7 +51,10 @@ class AutoSplitSelector(Selector):
         ends = [end for _, end in owners]
         if len(set(ends)) != len(ends) or (ends and range_size not in ends):
             raise ModelError(
-                f"auto split range ends must be distinct and include {range_size}, got {ends}"
+                f"auto split range ends must be distinct and include {range_size}, got {ends}",
+                model="auto-split",
+                field="range ends",
+                value=str(ends),
             )
         for consumer, end in owners:
             selector._put(end, consumer)
@@ -64,7 +72,10 @@ class AutoSplitSelector(Selector):
             if end - lower <= 1:
                 raise ModelError(
                     "No more range can assigned to new consumer, assigned consumers "
-                    f"{len(self._ends)}"
+                    f"{len(self._ends)}",
+                    model="auto-split",
+                    field="consumers",
+                    value=str(len(self._ends)),
                 )
             split = end - ((end - lower) >> 1)
             move = RangeMove(lower + 1 if at else 0, split, self._owner[end], consumer)
@@ -165,7 +176,12 @@ class StickySelector(Selector):
         validate_sticky_ranges(consumer.sticky_ranges)
         holder = self._conflicting(consumer.sticky_ranges)
         if holder is not None:
-            raise ModelError(f"Range conflict with consumer {describe(holder)}")
+            raise ModelError(
+                f"Range conflict with consumer {describe(holder)}",
+                model="sticky",
+                field="ranges",
+                value=describe(holder),
+            )
         for start, end in consumer.sticky_ranges:
             if start not in self._at:
                 bisect.insort(self._starts, start)
@@ -208,17 +224,27 @@ class StickySelector(Selector):
 def validate_sticky_ranges(ranges: tuple[HashRange, ...]) -> None:
     """The broker's own checks on a STICKY consumer's ranges, with its wording."""
     if not ranges:
-        raise ModelError("Ranges for KeyShared policy must not be empty.")
+        raise ModelError(
+            "Ranges for KeyShared policy must not be empty.", model="sticky", field="ranges"
+        )
     ordered = sorted(ranges, key=lambda r: r[0])
     for i, (start, end) in enumerate(ordered):
         if start > end:
-            raise ModelError(f"Fixed hash range start > end for range: [{start},{end}]")
+            raise ModelError(
+                f"Fixed hash range start > end for range: [{start},{end}]",
+                model="sticky",
+                field="ranges",
+                value=f"[{start},{end}]",
+            )
         if i < len(ordered) - 1:
             nxt = ordered[i + 1]
             if max(start, nxt[0]) <= min(end, nxt[1]):
                 raise ModelError(
                     f"Consumer's own ranges conflict: [{start},{end}] overlaps with "
-                    f"[{nxt[0]},{nxt[1]}]"
+                    f"[{nxt[0]},{nxt[1]}]",
+                    model="sticky",
+                    field="ranges",
+                    value=f"[{start},{end}]",
                 )
 
 

@@ -19,7 +19,12 @@ TOO_LARGE = (
 
 
 class SecretFileError(ValueError):
-    """The file cannot be a credential file: the message is a phrase that follows its path."""
+    """The file cannot be a credential file: the message is a phrase that follows its path;
+    `path` is that path."""
+
+    def __init__(self, message: str = "", *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def read_secret_file(path: str | os.PathLike[str]) -> bytes:
@@ -27,13 +32,15 @@ def read_secret_file(path: str | os.PathLike[str]) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
-        raise SecretFileError(f"cannot be read: {exc.strerror}") from None
+        raise SecretFileError(f"cannot be read: {exc.strerror}", path=os.fspath(path)) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise SecretFileError(f"is not a regular file (it is {_kind(info.st_mode)})")
+            raise SecretFileError(
+                f"is not a regular file (it is {_kind(info.st_mode)})", path=os.fspath(path)
+            )
         if info.st_size > MAX_SECRET_FILE:
-            raise SecretFileError(TOO_LARGE)
+            raise SecretFileError(TOO_LARGE, path=os.fspath(path))
         os.set_blocking(fd, True)
         chunks: list[bytes] = []
         size = 0
@@ -45,11 +52,11 @@ def read_secret_file(path: str | os.PathLike[str]) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
     except OSError as exc:
-        raise SecretFileError(f"cannot be read: {exc.strerror}") from None
+        raise SecretFileError(f"cannot be read: {exc.strerror}", path=os.fspath(path)) from None
     finally:
         os.close(fd)
     if size > MAX_SECRET_FILE:
-        raise SecretFileError(TOO_LARGE)
+        raise SecretFileError(TOO_LARGE, path=os.fspath(path))
     return b"".join(chunks)
 
 

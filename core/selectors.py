@@ -68,7 +68,12 @@ class ConsistentHashingSelector(Selector):
     def __init__(self, *, points: int = DEFAULT_POINTS, name_encoding: str = "utf-8") -> None:
         super().__init__()
         if points < 1:
-            raise ModelError("the number of replica points must be at least 1")
+            raise ModelError(
+                "the number of replica points must be at least 1",
+                model="consistent-hashing",
+                field="points",
+                value=str(points),
+            )
         self.points = points
         # the broker hashes `String.getBytes()`: the JVM's default charset (UTF-8 on Java 18+;
         # on Java 17 the locale's, e.g. US-ASCII with '?' for other characters under LANG=C)

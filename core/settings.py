@@ -24,10 +24,14 @@ lists every key). The environment variables:
 Durations read like `500ms`, `30s`, `2m`, `1h30m`, `7d`; a bare number means seconds.
 
 This module is the only one that reads or writes the process environment (a test fails when
-another does): `Settings.from_env` and `process_environ` read it, the parsers of the other
-parts (`Limits.from_env`, `OidcSettings.from_env`, ...) are given the mapping, and
-`child_environ` renders what a child process starts with, credentials left out unless asked
-for. Secrets reach a child by its environment, never by its command line.
+another does). `Settings.from_env` reads it once, with the settings file, into typed parts
+(`core.parts`: the plugin limits, Spark, /metrics, logging, mutations, the dashboard's
+login, ...); each part is checked then, and a malformed one raises its SettingsError where
+it is used, so a command that needs none of it runs. An entry point (a `pulsar-lens`
+command, the dashboard script, the Spark job worker) loads the settings and hands each callee
+the part it needs. `child_environ` renders what a child process starts with, credentials
+left out unless asked for: secrets reach a child by its environment, never by its command
+line, and the child loads its settings from it.
 """
 
 from __future__ import annotations
@@ -35,13 +39,28 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.errors import PulsarLensError
+from pulsar_lens.core.oidc import LoginValues
+from pulsar_lens.core.parts import (
+    BIND_ENV,
+    DEFAULT_BIND_ADDRESS,
+    DEFAULT_MAX_RESPONSE,
+    JVM_CHARSET_ENV,
+    LogSettings,
+    MetricsSettings,
+    MutationSettings,
+    PluginLimits,
+    SparkSettings,
+    client_token_of,
+    duration_seconds,
+    max_response_bytes,
+)
 from pulsar_lens.core.secrets import Secret, is_credential_var, without_credentials
 from pulsar_lens.core.values import (
     DEFAULT_DETAIL_BUDGET,
@@ -63,6 +82,8 @@ from pulsar_lens.core.values import (
 if TYPE_CHECKING:
     from pulsar_lens.core.config import ClusterSettings
     from pulsar_lens.core.configfile import Loaded
+
+T = TypeVar("T")
 
 # callers import the rules of the values from here too
 __all__ = [
@@ -92,7 +113,12 @@ class Settings:
 
     `clusters` holds every cluster to poll (the file's `[[clusters]]`, else the one of the
     environment); `admin_url`, `service_url`, `admin_token` and `admin_token_file` repeat
-    those of the only cluster, and are None when there are several.
+    those of the only cluster, and are None when there are several. The other parts: the
+    binary client's own token (PULSAR_CLIENT_TOKEN), the broker JVM's charset, the dashboard's
+    bind address and login, and, through properties that raise a malformed variable's
+    SettingsError where they are read, the plugin limits, Spark, /metrics, the log levels,
+    the mutation switches and the largest admin answer read. `loaded` is what the file and
+    the environment gave, with each key's origin (for `config check`).
     """
 
     admin_url: str | None = None
@@ -110,6 +136,19 @@ class Settings:
     max_brokers: int = DEFAULT_MAX_BROKERS
     clusters: tuple[ClusterSettings, ...] = ()
     config_file: Path | None = None
+    client_token: Secret | None = field(default=None, repr=False)
+    jvm_charset: str = ""
+    bind_address: str = DEFAULT_BIND_ADDRESS
+    login: LoginValues = field(default_factory=LoginValues)
+    loaded: Loaded | None = field(default=None, repr=False, compare=False)
+    # the parts a malformed variable may spoil: read through the properties below, which raise
+    # that variable's error where the part is used
+    _plugin_limits: PluginLimits | Problem = field(default_factory=PluginLimits)
+    _spark: SparkSettings | Problem = field(default_factory=SparkSettings)
+    _metrics: MetricsSettings | Problem = field(default_factory=MetricsSettings)
+    _logs: LogSettings | Problem = field(default_factory=LogSettings)
+    _mutations: MutationSettings | Problem = field(default_factory=MutationSettings)
+    _max_response: int | Problem = DEFAULT_MAX_RESPONSE
 
     @classmethod
     def from_env(
@@ -119,17 +158,20 @@ class Settings:
         the one PULSAR_LENS_CONFIG names, if any); empty variables count as unset.
 
         Raises SettingsError naming the variable, or the file's line and key, of each
-        malformed value.
+        malformed value of the clusters, the store and the polls; a malformed value of another
+        part raises where that part is used.
         """
         from pulsar_lens.core.configfile import load
 
         env = process_environ() if environ is None else environ
-        return cls.from_loaded(load(env, config=config))
+        return cls.from_loaded(load(env, config=config), env)
 
     @classmethod
-    def from_loaded(cls, loaded: Loaded) -> Settings:
-        """Settings from what `pulsar_lens.core.config.load` validated."""
+    def from_loaded(cls, loaded: Loaded, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from what `pulsar_lens.core.config.load` validated, with the parts of
+        `environ` (the mapping it was loaded from; none: the parts' defaults)."""
         c = loaded.config
+        env: Mapping[str, str] = environ or {}
         only = c.clusters[0] if len(c.clusters) == 1 else None
         return cls(
             admin_url=only.admin_url if only else None,
@@ -147,7 +189,56 @@ class Settings:
             max_brokers=c.max_brokers,
             clusters=c.clusters,
             config_file=loaded.file,
+            client_token=client_token_of(env),
+            jvm_charset=(env.get(JVM_CHARSET_ENV) or "").strip(),
+            bind_address=(env.get(BIND_ENV) or "").strip() or DEFAULT_BIND_ADDRESS,
+            login=LoginValues.from_env(env),
+            loaded=loaded,
+            _plugin_limits=_checked(PluginLimits.from_env, env),
+            _spark=_checked(lambda e: SparkSettings.from_env(e, master=c.spark_master), env),
+            _metrics=_checked(MetricsSettings.from_env, env),
+            _logs=_checked(LogSettings.from_env, env),
+            _mutations=_checked(MutationSettings.from_env, env),
+            _max_response=_checked(max_response_bytes, env),
         )
+
+    @property
+    def plugin_limits(self) -> PluginLimits:
+        """The limits of a third-party plugin's worker process."""
+        return _ok(self._plugin_limits)
+
+    @property
+    def spark(self) -> SparkSettings:
+        """The Spark session's and the job worker's settings."""
+        return _ok(self._spark)
+
+    @property
+    def metrics(self) -> MetricsSettings:
+        """Where /metrics listens (port 0: not at all, unless a command says otherwise)."""
+        return _ok(self._metrics)
+
+    @property
+    def logs(self) -> LogSettings:
+        """The log levels."""
+        return _ok(self._logs)
+
+    @property
+    def mutations(self) -> MutationSettings:
+        """The switches for changes to a cluster."""
+        return _ok(self._mutations)
+
+    @property
+    def max_response(self) -> int:
+        """The largest admin answer read, in bytes."""
+        return _ok(self._max_response)
+
+    @property
+    def cluster(self) -> ClusterSettings:
+        """The only cluster (the one of the environment when the file lists none); a
+        cluster without settings when there are several."""
+        from pulsar_lens.core.config import ClusterSettings
+
+        return self.clusters[0] if len(self.clusters) == 1 else ClusterSettings()
 
     def file_environ(self) -> dict[str, str]:
         """The keys of the settings file that a child process without the file (it may hold
@@ -163,28 +254,33 @@ class Settings:
         return env
 
 
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why a part of the settings could not be built: raised where the part is used."""
+
+    error: PulsarLensError
+
+
+def _checked(parse: Callable[[Mapping[str, str]], T], environ: Mapping[str, str]) -> T | Problem:
+    try:
+        return parse(environ)
+    except PulsarLensError as exc:
+        return Problem(exc)
+
+
+def _ok(part: T | Problem) -> T:
+    if isinstance(part, Problem):
+        raise part.error
+    return part
+
+
 # -- the process environment: read and written here only ------------------------------------
 
 
 def process_environ() -> Mapping[str, str]:
-    """A read-only copy of this process's environment, as it is now: what an entry point
-    hands the parsers of the settings' parts, and what they default to when given none."""
+    """A read-only copy of this process's environment, as it is now: what `Settings.from_env`
+    builds the settings from. Only entry points call it (a test holds the list)."""
     return MappingProxyType(dict(os.environ))
-
-
-def duration_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
-    """The duration in variable `name` of `environ`, in seconds; `default` when unset or
-    empty. SettingsError names the variable of a malformed or non-positive value."""
-    text = (environ.get(name) or "").strip()
-    if not text:
-        return default
-    try:
-        seconds = parse_duration(text).total_seconds()
-    except ValueError as exc:
-        raise SettingsError(f"{name}: {exc}") from None
-    if seconds <= 0:
-        raise SettingsError(f"{name} must be longer than zero, got {text!r}")
-    return seconds
 
 
 def child_environ(

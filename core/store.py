@@ -5,18 +5,18 @@ per stored poll. Writes are atomic per file (see core.dataset); a snapshot's ind
 written after its tables, so a snapshot is visible to `read_latest` and `read_history` only
 once complete. Time-range reads (`read(since=, until=)`) and compaction leave out the files
 of a poll without an index row (its write is under way, or a crash cut it short).
+
+The layout's names and schemas are in `core.storelayout`; the files themselves (which a read
+opens, quarantine, compaction, retention) in `core.storefiles`, which `Store` extends.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import datetime as dt
-import errno
 import logging
 import os
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,76 +24,46 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pulsar_lens.core import dataset, links
-from pulsar_lens.core.dataset import DataFile
-from pulsar_lens.core.digest import canonical_json, snapshot_id
+from pulsar_lens.core import dataset
+from pulsar_lens.core.digest import snapshot_id
 from pulsar_lens.core.errors import SnapshotError
-from pulsar_lens.core.model import (
-    COMMON_FIELDS,
-    POLLED_TABLES,
-    SCHEMAS,
-    TABLES,
-    UTC_TS,
-    EventRecord,
-    Snapshot,
-    records_to_table,
+from pulsar_lens.core.model import POLLED_TABLES, EventRecord, Snapshot, records_to_table
+from pulsar_lens.core.storefiles import StoreFiles
+from pulsar_lens.core.storelayout import (
+    INDEX,
+    INDEX_SCHEMA,
+    QUARANTINE,
+    READ_ATTEMPTS,
+    SNAPSHOT_TAG_LENGTH,
+    STORE_SCHEMAS,
+    STORE_TABLES,
+    index_row,
+    is_snapshot_tag,
+    schema_for,
+    spans_any,
+    tag,
+    time_filter,
+    write_failure,
 )
+
+__all__ = [
+    "INDEX",
+    "INDEX_SCHEMA",
+    "QUARANTINE",
+    "SNAPSHOT_TAG_LENGTH",
+    "STORE_SCHEMAS",
+    "STORE_TABLES",
+    "Store",
+    "schema_for",
+    "write_failure",
+]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-INDEX = "snapshots"
-INDEX_SCHEMA = pa.schema(
-    [
-        *COMMON_FIELDS,
-        pa.field("partial", pa.bool_(), nullable=False),
-        pa.field("errors_json", pa.string()),  # [{"endpoint","message","status"}, ...]
-        pa.field("requests", pa.int64()),
-        pa.field("durations_json", pa.string()),  # {"endpoint family": seconds}
-        pa.field("row_counts_json", pa.string()),  # {"topics": 1234, ...}
-    ]
-)
-STORE_SCHEMAS: Mapping[str, pa.Schema] = {**SCHEMAS, INDEX: INDEX_SCHEMA}
-STORE_TABLES: tuple[str, ...] = (*TABLES, INDEX)
-READ_ATTEMPTS = 3
-QUARANTINE = "quarantine"
-_QUARANTINED = re.compile(r"\.\d{8}T\d{12}Z$")
-MAX_CACHED_INDEX_FILES = 20_000
-SNAPSHOT_TAG_LENGTH = 16  # hex digits of the snapshot id in its files' names
 
-
-def schema_for(name: str) -> pa.Schema:
-    try:
-        return STORE_SCHEMAS[name]
-    except KeyError:
-        known = ", ".join(STORE_TABLES)
-        raise KeyError(f"unknown table {name!r}; expected one of {known}") from None
-
-
-def _ts(value: dt.datetime) -> pa.Scalar:
-    if value.tzinfo is None:
-        raise ValueError(f"naive datetime {value.isoformat()}: pass an aware UTC datetime")
-    return pa.scalar(value, type=UTC_TS)
-
-
-def _tag(sid: str) -> str:
-    """The short id a snapshot's files carry in their names."""
-    return sid.partition(":")[2][:SNAPSHOT_TAG_LENGTH]
-
-
-class Store:
+class Store(StoreFiles):
     """Snapshot tables under one root folder; see the module docstring for the layout."""
-
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
-        self._index_cache: dict[Path, pa.Table] = {}
-
-    def __repr__(self) -> str:
-        return f"Store({str(self.root)!r})"
-
-    def table_dir(self, name: str) -> Path:
-        schema_for(name)
-        return self.root / name
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -114,7 +84,9 @@ class Store:
                 with contextlib.suppress(OSError):
                     path.unlink(missing_ok=True)
             raise SnapshotError(
-                f"could not write snapshot {_tag(sid)} under {self.root}: {write_failure(exc)}"
+                f"could not write snapshot {tag(sid)} under {self.root}: {write_failure(exc)}",
+                path=self.root,
+                snapshot_id=sid,
             ) from exc
         return sid
 
@@ -134,9 +106,9 @@ class Store:
                 cluster=snapshot.cluster,
             )
             counts[name] = table.num_rows
-            written += dataset.write_rows(self._table_path(name), table, _tag(sid))
-        index = _index_row(snapshot, sid, counts)
-        written += dataset.write_rows(self._table_path(INDEX), index, _tag(sid))
+            written += dataset.write_rows(self._table_path(name), table, tag(sid))
+        index = index_row(snapshot, sid, counts)
+        written += dataset.write_rows(self._table_path(INDEX), index, tag(sid))
 
     def write_table(self, name: str, table: pa.Table) -> None:
         """Append rows to a table (e.g. probes, key_samples); they must match its schema."""
@@ -149,7 +121,11 @@ class Store:
         try:
             dataset.write_rows(self._table_path(name), conformed, "w" + os.urandom(8).hex())
         except OSError as exc:
-            raise SnapshotError(f"could not write table {name!r} under {self.root}: {exc}") from exc
+            raise SnapshotError(
+                f"could not write table {name!r} under {self.root}: {exc}",
+                path=self.root,
+                table=name,
+            ) from exc
 
     # -- the index -------------------------------------------------------------------------
 
@@ -172,7 +148,7 @@ class Store:
             "the index", lambda: self._index_tables(limit=limit, since=since, until=until)
         )
         index = pa.concat_tables([INDEX_SCHEMA.empty_table(), *tables])
-        index = index.filter(_time_filter(since, until)) if since or until else index
+        index = index.filter(time_filter(since, until)) if since or until else index
         index = index.sort_by([("collected_at", "ascending")])
         return index.slice(max(0, index.num_rows - limit)) if limit is not None else index
 
@@ -196,16 +172,6 @@ class Store:
             tables.extend(day_tables)
             found += sum(t.num_rows for t in day_tables)
         return tables
-
-    def _index_file(self, f: DataFile) -> pa.Table:
-        """One index file; files never change once named, so each is read once."""
-        cached = self._index_cache.get(f.path)
-        if cached is None:
-            if len(self._index_cache) >= MAX_CACHED_INDEX_FILES:
-                self._index_cache.clear()  # compaction and retention leave dead entries
-            cached = self._scan([f], INDEX_SCHEMA, None)
-            self._index_cache[f.path] = cached
-        return cached
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -251,7 +217,7 @@ class Store:
         compacted ones and foreign ones are opened.
         """
         wanted = set(ids)
-        tags = {_tag(sid) for sid in ids}
+        tags = {tag(sid) for sid in ids}
         parts: list[pa.Table] = []
         for day in reversed(dataset.list_days(self._table_path(INDEX))):
             if not wanted:
@@ -259,7 +225,7 @@ class Store:
             files = [
                 f
                 for f in dataset.day_files(self._table_path(INDEX), day)
-                if f.overlaps(since, until) and (f.tag in tags or not _is_snapshot_tag(f.tag))
+                if f.overlaps(since, until) and (f.tag in tags or not is_snapshot_tag(f.tag))
             ]
             for f in files:
                 rows = self._index_file(f)
@@ -270,7 +236,7 @@ class Store:
                 parts.append(rows)
         found = pa.concat_tables([INDEX_SCHEMA.empty_table(), *parts])
         if since or until:
-            found = found.filter(_time_filter(since, until))
+            found = found.filter(time_filter(since, until))
         return found.sort_by([("collected_at", "ascending")])
 
     def _read_snapshots(self, name: str, index: pa.Table) -> pa.Table:
@@ -291,7 +257,7 @@ class Store:
     ) -> pa.Table:
         """Rows in [since, until], of ids if given; with `at`, only files spanning those times."""
         schema = schema_for(name)
-        expr = _time_filter(since, until)
+        expr = time_filter(since, until)
         if ids is not None:
             id_filter = pc.field("snapshot_id").isin(pa.array(ids, pa.string()))
             expr = id_filter if expr is None else expr & id_filter
@@ -302,7 +268,7 @@ class Store:
             else:  # rows of indexed polls only: no need to look the files up in the index
                 files = dataset.list_files(self._table_path(name), since=since, until=until)
             if at:
-                files = [f for f in files if _spans_any(f, at)]
+                files = [f for f in files if spans_any(f, at)]
             return self._scan(files, schema, expr)
 
         table = self._listing_again(f"table {name!r}", read)
@@ -316,207 +282,6 @@ class Store:
                 return read()
             except FileNotFoundError:
                 log.debug("retrying a read of %s (attempt %d)", what, attempt + 1)
-        raise SnapshotError(f"could not read {what} under {self.root}: files kept moving")
-
-    def live_files(
-        self,
-        name: str,
-        *,
-        since: dt.datetime | None = None,
-        until: dt.datetime | None = None,
-    ) -> list[DataFile]:
-        """The files of table `name` a read of [since, until] opens, oldest first: neither
-        the sources of a finished compaction, nor the files of a poll without an index row,
-        nor a symbolic link below the root (`core.links`). Spark's reader reads just these."""
-        keep = None if name == INDEX else self._indexed()
-        return dataset.list_files(self._table_path(name), since=since, until=until, keep=keep)
-
-    def _indexed(self) -> Callable[[DataFile], bool]:
-        """Whether a file holds no poll's rows (probes, a foreign file) or those of a poll
-        whose index row is written; each day's index is looked at once, when first needed."""
-        tags: dict[dt.date, set[str]] = {}
-
-        def keep(f: DataFile) -> bool:
-            if not _is_snapshot_tag(f.tag):
-                return True
-            if f.day not in tags:
-                tags[f.day] = self._indexed_tags(f.day)
-            return f.tag in tags[f.day]
-
-        return keep
-
-    def _indexed_tags(self, day: dt.date) -> set[str]:
-        """The name tags of the polls of one day that have an index row (a poll's rows and
-        its index row share `collected_at`, hence the day)."""
-        tags: set[str] = set()
-        for f in dataset.day_files(self._table_path(INDEX), day):
-            if _is_snapshot_tag(f.tag):
-                tags.add(f.tag)
-            else:  # a compacted index file: its rows name the polls it holds
-                tags.update(_tag(sid) for sid in self._index_file(f)["snapshot_id"].to_pylist())
-        return tags
-
-    def _scan(
-        self, files: Sequence[DataFile], schema: pa.Schema, expr: pc.Expression | None
-    ) -> pa.Table:
-        """Read files; one that cannot be read as this table (random bytes, empty, another
-        schema, a folder) is moved to quarantine/ and the read goes on without it."""
-        try:
-            return dataset.scan(files, schema, expr)
-        except (FileNotFoundError, MemoryError):
-            raise  # a moved file, or a reader short of memory: no file here is foreign
-        except (OSError, pa.ArrowException) as exc:
-            bad = [f for f in files if not _readable(f.path, schema)]
-            if not bad:
-                where = ", ".join(str(f.path) for f in files[:3])
-                raise SnapshotError(f"unreadable Parquet file among {where}: {exc}") from exc
-            for f in bad:
-                try:
-                    self.quarantine(f.path, f"{type(exc).__name__}: {exc}")
-                except SnapshotError as refused:  # it stays, and reads go on without it
-                    log.warning("%s; reading on without it", refused)
-            return self._scan([f for f in files if f not in bad], schema, expr)
-
-    def quarantine(self, path: Path, why: str) -> Path:
-        """Move a file (or folder) that does not belong in the store aside, under
-        quarantine/, keeping its place in the name; readers then go on without it."""
-        relative = path.relative_to(self.root)
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        try:
-            links.refuse_links_below(
-                self.root, relative.parent
-            )  # else the move would leave the store
-            folder = links.real_folder(self.root, Path(QUARANTINE, *relative.parent.parts))
-        except OSError as exc:
-            raise SnapshotError(f"could not move {path} to quarantine: {exc}") from exc
-        target = folder / f"{relative.name}.{stamp}"
-        os.replace(path, target)  # a link is moved itself, never what it points to
-        log.warning("moved %s out of the store to %s: %s", path, target, why)
-        return target
-
-    def quarantined_files(self) -> int:
-        """How many files and folders were moved to quarantine/ so far."""
-        folder = self.root / QUARANTINE
-        if folder.is_symlink() or not folder.is_dir():
-            return 0
-        return sum(1 for p in folder.rglob("*") if _QUARANTINED.search(p.name))
-
-    def _table_path(self, name: str) -> Path:
-        """The folder of table `name`, after moving aside a file that took its name."""
-        path = self.root / name
-        if path.is_symlink():
-            self.quarantine(path, "a symbolic link where the table's folder belongs")
-        elif path.exists() and not path.is_dir():
-            self.quarantine(path, "a file where the table's folder belongs")
-        return path
-
-    # -- housekeeping ----------------------------------------------------------------------
-
-    def days(self, name: str) -> list[dt.date]:
-        """The day partitions a table has, oldest first."""
-        return dataset.list_days(self.table_dir(name))
-
-    def compact(self, day: dt.date) -> int:
-        """Merge each table's files of one day into one file; return files replaced. Files of
-        a poll without an index row stay out (see `live_files`)."""
-        indexed = self._indexed()
-        return sum(
-            dataset.compact_day(
-                self._table_path(name), day, schema, keep=None if name == INDEX else indexed
-            )
-            for name, schema in STORE_SCHEMAS.items()
+        raise SnapshotError(
+            f"could not read {what} under {self.root}: files kept moving", path=self.root
         )
-
-    def compact_closed(self, *, before: dt.date, stop: Callable[[], bool] | None = None) -> int:
-        """Compact every day before `before` that still has several files per table. When
-        `stop()` turns true, the day under way is finished and the rest left for later."""
-        replaced = 0
-        indexed = self._indexed()
-        for name, schema in STORE_SCHEMAS.items():
-            table_dir = self._table_path(name)
-            keep = None if name == INDEX else indexed
-            for day in dataset.list_days(table_dir):
-                if stop is not None and stop():
-                    return replaced
-                if day < before and dataset.count_files(table_dir, day) > 1:
-                    replaced += dataset.compact_day(table_dir, day, schema, keep=keep)
-        return replaced
-
-    def apply_retention(self, *, max_age: dt.timedelta, now: dt.datetime | None = None) -> int:
-        """Delete files whose rows are all older than max_age (index rows included).
-
-        Works on whole files: a compacted day straddling the cutoff stays until all of its
-        rows are old. Returns the number of data files removed.
-        """
-        cutoff = (now or dt.datetime.now(dt.UTC)) - max_age
-        removed = 0
-        # the index first: a crash midway leaves rows without an index row, which reads
-        # leave out, never an index row whose rows are gone
-        for name in (INDEX, *TABLES):
-            table_dir = self._table_path(name)
-            removed += dataset.remove_before(table_dir, cutoff)
-            for day in dataset.list_days(table_dir):
-                dataset.remove_temps(dataset.partition_dir(table_dir, day))
-        return removed
-
-
-def write_failure(exc: BaseException) -> str:
-    """Why a write failed, in one line: the errno's name first when the system gave one
-    (`ENOSPC: No space left on device`), without the temporary file's name."""
-    code = exc.errno if isinstance(exc, OSError) else None
-    if code is None:
-        # pyarrow raises its own OSError text: "[Errno 28] Error writing bytes ... Detail: ..."
-        found = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
-        code = int(found[1]) if found else None
-    if code is not None and code in errno.errorcode:
-        return f"{errno.errorcode[code]}: {os.strerror(code)}"
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _readable(path: Path, schema: pa.Schema) -> bool:
-    """Whether one file reads as the table; running out of memory proves nothing about
-    the file, so that error goes up instead of a verdict."""
-    try:
-        dataset.scan([dataset.describe(path, dt.date(1970, 1, 1))], schema, None)
-    except MemoryError:
-        raise
-    except (OSError, pa.ArrowException):
-        return False
-    return True
-
-
-def _is_snapshot_tag(tag: str) -> bool:
-    return len(tag) == SNAPSHOT_TAG_LENGTH and all(c in "0123456789abcdef" for c in tag)
-
-
-def _spans_any(f: DataFile, times: Sequence[dt.datetime]) -> bool:
-    """Whether one of the sorted times lies within the file's [first, last]."""
-    i = bisect.bisect_left(times, f.first)
-    return i < len(times) and times[i] <= f.last
-
-
-def _time_filter(since: dt.datetime | None, until: dt.datetime | None) -> pc.Expression | None:
-    expr: pc.Expression | None = None
-    if since is not None:
-        expr = pc.field("collected_at") >= _ts(since)
-    if until is not None:
-        upper = pc.field("collected_at") <= _ts(until)
-        expr = upper if expr is None else expr & upper
-    return expr
-
-
-def _index_row(snapshot: Snapshot, sid: str, counts: Mapping[str, int]) -> pa.Table:
-    return pa.table(
-        {
-            "snapshot_id": [sid],
-            "collected_at": [snapshot.collected_at],
-            "cluster": [snapshot.cluster],
-            "partial": [snapshot.partial],
-            "errors_json": [canonical_json(snapshot.errors)],
-            "requests": [snapshot.requests],
-            "durations_json": [canonical_json(snapshot.durations)],
-            "row_counts_json": [canonical_json(counts)],
-        },
-        schema=INDEX_SCHEMA,
-    )

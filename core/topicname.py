@@ -31,7 +31,12 @@ INT_MAX = 2**31 - 1
 
 
 class TopicNameError(ValueError):
-    """The broker would refuse this topic name (IllegalArgumentException)."""
+    """The broker would refuse this topic name (IllegalArgumentException); `name` is the name
+    (or the part of it) refused, when known."""
+
+    def __init__(self, message: str = "", *, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +75,9 @@ def parse_topic_name(name: str) -> TopicName:
     A name holding a lone surrogate (bytes that were not UTF-8) is refused too: the broker's
     class would take it, but no request can carry it to a broker."""
     if any("\ud800" <= c <= "\udfff" for c in name):
-        raise TopicNameError(f"{name.encode('utf-8', 'backslashreplace')!r} is not valid text")
+        raise TopicNameError(
+            f"{name.encode('utf-8', 'backslashreplace')!r} is not valid text", name=name
+        )
     complete = _completed(name)
     domain_text, _, rest = complete.partition("://")
     domain = _domain(domain_text)
@@ -80,10 +87,12 @@ def parse_topic_name(name: str) -> TopicName:
     elif len(parts) == 4:
         tenant, cluster, namespace, local = parts
     else:
-        raise TopicNameError(f"Invalid topic name: {complete}")
+        raise TopicNameError(f"Invalid topic name: {complete}", name=complete)
     _check_namespace(tenant, cluster, namespace)
     if _blank(local):
-        raise TopicNameError(f"Invalid topic name: {complete}. Topic local name must not be blank.")
+        raise TopicNameError(
+            f"Invalid topic name: {complete}. Topic local name must not be blank.", name=complete
+        )
     space = f"{tenant}/{namespace}" if cluster is None else f"{tenant}/{cluster}/{namespace}"
     full = f"{domain}://{space}/{local}"
     index = partition_index(complete)
@@ -117,7 +126,8 @@ def _completed(name: str) -> str:
         return f"persistent://public/default/{parts[0]}"
     raise TopicNameError(
         f"Invalid short topic name '{name}', it should be in the format of "
-        "<tenant>/<namespace>/<topic> or <topic>"
+        "<tenant>/<namespace>/<topic> or <topic>",
+        name=name,
     )
 
 
@@ -125,7 +135,7 @@ def _domain(text: str) -> str:
     for domain in DOMAINS:
         if _equals_ignore_case(domain, text):
             return domain
-    raise TopicNameError(f"Invalid topic domain: '{text}'")
+    raise TopicNameError(f"Invalid topic domain: '{text}'", name=text)
 
 
 def _equals_ignore_case(a: str, b: str) -> bool:
@@ -163,10 +173,12 @@ def _lower(char: str) -> str:
 def _check_namespace(tenant: str, cluster: str | None, namespace: str) -> None:
     parts = [tenant, namespace] if cluster is None else [tenant, cluster, namespace]
     if not all(parts):
-        raise TopicNameError(f"Invalid namespace format. namespace: {'/'.join(parts)}")
+        raise TopicNameError(
+            f"Invalid namespace format. namespace: {'/'.join(parts)}", name="/".join(parts)
+        )
     for part in parts:
         if not NAMED_ENTITY.fullmatch(part):
-            raise TopicNameError(f"Invalid named entity: {part}")
+            raise TopicNameError(f"Invalid named entity: {part}", name=part)
 
 
 def _java_parse_int(text: str) -> int | None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pulsar_lens.core.markdown import escape_markdown
-from pulsar_lens.core.mutations import TRUSTED_USER_HEADER, requester_of
-from pulsar_lens.core.settings import process_environ
+from pulsar_lens.core.mutations import requester_of
 
 OPEN_NOTICE = (
     "open: anyone who reaches this port sees the cluster; put it behind a login — see README"
@@ -41,7 +40,9 @@ def user_name() -> str:
 
 def trusted_user_header() -> str | None:
     """The header a login proxy names the user in (PULSAR_LENS_TRUSTED_USER_HEADER), if set."""
-    return (process_environ().get(TRUSTED_USER_HEADER) or "").strip() or None
+    from pulsar_lens.dashboard import data
+
+    return data.settings().mutations.trusted_user_header
 
 
 def requester() -> str | None:

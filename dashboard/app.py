@@ -33,7 +33,8 @@ def build_pages() -> dict[str, list[st.Page]]:
 
 
 def main() -> None:
-    setup_logging(unless_configured=True)  # under AppTest, pytest's handlers stay
+    # the page script is the dashboard's entry point: it loads the settings for this run
+    setup_logging(data.settings().logs, unless_configured=True)  # AppTest: pytest's stay
     st.set_page_config(page_title="Pulsar Lens", page_icon=":material/flare:", layout="wide")
     access.guard()  # an anonymous visit stops here when a login is configured
     page = st.navigation(build_pages())

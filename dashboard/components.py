@@ -16,7 +16,7 @@ from typing import Any
 import streamlit as st
 from pydantic import BaseModel
 
-from pulsar_lens.core.errors import PluginUnavailable, PulsarLensError
+from pulsar_lens.core.errors import PluginLoadError, PluginUnavailable, PulsarLensError
 from pulsar_lens.core.markdown import escape_markdown
 from pulsar_lens.dashboard import data, drill_panel, spark_jobs
 from pulsar_lens.dashboard.forms import params_form
@@ -43,23 +43,28 @@ def guarded(what: str) -> Iterator[None]:
             st.exception(exc)
 
 
-def draw_origin(exc: PulsarLensError) -> None:
-    """The traceback beneath `exc`, as code text: a plugin's words are never Markdown here."""
+def draw_origin(exc: PulsarLensError, *, label: str = "") -> None:
+    """The traceback beneath `exc`, as code text: a plugin's words are never Markdown here.
+    `label` tells one expander from another where a page draws several."""
     if exc.origin is not None and exc.origin.traceback:
-        with st.expander("Traceback"):
+        title = f"Traceback: {escape_markdown(label)}" if label else "Traceback"
+        with st.expander(title):
             st.code(exc.origin.traceback, language=None)
 
 
 # --- plugins that failed to load -----------------------------------------------------------
 
 
+def failure_name(failure: PluginLoadError) -> str:
+    """What a load failure is called: its plugin's slug, else its file's or source's name."""
+    return failure.plugin or Path(failure.source).name
+
+
 def plugin_failures_banner() -> None:
     """A warning naming the plugins that failed to load, so nobody misses a silent gap."""
     failures = data.registry().failures
     if failures:
-        names = escape_markdown(
-            ", ".join(sorted({f.plugin or Path(f.source).name for f in failures}))
-        )
+        names = escape_markdown(", ".join(sorted({failure_name(f) for f in failures})))
         st.warning(
             f"{len(failures)} plugin(s) failed to load: {names}. "
             "The Plugins page says why for each."

@@ -24,17 +24,14 @@ import streamlit as st
 from pulsar_lens.collectors.health import HealthReport, read_health
 from pulsar_lens.core.clusterview import ClusterView, clusters_in
 from pulsar_lens.core.errors import PluginError, SettingsError
-from pulsar_lens.core.settings import Settings, process_environ
+from pulsar_lens.core.parts import PluginLimits, use_charset_setting
+from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.store import Store
 from pulsar_lens.dashboard import frames
 from pulsar_lens.exporter.facts import read_hook_errors
 from pulsar_lens.plugins import runner
-from pulsar_lens.plugins.registry import (
-    PLUGIN_DIRS_ENV,
-    Registry,
-    discover,
-    plugin_dirs_from_env,
-)
+from pulsar_lens.plugins.isolation import limits_of
+from pulsar_lens.plugins.registry import Registry, discover
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +40,16 @@ CLUSTER_KEY = "sidebar_cluster"
 
 
 def settings() -> Settings:
-    """The PULSAR_* settings; a malformed value falls back to the defaults (and is logged)."""
+    """The PULSAR_* settings, loaded once per run of the page script (the dashboard's entry
+    point, which Streamlit runs anew for every interaction); a malformed value falls back to
+    the defaults (and is logged). The JVM charset setting goes to the params validated here."""
     try:
-        return Settings.from_env()
+        loaded = Settings.from_env()
     except SettingsError as exc:
         log.warning("ignoring malformed settings: %s", exc)
-        return Settings()
+        loaded = Settings()
+    use_charset_setting(loaded.jvm_charset)
+    return loaded
 
 
 def store_root() -> str:
@@ -66,14 +67,22 @@ def get_store(root: str) -> Store:
 
 
 @st.cache_resource(ttl=3600, max_entries=4)
-def _discover(plugin_dirs: str) -> Registry:
-    """`plugin_dirs` (PULSAR_LENS_PLUGIN_DIRS) is the cache key and what discover() reads."""
-    return discover(plugin_dirs=plugin_dirs_from_env({PLUGIN_DIRS_ENV: plugin_dirs}))
+def _discover(
+    plugin_dirs: tuple[str, ...], timeout: float, memory: int, imports: float
+) -> Registry:
+    """The plugin folders and limits (PULSAR_LENS_PLUGIN_*) are the cache key and what
+    discover() is given."""
+    limits = PluginLimits(timeout=timeout, memory=memory, import_timeout=imports)
+    return discover(plugin_dirs=plugin_dirs, limits=limits)
 
 
 def registry() -> Registry:
-    """Every plugin that loaded and every load failure; re-discovered when the dirs change."""
-    return _discover(process_environ().get(PLUGIN_DIRS_ENV, ""))
+    """Every plugin that loaded and every load failure; re-discovered when the plugin folders
+    or limits change."""
+    current = settings()
+    limits = limits_of(current)
+    dirs = tuple(str(d) for d in current.plugin_dirs)
+    return _discover(dirs, limits.timeout, limits.memory, limits.import_timeout)
 
 
 @st.cache_data(ttl=INDEX_TTL_SECONDS, max_entries=8, show_spinner=False)

@@ -32,7 +32,7 @@ CLI_HINT = "`pulsar-lens drill unload --bundle TENANT/NS/0xLO_0xHI` runs it from
 
 def drill_panel(root: str) -> None:
     """Bundle and destination choices and a Run button; nothing when mutations are off."""
-    if not mutations_allowed():
+    if not mutations_allowed(data.settings().mutations):
         return
     who = access.requester()
     blocked = blocked_reason(who)
@@ -60,7 +60,7 @@ def drill_panel(root: str) -> None:
 
 def blocked_reason(who: str | None) -> str | None:
     """Why this visitor gets no drill button, in plain words; None when they get one."""
-    off = dashboard_mutations_problem()
+    off = dashboard_mutations_problem(data.settings().mutations)
     if off is not None:
         return f"{DASHBOARD_MUTATIONS} is not set to 1 (drills from the dashboard are off)"
     if who is not None:

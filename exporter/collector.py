@@ -35,6 +35,7 @@ from prometheus_client.registry import Collector
 
 from pulsar_lens.core import links
 from pulsar_lens.core.errors import PluginError, ResultNotReady
+from pulsar_lens.core.parts import PluginLimits
 from pulsar_lens.core.secrets import clean
 from pulsar_lens.exporter.facts import hook_errors_path, read_facts
 from pulsar_lens.exporter.families import (
@@ -58,16 +59,17 @@ PREFIX = "pulsar_lens_"
 
 
 def exporting_plugins(
-    plugin_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    plugin_dirs: Sequence[str | os.PathLike[str]] = (), limits: PluginLimits | None = None
 ) -> tuple[list[Any], list[str]]:
     """Every loaded plugin with a `metrics` hook (built-in, entry point or drop-in from
-    `plugin_dirs`, as `discover` takes them), and the names of plugins that failed to load."""
-    loaded, _, unloaded = _discovered(plugin_dirs)
+    `plugin_dirs`, as `discover` takes them with `limits`), and the names of plugins that
+    failed to load."""
+    loaded, _, unloaded = _discovered(plugin_dirs, limits)
     return loaded, unloaded
 
 
 def _discovered(
-    plugin_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    plugin_dirs: Sequence[str | os.PathLike[str]] = (), limits: PluginLimits | None = None
 ) -> tuple[list[Any], list[Any], list[str]]:
     """The loaded plugins with a `metrics` hook, the light ones without, and the names of
     plugins that failed to load."""
@@ -75,7 +77,7 @@ def _discovered(
     from pulsar_lens.plugins.engines import engine_of
     from pulsar_lens.plugins.registry import discover
 
-    registry = discover(plugin_dirs=plugin_dirs)
+    registry = discover(plugin_dirs=plugin_dirs, limits=limits)
     hooked = [p for p in registry if type(p.plugin).metrics is not AnalysisPlugin.metrics]
     silent = [p for p in registry if p not in hooked and engine_of(p).per_poll]
     return hooked, silent, [f.plugin or f.source for f in registry.failures]
@@ -98,12 +100,15 @@ class LensCollector(Collector):
         recorder: PollRecorder | None = None,
         max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
         plugins: Sequence[Any] | None = None,
-        plugin_dirs: Sequence[str | os.PathLike[str]] | None = None,
+        plugin_dirs: Sequence[str | os.PathLike[str]] = (),
+        plugin_limits: PluginLimits | None = None,
         now: Callable[[], dt.datetime] = utcnow,
     ) -> None:
-        """`plugins` None: the ones `discover(plugin_dirs=plugin_dirs)` loads, at first use."""
+        """`plugins` None: the ones `discover(plugin_dirs=..., limits=plugin_limits)` loads,
+        at first use."""
         self._store = store
         self._plugin_dirs = plugin_dirs
+        self._plugin_limits = plugin_limits
         self._recorder = recorder or PollRecorder()
         self._max = max_subscriptions
         self._plugins: list[Any] | None = None if plugins is None else list(plugins)
@@ -296,7 +301,9 @@ class LensCollector(Collector):
 
     def _loaded(self) -> list[Any]:
         if self._plugins is None:
-            self._plugins, self._silent, self._unloaded = _discovered(self._plugin_dirs)
+            self._plugins, self._silent, self._unloaded = _discovered(
+                self._plugin_dirs, self._plugin_limits
+            )
         return self._plugins
 
     def _contributed(

@@ -27,6 +27,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from pulsar_lens.core.parts import DEFAULT_MAX_SUBSCRIPTIONS
+
 __all__ = [
     "CLUSTER_LABEL",
     "DEFAULT_MAX_SUBSCRIPTIONS",
@@ -42,7 +44,6 @@ __all__ = [
     "with_cluster_label",
 ]
 
-DEFAULT_MAX_SUBSCRIPTIONS = 500
 SUB_LABELS = ("topic", "subscription")
 CLUSTER_LABEL = "cluster"
 SubscriptionKey = tuple[str, str]

@@ -1,4 +1,4 @@
-"""Where /metrics listens (its settings from the environment) and the HTTP server for it.
+"""Where /metrics listens (`MetricsSettings`, a part of the settings) and its HTTP server.
 
 PULSAR_LENS_METRICS_PORT              port of /metrics (0: off)
 PULSAR_LENS_METRICS_ADDRESS           bind address (127.0.0.1)
@@ -15,61 +15,26 @@ from typing import Any
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from pulsar_lens.core.errors import SettingsError
-from pulsar_lens.core.settings import process_environ
-from pulsar_lens.exporter.families import DEFAULT_MAX_SUBSCRIPTIONS
+from pulsar_lens.core.parts import DEFAULT_METRICS_ADDRESS as DEFAULT_ADDRESS
+from pulsar_lens.core.parts import METRICS_ADDRESS_ENV as ADDRESS_ENV
+from pulsar_lens.core.parts import METRICS_MAX_SUBSCRIPTIONS_ENV as MAX_SUBSCRIPTIONS_ENV
+from pulsar_lens.core.parts import METRICS_PORT_ENV as PORT_ENV
+from pulsar_lens.core.parts import MetricsSettings, parse_port
 from pulsar_lens.exporter.http import Route, serve_registry
 
-PORT_ENV = "PULSAR_LENS_METRICS_PORT"
-ADDRESS_ENV = "PULSAR_LENS_METRICS_ADDRESS"
-MAX_SUBSCRIPTIONS_ENV = "PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS"
-DEFAULT_ADDRESS = "127.0.0.1"
+__all__ = [
+    "ADDRESS_ENV",
+    "DEFAULT_ADDRESS",
+    "MAX_SUBSCRIPTIONS_ENV",
+    "PORT_ENV",
+    "SERVE_PORT",
+    "MetricsServer",
+    "MetricsSettings",
+    "parse_port",
+    "start_metrics_server",
+]
+
 SERVE_PORT = 9464  # the default of `serve` and `demo`; `collect` has it off unless asked
-
-
-def parse_port(text: str, *, name: str = PORT_ENV) -> int:
-    """A TCP port 0..65535 (0 turns /metrics off); SettingsError names the setting."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise SettingsError(f"{name} must be a port 0..65535 (0 turns /metrics off), got {text!r}")
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsSettings:
-    """Where /metrics listens and how many subscriptions get their own series."""
-
-    port: int = 0
-    address: str = DEFAULT_ADDRESS
-    max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
-
-    @classmethod
-    def from_env(
-        cls, environ: Mapping[str, str] | None = None, *, port: int | None = None
-    ) -> MetricsSettings:
-        """Settings from environ (default the process's); `port` (a command-line value) wins."""
-        env = process_environ() if environ is None else environ
-        port_text = env.get(PORT_ENV, "").strip()
-        limit_text = env.get(MAX_SUBSCRIPTIONS_ENV, "").strip()
-        limit = DEFAULT_MAX_SUBSCRIPTIONS
-        if limit_text:
-            try:
-                limit = int(limit_text)
-            except ValueError:
-                limit = -1
-            if limit < 1:
-                raise SettingsError(
-                    f"{MAX_SUBSCRIPTIONS_ENV} must be a whole number >= 1, got {limit_text!r}"
-                )
-        if port is None:
-            port = parse_port(port_text) if port_text else 0
-        return cls(
-            port=port,
-            address=env.get(ADDRESS_ENV, "").strip() or DEFAULT_ADDRESS,
-            max_subscriptions=limit,
-        )
 
 
 @dataclass
@@ -106,7 +71,8 @@ def start_metrics_server(
     except OSError as exc:
         raise SettingsError(
             f"cannot serve /metrics on {address}:{port} ({exc.strerror or exc}); pass "
-            f"--metrics-port or set {PORT_ENV} to a free port, or 0 to turn /metrics off"
+            f"--metrics-port or set {PORT_ENV} to a free port, or 0 to turn /metrics off",
+            setting=PORT_ENV,
         ) from exc
     return MetricsServer(
         address=address, port=int(server.server_port), _server=server, _thread=thread

@@ -19,11 +19,9 @@ import concurrent.futures
 import contextlib
 import logging
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
-import urllib.error
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -42,10 +40,10 @@ from pulsar_lens.lab.cluster_conf import (
     ClusterProcess,
     write_properties,
 )
+from pulsar_lens.lab.cluster_ready import broker_ready, cluster_ready, zk_ok
 from pulsar_lens.lab.processes import (
     JVM_FLAGS,
     free_port,
-    get_json,
     log_tail,
     port_open,
     spawn,
@@ -159,14 +157,14 @@ class LocalPulsarCluster:
         ]
         try:
             zk = self._spawn_zookeeper(java, lib)
-            self._wait(lambda: _zk_ok(self.zk_port), zk, deadline, "ZooKeeper to answer")
+            self._wait(lambda: zk_ok(self.zk_port), zk, deadline, "ZooKeeper to answer")
             self._initialize_metadata(java, lib, brokers[0], deadline)
             bookie = self._spawn_bookie(java, lib)
             self._wait(lambda: port_open(self.bookie_port), bookie, deadline, "the bookie")
             for broker in brokers:
                 self._spawn_broker(java, lib, broker)
             for broker in brokers:
-                self._wait(partial(self._broker_ready, broker), broker, deadline, "broker")
+                self._wait(partial(broker_ready, broker), broker, deadline, "broker")
         except BaseException:
             self.stop()
             raise
@@ -207,7 +205,7 @@ class LocalPulsarCluster:
             return
         self._spawn_broker(find_java(), ensure_runtime(self.version), broker)
         deadline = time.monotonic() + timeout
-        self._wait(lambda: self._broker_ready(broker), broker, deadline, "broker")
+        self._wait(lambda: broker_ready(broker), broker, deadline, "broker")
 
     def __enter__(self) -> LocalPulsarCluster:
         return self.start()
@@ -292,7 +290,10 @@ class LocalPulsarCluster:
         if done.returncode != 0:
             tail = log_tail(log_path, 30)
             raise LocalPulsarError(
-                f"cluster metadata setup exited with code {done.returncode}; log tail:\n{tail}"
+                f"cluster metadata setup exited with code {done.returncode}; log tail:\n{tail}",
+                process="metadata-setup",
+                log_path=log_path,
+                exit_code=done.returncode,
             )
 
     def _spawn_bookie(self, java: str, lib: Path) -> ClusterProcess:
@@ -345,36 +346,9 @@ class LocalPulsarCluster:
 
     # --- readiness ----------------------------------------------------------------------
 
-    def _broker_ready(self, broker: ClusterProcess) -> bool:
-        """Listed among the cluster's brokers, `public/default` readable, and a lookup
-        answered through it (the load manager assigns bundles)."""
-        try:
-            listed = get_json(f"{broker.admin_url}/admin/v2/brokers/{CLUSTER_NAME}")
-            get_json(f"{broker.admin_url}/admin/v2/namespaces/public/default/bundles")
-            owner = get_json(
-                f"{broker.admin_url}/lookup/v2/topic/persistent/public/default/lens-ready",
-                timeout=10.0,
-            )
-        except (OSError, urllib.error.URLError, ValueError):
-            return False
-        return (
-            isinstance(listed, list)
-            and broker.broker_id in listed
-            and isinstance(owner, dict)
-            and bool(owner.get("brokerUrl"))
-        )
-
     def ready(self) -> bool:
         """Every broker lists every other one, and each answers for `public/default`."""
-        try:
-            for broker in self.broker_processes:
-                listed = get_json(f"{broker.admin_url}/admin/v2/brokers/{CLUSTER_NAME}")
-                if not isinstance(listed, list) or set(self.broker_ids) - set(listed):
-                    return False
-                get_json(f"{broker.admin_url}/admin/v2/namespaces/public/default/bundles")
-        except (OSError, urllib.error.URLError, ValueError):
-            return False
-        return True
+        return cluster_ready(self.broker_processes)
 
     def _wait(
         self, check: Callable[[], bool], member: ClusterProcess, deadline: float, what: str
@@ -386,16 +360,9 @@ class LocalPulsarCluster:
             name=member.name,
             late=f"timed out waiting for {what} ({member.name})",
             tail=member.log_tail,
+            log_path=member.log_path,
+            port=member.web_port or None,
         )
-
-
-def _zk_ok(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), 1.0) as s:
-            s.sendall(b"ruok")
-            return s.recv(4) == b"imok"
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager

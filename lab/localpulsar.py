@@ -218,7 +218,9 @@ class LocalPulsar:
         """Start the broker again on the same ports and data directory (after `kill()` or
         a crash) and wait until it is ready; a running broker is killed first."""
         if self.data_dir is None or not self.web_port:
-            raise LocalPulsarError("restart() needs a broker that was started before")
+            raise LocalPulsarError(
+                "restart() needs a broker that was started before", process="Pulsar"
+            )
         if self.process is not None and self.process.poll() is None:
             self.kill()
         return self._spawn_ready(find_java(), ensure_runtime(self.version), timeout)
@@ -233,6 +235,8 @@ class LocalPulsar:
             name="Pulsar",
             late=f"Pulsar did not become ready within {timeout:.0f}s",
             tail=self.log_tail,
+            log_path=self.log_path,
+            port=self.web_port,
         )
 
     def is_ready(self) -> bool:
@@ -286,7 +290,9 @@ def start_detached(settings: Mapping[str, str] | None = None) -> dict[str, objec
     if current.get("running"):
         raise LocalPulsarError(
             f"a local Pulsar is already running (pid {current['pid']}, {current['admin_url']}); "
-            "stop it with `pulsar-lens pulsar stop`"
+            "stop it with `pulsar-lens pulsar stop`",
+            process="Pulsar",
+            pid=pid if isinstance(pid := current.get("pid"), int) else None,
         )
     data_dir = cache_root() / "run" / "standalone-data"
     shutil.rmtree(data_dir, ignore_errors=True)

@@ -111,20 +111,30 @@ def wait_until(
     name: str,
     late: str,
     tail: Callable[[], str],
+    log_path: Path | None = None,
+    port: int | None = None,
 ) -> None:
     """Poll `check` every half second until it holds; raise with the log tail when the
     process exits first (`name` exited ...) or `deadline` (a `time.monotonic()`) passes
-    (`late` says what was waited for)."""
+    (`late` says what was waited for). `log_path` and `port` go into the error's fields."""
+    pid = process.pid if process is not None else None
     while time.monotonic() < deadline:
         if process is None or process.poll() is not None:
             code = process.returncode if process is not None else None
             raise LocalPulsarError(
-                f"{name} exited with code {code} while starting; log tail:\n{tail()}"
+                f"{name} exited with code {code} while starting; log tail:\n{tail()}",
+                process=name,
+                pid=pid,
+                port=port,
+                log_path=log_path,
+                exit_code=code,
             )
         if check():
             return
         time.sleep(0.5)
-    raise LocalPulsarError(f"{late}; log tail:\n{tail()}")
+    raise LocalPulsarError(
+        f"{late}; log tail:\n{tail()}", process=name, pid=pid, port=port, log_path=log_path
+    )
 
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -48,7 +48,9 @@ def java_version(java: str) -> tuple[int, ...]:
     out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
     match = re.search(r'version "([0-9._]+)', out.stderr + out.stdout)
     if not match:
-        raise LocalPulsarError(f"cannot read the version of {java}: {out.stderr.strip()[:200]}")
+        raise LocalPulsarError(
+            f"cannot read the version of {java}: {out.stderr.strip()[:200]}", process=java
+        )
     return tuple(int(p) for p in re.split(r"[._]", match.group(1)) if p.isdigit())
 
 
@@ -79,7 +81,8 @@ def find_java() -> str:
     raise LocalPulsarError(
         "no Java 17.0.17+ or 21.0.8+ found (JAVA_HOME, PATH, /usr/lib/jvm); "
         f"saw {', '.join(seen) or 'none'}; install openjdk-17-jdk-headless "
-        "(scripts/setup.sh does it)"
+        "(scripts/setup.sh does it)",
+        process="java",
     )
 
 
@@ -96,7 +99,9 @@ def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path
             return target
         mvn = shutil.which("mvn")
         if not mvn:
-            raise LocalPulsarError("Maven (mvn) is not installed; scripts/setup.sh installs it")
+            raise LocalPulsarError(
+                "Maven (mvn) is not installed; scripts/setup.sh installs it", process="mvn"
+            )
         shutil.rmtree(target, ignore_errors=True)
         cmd = [
             mvn,
@@ -117,6 +122,10 @@ def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-            raise LocalPulsarError(f"Maven could not assemble Pulsar {version}:\n{tail}")
+            raise LocalPulsarError(
+                f"Maven could not assemble Pulsar {version}:\n{tail}",
+                process="mvn",
+                exit_code=done.returncode,
+            )
         marker.write_text(json.dumps({"seconds": round(time.monotonic() - started, 1)}))
     return target

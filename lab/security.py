@@ -48,7 +48,11 @@ def token_tool(*args: str, timeout: float = 60.0) -> str:
         check=False,
     )
     if done.returncode != 0:
-        raise LocalPulsarError(f"the token tool failed ({done.returncode}): {done.stderr[-500:]}")
+        raise LocalPulsarError(
+            f"the token tool failed ({done.returncode}): {done.stderr[-500:]}",
+            process=TOKEN_TOOL,
+            exit_code=done.returncode,
+        )
     return done.stdout.strip()
 
 

@@ -44,7 +44,12 @@ def _call(loaded: AnalysisPlugin | LoadedPlugin, method: str, *args: Any) -> Any
     if method in ("analyze", "render") and len(args) == 2:  # the worker rebuilds the params
         args = (args[0], args[1].model_dump(mode="json"))
     locator = isolation.locate(type(plugin))
-    return isolation.call(plugin.name, locator, method, args, isolation.Limits.from_env())
+    return isolation.call(plugin.name, locator, method, args, limits_of(loaded))
+
+
+def limits_of(loaded: AnalysisPlugin | LoadedPlugin) -> isolation.Limits:
+    """The limits `discover()` gave an isolated plugin (a bare instance: the defaults)."""
+    return loaded.limits if isinstance(loaded, LoadedPlugin) else isolation.Limits()
 
 
 def metrics(

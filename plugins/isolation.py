@@ -26,6 +26,7 @@ import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
+import logging
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -34,27 +35,47 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pulsar_lens.core.config import GLOBAL_ENV
 from pulsar_lens.core.errors import PluginRunError, SettingsError, origin_of
-from pulsar_lens.core.settings import (
-    drop_credentials,
-    duration_seconds,
-    process_environ,
-    without_credentials_while,
-)
+from pulsar_lens.core.parts import DEFAULT_PLUGIN_IMPORT_TIMEOUT as DEFAULT_IMPORT_TIMEOUT
+from pulsar_lens.core.parts import DEFAULT_PLUGIN_MEMORY as DEFAULT_MEMORY
+from pulsar_lens.core.parts import DEFAULT_PLUGIN_TIMEOUT as DEFAULT_TIMEOUT
+from pulsar_lens.core.parts import PLUGIN_IMPORT_TIMEOUT_ENV as IMPORT_TIMEOUT_ENV
+from pulsar_lens.core.parts import PLUGIN_MEMORY_ENV as MEMORY_ENV
+from pulsar_lens.core.parts import PLUGIN_TIMEOUT_ENV as TIMEOUT_ENV
+from pulsar_lens.core.parts import PluginLimits as Limits
+from pulsar_lens.core.settings import Settings, drop_credentials, without_credentials_while
 
-TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_TIMEOUT"
-MEMORY_ENV = "PULSAR_LENS_PLUGIN_MEMORY"
-IMPORT_TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT"
-PLUGIN_DIRS_ENV = "PULSAR_LENS_PLUGIN_DIRS"
+__all__ = [
+    "DEFAULT_IMPORT_TIMEOUT",
+    "DEFAULT_MEMORY",
+    "DEFAULT_TIMEOUT",
+    "DROPIN_PREFIX",
+    "ENTRY_POINT_GROUP",
+    "IMPORT_TIMEOUT_ENV",
+    "MEMORY_ENV",
+    "PLUGIN_DIRS_ENV",
+    "TIMEOUT_ENV",
+    "Limits",
+    "Locator",
+    "call",
+    "home_of",
+    "limits_of",
+    "locate",
+    "probe_import",
+    "third_party",
+    "warm",
+    "warm_for",
+]
+
+PLUGIN_DIRS_ENV = GLOBAL_ENV["plugin_dirs"]
+log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "pulsar_lens.plugins"
-DEFAULT_TIMEOUT = 60.0
-DEFAULT_IMPORT_TIMEOUT = 10.0
-DEFAULT_MEMORY = 1024 * 1024 * 1024
 PRELOAD = ["pulsar_lens.api", "pandas", "pyarrow", "altair"]
 DROPIN_PREFIX = "pulsar_lens_dropin_"
 
@@ -69,35 +90,14 @@ class Locator:
     qualname: str = ""
 
 
-@dataclass(frozen=True)
-class Limits:
-    timeout: float = DEFAULT_TIMEOUT
-    memory: int = DEFAULT_MEMORY
-    import_timeout: float = DEFAULT_IMPORT_TIMEOUT
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
-        env = process_environ() if environ is None else environ
-        return cls(
-            timeout=duration_seconds(env, TIMEOUT_ENV, DEFAULT_TIMEOUT),
-            memory=_mebibytes(env, MEMORY_ENV, DEFAULT_MEMORY),
-            import_timeout=duration_seconds(env, IMPORT_TIMEOUT_ENV, DEFAULT_IMPORT_TIMEOUT),
-        )
-
-
-def _mebibytes(env: Any, name: str, default: int) -> int:
-    text = (env.get(name) or "").strip()
-    if not text:
-        return default
-    if not text.isdigit() or not 64 <= int(text) <= 1024 * 1024:
-        raise SettingsError(f"{name} is a number of MiB from 64 to 1048576, got {text!r}")
-    return int(text) * 1024 * 1024
-
-
-def plugin_dirs_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
-    """The drop-in directories listed in PULSAR_LENS_PLUGIN_DIRS (os.pathsep-separated)."""
-    raw = (process_environ() if environ is None else environ).get(PLUGIN_DIRS_ENV, "")
-    return [Path(part).expanduser() for part in raw.split(os.pathsep) if part.strip()]
+def limits_of(settings: Settings) -> Limits:
+    """The plugin limits of `settings`; the defaults (and a warning) when one is malformed,
+    so the built-ins, which run in-process, still run."""
+    try:
+        return settings.plugin_limits
+    except SettingsError as exc:
+        log.warning("%s; using the default plugin limits", exc)
+        return Limits()
 
 
 def third_party(dirs: Sequence[Path], *, entry_points: bool = True) -> bool:
@@ -222,10 +222,10 @@ def _start(worker: Any) -> None:
         worker.start()
 
 
-def warm_for(dirs: Sequence[Path] | None = None, *, entry_points: bool = True) -> bool:
-    """`warm()` when discovery over `dirs` (default: PULSAR_LENS_PLUGIN_DIRS) and the entry
+def warm_for(dirs: Sequence[Path], *, entry_points: bool = True) -> bool:
+    """`warm()` when discovery over `dirs` (the settings' plugin folders) and the entry
     points will import third-party code; whether it did."""
-    if not third_party(plugin_dirs_from_env() if dirs is None else dirs, entry_points=entry_points):
+    if not third_party([Path(d).expanduser() for d in dirs], entry_points=entry_points):
         return False
     try:
         warm()

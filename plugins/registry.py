@@ -28,7 +28,6 @@ from pulsar_lens.core.errors import (
     PluginLoadError,
     PluginRunError,
     PluginUnavailable,
-    SettingsError,
     origin_of,
 )
 from pulsar_lens.plugins import isolation
@@ -36,8 +35,8 @@ from pulsar_lens.plugins.builtin import BUILTIN_PLUGINS
 from pulsar_lens.plugins.isolation import (
     ENTRY_POINT_GROUP,
     PLUGIN_DIRS_ENV,
+    Limits,
     Locator,
-    plugin_dirs_from_env,
 )
 from pulsar_lens.plugins.validation import validate_plugin
 
@@ -49,7 +48,6 @@ __all__ = [
     "Registry",
     "discover",
     "instance_of",
-    "plugin_dirs_from_env",
     "validate_plugin",
 ]
 
@@ -71,6 +69,8 @@ class LoadedPlugin:
     isolated: bool = False
     """Its code runs in a limited worker process: set at load time for third-party code (entry
     points, drop-in files); built-ins run in the calling process."""
+    limits: Limits = field(default_factory=Limits, repr=False, compare=False)
+    """The time and memory its worker process may take (the settings' when it is isolated)."""
     requirements: tuple[LoadedPlugin, ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -124,32 +124,34 @@ def discover(
     *,
     builtins: bool = True,
     entry_points: bool = True,
-    plugin_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    plugin_dirs: Sequence[str | os.PathLike[str]] = (),
+    limits: Limits | None = None,
 ) -> Registry:
     """Load and validate plugins from the chosen sources.
 
-    `plugin_dirs=None` reads PULSAR_LENS_PLUGIN_DIRS; pass `()` to read no drop-in directory.
-    Only the listed directories are read: drop-in files are arbitrary code.
+    `plugin_dirs` are the drop-in directories (the settings' PULSAR_LENS_PLUGIN_DIRS); only
+    these are read: drop-in files are arbitrary code. Third-party code is imported first, and
+    later called, in a worker process under `limits` (the settings' plugin limits; default
+    the built-in ones), which each loaded plugin keeps.
     """
+    limits = limits or Limits()
     plugins: dict[str, LoadedPlugin] = {}
     failures: list[PluginLoadError] = []
     candidates: list[tuple[str, Any, bool]] = []  # source, object, isolated
-    dirs = (
-        plugin_dirs_from_env()
-        if plugin_dirs is None
-        else [Path(d).expanduser() for d in plugin_dirs]
-    )
+    dirs = [Path(d).expanduser() for d in plugin_dirs]
     if entry_points or dirs:
         isolation.warm_for(dirs, entry_points=entry_points)  # beside the built-ins' imports
     if builtins:
         candidates.extend((s, o, False) for s, o in _builtin_candidates(failures))
     if entry_points:
-        candidates.extend((s, o, True) for s, o in _entry_point_candidates(failures))
+        candidates.extend((s, o, True) for s, o in _entry_point_candidates(failures, limits))
     for directory in dirs:
-        candidates.extend((s, o, True) for s, o in _directory_candidates(directory, failures))
+        candidates.extend(
+            (s, o, True) for s, o in _directory_candidates(directory, failures, limits)
+        )
     for source, obj, isolated in candidates:
         try:
-            loaded = _accept(obj, source, plugins, isolated=isolated)
+            loaded = _accept(obj, source, plugins, isolated=isolated, limits=limits)
         except PluginLoadError as exc:
             log.warning("%s", exc)
             failures.append(exc)
@@ -241,7 +243,7 @@ def _path_back(start: str, kept: Mapping[str, LoadedPlugin]) -> list[str] | None
 
 
 def _accept(
-    obj: Any, source: str, plugins: Mapping[str, LoadedPlugin], *, isolated: bool
+    obj: Any, source: str, plugins: Mapping[str, LoadedPlugin], *, isolated: bool, limits: Limits
 ) -> LoadedPlugin:
     instance = validate_plugin(obj, source)
     other = plugins.get(instance.name)
@@ -252,7 +254,13 @@ def _accept(
             "expected a unique name",
             plugin=instance.name,
         )
-    return LoadedPlugin(plugin=instance, source=source, version=instance.version, isolated=isolated)
+    return LoadedPlugin(
+        plugin=instance,
+        source=source,
+        version=instance.version,
+        isolated=isolated,
+        limits=limits if isolated else Limits(),
+    )
 
 
 def _load_reference(reference: str) -> Any:
@@ -273,12 +281,14 @@ def _builtin_candidates(failures: list[PluginLoadError]) -> Iterator[tuple[str, 
             failures.append(_import_failure(source, exc))
 
 
-def _entry_point_candidates(failures: list[PluginLoadError]) -> Iterator[tuple[str, Any]]:
+def _entry_point_candidates(
+    failures: list[PluginLoadError], limits: Limits
+) -> Iterator[tuple[str, Any]]:
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = f" ({ep.dist.name} {ep.dist.version})" if ep.dist is not None else ""
         source = f"entry point {ep.name} = {ep.value}{dist}"
         module = ep.value.partition(":")[0].strip()
-        refused = isolation.probe_import(source, Locator("module", module, module), _limits())
+        refused = isolation.probe_import(source, Locator("module", module, module), limits)
         if refused is not None:
             failures.append(_refused(source, refused))
             continue
@@ -291,7 +301,7 @@ def _entry_point_candidates(failures: list[PluginLoadError]) -> Iterator[tuple[s
 
 
 def _directory_candidates(
-    directory: Path, failures: list[PluginLoadError]
+    directory: Path, failures: list[PluginLoadError], limits: Limits
 ) -> Iterator[tuple[str, Any]]:
     if not directory.is_dir():
         failures.append(
@@ -314,14 +324,14 @@ def _directory_candidates(
             )
             continue
         locator = Locator("file", str(path), _module_name(path))
-        refused = isolation.probe_import(str(path), locator, _limits())
+        refused = isolation.probe_import(str(path), locator, limits)
         if refused is not None:
             failures.append(_refused(str(path), refused))
             continue
         try:
             module = _import_file(path)
         except Exception as exc:
-            failures.append(_import_failure(str(path), exc))
+            failures.append(_import_failure(str(path), exc, home=str(path)))
             continue
         listed = getattr(module, "PLUGINS", None)
         if listed is None:
@@ -350,14 +360,6 @@ def _module_name(path: Path) -> str:
     return f"{isolation.DROPIN_PREFIX}{re.sub(r'[^0-9a-zA-Z_]', '_', path.stem)}_{digest}"
 
 
-def _limits() -> isolation.Limits:
-    try:
-        return isolation.Limits.from_env()
-    except SettingsError as exc:
-        log.warning("%s; using the default plugin limits", exc)
-        return isolation.Limits()
-
-
 def _import_file(path: Path) -> Any:
     module_name = _module_name(path)
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -379,9 +381,10 @@ def _refused(source: str, refused: PluginRunError) -> PluginLoadError:
     return PluginLoadError(source, f"import failed: {refused.detail}", origin=refused.origin)
 
 
-def _import_failure(source: str, exc: BaseException) -> PluginLoadError:
+def _import_failure(source: str, exc: BaseException, *, home: str | None = None) -> PluginLoadError:
+    """`exc` raised importing a plugin; `home` (a drop-in's file) is where its author looks."""
     error = PluginLoadError(
-        source, f"import failed: {type(exc).__name__}: {exc}", origin=origin_of(exc)
+        source, f"import failed: {type(exc).__name__}: {exc}", origin=origin_of(exc, home=home)
     )
     error.__cause__ = exc
     return error

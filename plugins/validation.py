@@ -33,7 +33,7 @@ from pulsar_lens.api import (
     Table,
     Tabs,
 )
-from pulsar_lens.core.errors import PluginContractError, PluginLoadError
+from pulsar_lens.core.errors import PluginContractError, PluginLoadError, origin_of
 from pulsar_lens.core.model import TABLES
 from pulsar_lens.plugins.engines import BY_NAME
 
@@ -46,8 +46,10 @@ def validate_plugin(obj: Any, source: str) -> AnalysisPlugin:
     label = getattr(obj, "name", None) if inspect.isclass(obj) else None
     plugin = label if isinstance(label, str) else None
 
-    def fail(message: str) -> PluginLoadError:
-        return PluginLoadError(source, message, plugin=plugin)
+    def fail(message: str, exc: Exception | None = None) -> PluginLoadError:
+        file, line = _defined_at(obj)  # only for a failure: it reads the class's source
+        origin = origin_of(exc, home=file) if exc is not None else None
+        return PluginLoadError(source, message, plugin=plugin, origin=origin, file=file, line=line)
 
     if not (inspect.isclass(obj) and issubclass(obj, AnalysisPlugin)):
         raise fail(f"expected a subclass of pulsar_lens.api.AnalysisPlugin, found {obj!r}")
@@ -57,7 +59,18 @@ def validate_plugin(obj: Any, source: str) -> AnalysisPlugin:
         return obj()
     except Exception as exc:
         message = f"expected a class that takes no arguments; instantiating it raised {exc!r}"
-        raise fail(message) from exc
+        raise fail(message, exc) from exc
+
+
+def _defined_at(obj: Any) -> tuple[str | None, int | None]:
+    """The file and first line of a class (or function) a plugin source named; (None, None)
+    when Python cannot tell (a built-in, a class made at run time)."""
+    try:
+        file = inspect.getsourcefile(obj)
+        _, line = inspect.getsourcelines(obj)
+    except (OSError, TypeError):
+        return None, None
+    return file, line if file is not None else None
 
 
 def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:

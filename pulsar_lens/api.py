@@ -9,15 +9,34 @@ with sections, columns and tabs; never Streamlit). Optional: `metrics(result, co
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
-import pandas as pd
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.core import Metric as MetricFamily
 from pydantic import BaseModel, Field
+
+# The values that cross the contract live in api_types; authors import them from here.
+from pulsar_lens.api_types import (
+    PANELS,
+    Chart,
+    Columns,
+    Inputs,
+    Metric,
+    MetricsContext,
+    Note,
+    NoteLevel,
+    Page,
+    Result,
+    Section,
+    SparkInputs,
+    Table,
+    Tabs,
+    View,
+    empty_frame,
+    finite,
+    frame_of,
+)
 
 # The model surface: what Pulsar does, as the built-ins use it (see docs/plugins.md):
 # sticky-key hashing, Key_Shared selectors and their assignments, the failover active-consumer
@@ -53,9 +72,6 @@ from pulsar_lens.core.model import HashRange
 from pulsar_lens.core.selectors import ConsistentHashingSelector, make_selector
 from pulsar_lens.core.topicname import TopicName, TopicNameError, parse_topic_name
 from pulsar_lens.core.values import ENGINES
-
-if TYPE_CHECKING:  # a plugin's render imports altair; discovering plugins does not
-    import altair as alt
 
 __all__ = [
     "API_VERSION",
@@ -133,233 +149,6 @@ Engine = Literal["light", "spark"]
 HISTORY_ALL = 1_000_000
 """A `history` that means every stored poll (retention bounds it): for Spark analyses of the
 whole stored history."""
-
-NoteLevel = Literal["info", "warning", "error"]
-
-PANELS: tuple[str, ...] = ("unload-drill",)
-"""The dashboard's own panels a plugin's `Page` may show above its views (`Page.panels`):
-`unload-drill` unloads a chosen bundle and measures the outage (drawn only where mutations are
-allowed; the collect process runs the drill). When it ends the page draws the plugin's views
-again, now over the drill's probe rows and polls."""
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What `analyze` receives: each declared table over its last `history` snapshots (or
-    `history_of[table]`).
-
-    Every table row carries `snapshot_id`, `collected_at` (UTC) and `cluster`. `snapshots` holds
-    the store's index rows of the widest window, oldest first (`snapshot_id`, `collected_at`,
-    `cluster`, `partial`, ...); its last row is the newest snapshot. `results` holds, by slug,
-    the default-parameter result of each plugin named in `requires`, for the same newest
-    snapshot.
-    """
-
-    tables: Mapping[str, pd.DataFrame]
-    snapshots: pd.DataFrame
-    results: Mapping[str, Result] = field(default_factory=dict)
-
-    def latest_snapshot_id(self) -> str | None:
-        """The id of the newest snapshot, or None when there is none."""
-        return _newest_id(self.snapshots)
-
-    def history(self, name: str) -> pd.DataFrame:
-        """All rows of table `name` (every snapshot in the window)."""
-        return _declared(self.tables, name, "table", "inputs")
-
-    def result(self, slug: str) -> Result:
-        """The default-parameter result of plugin `slug`, one of those in `requires`."""
-        return _declared(self.results, slug, "plugin", "requires")
-
-    def latest(self, name: str) -> pd.DataFrame:
-        """Rows of table `name` that belong to the newest snapshot only."""
-        frame = self.history(name)
-        newest = self.latest_snapshot_id()
-        if newest is None or "snapshot_id" not in frame:
-            return frame.iloc[0:0]
-        return frame[frame["snapshot_id"] == newest].reset_index(drop=True)
-
-
-T = TypeVar("T")
-
-
-def _newest_id(snapshots: pd.DataFrame) -> str | None:
-    if len(snapshots) and "snapshot_id" in snapshots:
-        return str(snapshots["snapshot_id"].iloc[-1])
-    return None
-
-
-def _declared(found: Mapping[str, T], name: str, kind: str, where: str) -> T:
-    """found[name], or a KeyError naming what the plugin declared in `where`."""
-    try:
-        return found[name]
-    except KeyError:
-        known = ", ".join(sorted(found)) or "none"
-        raise KeyError(f"{kind} {name!r} was not declared in {where}; declared: {known}") from None
-
-
-@dataclass(frozen=True)
-class SparkInputs:
-    """What a Spark plugin's `analyze` receives: one Spark DataFrame per declared table, read
-    from the store over the window of its last `history` snapshots, listing only the day
-    folders inside it.
-
-    `snapshots` is the store's index of that window as a small pandas frame, oldest first;
-    `since` and `until` are the collection times of its first and last snapshot. `analyze`
-    returns a `Result` of small pandas frames (aggregates brought back with `toPandas()`),
-    stored and drawn like any plugin's.
-    """
-
-    tables: Mapping[str, Any]
-    snapshots: pd.DataFrame
-    since: Any = None
-    until: Any = None
-
-    def latest_snapshot_id(self) -> str | None:
-        """The id of the newest snapshot, or None when there is none."""
-        return _newest_id(self.snapshots)
-
-    def history(self, name: str) -> Any:
-        """The Spark DataFrame of table `name` over the whole window."""
-        return _declared(self.tables, name, "table", "inputs")
-
-    def latest(self, name: str) -> Any:
-        """The rows of table `name` that belong to the newest snapshot only."""
-        frame = self.history(name)
-        return frame.filter(frame["snapshot_id"] == (self.latest_snapshot_id() or ""))
-
-
-@dataclass(frozen=True)
-class Result:
-    """What `analyze` returns: exactly the declared output frames, plus small JSON-able facts."""
-
-    frames: Mapping[str, pd.DataFrame]
-    summary: Mapping[str, Any] = field(default_factory=dict)
-
-
-# Text and Markdown in views: titles, labels, tab labels and metric values are shown as text,
-# names in them as they are; captions, notes and metric help are Markdown, so a name a cluster
-# chose goes into them through `escape_markdown` (or it could be a link, an image, HTML).
-
-
-@dataclass(frozen=True)
-class Chart:
-    """An Altair chart (any top-level chart: `alt.Chart`, layers, concatenations)."""
-
-    chart: alt.TopLevelMixin
-    title: str = ""
-    caption: str = ""
-
-
-@dataclass(frozen=True)
-class Table:
-    """A frame shown as a table."""
-
-    frame: pd.DataFrame
-    title: str = ""
-    caption: str = ""
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One headline number."""
-
-    label: str
-    value: str | int | float
-    delta: str | None = None
-    help: str | None = None
-
-
-@dataclass(frozen=True)
-class Note:
-    """A paragraph of Markdown, optionally as a warning or an error; names in it go through
-    `escape_markdown`."""
-
-    markdown: str
-    level: NoteLevel = "info"
-
-
-@dataclass(frozen=True)
-class Section:
-    """A heading that starts a part of the page, with an optional caption under it."""
-
-    title: str
-    caption: str = ""
-
-
-@dataclass(frozen=True)
-class Columns:
-    """Views side by side: one sequence of views per column, `widths` relative (equal if empty)."""
-
-    columns: Sequence[Sequence[View]]
-    widths: Sequence[float] = ()
-
-
-@dataclass(frozen=True)
-class Tabs:
-    """Alternative views of the same thing, one tab each: (label, views) pairs, first shown."""
-
-    tabs: Sequence[tuple[str, Sequence[View]]]
-
-
-View = Chart | Table | Metric | Note | Section | Columns | Tabs
-"""What `render` returns. `Section`, `Columns` and `Tabs` lay the others out on the page."""
-
-
-@dataclass(frozen=True)
-class Page:
-    """A page of the plugin's own in the dashboard's Cluster section, beside the Overview.
-
-    Without one, a plugin's views are shown on a generic page under Analyses. `controls` are
-    `Params` fields drawn above the views (e.g. which subscription to show); the other fields
-    stay in a "Parameters" expander. `url_path` defaults to the slug; `order` sorts the
-    Cluster pages (smaller first). `panels` names dashboard panels (`PANELS`) drawn above the
-    views, e.g. `("unload-drill",)` on a page about unloads.
-    """
-
-    title: str
-    icon: str = ":material/analytics:"
-    caption: str = ""
-    controls: tuple[str, ...] = ()
-    url_path: str = ""
-    order: int = 100
-    panels: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class MetricsContext:
-    """The bounds of what a plugin's `metrics()` may export, so a big cluster cannot blow up
-    a scrape: per-subscription series only for `subscriptions` (the ones with the largest
-    backlog, PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS of them, largest first), and at most
-    `max_groups` series of any other per-object family."""
-
-    subscriptions: tuple[tuple[str, str], ...] = ()
-    max_groups: int = 500
-    _kept: frozenset[tuple[str, str]] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_kept", frozenset(self.subscriptions))
-
-    def keeps(self, topic: object, subscription: object) -> bool:
-        return (str(topic), str(subscription)) in self._kept
-
-
-def empty_frame(columns: Sequence[str]) -> pd.DataFrame:
-    """A frame with these columns and no rows (object dtype), for an output with nothing in it."""
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-
-
-def frame_of(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
-    """Rows (dicts) as a frame of exactly these columns, in this order; `empty_frame` if none."""
-    return pd.DataFrame(list(rows), columns=list(columns)) if rows else empty_frame(columns)
-
-
-def finite(value: object) -> float | None:
-    """A frame cell as a finite float, or None for a missing one (None, NaN, pd.NA)."""
-    if value is None or value is pd.NA:
-        return None
-    number = float(value)  # type: ignore[arg-type]
-    return None if math.isnan(number) or math.isinf(number) else number
 
 
 class AnalysisPlugin:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the demo and the tests need, idempotently:
 #   a JDK 17.0.17+ (or 21.0.8+; not 23+), Maven, Chromium, buildah, debootstrap, Prometheus (apt); a virtualenv with the project (pip);
-#   the Pulsar 4.0 broker jars (Maven Central, cached in ~/.cache/pulsar-lens and ~/.m2).
+#   the Pulsar 4.0 broker jars (Maven Central, cached in ~/.cache/pulsar-lens and ~/.m2);
+#   the jar of the sticky-key hash Spark runs in its JVM (compiled into ~/.cache/pulsar-lens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,3 +53,6 @@ if .venv/bin/python -m pip show -q hello-pulsar-lens >/dev/null 2>&1; then
 fi
 
 .venv/bin/pulsar-lens pulsar assemble
+# The sticky-key hash Spark runs in its JVM, compiled once into ~/.cache/pulsar-lens/spark-udf/
+# (a process that finds it missing compiles it on first use; this takes that wait out of it).
+.venv/bin/python -m pulsar_lens.plugins.spark.jvm >/dev/null

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FLOORS = (
     "pulsar_lens",  # the version: pulsar_lens/__init__.py
     "core",  # the domain: no streamlit, requests or pyspark
-    "api",  # the plugin contract, pulsar_lens/api.py
+    "api",  # the plugin contract, pulsar_lens/api.py and the values it re-exports (api_types.py)
     "collectors",
     "lab",
     "plugins",
@@ -39,9 +39,11 @@ def modules() -> Iterator[tuple[str, str, Path]]:
                 rel = rel[:-1]
             name = ".".join((package, *rel))
             if package == "pulsar_lens":
-                part = {"pulsar_lens": "pulsar_lens", "pulsar_lens.api": "api"}.get(
-                    name, "__main__"
-                )
+                part = {
+                    "pulsar_lens": "pulsar_lens",
+                    "pulsar_lens.api": "api",
+                    "pulsar_lens.api_types": "api",
+                }.get(name, "__main__")
             else:
                 part = package.split(".", 1)[1]
             yield name, part, path

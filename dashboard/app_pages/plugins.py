@@ -1,4 +1,5 @@
-"""Plugins: what loaded (name, version, engine, source) and what failed, with the reason."""
+"""Plugins: what loaded (name, version, engine, source) and what failed, with the reason, the
+file and line its author looks at, and (for an import that raised) the author's traceback."""
 
 from __future__ import annotations
 
@@ -31,11 +32,14 @@ with components.guarded("Listing the plugins"):
     if registry.failures:
         failed = pd.DataFrame(
             [
-                {"plugin": f.plugin or "", "source": f.source, "error": f.message}
+                {"plugin": f.plugin or "", "source": f.source, "where": f.where, "error": f.message}
                 for f in registry.failures
-            ]
+            ],
+            columns=["plugin", "source", "where", "error"],
         )
         st.dataframe(failed, hide_index=True)
+        for failure in registry.failures:
+            components.draw_origin(failure, label=components.failure_name(failure))
     else:
         st.success("Every configured plugin loaded.")
     st.caption(

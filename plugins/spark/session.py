@@ -2,7 +2,8 @@
 
 `local[N]`, `spark://host:port` (standalone), `yarn`, `k8s://...` and Spark Connect
 `sc://host:port` all work. The session runs in UTC with Arrow on, its web UI off unless
-PULSAR_LENS_SPARK_UI=1, and a local driver binds to 127.0.0.1 only.
+PULSAR_LENS_SPARK_UI=1, and a local driver binds to 127.0.0.1 only. The process's entry
+point hands over the settings' Spark part with `configure()` before the first `get()`.
 """
 
 from __future__ import annotations
@@ -17,27 +18,45 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pulsar_lens.core.errors import SettingsError
-from pulsar_lens.core.settings import export, process_environ
-from pulsar_lens.core.values import DEFAULT_SPARK_MASTER
+from pulsar_lens.core.parts import DEFAULT_SPARK_LOCAL_MEMORY as DEFAULT_LOCAL_MEMORY
+from pulsar_lens.core.parts import SPARK_DRIVER_MEMORY_ENV as DRIVER_MEMORY_ENV
+from pulsar_lens.core.parts import SPARK_LOG_LEVEL_ENV as LOG_LEVEL_ENV
+from pulsar_lens.core.parts import SPARK_MASTER_ENV as MASTER_ENV
+from pulsar_lens.core.parts import SPARK_MASTER_PREFIXES as MASTER_PREFIXES
+from pulsar_lens.core.parts import SPARK_UI_ENV as UI_ENV
+from pulsar_lens.core.parts import SparkSettings, spark_master
+from pulsar_lens.core.settings import export
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
-MASTER_ENV = "PULSAR_LENS_SPARK_MASTER"
-UI_ENV = "PULSAR_LENS_SPARK_UI"
-LOG_LEVEL_ENV = "PULSAR_LENS_SPARK_LOG_LEVEL"  # Spark's own log level (ERROR by default)
-DRIVER_MEMORY_ENV = "PULSAR_LENS_SPARK_DRIVER_MEMORY"  # local mode's heap (driver = executor)
-DEFAULT_LOCAL_MEMORY = "3g"
+__all__ = [
+    "APP_NAME",
+    "DEFAULT_LOCAL_MEMORY",
+    "DRIVER_MEMORY_ENV",
+    "LOG_LEVEL_ENV",
+    "MASTER_ENV",
+    "MASTER_PREFIXES",
+    "UI_ENV",
+    "SparkSettings",
+    "Started",
+    "configure",
+    "configured",
+    "get",
+    "master_from_env",
+    "started",
+    "stop",
+]
+
 APP_NAME = "pulsar-lens"
 DRIVER_LISTING_LIMIT = "1000000"  # paths the driver looks up itself, never in a Spark job
-MASTER_PREFIXES = ("local", "spark://", "sc://", "yarn", "k8s://", "mesos://")
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _started: Started | None = None
+_settings = SparkSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +68,23 @@ class Started:
     connect: bool  # a Spark Connect client, no JVM of ours
 
 
-def master_from_env(environ: Mapping[str, str] | None = None) -> str:
-    """The configured master; a value no Spark accepts is a SettingsError naming it."""
-    raw = ((process_environ() if environ is None else environ).get(MASTER_ENV) or "").strip()
-    master = raw or DEFAULT_SPARK_MASTER
-    if not master.startswith(MASTER_PREFIXES):
-        raise SettingsError(
-            f"{MASTER_ENV}={master!r}: expected local[N], spark://host:port, sc://host:port, "
-            "yarn or k8s://..."
-        )
-    return master
+def master_from_env(environ: Mapping[str, str]) -> str:
+    """The master PULSAR_LENS_SPARK_MASTER of `environ` names; a value no Spark accepts is a
+    SettingsError naming it."""
+    return spark_master(environ.get(MASTER_ENV) or "")
+
+
+def configure(spark: SparkSettings) -> None:
+    """The settings the session of this process starts with (the settings' `spark` part):
+    called by the entry point, before the first `get()`."""
+    global _settings
+    with _lock:
+        _settings = spark
+
+
+def configured() -> SparkSettings:
+    """What `configure` was given (the defaults before)."""
+    return _settings
 
 
 def get(master: str | None = None) -> SparkSession:
@@ -67,7 +93,7 @@ def get(master: str | None = None) -> SparkSession:
     with _lock:
         if _session is not None:
             return _session
-        chosen = master or master_from_env()
+        chosen = master or _settings.master
         started = time.perf_counter()
         _session = _build(chosen)
         _started = Started(chosen, time.perf_counter() - started, chosen.startswith("sc://"))
@@ -109,7 +135,7 @@ def _build(master: str) -> SparkSession:
     export({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
     if master.startswith("local"):
         export({"SPARK_LOCAL_IP": "127.0.0.1"})  # no "resolves to loopback" guess
-    env = process_environ()
+    spark = _settings
     # PySpark's own notice about pandas 3 says nothing an operator can act on.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -118,9 +144,7 @@ def _build(master: str) -> SparkSession:
     if master.startswith("sc://"):
         builder = builder.remote(master)
     else:
-        builder = builder.master(master).config(
-            "spark.ui.enabled", "true" if env.get(UI_ENV) == "1" else "false"
-        )
+        builder = builder.master(master).config("spark.ui.enabled", "true" if spark.ui else "false")
         # Spark's log in the product's shape, without its start-up banner on the console.
         log4j = Path(__file__).with_name("log4j2.properties")
         builder = builder.config(
@@ -135,10 +159,9 @@ def _build(master: str) -> SparkSession:
             builder = builder.config("spark.sql.shuffle.partitions", "4")
             # In local mode the driver is the executor: the default 1g is too little for
             # weeks of polls. Read before the JVM starts, like every setting here.
-            memory = env.get(DRIVER_MEMORY_ENV) or DEFAULT_LOCAL_MEMORY
-            builder = builder.config("spark.driver.memory", memory)
+            builder = builder.config("spark.driver.memory", spark.driver_memory)
         # A static setting: a Spark Connect server keeps its own and warns when a client asks.
-        builder = builder.config("spark.log.level", env.get(LOG_LEVEL_ENV) or "ERROR")
+        builder = builder.config("spark.log.level", spark.log_level)
     # Joins broadcast only where an analysis asks (F.broadcast): Spark's size guess of a
     # filtered store read is the whole read, and a wrong guess at a day of polls failed with
     # "Not enough memory to build and broadcast the table". A session setting: Connect too.

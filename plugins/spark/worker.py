@@ -11,8 +11,9 @@ kept. Progress (stages and tasks) goes to the job's status file as Spark reports
 With `--cluster` names (a store several clusters share), each job reads one cluster's
 snapshots, and the schedule queues each Spark plugin for each cluster.
 
-`WorkerProcess` is how the collect process runs the worker: a child process, restarted with
-a backoff when it dies, and killed (with its JVM) when one job runs past its time limit.
+`WorkerProcess` (`plugins.spark.workerprocess`, importable from here too) is how the collect
+process runs the worker: a child process, restarted with a backoff when it dies, and killed
+(with its JVM) when one job runs past its time limit.
 """
 
 from __future__ import annotations
@@ -23,33 +24,47 @@ import dataclasses
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
-from pathlib import Path
 from types import FrameType
 from typing import Any, cast
 
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.logs import setup_logging
-from pulsar_lens.core.settings import child_environ, duration_seconds, process_environ
-from pulsar_lens.plugins import precompute, runner
+from pulsar_lens.core.parts import DEFAULT_SPARK_EVERY as DEFAULT_EVERY
+from pulsar_lens.core.parts import DEFAULT_SPARK_JOB_TIMEOUT as DEFAULT_TIMEOUT
+from pulsar_lens.core.parts import SPARK_EVERY_ENV as EVERY_ENV
+from pulsar_lens.core.parts import SPARK_JOB_TIMEOUT_ENV as TIMEOUT_ENV
+from pulsar_lens.core.parts import SPARK_JOBS_ENV as JOBS_ENV
+from pulsar_lens.core.parts import use_charset_setting
+from pulsar_lens.core.settings import Settings
+from pulsar_lens.plugins import isolation, precompute, runner
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import LoadedPlugin, discover
 from pulsar_lens.plugins.results import ResultStore
 from pulsar_lens.plugins.spark import progress, session
 from pulsar_lens.plugins.spark.jobs import JobQueue, JobStatus, now
+from pulsar_lens.plugins.spark.workerprocess import WorkerProcess
+
+__all__ = [
+    "DEFAULT_EVERY",
+    "DEFAULT_TIMEOUT",
+    "EVERY_ENV",
+    "JOBS_ENV",
+    "KEEP_RESULTS",
+    "TIMEOUT_ENV",
+    "JobWorker",
+    "WorkerProcess",
+    "cluster_store",
+    "main",
+    "run_job",
+]
 
 log = logging.getLogger(__name__)
 
-JOBS_ENV = "PULSAR_LENS_SPARK_JOBS"  # 0: the collect process starts no job worker
-EVERY_ENV = "PULSAR_LENS_SPARK_EVERY"
-TIMEOUT_ENV = "PULSAR_LENS_SPARK_JOB_TIMEOUT"
-DEFAULT_EVERY = 600.0
-DEFAULT_TIMEOUT = 1800.0
 KEEP_RESULTS = 3
 
 
@@ -201,122 +216,6 @@ class JobWorker:
                     stop.wait(tick)
 
 
-class WorkerProcess:
-    """The job worker as a child process of the collect process: started, restarted after a
-    death (backoff 2 s doubling to 60 s), and killed with its JVM when a job overruns."""
-
-    def __init__(
-        self,
-        root: str | os.PathLike[str],
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        argv: Sequence[str] | None = None,
-        clusters: Sequence[str] = (),
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        self.root = Path(root)
-        # variables the worker needs beyond this process's own (the settings file's keys:
-        # it is not given the file, which may hold credentials)
-        self.environ = dict(environ or {})
-        self.queue = JobQueue(root)
-        self.timeout = timeout
-        self.argv = list(
-            argv
-            or [
-                *(sys.executable, "-m", "pulsar_lens.plugins.spark.worker", "--store", str(root)),
-                *("--parent", str(os.getpid())),
-                *(arg for name in clusters for arg in ("--cluster", name)),
-            ]
-        )
-        self.process: subprocess.Popen[bytes] | None = None
-        self.restarts = 0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()  # no new worker is spawned once close() began
-        self._thread = threading.Thread(target=self._watch, name="job-worker", daemon=True)
-
-    def start(self) -> WorkerProcess:
-        self._spawn()
-        self._thread.start()
-        return self
-
-    def _spawn(self) -> None:
-        with self._lock:
-            if self._stop.is_set():
-                return
-            # it runs plugins, someone else's code, on the store: it needs no credential
-            env = child_environ(credentials=False, add=self.environ)
-            self.process = subprocess.Popen(self.argv, start_new_session=True, env=env)
-        log.info("job worker started (pid %d) for %s", self.process.pid, self.root)
-
-    def _watch(self) -> None:
-        backoff = 2.0
-        while not self._stop.wait(1.0):
-            process = self.process
-            if process is None:
-                continue
-            code = process.poll()
-            if code is None:
-                self._enforce_timeout()
-                continue
-            self.queue.abandon_running(f"the job worker exited with code {code}")
-            log.warning("job worker exited with code %s; restarting in %.0fs", code, backoff)
-            if self._stop.wait(backoff):
-                return
-            backoff = min(60.0, backoff * 2)
-            self.restarts += 1
-            self._spawn()
-
-    def _enforce_timeout(self) -> None:
-        for job in self.queue.pending():
-            if job.state == "running" and job.seconds() > self.timeout:
-                log.warning(
-                    "job %s (%s) ran past %.0fs: stopping the worker",
-                    job.id,
-                    job.plugin,
-                    self.timeout,
-                )
-                self._kill()
-                if self.process is not None:
-                    self.process.wait(10)
-                self.queue.update(
-                    dataclasses.replace(
-                        job,
-                        state="failed",
-                        finished_at=now().isoformat(),
-                        error=f"stopped after running longer than {self.timeout:.0f}s "
-                        f"({TIMEOUT_ENV})",
-                    )
-                )
-
-    def _kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, sig)
-
-    def terminate(self) -> None:
-        """Ask the worker to stop, without waiting: it abandons the job under way and stops
-        its Spark session (`close` waits for it)."""
-        with self._lock:
-            self._stop.set()
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-
-    def close(self, grace: float = 10.0) -> None:
-        """Ask the worker to stop (it stops its Spark session), then kill what is left."""
-        self.terminate()
-        if self.process is not None and self.process.poll() is None:
-            try:
-                self.process.wait(grace)
-            except subprocess.TimeoutExpired:
-                self._kill()
-                self.process.wait(5)
-        if self.process is not None:
-            with contextlib.suppress(ProcessLookupError):  # a JVM the worker left behind
-                os.killpg(self.process.pid, signal.SIGKILL)
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-
 def _stop_when_orphaned(
     stop: threading.Event, parent: int, every: float = 2.0, grace: float = 20.0
 ) -> None:
@@ -359,6 +258,14 @@ class _QuietStop(logging.Filter):
         return True
 
 
+def quiet_stop(handlers: Iterable[logging.Handler]) -> None:
+    """Put `_QuietStop` first on each handler: the redacting filter that `setup_logging`
+    attached formats the traceback into text and drops the exception it would look at."""
+    for handler in handlers:
+        if not any(isinstance(f, _QuietStop) for f in handler.filters):
+            handler.filters.insert(0, _QuietStop())
+
+
 def _interrupt(stop: threading.Event, signum: int, frame: FrameType | None) -> None:
     """SIGTERM: stop now, abandoning the job under way as Ctrl-C does. A job may run for
     minutes, and the collect process that asks has a grace period of seconds; Spark cancels
@@ -386,12 +293,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        setup_logging()  # lines read `time level plugins.spark.worker: message`, as everywhere
-        every = duration_seconds(process_environ(), EVERY_ENV, DEFAULT_EVERY)
+        settings = Settings.from_env()  # what the collect process handed over, in the environment
+        setup_logging(settings.logs)  # lines read `time level plugins.spark.worker: message`
+        every = settings.spark.every or DEFAULT_EVERY
+        limits = isolation.limits_of(settings)
     except SettingsError as exc:
         print(f"pulsar-lens job worker: {exc}", file=sys.stderr)
         return 2
-    registry = discover()
+    use_charset_setting(settings.jvm_charset)
+    session.configure(settings.spark)
+    registry = discover(plugin_dirs=settings.plugin_dirs, limits=limits)
     for failure in registry.failures:
         log.warning("%s", failure)
     stop = threading.Event()
@@ -403,8 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     threading.Thread(
         target=_stop_when_orphaned, args=(stop, args.parent), name="parent", daemon=True
     ).start()
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_QuietStop())
+    quiet_stop(logging.getLogger().handlers)
     signal.signal(signal.SIGTERM, partial(_interrupt, stop))
     try:
         worker.run(stop)

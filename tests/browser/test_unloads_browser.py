@@ -12,6 +12,7 @@ from playwright.sync_api import Page, expect
 
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.drill import DrillPlan, run_drill
+from pulsar_lens.core.mutations import MutationSettings
 from pulsar_lens.core.store import Store
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.browser.conftest import ServedApp, serve
@@ -31,9 +32,9 @@ def drilled(pulsar: LocalPulsar, tmp_path_factory: pytest.TempPathFactory) -> It
     )
     bounds = answer.json()["boundaries"]
     plan = DrillPlan("public/default", f"{bounds[0]}_{bounds[1]}", baseline=2.0, settle=2.0)
-    with pytest.MonkeyPatch.context() as env, AdminClient(pulsar.admin_url) as admin:
-        env.setenv("PULSAR_LENS_ALLOW_MUTATIONS", "1")
-        run_drill(plan, admin=admin, service_url=None, store=store)
+    with AdminClient(pulsar.admin_url) as admin:
+        allowed = MutationSettings(allow=True)
+        run_drill(plan, admin=admin, service_url=None, store=store, mutations=allowed)
     app = serve(store.root, PULSAR_LENS_POLL_INTERVAL="1h", PULSAR_LENS_PLUGIN_DIRS="")
     try:
         yield app

@@ -16,7 +16,9 @@ import pytest
 from pulsar_lens.cli.collect_cmd import Source
 from pulsar_lens.cli.main import build_parser
 from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.config import CLUSTER_KEYS, ClusterSettings
 from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.secrets import Secret
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.results import ResultStore
 from tests.core.snapshots import make_snapshot, unreachable_snapshot
@@ -79,9 +81,9 @@ def test_collect_polls_every_cluster_of_the_file_into_one_store(
     assert sum(" cluster=east " in line for line in lines) == 2
     assert sum(" cluster=west " in line for line in lines) == 2
     # each cluster connects with its own settings: the token is east's alone
-    env = {c["admin_url"]: c["cluster"].connection_env({}) for c in sources.calls}
-    assert env["http://east:8080"]["PULSAR_ADMIN_TOKEN"] == "east-only-token"
-    assert "PULSAR_ADMIN_TOKEN" not in env["http://west:8080"]
+    token = {c["admin_url"]: c["cluster"].token for c in sources.calls}
+    assert token["http://east:8080"].reveal() == "east-only-token"
+    assert token["http://west:8080"] is None
 
 
 def test_collect_analyses_each_clusters_snapshot_on_its_own(tmp_path: Path) -> None:
@@ -234,11 +236,17 @@ def test_collect_probes_of_each_cluster_carry_its_settings_alone(
     assert east.token is not None and east.token.reveal() == "east-only-token"
     assert (east.service_url, west.service_url) == ("pulsar://east:6650", None)
     assert west.token is None
-    for probes in (east, west):
-        assert probes.environ is not None
-        assert ENV_SECRETS[variable] not in probes.environ.values()
+    for probes, cluster in zip((east, west), settings.clusters, strict=True):
+        assert probes.connection is cluster  # its own settings, none of the environment's
+        assert ENV_SECRETS[variable] not in revealed(cluster)
         assert "east-only-token" not in repr(probes)
-    assert "east-only-token" not in west.environ.values()  # type: ignore[union-attr]
+    assert "east-only-token" not in revealed(settings.clusters[1])
+
+
+def revealed(cluster: ClusterSettings) -> list[str]:
+    """Every connection value of `cluster`, secrets in clear."""
+    values = [cluster.value(key) for key in CLUSTER_KEYS]
+    return [v.reveal() if isinstance(v, Secret) else str(v) for v in values if v is not None]
 
 
 def test_collect_schedules_the_spark_jobs_of_each_cluster(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from pulsar_lens.cli.serve_cmd import streamlit_child
 from pulsar_lens.core import oidc
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.logs import FORMAT
+from pulsar_lens.core.settings import Settings
 
 OIDC_ENV = {
     oidc.METADATA_ENV: "https://idp.example.com/.well-known/openid-configuration",
@@ -36,7 +37,13 @@ def test_dashboard_with_a_login_reads_its_secrets_from_a_private_file(
 ) -> None:
     for name, value in OIDC_ENV.items():
         monkeypatch.setenv(name, value)
-    child = streamlit_child(tmp_path, dt.timedelta(seconds=5), address="127.0.0.1", port=8765)
+    child = streamlit_child(
+        tmp_path,
+        dt.timedelta(seconds=5),
+        address="127.0.0.1",
+        port=8765,
+        settings=Settings.from_env(),
+    )
     secrets_file = option(child.argv, "--secrets.files")
     assert secrets_file is not None
     path = Path(secrets_file)
@@ -52,19 +59,27 @@ def test_dashboard_with_a_login_reads_its_secrets_from_a_private_file(
 
 
 def test_dashboard_without_a_login_gets_no_secrets_file(tmp_path: Path) -> None:
-    child = streamlit_child(tmp_path, dt.timedelta(seconds=5), address="127.0.0.1", port=8765)
+    child = streamlit_child(
+        tmp_path,
+        dt.timedelta(seconds=5),
+        address="127.0.0.1",
+        port=8765,
+        settings=Settings.from_env(),
+    )
     assert "--secrets.files" not in child.argv
 
 
 def test_streamlit_logs_in_the_one_format_and_level() -> None:
-    args = streamlit_args("127.0.0.1", 8501, {"PULSAR_LENS_LOG_LEVEL": "warning"})
+    args = streamlit_args(
+        "127.0.0.1", 8501, Settings.from_env({"PULSAR_LENS_LOG_LEVEL": "warning"})
+    )
     assert option(args, "--logger.messageFormat") == FORMAT
     assert option(args, "--logger.level") == "warning"
 
 
 def test_open_dashboard_on_every_address_warns(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="pulsar_lens.cli.dashboard_access"):
-        streamlit_args("0.0.0.0", 8501, {})
+        streamlit_args("0.0.0.0", 8501, Settings.from_env({}))
     assert any("has no login" in r.getMessage() for r in caplog.records)
 
 
@@ -78,4 +93,4 @@ def test_login_without_its_http_client_fails_at_start_naming_the_fix(
         lambda name, *a: None if name in ("httpx", "httpx2") else real(name, *a),
     )
     with pytest.raises(SettingsError, match=r"pip install 'streamlit\[auth\]'"):
-        streamlit_args("127.0.0.1", 8501, OIDC_ENV)
+        streamlit_args("127.0.0.1", 8501, Settings.from_env(OIDC_ENV))

@@ -13,6 +13,7 @@ from pathlib import Path
 from pulsar_lens.cli.metrics_endpoint import HEALTH_PATH, MetricsEndpoint
 from pulsar_lens.collectors.health import HealthRecorder
 from pulsar_lens.collectors.loop import Heartbeat
+from pulsar_lens.core.parts import MetricsSettings
 from pulsar_lens.core.store import Store
 from pulsar_lens.lab.localpulsar import free_port
 
@@ -30,7 +31,7 @@ def get(url: str) -> tuple[int, str, str]:
 def test_health_route_answers_the_verdict_and_metrics_answer_beside_it(tmp_path: Path) -> None:
     health = HealthRecorder(tmp_path, interval=30.0, deadline=120.0)
     port = free_port()
-    endpoint = MetricsEndpoint(Store(tmp_path), port=port, health=health, environ={})
+    endpoint = MetricsEndpoint(Store(tmp_path), MetricsSettings(port=port), health=health)
     endpoint.start()
     url = f"http://127.0.0.1:{port}"
     try:

@@ -19,6 +19,7 @@ from pulsar_lens.cli.metrics_endpoint import HEALTH_PATH, MetricsEndpoint
 from pulsar_lens.cli.serve_cmd import DEFAULT_PORT
 from pulsar_lens.collectors.health import HealthRecorder
 from pulsar_lens.collectors.loop import Heartbeat
+from pulsar_lens.core.parts import MetricsSettings
 from pulsar_lens.core.store import Store
 from pulsar_lens.exporter.server import ADDRESS_ENV, PORT_ENV
 from pulsar_lens.lab.localpulsar import free_port
@@ -56,7 +57,7 @@ def collect_health(root: Path) -> Iterator[tuple[int, HealthRecorder]]:
     """collect's /metrics and /health endpoint, on a free port, fed by `record`."""
     health = HealthRecorder(root, interval=30.0, deadline=120.0)
     port = free_port()
-    endpoint = MetricsEndpoint(Store(root), port=port, health=health, environ={})
+    endpoint = MetricsEndpoint(Store(root), MetricsSettings(port=port), health=health)
     endpoint.start()
     try:
         yield port, health

@@ -18,6 +18,7 @@ from pulsar_lens.cli.main import build_parser, main
 from pulsar_lens.cli.metrics_endpoint import metrics_port
 from pulsar_lens.cli.serve_cmd import collect_child
 from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.parts import MetricsSettings
 from pulsar_lens.lab.localpulsar import free_port
 from tests.core.snapshots import make_snapshot
 
@@ -98,10 +99,20 @@ def test_collect_metrics_port_defaults_to_off_and_reads_the_environment(
 ) -> None:
     parser = build_parser()
     assert parser.parse_args(["collect"]).metrics_port is None
-    assert metrics_port(None, default=0, environ={}) == 0
-    assert metrics_port(None, default=0, environ={"PULSAR_LENS_METRICS_PORT": "9500"}) == 9500
-    assert metrics_port(0, default=9464, environ={"PULSAR_LENS_METRICS_PORT": "9500"}) == 0
-    assert metrics_port(None, default=9464, environ={}) == 9464
+    assert metrics_port(None, default=0, settings=MetricsSettings.from_env({})) == 0
+    assert (
+        metrics_port(
+            None, default=0, settings=MetricsSettings.from_env({"PULSAR_LENS_METRICS_PORT": "9500"})
+        )
+        == 9500
+    )
+    assert (
+        metrics_port(
+            0, default=9464, settings=MetricsSettings.from_env({"PULSAR_LENS_METRICS_PORT": "9500"})
+        )
+        == 0
+    )
+    assert metrics_port(None, default=9464, settings=MetricsSettings.from_env({})) == 9464
 
 
 @pytest.mark.parametrize("bad", ["-1", "65536", "nine"])

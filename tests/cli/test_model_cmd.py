@@ -184,11 +184,11 @@ def test_ranges_and_route_hash_names_in_the_jvm_charset(
     as_java = run_json(["ranges", "--consumers", "?1,?2", "--json"], capsys)
     assert ascii_ != utf8
     assert list(ascii_.values()) == list(as_java.values())  # 'é' is '?' to a US-ASCII JVM
-    monkeypatch.setenv("PULSAR_LENS_JVM_CHARSET", "US-ASCII")
+    monkeypatch.setattr("pulsar_lens.core.parts._charset", "US-ASCII")  # the setting
     assert run_json(["ranges", "--consumers", "é1,é2", "--json"], capsys) == ascii_
     keys = ["k1", "k2", "k3", "k4"]
     routed = run_json(["route", "--consumers", "é1,é2", *keys, "--json"], capsys)
-    monkeypatch.delenv("PULSAR_LENS_JVM_CHARSET")
+    monkeypatch.setattr("pulsar_lens.core.parts._charset", "")
     assert routed == run_json(
         ["route", "--consumers", "é1,é2", "--jvm-charset", "US-ASCII", *keys, "--json"], capsys
     )

@@ -113,11 +113,13 @@ def test_the_dashboard_process_gets_no_admin_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pulsar_lens.cli.serve_cmd import collect_child, streamlit_child
-    from pulsar_lens.core.settings import parse_duration
+    from pulsar_lens.core.settings import Settings, parse_duration
 
     monkeypatch.setenv("PULSAR_ADMIN_TOKEN", "s3cret")
     interval = parse_duration("10s")
-    dashboard = streamlit_child(tmp_path, interval, address="127.0.0.1", port=8501)
+    dashboard = streamlit_child(
+        tmp_path, interval, address="127.0.0.1", port=8501, settings=Settings.from_env()
+    )
     collector = collect_child("http://broker:8080", tmp_path, interval)
     assert dashboard.env is not None and "PULSAR_ADMIN_TOKEN" not in dashboard.env
     assert dashboard.env["PULSAR_LENS_STORE"] == str(tmp_path)
@@ -129,13 +131,15 @@ def test_url_credentials_stay_off_the_collector_command_line_and_the_banner(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pulsar_lens.cli.serve_cmd import collect_child, streamlit_child
-    from pulsar_lens.core.settings import parse_duration
+    from pulsar_lens.core.settings import Settings, parse_duration
 
     url = "http://admin:PW-never-in-ps@broker:8080"
     monkeypatch.setenv("PULSAR_ADMIN_URL", url)
     interval = parse_duration("10s")
     collector = collect_child(url, tmp_path, interval)
-    dashboard = streamlit_child(tmp_path, interval, address="127.0.0.1", port=8501)
+    dashboard = streamlit_child(
+        tmp_path, interval, address="127.0.0.1", port=8501, settings=Settings.from_env()
+    )
     assert "PW-never-in-ps" not in " ".join(collector.argv)
     assert collector.env is not None and collector.env["PULSAR_ADMIN_URL"] == url
     assert dashboard.env is not None

@@ -8,7 +8,8 @@ import pytest
 
 from pulsar_lens.cli.main import main
 from pulsar_lens.cli.tables_cmd import tables_markdown
-from pulsar_lens.core.model import SCHEMAS, TABLES, describe_table
+from pulsar_lens.core.model import SCHEMAS, TABLES
+from pulsar_lens.core.tabledocs import describe_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tables.md"
 

@@ -116,7 +116,7 @@ def test_a_drop_in_gets_a_page_like_a_builtin(
     from pulsar_lens.plugins.results import ResultStore
     from tests.dashboard.scenario import write_scenario
 
-    registry = discover()
+    registry = discover(plugin_dirs=[drop_ins])
     plan = page_plan(registry)
     cluster = [(spec.target, spec.url_path, spec.title) for spec in plan["Cluster"]]
     # its own page in the Cluster section, ordered before the built-ins' (order 5 < 10)

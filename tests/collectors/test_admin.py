@@ -142,7 +142,15 @@ def test_admin_client_backs_off_exponentially(
     mock: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     waits: list[float] = []
-    monkeypatch.setattr("pulsar_lens.collectors.admin_transport.time.sleep", waits.append)
+    ours, real_sleep = threading.get_ident(), time.sleep
+
+    def sleep(seconds: float) -> None:  # `time.sleep` is every thread's: count this one's
+        if threading.get_ident() == ours:
+            waits.append(seconds)
+        else:
+            real_sleep(seconds)
+
+    monkeypatch.setattr("pulsar_lens.collectors.admin_transport.time.sleep", sleep)
     mock.get(CLUSTERS, status=502)
     c = AdminClient(BASE, retries=3, backoff=0.1)
     with pytest.raises(AdminApiError):

@@ -14,7 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pulsar_lens.collectors.drill_queue import DrillQueue, DrillService, DrillStatus
-from pulsar_lens.core.mutations import ALLOW_MUTATIONS, DASHBOARD_MUTATIONS, MAX_REQUESTER
+from pulsar_lens.core.mutations import (
+    ALLOW_MUTATIONS,
+    DASHBOARD_MUTATIONS,
+    MAX_REQUESTER,
+    MutationSettings,
+)
 from tests.props.strategies import NAME_SAMPLES, props
 
 BUNDLE = "public/default/0x00000000_0x40000000"
@@ -39,7 +44,7 @@ def test_a_request_is_taken_once_run_and_its_steps_recorded(tmp_path: Path) -> N
         assert queue.status(status.id).steps == ("probing", "unloading")  # type: ignore[union-attr]
         return {"owner_before": "a:8080", "owner_after": "b:8080"}
 
-    service = DrillService(queue, run, environ=BOTH_ON)
+    service = DrillService(queue, run, mutations=MutationSettings.from_env(BOTH_ON))
     done = service.step()
     assert done is not None and done.state == "done" and done.ended
     assert (done.owner_before, done.owner_after) == ("a:8080", "b:8080")
@@ -57,11 +62,13 @@ def test_a_failing_drill_is_recorded_and_the_service_goes_on(tmp_path: Path) -> 
     def run(status: DrillStatus, progress: Callable[[str], None]) -> Mapping[str, Any]:
         raise RuntimeError("http://admin:s3cret@broker:8080 refused")
 
-    failed = DrillService(queue, run, environ=BOTH_ON).step()
+    failed = DrillService(queue, run, mutations=MutationSettings.from_env(BOTH_ON)).step()
     assert failed is not None and failed.state == "failed"
     assert "s3cret" not in (failed.error or "")
     (tmp_path / "drills" / "requests" / "bad.json").write_text("{not json")
-    assert DrillService(queue, run, environ=BOTH_ON).step() is None  # dropped, not fatal
+    assert (
+        DrillService(queue, run, mutations=MutationSettings.from_env(BOTH_ON)).step() is None
+    )  # dropped, not fatal
 
 
 @pytest.mark.parametrize(
@@ -79,7 +86,7 @@ def test_a_request_is_refused_unless_both_switches_are_on_where_it_runs(
 ) -> None:
     queue = DrillQueue(tmp_path)
     asked = queue.request(BUNDLE, requested_by=ADA)
-    refused = DrillService(queue, never_run, environ=environ).step()
+    refused = DrillService(queue, never_run, mutations=MutationSettings.from_env(environ)).step()
     assert refused is not None and refused.state == "refused" and refused.ended
     assert named in (refused.error or "")
     assert queue.status(asked.id) == refused and not refused.steps
@@ -106,7 +113,9 @@ def test_a_request_that_names_no_user_is_refused(requested_by: object, missing: 
         queue.root.joinpath("requests", "20260101T000000-forged.json").write_text(
             json.dumps(request)
         )
-        refused = DrillService(queue, never_run, environ=BOTH_ON).step()
+        refused = DrillService(
+            queue, never_run, mutations=MutationSettings.from_env(BOTH_ON)
+        ).step()
         assert refused is not None and refused.state == "refused"
         assert "names no logged-in user" in (refused.error or "")
         assert queue.status("20260101T000000-forged") == refused
@@ -117,6 +126,6 @@ def test_a_forged_request_id_cannot_place_its_status_outside_the_queue(tmp_path:
     queue.root.joinpath("requests").mkdir(parents=True)
     forged = {"id": "../../../escaped", "bundle": BUNDLE, "requested_by": ADA, "steps": ["x"]}
     queue.root.joinpath("requests", "20260101T000000-a.json").write_text(json.dumps(forged))
-    refused = DrillService(queue, never_run, environ={}).step()
+    refused = DrillService(queue, never_run, mutations=MutationSettings()).step()
     assert refused is not None and refused.id == "20260101T000000-a" and not refused.steps
     assert [p.name for p in tmp_path.rglob("*.json")] == ["20260101T000000-a.json"]

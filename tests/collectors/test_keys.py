@@ -17,6 +17,8 @@ from pulsar_lens.collectors.keys import (
     to_record,
 )
 from pulsar_lens.core.hashing import NONE_KEY, sticky_key_hash
+from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.settings import Settings
 
 T0_MS = 1_800_000_000_000
 
@@ -177,23 +179,29 @@ def test_read_window_counts_unresolved_messages_without_records() -> None:
     assert (sample.read, sample.unresolved, len(sample.records)) == (4, 2, 2)
 
 
+def token_of(env: dict[str, str]) -> Secret | None:
+    """The binary client's token of the settings `env` describes."""
+    settings = Settings.from_env(env)
+    return client_token(settings.cluster, shared=settings.client_token)
+
+
 def test_client_token_prefers_the_client_token_then_the_admin_token() -> None:
     both = {"PULSAR_CLIENT_TOKEN": "client", "PULSAR_ADMIN_TOKEN": "admin"}
-    token = client_token(both)
+    token = token_of(both)
     assert token is not None and token.reveal() == "client"
-    admin = client_token({"PULSAR_ADMIN_TOKEN": "admin"})
+    admin = token_of({"PULSAR_ADMIN_TOKEN": "admin"})
     assert admin is not None and admin.reveal() == "admin"
-    assert client_token({}) is None
+    assert token_of({}) is None
 
 
 def test_client_token_reads_the_admin_token_file_and_hides_it(tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_text("s3cret\n", encoding="utf-8")
-    token = client_token({"PULSAR_ADMIN_TOKEN_FILE": str(path)})
+    token = token_of({"PULSAR_ADMIN_TOKEN_FILE": str(path)})
     assert token is not None and token.reveal() == "s3cret"
     assert "s3cret" not in repr(token) and "s3cret" not in str(token)
 
 
 @pytest.mark.parametrize("value", ["", "  "])
 def test_client_token_ignores_empty_variables(value: str) -> None:
-    assert client_token({"PULSAR_CLIENT_TOKEN": value}) is None
+    assert token_of({"PULSAR_CLIENT_TOKEN": value}) is None

@@ -96,8 +96,9 @@ def test_key_sampling_writes_rows_with_the_snapshot_id_and_time(tmp_path: Path) 
     sampling = KeySampling(
         store, service_url="pulsar://b:6650", collect=collect, token=Secret("t"), per_topic=9
     )
+    at = dt.datetime.now(dt.UTC).replace(microsecond=0)  # within the loop's retention
     loop = PollLoop(
-        sampling.wrap(lambda: make_snapshot(at=T0, topics=2)),
+        sampling.wrap(lambda: make_snapshot(at=at, topics=2)),
         store,
         on_heartbeat=sampling.after(lambda beat: None),
         max_polls=1,
@@ -108,7 +109,7 @@ def test_key_sampling_writes_rows_with_the_snapshot_id_and_time(tmp_path: Path) 
     rows = store.read("key_samples", snapshot_ids=[sid]).to_pylist()
     assert len(rows) == 4
     assert {r["snapshot_id"] for r in rows} == {sid}
-    assert {r["collected_at"] for r in rows} == {T0}
+    assert {r["collected_at"] for r in rows} == {at}
     assert {r["key"] for r in rows} == {"a", "b"}
     url, topics, kwargs = collect.calls[0]
     assert url == "pulsar://b:6650" and len(topics) == 2

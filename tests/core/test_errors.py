@@ -5,17 +5,32 @@ from __future__ import annotations
 
 import inspect
 import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from pulsar_lens.core import configfile
+from pulsar_lens.core.bundles import parse_bundle_name
 from pulsar_lens.core.errors import (
+    AdminApiError,
+    AdminApiUnreachable,
+    LocalPulsarError,
+    ModelError,
     Origin,
     PluginLoadError,
     PluginRunError,
     PulsarLensError,
+    SettingProblem,
+    SettingsError,
+    SnapshotError,
     origin_of,
 )
 from pulsar_lens.core.secrets import forget, register
+from pulsar_lens.core.storeroot import check_root
+from pulsar_lens.lab.processes import wait_until
 
 
 def _outer() -> None:
@@ -123,3 +138,83 @@ def test_what_a_plugin_raised_is_redacted_message_and_traceback_alike() -> None:
         assert secret not in error.origin.message
     finally:
         forget(secret)
+
+
+# --- the other errors: what their raisers know, in fields, the text as before ---------------
+
+
+def test_a_settings_file_problem_names_its_file_line_and_key(tmp_path: Path) -> None:
+    config = tmp_path / "lens.toml"
+    config.write_text('poll_interval = "30s"\nretention = "soon"\n')
+    with pytest.raises(SettingsError) as caught:
+        configfile.load({}, config=config)
+    error = caught.value
+    assert (error.file, error.line, error.key, error.setting) == ("lens.toml", 2, "retention", None)
+    assert (
+        error.problem is not None and str(error) == f"lens.toml line 2, retention: {error.problem}"
+    )
+    assert error.problems == (SettingProblem(error.problem, None, "lens.toml", 2, "retention"),)
+
+
+def test_a_settings_problem_of_the_environment_names_its_variable() -> None:
+    with pytest.raises(SettingsError) as caught:
+        configfile.load({"PULSAR_LENS_RETENTION": "soon"})
+    assert caught.value.setting == "PULSAR_LENS_RETENTION"
+    assert str(caught.value) == f"PULSAR_LENS_RETENTION: {caught.value.problem}"
+    assert caught.value.file is None and caught.value.line is None
+
+
+def test_a_store_that_cannot_be_one_is_named_by_path(tmp_path: Path) -> None:
+    plain = tmp_path / "a-file"
+    plain.write_text("")
+    with pytest.raises(SnapshotError) as caught:
+        check_root(plain, writable=False)
+    assert caught.value.path == plain
+    assert str(caught.value).startswith(f"the store {plain} is not a folder")
+
+
+def test_a_refused_bundle_names_the_model_field_and_value() -> None:
+    with pytest.raises(ModelError) as caught:
+        parse_bundle_name("0x0_nothex")
+    assert (caught.value.model, caught.value.field, caught.value.value) == (
+        "bundles",
+        "bundle",
+        "0x0_nothex",
+    )
+    assert str(caught.value) == "bad bundle name '0x0_nothex'; expected 0x%08x_0x%08x"
+
+
+def test_an_admin_error_is_its_endpoint_then_its_detail() -> None:
+    error = AdminApiError("GET", "/admin/v2/brokers", 503, "busy", "try later")
+    assert error.endpoint == "GET /admin/v2/brokers"
+    assert error.detail == "returned 503: busy; try later"
+    assert str(error) == "GET /admin/v2/brokers returned 503: busy; try later"
+    unreachable = AdminApiUnreachable("GET", "/admin/v2/clusters", "connection refused")
+    assert unreachable.status is None and unreachable.endpoint == "GET /admin/v2/clusters"
+    assert str(unreachable) == (
+        "GET /admin/v2/clusters could not reach the admin API: connection refused"
+    )
+
+
+def test_a_local_pulsar_that_exits_while_starting_names_process_pid_and_log(
+    tmp_path: Path,
+) -> None:
+    log_path = tmp_path / "broker.log"
+    log_path.write_text("the end\n")
+    process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    process.wait()
+    with pytest.raises(LocalPulsarError) as caught:
+        wait_until(
+            lambda: False,
+            process,
+            deadline=time.monotonic() + 60,
+            name="broker-0",
+            late="never",
+            tail=lambda: "the end",
+            log_path=log_path,
+            port=8080,
+        )
+    error = caught.value
+    assert (error.process, error.pid, error.port) == ("broker-0", process.pid, 8080)
+    assert (error.log_path, error.exit_code) == (log_path, 3)
+    assert str(error) == "broker-0 exited with code 3 while starting; log tail:\nthe end"

@@ -53,12 +53,12 @@ def test_parse_level_rejects_unknown_names_naming_the_variable() -> None:
     with pytest.raises(SettingsError, match=r"PULSAR_LENS_LOG_LEVEL must be one of DEBUG.*'loud'"):
         logs.parse_level("loud")
     with pytest.raises(SettingsError, match="PULSAR_LENS_LOG_LEVEL"):
-        logs.setup_logging(environ={"PULSAR_LENS_LOG_LEVEL": "10"})
+        logs.setup_logging(logs.LogSettings.from_env({"PULSAR_LENS_LOG_LEVEL": "10"}))
 
 
 def test_setup_logging_defaults_to_info() -> None:
     stream = io.StringIO()
-    assert logs.setup_logging(environ={}, stream=stream) == logging.INFO
+    assert logs.setup_logging(logs.LogSettings.from_env({}), stream=stream) == logging.INFO
     logging.getLogger("tests.logs").debug("hidden")
     logging.getLogger("tests.logs").info("shown %d", 1)
     [line] = lines(stream)
@@ -67,7 +67,9 @@ def test_setup_logging_defaults_to_info() -> None:
 
 def test_setup_logging_reads_the_level_variable() -> None:
     stream = io.StringIO()
-    logs.setup_logging(environ={"PULSAR_LENS_LOG_LEVEL": "warning"}, stream=stream)
+    logs.setup_logging(
+        logs.LogSettings.from_env({"PULSAR_LENS_LOG_LEVEL": "warning"}), stream=stream
+    )
     logging.getLogger("tests.logs").info("hidden")
     logging.getLogger("tests.logs").warning("shown")
     assert [m["msg"] for m in lines(stream)] == ["shown"]
@@ -76,7 +78,7 @@ def test_setup_logging_reads_the_level_variable() -> None:
 def test_setup_logging_is_idempotent() -> None:
     stream = io.StringIO()
     for _ in range(3):
-        logs.setup_logging(environ={}, stream=stream)
+        logs.setup_logging(logs.LogSettings.from_env({}), stream=stream)
     logging.getLogger("tests.logs").info("once")
     assert [m["msg"] for m in lines(stream)] == ["once"]
     assert sum(isinstance(h, logs._LensHandler) for h in logging.getLogger().handlers) == 1
@@ -84,7 +86,7 @@ def test_setup_logging_is_idempotent() -> None:
 
 def test_setup_logging_redacts_secrets_and_keeps_one_line() -> None:
     stream = io.StringIO()
-    logs.setup_logging(environ={}, stream=stream)
+    logs.setup_logging(logs.LogSettings.from_env({}), stream=stream)
     token = Secret("s3cr3t-token-value")
     logging.getLogger("tests.logs").info("token %s\nforged line", token.reveal())
     [line] = lines(stream)
@@ -98,7 +100,7 @@ def test_setup_logging_adopts_handlers_installed_before() -> None:
     other.addHandler(handler)
     other.propagate = False
     try:
-        logs.setup_logging(environ={}, stream=io.StringIO())
+        logs.setup_logging(logs.LogSettings.from_env({}), stream=io.StringIO())
         other.warning("bearer: Bearer abc.def.ghi")
     finally:
         other.removeHandler(handler)
@@ -109,12 +111,14 @@ def test_setup_logging_adopts_handlers_installed_before() -> None:
 
 
 def test_client_logger_floor_is_warning_and_never_below_the_level() -> None:
-    logs.setup_logging(environ={}, stream=io.StringIO())
+    logs.setup_logging(logs.LogSettings.from_env({}), stream=io.StringIO())
     assert logging.getLogger(logs.CLIENT_LOGGER).level == logging.WARNING
-    logs.setup_logging(environ={"PULSAR_LENS_LOG_LEVEL": "ERROR"}, stream=io.StringIO())
+    logs.setup_logging(
+        logs.LogSettings.from_env({"PULSAR_LENS_LOG_LEVEL": "ERROR"}), stream=io.StringIO()
+    )
     assert logging.getLogger(logs.CLIENT_LOGGER).level == logging.ERROR
     env = {"PULSAR_LENS_CLIENT_LOG_LEVEL": "info"}
-    logs.setup_logging(environ=env, stream=io.StringIO())
+    logs.setup_logging(logs.LogSettings.from_env(env), stream=io.StringIO())
     assert logging.getLogger(logs.CLIENT_LOGGER).level == logging.INFO
 
 
@@ -128,7 +132,9 @@ def test_setup_logging_unless_configured_leaves_a_configured_process_alone() -> 
     host = logging.StreamHandler(io.StringIO())
     root.addHandler(host)
     try:
-        logs.setup_logging(environ={}, stream=io.StringIO(), unless_configured=True)
+        logs.setup_logging(
+            logs.LogSettings.from_env({}), stream=io.StringIO(), unless_configured=True
+        )
         assert not any(isinstance(h, logs._LensHandler) for h in root.handlers)
         assert not any(isinstance(f, RedactingFilter) for f in host.filters)
     finally:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_lens.core.config import MASKED, ClusterSettings, show
+from pulsar_lens.core.config import CLUSTER_ENV, MASKED, ClusterSettings, show
 from pulsar_lens.core.configfile import Origin, key_lines, load
 from pulsar_lens.core.errors import SettingsError
 from pulsar_lens.core.secrets import Secret
@@ -143,35 +143,50 @@ def test_without_a_file_the_single_cluster_comes_from_the_environment() -> None:
     settings = Settings.from_env(env)
     (cluster,) = settings.clusters
     assert cluster.name is None and settings.config_file is None
-    assert cluster.connection_env() == {
-        **env,
-        "PULSAR_ADMIN_URL": "https://broker:8443",
-        "PULSAR_LENS_TRUSTED_ORIGINS": "cluster,https://other:8443",
+    assert connection_of(cluster) == {
+        "admin_url": "https://broker:8443",
+        "token": "t0ken",
+        "tls.ca_bundle": Path("/ca.pem"),
+        "tls.verify": False,
+        "tls.cert_file": Path("/c.pem"),
+        "tls.key_file": Path("/c.key"),
+        "oauth2.issuer_url": "https://auth",
+        "oauth2.audience": "aud",
+        "oauth2.private_key": "/creds.json",
+        "oauth2.scope": "s",
+        "trusted_origins": ("cluster", "https://other:8443"),
     }
 
 
-def test_connection_env_carries_only_its_own_cluster(tmp_path: Path) -> None:
+def connection_of(cluster: ClusterSettings) -> dict[str, object]:
+    """The connection keys a cluster sets (secrets revealed), by their dotted names."""
+    values = {key: cluster.value(key) for key in CLUSTER_ENV}
+    shown = {k: v.reveal() if isinstance(v, Secret) else v for k, v in values.items()}
+    return {k: v for k, v in shown.items() if v is not None and v != () and k != "tls.verify"} | {
+        "tls.verify": cluster.tls.verify
+    }
+
+
+def test_each_cluster_carries_only_its_own_connection(tmp_path: Path) -> None:
     east, west = load({}, config=write(tmp_path, TWO_CLUSTERS)).config.clusters
-    base = {"PULSAR_ADMIN_TOKEN": "other", "PULSAR_LENS_TLS_CERT_FILE": "/x", "HOME": "/h"}
-    assert east.connection_env(base) == {
-        "HOME": "/h",
-        "PULSAR_ADMIN_URL": "http://east:8080",
-        "PULSAR_SERVICE_URL": "pulsar://east:6650",
-        "PULSAR_ADMIN_TOKEN": "east-token-value",
-        "PULSAR_LENS_TRUSTED_ORIGINS": "cluster",
-        "PULSAR_LENS_TLS_VERIFY": "true",
+    assert connection_of(east) == {
+        "admin_url": "http://east:8080",
+        "service_url": "pulsar://east:6650",
+        "token": "east-token-value",
+        "trusted_origins": ("cluster",),
+        "tls.verify": True,
     }
-    assert west.connection_env() == {
-        "PULSAR_ADMIN_URL": "https://west:8443",
-        "PULSAR_ADMIN_TOKEN_FILE": "/run/west-token",
-        "PULSAR_LENS_CA_BUNDLE": "/etc/ca.pem",
-        "PULSAR_LENS_TLS_VERIFY": "false",
-        "PULSAR_LENS_TLS_CERT_FILE": "/etc/client.pem",
-        "PULSAR_LENS_TLS_KEY_FILE": "/etc/client.key",
-        "PULSAR_LENS_OAUTH2_ISSUER_URL": "https://auth.example",
-        "PULSAR_LENS_OAUTH2_AUDIENCE": "urn:pulsar",
-        "PULSAR_LENS_OAUTH2_PRIVATE_KEY": "file:///etc/creds.json",
-        "PULSAR_LENS_OAUTH2_SCOPE": "admin",
+    assert connection_of(west) == {
+        "admin_url": "https://west:8443",
+        "token_file": Path("/run/west-token"),
+        "tls.ca_bundle": Path("/etc/ca.pem"),
+        "tls.verify": False,
+        "tls.cert_file": Path("/etc/client.pem"),
+        "tls.key_file": Path("/etc/client.key"),
+        "oauth2.issuer_url": "https://auth.example",
+        "oauth2.audience": "urn:pulsar",
+        "oauth2.private_key": "file:///etc/creds.json",
+        "oauth2.scope": "admin",
     }
 
 
@@ -316,4 +331,4 @@ def test_oauth2_issuer_may_come_from_the_credentials_file(tmp_path: Path) -> Non
     )
     (cluster,) = load({}, config=path).config.clusters
     assert cluster.oauth2.issuer_url is None
-    assert cluster.connection_env()["PULSAR_LENS_OAUTH2_PRIVATE_KEY"] == "/creds.json"
+    assert connection_of(cluster)["oauth2.private_key"] == "/creds.json"

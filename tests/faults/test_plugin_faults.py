@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from streamlit.testing.v1 import AppTest
 
 from pulsar_lens.core.errors import PluginRunError
+from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.store import Store
 from pulsar_lens.exporter.collector import LensCollector
 from pulsar_lens.exporter.facts import read_hook_errors
@@ -209,13 +210,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         for name, value in settings.items():
             env.setenv(name, value)
         store = write_scenario(root)
-        registry = discover()
+        loaded = Settings.from_env()
+        limits = loaded.plugin_limits
+        registry = discover(plugin_dirs=loaded.plugin_dirs, limits=limits)
         figures: dict[str, Any] = {"timeout_s": TIMEOUT_S, "memory_mib": MEMORY_MIB}
         started = time.monotonic()
         outcomes = compute_results(store, list(registry), results=ResultStore(root))
         figures["cycle_with_faults_s"] = round(time.monotonic() - started, 3)
         figures["outcome_seconds"] = {o.plugin: round(o.seconds, 3) for o in outcomes}
-        collector = LensCollector(Store(root))  # the plugins discover() finds, as collect does
+        # the plugins discover() finds, as collect does
+        collector = LensCollector(Store(root), plugin_dirs=loaded.plugin_dirs, plugin_limits=limits)
         server = start_metrics_server(collector, address="127.0.0.1", port=0)
         try:
             text, figures["first_scrape_s"] = _scrape(server.url)

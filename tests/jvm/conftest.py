@@ -194,3 +194,67 @@ def backoff_oracle() -> Iterator[BackoffOracle]:
         for pipe in (process.stdin, process.stdout):
             if pipe is not None:
                 pipe.close()
+
+
+HASH_SOURCE = Path(__file__).with_name("HashOracle.java")
+
+
+class HashOracle:
+    """The broker's `Murmur3_32Hash` and the Spark UDF of `plugins/spark/jvm`, over a pipe."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+
+    def ask(self, keys: Sequence[bytes | str]) -> list[tuple[bytes, int, int]]:
+        """(bytes hashed, the broker's hash, the UDF's) per key: bytes as they are, a str as a
+        Java string the way the Java client encodes it."""
+        answers: list[tuple[bytes, int, int]] = []
+        for start in range(0, len(keys), BATCH):
+            answers += self._ask(keys[start : start + BATCH])
+        return answers
+
+    def _ask(self, keys: Sequence[bytes | str]) -> list[tuple[bytes, int, int]]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        lines = b"".join(
+            f"B {k.hex()}\n".encode()
+            if isinstance(k, bytes)
+            else f"S {k.encode('utf-16-be', 'surrogatepass').hex()}\n".encode()
+            for k in keys
+        )
+        self.process.stdin.write(lines)
+        self.process.stdin.flush()
+        answers = []
+        for _ in keys:
+            hashed, broker, udf = self.process.stdout.readline().decode().split(" ")
+            answers.append((bytes.fromhex(hashed), int(broker), int(udf)))
+        return answers
+
+
+@pytest.fixture(scope="session")
+def hash_oracle() -> Iterator[HashOracle]:
+    from pulsar_lens.plugins.spark import jvm
+
+    java = find_java()
+    jars = sorted(ensure_runtime().glob("*.jar"))
+    assert jars, "no Pulsar jars: run scripts/setup.sh"
+    spark_api = sorted(jvm.spark_jars().glob("spark-sql-api_*.jar"))  # the UDF's interface
+    assert spark_api, f"no spark-sql-api jar in {jvm.spark_jars()}"
+    classpath = ":".join(str(j) for j in [jvm.compile_jar(), *spark_api, *jars])
+    classes = _compiled_source(java, classpath, HASH_SOURCE)
+    process = subprocess.Popen(
+        [java, "-Xmx256m", "-cp", f"{classes}:{classpath}", "HashOracle"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline().decode().strip()
+        assert first == "READY", f"the hash oracle did not start: {first!r}"
+        yield HashOracle(process)
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()

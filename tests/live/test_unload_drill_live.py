@@ -22,10 +22,14 @@ from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.drill import DrillPlan, owner_of, run_drill
 from pulsar_lens.collectors.probe import probe_topic
 from pulsar_lens.core.model import SLOW_PUBLISH_MS
+from pulsar_lens.core.mutations import MutationSettings
+from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.store import Store
 from pulsar_lens.lab.cluster import LocalPulsarCluster
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.brokers import BrokerPool
+
+MUTATIONS = MutationSettings(allow=True)  # the drill unloads a bundle of our own broker
 
 DRILLS = 10
 FIGURES = Path(__file__).resolve().parents[2] / "artifacts" / "unload-drills.json"
@@ -81,8 +85,8 @@ def raw_outage(rows: pd.DataFrame, since: pd.Timestamp) -> float:
 def drill(cluster_admin: str, store: Store, bundle: str, to: str | None) -> dict[str, Any]:
     plan = DrillPlan("public/default", bundle, to=to, rate=20.0, baseline=1.0, settle=1.0)
     with AdminClient(cluster_admin) as admin:
-        run = run_drill(plan, admin=admin, service_url=None, store=store)
-    report = drill_report(store, run)
+        run = run_drill(plan, admin=admin, service_url=None, store=store, mutations=MUTATIONS)
+    report = drill_report(store, run, Settings())
     rows = store.read("probes").to_pandas()
     report["rows"] = rows[rows["probe"] == run.probe_run]
     return report

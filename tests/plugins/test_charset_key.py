@@ -1,7 +1,8 @@
 """The broker JVM's charset (PULSAR_LENS_JVM_CHARSET) changes what the name-hashing analyses
 find, so it is part of their params, hence of their result's key: a cached or stored result
 computed under one charset is never served under the other, and the analysis itself reads no
-environment."""
+environment. The setting reaches the params through `core.parts.use_charset_setting`, which
+an entry point calls with the settings it loaded; the tests set what it holds."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_two_charsets_give_two_result_keys(
     plugin = registry.get(slug).plugin
     keys = {}
     for setting, name in (("UTF-8", "utf-8"), ("US-ASCII", "ascii")):
-        monkeypatch.setenv("PULSAR_LENS_JVM_CHARSET", setting)
+        monkeypatch.setattr("pulsar_lens.core.parts._charset", setting)
         params = runner.validate_params(plugin, None).model_dump(mode="json")
         assert params["jvm_charset"] == name
         keys[name] = result_key(plugin.name, plugin.version, params, ["s1"])
@@ -42,7 +43,7 @@ def test_an_asked_charset_wins_over_the_setting(
     registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plugin = registry.get("key-shared-map").plugin
-    monkeypatch.setenv("PULSAR_LENS_JVM_CHARSET", "US-ASCII")
+    monkeypatch.setattr("pulsar_lens.core.parts._charset", "US-ASCII")
     params = runner.validate_params(plugin, {"jvm_charset": "UTF-8"})
     assert params.model_dump()["jvm_charset"] == "utf-8"
 
@@ -57,7 +58,7 @@ def test_the_cache_serves_no_result_of_the_other_charset(
     store.write(ascii_broker_snapshot())  # ranges of a broker hashing names as US-ASCII
     drift = {}
     for setting in ("UTF-8", "US-ASCII"):
-        monkeypatch.setenv("PULSAR_LENS_JVM_CHARSET", setting)
+        monkeypatch.setattr("pulsar_lens.core.parts._charset", setting)
         output = runner.run(loaded, store, use_cache=True, use_stored=False)
         subs = output.result.frames["subscriptions"].set_index("label")
         drift[setting] = bool(subs.loc[LABEL]["drift"])
@@ -66,6 +67,7 @@ def test_the_cache_serves_no_result_of_the_other_charset(
 
 def test_the_analysis_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PULSAR_LENS_JVM_CHARSET", "US-ASCII")
+    monkeypatch.setattr("pulsar_lens.core.parts._charset", "US-ASCII")
     assert jvm_charset("") == "utf-8"
     assert jvm_charset("", "US-ASCII") == "ascii"
     with pytest.raises(ValueError, match="EBCDIC"):

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from pulsar_lens.core.errors import PluginRunError
+from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
-from pulsar_lens.plugins.registry import discover
+from pulsar_lens.plugins.registry import Registry, discover
 from tests.fake_admin import FakeAdmin
 from tests.lens_cli import run_lens
 from tests.plugins.test_results import store_with_polls
@@ -51,6 +52,12 @@ BEHAVIOURS = {
 }
 
 
+def discover_from_settings() -> Registry:
+    """The plugins of the settings the variables describe: their folders, under their limits."""
+    settings = Settings.from_env()
+    return discover(plugin_dirs=settings.plugin_dirs, limits=settings.plugin_limits)
+
+
 @pytest.fixture
 def bad_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "plugins"
@@ -69,7 +76,7 @@ def bad_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_bad_imports_and_links_are_load_failures_and_builtins_load(bad_plugins: Path) -> None:
     started = time.monotonic()
-    registry = discover()
+    registry = discover_from_settings()
     assert time.monotonic() - started < HANG_BOUND  # the hanging import was not waited for
     failed = {Path(f.source).name: f.message for f in registry.failures}
     assert "timed out after 3 s" in failed["import_hangs.py"]
@@ -89,7 +96,7 @@ def test_a_misbehaving_analysis_is_that_plugins_failure(
     bad_plugins: Path, tmp_path: Path, slug: str, expected: str
 ) -> None:
     store = store_with_polls(tmp_path / "store")
-    registry = discover()
+    registry = discover_from_settings()
     started = time.monotonic()
     with pytest.raises(PluginRunError, match=re.escape(expected)):
         runner.run(registry.get(slug), store, use_cache=False, use_stored=False)

@@ -292,5 +292,5 @@ def test_key_shared_map_says_when_only_the_other_charset_fits(monkeypatch: Any) 
     assert "PULSAR_LENS_JVM_CHARSET=US-ASCII" in utf8["drift_reason"]
     fixed = sub_row(analyze([ascii_broker_snapshot()], jvm_charset="US-ASCII"))
     assert not bool(fixed["drift"]) and int(fixed["replica_points"]) == 100
-    monkeypatch.setenv("PULSAR_LENS_JVM_CHARSET", "US-ASCII")
+    monkeypatch.setattr("pulsar_lens.core.parts._charset", "US-ASCII")  # the setting
     assert not bool(sub_row(analyze([ascii_broker_snapshot()]))["drift"])

@@ -488,9 +488,8 @@ def test_lens_collector_a_plugin_that_failed_to_load_reads_1_on_the_first_scrape
     """The collector discovers the plugins at its first computation: the load failures
     found then must be in that very first answer, not only from the second snapshot on."""
     (tmp_path / "unloadable.py").write_text("raise RuntimeError('cannot import')\n")
-    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(tmp_path))
     store = MemoryStore([cluster_snapshot(0, 3)])
-    collector = LensCollector(store, now=lambda: at(1))
+    collector = LensCollector(store, plugin_dirs=[tmp_path], now=lambda: at(1))
     found = scrape(collector)
     assert collector.computations == 1
     assert value(found, "pulsar_lens_plugin_errors", plugin=str(tmp_path / "unloadable.py")) == 1

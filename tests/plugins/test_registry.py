@@ -22,6 +22,7 @@ from pulsar_lens.api import (
     View,
 )
 from pulsar_lens.core.errors import PluginLoadError, PluginUnavailable
+from pulsar_lens.core.settings import Settings
 from pulsar_lens.plugins import validation as validation_module
 from pulsar_lens.plugins.registry import BUILTIN_PLUGINS, discover, validate_plugin
 
@@ -113,7 +114,7 @@ def test_registry_broken_drop_in_is_reported_and_others_load(tmp_path: Path) -> 
     assert "PLUGINS" in failed["d_unlisted.py"]
 
 
-def test_registry_reads_dirs_from_the_environment(
+def test_registry_reads_the_dirs_the_settings_read_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
@@ -122,7 +123,8 @@ def test_registry_reads_dirs_from_the_environment(
     write(one, "p1.py", GOOD.format(cls="P1", slug="first-plugin"))
     write(two, "p2.py", GOOD.format(cls="P2", slug="second-plugin"))
     monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", f"{one}{os.pathsep}{two}")
-    registry = discover(builtins=False, entry_points=False)
+    dirs = Settings.from_env().plugin_dirs
+    registry = discover(builtins=False, entry_points=False, plugin_dirs=dirs)
     assert sorted(registry.plugins) == ["first-plugin", "second-plugin"]
 
 

@@ -7,7 +7,9 @@
 A process has one Spark session (`pulsar_lens.plugins.spark.session`), so the cluster tests run the
 plugins here, with PULSAR_LENS_SPARK_MASTER set, and compare the files to an in-process run.
 Each plugin gets OUT/<slug>/<frame>.parquet and OUT/<slug>/summary.json; OUT/session.json
-says which master the session ran on and how long each plugin took.
+says which master the session ran on and how long each plugin took. With `--hash-keys N`,
+OUT/hashes.json says how many of N random keys the JVM's sticky-key hash
+(`plugins.spark.hashing`, forced onto the Java UDF) hashed unlike `core.hashing`.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def summary_json(summary: Mapping[str, Any]) -> str:
     return json.dumps(summary, default=plain, sort_keys=True)
 
 
-def run(store: Path, out: Path, specs: Sequence[str]) -> None:
+def run(store: Path, out: Path, specs: Sequence[str], *, hash_keys: int = 0) -> None:
     from pulsar_lens.core.store import Store
     from pulsar_lens.plugins import runner
     from pulsar_lens.plugins.spark import session
@@ -64,6 +66,8 @@ def run(store: Path, out: Path, specs: Sequence[str]) -> None:
             plain.attrs = {}
             plain.to_parquet(folder / f"{name}.parquet")
         (folder / "summary.json").write_text(summary_json(output.result.summary))
+    if hash_keys:
+        (out / "hashes.json").write_text(json.dumps(compare_hashes(spark, hash_keys)))
     about = {
         "master": spark.conf.get("spark.master"),
         "connect": _is_connect(spark),
@@ -71,6 +75,33 @@ def run(store: Path, out: Path, specs: Sequence[str]) -> None:
     }
     (out / "session.json").write_text(json.dumps(about))
     session.stop()
+
+
+def compare_hashes(spark: Any, count: int) -> dict[str, Any]:
+    """`count` random keys of every script and length hashed in the executors by the Java UDF
+    for each selector and line, against `core.hashing` here: the keys that differ."""
+    import random
+
+    import pandas as pd
+
+    from pulsar_lens.core.hashing import PULSAR_LINES, SELECTOR_KINDS, sticky_key_hash
+    from pulsar_lens.plugins.spark.hashing import with_sticky_hash
+    from tests.jvm.test_sticky_hash import text_keys
+
+    keys = text_keys(random.Random(11), count)
+    frame = spark.createDataFrame(pd.DataFrame({"key": keys}), "key string").repartition(4)
+    kinds = [(s, p) for s in SELECTOR_KINDS for p in PULSAR_LINES]
+    for selector, line in kinds:
+        frame = with_sticky_hash(frame, out=f"{selector}_{line}", selector=selector, pulsar=line,
+                                 path="jvm")  # fmt: skip
+    rows = frame.toPandas()
+    differ = [
+        (key, selector, line)
+        for selector, line in kinds
+        for key, found in zip(rows["key"], rows[f"{selector}_{line}"], strict=True)
+        if sticky_key_hash(key.encode(), selector=selector, pulsar=line) != found
+    ]
+    return {"keys": len(rows), "differ": differ[:20], "differing": len(differ)}
 
 
 def ping() -> None:
@@ -92,15 +123,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--store", type=Path)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--ping", action="store_true", help="answer one trivial query")
+    parser.add_argument("--hash-keys", type=int, default=0, help="random keys to hash")
     parser.add_argument("plugins", nargs="*", help="module:Class of each Spark plugin")
     args = parser.parse_args(argv)
     os.environ["PULSAR_LENS_SPARK_MASTER"] = args.master
+    from pulsar_lens.core.settings import Settings
+    from pulsar_lens.plugins.spark import session
+
+    session.configure(Settings.from_env().spark)  # this script is its process's entry point
     if args.ping:
         ping()
     elif args.store is None or args.out is None or not args.plugins:
         parser.error("--store, --out and at least one plugin are needed")
     else:
-        run(args.store, args.out, args.plugins)
+        run(args.store, args.out, args.plugins, hash_keys=args.hash_keys)
 
 
 if __name__ == "__main__":

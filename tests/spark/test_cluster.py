@@ -3,7 +3,9 @@
 A standalone master and worker, and a Spark Connect server on that master, are started from
 the pyspark distribution (`tests/spark/cluster.py`). The analyses run there in a child
 process (`tests/spark/run_on_master.py`): the executors read the store from its path and run
-this package's Python. Their frames and summaries must equal the in-process local[2] run.
+this package's Python. Their frames and summaries must equal the in-process local[2] run, and
+the sticky-key hash their JVMs compute (the Java UDF, shipped by `spark.jars`/`ADD JAR` and by
+`addArtifacts`) must equal `core.hashing` on random keys of every script and length.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ PLUGINS = (
     "pulsar_lens.plugins.builtin.bundle_load_history:BundleLoadHistory",
     "pulsar_lens.plugins.builtin.failover_history:FailoverHistory",
 )
+HASH_KEYS = 3000
 CHILD_TIMEOUT = 420.0  # four analyses on a loaded 2-core machine took ~110 s
 POLLS = 12
 NS = "public/default"
@@ -125,6 +128,7 @@ def test_standalone_cluster_gives_the_local_frames(
     ours = [a for a in apps if a["name"] == "pulsar-lens"]
     assert ours and all(a["cores"] >= 1 for a in ours), apps
     assert_same(out, local)
+    assert_hashes_equal(out)
 
 
 def test_spark_connect_on_the_cluster_gives_the_local_frames(
@@ -137,14 +141,22 @@ def test_spark_connect_on_the_cluster_gives_the_local_frames(
     apps = cluster.active_apps(standalone.ui)
     assert [a["cores"] for a in apps if a["name"] == "pulsar-lens-connect"] == [1], apps
     assert_same(out, local)
+    assert_hashes_equal(out)
 
 
 def run_on(master: str, store_root: Path, folder: Path) -> Path:
     out = folder / "out"
-    args = ["--master", master, "--store", str(store_root), "--out", str(out), *PLUGINS]
+    args = ["--master", master, "--store", str(store_root), "--out", str(out),
+            "--hash-keys", str(HASH_KEYS), *PLUGINS]  # fmt: skip
     done = cluster.run_child(args, folder, timeout=CHILD_TIMEOUT)
     assert done.returncode == 0, done.stdout[-4000:]
     return out
+
+
+def assert_hashes_equal(out: Path) -> None:
+    hashes = json.loads((out / "hashes.json").read_text())
+    assert hashes["keys"] == HASH_KEYS, hashes
+    assert hashes["differing"] == 0, hashes
 
 
 def assert_same(out: Path, local: Found) -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pulsar_lens.core.errors import SettingsError
+from pulsar_lens.core.errors import JvmHashUnavailable, LocalPulsarError, SettingsError
 from pulsar_lens.core.hashing import sticky_key_hash
 from pulsar_lens.core.store import STORE_SCHEMAS, Store
+from pulsar_lens.plugins.spark import hashing, jvm
 from pulsar_lens.plugins.spark.hashing import with_sticky_hash
 from pulsar_lens.plugins.spark.reader import read
 from pulsar_lens.plugins.spark.schemas import spark_schema
@@ -94,22 +95,49 @@ def test_a_naive_window_is_refused(spark: object, store: Store) -> None:
         read(spark, store.root, "topics", since=dt.datetime(2026, 11, 21))
 
 
+@pytest.mark.parametrize("path", ["jvm", "arrow"])
 @pytest.mark.parametrize("selector", ["consistent", "auto-split", "sticky"])
-def test_hashing_in_spark_equals_the_scalar_hash(spark: object, selector: str) -> None:
+def test_hashing_in_spark_equals_the_scalar_hash(spark: object, selector: str, path: str) -> None:
     rng = random.Random(7)
     alphabet = "abcXYZ019-_/ éü中😀"
     keys = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(5000)]
     keys += ["", "9", "3", "customer-42"]
     frame = spark.createDataFrame(pd.DataFrame({"key": keys}))  # type: ignore[attr-defined]
-    hashed = with_sticky_hash(frame, selector=selector).toPandas()  # type: ignore[arg-type]
+    hashed = with_sticky_hash(frame, selector=selector, path=path)  # type: ignore[arg-type]
+    assert (
+        not hashed.schema["hash"].nullable and hashed.schema["hash"].dataType.typeName() == "long"
+    )
+    hashed = hashed.toPandas()
     want = [sticky_key_hash(k.encode("utf-8"), selector=selector) for k in hashed["key"]]
     assert hashed["hash"].tolist() == want
 
 
-def test_a_null_key_hashes_as_the_empty_key(spark: object) -> None:
+@pytest.mark.parametrize("path", ["jvm", "arrow"])
+def test_a_null_key_hashes_as_the_empty_key(spark: object, path: str) -> None:
     frame = spark.createDataFrame([("a",), (None,)], "key string")  # type: ignore[attr-defined]
-    hashed = with_sticky_hash(frame).toPandas()
+    hashed = with_sticky_hash(frame, path=path).toPandas()  # type: ignore[arg-type]
     assert hashed["hash"].tolist() == [sticky_key_hash(b"a"), sticky_key_hash(b"")]
+
+
+def test_without_a_jdk_the_hash_goes_through_python_and_says_why(
+    spark: object, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def no_java() -> str:
+        raise LocalPulsarError("no Java 17.0.17+ or 21.0.8+ found")
+
+    monkeypatch.setattr(jvm, "find_java", no_java)
+    monkeypatch.setattr(jvm, "jar_path", lambda: Path("/nonexistent/pulsar-lens-spark.jar"))
+    monkeypatch.setattr(jvm, "_registered", {})
+    monkeypatch.setattr(hashing, "_fell_back", [])
+    with pytest.raises(JvmHashUnavailable, match="no JDK to compile the Spark sticky-key hash"):
+        jvm.compile_jar()
+    frame = spark.createDataFrame([("a",)], "key string")  # type: ignore[attr-defined]
+    with pytest.raises(JvmHashUnavailable):
+        with_sticky_hash(frame, path="jvm")
+    hashed = with_sticky_hash(frame).toPandas()
+    assert hashed["hash"].tolist() == [sticky_key_hash(b"a")]
+    assert "go through Python" in caplog.text and "no Java 17" in caplog.text
+    assert hashing.jvm_fallback_reason() is not None
 
 
 def test_the_master_comes_from_the_environment_and_a_bad_one_is_named() -> None:

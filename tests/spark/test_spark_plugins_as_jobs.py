@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from pulsar_lens.api import Chart, Table
 from pulsar_lens.cli.collect_cmd import Analyses
 from pulsar_lens.core.model import DrainingHashRecord, TopicRecord
+from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.registry import discover
@@ -58,10 +59,11 @@ def test_the_job_worker_of_collect_runs_built_in_and_drop_in_spark_plugins(
     monkeypatch.setenv("PULSAR_LENS_STORE", str(store.root))
     monkeypatch.setenv("PULSAR_LENS_SPARK_JOBS", "1")
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    registry = discover(entry_points=False)
+    settings = Settings.from_env()
+    registry = discover(entry_points=False, plugin_dirs=settings.plugin_dirs)
     drop_in = registry.get("topic-rate-history")
     assert drop_in.engine == "spark" and drop_in.isolated and not registry.failures
-    analyses = Analyses(store)
+    analyses = Analyses(store, settings=settings)
     try:
         queue = JobQueue(store.root)
         deadline = time.monotonic() + 240

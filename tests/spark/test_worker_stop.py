@@ -85,11 +85,13 @@ def test_the_stop_filter_drops_what_the_interrupt_breaks_in_py4j() -> None:
     import io
     import logging
 
-    from pulsar_lens.plugins.spark.worker import _QuietStop
+    from pulsar_lens.core.secrets import RedactingFilter
+    from pulsar_lens.plugins.spark.worker import quiet_stop
 
     out = io.StringIO()
     handler = logging.StreamHandler(out)
-    handler.addFilter(_QuietStop())
+    handler.addFilter(RedactingFilter())  # as setup_logging leaves every handler
+    quiet_stop([handler])
     root = logging.getLogger()
     root.addHandler(handler)
     try:

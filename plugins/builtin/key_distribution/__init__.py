@@ -4,9 +4,9 @@ Over every stored poll, each sampled key counts for the consumer whose reported 
 held its hash in that poll, under the selector in force then (`reference` states the rule):
 messages per consumer, per hash and per key, skew, the what-if over consumer count and
 replica points on the real keys (`whatif`), and the sticky-range planner of `sticky-ranges`
-scored on them. Spark does the counting: the sticky hash of each key through Arrow batches,
-the join of keys with the ranges of their poll, the aggregations and, per subscription
-(`applyInPandas`), the what-ifs; the small counted frames then go through the same
+scored on them. Spark does the counting: the sticky hash of each key in the JVM
+(`with_sticky_hash`), the join of keys with the ranges of their poll, the aggregations and,
+per subscription (`applyInPandas`), the what-ifs; the small counted frames then go through the same
 `frames.finish` as the pandas twin.
 """
 
