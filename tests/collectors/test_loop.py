@@ -178,8 +178,7 @@ def test_loop_heartbeat_line(tmp_path: Path) -> None:
     loop, beats = make_loop(tmp_path, fake, [ok, down, down])
     loop.run()
     assert beats[0].line() == (
-        "poll 2026-11-21T12:00:00Z topics=3 subs=3 requests=9 errors=0 duration=0.42s "
-        "write=0.00s"
+        "poll 2026-11-21T12:00:00Z topics=3 subs=3 requests=9 errors=0 duration=0.42s write=0.00s"
     )
     refused = "first_error: GET /admin/v2/clusters: connection refused"
     said = "topics=0 subs=0 requests=1 errors=1 duration=0.42s unreachable retry_in=60.0s"
