@@ -76,7 +76,19 @@ class CollectorError(PulsarLensError):
         self.url = None if url is None else clean(url)
 
 
-class AdminApiError(CollectorError):
+class _AdminCallError(CollectorError):
+    """An admin REST call that failed: `method` and `path` name it, `detail` says how."""
+
+    method: str
+    path: str
+
+    @property
+    def endpoint(self) -> str:
+        """The call, as `EndpointError.endpoint` names it: `GET /admin/v2/...`."""
+        return f"{self.method} {self.path}"
+
+
+class AdminApiError(_AdminCallError):
     """The admin REST API answered with an error status or an unreadable body."""
 
     def __init__(
@@ -90,11 +102,6 @@ class AdminApiError(CollectorError):
         super().__init__(f"{self.endpoint} {self.detail}")
 
     @property
-    def endpoint(self) -> str:
-        """The call, as `EndpointError.endpoint` names it: `GET /admin/v2/...`."""
-        return f"{self.method} {self.path}"
-
-    @property
     def detail(self) -> str:
         """What went wrong, from the fields: `str(exc)` without the call in front."""
         what = (
@@ -105,7 +112,7 @@ class AdminApiError(CollectorError):
         return f"{what}; {self.hint}" if self.hint else what
 
 
-class AdminApiUnreachable(CollectorError):
+class AdminApiUnreachable(_AdminCallError):
     """The admin REST API could not be reached (connection refused, DNS, timeout)."""
 
     status: int | None = None  # no answer, so no status: as `AdminApiError.status` reads
@@ -115,11 +122,6 @@ class AdminApiUnreachable(CollectorError):
         self.path = clean(path)
         self.reason = clean(reason)
         super().__init__(f"{self.endpoint} {self.detail}")
-
-    @property
-    def endpoint(self) -> str:
-        """The call, as `EndpointError.endpoint` names it: `GET /admin/v2/...`."""
-        return f"{self.method} {self.path}"
 
     @property
     def detail(self) -> str:

@@ -4,6 +4,7 @@ tier loudly (scripts/setup.sh installs both); they never skip it."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import subprocess
 from collections.abc import Iterator, Sequence
@@ -62,46 +63,10 @@ def _answer(line: str) -> Answer:
     return Answer(text[0], int(fields[2]), text[1], text[2], fields[5])
 
 
-def _compiled(java: str, classpath: str) -> Path:
-    digest = hashlib.sha256(SOURCE.read_bytes() + classpath.encode()).hexdigest()[:16]
-    out = Path.home() / ".cache" / "pulsar-lens" / "oracle" / digest
-    if not (out / "BrokerOracle.class").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        javac = str(Path(java).with_name("javac"))
-        done = subprocess.run(
-            [javac, "-d", str(out), "-cp", classpath, str(SOURCE)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, f"javac failed:\n{done.stdout}{done.stderr}"
-    return out
-
-
 @pytest.fixture(scope="session")
 def oracle() -> Iterator[Oracle]:
-    java = find_java()
-    jars = sorted(ensure_runtime().glob("*.jar"))
-    assert jars, "no Pulsar jars: run scripts/setup.sh"
-    classpath = ":".join(str(j) for j in jars)
-    classes = _compiled(java, classpath)
-    process = subprocess.Popen(
-        [java, "-Xmx256m", "-cp", f"{classes}:{classpath}", "BrokerOracle"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert process.stdout is not None
-        first = process.stdout.readline().decode().strip()
-        assert first == "READY", f"the broker oracle did not start: {first!r}"
+    with running_oracle(SOURCE, pulsar_jars(), "broker") as process:
         yield Oracle(process)
-    finally:
-        process.kill()
-        process.wait(timeout=10)
-        for pipe in (process.stdin, process.stdout):
-            if pipe is not None:
-                pipe.close()
 
 
 BACKOFF_SOURCE = Path(__file__).with_name("BackoffOracle.java")
@@ -154,6 +119,40 @@ class BackoffOracle:
         return sequences
 
 
+@contextlib.contextmanager
+def running_oracle(
+    source: Path, classpath: Sequence[Path], what: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The oracle class of `source`, compiled against `classpath` (cached), running with its
+    pipes open until the block ends; it must say READY first."""
+    java = find_java()
+    path = ":".join(str(p) for p in classpath)
+    classes = _compiled_source(java, path, source)
+    process = subprocess.Popen(
+        [java, "-Xmx256m", "-cp", f"{classes}:{path}", source.stem],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline().decode().strip()
+        assert first == "READY", f"the {what} oracle did not start: {first!r}"
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def pulsar_jars() -> list[Path]:
+    jars = sorted(ensure_runtime().glob("*.jar"))
+    assert jars, "no Pulsar jars: run scripts/setup.sh"
+    return jars
+
+
 def _compiled_source(java: str, classpath: str, source: Path) -> Path:
     digest = hashlib.sha256(source.read_bytes() + classpath.encode()).hexdigest()[:16]
     out = Path.home() / ".cache" / "pulsar-lens" / "oracle" / f"{source.stem}-{digest}"
@@ -172,28 +171,8 @@ def _compiled_source(java: str, classpath: str, source: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def backoff_oracle() -> Iterator[BackoffOracle]:
-    java = find_java()
-    jars = sorted(ensure_runtime().glob("*.jar"))
-    assert jars, "no Pulsar jars: run scripts/setup.sh"
-    classpath = ":".join(str(j) for j in jars)
-    classes = _compiled_source(java, classpath, BACKOFF_SOURCE)
-    process = subprocess.Popen(
-        [java, "-Xmx256m", "-cp", f"{classes}:{classpath}", "BackoffOracle"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert process.stdout is not None
-        first = process.stdout.readline().decode().strip()
-        assert first == "READY", f"the backoff oracle did not start: {first!r}"
+    with running_oracle(BACKOFF_SOURCE, pulsar_jars(), "backoff") as process:
         yield BackoffOracle(process)
-    finally:
-        process.kill()
-        process.wait(timeout=10)
-        for pipe in (process.stdin, process.stdout):
-            if pipe is not None:
-                pipe.close()
 
 
 HASH_SOURCE = Path(__file__).with_name("HashOracle.java")
@@ -234,27 +213,7 @@ class HashOracle:
 def hash_oracle() -> Iterator[HashOracle]:
     from pulsar_lens.plugins.spark import jvm
 
-    java = find_java()
-    jars = sorted(ensure_runtime().glob("*.jar"))
-    assert jars, "no Pulsar jars: run scripts/setup.sh"
     spark_api = sorted(jvm.spark_jars().glob("spark-sql-api_*.jar"))  # the UDF's interface
     assert spark_api, f"no spark-sql-api jar in {jvm.spark_jars()}"
-    classpath = ":".join(str(j) for j in [jvm.compile_jar(), *spark_api, *jars])
-    classes = _compiled_source(java, classpath, HASH_SOURCE)
-    process = subprocess.Popen(
-        [java, "-Xmx256m", "-cp", f"{classes}:{classpath}", "HashOracle"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert process.stdout is not None
-        first = process.stdout.readline().decode().strip()
-        assert first == "READY", f"the hash oracle did not start: {first!r}"
-        yield HashOracle(process)
-    finally:
-        process.kill()
-        process.wait(timeout=10)
-        for pipe in (process.stdin, process.stdout):
-            if pipe is not None:
-                pipe.close()
+    with running_oracle(HASH_SOURCE, [jvm.compile_jar(), *spark_api, *pulsar_jars()], "hash") as p:
+        yield HashOracle(p)
