@@ -149,7 +149,7 @@ def test_collect_once_ends_by_its_deadline_when_the_first_calls_headers_trickle(
     # without the clusters no broker is known and no table has a row: nothing is stored
     assert (status, asked) == (1, 1), stderr[-3000:]
     last_line = stderr.strip().splitlines()[-1]
-    assert f"(GET {CLUSTERS} {LATE_HEAD} deadline passed)" in last_line
+    assert f"(GET {CLUSTERS}: {LATE_HEAD} deadline passed)" in last_line
 
 
 def test_collect_once_ends_by_its_deadline_when_a_per_broker_calls_headers_trickle(
