@@ -234,8 +234,8 @@ def check_attempts(
 
 
 def check_errors(faulted: Faulted, late: set[str], errors: list[tuple[str, str]]) -> set[str]:
-    """Each fault an endpoint was left with is its error, saying what went wrong, in one line
-    naming its path (or, for a call made in the poll's last moments, that the deadline cut
+    """Each fault an endpoint was left with is its error, naming its call and saying in one line
+    what went wrong (or, for a call made in the poll's last moments, that the deadline cut
     it); one worth retrying was retried RETRIES times, unless the deadline came first; every
     other error is a call the poll's deadline cut or left out. Returns the paths with an
     error."""
@@ -243,7 +243,8 @@ def check_errors(faulted: Faulted, late: set[str], errors: list[tuple[str, str]]
     for endpoint, message in errors:
         path = _error_path(endpoint)
         assert "\n" not in message and "Traceback" not in message, message
-        assert path in message, message
+        # the error names its call in `endpoint`; its message says what went wrong after it
+        assert endpoint.strip() and message.strip(), (endpoint, message)
         named.setdefault(path, message)
     for path, (fault, asked) in faulted.items():
         assert path in named, f"{path} got {fault} and the snapshot has no error for it"
