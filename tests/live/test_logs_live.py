@@ -22,8 +22,9 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pulsar_lens.core.logs import pulsar_client, setup_logging
+    from pulsar_lens.core.settings import Settings
 
-    setup_logging()
+    setup_logging(Settings.from_env().logs)  # as an entry point sets up its logging
     service_url, topic, close = sys.argv[1], sys.argv[2], sys.argv[3] == "close"
     client = pulsar_client(service_url, operation_timeout_seconds=30)
     consumer = client.subscribe(topic, "only-one")
