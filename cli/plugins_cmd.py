@@ -18,6 +18,7 @@ from pulsar_lens.plugins import isolation
 if TYPE_CHECKING:  # the plugins (pandas, the API) load when a command runs, not at parsing
     import pandas as pd
 
+    from pulsar_lens.plugins.listing import Listing
     from pulsar_lens.plugins.registry import Registry
 
 EMPTY_STORE = "no snapshots yet: run `pulsar-lens collect --once`"
@@ -27,6 +28,12 @@ MAX_SHOWN = 10  # choices quoted in an error
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("plugins", help="list the analysis plugins that loaded and that failed")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="import the third-party plugins again instead of reading the listing cache, "
+        "and refresh it",
+    )
     p.set_defaults(func=run_plugins)
 
     a = sub.add_parser("analyze", help="run one analysis plugin on the stored snapshots")
@@ -92,23 +99,37 @@ def _count(text: str) -> int:
 # ---- plugins ---------------------------------------------------------------------------
 
 
-def registry_listing(registry: Registry) -> dict[str, Any]:
+def registry_listing(listing: Listing) -> dict[str, Any]:
     loaded = [
         {
             "name": p.name,
             "title": p.title,
             "version": p.version,
             "engine": p.engine,
-            "api_version": p.plugin.api_version,
-            "requires": list(p.plugin.requires),
+            "api_version": p.api_version,
+            "requires": list(p.requires),
             "source": p.source,
         }
-        for p in sorted(registry, key=lambda p: p.name)
+        for p in sorted(listing.plugins.values(), key=lambda p: p.name)
     ]
     failed = [
-        {"plugin": f.plugin, "source": f.source, "error": f.message} for f in registry.failures
+        {"plugin": f.plugin, "source": f.source, "error": f.message} for f in listing.failures
     ]
     return {"loaded": loaded, "failed": failed}
+
+
+def _listing(settings: Settings, *, fresh: bool) -> Listing:
+    """The listing of the plugins of `settings`: third-party code is imported in workers
+    only, or not at all when the listing cache under the cache directory has their answers."""
+    from pulsar_lens.lab.runtime import cache_root
+    from pulsar_lens.plugins.listing import list_plugins
+
+    return list_plugins(
+        plugin_dirs=settings.plugin_dirs,
+        limits=isolation.limits_of(settings),
+        cache_dir=cache_root(),
+        fresh=fresh,
+    )
 
 
 def _discover(settings: Settings) -> Registry:
@@ -123,7 +144,7 @@ def _discover(settings: Settings) -> Registry:
 
 def run_plugins(args: argparse.Namespace) -> int:
     """Exit 0 when every plugin loaded, 1 when any failed (the listing is printed either way)."""
-    listing = registry_listing(_discover(settings_of(args)))
+    listing = registry_listing(_listing(settings_of(args), fresh=args.fresh))
     failed = 1 if listing["failed"] else 0
     if args.json:
         print(json.dumps(listing, indent=2))

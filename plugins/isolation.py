@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,7 @@ __all__ = [
     "home_of",
     "limits_of",
     "locate",
+    "probe",
     "probe_import",
     "third_party",
     "warm",
@@ -155,6 +156,14 @@ def probe_import(source: str, locator: Locator, limits: Limits) -> PluginRunErro
     except PluginRunError as exc:
         return exc
     return None
+
+
+def probe(source: str, locator: Locator, limits: Limits, describe: Callable[[Any], Any]) -> Any:
+    """`describe(module)` of the file or module imported in a worker, under the limits of
+    `probe_import` (whose failures it raises as PluginRunError): what the caller needs to know
+    of third-party code without importing it itself. `describe` and what it returns cross by
+    pickle."""
+    return _run(source, locator, "", (describe,), limits, limits.import_timeout, what="import")
 
 
 def _run(
@@ -299,8 +308,8 @@ def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, s
     cls: Any = None
     try:
         cls = _load(locator)
-        if not method:
-            send.send(("ok", None))
+        if not method:  # a probe: the import alone, or what `describe` says of the module
+            send.send(("ok", args[0](cls) if args else None))
             return
         instance = cls()
         if method in ("analyze", "render") and len(args) == 2:
@@ -311,7 +320,7 @@ def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, s
         send.send(("memory", None))
     except BaseException as exc:  # everything a plugin raises becomes its failure, as text:
         # its frames stay here, so the traceback is formatted here
-        home = home_of(cls) if cls is not None else _home_of(locator)
+        home = home_of(cls) if isinstance(cls, type) else _home_of(locator)
         send.send(("error", origin_of(exc, home=home)))
     finally:
         send.close()

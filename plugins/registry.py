@@ -10,33 +10,28 @@ so does one whose `requires` names a plugin that is not loaded or forms a cycle.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
-import importlib.metadata
-import importlib.util
 import logging
 import os
-import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from pulsar_lens.api import AnalysisPlugin
-from pulsar_lens.core.errors import (
-    PluginLoadError,
-    PluginRunError,
-    PluginUnavailable,
-    origin_of,
-)
+from pulsar_lens.core.errors import PluginLoadError, PluginUnavailable
 from pulsar_lens.plugins import isolation
 from pulsar_lens.plugins.builtin import BUILTIN_PLUGINS
-from pulsar_lens.plugins.isolation import (
-    ENTRY_POINT_GROUP,
-    PLUGIN_DIRS_ENV,
-    Limits,
-    Locator,
+from pulsar_lens.plugins.isolation import ENTRY_POINT_GROUP, PLUGIN_DIRS_ENV, Limits
+from pulsar_lens.plugins.sources import (
+    Source,
+    candidates_of,
+    import_failure,
+    import_in_process,
+    refused,
+    sources,
 )
 from pulsar_lens.plugins.validation import validate_plugin
 
@@ -44,11 +39,16 @@ __all__ = [
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
     "PLUGIN_DIRS_ENV",
+    "Listed",
     "LoadedPlugin",
     "Registry",
+    "accept",
+    "builtin_candidates",
     "discover",
     "instance_of",
+    "ready",
     "validate_plugin",
+    "validated",
 ]
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,10 @@ class LoadedPlugin:
     @property
     def engine(self) -> str:
         return self.plugin.engine
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        return tuple(self.plugin.requires)
 
 
 def instance_of(plugin: AnalysisPlugin | LoadedPlugin) -> AnalysisPlugin:
@@ -135,49 +139,91 @@ def discover(
     the built-in ones), which each loaded plugin keeps.
     """
     limits = limits or Limits()
-    plugins: dict[str, LoadedPlugin] = {}
     failures: list[PluginLoadError] = []
-    candidates: list[tuple[str, Any, bool]] = []  # source, object, isolated
+    candidates: list[tuple[str, Callable[[], LoadedPlugin]]] = []
     dirs = [Path(d).expanduser() for d in plugin_dirs]
     if entry_points or dirs:
         isolation.warm_for(dirs, entry_points=entry_points)  # beside the built-ins' imports
     if builtins:
-        candidates.extend((s, o, False) for s, o in _builtin_candidates(failures))
-    if entry_points:
-        candidates.extend((s, o, True) for s, o in _entry_point_candidates(failures, limits))
-    for directory in dirs:
         candidates.extend(
-            (s, o, True) for s, o in _directory_candidates(directory, failures, limits)
+            (s, partial(validated, o, s, isolated=False, limits=limits))
+            for s, o in builtin_candidates(failures)
         )
-    for source, obj, isolated in candidates:
+    for found in sources(entry_points=entry_points, dirs=dirs):
         try:
-            loaded = _accept(obj, source, plugins, isolated=isolated, limits=limits)
+            pairs = _imported(found, limits)
+        except PluginLoadError as exc:
+            failures.append(exc)
+            continue
+        candidates.extend(
+            (s, partial(validated, o, s, isolated=True, limits=limits)) for s, o in pairs
+        )
+    plugins = accept(candidates, failures)
+    return Registry(plugins=_link_requirements(plugins, failures), failures=failures)
+
+
+def _imported(found: Source | PluginLoadError, limits: Limits) -> list[tuple[str, Any]]:
+    """The candidates of a third-party source, imported in a worker first and then here;
+    PluginLoadError when either import failed (or `found` is a failure already)."""
+    if isinstance(found, PluginLoadError):
+        raise found
+    refusal = isolation.probe_import(found.source, found.locator, limits)
+    if refusal is not None:
+        raise refused(found.source, refusal)
+    try:
+        obj = import_in_process(found)
+    except Exception as exc:
+        raise import_failure(found.source, exc, home=found.home) from exc
+    return candidates_of(found, obj)
+
+
+class Listed(Protocol):
+    """What acceptance and requirements need of a plugin: a `LoadedPlugin`, or what a
+    listing knows of one (`listing.PluginInfo`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def requires(self) -> tuple[str, ...]: ...
+
+
+ListedT = TypeVar("ListedT", bound=Listed)
+
+
+def accept(
+    candidates: Iterable[tuple[str, Callable[[], ListedT]]], failures: list[PluginLoadError]
+) -> dict[str, ListedT]:
+    """The candidates that validate (each callable validates one, or raises PluginLoadError)
+    and whose slug is not taken by an earlier one, by slug; the others become failures."""
+    accepted: dict[str, ListedT] = {}
+    for source, validate in candidates:
+        try:
+            item = validate()
+            other = accepted.get(item.name)
+            if other is not None:
+                raise PluginLoadError(
+                    source,
+                    f"slug {item.name!r} is already taken by the plugin from {other.source}; "
+                    "expected a unique name",
+                    plugin=item.name,
+                )
         except PluginLoadError as exc:
             log.warning("%s", exc)
             failures.append(exc)
         else:
-            plugins[loaded.name] = loaded
-    return Registry(plugins=_link_requirements(plugins, failures), failures=failures)
+            accepted[item.name] = item
+    return accepted
 
 
 def _link_requirements(
     plugins: Mapping[str, LoadedPlugin], failures: list[PluginLoadError]
 ) -> dict[str, LoadedPlugin]:
-    """The plugins whose requirements are all loaded and acyclic, each linked to them.
-
-    The others become failures. Refusing one can leave its dependants short of a requirement,
-    so this repeats until nothing more is refused.
-    """
-    kept = dict(plugins)
-    while True:
-        refused = _unmet(kept, failures) or _cyclic(kept)
-        if not refused:
-            break
-        for slug, message in refused.items():
-            loaded = kept.pop(slug)
-            error = PluginLoadError(loaded.source, message, plugin=slug)
-            log.warning("%s", error)
-            failures.append(error)
+    """The plugins whose requirements are all loaded and acyclic, each linked to them."""
+    kept = ready(plugins, failures)
     linked: dict[str, LoadedPlugin] = {}
 
     def link(slug: str) -> LoadedPlugin:
@@ -190,12 +236,30 @@ def _link_requirements(
     return {slug: link(slug) for slug in kept}
 
 
-def _unmet(kept: Mapping[str, LoadedPlugin], failures: list[PluginLoadError]) -> dict[str, str]:
+def ready(plugins: Mapping[str, ListedT], failures: list[PluginLoadError]) -> dict[str, ListedT]:
+    """The plugins whose requirements are all loaded and acyclic; the others become failures.
+
+    Refusing one can leave its dependants short of a requirement, so this repeats until
+    nothing more is refused.
+    """
+    kept = dict(plugins)
+    while True:
+        refused_now = _unmet(kept, failures) or _cyclic(kept)
+        if not refused_now:
+            return kept
+        for slug, message in refused_now.items():
+            item = kept.pop(slug)
+            error = PluginLoadError(item.source, message, plugin=slug)
+            log.warning("%s", error)
+            failures.append(error)
+
+
+def _unmet(kept: Mapping[str, Listed], failures: list[PluginLoadError]) -> dict[str, str]:
     """Why each plugin requiring one that is not loaded is refused, by slug."""
     failed = {f.plugin for f in failures if f.plugin is not None}
     refused: dict[str, str] = {}
     for slug, loaded in kept.items():
-        missing = [r for r in loaded.plugin.requires if r not in kept]
+        missing = [r for r in loaded.requires if r not in kept]
         if missing:
             reasons = [
                 f"{r!r} ({'it failed to load' if r in failed else 'no plugin has this name'})"
@@ -208,7 +272,7 @@ def _unmet(kept: Mapping[str, LoadedPlugin], failures: list[PluginLoadError]) ->
     return refused
 
 
-def _cyclic(kept: Mapping[str, LoadedPlugin]) -> dict[str, str]:
+def _cyclic(kept: Mapping[str, Listed]) -> dict[str, str]:
     """Why each plugin on a cycle of requirements is refused, by slug (every requirement is
     loaded when this runs)."""
     refused: dict[str, str] = {}
@@ -222,14 +286,14 @@ def _cyclic(kept: Mapping[str, LoadedPlugin]) -> dict[str, str]:
     return refused
 
 
-def _path_back(start: str, kept: Mapping[str, LoadedPlugin]) -> list[str] | None:
+def _path_back(start: str, kept: Mapping[str, Listed]) -> list[str] | None:
     """The shortest chain of requirements from `start` back to itself, or None."""
     previous: dict[str, str] = {}
     frontier = [start]
     while frontier:
         following: list[str] = []
         for slug in frontier:
-            for required in kept[slug].plugin.requires:
+            for required in kept[slug].requires:
                 if required == start:
                     chain = [slug]
                     while chain[-1] != start:
@@ -242,18 +306,9 @@ def _path_back(start: str, kept: Mapping[str, LoadedPlugin]) -> list[str] | None
     return None
 
 
-def _accept(
-    obj: Any, source: str, plugins: Mapping[str, LoadedPlugin], *, isolated: bool, limits: Limits
-) -> LoadedPlugin:
+def validated(obj: Any, source: str, *, isolated: bool, limits: Limits) -> LoadedPlugin:
+    """`obj` checked against the contract (`validate_plugin`), as loaded from `source`."""
     instance = validate_plugin(obj, source)
-    other = plugins.get(instance.name)
-    if other is not None:
-        raise PluginLoadError(
-            source,
-            f"slug {instance.name!r} is already taken by the plugin from {other.source}; "
-            "expected a unique name",
-            plugin=instance.name,
-        )
     return LoadedPlugin(
         plugin=instance,
         source=source,
@@ -272,119 +327,12 @@ def _load_reference(reference: str) -> Any:
     return obj
 
 
-def _builtin_candidates(failures: list[PluginLoadError]) -> Iterator[tuple[str, Any]]:
+def builtin_candidates(failures: list[PluginLoadError]) -> Iterator[tuple[str, Any]]:
+    """The built-ins' (source, class) pairs, imported here; an import failure goes to
+    `failures`."""
     for reference in BUILTIN_PLUGINS:
         source = f"builtin {reference}"
         try:
             yield source, _load_reference(reference)
         except Exception as exc:
-            failures.append(_import_failure(source, exc))
-
-
-def _entry_point_candidates(
-    failures: list[PluginLoadError], limits: Limits
-) -> Iterator[tuple[str, Any]]:
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist = f" ({ep.dist.name} {ep.dist.version})" if ep.dist is not None else ""
-        source = f"entry point {ep.name} = {ep.value}{dist}"
-        module = ep.value.partition(":")[0].strip()
-        refused = isolation.probe_import(source, Locator("module", module, module), limits)
-        if refused is not None:
-            failures.append(_refused(source, refused))
-            continue
-        try:
-            obj = ep.load()
-        except Exception as exc:
-            failures.append(_import_failure(source, exc))
-            continue
-        yield from _expand(source, obj)
-
-
-def _directory_candidates(
-    directory: Path, failures: list[PluginLoadError], limits: Limits
-) -> Iterator[tuple[str, Any]]:
-    if not directory.is_dir():
-        failures.append(
-            PluginLoadError(
-                str(directory), f"{PLUGIN_DIRS_ENV} names a directory that does not exist"
-            )
-        )
-        return
-    root = directory.resolve()
-    for path in sorted(directory.glob("*.py")):
-        if path.name.startswith(("_", ".")):
-            continue
-        if not path.resolve().is_relative_to(root):
-            failures.append(
-                PluginLoadError(
-                    str(path),
-                    f"a link to {path.resolve()}, outside the plugin folder; refused (copy the "
-                    "file into the folder, or list its own folder in PULSAR_LENS_PLUGIN_DIRS)",
-                )
-            )
-            continue
-        locator = Locator("file", str(path), _module_name(path))
-        refused = isolation.probe_import(str(path), locator, limits)
-        if refused is not None:
-            failures.append(_refused(str(path), refused))
-            continue
-        try:
-            module = _import_file(path)
-        except Exception as exc:
-            failures.append(_import_failure(str(path), exc, home=str(path)))
-            continue
-        listed = getattr(module, "PLUGINS", None)
-        if listed is None:
-            failures.append(
-                PluginLoadError(
-                    str(path),
-                    "expected a module-level PLUGINS tuple listing the plugin classes; found none",
-                )
-            )
-            continue
-        yield from _expand(str(path), listed)
-
-
-def _expand(source: str, obj: Any) -> Iterator[tuple[str, Any]]:
-    """A class stands for itself; a list or tuple stands for each of its items."""
-    if isinstance(obj, list | tuple):
-        for item in obj:
-            name = getattr(item, "__qualname__", repr(item))
-            yield f"{source} [{name}]" if len(obj) > 1 else source, item
-    else:
-        yield source, obj
-
-
-def _module_name(path: Path) -> str:
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
-    return f"{isolation.DROPIN_PREFIX}{re.sub(r'[^0-9a-zA-Z_]', '_', path.stem)}_{digest}"
-
-
-def _import_file(path: Path) -> Any:
-    module_name = _module_name(path)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # a print at import must not reach --json
-            spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(module_name, None)
-        raise
-    return module
-
-
-def _refused(source: str, refused: PluginRunError) -> PluginLoadError:
-    """The load failure of a file or module whose import failed in a worker."""
-    return PluginLoadError(source, f"import failed: {refused.detail}", origin=refused.origin)
-
-
-def _import_failure(source: str, exc: BaseException, *, home: str | None = None) -> PluginLoadError:
-    """`exc` raised importing a plugin; `home` (a drop-in's file) is where its author looks."""
-    error = PluginLoadError(
-        source, f"import failed: {type(exc).__name__}: {exc}", origin=origin_of(exc, home=home)
-    )
-    error.__cause__ = exc
-    return error
+            failures.append(import_failure(source, exc))
