@@ -9,7 +9,9 @@ the forkserver preloads, some 180 MiB). A worker that hangs is killed; one that 
 is killed by a signal or runs out of memory is reported as that plugin's failure
 (`PluginRunError`), and nothing else stops. Drop-in files and entry-point modules are first
 imported in a worker too (`probe_import`, at most `PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT`,
-10 s), so one that hangs or exits at import is a load failure, not a hung command.
+10 s), so one that hangs or exits at import is a load failure, not a hung command; `probe`
+does the same and sends back what a function says of the imported module (the listing of
+`pulsar-lens plugins` learns of a drop-in this way, and imports it nowhere else).
 
 Workers start without any credential: no token, password, OAuth2 setting or settings file
 in their environment (`_start`).

@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -110,9 +110,6 @@ class Listing:
     from_cache: bool = False
     """The third-party answers came from the listing cache: no worker was started."""
 
-    def __iter__(self) -> Any:
-        return iter(self.plugins.values())
-
 
 def list_plugins(
     *,
@@ -130,7 +127,9 @@ def list_plugins(
     dirs = [Path(d).expanduser() for d in plugin_dirs]
     found = sources(entry_points=True, dirs=dirs)
     probes = list({f.source: f for f in found if isinstance(f, Source)}.values())
-    cache = ListingCache.for_sources(cache_dir, probes, dirs, limits) if cache_dir else None
+    cache = None
+    if cache_dir is not None and probes:  # the built-ins alone are listed without a worker
+        cache = ListingCache.for_sources(cache_dir, probes, dirs, limits)
     answers = None if fresh or cache is None else _cached(cache, probes)
     if probes and answers is None:
         with contextlib.suppress(OSError):  # the first probe starts it again, and says why
@@ -146,6 +145,18 @@ def list_plugins(
         answers = {p.source: _probe(p, limits) for p in probes}
         if cache is not None:
             _keep(cache, answers)
+    candidates.extend(_answered(found, answers, failures))
+    plugins = registry.accept(candidates, failures)
+    return Listing(registry.ready(plugins, failures), failures, from_cache=from_cache)
+
+
+def _answered(
+    found: Sequence[Source | PluginLoadError],
+    answers: Mapping[str, Answer],
+    failures: list[PluginLoadError],
+) -> Iterator[tuple[str, Callable[[], PluginInfo]]]:
+    """The candidates of the third-party sources, in order, from the workers' answers; a
+    source that failed goes to `failures` (as `discover()` does before it accepts any)."""
     for item in found:
         if isinstance(item, PluginLoadError):
             failures.append(item)
@@ -154,9 +165,7 @@ def list_plugins(
         if isinstance(answer, Failure):
             failures.append(answer.error())
             continue
-        candidates.extend((s, partial(_known, outcome)) for s, outcome in answer)
-    plugins = registry.accept(candidates, failures)
-    return Listing(registry.ready(plugins, failures), failures, from_cache=from_cache)
+        yield from ((s, partial(_known, outcome)) for s, outcome in answer)
 
 
 def _builtin_info(obj: Any, source: str) -> PluginInfo:

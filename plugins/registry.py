@@ -5,6 +5,9 @@ built-ins (`pulsar_lens.plugins.builtin.BUILTIN_PLUGINS`), installed packages (e
 `pulsar_lens.plugins`) and `*.py` drop-in files in the directories of PULSAR_LENS_PLUGIN_DIRS.
 A plugin that fails to import or validate becomes a `PluginLoadError` in `Registry.failures`;
 so does one whose `requires` names a plugin that is not loaded or forms a cycle.
+`pulsar-lens plugins` lists them with `listing.list_plugins`, which shares the sources
+(`sources.py`), the validation (`validated`), the slug check (`accept`) and the requirements
+(`ready`) with `discover()` but imports third-party code only in workers.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ __all__ = [
     "folder_sources",
     "import_failure",
     "import_in_process",
+    "module_name",
     "refused",
     "resolve",
     "sources",
