@@ -62,6 +62,12 @@ RELEASES: dict[str, Release] = {
             slf4j_binding="log4j-slf4j-impl",  # 3.0 is on SLF4J 1.7
             note="the newest 3.0.x on Maven Central (3.0.8 and later are not published there)",
         ),
+        Release(
+            "4.2.4",
+            "4.2",
+            (JAVA_17, JAVA_21),
+            note="the newest release after 4.0 on Maven Central (no 4.1.x is published there)",
+        ),
     )
 }
 
