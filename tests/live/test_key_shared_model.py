@@ -1,4 +1,6 @@
-"""Our Key_Shared selectors agree with a real Pulsar 4.0 broker, range for range, key for key.
+"""Our Key_Shared selectors agree with a real Pulsar 4.0 broker, range for range, key for key,
+and our 3.0 default selector (`--pulsar 3.0`: consistent hashing as 3.0.7 implements it) with
+a real Pulsar 3.0.7 broker.
 
 After every join and leave the broker's `keyHashRangeArrays` (topic stats, matched to our
 handles by a consumer property) must equal the model's, in the same consumer order; then
@@ -21,6 +23,7 @@ from pulsar_lens.core.selectors import (
     ConsistentHashingSelector,
     Consumer,
     StickySelector,
+    make_selector,
     validate_sticky_ranges,
 )
 from pulsar_lens.lab.localpulsar import LocalPulsar
@@ -94,6 +97,21 @@ def test_consistent_hashing_matches_broker_through_joins_and_leaves(
     group = Group(broker, new_topic(f"ch{points}"), model)
     try:
         run_join_leave_sequence(group, names)
+    finally:
+        group.close()
+
+
+def test_pulsar_3_0_default_selector_matches_a_3_0_broker(broker_pool: BrokerPool) -> None:
+    """The model `--pulsar 3.0` predicts with (consistent hashing, 100 points, variant 3.0.7)
+    against a 3.0.7 standalone with its default settings: `keyHashRanges` after each join and
+    leave, and the consumer each of 2500 keys reaches. The names repeat, so 3.0.7's name index
+    (a repeated name's points) is in what the broker judges."""
+    broker = broker_pool.get(version="3.0")
+    assert broker.version == "3.0.7"
+    model = make_selector("consistent", pulsar="3.0", name_encoding=jvm_name_encoding())
+    group = Group(broker, new_topic("ch30"), model)
+    try:
+        run_join_leave_sequence(group, NAME_SETS["duplicates"])
     finally:
         group.close()
 
