@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_lens.lab.runtime import PULSAR_VERSION, ensure_runtime, find_java
+from pulsar_lens.lab.runtime import PULSAR_VERSION, TESTED_RELEASES, ensure_runtime, find_java
 
-ORACLE_RELEASES = (PULSAR_VERSION, "3.0.7")
+ORACLE_RELEASES = TESTED_RELEASES
 """The releases whose own classes the oracles drive: 4.0 LTS and 3.0 LTS, as the lab runs them."""
 
 SOURCE = Path(__file__).with_name("BrokerOracle.java")
