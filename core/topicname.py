@@ -23,7 +23,6 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-
 from typing import TYPE_CHECKING
 
 from pulsar_lens.core.names import NAMED_ENTITY, namespace_path, segment

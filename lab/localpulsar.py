@@ -3,8 +3,9 @@
 Used by the live tests, `pulsar-lens demo` and `pulsar-lens pulsar start|stop|status`. Each
 broker gets free ports and a fresh data directory, and listens on 127.0.0.1 only; the JDK and
 the jars come from `lab.runtime`, per release (`version`: 4.0.7 by default, or any other
-release of `runtime.RELEASES`, named by its version or its line). A secured broker (authentication on, see `lab.security`) is
-asked whether it is ready with `admin_token`; `web_tls=True` opens its web service on TLS too.
+release of `runtime.RELEASES`, named by its version or its line). A secured broker
+(authentication on, see `lab.security`) is asked whether it is ready with `admin_token`;
+`web_tls=True` opens its web service on TLS too.
 """
 
 from __future__ import annotations
@@ -229,9 +230,7 @@ class LocalPulsar:
             )
         if self.process is not None and self.process.poll() is None:
             self.kill()
-        return self._spawn_ready(
-            find_java(self.version), ensure_runtime(self.version), timeout
-        )
+        return self._spawn_ready(find_java(self.version), ensure_runtime(self.version), timeout)
 
     def wait_ready(self, *, timeout: float) -> None:
         """Wait until `is_ready()`; raise with the log tail when the JVM exits first or
