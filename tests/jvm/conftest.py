@@ -138,12 +138,13 @@ def running_oracle(
     source: Path, classpath: Sequence[Path], what: str
 ) -> Iterator[subprocess.Popen[bytes]]:
     """The oracle class of `source`, compiled against `classpath` (cached), running with its
-    pipes open until the block ends; it must say READY first."""
+    pipes open until the block ends; it must say READY first. Its JVM hashes names in UTF-8
+    (`String.getBytes()`), as the lab's brokers do."""
     java = find_java()
     path = ":".join(str(p) for p in classpath)
     classes = _compiled_source(java, path, source)
     process = subprocess.Popen(
-        [java, "-Xmx256m", "-cp", f"{classes}:{path}", source.stem],
+        [java, "-Xmx256m", "-Dfile.encoding=UTF-8", "-cp", f"{classes}:{path}", source.stem],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -174,7 +175,7 @@ def _compiled_source(java: str, classpath: str, source: Path) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         javac = str(Path(java).with_name("javac"))
         done = subprocess.run(
-            [javac, "-d", str(out), "-cp", classpath, str(source)],
+            [javac, "-nowarn", "-d", str(out), "-cp", classpath, str(source)],
             capture_output=True,
             text=True,
             check=False,
@@ -233,3 +234,59 @@ def hash_oracle(pulsar_version: str) -> Iterator[HashOracle]:
     classpath = [jvm.compile_jar(), *spark_api, *pulsar_jars(pulsar_version)]
     with running_oracle(HASH_SOURCE, classpath, "hash") as process:
         yield HashOracle(process, pulsar_version)
+
+
+SELECTOR_SOURCE = Path(__file__).with_name("SelectorOracle.java")
+
+
+class SelectorOracle:
+    """The broker's own Key_Shared selectors (`SelectorOracle.java`), over a pipe; consumers
+    are named by the ids a test gives them."""
+
+    def __init__(self, process: subprocess.Popen[bytes], version: str) -> None:
+        self.process = process
+        self.version = version
+
+    def _say(self, line: str) -> str:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{line}\n".encode())
+        self.process.stdin.flush()
+        return self.process.stdout.readline().decode().rstrip("\n")
+
+    def new(self, kind: str, points: int = 100) -> None:
+        assert self._say(f"NEW {kind} {points}") == "OK"
+
+    def add(self, ident: int, name: str, sticky: Sequence[tuple[int, int]] = ()) -> str | None:
+        """None when the selector took the consumer, else its refusal's message."""
+        ranges = ",".join(f"{s}-{e}" for s, e in sticky)
+        answer = self._say(f"ADD {ident} {name.encode().hex()} {ranges}".rstrip())
+        if answer == "OK":
+            return None
+        assert answer.startswith("ERR "), answer
+        return bytes.fromhex(answer[4:]).decode()
+
+    def remove(self, ident: int) -> None:
+        assert self._say(f"REMOVE {ident}") == "OK"
+
+    def ranges(self) -> dict[int, list[tuple[int, int]]]:
+        """Each consumer's ranges as the selector lists them."""
+        listed: dict[int, list[tuple[int, int]]] = {}
+        answer = self._say("RANGES")
+        for entry in answer.split(";") if answer else ():
+            ident, _, text = entry.partition(":")
+            pairs = (r.split("-") for r in text.split(",") if r)
+            listed[int(ident)] = [(int(s), int(e)) for s, e in pairs]
+        return listed
+
+    def select(self, keys: Sequence[bytes]) -> list[int | None]:
+        answers: list[int | None] = []
+        for start in range(0, len(keys), BATCH):
+            line = self._say("SELECT " + " ".join(k.hex() for k in keys[start : start + BATCH]))
+            answers += [None if a == "-" else int(a) for a in line.split(" ")]
+        return answers
+
+
+@pytest.fixture(scope="session")
+def selector_oracle(pulsar_version: str) -> Iterator[SelectorOracle]:
+    with running_oracle(SELECTOR_SOURCE, pulsar_jars(pulsar_version), "selector") as process:
+        yield SelectorOracle(process, pulsar_version)
