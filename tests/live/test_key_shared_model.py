@@ -161,6 +161,29 @@ def test_sticky_ranges_gaps_and_conflicts_match_broker(pulsar: LocalPulsar) -> N
         group.close()
 
 
+def test_pulsar_3_0_sticky_consumer_receives_the_gap_between_its_ranges(
+    broker_pool: BrokerPool,
+) -> None:
+    """On a 3.0.7 broker the hashes between two ranges of one STICKY consumer (10000..39999
+    here, no other consumer's range between) reach that consumer; our 3.0 model says so, and
+    every key reaches the consumer it names (none is left in the backlog)."""
+    broker = broker_pool.get(version="3.0")
+    group = Group(broker, new_topic("sticky30"), StickySelector(pulsar="3.0"))
+    try:
+        solo = sticky_join(group, "solo", [(0, 9999), (40000, 49999)])
+        sticky_join(group, "other", [(50000, 65535)])
+        assert_ranges_agree(group, "after both sticky consumers joined")
+        keys = [f"sticky30-key-{i}" for i in range(KEYS // 4)]
+        expected = {k: group.model.select_key(k.encode()) for k in keys}
+        in_gap = [k for k in keys if 10000 <= group.model.key_hash(k.encode()) % 65536 < 40000]
+        assert len(in_gap) > 100 and all(expected[k] is solo for k in in_gap)
+        publish(group.client, group.topic, ((k, {"partition_key": k}) for k in keys), **KEY_BASED)
+        group.wait_received(len(keys))
+        assert all(group.received[k] is expected[k] for k in keys)
+    finally:
+        group.close()
+
+
 def marker_keys(group: Group, consumers: set[Consumer]) -> list[str]:
     """One key per consumer in `consumers`, routed to it by the model."""
     found: dict[Consumer, str] = {}
