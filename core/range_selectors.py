@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 from collections.abc import Sequence
 
 from pulsar_lens.core.assignments import Assignments, Consumer, Impact, RangeMove, Selector
@@ -224,7 +225,7 @@ class StickySelector(Selector):
         if self.pulsar == "3.0":
             gaps = [
                 (end + 1, nxt - 1, consumer)
-                for (_, end, consumer), (nxt, _, other) in zip(rows, rows[1:], strict=False)
+                for (_, end, consumer), (nxt, _, other) in itertools.pairwise(rows)
                 if other is consumer and end + 1 < nxt
             ]
             rows = sorted(rows + gaps, key=lambda row: row[0])

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.oidc import LoginValues
@@ -178,11 +178,13 @@ class Settings:
         env = process_environ()
         key = (tuple(sorted(env.items())), _file_stamp(env.get(CONFIG_ENV, "").strip()))
         with _current_lock:
-            if _current and _current[0] == key:
-                return _current[1]
+            kept = _current.get(key)
+        if kept is not None:
+            return kept
         built = cls.from_env(env)
         with _current_lock:
-            _current[:] = [key, built]
+            _current.clear()  # only the newest is kept
+            _current[key] = built
         return built
 
     @classmethod
@@ -274,7 +276,7 @@ class Settings:
 
 
 _current_lock = threading.Lock()
-_current: list[Any] = []  # [key, Settings] of the newest `Settings.current()`
+_current: dict[object, Settings] = {}  # the newest `Settings.current()`, by what it read
 
 
 def _file_stamp(name: str) -> tuple[str, int, int] | None:
