@@ -1,4 +1,5 @@
-"""`pulsar-lens pulsar assemble|start|stop|status`: the local Pulsar 4.0 standalone."""
+"""`pulsar-lens pulsar assemble|start|stop|status`: the local Pulsar standalone, of the
+release `--pulsar` names (4.0.7 by default; `runtime.RELEASES` lists the others)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="KEY=VALUE",
         help="extra broker setting (repeatable), e.g. activeConsumerFailoverConsistentHashing=true",
     )
+    p.add_argument(
+        "--pulsar",
+        choices=runtime.version_names(),
+        default=None,
+        help=f"the release, by version or line (default {runtime.PULSAR_VERSION}); "
+        "status: exit 1 unless the running one is this release",
+    )
     p.add_argument("--json", action="store_true", help="print the state as JSON")
     p.set_defaults(func=run)
 
@@ -34,17 +42,18 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    version = runtime.release(args.pulsar or runtime.PULSAR_VERSION).version
     if args.action == "assemble":
         started = time.monotonic()
-        lib = runtime.ensure_runtime()
+        lib = runtime.ensure_runtime(version)
         state: dict[str, object] = {
-            "version": runtime.PULSAR_VERSION,
+            "version": version,
             "lib": str(lib),
             "seconds": round(time.monotonic() - started, 1),
         }
     elif args.action == "start":
         started = time.monotonic()
-        state = localpulsar.start_detached(parse_settings(args.set))
+        state = localpulsar.start_detached(parse_settings(args.set), version=version)
         state["seconds"] = round(time.monotonic() - started, 1)
     elif args.action == "stop":
         state = {"stopped": localpulsar.stop_detached()}
@@ -55,4 +64,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         for key, value in state.items():
             print(f"{key}: {value}")
-    return 0 if args.action != "status" or state.get("running") else 1
+    if args.action != "status":
+        return 0
+    wanted = args.pulsar is None or state.get("version") == version
+    return 0 if state.get("running") and wanted else 1

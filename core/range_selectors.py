@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 from collections.abc import Sequence
 
 from pulsar_lens.core.assignments import Assignments, Consumer, Impact, RangeMove, Selector
@@ -161,7 +162,15 @@ def scan_split_ends(joins: int, *, range_size: int = RANGE_SIZE) -> list[int]:
 
 
 class StickySelector(Selector):
-    """`HashRangeExclusiveStickyKeyConsumerSelector`: consumers bring their own ranges."""
+    """`HashRangeExclusiveStickyKeyConsumerSelector`: consumers bring their own ranges.
+
+    On 3.0 (`pulsar="3.0"`, read from 3.0.7's class and driven in tests/jvm) the broker
+    delivers a hash to the consumer of its floor and ceiling range ends when both are the same
+    consumer's: a gap between two ranges of one consumer (no other consumer's range between
+    them) is that consumer's too. 4.0 delivers only hashes inside a range. `ranges()` lists
+    the ranges asked for on both lines (what the stats report); `assignments()` and `select()`
+    say who receives each hash.
+    """
 
     kind: SelectorKind = "sticky"
 
@@ -204,10 +213,29 @@ class StickySelector(Selector):
         if at < 0:
             return None
         (start, end), consumer = self._at[self._starts[at]]
-        return consumer if start <= slot <= end else None
+        if start <= slot <= end:
+            return consumer
+        following = at + 1
+        if self.pulsar == "3.0" and following < len(self._starts):  # floor and ceiling ends
+            return consumer if self._at[self._starts[following]][1] is consumer else None
+        return None
 
     def assignments(self) -> Assignments:
-        return Assignments.from_rows(self._at[s][0] + (self._at[s][1],) for s in self._starts)
+        rows = [self._at[s][0] + (self._at[s][1],) for s in self._starts]
+        if self.pulsar == "3.0":
+            gaps = [
+                (end + 1, nxt - 1, consumer)
+                for (_, end, consumer), (nxt, _, other) in itertools.pairwise(rows)
+                if other is consumer and end + 1 < nxt
+            ]
+            rows = sorted(rows + gaps, key=lambda row: row[0])
+        return Assignments.from_rows(rows)
+
+    def ranges(self) -> dict[Consumer, tuple[HashRange, ...]]:
+        """The ranges each consumer asked for, as the stats list them (on 3.0 it also
+        receives the gaps between its own ranges: `assignments()`)."""
+        asked = Assignments.from_rows(self._at[s][0] + (self._at[s][1],) for s in self._starts)
+        return dict(asked.by_consumer(self._consumers).items())
 
     def _conflicting(self, ranges: tuple[HashRange, ...]) -> Consumer | None:
         # the broker looks at the floor and the ceiling entry of each range's start

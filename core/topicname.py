@@ -10,7 +10,8 @@ everywhere, and the same thing it means to the broker:
 - `tenant/namespace/local` is a v2 name, `tenant/cluster/namespace/local` a v1 name (the
   local name keeps any further `/`); tenant, cluster and namespace must be non-empty and
   made of `A-Z a-z 0-9 _ - = : .` only; the local name must not be blank (4.0.7 refuses
-  whitespace-only local names too) and may hold anything else;
+  whitespace-only local names too) and may hold anything else; a 3.0 broker (`pulsar="3.0"`,
+  read from 3.0.7's class) refuses only an empty local name and takes a whitespace-only one;
 - `-partition-N` ends a partition's name when N is a plain non-negative int.
 
 `TopicName.topic` is the broker's `toString()`: the name it hashes to place a topic in a
@@ -22,8 +23,12 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from pulsar_lens.core.names import NAMED_ENTITY, namespace_path, segment
+
+if TYPE_CHECKING:
+    from pulsar_lens.core.hashing import PulsarLine
 
 DOMAINS = ("persistent", "non-persistent")
 PARTITION_SUFFIX = "-partition-"
@@ -69,8 +74,9 @@ class TopicName:
 
 
 @lru_cache(maxsize=65_536)
-def parse_topic_name(name: str) -> TopicName:
-    """`name` read as the broker's `TopicName.get(name)`; TopicNameError when it refuses it.
+def parse_topic_name(name: str, *, pulsar: PulsarLine = "4.0") -> TopicName:
+    """`name` read as the `TopicName.get(name)` of a broker of line `pulsar`; TopicNameError
+    when it refuses it.
 
     A name holding a lone surrogate (bytes that were not UTF-8) is refused too: the broker's
     class would take it, but no request can carry it to a broker."""
@@ -89,7 +95,9 @@ def parse_topic_name(name: str) -> TopicName:
     else:
         raise TopicNameError(f"Invalid topic name: {complete}", name=complete)
     _check_namespace(tenant, cluster, namespace)
-    if _blank(local):
+    if pulsar == "3.0" and not local:
+        raise TopicNameError(f"Invalid topic name: {complete}", name=complete)
+    if pulsar != "3.0" and _blank(local):
         raise TopicNameError(
             f"Invalid topic name: {complete}. Topic local name must not be blank.", name=complete
         )

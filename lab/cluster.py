@@ -49,7 +49,13 @@ from pulsar_lens.lab.processes import (
     spawn,
     wait_until,
 )
-from pulsar_lens.lab.runtime import PULSAR_VERSION, RUNTIME_DIR, ensure_runtime, find_java
+from pulsar_lens.lab.runtime import (
+    PULSAR_VERSION,
+    RUNTIME_DIR,
+    ensure_runtime,
+    find_java,
+    release,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +88,7 @@ class LocalPulsarCluster:
             )
         if self.brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        self.version = release(self.version).version  # a line ("3.0") names its release
 
     # --- what the cluster offers --------------------------------------------------------
 
@@ -135,7 +142,7 @@ class LocalPulsarCluster:
         with the log tail of whichever process failed."""
         began = time.monotonic()
         deadline = began + timeout
-        java = find_java()
+        java = find_java(self.version)
         lib = ensure_runtime(self.version)
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="pulsar-lens-cluster-"))
@@ -203,7 +210,7 @@ class LocalPulsarCluster:
         broker = self.broker_processes[index]
         if broker.alive():
             return
-        self._spawn_broker(find_java(), ensure_runtime(self.version), broker)
+        self._spawn_broker(find_java(self.version), ensure_runtime(self.version), broker)
         deadline = time.monotonic() + timeout
         self._wait(lambda: broker_ready(broker), broker, deadline, "broker")
 
@@ -317,6 +324,7 @@ class LocalPulsarCluster:
     def broker_settings(self, broker: ClusterProcess) -> dict[str, str]:
         settings = {
             **BROKER_SETTINGS,
+            **release(self.version).settings,
             "clusterName": CLUSTER_NAME,
             "metadataStoreUrl": self.metadata_url,
             "configurationMetadataStoreUrl": self.metadata_url,

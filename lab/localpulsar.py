@@ -1,9 +1,11 @@
-"""A real Apache Pulsar 4.0 standalone (broker and bookie in one JVM) run on loopback.
+"""A real Apache Pulsar standalone (broker and bookie in one JVM) run on loopback.
 
 Used by the live tests, `pulsar-lens demo` and `pulsar-lens pulsar start|stop|status`. Each
 broker gets free ports and a fresh data directory, and listens on 127.0.0.1 only; the JDK and
-the jars come from `lab.runtime`. A secured broker (authentication on, see `lab.security`) is
-asked whether it is ready with `admin_token`; `web_tls=True` opens its web service on TLS too.
+the jars come from `lab.runtime`, per release (`version`: 4.0.7 by default, or any other
+release of `runtime.RELEASES`, named by its version or its line). A secured broker
+(authentication on, see `lab.security`) is asked whether it is ready with `admin_token`;
+`web_tls=True` opens its web service on TLS too.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from pulsar_lens.lab.runtime import (
     cache_root,
     ensure_runtime,
     find_java,
+    release,
 )
 
 log = logging.getLogger(__name__)
@@ -110,6 +113,9 @@ class LocalPulsar:
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _own_data_dir: bool = field(default=False, repr=False)
 
+    def __post_init__(self) -> None:
+        self.version = release(self.version).version  # a line ("3.0") names its release
+
     @property
     def admin_url(self) -> str:
         return f"http://127.0.0.1:{self.web_port}"
@@ -160,6 +166,7 @@ class LocalPulsar:
         conf.mkdir(parents=True, exist_ok=True)
         settings = {
             **BASE_SETTINGS,
+            **release(self.version).settings,
             "brokerServicePort": str(self.broker_port),
             "webServicePort": str(self.web_port),
             "bookiePort": str(self.bookie_port),
@@ -172,7 +179,7 @@ class LocalPulsar:
 
     def start(self, *, timeout: float = 180.0) -> LocalPulsar:
         """Start the broker and wait until `public/default` exists; raise with the log tail."""
-        java = find_java()
+        java = find_java(self.version)
         lib = ensure_runtime(self.version)
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="pulsar-lens-standalone-"))
@@ -223,7 +230,7 @@ class LocalPulsar:
             )
         if self.process is not None and self.process.poll() is None:
             self.kill()
-        return self._spawn_ready(find_java(), ensure_runtime(self.version), timeout)
+        return self._spawn_ready(find_java(self.version), ensure_runtime(self.version), timeout)
 
     def wait_ready(self, *, timeout: float) -> None:
         """Wait until `is_ready()`; raise with the log tail when the JVM exits first or
@@ -284,8 +291,11 @@ def state_file() -> Path:
     return cache_root() / "run" / "standalone.json"
 
 
-def start_detached(settings: Mapping[str, str] | None = None) -> dict[str, object]:
-    """Start a standalone that outlives this process; remember it in the state file."""
+def start_detached(
+    settings: Mapping[str, str] | None = None, *, version: str = PULSAR_VERSION
+) -> dict[str, object]:
+    """Start a standalone of release `version` that outlives this process; remember it in
+    the state file."""
     current = status()
     if current.get("running"):
         raise LocalPulsarError(
@@ -296,7 +306,7 @@ def start_detached(settings: Mapping[str, str] | None = None) -> dict[str, objec
         )
     data_dir = cache_root() / "run" / "standalone-data"
     shutil.rmtree(data_dir, ignore_errors=True)
-    pulsar = LocalPulsar(settings=dict(settings or {}), data_dir=data_dir)
+    pulsar = LocalPulsar(settings=dict(settings or {}), data_dir=data_dir, version=version)
     pulsar.start()
     state: dict[str, object] = {
         "pid": pulsar.pid,

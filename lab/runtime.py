@@ -1,7 +1,10 @@
-"""What a local Pulsar 4.0 broker runs on: a supported JDK, and the broker's jars resolved
-from Maven Central with Maven into `~/.cache/pulsar-lens/pulsar-<version>/lib` (Maven's own
+"""What a local Pulsar broker runs on: a supported JDK, and the broker's jars resolved from
+Maven Central with Maven into `~/.cache/pulsar-lens/pulsar-<version>/lib` (Maven's own
 downloads stay in `~/.m2`). Standard library only, so the set-up script can ask it before
 any virtualenv exists.
+
+`RELEASES` is the one table of the releases the lab runs and of everything that differs
+between them (the JDKs, the logging binding, broker settings); the rest of the lab asks it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pulsar_lens.core.errors import LocalPulsarError
@@ -21,12 +26,85 @@ from pulsar_lens.core.settings import process_environ
 
 log = logging.getLogger(__name__)
 
-PULSAR_VERSION = "4.0.7"
-"""The newest 4.0.x whose every artifact Maven Central serves (4.0.8 lacks some)."""
+JavaRange = tuple[tuple[int, ...], tuple[int, ...]]
 
-SUPPORTED_JAVA = (((17, 0, 17), (18,)), ((21, 0, 8), (22,)))
-"""Java lines Pulsar 4.0 runs on, each from the release that fixes JDK-8351933 (which
-destabilises Pulsar); 23+ needs flags that 17 rejects and 4.0 is not tested there."""
+JAVA_17: JavaRange = ((17, 0, 17), (18,))
+"""Java 17 from the release that fixes JDK-8351933 (which destabilises Pulsar)."""
+JAVA_21: JavaRange = ((21, 0, 8), (22,))
+
+
+@dataclass(frozen=True)
+class Release:
+    """One Pulsar release the lab assembles and starts, and what differs about it."""
+
+    version: str
+    line: str  # the broker line the models name: "4.0", "3.0"
+    java: tuple[JavaRange, ...]
+    slf4j_binding: str = "log4j-slf4j2-impl"  # Pulsar is on SLF4J 2 since 3.1
+    settings: Mapping[str, str] = field(default_factory=dict)
+    """Broker settings this release needs on top of the lab's own (standalone and cluster)."""
+    note: str = ""
+
+
+RELEASES: dict[str, Release] = {
+    release.version: release
+    for release in (
+        Release(
+            "4.0.7",
+            "4.0",
+            (JAVA_17, JAVA_21),
+            note="the newest 4.0.x whose every artifact Maven Central serves (4.0.8 lacks some)",
+        ),
+        Release(
+            "3.0.7",
+            "3.0",
+            (JAVA_17,),
+            slf4j_binding="log4j-slf4j-impl",  # 3.0 is on SLF4J 1.7
+            settings={
+                # a 3.0 broker with a load balancer on (the cluster's) refuses to start where
+                # it cannot read the NIC's speed (loopback, containers); 4.0.7 has no such
+                # check. 100 Gbps keeps the lab's traffic from counting as bandwidth load.
+                "loadBalancerOverrideBrokerNicSpeedGbps": "100",
+            },
+            note="the newest 3.0.x on Maven Central (3.0.8 and later are not published there)",
+        ),
+        Release(
+            "4.2.4",
+            "4.2",
+            (JAVA_17, JAVA_21),
+            note="the newest release after 4.0 on Maven Central (no 4.1.x is published there)",
+        ),
+    )
+}
+
+PULSAR_VERSION = "4.0.7"
+"""The release the lab starts unless told otherwise."""
+
+TESTED_RELEASES = (PULSAR_VERSION, "3.0.7")
+"""The releases the tests prove the models against (4.0 LTS and 3.0 LTS): scripts/setup.sh
+fetches their jars and installs a JDK that runs both."""
+
+SUPPORTED_JAVA = RELEASES[PULSAR_VERSION].java
+"""Java lines Pulsar 4.0 runs on, each from the release that fixes JDK-8351933; 23+ needs
+flags that 17 rejects and 4.0 is not tested there. 3.0 runs on 17 only (its documented
+broker JDK)."""
+
+
+def release(name: str = PULSAR_VERSION) -> Release:
+    """The release of a version ("3.0.7") or of a broker line ("3.0"); raise for any other."""
+    if name in RELEASES:
+        return RELEASES[name]
+    for candidate in RELEASES.values():
+        if candidate.line == name:
+            return candidate
+    known = ", ".join(f"{r.version} ({r.line})" for r in RELEASES.values())
+    raise LocalPulsarError(f"the lab runs no Pulsar {name!r}; it runs {known}", process="Pulsar")
+
+
+def version_names() -> list[str]:
+    """Every name `release()` takes: each version and each line."""
+    return [n for r in RELEASES.values() for n in (r.version, r.line)]
+
 
 RUNTIME_DIR = Path(__file__).with_name("pulsar_runtime")
 
@@ -57,12 +135,13 @@ def java_version(java: str) -> tuple[int, ...]:
 JVM_DIR = Path("/usr/lib/jvm")  # where Debian's JDK packages install
 
 
-def java_supported(version: tuple[int, ...]) -> bool:
-    return any(low <= version < high for low, high in SUPPORTED_JAVA)
+def java_supported(version: tuple[int, ...], pulsar: str = PULSAR_VERSION) -> bool:
+    return any(low <= version < high for low, high in release(pulsar).java)
 
 
-def find_java() -> str:
-    """A `java` Pulsar 4.0 runs well on: $JAVA_HOME first, then PATH, then /usr/lib/jvm."""
+def find_java(pulsar: str = PULSAR_VERSION) -> str:
+    """A `java` that Pulsar release `pulsar` runs well on: $JAVA_HOME first, then PATH,
+    then /usr/lib/jvm."""
     candidates = []
     java_home = process_environ().get("JAVA_HOME")
     if java_home:
@@ -75,11 +154,13 @@ def find_java() -> str:
     for java in candidates:
         if os.path.exists(java):
             version = java_version(java)
-            if java_supported(version):
+            if java_supported(version, pulsar):
                 return java
             seen.append(f"{java} ({'.'.join(map(str, version))})")
+    wanted = " or ".join(f"{'.'.join(map(str, low))}+" for low, _ in release(pulsar).java)
     raise LocalPulsarError(
-        "no Java 17.0.17+ or 21.0.8+ found (JAVA_HOME, PATH, /usr/lib/jvm); "
+        f"no Java {wanted} for Pulsar {release(pulsar).version} found "
+        "(JAVA_HOME, PATH, /usr/lib/jvm); "
         f"saw {', '.join(seen) or 'none'}; install openjdk-17-jdk-headless "
         "(scripts/setup.sh does it)",
         process="java",
@@ -87,7 +168,10 @@ def find_java() -> str:
 
 
 def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path:
-    """Resolve the broker's jars with Maven into the cache, once; return the lib directory."""
+    """Resolve the broker's jars with Maven into the cache, once; return the lib directory.
+    `version` is a version or a line of `RELEASES`."""
+    chosen = release(version)
+    version = chosen.version
     target = lib_dir(version)
     marker = target.parent / ".complete"
     if marker.exists():
@@ -112,6 +196,7 @@ def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path
             "-f",
             str(RUNTIME_DIR / "pom.xml"),
             f"-Dpulsar.version={version}",
+            f"-Dlog4j.slf4j.binding={chosen.slf4j_binding}",
             "dependency:copy-dependencies",
             "-DincludeScope=runtime",
             "-Dmdep.prependGroupId=true",

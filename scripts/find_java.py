@@ -1,4 +1,5 @@
-"""Exit 0 when a Java the harness accepts is installed (lab.runtime.find_java's rule), else 1.
+"""Exit 0 when a Java the harness accepts for every tested release is installed
+(lab.runtime.find_java's rule per release of TESTED_RELEASES), else 1.
 
 Run by scripts/setup.sh with the system's python3, before any virtualenv exists: it maps the
 installed names (`pulsar_lens.core`, `pulsar_lens.lab`) onto the repository's folders, as
@@ -23,13 +24,14 @@ def main() -> int:
         module.__path__ = [str(ROOT / folder)]
         module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
         sys.modules[name] = module
-    from pulsar_lens.lab.runtime import find_java
+    from pulsar_lens.lab.runtime import TESTED_RELEASES, find_java
 
-    try:
-        find_java()
-    except Exception as exc:  # any refusal means: install one
-        print(f"setup: {exc}", file=sys.stderr)
-        return 1
+    for version in TESTED_RELEASES:
+        try:
+            find_java(version)
+        except Exception as exc:  # any refusal means: install one
+            print(f"setup: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 

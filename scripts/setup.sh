@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs everything the demo and the tests need, idempotently:
-#   a JDK 17.0.17+ (or 21.0.8+; not 23+), Maven, Chromium, buildah, debootstrap, Prometheus (apt); a virtualenv with the project (pip);
-#   the Pulsar 4.0 broker jars (Maven Central, cached in ~/.cache/pulsar-lens and ~/.m2);
+#   a JDK 17.0.17+ (4.0 also runs on 21.0.8+, 3.0 documents 17 only; not 23+), Maven, Chromium, buildah, debootstrap, Prometheus (apt); a virtualenv with the project (pip);
+#   the Pulsar 4.0.7 and 3.0.7 broker jars (Maven Central, cached in ~/.cache/pulsar-lens and ~/.m2);
 #   the jar of the sticky-key hash Spark runs in its JVM (compiled into ~/.cache/pulsar-lens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-java_ok() {  # the harness's own rule: Java 17.0.17+ or 21.0.8+ (stdlib only, no venv needed)
+java_ok() {  # the harness's own rule per tested release: Java 17.0.17+ runs both 4.0 and 3.0
+  # (4.0 takes 21.0.8+ too, 3.0 not); stdlib only, no venv needed
   python3 scripts/find_java.py 2>/dev/null
 }
 java_ok || need_apt+=(openjdk-17-jdk-headless)
@@ -31,7 +32,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     "${need_apt[@]}" >/dev/null
   [ -z "$own_policy" ] || $SUDO rm -f "$policy"
 fi
-java_ok || { echo "setup: no Java 17.0.17+ or 21.0.8+ after installing openjdk-17-jdk-headless" >&2; exit 1; }
+java_ok || { echo "setup: no Java 17.0.17+ after installing openjdk-17-jdk-headless" >&2; exit 1; }
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
@@ -52,7 +53,9 @@ if .venv/bin/python -m pip show -q hello-pulsar-lens >/dev/null 2>&1; then
   .venv/bin/python -m pip uninstall -y -q hello-pulsar-lens
 fi
 
-.venv/bin/pulsar-lens pulsar assemble
+# each release the tests prove the models against, assembled once (a cached one is skipped)
+.venv/bin/pulsar-lens pulsar assemble --pulsar 4.0
+.venv/bin/pulsar-lens pulsar assemble --pulsar 3.0
 # The sticky-key hash Spark runs in its JVM, compiled once into ~/.cache/pulsar-lens/spark-udf/
 # (a process that finds it missing compiles it on first use; this takes that wait out of it).
 .venv/bin/python -m pulsar_lens.plugins.spark.jvm >/dev/null

@@ -1,5 +1,6 @@
-"""Real Pulsar 4.0 brokers (and two-broker clusters) for the live tier, started once per test run
-per configuration."""
+"""Real Pulsar brokers (and two-broker clusters) for the live tier, started once per test run
+per configuration; a configuration is the release (4.0.7 unless a test asks for another,
+e.g. `version="3.0"`), the broker settings and the JVM options."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from pulsar_lens.collectors.brokers import parse_leader
 from pulsar_lens.lab.cluster import CLUSTER_NAME, LocalPulsarCluster
 from pulsar_lens.lab.localpulsar import LocalPulsar, get_json
+from pulsar_lens.lab.runtime import PULSAR_VERSION, release
 from tests.waits import answers_ok
 
 log = logging.getLogger(__name__)
@@ -116,13 +118,18 @@ class BrokerPool:
         settings: Mapping[str, str] | None = None,
         *,
         jvm_options: tuple[str, ...] = (),
+        version: str = PULSAR_VERSION,
     ) -> LocalPulsar:
+        """The standalone of release `version` (a version or a line) with these settings."""
         items = tuple(sorted((settings or {}).items()))
-        key = (items, jvm_options)
+        chosen = release(version).version
+        key = (chosen, items, jvm_options)
         with self._lock:
             broker = self._brokers.get(key)
             if broker is None:
-                broker = LocalPulsar(settings=dict(items), jvm_options=jvm_options).start()
+                broker = LocalPulsar(
+                    settings=dict(items), jvm_options=jvm_options, version=chosen
+                ).start()
                 self._brokers[key] = broker
             return broker
 

@@ -1,6 +1,8 @@
-"""The broker's own classes, driven directly: `BrokerOracle.java` compiled against the jars of
-the local Pulsar 4.0.7 runtime and run once per test session. Missing Java or jars fail the
-tier loudly (scripts/setup.sh installs both); they never skip it."""
+"""The broker's own classes, driven directly: each oracle (`BrokerOracle.java`,
+`BackoffOracle.java`, `HashOracle.java`) compiled against the jars of each release in
+`ORACLE_RELEASES` and run once per release per test session, so every test that asks an
+oracle runs on each release (its id says which: `[pulsar-3.0.7]`). Missing Java or jars
+fail the tier loudly (scripts/setup.sh installs both); they never skip it."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_lens.lab.runtime import ensure_runtime, find_java
+from pulsar_lens.lab.runtime import PULSAR_VERSION, TESTED_RELEASES, ensure_runtime, find_java
+
+ORACLE_RELEASES = TESTED_RELEASES
+"""The releases whose own classes the oracles drive: 4.0 LTS and 3.0 LTS, as the lab runs them."""
 
 SOURCE = Path(__file__).with_name("BrokerOracle.java")
 BATCH = 100  # names per exchange: well under a pipe buffer each way
@@ -32,9 +37,17 @@ class Answer:
     error: str | None = None
 
 
+@pytest.fixture(scope="session", params=ORACLE_RELEASES, ids=lambda v: f"pulsar-{v}")
+def pulsar_version(request: pytest.FixtureRequest) -> str:
+    """The release whose classes this test's oracle runs (every oracle test runs on each)."""
+    version: str = request.param
+    return version
+
+
 class Oracle:
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], version: str) -> None:
         self.process = process
+        self.version = version
 
     def ask(self, names: Sequence[str], *, bundles: int = 4) -> list[Answer]:
         """One answer per name; asked in batches small enough that neither pipe fills."""
@@ -64,9 +77,9 @@ def _answer(line: str) -> Answer:
 
 
 @pytest.fixture(scope="session")
-def oracle() -> Iterator[Oracle]:
-    with running_oracle(SOURCE, pulsar_jars(), "broker") as process:
-        yield Oracle(process)
+def oracle(pulsar_version: str) -> Iterator[Oracle]:
+    with running_oracle(SOURCE, pulsar_jars(pulsar_version), "broker") as process:
+        yield Oracle(process, pulsar_version)
 
 
 BACKOFF_SOURCE = Path(__file__).with_name("BackoffOracle.java")
@@ -75,8 +88,9 @@ BACKOFF_SOURCE = Path(__file__).with_name("BackoffOracle.java")
 class BackoffOracle:
     """The client's own `org.apache.pulsar.common.util.Backoff`, driven over a pipe."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], version: str) -> None:
         self.process = process
+        self.version = version
 
     def _say(self, line: str) -> None:
         assert self.process.stdin is not None
@@ -124,12 +138,13 @@ def running_oracle(
     source: Path, classpath: Sequence[Path], what: str
 ) -> Iterator[subprocess.Popen[bytes]]:
     """The oracle class of `source`, compiled against `classpath` (cached), running with its
-    pipes open until the block ends; it must say READY first."""
+    pipes open until the block ends; it must say READY first. Its JVM hashes names in UTF-8
+    (`String.getBytes()`), as the lab's brokers do."""
     java = find_java()
     path = ":".join(str(p) for p in classpath)
     classes = _compiled_source(java, path, source)
     process = subprocess.Popen(
-        [java, "-Xmx256m", "-cp", f"{classes}:{path}", source.stem],
+        [java, "-Xmx256m", "-Dfile.encoding=UTF-8", "-cp", f"{classes}:{path}", source.stem],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -147,9 +162,9 @@ def running_oracle(
                 pipe.close()
 
 
-def pulsar_jars() -> list[Path]:
-    jars = sorted(ensure_runtime().glob("*.jar"))
-    assert jars, "no Pulsar jars: run scripts/setup.sh"
+def pulsar_jars(version: str = PULSAR_VERSION) -> list[Path]:
+    jars = sorted(ensure_runtime(version).glob("*.jar"))
+    assert jars, f"no Pulsar {version} jars: run scripts/setup.sh"
     return jars
 
 
@@ -160,7 +175,7 @@ def _compiled_source(java: str, classpath: str, source: Path) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         javac = str(Path(java).with_name("javac"))
         done = subprocess.run(
-            [javac, "-d", str(out), "-cp", classpath, str(source)],
+            [javac, "-nowarn", "-d", str(out), "-cp", classpath, str(source)],
             capture_output=True,
             text=True,
             check=False,
@@ -170,9 +185,9 @@ def _compiled_source(java: str, classpath: str, source: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def backoff_oracle() -> Iterator[BackoffOracle]:
-    with running_oracle(BACKOFF_SOURCE, pulsar_jars(), "backoff") as process:
-        yield BackoffOracle(process)
+def backoff_oracle(pulsar_version: str) -> Iterator[BackoffOracle]:
+    with running_oracle(BACKOFF_SOURCE, pulsar_jars(pulsar_version), "backoff") as process:
+        yield BackoffOracle(process, pulsar_version)
 
 
 HASH_SOURCE = Path(__file__).with_name("HashOracle.java")
@@ -181,8 +196,9 @@ HASH_SOURCE = Path(__file__).with_name("HashOracle.java")
 class HashOracle:
     """The broker's `Murmur3_32Hash` and the Spark UDF of `plugins/spark/jvm`, over a pipe."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], version: str) -> None:
         self.process = process
+        self.version = version
 
     def ask(self, keys: Sequence[bytes | str]) -> list[tuple[bytes, int, int]]:
         """(bytes hashed, the broker's hash, the UDF's) per key: bytes as they are, a str as a
@@ -210,10 +226,67 @@ class HashOracle:
 
 
 @pytest.fixture(scope="session")
-def hash_oracle() -> Iterator[HashOracle]:
+def hash_oracle(pulsar_version: str) -> Iterator[HashOracle]:
     from pulsar_lens.plugins.spark import jvm
 
     spark_api = sorted(jvm.spark_jars().glob("spark-sql-api_*.jar"))  # the UDF's interface
     assert spark_api, f"no spark-sql-api jar in {jvm.spark_jars()}"
-    with running_oracle(HASH_SOURCE, [jvm.compile_jar(), *spark_api, *pulsar_jars()], "hash") as p:
-        yield HashOracle(p)
+    classpath = [jvm.compile_jar(), *spark_api, *pulsar_jars(pulsar_version)]
+    with running_oracle(HASH_SOURCE, classpath, "hash") as process:
+        yield HashOracle(process, pulsar_version)
+
+
+SELECTOR_SOURCE = Path(__file__).with_name("SelectorOracle.java")
+
+
+class SelectorOracle:
+    """The broker's own Key_Shared selectors (`SelectorOracle.java`), over a pipe; consumers
+    are named by the ids a test gives them."""
+
+    def __init__(self, process: subprocess.Popen[bytes], version: str) -> None:
+        self.process = process
+        self.version = version
+
+    def _say(self, line: str) -> str:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{line}\n".encode())
+        self.process.stdin.flush()
+        return self.process.stdout.readline().decode().rstrip("\n")
+
+    def new(self, kind: str, points: int = 100) -> None:
+        assert self._say(f"NEW {kind} {points}") == "OK"
+
+    def add(self, ident: int, name: str, sticky: Sequence[tuple[int, int]] = ()) -> str | None:
+        """None when the selector took the consumer, else its refusal's message."""
+        ranges = ",".join(f"{s}-{e}" for s, e in sticky)
+        answer = self._say(f"ADD {ident} {name.encode().hex()} {ranges}".rstrip())
+        if answer == "OK":
+            return None
+        assert answer.startswith("ERR "), answer
+        return bytes.fromhex(answer[4:]).decode()
+
+    def remove(self, ident: int) -> None:
+        assert self._say(f"REMOVE {ident}") == "OK"
+
+    def ranges(self) -> dict[int, list[tuple[int, int]]]:
+        """Each consumer's ranges as the selector lists them."""
+        listed: dict[int, list[tuple[int, int]]] = {}
+        answer = self._say("RANGES")
+        for entry in answer.split(";") if answer else ():
+            ident, _, text = entry.partition(":")
+            pairs = (r.split("-") for r in text.split(",") if r)
+            listed[int(ident)] = [(int(s), int(e)) for s, e in pairs]
+        return listed
+
+    def select(self, keys: Sequence[bytes]) -> list[int | None]:
+        answers: list[int | None] = []
+        for start in range(0, len(keys), BATCH):
+            line = self._say("SELECT " + " ".join(k.hex() for k in keys[start : start + BATCH]))
+            answers += [None if a == "-" else int(a) for a in line.split(" ")]
+        return answers
+
+
+@pytest.fixture(scope="session")
+def selector_oracle(pulsar_version: str) -> Iterator[SelectorOracle]:
+    with running_oracle(SELECTOR_SOURCE, pulsar_jars(pulsar_version), "selector") as process:
+        yield SelectorOracle(process, pulsar_version)

@@ -66,3 +66,72 @@ def test_command_pins_loopback_charset_and_extra_jvm_options(tmp_path: Path) -> 
     assert cmd.index("-Dfile.encoding=US-ASCII") > cmd.index("-Dfile.encoding=UTF-8")
     assert cmd[cmd.index("-a") + 1] == "127.0.0.1"
     assert "org.apache.pulsar.PulsarStandaloneStarter" in cmd
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [("4.0.7", "4.0.7"), ("4.0", "4.0.7"), ("3.0", "3.0.7"), ("3.0.7", "3.0.7"), ("4.2", "4.2.4")],
+)
+def test_a_release_is_named_by_its_version_or_its_line(name: str, version: str) -> None:
+    assert runtime.release(name).version == version
+    assert LocalPulsar(version=name).version == version
+
+
+def test_an_unknown_release_names_the_ones_the_lab_runs() -> None:
+    with pytest.raises(LocalPulsarError, match=r"3\.1\.0.*4\.0\.7 \(4\.0\).*3\.0\.7 \(3\.0\)"):
+        runtime.release("3.1.0")
+
+
+@pytest.mark.parametrize(
+    ("java", "pulsar", "ok"),
+    [
+        ((17, 0, 17), "3.0.7", True),
+        ((21, 0, 8), "3.0.7", False),  # 3.0 documents Java 17 for its broker
+        ((21, 0, 8), "4.0.7", True),
+        ((17, 0, 15), "3.0.7", False),  # JDK-8351933 whatever the release
+    ],
+)
+def test_java_supported_follows_each_release(java: tuple[int, ...], pulsar: str, ok: bool) -> None:
+    assert java_supported(java, pulsar) is ok
+
+
+def test_find_java_for_3_0_passes_over_a_java_21(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = fake_java(tmp_path / "jdk21", "21.0.9").parent.parent
+    good = fake_java(tmp_path / "jdk17", "17.0.21.1")
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    monkeypatch.setenv("PATH", str(good.parent))
+    assert find_java("4.0") == str(home / "bin" / "java")
+    assert find_java("3.0") == str(good)
+
+
+def test_each_release_writes_its_own_settings_into_the_standalone_conf(tmp_path: Path) -> None:
+    for version, data in (("3.0", tmp_path / "a"), ("4.0", tmp_path / "b")):
+        LocalPulsar(data_dir=data, version=version)._write_conf()
+    old = (tmp_path / "a" / "conf" / "standalone.conf").read_text()
+    new = (tmp_path / "b" / "conf" / "standalone.conf").read_text()
+    assert "loadBalancerOverrideBrokerNicSpeedGbps=100" in old.splitlines()
+    assert "loadBalancerOverrideBrokerNicSpeedGbps" not in new
+
+
+def test_assembly_passes_each_release_its_logging_binding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Maven is told the release's version and SLF4J binding; a cached release is not
+    assembled again."""
+    calls = tmp_path / "calls"
+    mvn = tmp_path / "bin" / "mvn"
+    mvn.parent.mkdir()
+    mvn.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    mvn.chmod(0o755)
+    monkeypatch.setenv("PATH", str(mvn.parent))
+    monkeypatch.setenv("PULSAR_LENS_CACHE_DIR", str(tmp_path / "cache"))
+    assert runtime.ensure_runtime("3.0") == tmp_path / "cache" / "pulsar-3.0.7" / "lib"
+    runtime.ensure_runtime("3.0.7")
+    runtime.ensure_runtime("4.0")
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 2
+    assert "-Dpulsar.version=3.0.7" in lines[0].split()
+    assert "-Dlog4j.slf4j.binding=log4j-slf4j-impl" in lines[0].split()
+    assert "-Dlog4j.slf4j.binding=log4j-slf4j2-impl" in lines[1].split()

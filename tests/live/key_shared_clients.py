@@ -7,6 +7,7 @@ repeat. Receiving uses listeners and bounded waits; nothing blocks without a dea
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -25,6 +26,7 @@ from pulsar_lens.lab.processes import JVM_CHARSET
 
 SUB = "lens"
 HANDLE = "lens-handle"
+RANGE_TEXT = re.compile(r"\d+")
 
 
 def new_topic(prefix: str) -> str:
@@ -99,9 +101,14 @@ class Group:
         return consumers
 
     def broker_ranges(self) -> list[tuple[Consumer, list[list[int]]]]:
-        """The broker's (handle, keyHashRangeArrays) in the order the stats list them."""
+        """The broker's (handle, keyHashRangeArrays) in the order the stats list them; a 3.0
+        broker lists them as `keyHashRanges` texts ("[0, 4095]"), read in their order."""
         return [
-            (self.handle_of[c["metadata"][HANDLE]], c.get("keyHashRangeArrays") or [])
+            (
+                self.handle_of[c["metadata"][HANDLE]],
+                c.get("keyHashRangeArrays")
+                or [[int(v) for v in RANGE_TEXT.findall(t)] for t in c.get("keyHashRanges") or []],
+            )
             for c in self.broker_consumers()
         ]
 

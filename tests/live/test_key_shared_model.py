@@ -1,4 +1,6 @@
-"""Our Key_Shared selectors agree with a real Pulsar 4.0 broker, range for range, key for key.
+"""Our Key_Shared selectors agree with a real Pulsar 4.0 broker, range for range, key for key,
+and our 3.0 default selector (`--pulsar 3.0`: consistent hashing as 3.0.7 implements it) with
+a real Pulsar 3.0.7 broker.
 
 After every join and leave the broker's `keyHashRangeArrays` (topic stats, matched to our
 handles by a consumer property) must equal the model's, in the same consumer order; then
@@ -21,6 +23,7 @@ from pulsar_lens.core.selectors import (
     ConsistentHashingSelector,
     Consumer,
     StickySelector,
+    make_selector,
     validate_sticky_ranges,
 )
 from pulsar_lens.lab.localpulsar import LocalPulsar
@@ -98,6 +101,21 @@ def test_consistent_hashing_matches_broker_through_joins_and_leaves(
         group.close()
 
 
+def test_pulsar_3_0_default_selector_matches_a_3_0_broker(broker_pool: BrokerPool) -> None:
+    """The model `--pulsar 3.0` predicts with (consistent hashing, 100 points, variant 3.0.7)
+    against a 3.0.7 standalone with its default settings: `keyHashRanges` after each join and
+    leave, and the consumer each of 2500 keys reaches. The names repeat, so 3.0.7's name index
+    (a repeated name's points) is in what the broker judges."""
+    broker = broker_pool.get(version="3.0")
+    assert broker.version == "3.0.7"
+    model = make_selector("consistent", pulsar="3.0", name_encoding=jvm_name_encoding())
+    group = Group(broker, new_topic("ch30"), model)
+    try:
+        run_join_leave_sequence(group, NAME_SETS["duplicates"])
+    finally:
+        group.close()
+
+
 def test_auto_split_matches_broker_through_joins_and_leaves(broker_pool: BrokerPool) -> None:
     broker = broker_pool.get(AUTO_SPLIT)
     group = Group(broker, new_topic("split"), AutoSplitSelector())
@@ -139,6 +157,29 @@ def test_sticky_ranges_gaps_and_conflicts_match_broker(pulsar: LocalPulsar) -> N
         assert set(group.received) == set(keys) - gap | set(markers)
         assert all(group.received[k] is expected[k] for k in group.received)
         assert wait_backlog(pulsar, group.topic, len(gap)) == len(gap)
+    finally:
+        group.close()
+
+
+def test_pulsar_3_0_sticky_consumer_receives_the_gap_between_its_ranges(
+    broker_pool: BrokerPool,
+) -> None:
+    """On a 3.0.7 broker the hashes between two ranges of one STICKY consumer (10000..39999
+    here, no other consumer's range between) reach that consumer; our 3.0 model says so, and
+    every key reaches the consumer it names (none is left in the backlog)."""
+    broker = broker_pool.get(version="3.0")
+    group = Group(broker, new_topic("sticky30"), StickySelector(pulsar="3.0"))
+    try:
+        solo = sticky_join(group, "solo", [(0, 9999), (40000, 49999)])
+        sticky_join(group, "other", [(50000, 65535)])
+        assert_ranges_agree(group, "after both sticky consumers joined")
+        keys = [f"sticky30-key-{i}" for i in range(KEYS // 4)]
+        expected = {k: group.model.select_key(k.encode()) for k in keys}
+        in_gap = [k for k in keys if 10000 <= group.model.key_hash(k.encode()) % 65536 < 40000]
+        assert len(in_gap) > 100 and all(expected[k] is solo for k in in_gap)
+        publish(group.client, group.topic, ((k, {"partition_key": k}) for k in keys), **KEY_BASED)
+        group.wait_received(len(keys))
+        assert all(group.received[k] is expected[k] for k in keys)
     finally:
         group.close()
 
