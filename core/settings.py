@@ -18,7 +18,7 @@ lists every key). The environment variables:
                                 skipped and recorded, calls in flight end at it (2m)
     PULSAR_LENS_DETAIL_BUDGET   per-topic stats calls per poll, rotated over the topics (500)
     PULSAR_LENS_MAX_BROKERS     brokers one poll makes its per-broker calls to (1000)
-    PULSAR_LENS_MAX_RESPONSE    largest admin answer read, in MiB (64)
+    PULSAR_LENS_MAX_RESPONSE    largest admin answer read, in MiB (256)
     PULSAR_LENS_TRUSTED_ORIGINS origins besides the admin URL's that may receive credentials
 
 Durations read like `500ms`, `30s`, `2m`, `1h30m`, `7d`; a bare number means seconds.

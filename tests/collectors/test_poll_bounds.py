@@ -76,7 +76,12 @@ def test_an_answer_over_the_size_cap_is_refused_without_being_held(tmp_path: Pat
         done = subprocess.run(
             argv,
             cwd=ROOT,
-            env={"PATH": "/usr/bin:/bin", "PULSAR_ADMIN_URL": fake.url},
+            # 64 MiB, below the default, so that a 200 MiB answer is over it
+            env={
+                "PATH": "/usr/bin:/bin",
+                "PULSAR_ADMIN_URL": fake.url,
+                "PULSAR_LENS_MAX_RESPONSE": "64",
+            },
             capture_output=True,
             text=True,
             timeout=120,
@@ -86,7 +91,8 @@ def test_an_answer_over_the_size_cap_is_refused_without_being_held(tmp_path: Pat
     rss_mib = int(done.stdout.split("maxrss_kib")[1].split()[0]) / 1024
     assert rss_mib < 300, f"collect held {rss_mib:.0f} MiB for a 200 MiB answer capped at 64"
     errors = json.loads(Store(tmp_path).snapshots()["errors_json"].iloc[0])
-    assert any("larger than 64 MiB" in str(e) for e in errors)
+    (too_large,) = [e for e in errors if "larger than 64 MiB" in str(e)]
+    assert "set PULSAR_LENS_MAX_RESPONSE=128 or more" in str(too_large)
 
 
 def key_shared_bulk(count: int) -> Any:

@@ -124,3 +124,14 @@ def test_settings_key_sampling_flag(text: str, expected: bool) -> None:
 def test_settings_key_sampling_rejects_other_words() -> None:
     with pytest.raises(SettingsError, match="PULSAR_LENS_KEY_SAMPLING"):
         Settings.from_env({"PULSAR_LENS_KEY_SAMPLING": "maybe"})
+
+
+def test_settings_answer_cap_reads_a_broker_of_half_a_100k_topic_cluster() -> None:
+    # a broker's broker-stats/topics at the measured bytes a topic: 100,000 topics on two
+    # brokers is 50,000 a broker, which the cap of 64 MiB cut
+    from pulsar_lens.core.parts import BULK_BYTES_PER_TOPIC
+
+    cap = Settings.from_env({}).max_response
+    assert cap == 256 * 1024 * 1024
+    assert 50_000 * BULK_BYTES_PER_TOPIC < cap
+    assert Settings.from_env({"PULSAR_LENS_MAX_RESPONSE": "64"}).max_response == 64 * 1024 * 1024
