@@ -190,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         store.root,
         interval=interval.total_seconds(),
         deadline=settings.poll_deadline.total_seconds(),
+        detail_budget=settings.detail_budget,
     )
     metrics = MetricsEndpoint(
         store,
@@ -226,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
             carry=source.carry,
             on_heartbeat=wrap_beat(metrics.wrap(health.wrap(analyses.after(printer)))),
             max_polls=1 if args.once else args.max_polls,
+            deadline=settings.poll_deadline.total_seconds(),
+            detail_budget=settings.detail_budget,
         )
         if not args.once:
             print(
