@@ -272,8 +272,10 @@ def from_json(loaded: Mapping[str, Any]) -> HealthReport:
             values[name] = kind(values.get(name, 0.0))
         for name in ("polls", "failed_writes"):
             values[name] = int(values.get(name, 0))
-        for name, kind in (("write_seconds", float), ("detail_budget", int)):
-            values[name] = None if values.get(name) is None else kind(values[name])
+        if values.get("write_seconds") is not None:
+            values["write_seconds"] = float(values["write_seconds"])
+        if values.get("detail_budget") is not None:
+            values["detail_budget"] = int(values["detail_budget"])
         loops.append(LoopHealth(**values))
     started, written = _time(loaded["started_at"]), _time(loaded["written_at"])
     if started is None or written is None:
