@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,6 +169,26 @@ class Settings:
         return cls.from_loaded(load(env, config=config), env)
 
     @classmethod
+    def current(cls) -> Settings:
+        """`from_env()` of this process, kept while the environment and the settings file (its
+        path, size and modification time) stay as they were: a long-lived process whose code
+        runs anew on every interaction (the dashboard's page script) reads them once, not at
+        every call. Malformed settings raise SettingsError at every call (nothing is kept)."""
+        from pulsar_lens.core.config import CONFIG_ENV
+
+        env = process_environ()
+        key = (tuple(sorted(env.items())), _file_stamp(env.get(CONFIG_ENV, "").strip()))
+        with _current_lock:
+            kept = _current.get(key)
+        if kept is not None:
+            return kept
+        built = cls.from_env(env)
+        with _current_lock:
+            _current.clear()  # only the newest is kept
+            _current[key] = built
+        return built
+
+    @classmethod
     def from_loaded(cls, loaded: Loaded, environ: Mapping[str, str] | None = None) -> Settings:
         """Settings from what `pulsar_lens.core.config.load` validated, with the parts of
         `environ` (the mapping it was loaded from; none: the parts' defaults)."""
@@ -267,6 +288,21 @@ class Settings:
         if self.plugin_dirs:
             env[GLOBAL_ENV["plugin_dirs"]] = os.pathsep.join(map(str, self.plugin_dirs))
         return env
+
+
+_current_lock = threading.Lock()
+_current: dict[object, Settings] = {}  # the newest `Settings.current()`, by what it read
+
+
+def _file_stamp(name: str) -> tuple[str, int, int] | None:
+    """What says a settings file changed: its path, modification time and size."""
+    if not name:
+        return None
+    try:
+        st = Path(name).stat()
+    except OSError:
+        return (name, -1, -1)  # from_env says what is wrong with it
+    return (name, st.st_mtime_ns, st.st_size)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,11 +40,12 @@ CLUSTER_KEY = "sidebar_cluster"
 
 
 def settings() -> Settings:
-    """The PULSAR_* settings, loaded once per run of the page script (the dashboard's entry
-    point, which Streamlit runs anew for every interaction); a malformed value falls back to
-    the defaults (and is logged). The JVM charset setting goes to the params validated here."""
+    """The PULSAR_* settings, read once per server process while the environment and the
+    settings file stay the same (`Settings.current`), though Streamlit runs the page script
+    anew for every interaction; a malformed value falls back to the defaults (and is logged).
+    The JVM charset setting goes to the params validated here."""
     try:
-        loaded = Settings.from_env()
+        loaded = Settings.current()
     except SettingsError as exc:
         log.warning("ignoring malformed settings: %s", exc)
         loaded = Settings()

@@ -11,6 +11,7 @@ import pytest
 from pulsar_lens.core import secrets
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.brokers import SHEDDING_SETTINGS, BrokerPool
+from tests.parts import add_option, keep_part
 from tests.shuffle import SEED_VARIABLE, shuffle_seed, shuffled
 
 IMAGE_TESTS = Path(__file__).parent / "deploy" / "test_image.py"
@@ -18,11 +19,21 @@ SHEDDING_TESTS = Path(__file__).parent / "live" / "test_load_manager_live.py"
 POOL = pytest.StashKey[BrokerPool]()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_option(parser)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The container image tests run last, and their builds start now in the background: a
     cold build takes most of a quarter of an hour, which the rest of the run then covers.
     So does the shedding cluster's start, and its first minute before the shedder runs.
-    With PULSAR_LENS_TEST_SHUFFLE=<seed> the rest runs in a random order (tests/shuffle.py)."""
+    With PULSAR_LENS_TEST_SHUFFLE=<seed> the rest runs in a random order (tests/shuffle.py).
+
+    Last of the hooks: the tiers' marks are on, `-k`/`-m` have deselected what they leave out,
+    and `--lens-part` (tests/parts.py) keeps one part; only what then remains can start a build
+    or a cluster."""
+    keep_part(config, items)
     seed = shuffle_seed()
     if seed is not None:
         items[:] = shuffled(items, seed)

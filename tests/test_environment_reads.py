@@ -65,7 +65,8 @@ def calls_of(path: Path, name: str, *, without_mapping: bool = False) -> list[in
 
 
 def settings_loads(path: Path) -> list[int]:
-    """The lines of `path` that load `Settings` from the process environment."""
+    """The lines of `path` that load `Settings` from the process environment (`from_env()`
+    without a mapping, or `current()`)."""
     text = path.read_text(encoding="utf-8")
     if "Settings" not in text:
         return []
@@ -75,11 +76,16 @@ def settings_loads(path: Path) -> list[int]:
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "from_env"
         and isinstance(node.func.value, ast.Name)
         and node.func.value.id in ("Settings", "cls")
-        and not node.args
-        and not any(k.arg == "environ" for k in node.keywords)
+        and (
+            node.func.attr == "current"
+            or (
+                node.func.attr == "from_env"
+                and not node.args
+                and not any(k.arg == "environ" for k in node.keywords)
+            )
+        )
     )
 
 
@@ -179,6 +185,7 @@ def test_the_call_scans_find_what_they_look_for(tmp_path: Path) -> None:
         "a = process_environ()\nb = settings.process_environ().get('X')\n"
         "c = Settings.from_env()\nd = Settings.from_env({})\n"
         "e = Settings.from_env(config='f')\nf = Settings.from_env(environ={})\n"
+        "g = Settings.current()\n"
     )
     assert calls_of(sample, "process_environ") == [2, 3]
-    assert settings_loads(sample) == [4, 6]
+    assert settings_loads(sample) == [4, 6, 8]

@@ -332,3 +332,27 @@ def test_oauth2_issuer_may_come_from_the_credentials_file(tmp_path: Path) -> Non
     (cluster,) = load({}, config=path).config.clusters
     assert cluster.oauth2.issuer_url is None
     assert connection_of(cluster)["oauth2.private_key"] == "/creds.json"
+
+
+def test_current_settings_are_read_once_until_the_environment_or_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived process (the dashboard's server) reads its settings once; a changed
+    variable or a rewritten file is seen at the next call."""
+    path = write(tmp_path, 'poll_interval = "10s"\nretention = "1d"\n')
+    monkeypatch.setenv("PULSAR_LENS_CONFIG", str(path))
+    first = Settings.current()
+    assert Settings.current() is first
+    assert first.poll_interval == dt.timedelta(seconds=10)
+
+    monkeypatch.setenv("PULSAR_LENS_STORE", str(tmp_path / "elsewhere"))
+    moved = Settings.current()
+    assert moved is not first and moved.store_dir == tmp_path / "elsewhere"
+
+    write(tmp_path, 'poll_interval = "20s"\nretention = "1d"\n# longer now\n')
+    assert Settings.current().poll_interval == dt.timedelta(seconds=20)
+
+    write(tmp_path, 'poll_interval = "fast"\n# a malformed value raises at every call\n')
+    for _ in range(2):
+        with pytest.raises(SettingsError, match="poll_interval"):
+            Settings.current()
