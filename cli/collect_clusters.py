@@ -64,6 +64,7 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
         store.root,
         interval=interval.total_seconds(),
         deadline=settings.poll_deadline.total_seconds(),
+        detail_budget=settings.detail_budget,
         clusters=names,
     )
     metrics = MetricsEndpoint(
@@ -104,6 +105,8 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
                     max_polls=1 if args.once else args.max_polls,
                     cluster=cluster.name,
                     housekeeping_lock=lock,
+                    deadline=settings.poll_deadline.total_seconds(),
+                    detail_budget=settings.detail_budget,
                 )
             )
         group = LoopGroup(loops)

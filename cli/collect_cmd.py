@@ -172,6 +172,9 @@ def require_admin_url(command: str, given: str | None, settings: Settings) -> st
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_of(args)
+    # the deadline not set follows the interval (the flag's too): `Settings.poll_deadline_at`
+    every = args.interval or settings.poll_interval
+    settings = dataclasses.replace(settings, poll_deadline=settings.poll_deadline_at(every))
     if args.source_factory is None:
         args.source_factory = partial(admin_source, settings=settings)
     if len(settings.clusters) > 1:
@@ -190,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
         store.root,
         interval=interval.total_seconds(),
         deadline=settings.poll_deadline.total_seconds(),
+        detail_budget=settings.detail_budget,
     )
     metrics = MetricsEndpoint(
         store,
@@ -226,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
             carry=source.carry,
             on_heartbeat=wrap_beat(metrics.wrap(health.wrap(analyses.after(printer)))),
             max_polls=1 if args.once else args.max_polls,
+            deadline=settings.poll_deadline.total_seconds(),
+            detail_budget=settings.detail_budget,
         )
         if not args.once:
             print(

@@ -97,6 +97,9 @@ class MetricsEndpoint:
             failed=not beat.reachable,
             not_stored=beat.write_error is not None,
             cluster=beat.cluster,
+            write_seconds=beat.write_seconds,
+            interval=beat.interval,
+            overran=None if beat.interval is None else beat.overrun is not None,
         )
 
     def wrap(self, on_heartbeat: HeartbeatFn) -> HeartbeatFn:

@@ -16,6 +16,7 @@ import requests
 
 from pulsar_lens.collectors.oauth2 import jwt_claims, token_expired_at
 from pulsar_lens.core.errors import BODY_EXCERPT, AdminApiError, AdminApiUnreachable, CollectorError
+from pulsar_lens.core.parts import BULK_BYTES_PER_TOPIC, MAX_MAX_RESPONSE_MIB, MAX_RESPONSE_ENV
 from pulsar_lens.core.secrets import clean
 
 AUTH_HINT_MISSING = "set PULSAR_ADMIN_TOKEN or PULSAR_ADMIN_TOKEN_FILE"
@@ -38,6 +39,22 @@ UNTRUSTED_HINT = (
     "(or set it to 'cluster') to send them there too"
 )
 NOT_RETRIED = "not retried: the poll's deadline would pass during the wait"
+
+
+def too_large_hint(cap: int) -> str:
+    """What to set when an answer is larger than `cap` bytes: a cap twice as large (within
+    the variable's limit), and the size a broker's topic stats take a topic."""
+    mib = cap // 1024 // 1024
+    more = min(2 * mib, MAX_MAX_RESPONSE_MIB)
+    topics = cap // BULK_BYTES_PER_TOPIC
+    what = f"the answer is larger than {mib} MiB ({MAX_RESPONSE_ENV}); it was not read"
+    if more <= mib:
+        return what
+    return (
+        f"{what}: set {MAX_RESPONSE_ENV}={more} or more (a broker's broker-stats/topics takes "
+        f"about {BULK_BYTES_PER_TOPIC / 1000:.1f} kB a topic: {mib} MiB holds about "
+        f"{topics:,} topics)"
+    )
 
 
 def status_hint(status: int, body: str, *, credentials: bool, trusted: bool) -> str | None:

@@ -35,6 +35,7 @@ from pulsar_lens.collectors.admin_hints import (
     refused_hint,
     status_hint,
     tls_hint,
+    too_large_hint,
     with_note,
 )
 from pulsar_lens.collectors.answers import (
@@ -219,8 +220,7 @@ class AdminTransport:
                 path,
                 resp.status_code,
                 "",
-                f"the answer is larger than {self.max_response_bytes // 1024 // 1024} MiB "
-                "(PULSAR_LENS_MAX_RESPONSE); it was not read",
+                too_large_hint(self.max_response_bytes),
             ) from None
         resp._content = body
         resp._content_consumed = True  # type: ignore[attr-defined]

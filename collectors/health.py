@@ -28,8 +28,8 @@ from typing import Any
 
 from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn
 from pulsar_lens.collectors.loop import MAX_UNWRITTEN
+from pulsar_lens.collectors.overrun import Overrun, overrun_of, spell_seconds
 from pulsar_lens.core.secrets import clean
-from pulsar_lens.core.values import format_duration
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,8 @@ class LoopHealth:
     polls: int = 0
     finished_at: dt.datetime | None = None  # when the last poll's heartbeat came
     duration: float = 0.0  # seconds the last poll took
+    write_seconds: float | None = None  # seconds storing it took; None: not stored
+    detail_budget: int | None = None  # per-topic calls a poll, as set (None: not known)
     retry_in: float | None = None  # the backoff after a poll that reached nothing
     reachable: bool = True
     failed_writes: int = 0  # writes the store refused in a row, up to the last poll
@@ -67,6 +69,7 @@ class LoopHealth:
             polls=self.polls + 1,
             finished_at=at,
             duration=beat.duration,
+            write_seconds=beat.write_seconds,
             retry_in=beat.retry_in,
             reachable=beat.reachable,
             failed_writes=self.failed_writes + 1 if refused else 0,
@@ -117,16 +120,24 @@ def write_notice(loop: LoopHealth) -> str | None:
     )
 
 
-def overrun_notice(loop: LoopHealth) -> str | None:
-    """What a poll longer than the interval means, or None when the last one fit."""
-    if loop.polls == 0 or loop.duration <= loop.interval:
+def overrun_of_loop(loop: LoopHealth) -> Overrun | None:
+    """The last poll's overrun of its interval (its calls, assembly and write), or None."""
+    if loop.polls == 0:
         return None
-    return (
-        f"the last poll took {spell_seconds(loop.duration)}, over the "
-        f"{spell_seconds(loop.interval)} interval, so polls run back to back: poll less "
-        "often (--interval or PULSAR_LENS_POLL_INTERVAL), fewer namespaces (--namespace), "
-        "or fewer per-topic calls (PULSAR_LENS_DETAIL_BUDGET)"
+    return overrun_of(
+        loop.duration,
+        loop.write_seconds,
+        loop.interval,
+        deadline=loop.deadline,
+        detail_budget=loop.detail_budget,
     )
+
+
+def overrun_notice(loop: LoopHealth) -> str | None:
+    """What a poll longer than the interval means and what to change, or None when the last
+    one fit."""
+    overrun = overrun_of_loop(loop)
+    return None if overrun is None else overrun.text()
 
 
 def silence_notice(loop: LoopHealth, *, started_at: dt.datetime, now: dt.datetime) -> str | None:
@@ -181,6 +192,7 @@ class HealthRecorder:
         *,
         interval: float,
         deadline: float,
+        detail_budget: int | None = None,
         clusters: Sequence[str | None] = (None,),
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
@@ -189,7 +201,10 @@ class HealthRecorder:
         self._lock = threading.Lock()
         self._started_at = now()
         self._loops = {
-            c: LoopHealth(cluster=c, interval=interval, deadline=deadline) for c in clusters
+            c: LoopHealth(
+                cluster=c, interval=interval, deadline=deadline, detail_budget=detail_budget
+            )
+            for c in clusters
         }
         self._unwritable: set[Path] = set()
 
@@ -257,6 +272,10 @@ def from_json(loaded: Mapping[str, Any]) -> HealthReport:
             values[name] = kind(values.get(name, 0.0))
         for name in ("polls", "failed_writes"):
             values[name] = int(values.get(name, 0))
+        if values.get("write_seconds") is not None:
+            values["write_seconds"] = float(values["write_seconds"])
+        if values.get("detail_budget") is not None:
+            values["detail_budget"] = int(values["detail_budget"])
         loops.append(LoopHealth(**values))
     started, written = _time(loaded["started_at"]), _time(loaded["written_at"])
     if started is None or written is None:
@@ -300,10 +319,3 @@ def _time(value: object) -> dt.datetime | None:
     if parsed.tzinfo is None:
         raise ValueError(f"time without a zone: {value!r}")
     return parsed
-
-
-def spell_seconds(value: float) -> str:
-    """`1.4s` below ten seconds (a poll of 1.4 s is over a 1 s interval), else `2m5s`."""
-    if value < 10 and value != round(value):
-        return f"{value:.1f}s"
-    return format_duration(dt.timedelta(seconds=round(value)))

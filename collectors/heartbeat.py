@@ -9,6 +9,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pulsar_lens.collectors.overrun import Overrun, spell_seconds
 from pulsar_lens.core.digest import format_timestamp
 from pulsar_lens.core.model import POLLED_TABLES, EndpointError, Snapshot
 
@@ -35,6 +36,8 @@ class Heartbeat:
     cluster: str | None = None  # the cluster's name when several are polled side by side
     refused: bool = False  # the first endpoint error was a 401 or 403: credentials, not reach
     write_seconds: float | None = None  # seconds storing the snapshot took; None: not written
+    interval: float | None = None  # seconds between polls, as set (None: not known)
+    overrun: Overrun | None = None  # set when the poll and its write took over the interval
 
     def line(self) -> str:
         at = format_timestamp(self.at).split(".")[0] + "Z"
@@ -47,6 +50,8 @@ class Heartbeat:
             text += f" write={self.write_seconds:.2f}s"
         if self.events:
             text += f" events={self.events}"
+        if self.overrun is not None:
+            text += overrun_words(self.overrun)
         if not self.reachable:
             text += " unreachable"
         elif self.errors:
@@ -58,6 +63,17 @@ class Heartbeat:
         if self.errors and self.problems:  # free text, so last: which call failed, and how
             text += f" first_error: {self.problems[0]}"
         return text
+
+
+def overrun_words(overrun: Overrun) -> str:
+    """The heartbeat's words for an overrun: the interval it overran, the one it needs and
+    the settings to change."""
+    raise_ = " and ".join(n for n in overrun.settings[:-1])
+    return (
+        f" over_interval={spell_seconds(overrun.interval)}"
+        f" needs_interval={spell_seconds(overrun.needed_interval)}"
+        f" (raise {raise_}, or lower {overrun.settings[-1]})"
+    )
 
 
 def is_unreachable(snapshot: Snapshot) -> bool:

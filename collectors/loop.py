@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn, beat_of, is_unreachable
+from pulsar_lens.collectors.overrun import overrun_of
 from pulsar_lens.collectors.restore import restore_latest
 from pulsar_lens.core.digest import format_timestamp
 from pulsar_lens.core.errors import SnapshotError
@@ -63,7 +64,9 @@ class PollLoop:
     that only one compacts or applies retention at a time. With `restore` (and a `diff`),
     the first poll is diffed against the newest stored snapshot of its cluster.
     `carry(previous, current)` gives what the next poll is diffed against (what a partial
-    poll left unknown kept from before). `clock`, `sleep`,
+    poll left unknown kept from before). `deadline` (seconds) and `detail_budget`, the
+    poll's own limits, only word a poll that overran the interval (`Heartbeat.overrun`).
+    `clock`, `sleep`,
     `now` and `rng` are injectable for tests; `sleep(seconds)` returns True when stopped.
     """
 
@@ -82,6 +85,8 @@ class PollLoop:
         on_heartbeat: HeartbeatFn = log_heartbeat,
         max_polls: int | None = None,
         cluster: str | None = None,
+        deadline: float | None = None,
+        detail_budget: int | None = None,
         housekeeping_lock: threading.Lock | None = None,
         restore: bool = True,
         clock: Callable[[], float] = time.monotonic,
@@ -108,6 +113,8 @@ class PollLoop:
         self._on_heartbeat = on_heartbeat
         self.max_polls = max_polls
         self.cluster = cluster
+        self.deadline = deadline
+        self.detail_budget = detail_budget
         self._housekeeping_lock = housekeeping_lock or threading.Lock()
         self._clock = clock
         self._stop = threading.Event()
@@ -211,6 +218,15 @@ class PollLoop:
                 write_error=write_error,
                 write_seconds=written,
             )
+            overrun = overrun_of(
+                duration,
+                written,
+                self.interval,
+                deadline=self.deadline,
+                detail_budget=self.detail_budget,
+            )
+            beat = dataclasses.replace(beat, overrun=overrun)
+        beat = dataclasses.replace(beat, interval=self.interval)
         if self.cluster:
             beat = dataclasses.replace(beat, cluster=self.cluster)
         self._on_heartbeat(beat)
@@ -303,8 +319,9 @@ class PollLoop:
         return restored
 
     def _wait(self, beat: Heartbeat) -> float:
-        """The jittered interval, minus the time the poll itself took."""
-        return max(0.0, self._jittered(self.interval) - beat.duration)
+        """The jittered interval, minus the time the poll and its write took (storing a poll
+        of 100,000 topics takes a third of it: the interval is from poll start to start)."""
+        return max(0.0, self._jittered(self.interval) - beat.duration - (beat.write_seconds or 0))
 
     def _backoff(self) -> float:
         return self._jittered(min(self.max_backoff, self.interval * 2 ** min(self._failures, 30)))

@@ -59,7 +59,18 @@ DASHBOARD_MUTATIONS = "PULSAR_LENS_DASHBOARD_MUTATIONS"
 TRUSTED_USER_HEADER = "PULSAR_LENS_TRUSTED_USER_HEADER"
 CLIENT_TOKEN_ENV = "PULSAR_CLIENT_TOKEN"
 MAX_RESPONSE_ENV = "PULSAR_LENS_MAX_RESPONSE"
-DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
+MAX_MAX_RESPONSE_MIB = 4096
+BULK_BYTES_PER_TOPIC = 1_700
+"""Bytes of a broker's `broker-stats/topics` answer per topic it serves, the largest answer a
+poll reads: 1.73 kB measured at 100,000 and 300,000 topics (`make scale`, about two consumers
+a topic); a recorded 4.0 broker answers 1.0 kB for a topic with one subscription and consumer,
+2.0 kB for one with two subscriptions and three consumers (docs/performance.md)."""
+DEFAULT_MAX_RESPONSE = 256 * 1024 * 1024
+"""At BULK_BYTES_PER_TOPIC, 64 MiB (the cap before) cut the answer of a broker serving more
+than about 39,000 topics, e.g. half of a 100,000-topic cluster on two brokers, and the poll
+then lost every topic of that broker. 256 MiB reads about 150,000 topics a broker; a cluster
+that size needs several GiB for its poll anyway (docs/configuration.md, "Sizing for large
+clusters"), so the cap still bounds what a broken server can make one call hold."""
 JVM_CHARSET_ENV = "PULSAR_LENS_JVM_CHARSET"
 BIND_ENV = "PULSAR_LENS_BIND_ADDRESS"  # the dashboard's bind address
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
@@ -270,7 +281,7 @@ def client_token_of(environ: Mapping[str, str]) -> Secret | None:
 
 
 def max_response_bytes(environ: Mapping[str, str]) -> int:
-    """PULSAR_LENS_MAX_RESPONSE in MiB (default 64), as bytes."""
+    """PULSAR_LENS_MAX_RESPONSE in MiB (default 256), as bytes."""
     text = _text(environ, MAX_RESPONSE_ENV)
     if not text:
         return DEFAULT_MAX_RESPONSE
@@ -278,9 +289,10 @@ def max_response_bytes(environ: Mapping[str, str]) -> int:
         mib = int(text)
     except ValueError:
         mib = 0
-    if not 1 <= mib <= 4096:
+    if not 1 <= mib <= MAX_MAX_RESPONSE_MIB:
         raise CollectorError(
-            f"{MAX_RESPONSE_ENV} must be a whole number of MiB from 1 to 4096, got {text!r}"
+            f"{MAX_RESPONSE_ENV} must be a whole number of MiB from 1 to {MAX_MAX_RESPONSE_MIB}, "
+            f"got {text!r}"
         )
     return mib * 1024 * 1024
 

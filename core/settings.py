@@ -15,10 +15,11 @@ lists every key). The environment variables:
     PULSAR_LENS_SPARK_MASTER    Spark master URL (local[2])
     PULSAR_LENS_KEY_SAMPLING    1 to sample message keys while collecting (off: it reads data)
     PULSAR_LENS_POLL_DEADLINE   the longest one poll may take; calls not started by then are
-                                skipped and recorded, calls in flight end at it (2m)
+                                skipped and recorded, calls in flight end at it (2m, or
+                                the poll interval when that is longer)
     PULSAR_LENS_DETAIL_BUDGET   per-topic stats calls per poll, rotated over the topics (500)
     PULSAR_LENS_MAX_BROKERS     brokers one poll makes its per-broker calls to (1000)
-    PULSAR_LENS_MAX_RESPONSE    largest admin answer read, in MiB (64)
+    PULSAR_LENS_MAX_RESPONSE    largest admin answer read, in MiB (256)
     PULSAR_LENS_TRUSTED_ORIGINS origins besides the admin URL's that may receive credentials
 
 Durations read like `500ms`, `30s`, `2m`, `1h30m`, `7d`; a bare number means seconds.
@@ -222,6 +223,20 @@ class Settings:
             _mutations=_checked(MutationSettings.from_env, env),
             _max_response=_checked(max_response_bytes, env),
         )
+
+    def poll_deadline_at(self, interval: dt.timedelta) -> dt.timedelta:
+        """The deadline of each poll made every `interval`: the one set (variable or file),
+        else the longer of the default (2m) and `interval`.
+
+        A poll's calls take 0.2 to 0.3 ms a topic (docs/performance.md), so 2m cut the
+        answers of a cluster of about 400,000 topics or more, whose poll and analyses need an
+        interval of 10 minutes or more anyway: a poll may now take its whole interval, and
+        one that takes longer is told as an overrun."""
+        if self.loaded is not None:
+            given = self.loaded.origin("poll_deadline").source != "default"
+        else:
+            given = self.poll_deadline != DEFAULT_POLL_DEADLINE
+        return self.poll_deadline if given else max(self.poll_deadline, interval)
 
     @property
     def plugin_limits(self) -> PluginLimits:

@@ -13,9 +13,10 @@ from pulsar_lens.collectors.health import (
     HealthReport,
     LoopHealth,
     overrun_notice,
-    spell_seconds,
+    overrun_of_loop,
     write_notice,
 )
+from pulsar_lens.collectors.overrun import spell_seconds
 from pulsar_lens.core.markdown import escape_markdown
 from pulsar_lens.dashboard import data
 
@@ -47,9 +48,16 @@ def compute_short_notices(loop: LoopHealth | None) -> list[tuple[str, str]]:
     if write_notice(loop) and loop.failing_since is not None:
         since = loop.failing_since.astimezone(dt.UTC).strftime("%H:%M")
         found.append(("error", f"Store refuses writes: {loop.failed_writes} since {since} UTC."))
-    if overrun_notice(loop):
-        took, every = spell_seconds(loop.duration), spell_seconds(loop.interval)
-        found.append(("warning", f"Last poll took {took}, over the {every} interval."))
+    overrun = overrun_of_loop(loop)
+    if overrun is not None:
+        took, every = spell_seconds(overrun.spent), spell_seconds(overrun.interval)
+        needed = spell_seconds(overrun.needed_interval)
+        found.append(
+            (
+                "warning",
+                f"Last poll took {took}, over the {every} interval: poll every {needed} or more.",
+            )
+        )
     return found
 
 

@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from pulsar_lens.collectors.overrun import needed_interval_for
 from pulsar_lens.core.parts import DEFAULT_MAX_SUBSCRIPTIONS
 
 __all__ = [
@@ -60,6 +61,10 @@ class PollStats:
     last_duration_s: float | None = None
     last_requests: int | None = None
     last_errors: int | None = None
+    last_write_s: float | None = None
+    interval_s: float | None = None
+    overran: bool | None = None  # the last poll and its write took longer than the interval
+    overrun_polls: int = 0
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,10 @@ def _health_families(
             "few wait in memory and are written when the store takes writes again.",
             "failed_writes",
         ),
+        "pulsar_lens_overrun_polls": (
+            f"Polls that with their write took longer than the poll interval. {OVERRUN_ADVICE}",
+            "overrun_polls",
+        ),
     }
     families: list[Metric] = []
     for name, (doc, attr) in counters.items():
@@ -136,9 +145,25 @@ def _health_families(
     return families
 
 
+OVERRUN_ADVICE = (
+    "Past the interval polls run back to back and the analyses fall behind: raise "
+    "PULSAR_LENS_POLL_INTERVAL to pulsar_lens_poll_needed_interval_seconds, and "
+    "PULSAR_LENS_POLL_DEADLINE with it when the poll reached it, or lower "
+    "PULSAR_LENS_DETAIL_BUDGET (docs/configuration.md, Sizing for large clusters)."
+)
 LAST_POLL_GAUGES: Mapping[str, str] = {
     "pulsar_lens_last_poll_timestamp_seconds": "Unix time of the last poll, stored or not.",
-    "pulsar_lens_poll_duration_seconds": "Seconds the last poll took.",
+    "pulsar_lens_poll_duration_seconds": "Seconds the last poll took (its calls and assembly).",
+    "pulsar_lens_poll_write_seconds": "Seconds storing the last poll took.",
+    "pulsar_lens_poll_interval_seconds": "Seconds between polls, as set.",
+    "pulsar_lens_poll_overrun": (
+        f"1 when the last poll with its write took longer than the interval, else 0. "
+        f"{OVERRUN_ADVICE}"
+    ),
+    "pulsar_lens_poll_needed_interval_seconds": (
+        "The interval the last poll needs with its analyses: 2.5 times its poll and write "
+        "(the measured share of the analyses; docs/performance.md)."
+    ),
     "pulsar_lens_poll_requests": "HTTP requests the last poll made.",
     "pulsar_lens_poll_endpoint_errors": (
         "Admin endpoints that failed in the last poll (a partial snapshot if above 0)."
@@ -157,6 +182,14 @@ def _last_poll_values(
             stats.last_poll_at.timestamp() if stats.last_poll_at else None
         ),
         "pulsar_lens_poll_duration_seconds": stats.last_duration_s,
+        "pulsar_lens_poll_write_seconds": stats.last_write_s,
+        "pulsar_lens_poll_interval_seconds": stats.interval_s,
+        "pulsar_lens_poll_overrun": None if stats.overran is None else int(stats.overran),
+        "pulsar_lens_poll_needed_interval_seconds": (
+            None
+            if stats.last_duration_s is None
+            else needed_interval_for(stats.last_duration_s + (stats.last_write_s or 0.0))
+        ),
         "pulsar_lens_poll_requests": stats.last_requests,
         "pulsar_lens_poll_endpoint_errors": stats.last_errors,
         "pulsar_lens_snapshot_age_seconds": (now - newest).total_seconds() if newest else None,

@@ -36,7 +36,12 @@ class PollRecorder:
         failed: bool,
         not_stored: bool = False,
         cluster: str | None = None,
+        write_seconds: float | None = None,
+        interval: float | None = None,
+        overran: bool | None = None,
     ) -> None:
+        """One poll; `overran`: it took, with its write, longer than the `interval` (None:
+        not known, as for a poll that reached nothing)."""
         with self._lock:
             stats = self._of.get(cluster, PollStats()) if cluster else self._stats
             stats = replace(
@@ -48,6 +53,10 @@ class PollRecorder:
                 last_duration_s=duration,
                 last_requests=requests,
                 last_errors=errors,
+                last_write_s=write_seconds,
+                interval_s=interval if interval is not None else stats.interval_s,
+                overran=overran,
+                overrun_polls=stats.overrun_polls + int(bool(overran)),
             )
             if cluster:
                 self._of[cluster] = stats

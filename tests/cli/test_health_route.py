@@ -54,3 +54,40 @@ def test_health_route_answers_the_verdict_and_metrics_answer_beside_it(tmp_path:
     assert ok[0] == 200 and json.loads(ok[2])["status"] == "ok"
     assert metrics[0] == 200
     assert "pulsar_lens_failed_writes_total 1.0" in metrics[2]
+
+
+def test_an_overrun_is_a_health_note_and_metrics_families_saying_what_to_change(
+    tmp_path: Path,
+) -> None:
+    from pulsar_lens.collectors.overrun import overrun_of
+
+    health = HealthRecorder(tmp_path, interval=30.0, deadline=120.0, detail_budget=500)
+    port = free_port()
+    endpoint = MetricsEndpoint(Store(tmp_path), MetricsSettings(port=port), health=health)
+    endpoint.start()
+    url = f"http://127.0.0.1:{port}"
+    overrun = overrun_of(47.2, 12.6, 30.0, deadline=120.0, detail_budget=500)
+    try:
+        slow = Heartbeat(
+            at=dt.datetime.now(dt.UTC), topics=3, subscriptions=2, requests=9, errors=0,
+            duration=47.2, snapshot_id="sha256:ab", write_seconds=12.6, interval=30.0,
+            overrun=overrun,
+        )  # fmt: skip
+        endpoint.wrap(health.wrap(lambda beat: None))(slow)
+        verdict = get(url + HEALTH_PATH)
+        metrics = get(url + "/metrics")[2]
+    finally:
+        endpoint.close()
+    assert verdict[0] == 200  # a note, not a problem: restarting would not help
+    (note,) = json.loads(verdict[2])["notes"]
+    assert note.startswith("the last poll took 47s and storing it 13s, over the 30s interval")
+    assert "PULSAR_LENS_POLL_INTERVAL" in note and "PULSAR_LENS_DETAIL_BUDGET" in note
+    for sample in (
+        "pulsar_lens_poll_overrun 1.0",
+        "pulsar_lens_overrun_polls_total 1.0",
+        "pulsar_lens_poll_interval_seconds 30.0",
+        "pulsar_lens_poll_duration_seconds 47.2",
+        "pulsar_lens_poll_write_seconds 12.6",
+        "pulsar_lens_poll_needed_interval_seconds 180.0",
+    ):
+        assert sample in metrics.splitlines(), sample

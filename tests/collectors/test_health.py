@@ -3,6 +3,7 @@ health file written whole, beside the store and in a spare copy a refusing store
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
@@ -139,6 +140,36 @@ def test_health_an_overrun_is_a_note_saying_what_to_change(tmp_path: Path) -> No
     (note,) = json.loads(body)["notes"]
     assert note.startswith("the last poll took 47s, over the 30s interval, so polls run back")
     assert "PULSAR_LENS_POLL_INTERVAL" in note and "--namespace" in note
+
+
+def test_health_overrun_names_the_poll_its_write_and_the_settings_to_change(
+    tmp_path: Path,
+) -> None:
+    health = HealthRecorder(tmp_path, interval=30.0, deadline=120.0, detail_budget=500, now=Clock())
+    health.record(dataclasses.replace(beat(duration=47.2), write_seconds=12.6))
+    notice = overrun_notice(health.report().loops[0])
+    assert notice is not None
+    assert notice.startswith("the last poll took 47s and storing it 13s, over the 30s interval")
+    # 2.5 x (47.2 + 12.6) s = 149.5 s, rounded up to a minute
+    assert "poll less often, every 3m or more (--interval or PULSAR_LENS_POLL_INTERVAL)" in notice
+    assert "fewer per-topic calls (PULSAR_LENS_DETAIL_BUDGET, now 500)" in notice
+    assert "PULSAR_LENS_POLL_DEADLINE" not in notice  # the poll did not reach it
+
+
+def test_health_overrun_that_reached_the_deadline_says_to_raise_it(tmp_path: Path) -> None:
+    health = HealthRecorder(tmp_path, interval=30.0, deadline=120.0, now=Clock())
+    health.record(beat(duration=121.0))
+    notice = str(overrun_notice(health.report().loops[0]))
+    assert "reached its 2m deadline and its last calls were cut" in notice
+    assert "raise PULSAR_LENS_POLL_DEADLINE with it" in notice
+
+
+def test_health_overrun_fields_survive_the_health_file(tmp_path: Path) -> None:
+    health = HealthRecorder(tmp_path, interval=30.0, deadline=120.0, detail_budget=200, now=Clock())
+    health.record(dataclasses.replace(beat(duration=47.2), write_seconds=12.6))
+    (loop,) = read_health(tmp_path).loops  # type: ignore[union-attr]
+    assert (loop.write_seconds, loop.detail_budget) == (12.6, 200)
+    assert overrun_notice(loop) == overrun_notice(health.report().loops[0])
 
 
 @pytest.mark.parametrize(

@@ -99,6 +99,68 @@ def test_loop_waits_the_interval_minus_the_poll_time(tmp_path: Path) -> None:
     assert fake.sleeps == pytest.approx([30.0 - POLL_SECONDS] * 2)
 
 
+class SlowStore(Store):
+    """A store whose every write takes `WRITE_SECONDS` of the fake clock."""
+
+    fake: FakeTime
+
+    def write(self, *args: Any, **kw: Any) -> str:
+        self.fake.now += WRITE_SECONDS
+        return super().write(*args, **kw)
+
+
+WRITE_SECONDS = 8.0
+
+
+def slow_store_loop(tmp_path: Path, fake: FakeTime, polls: int, **kw: Any) -> PollLoop:
+    store = SlowStore(tmp_path / "store")
+    store.fake = fake
+    loop, _ = make_loop(tmp_path, fake, [ok] * polls, **kw)
+    loop.store = store
+    return loop
+
+
+def test_loop_waits_the_interval_minus_the_poll_and_its_write(tmp_path: Path) -> None:
+    fake = FakeTime()
+    slow_store_loop(tmp_path, fake, 3).run()
+    assert fake.sleeps == pytest.approx([30.0 - POLL_SECONDS - WRITE_SECONDS] * 2)
+
+
+def test_loop_heartbeat_says_a_poll_and_its_write_overran_the_interval(tmp_path: Path) -> None:
+    fake = FakeTime()
+    beats: list[Heartbeat] = []
+    loop = slow_store_loop(
+        tmp_path,
+        fake,
+        2,
+        interval=5.0,
+        deadline=120.0,
+        detail_budget=500,
+        on_heartbeat=beats.append,
+    )
+    loop.run()
+    assert fake.sleeps == [0.0]  # back to back
+    overrun = beats[0].overrun
+    assert overrun is not None
+    assert (overrun.took, overrun.wrote, overrun.interval) == pytest.approx(
+        (POLL_SECONDS, WRITE_SECONDS, 5.0)
+    )
+    assert (overrun.deadline, overrun.detail_budget) == (120.0, 500)
+    assert overrun.needed_interval == 30.0  # 2.5 x 8.42 s, rounded up to 10 s
+    assert beats[0].interval == 5.0
+    line = beats[0].line()
+    assert " over_interval=5s needs_interval=30s " in line
+    assert "(raise PULSAR_LENS_POLL_INTERVAL, or lower PULSAR_LENS_DETAIL_BUDGET)" in line
+
+
+def test_loop_heartbeat_of_a_poll_within_its_interval_has_no_overrun(tmp_path: Path) -> None:
+    fake = FakeTime()
+    beats: list[Heartbeat] = []
+    slow_store_loop(tmp_path, fake, 1, on_heartbeat=beats.append).run()
+    assert beats[0].overrun is None
+    assert "over_interval" not in beats[0].line()
+
+
 def test_loop_jitters_within_ten_percent(tmp_path: Path) -> None:
     fake = FakeTime()
     loop, _ = make_loop(tmp_path, fake, [ok] * 40, jitter=0.1, rng=random.Random(7))

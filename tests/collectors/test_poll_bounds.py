@@ -76,7 +76,12 @@ def test_an_answer_over_the_size_cap_is_refused_without_being_held(tmp_path: Pat
         done = subprocess.run(
             argv,
             cwd=ROOT,
-            env={"PATH": "/usr/bin:/bin", "PULSAR_ADMIN_URL": fake.url},
+            # 64 MiB, below the default, so that a 200 MiB answer is over it
+            env={
+                "PATH": "/usr/bin:/bin",
+                "PULSAR_ADMIN_URL": fake.url,
+                "PULSAR_LENS_MAX_RESPONSE": "64",
+            },
             capture_output=True,
             text=True,
             timeout=120,
@@ -86,7 +91,8 @@ def test_an_answer_over_the_size_cap_is_refused_without_being_held(tmp_path: Pat
     rss_mib = int(done.stdout.split("maxrss_kib")[1].split()[0]) / 1024
     assert rss_mib < 300, f"collect held {rss_mib:.0f} MiB for a 200 MiB answer capped at 64"
     errors = json.loads(Store(tmp_path).snapshots()["errors_json"].iloc[0])
-    assert any("larger than 64 MiB" in str(e) for e in errors)
+    (too_large,) = [e for e in errors if "larger than 64 MiB" in str(e)]
+    assert "set PULSAR_LENS_MAX_RESPONSE=128 or more" in str(too_large)
 
 
 def key_shared_bulk(count: int) -> Any:
@@ -157,3 +163,19 @@ def test_ten_thousand_brokers_make_a_bounded_poll_said_in_a_few_lines(tmp_path: 
     assert cut == [cut[0]] and "9000 of the 10000 brokers listed were not contacted" in cut[0]
     assert len(errors) < 50, errors[:60]  # what was cut or skipped is said once, not per call
     assert done.stderr.count("\n") < 100, done.stderr[-3000:]
+
+
+def test_collect_deadline_not_set_follows_a_longer_interval(tmp_path: Path) -> None:
+    from pulsar_lens.collectors.health import read_health
+
+    deadlines = {}
+    with FakeAdmin() as fake:
+        for name, env in (("unset", {}), ("set", {"PULSAR_LENS_POLL_DEADLINE": "90s"})):
+            store = tmp_path / name
+            argv = ("collect", "--max-polls", "1", "--interval", "10m", "--store", str(store))
+            done = run_lens(*argv, env={"PULSAR_ADMIN_URL": fake.url, **env}, timeout=300)
+            assert done.returncode == 0, done.stderr
+            report = read_health(store)
+            assert report is not None
+            deadlines[name] = report.loops[0].deadline
+    assert deadlines == {"unset": 600.0, "set": 90.0}

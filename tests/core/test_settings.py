@@ -124,3 +124,33 @@ def test_settings_key_sampling_flag(text: str, expected: bool) -> None:
 def test_settings_key_sampling_rejects_other_words() -> None:
     with pytest.raises(SettingsError, match="PULSAR_LENS_KEY_SAMPLING"):
         Settings.from_env({"PULSAR_LENS_KEY_SAMPLING": "maybe"})
+
+
+def test_settings_answer_cap_reads_a_broker_of_half_a_100k_topic_cluster() -> None:
+    # a broker's broker-stats/topics at the measured bytes a topic: 100,000 topics on two
+    # brokers is 50,000 a broker, which the cap of 64 MiB cut
+    from pulsar_lens.core.parts import BULK_BYTES_PER_TOPIC
+
+    cap = Settings.from_env({}).max_response
+    assert cap == 256 * 1024 * 1024
+    assert cap > 50_000 * BULK_BYTES_PER_TOPIC
+    assert Settings.from_env({"PULSAR_LENS_MAX_RESPONSE": "64"}).max_response == 64 * 1024 * 1024
+
+
+def test_settings_poll_deadline_not_set_follows_a_longer_interval() -> None:
+    settings = Settings.from_env({})
+    assert settings.poll_deadline_at(dt.timedelta(seconds=30)) == dt.timedelta(minutes=2)
+    assert settings.poll_deadline_at(dt.timedelta(minutes=30)) == dt.timedelta(minutes=30)
+    slow = Settings.from_env({"PULSAR_LENS_POLL_INTERVAL": "20m"})
+    assert slow.poll_deadline_at(slow.poll_interval) == dt.timedelta(minutes=20)
+
+
+def test_settings_poll_deadline_set_is_kept_whatever_the_interval(tmp_path: Path) -> None:
+    from_env = Settings.from_env({"PULSAR_LENS_POLL_DEADLINE": "2m"})
+    assert from_env.poll_deadline_at(dt.timedelta(minutes=30)) == dt.timedelta(minutes=2)
+    config = tmp_path / "lens.toml"
+    config.write_text('poll_deadline = "5m"\n')
+    from_file = Settings.from_env({}, config=config)
+    assert from_file.poll_deadline_at(dt.timedelta(minutes=30)) == dt.timedelta(minutes=5)
+    built = Settings(poll_deadline=dt.timedelta(minutes=3))  # no origins: set when not default
+    assert built.poll_deadline_at(dt.timedelta(minutes=30)) == dt.timedelta(minutes=3)

@@ -69,7 +69,25 @@ def test_health_notices_overview_says_the_store_refuses_writes_and_the_poll_over
     (overran,) = [t for t in texts(at.main.warning) if "poll took" in t]
     assert overran.startswith("The last poll took 47s, over the 10s interval, so polls run")
     assert any(t.startswith("Store refuses writes: 3 since") for t in texts(at.sidebar.error))
-    assert "Last poll took 47s, over the 10s interval." in texts(at.sidebar.warning)
+    short = "Last poll took 47s, over the 10s interval: poll every 2m or more."  # 2.5 x 47 s
+    assert short in texts(at.sidebar.warning)
+
+
+def test_health_notices_overview_says_what_to_change_with_the_measured_poll(
+    store_dir: Path, app: AppRunner
+) -> None:
+    write_scenario(store_dir)
+    health = HealthRecorder(store_dir, interval=30.0, deadline=120.0, detail_budget=500)
+    health.record(dataclasses.replace(beat(duration=47.2), write_seconds=12.6))
+    at = app()
+    assert not at.exception
+    (overran,) = [t for t in texts(at.main.warning) if "poll took" in t]
+    assert overran.startswith("The last poll took 47s and storing it 13s, over the 30s interval")
+    assert "every 3m or more (--interval or PULSAR_LENS_POLL_INTERVAL)" in overran
+    assert "(PULSAR_LENS_DETAIL_BUDGET, now 500)" in overran
+    assert "Last poll took 1m, over the 30s interval: poll every 3m or more." in texts(
+        at.sidebar.warning
+    )
 
 
 def test_health_notices_show_on_a_store_that_never_took_a_snapshot(

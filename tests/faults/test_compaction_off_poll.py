@@ -203,7 +203,10 @@ def test_a_failing_compaction_is_one_log_line_and_polling_goes_on(
 ) -> None:
     beats: list[Heartbeat] = []
     store = FullStore(tmp_path)
-    loop = PollLoop(Clock().poll, store, interval=0.01, max_polls=3, on_heartbeat=beats.append)
+    clock = Clock()  # its time, for retention too: else it deletes the polls as they are written
+    loop = PollLoop(
+        clock.poll, store, interval=0.01, max_polls=3, on_heartbeat=beats.append, now=clock.now
+    )
     with caplog.at_level(logging.INFO, logger="pulsar_lens.collectors.loop"):
         assert loop.run() == 3
     assert all(b.snapshot_id for b in beats)

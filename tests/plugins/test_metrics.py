@@ -100,8 +100,45 @@ def test_collector_families_report_the_last_poll_and_snapshot_age() -> None:
 def test_collector_families_before_any_poll_have_only_the_totals() -> None:
     found = samples(exposition(compute_collector_families(PollStats(), newest_at=None, now=at(0))))
     totals = {"pulsar_lens_polls_total", "pulsar_lens_failed_polls_total"}
-    assert {k[0] for k in found} == totals | {"pulsar_lens_failed_writes_total"}
+    writes_and_overruns = {"pulsar_lens_failed_writes_total", "pulsar_lens_overrun_polls_total"}
+    assert {k[0] for k in found} == totals | writes_and_overruns
     assert value(found, "pulsar_lens_polls_total") == 0
+
+
+def test_collector_families_say_a_poll_overran_its_interval_and_what_it_needs() -> None:
+    stats = PollStats(
+        polls=3,
+        last_poll_at=at(30),
+        last_duration_s=47.0,
+        last_write_s=13.0,
+        interval_s=30.0,
+        overran=True,
+        overrun_polls=2,
+    )
+    text = exposition(compute_collector_families(stats, newest_at=at(20), now=at(35)))
+    found = samples(text)
+    assert value(found, "pulsar_lens_poll_overrun") == 1
+    assert value(found, "pulsar_lens_overrun_polls_total") == 2
+    assert value(found, "pulsar_lens_poll_interval_seconds") == 30
+    assert value(found, "pulsar_lens_poll_write_seconds") == 13
+    assert (
+        value(found, "pulsar_lens_poll_needed_interval_seconds") == 180
+    )  # 2.5 x 60 s, a minute up
+    (help_line,) = [
+        x for x in text.splitlines() if x.startswith("# HELP pulsar_lens_poll_overrun ")
+    ]
+    for setting in ("POLL_INTERVAL", "POLL_DEADLINE", "DETAIL_BUDGET"):
+        assert f"PULSAR_LENS_{setting}" in help_line
+
+
+def test_collector_families_a_poll_within_its_interval_is_no_overrun() -> None:
+    stats = PollStats(
+        polls=1, last_poll_at=at(30), last_duration_s=4.0, interval_s=30.0, overran=False
+    )
+    found = samples(exposition(compute_collector_families(stats, newest_at=at(20), now=at(35))))
+    assert value(found, "pulsar_lens_poll_overrun") == 0
+    assert value(found, "pulsar_lens_overrun_polls_total") == 0
+    assert value(found, "pulsar_lens_poll_needed_interval_seconds") == 10
 
 
 def test_top_subscriptions_keeps_the_largest_backlogs_ties_by_name() -> None:
