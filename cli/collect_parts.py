@@ -92,7 +92,9 @@ def compute_per_cluster(
 
     light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
     for cluster in clusters:
-        view = ClusterView(store, cluster)
+        # every plugin of this round on the same newest snapshot, though polls go on: else
+        # at a short interval each plugin meets another poll and no snapshot gets them all
+        view = ClusterView(store, cluster).pinned()
         for plugin in light:
             if stop():
                 return

@@ -30,14 +30,29 @@ def clusters_in(index: pd.DataFrame) -> list[str]:
 
 
 class ClusterView:
-    """The snapshots and rows of cluster `cluster` in `store` (the runner's SnapshotStore)."""
+    """The snapshots and rows of cluster `cluster` in `store` (the runner's SnapshotStore).
 
-    def __init__(self, store: Store, cluster: str) -> None:
+    With `upto` (a snapshot's `collected_at`) the view ends there: its newest snapshot stays
+    that one while newer polls are written, so analyses run one after another on it all see
+    the same snapshots.
+    """
+
+    def __init__(self, store: Store, cluster: str, *, upto: dt.datetime | None = None) -> None:
         self.store = store
         self.cluster = cluster
+        self.upto = upto
 
     def __repr__(self) -> str:
-        return f"ClusterView({self.store!r}, {self.cluster!r})"
+        upto = "" if self.upto is None else f", upto={self.upto.isoformat()!r}"
+        return f"ClusterView({self.store!r}, {self.cluster!r}{upto})"
+
+    def pinned(self) -> ClusterView:
+        """This view ending at its newest snapshot as of now (itself when it has none)."""
+        newest = self.snapshots(limit=1)
+        if newest.empty:
+            return self
+        at = pd.Timestamp(newest["collected_at"].iloc[-1]).to_pydatetime()
+        return ClusterView(self.store, self.cluster, upto=at)
 
     @property
     def root(self) -> Path:
@@ -84,4 +99,7 @@ class ClusterView:
         return self.read(name, snapshot_ids=ids)
 
     def _mine(self, index: pd.DataFrame) -> pd.DataFrame:
-        return index[index["cluster"] == self.cluster].reset_index(drop=True)
+        keep = index["cluster"] == self.cluster
+        if self.upto is not None:
+            keep &= index["collected_at"] <= pd.Timestamp(self.upto)
+        return index[keep].reset_index(drop=True)

@@ -61,3 +61,18 @@ def test_clusters_in_lists_the_newest_polls_cluster_first(tmp_path: Path) -> Non
     store.write(make_snapshot(at=T0 + dt.timedelta(minutes=5), cluster="east"))
     assert clusters_in(store.snapshots()) == ["east", "west"]
     assert clusters_in(store.snapshots().iloc[0:0]) == []
+
+
+def test_a_pinned_view_keeps_its_newest_snapshot_while_polls_go_on(tmp_path: Path) -> None:
+    """The analyses of one round all see the snapshot that was newest when it began."""
+    store = shared_store(tmp_path)
+    pinned = ClusterView(store, "east").pinned()
+    before = pinned.latest_snapshot_id()
+    store.write(make_snapshot(at=T0 + dt.timedelta(seconds=60), cluster="east", topics=3))
+    assert pinned.latest_snapshot_id() == before
+    assert ClusterView(store, "east").latest_snapshot_id() != before
+    assert list(pinned.snapshots(limit=5)["collected_at"]) == [
+        T0 + dt.timedelta(seconds=10 * i) for i in range(3)
+    ]
+    assert pinned.read_latest("topics").num_rows == 2
+    assert ClusterView(store, "north").pinned().snapshots().empty  # nothing to pin: as it was
