@@ -34,10 +34,12 @@ class ClusterView:
 
     With `upto` (a snapshot's `collected_at`) the view ends there: its newest snapshot stays
     that one while newer polls are written, so analyses run one after another on it all see
-    the same snapshots.
+    the same snapshots. `cluster=None` is every cluster's (the store's own, ended at `upto`).
     """
 
-    def __init__(self, store: Store, cluster: str, *, upto: dt.datetime | None = None) -> None:
+    def __init__(
+        self, store: Store, cluster: str | None, *, upto: dt.datetime | None = None
+    ) -> None:
         self.store = store
         self.cluster = cluster
         self.upto = upto
@@ -89,6 +91,8 @@ class ClusterView:
     ) -> pa.Table:
         """Rows of this cluster, as `Store.read` (tables on their own clock included)."""
         table = self.store.read(name, snapshot_ids=snapshot_ids, since=since, until=until)
+        if self.cluster is None:
+            return table
         return table.filter(pc.equal(table["cluster"], pa.scalar(self.cluster, pa.string())))
 
     def read_latest(self, name: str) -> pa.Table:
@@ -99,7 +103,9 @@ class ClusterView:
         return self.read(name, snapshot_ids=ids)
 
     def _mine(self, index: pd.DataFrame) -> pd.DataFrame:
-        keep = index["cluster"] == self.cluster
+        keep = pd.Series(True, index=index.index)
+        if self.cluster is not None:
+            keep &= index["cluster"] == self.cluster
         if self.upto is not None:
             keep &= index["collected_at"] <= pd.Timestamp(self.upto)
         return index[keep].reset_index(drop=True)

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pulsar_lens.api import AnalysisPlugin
+from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.errors import PluginError
+from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
@@ -53,10 +55,12 @@ def compute_results(
     """
     light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
     outcomes: list[Outcome] = []
+    # every plugin on the snapshot that was newest when the round began, though polls go on
+    pinned = ClusterView(store, None).pinned() if isinstance(store, Store) else store
     for plugin in light:
         if stop():
             return outcomes
-        outcomes.append(store_run(store, plugin, results))
+        outcomes.append(store_run(pinned, plugin, results))
     prune_results(store, light, results)
     return outcomes
 

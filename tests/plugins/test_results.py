@@ -205,3 +205,32 @@ def test_a_stopping_worker_leaves_the_plugins_not_started_yet(tmp_path: Path) ->
     )
     assert [o.plugin for o in outcomes] == ["topic-count"]
     assert Counting.calls == 1
+
+
+class PollArrives(Counting):
+    """Writes a new poll into the store while it analyses, as the collector's thread does."""
+
+    name = "poll-arrives"
+    store: ClassVar[Store | None] = None
+
+    def analyze(self, data: Inputs, params: object) -> Result:
+        assert self.store is not None
+        self.store.write(make_snapshot(900, topics=()))
+        return super().analyze(data, params)
+
+
+def test_a_round_analyses_one_snapshot_though_a_poll_arrives_during_it(tmp_path: Path) -> None:
+    """At a short interval the next poll lands while a round runs: every plugin of the round
+    still analyses the snapshot that was newest when it began, so that one has them all."""
+    store = store_with_polls(tmp_path)
+    newest = store.latest_snapshot_id()
+    PollArrives.store = store
+    results = ResultStore(tmp_path)
+    try:
+        outcomes = compute_results(store, [PollArrives(), Counting()], results=results)
+    finally:
+        PollArrives.store = None
+    assert [o.status for o in outcomes] == ["ok", "ok"]
+    assert store.latest_snapshot_id() != newest  # the poll did land
+    analysed = {meta["plugin"]: meta["snapshot_ids"][-1] for _, meta in results.entries()}
+    assert analysed == {"poll-arrives": newest, "topic-count": newest}
