@@ -52,7 +52,8 @@ PLUGINS = (
     "pulsar_lens.plugins.builtin.failover_history:FailoverHistory",
 )
 HASH_KEYS = 3000
-CHILD_TIMEOUT = 420.0  # four analyses on a loaded 2-core machine took ~110 s
+CHILD_TIMEOUT = 1200.0  # four analyses took ~110 s on a loaded 2-core machine, and past
+# 420 s with both parts of the test run and an image build beside them (two apps at once)
 POLLS = 12
 NS = "public/default"
 ORDERS = f"persistent://{NS}/orders"
@@ -118,6 +119,7 @@ def runs(
         }
 
 
+@pytest.mark.timeout(CHILD_TIMEOUT + 300)
 def test_standalone_cluster_gives_the_local_frames(
     runs: dict[str, Future[Path]], standalone: cluster.Standalone, local: Found
 ) -> None:
@@ -131,6 +133,7 @@ def test_standalone_cluster_gives_the_local_frames(
     assert_hashes_equal(out)
 
 
+@pytest.mark.timeout(CHILD_TIMEOUT + 300)
 def test_spark_connect_on_the_cluster_gives_the_local_frames(
     runs: dict[str, Future[Path]], standalone: cluster.Standalone, local: Found
 ) -> None:
