@@ -152,10 +152,11 @@ def _unload_outage(outages: pd.DataFrame, probe_run: str, start: pd.Timestamp) -
     ours = outages[(outages["probe"] == probe_run) & (outages["cut_at"] >= start)]
     ours = ours.sort_values("cut_at", kind="stable")
     if ours.empty:
-        return {"outage_ms": 0.0, "worst_publish_ms": None, "later_outages": 0}
+        return {"outage_ms": 0.0, "cut_at": None, "worst_publish_ms": None, "later_outages": 0}
     first = ours.iloc[0]
     return {
         "outage_ms": float(first["outage_ms"]),
+        "cut_at": first["cut_at"],
         "worst_publish_ms": float(first["worst_publish_ms"]),
         "later_outages": len(ours) - 1,
     }
