@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from pulsar_lens.core import logs
+from pulsar_lens.core.bundles import default_boundaries, parse_bundle_name, topic_bundle
 from pulsar_lens.lab.cluster import LocalPulsarCluster
 from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from pulsar_lens.plugins.builtin.bundle_ownership.load_manager import (
@@ -31,6 +32,7 @@ from tests.brokers import SHEDDING_SETTINGS, BrokerPool
 from tests.live.lens_polls import Recorder, bulk_stats, wait_for
 
 NAMESPACE = "public/shed"
+BUNDLES = 8
 SHED_LINE = re.compile(r"Unloading bundle: (\S+) from broker (\S+)")
 SHED_WAIT = 420.0  # seven shedding rounds: at load 13 (both test parts) three were too few
 POLL_EVERY = 3.0
@@ -59,6 +61,36 @@ def shed_by_log(cluster: LocalPulsarCluster) -> list[tuple[str, str]]:
     return found
 
 
+SHEDDER_LOG = re.compile(r".*(?:[Ss]hedd|Found bundle to unload|Only 1 broker).*")
+
+
+def shedder_view(cluster: LocalPulsarCluster) -> dict[str, object]:
+    """What the shedder decides from, for a failure message: each broker's load report (the
+    message rate and bundles the leader compares), the leader, the shedder's last log lines."""
+    view: dict[str, object] = {}
+    for broker in cluster.broker_processes:
+        try:
+            report = requests.get(
+                f"{broker.admin_url}/admin/v2/broker-stats/load-report", timeout=30
+            ).json()
+            view[broker.broker_id] = {
+                "msg_rate": report.get("msgRateIn", 0) + report.get("msgRateOut", 0),
+                "bundles": len(report.get("bundles", [])),
+                "last_update": report.get("lastUpdate"),
+            }
+        except (requests.RequestException, ValueError) as exc:
+            view[broker.broker_id] = repr(exc)
+        lines = SHEDDER_LOG.findall(broker.log_path.read_text(errors="replace"))
+        view[f"{broker.broker_id} log"] = [line[-200:] for line in lines[-4:]]
+    try:
+        view["leader"] = requests.get(
+            f"{cluster.admin_url}/admin/v2/brokers/leaderBroker", timeout=30
+        ).json()
+    except (requests.RequestException, ValueError) as exc:
+        view["leader"] = repr(exc)
+    return view
+
+
 def owners(cluster: LocalPulsarCluster) -> dict[str, str]:
     found: dict[str, str] = {}
     for broker in cluster.broker_processes:
@@ -66,6 +98,32 @@ def owners(cluster: LocalPulsarCluster) -> dict[str, str]:
         answer = requests.get(broker.admin_url + path, timeout=30).json()
         found |= {key: broker.broker_id for key in answer if key.startswith(NAMESPACE + "/")}
     return found
+
+
+def owned_by(cluster: LocalPulsarCluster, key: str, broker: str) -> None:
+    """Wait until `broker` owns the bundle `key` after an unload to it: a lookup of a topic in
+    the bundle assigns it (as a client's reconnection would), and the owner lists it."""
+    bundle = parse_bundle_name(key.rsplit("/", 1)[1])
+    boundaries = default_boundaries(BUNDLES)
+    name = next(
+        f"owner-{n}"
+        for n in range(100_000)
+        if topic_bundle(boundaries, f"persistent://{NAMESPACE}/owner-{n}") == bundle
+    )
+    seen: dict[str, object] = {}
+
+    def owned() -> bool:
+        try:
+            answer = requests.get(
+                f"{cluster.admin_url}/lookup/v2/topic/persistent/{NAMESPACE}/{name}", timeout=30
+            )
+            seen["lookup"] = f"{answer.status_code} {answer.text[:300]}"
+        except requests.RequestException as exc:
+            seen["lookup"] = repr(exc)
+        seen["owner"] = owners(cluster).get(key)
+        return seen["owner"] == broker
+
+    wait_for(owned, what=f"{key} owned by {broker}", timeout=300, every=1.0, seen=lambda: seen)
 
 
 def reconnected(cluster: LocalPulsarCluster, topics: list[str]) -> None:
@@ -89,7 +147,9 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
 ) -> None:
     cluster, admin = shedding, shedding.admin_url
     requests.put(
-        f"{admin}/admin/v2/namespaces/{NAMESPACE}", json={"bundles": {"numBundles": 8}}, timeout=30
+        f"{admin}/admin/v2/namespaces/{NAMESPACE}",
+        json={"bundles": {"numBundles": BUNDLES}},
+        timeout=30,
     ).raise_for_status()
     recorder = Recorder(cluster, tmp_path, namespaces=[NAMESPACE])
     client = logs.pulsar_client(cluster.service_url, operation_timeout_seconds=30)
@@ -119,6 +179,9 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
             for t in first_poll.topics
             if t.topic in mine and f"{t.namespace}/{t.bundle}" == admin_key
         ]
+        # on a busy machine the destination's first ownership attempts can fail for minutes
+        # ("Failed to acquire ownership"): the poll that is to see the move waits for it
+        owned_by(cluster, admin_key, hot)
         reconnected(cluster, moving)  # the producers' topics: a system topic has none
         after_admin = recorder.poll().collected_at
         # all traffic on the other broker's topics, so the shedder moves bundles off it
@@ -132,11 +195,19 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
         ]
         assert len(busy) >= 2, "the hot broker needs two bundles with traffic to shed one"
 
+        sent = {"acked": 0, "failed": 0, "error": ""}
+
+        def acked(result: object, _message_id: object) -> None:
+            sent["acked" if str(result) == "Ok" else "failed"] += 1
+
         def send() -> None:
             deadline = time.monotonic() + SHED_WAIT + 60
             while not stop.is_set() and time.monotonic() < deadline:
                 for producer in busy:
-                    producer.send_async(b"x" * 200, None)
+                    try:
+                        producer.send_async(b"x" * 200, acked)
+                    except Exception as exc:  # a full queue on a busy machine: keep sending
+                        sent["error"] = repr(exc)
                 time.sleep(0.02)
 
         sender = threading.Thread(target=send, daemon=True)
@@ -156,7 +227,11 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
             what="a shedder unload seen by a poll",
             timeout=SHED_WAIT,
             every=POLL_EVERY,
-            seen=lambda: {"unloads in the brokers' logs": shed_by_log(cluster)},
+            seen=lambda: {
+                "unloads in the brokers' logs": shed_by_log(cluster),
+                "probe messages": sent,
+                **shedder_view(cluster),
+            },
         )
         stop.set()
         for _ in range(2):  # the windows after it, where a count read a poll late would show
