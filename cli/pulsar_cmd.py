@@ -51,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
             "lib": str(lib),
             "seconds": round(time.monotonic() - started, 1),
         }
+        if runtime.release(version).admin_tool:  # the live tests' dumps are made with it
+            from pulsar_lens.lab.admintool import ensure_admin_tool
+
+            state["admin_tool"] = str(ensure_admin_tool(version))
+            state["seconds"] = round(time.monotonic() - started, 1)
     elif args.action == "start":
         started = time.monotonic()
         state = localpulsar.start_detached(parse_settings(args.set), version=version)

@@ -44,6 +44,9 @@ class Release:
     settings: Mapping[str, str] = field(default_factory=dict)
     """Broker settings this release needs on top of the lab's own (standalone and cluster)."""
     note: str = ""
+    admin_tool: str | None = None
+    """The release of `pulsar-admin` (the `pulsar-client-tools` artifact) the lab runs against
+    this broker (`lab.admintool`); None when Maven Central serves none close to it."""
 
 
 RELEASES: dict[str, Release] = {
@@ -54,6 +57,9 @@ RELEASES: dict[str, Release] = {
             "4.0",
             (JAVA_17, JAVA_21),
             note="the newest 4.0.x whose every artifact Maven Central serves (4.0.8 lacks some)",
+            # Maven Central has no pulsar-client-tools 4.0.7: the admin tool of 4.0.6 speaks
+            # the same admin API, as a support engineer's tool a release apart does
+            admin_tool="4.0.6",
         ),
         Release(
             "3.0.7",
@@ -181,36 +187,51 @@ def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path
         fcntl.flock(lock, fcntl.LOCK_EX)  # one assembly at a time across processes
         if marker.exists():
             return target
-        mvn = shutil.which("mvn")
-        if not mvn:
-            raise LocalPulsarError(
-                "Maven (mvn) is not installed; scripts/setup.sh installs it", process="mvn"
-            )
-        shutil.rmtree(target, ignore_errors=True)
-        cmd = [
-            mvn,
-            "-B",
-            *(["-q"] if quiet else []),
-            "-s",
-            str(RUNTIME_DIR / "settings.xml"),
-            "-f",
-            str(RUNTIME_DIR / "pom.xml"),
-            f"-Dpulsar.version={version}",
-            f"-Dlog4j.slf4j.binding={chosen.slf4j_binding}",
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            "-Dmdep.prependGroupId=true",
-            f"-DoutputDirectory={target}",
-        ]
-        log.info("assembling Pulsar %s from Maven Central into %s", version, target)
         started = time.monotonic()
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-            raise LocalPulsarError(
-                f"Maven could not assemble Pulsar {version}:\n{tail}",
-                process="mvn",
-                exit_code=done.returncode,
-            )
+        maven_copy(
+            RUNTIME_DIR / "pom.xml",
+            target,
+            version=version,
+            binding=chosen.slf4j_binding,
+            what=f"Pulsar {version}",
+            quiet=quiet,
+        )
         marker.write_text(json.dumps({"seconds": round(time.monotonic() - started, 1)}))
     return target
+
+
+def maven_copy(
+    pom: Path, target: Path, *, version: str, binding: str, what: str, quiet: bool = True
+) -> None:
+    """Resolve the runtime dependencies of `pom` (at Pulsar `version`, with that SLF4J
+    `binding`) from Maven Central into `target`, replacing what it held."""
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise LocalPulsarError(
+            "Maven (mvn) is not installed; scripts/setup.sh installs it", process="mvn"
+        )
+    shutil.rmtree(target, ignore_errors=True)
+    cmd = [
+        mvn,
+        "-B",
+        *(["-q"] if quiet else []),
+        "-s",
+        str(RUNTIME_DIR / "settings.xml"),
+        "-f",
+        str(pom),
+        f"-Dpulsar.version={version}",
+        f"-Dlog4j.slf4j.binding={binding}",
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        "-Dmdep.prependGroupId=true",
+        f"-DoutputDirectory={target}",
+    ]
+    log.info("assembling %s from Maven Central into %s", what, target)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise LocalPulsarError(
+            f"Maven could not assemble {what}:\n{tail}",
+            process="mvn",
+            exit_code=done.returncode,
+        )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the demo and the tests need, idempotently:
 #   a JDK 17.0.17+ (4.0 also runs on 21.0.8+, 3.0 documents 17 only; not 23+), Maven, Chromium, buildah, debootstrap, Prometheus (apt); a virtualenv with the project (pip);
-#   the Pulsar 4.0.7 and 3.0.7 broker jars (Maven Central, cached in ~/.cache/pulsar-lens and ~/.m2);
+#   the Pulsar 4.0.7 and 3.0.7 broker jars and the 4.0 pulsar-admin's (Maven Central, cached in
+#   ~/.cache/pulsar-lens and ~/.m2);
 #   the jar of the sticky-key hash Spark runs in its JVM (compiled into ~/.cache/pulsar-lens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
