@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "pulsar_lens.cli.drill_cmd",
     "pulsar_lens.cli.config_cmd",
     "pulsar_lens.cli.devstore_cmd",
+    "pulsar_lens.cli.import_cmd",
 )
 
 
@@ -52,6 +53,7 @@ COMMANDS = {
     "drill": "pulsar_lens.cli.drill_cmd",
     "config": "pulsar_lens.cli.config_cmd",
     "dev-store": "pulsar_lens.cli.devstore_cmd",
+    "import": "pulsar_lens.cli.import_cmd",
 }
 
 

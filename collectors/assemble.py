@@ -19,12 +19,14 @@ from pulsar_lens.collectors.brokers import (
     parse_lb_counters,
     parse_owned_bundles,
 )
-from pulsar_lens.collectors.fields import check_keys, field_warnings, reading
+from pulsar_lens.collectors.fields import check_keys, field_warnings, json_kind, reading
 from pulsar_lens.collectors.namespaces import (
     NamespaceListing,
     bundle_of_full_name,
     owned_bundles_by_namespace,
+    parse_boundaries,
     parse_bundle_key,
+    parse_bundles,
 )
 from pulsar_lens.collectors.notes import FIELD, Notes, refuse, within
 from pulsar_lens.collectors.topics import (
@@ -333,3 +335,24 @@ def _build(answers: PollAnswers) -> Snapshot:
         durations=dict(answers.durations),
         requests=answers.requests,
     )
+
+
+def namespace_listing(ns: str, bundles: Any, topics: Any, parted: Any) -> NamespaceListing:
+    """What a namespace's three calls answered (None where one failed), its names as text."""
+    return NamespaceListing(
+        namespace=ns,
+        bundles=parse_bundles(ns, bundles) if bundles is not None else None,
+        boundaries=parse_boundaries(bundles) if bundles is not None else None,
+        topics=_names(ns, topics, "topic listing item"),
+        partitioned=_names(ns, parted, "partitioned topic listing item"),
+    )
+
+
+def _names(ns: str, listed: Sequence[Any] | None, what: str) -> tuple[str, ...] | None:
+    """The texts of a listing; anything else is refused (names are checked later)."""
+    if listed is None:
+        return None
+    for item in listed:
+        if not isinstance(item, str):
+            refuse(what, f"is {json_kind(item)}, not a name; left out", ns, item)
+    return tuple(item for item in listed if isinstance(item, str))

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from pulsar_lens.collectors.admin import AdminClient
-from pulsar_lens.collectors.assemble import PollAnswers, build_snapshot
+from pulsar_lens.collectors.assemble import PollAnswers, build_snapshot, namespace_listing
 from pulsar_lens.collectors.brokers import (
     broker_web_url,
     collect_broker_ids,
@@ -40,9 +40,7 @@ from pulsar_lens.collectors.brokers import (
     collect_version,
 )
 from pulsar_lens.collectors.events import EVENT_KINDS, carry_forward, diff
-from pulsar_lens.collectors.fields import json_kind
 from pulsar_lens.collectors.namespaces import (
-    NamespaceListing,
     collect_bundles,
     collect_namespaces,
     collect_partition_count,
@@ -50,10 +48,8 @@ from pulsar_lens.collectors.namespaces import (
     collect_tenants,
     collect_topic_names,
     missing_partitioned,
-    parse_boundaries,
-    parse_bundles,
 )
-from pulsar_lens.collectors.notes import noting, refuse
+from pulsar_lens.collectors.notes import noting
 from pulsar_lens.collectors.recorder import Recorder
 from pulsar_lens.collectors.topics import (
     TopicStats,
@@ -217,7 +213,7 @@ class _Poll:
             a.load_reports[b] = done[("report", b)]
             a.lb_metrics[b] = done[("lb", b)]
         for ns in a.namespaces:
-            a.listings[ns] = _listing(
+            a.listings[ns] = namespace_listing(
                 ns, done[("bundles", ns)], done[("topics", ns)], done[("parted", ns)]
             )
 
@@ -307,26 +303,6 @@ def _most_backlogged(candidates: Sequence[tuple[str, TopicStats]], limit: int) -
         ((max_backlog(e.stats), e.topic) for _, e in candidates), key=lambda x: (-x[0], x[1])
     )
     return {topic for backlog, topic in ranked[:limit] if backlog > 0}
-
-
-def _listing(ns: str, bundles: Any, topics: Any, parted: Any) -> NamespaceListing:
-    return NamespaceListing(
-        namespace=ns,
-        bundles=parse_bundles(ns, bundles) if bundles is not None else None,
-        boundaries=parse_boundaries(bundles) if bundles is not None else None,
-        topics=_names(ns, topics, "topic listing item"),
-        partitioned=_names(ns, parted, "partitioned topic listing item"),
-    )
-
-
-def _names(ns: str, listed: Sequence[Any] | None, what: str) -> tuple[str, ...] | None:
-    """The texts of a listing; anything else is refused (names are checked later)."""
-    if listed is None:
-        return None
-    for item in listed:
-        if not isinstance(item, str):
-            refuse(what, f"is {json_kind(item)}, not a name; left out", ns, item)
-    return tuple(item for item in listed if isinstance(item, str))
 
 
 def _namespace(topic: str) -> str | None:

@@ -13,6 +13,9 @@
                               a PULSAR_* setting, a settings file key or a command-line value is
                               malformed or missing
         MutationsDisabled     an action would change the cluster and mutations are not enabled
+      DumpRefused(path, reason)
+                              a file of a dump of admin answers (`pulsar-lens import`) that
+                              cannot be read: the snapshot it belongs to is not imported
       SnapshotError(path, table, snapshot_id)
                               unreadable or incompatible stored snapshot, or an unusable store
       ModelError(model, field, value)
@@ -212,6 +215,16 @@ class SettingsError(PulsarLensError):
 
 class MutationsDisabled(SettingsError):
     """An action would change the cluster, and PULSAR_LENS_ALLOW_MUTATIONS is not set."""
+
+
+class DumpRefused(PulsarLensError):
+    """A dump of admin answers that cannot be imported: `path` names the file (or capture
+    folder) to blame, `reason` says why; nothing of that capture is stored."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
 
 
 class SnapshotError(PulsarLensError):
