@@ -106,7 +106,7 @@ def _subfolders(folder: Path, seen: list[int]) -> Iterator[Path]:
 def read_capture(folder: Path, *, cluster: str | None, cap: int) -> Snapshot:
     """The snapshot one capture folder describes; DumpRefused when a file it holds cannot be
     read, a required one is missing, or it says no capture time or cluster. `cap` bounds
-    each file (PULSAR_LENS_MAX_RESPONSE_BYTES, as an answer's body)."""
+    each file (PULSAR_LENS_MAX_RESPONSE, as an answer's body)."""
     answers = PollAnswers(cluster=cluster or "", collected_at=capture_time(folder, cap))
     _Capture(folder, cap, answers).read(cluster)
     return build_snapshot(answers)
