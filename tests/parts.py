@@ -15,18 +15,21 @@ one part, "brokers", and the rest in the other, "rest":
 - every other module goes to "rest".
 
 `--lens-part=brokers|rest` keeps that part's tests and deselects the others; without it (or with
-`--lens-part=all`) every test runs in the one process. tests/test_parts.py proves that the two
-parts are the whole collection.
+`--lens-part=all`) every test runs in the one process. `--lens-part-map=FILE` writes the part
+of every collected test to FILE (JSON, node id to part), so that one collection of the suite
+shows both parts. tests/test_parts.py proves that the two parts are the whole collection.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 OPTION = "--lens-part"
+MAP_OPTION = "--lens-part-map"
 PARTS = ("brokers", "rest")
 POOL_FIXTURE = "broker_pool"
 SPARK_TIER = Path(__file__).parent / "spark"
@@ -40,6 +43,12 @@ def add_option(parser: pytest.Parser) -> None:
         help="run one part of the suite: 'brokers' (the modules that reach the broker pool or "
         "are marked live, and the Spark tier), 'rest' (the others) or 'all'; scripts/test.sh "
         "runs the two parts side by side",
+    )
+    parser.addoption(
+        MAP_OPTION,
+        default=None,
+        metavar="FILE",
+        help="write each collected test's part to FILE (JSON: node id to part)",
     )
 
 
@@ -65,9 +74,12 @@ def keep_part(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep only the chosen part's items (all of them when no part is chosen); the others are
     reported as deselected."""
     part = config.getoption(OPTION)
+    brokers = broker_modules(items)
+    if config.getoption(MAP_OPTION):
+        parts = {item.nodeid: part_of(item, brokers) for item in items}
+        Path(config.getoption(MAP_OPTION)).write_text(json.dumps(parts))
     if part in (None, "all"):
         return
-    brokers = broker_modules(items)
     kept = [item for item in items if part_of(item, brokers) == part]
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if part_of(i, brokers) != part])

@@ -1,13 +1,15 @@
 """The two parts of a run (tests/parts.py): together they are the whole collection, they share
 no test, neither is empty, and a module that reaches the broker pool goes whole to "brokers".
 
-The whole check collects the suite three times (whole, each part) side by side, without running
-a test: pytest's `--collect-only`, in child processes that see neither PYTEST_ADDOPTS (a
-selection given to this run) nor a shuffle seed.
+The whole suite is collected once, without running a test (pytest's `--collect-only` in a child
+process that sees neither PYTEST_ADDOPTS, a selection given to this run, nor a shuffle seed),
+and `--lens-part-map` says each test's part; that `--lens-part` keeps exactly those tests is
+proven on small modules, run in process.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -42,44 +44,62 @@ PLAIN_MODULE = "def test_plain():\n    pass\n"
 LIVE_MODULE = "import pytest\n\npytestmark = pytest.mark.live\n\ndef test_own_broker():\n    pass\n"
 
 
-def collected(*args: str) -> set[str]:
-    """The node ids `pytest --collect-only -q` lists with `args`."""
+def part_map(tmp_path: Path) -> dict[str, str]:
+    """Each test of the suite and its part, from one `pytest --collect-only`."""
     env = {
         k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS" and not k.startswith("PULSAR_")
     }
-    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-    done = subprocess.run(
-        [*argv, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=540
-    )
+    out = tmp_path / "parts.json"
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+            f"--lens-part-map={out}"]  # fmt: skip
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return {line for line in done.stdout.splitlines() if "::" in line}
+    listed = {line for line in done.stdout.splitlines() if "::" in line}
+    parts: dict[str, str] = json.loads(out.read_text())
+    assert set(parts) == listed, sorted(set(parts) ^ listed)[:20]
+    return parts
 
 
-def collect_side_by_side(runs: dict[str, tuple[str, ...]]) -> dict[str, set[str]]:
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
-        futures = {name: pool.submit(collected, *args) for name, args in runs.items()}
-        return {name: future.result() for name, future in futures.items()}
-
-
-def test_the_parts_are_the_whole_collection_and_share_no_test() -> None:
-    runs = {"whole": ()} | {part: (f"--lens-part={part}",) for part in PARTS}
-    found = collect_side_by_side(runs)
-    brokers, rest = found["brokers"], found["rest"]
-    assert brokers and rest, {part: len(found[part]) for part in PARTS}
-    assert not brokers & rest, sorted(brokers & rest)[:20]
-    assert brokers | rest == found["whole"], {
-        "in no part": sorted(found["whole"] - brokers - rest)[:20],
-        "in a part only": sorted((brokers | rest) - found["whole"])[:20],
-    }
+def test_the_parts_are_the_whole_collection_and_share_no_test(tmp_path: Path) -> None:
+    parts = part_map(tmp_path)
+    found = {part: {node for node, p in parts.items() if p == part} for part in PARTS}
+    assert set(parts.values()) == set(PARTS), {part: len(found[part]) for part in PARTS}
     files = {part: {node.split("::")[0] for node in found[part]} for part in PARTS}
+    assert not files["brokers"] & files["rest"], sorted(files["brokers"] & files["rest"])[:20]
     assert "tests/live/test_metrics_live.py" in files["brokers"]
     assert "tests/deploy/test_image.py" in files["brokers"]  # and so its image prebuild
     assert "tests/spark/test_cluster.py" in files["brokers"]
     assert not {f for f in files["rest"] if f.startswith(("tests/live/", "tests/spark/"))}
     assert "tests/core/test_hashing.py" in files["rest"]
     assert "tests/test_parts.py" in files["rest"]
+
+
+PART_CONFTEST = """
+from tests.parts import add_option, keep_part
+
+def pytest_addoption(parser):
+    add_option(parser)
+
+def pytest_collection_modifyitems(config, items):
+    keep_part(config, items)
+"""
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_lens_part_keeps_its_tests_and_deselects_the_others(
+    pytester: pytest.Pytester, part: str
+) -> None:
+    pytester.makeini("[pytest]\nmarkers =\n    live: talks to a real Pulsar\n")
+    pytester.makeconftest(PART_CONFTEST)
+    pytester.makepyfile(test_pool=POOL_MODULE, test_plain=PLAIN_MODULE, test_live=LIVE_MODULE)
+    mapped = pytester.path / "parts.json"
+    run = pytester.inline_run(f"--lens-part={part}", f"--lens-part-map={mapped}")
+    parts = json.loads(mapped.read_text())
+    ran = {r.nodeid for r in run.getreports("pytest_runtest_logreport") if r.when == "call"}
+    deselected = [item.nodeid for c in run.getcalls("pytest_deselected") for item in c.items]
+    assert len(ran) == (3 if part == "brokers" else 1) and run.ret == 0
+    assert sorted([*ran, *deselected]) == sorted(parts)
+    assert ran == {node for node, p in parts.items() if p == part}
 
 
 def test_a_module_reaching_the_pool_goes_whole_to_brokers(pytester: pytest.Pytester) -> None:
