@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 
 import pyarrow as pa
@@ -438,15 +439,16 @@ def test_store_write_failure_reads_the_errno_pyarrow_sets_when_it_cannot_open(
     assert write_failure(error) == f"EISDIR: {os.strerror(errno.EISDIR)}"
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full to run out of space")
 def test_store_write_failure_reads_the_errno_pyarrow_sets_when_the_disk_is_full(
     tmp_path: Path,
 ) -> None:
     from pulsar_lens.core.store import write_failure
 
     full = tmp_path / "full.parquet"
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode), "/dev/full is not the full device"
     full.symlink_to("/dev/full")  # pyarrow deletes a file it failed to write: the link only
     assert write_failure(_pyarrow_write_error(full)) == "ENOSPC: No space left on device"
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode), "the write removed /dev/full"
 
 
 def test_store_a_write_cut_by_a_read_only_disk_says_erofs_and_its_retry_replaces_the_rest(
