@@ -317,10 +317,13 @@ class _Capture:
         """Say which topics lack the per-topic stats that only they give (as the poll says
         which it deferred)."""
         a = self.a
+        wanted = set(a.namespaces)
         lacking = sorted(
             topic
             for topic, entry in bulk_by_topic(a).items()
-            if needs_topic_stats(entry.stats) and topic not in a.topic_stats
+            if needs_topic_stats(entry.stats)
+            and topic not in a.topic_stats
+            and (not a.namespaces_complete or parse_topic_name(topic).namespace in wanted)
         )
         if lacking:
             shown = ", ".join(shown_path(t) for t in lacking[:3])
