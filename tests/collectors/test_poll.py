@@ -8,6 +8,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.notes import ACTIONS, REFUSED
 from pulsar_lens.collectors.poll import poll
 from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.store import Store
 from tests.collectors.recorded import BASE, BROKER, Recording, body, index, load, register
 
 ORDERS = "persistent://public/default/orders"
@@ -66,6 +68,15 @@ def test_poll_recorded_default_cluster_is_complete(
         **{(f"{PAYMENTS}-partition-{i}", "pfo"): "Failover" for i in range(3)},
         **{(f"{PAYMENTS}-partition-{i}", "pks"): "Key_Shared" for i in range(3)},
     }
+
+
+def test_poll_recorded_version_is_what_the_store_says_answered(
+    mock: responses.RequestsMock, recording: Recording, tmp_path: Path
+) -> None:
+    register(mock, recording.default)
+    store = Store(tmp_path)
+    store.write(run(mock))
+    assert store.read_latest("brokers").column("version").to_pylist() == [recording.version]
 
 
 def test_poll_recorded_noop_broker_totals_come_from_its_topics(
