@@ -18,11 +18,7 @@ from pulsar_lens.collectors.heartbeat import Heartbeat
 from pulsar_lens.collectors.loop import CarryFn, DiffFn, PollFn, PollLoop
 from pulsar_lens.collectors.loop_group import LoopGroup
 from pulsar_lens.core.clusterview import ClusterView
-from pulsar_lens.core.settings import (
-    Settings,
-    format_duration,
-    retention_problem,
-)
+from pulsar_lens.core.settings import Settings, retention_problem
 from pulsar_lens.core.store import Store
 
 if TYPE_CHECKING:  # the analyses (altair, the plugins) load once a collect gets that far
@@ -66,13 +62,9 @@ def poll_timing(
     """The poll interval and retention (flags over settings); None after saying what is wrong."""
     interval = args.interval or settings.poll_interval
     retention = args.retention or settings.retention
-    problem = retention_problem(retention, interval)
-    if problem:
-        print(
-            f"pulsar-lens collect: --retention {problem}, got {format_duration(retention)}: "
-            "a shorter one deletes snapshots as they are written",
-            file=sys.stderr,
-        )
+    broken = retention_problem(retention, interval)
+    if broken is not None:
+        print(f"pulsar-lens collect: --retention {broken}", file=sys.stderr)
         return None
     return interval, retention
 

@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from pulsar_lens.core.errors import RuleBroken
 from pulsar_lens.core.secrets import Secret, display_url
 from pulsar_lens.core.values import (
     DEFAULT_DETAIL_BUDGET,
@@ -82,18 +83,19 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-# -- value parsers: each raises ValueError with a phrase read after the key's name ----------
+# -- value parsers: each raises RuleBroken, the rule read right after the key's name, or a
+# ValueError whose message is a sentence of its own (parse_duration's, the admin URL's) ------
 
 
 def _duration(value: Any) -> dt.timedelta:
     if isinstance(value, dt.timedelta):
         return value
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"must be a duration such as 30s or 2m, got {type(value).__name__}")
+        raise RuleBroken(f"must be a duration such as 30s or 2m, got {type(value).__name__}")
     text = str(value)
     parsed = parse_duration(text)
     if parsed <= dt.timedelta():
-        raise ValueError(f"must be longer than zero, got {text!r}")
+        raise RuleBroken(f"must be longer than zero, got {text!r}")
     return parsed
 
 
@@ -105,13 +107,13 @@ def _flag(value: Any) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise ValueError(f"must be 1 or 0 (true/false, yes/no, on/off), got {text!r}")
+    raise RuleBroken(f"must be 1 or 0 (true/false, yes/no, on/off), got {text!r}")
 
 
 def _whole(value: Any, low: int, high: int) -> int:
     text = str(value).strip()
     if isinstance(value, bool) or not text.isdigit() or not low <= int(text) <= high:
-        raise ValueError(f"must be a whole number from {low} to {high}, got {value!r}")
+        raise RuleBroken(f"must be a whole number from {low} to {high}, got {value!r}")
     return int(text)
 
 
@@ -141,7 +143,7 @@ def _secret(value: Any) -> Any:
         return value
     if isinstance(value, str) and value.strip():
         return Secret(value)
-    raise ValueError("must be a non-empty string")  # never quote a secret's value
+    raise RuleBroken("must be a non-empty string")  # never quote a secret's value
 
 
 def _words(value: Any) -> Any:
@@ -273,12 +275,9 @@ class LensConfig(BaseSettings):
     @classmethod
     def _check_retention(cls, value: dt.timedelta, info: Any) -> dt.timedelta:
         interval = info.data.get("poll_interval", dt.timedelta())
-        problem = retention_problem(value, interval)
-        if problem:
-            raise ValueError(
-                f"{problem}, got {format_duration(value)}: a shorter one deletes snapshots "
-                "as they are written"
-            )
+        broken = retention_problem(value, interval)
+        if broken is not None:
+            raise broken
         return value
 
     @field_validator("clusters")

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from pulsar_lens.core.config import CLUSTER_ENV, CLUSTER_KEYS, CONFIG_ENV, GLOBAL_ENV, LensConfig
-from pulsar_lens.core.errors import SettingProblem, SettingsError
+from pulsar_lens.core.errors import RuleBroken, SettingProblem, SettingsError
 from pulsar_lens.core.values import DEFAULT_RETENTION
 
 MAX_FILE_BYTES = 1024 * 1024  # settings files are a few KiB; this leaves room for comments
@@ -212,10 +212,20 @@ def _describe(
         if extra:
             found.append(_place(loc, origins, path, f"unknown key; expected one of {_known(loc)}"))
             continue
-        # pydantic's wording for a validator's ValueError: the phrase is the validator's own
-        message = str(error["msg"]).removeprefix("Value error, ")
-        found.append(_place(loc, origins, path, message))
+        found.append(_place(loc, origins, path, *_said(error)))
     return list({_line(p): p for p in found}.values())
+
+
+def _said(error: Mapping[str, Any]) -> tuple[str, bool]:
+    """What one pydantic error says, and whether it is a broken rule (`RuleBroken`).
+
+    For a validator's ValueError pydantic keeps the exception in `ctx["error"]`: its own text,
+    without the "Value error, " pydantic's message puts in front. Other errors (a string
+    where a number was due, ...) are pydantic's message."""
+    raised = error.get("ctx", {}).get("error") if error["type"] == "value_error" else None
+    if isinstance(raised, ValueError):
+        return str(raised), isinstance(raised, RuleBroken)
+    return str(error["msg"]), False
 
 
 def _lines(problems: Sequence[SettingProblem]) -> str:
@@ -224,9 +234,9 @@ def _lines(problems: Sequence[SettingProblem]) -> str:
 
 
 def _line(problem: SettingProblem) -> str:
+    """`WHERE must be ...` for a broken rule, `WHERE: what is wrong` for anything else."""
     where = _where_text(problem)
-    said = problem.problem
-    return f"{where} {said}" if said.startswith("must ") else f"{where}: {said}"
+    return f"{where} {problem.problem}" if problem.rule else f"{where}: {problem.problem}"
 
 
 def _field_loc(loc: Sequence[Any]) -> tuple[Any, ...]:
@@ -263,23 +273,27 @@ def key_path(loc: Sequence[Any]) -> str:
 
 
 def _place(
-    loc: tuple[Any, ...], origins: Mapping[str, Origin], path: Path | None, problem: str
+    loc: tuple[Any, ...],
+    origins: Mapping[str, Origin],
+    path: Path | None,
+    problem: str,
+    rule: bool = False,
 ) -> SettingProblem:
-    """`problem` of the value at `loc`, with the variable that set it, or the file, its line
-    (the nearest known) and the key."""
+    """`problem` of the value at `loc` (a broken rule when `rule`), with the variable that set
+    it, or the file, its line (the nearest known) and the key."""
     key = key_path(loc)
     for depth in range(len(loc), 0, -1):
         origin = origins.get(key_path(loc[:depth]))
         if origin is None:
             continue
         if origin.source == "env":
-            return SettingProblem(problem, setting=origin.where)
+            return SettingProblem(problem, setting=origin.where, rule=rule)
         name = path.name if path is not None else None
-        return SettingProblem(problem, file=name, line=origin.line, key=key)
+        return SettingProblem(problem, file=name, line=origin.line, key=key, rule=rule)
     if path is not None:
-        return SettingProblem(problem, file=path.name, key=key)
+        return SettingProblem(problem, file=path.name, key=key, rule=rule)
     variable = _env_name(loc)
-    return SettingProblem(problem, setting=variable, key=None if variable else key)
+    return SettingProblem(problem, setting=variable, key=None if variable else key, rule=rule)
 
 
 def _where_text(problem: SettingProblem) -> str:

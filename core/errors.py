@@ -9,7 +9,7 @@
                               the local standalone or cluster could not be assembled or started
       JvmHashUnavailable(tool, path, exit_code)
                               the sticky-key hash for Spark's JVM could not be compiled (no JDK)
-      SettingsError(setting | file, line, key; problem; problems)
+      SettingsError(setting | file, line, key; problem, rule; problems)
                               a PULSAR_* setting, a settings file key or a command-line value is
                               malformed or missing
         MutationsDisabled     an action would change the cluster and mutations are not enabled
@@ -24,6 +24,9 @@
         PluginParamsError          parameters that the plugin's Params model rejects
         PluginUnavailable
         ResultNotReady             a Spark analysis with no stored result yet (a job makes it)
+
+    RuleBroken(ValueError)      a value breaks a rule of its setting; str() is the rule as
+                                said after the setting's name ("must be at least 1m, got 30s")
 
 What an error is about travels in its fields (`exc.plugin`, `exc.phase`, `exc.limit`,
 `exc.path`, ...): code that needs to know reads them, never the message. `str(exc)` is the
@@ -152,17 +155,30 @@ class LocalPulsarError(PulsarLensError):
         self.exit_code = exit_code
 
 
+class RuleBroken(ValueError):
+    """A value breaks a rule of its setting. `str()` is the rule as a predicate, said right
+    after the setting's name: "must be at least 1m, got 30s" reads "PULSAR_LENS_RETENTION must
+    be at least 1m, got 30s". A plain ValueError of a setting's validator is a sentence of its
+    own instead ("'x' is not a duration; ..."), said after the name and a colon.
+
+    A ValueError, so pydantic validators raise it and pydantic keeps it (in the error's
+    `ctx["error"]`): the settings file's reader sets `SettingProblem.rule` from its type."""
+
+
 @dataclass(frozen=True, slots=True)
 class SettingProblem:
     """One malformed or missing setting: the environment variable or command-line option
     (`setting`), or where a settings file set it (`file`, `line`, `key`, e.g.
-    `clusters[1].admin_url`), and what is wrong with its value (`problem`)."""
+    `clusters[1].admin_url`), and what is wrong with its value (`problem`). `rule` says that
+    `problem` is a broken rule (`RuleBroken`), read right after where the value was set
+    ("PULSAR_LENS_RETENTION must be ..."); else `problem` follows a colon."""
 
     problem: str
     setting: str | None = None
     file: str | None = None
     line: int | None = None
     key: str | None = None
+    rule: bool = False
 
 
 class JvmHashUnavailable(PulsarLensError):
@@ -186,7 +202,8 @@ class JvmHashUnavailable(PulsarLensError):
 class SettingsError(PulsarLensError):
     """A setting (environment variable, settings file key or command-line value) is malformed
     or missing. `setting`, `file`, `line`, `key` and `problem` are those of the first problem
-    (see `SettingProblem`; None when the raiser knew none); `problems` lists every one found."""
+    (see `SettingProblem`; None when the raiser knew none); `problems` lists every one found.
+    `rule` marks `problem` as a broken rule when the raiser gives no `problems`."""
 
     def __init__(
         self,
@@ -197,13 +214,14 @@ class SettingsError(PulsarLensError):
         line: int | None = None,
         key: str | None = None,
         problem: str | None = None,
+        rule: bool = False,
         problems: Sequence[SettingProblem] = (),
     ) -> None:
         super().__init__(message)
         if not problems and (setting or file or key or problem is not None):
             at = None if file is None else os.fspath(file)
             said = message if problem is None else problem
-            problems = (SettingProblem(said, setting, at, line, key),)
+            problems = (SettingProblem(said, setting, at, line, key, rule),)
         self.problems: tuple[SettingProblem, ...] = tuple(problems)
         one = self.problems[0] if self.problems else SettingProblem("")
         self.setting, self.file, self.line, self.key = one.setting, one.file, one.line, one.key

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pulsar_lens.core.errors import RuleBroken
 from pulsar_lens.core.secrets import display_url
 
 DEFAULT_STORE = Path("var/store")
@@ -92,13 +93,19 @@ def admin_url_problem(url: str) -> str | None:
     return None
 
 
-def retention_problem(retention: dt.timedelta, interval: dt.timedelta) -> str | None:
-    """Why a retention would delete what the collector just wrote (None when it is fine)."""
+def retention_problem(retention: dt.timedelta, interval: dt.timedelta) -> RuleBroken | None:
+    """The rule a retention breaks when it would delete what the collector just wrote (None
+    when it is fine), said after the setting's name: "must be at least 1m, got 30s: ..."."""
     if retention < MIN_RETENTION:
-        return f"must be at least {format_duration(MIN_RETENTION)}"
-    if retention < interval:
-        return f"must be at least the poll interval ({format_duration(interval)})"
-    return None
+        rule = f"must be at least {format_duration(MIN_RETENTION)}"
+    elif retention < interval:
+        rule = f"must be at least the poll interval ({format_duration(interval)})"
+    else:
+        return None
+    return RuleBroken(
+        f"{rule}, got {format_duration(retention)}: a shorter one deletes snapshots "
+        "as they are written"
+    )
 
 
 ENGINES: tuple[str, ...] = ("light", "spark")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 
 import pyarrow as pa
@@ -410,12 +412,9 @@ def test_store_a_failed_write_says_why_in_one_line_without_the_temporary_file(
 @pytest.mark.parametrize(
     ("error", "said"),
     [
-        (
-            OSError("[Errno 28] Error writing bytes to file. Detail: [errno 28] No space left"),
-            "ENOSPC: No space left on device",
-        ),
         (OSError(28, "No space left on device", "/x/.a.parquet.1234.tmp"), "ENOSPC: "),
         (ValueError("year 10000 is out of range\n"), "ValueError: year 10000 is out of range"),
+        (OSError("[Errno 28] only in the text"), "OSError: [Errno 28] only in the text"),
     ],
 )
 def test_store_write_failure_names_the_errno(error: BaseException, said: str) -> None:
@@ -423,6 +422,33 @@ def test_store_write_failure_names_the_errno(error: BaseException, said: str) ->
 
     assert write_failure(error).startswith(said)
     assert ".tmp" not in write_failure(error)
+
+
+def _pyarrow_write_error(path: Path) -> OSError:
+    with pytest.raises(OSError) as raised:
+        pq.write_table(pa.table({"a": list(range(1000))}), path)
+    return raised.value
+
+
+def test_store_write_failure_reads_the_errno_pyarrow_sets_when_it_cannot_open(
+    tmp_path: Path,
+) -> None:
+    from pulsar_lens.core.store import write_failure
+
+    error = _pyarrow_write_error(tmp_path)  # a directory where the file would go
+    assert write_failure(error) == f"EISDIR: {os.strerror(errno.EISDIR)}"
+
+
+def test_store_write_failure_reads_the_errno_pyarrow_sets_when_the_disk_is_full(
+    tmp_path: Path,
+) -> None:
+    from pulsar_lens.core.store import write_failure
+
+    full = tmp_path / "full.parquet"
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode), "/dev/full is not the full device"
+    full.symlink_to("/dev/full")  # pyarrow deletes a file it failed to write: the link only
+    assert write_failure(_pyarrow_write_error(full)) == "ENOSPC: No space left on device"
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode), "the write removed /dev/full"
 
 
 def test_store_a_write_cut_by_a_read_only_disk_says_erofs_and_its_retry_replaces_the_rest(
