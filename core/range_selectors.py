@@ -44,11 +44,15 @@ class AutoSplitSelector(Selector):
 
     @classmethod
     def from_range_ends(
-        cls, owners: Sequence[tuple[Consumer, int]], *, range_size: int = RANGE_SIZE
+        cls,
+        owners: Sequence[tuple[Consumer, int]],
+        *,
+        range_size: int = RANGE_SIZE,
+        pulsar: PulsarLine = "4.0",
     ) -> AutoSplitSelector:
         """A selector in an observed state: each consumer owns the range ending at its end
         (as the broker's stats show it), listed in join order. What-ifs start from here."""
-        selector = cls(range_size=range_size)
+        selector = cls(range_size=range_size, pulsar=pulsar)
         ends = [end for _, end in owners]
         if len(set(ends)) != len(ends) or (ends and range_size not in ends):
             raise ModelError(

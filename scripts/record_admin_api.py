@@ -1,16 +1,20 @@
 #!/usr/bin/env python
-"""Record real admin API answers of a local Pulsar 4.0 for the collector's unit tests.
+"""Record real admin API answers of a local Pulsar for the collector's unit tests.
 
-Starts two LocalPulsar brokers (defaults; and classic Key_Shared dispatcher + modular load
-manager), builds a representative setup on each, runs `poll()` with every answer captured,
-and writes them under tests/data/admin_api/<scenario>/ with an index.json that the tests
-replay through `responses`. Ports are normalised to 127.0.0.1:8080 (web) and :6650 (binary).
+Starts one LocalPulsar broker per scenario of the release (4.0: the defaults, and the classic
+Key_Shared dispatcher with the modular load manager; 3.0: the defaults, and the auto-split
+selector with the modular load manager), builds a representative setup on each, runs `poll()`
+with every answer captured, and writes them under tests/data/admin_api/<folder>/ with an
+index.json that the tests replay through `responses`. The default release (4.0.7) keeps the
+bare scenario names (`default/`); another release's folders are prefixed with its line
+(`3.0-default/`). Ports are normalised to 127.0.0.1:8080 (web) and :6650 (binary).
 
-    .venv/bin/python scripts/record_admin_api.py
+    .venv/bin/python scripts/record_admin_api.py [--pulsar 3.0.7]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
@@ -30,16 +34,29 @@ sys.path.insert(0, str(ROOT))
 from pulsar_lens.collectors.admin import AdminClient  # noqa: E402
 from pulsar_lens.collectors.poll import poll  # noqa: E402
 from pulsar_lens.lab.localpulsar import LocalPulsar  # noqa: E402
-from pulsar_lens.lab.runtime import PULSAR_VERSION  # noqa: E402
+from pulsar_lens.lab.runtime import PULSAR_VERSION, release  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "admin_api"
 WEB, BINARY = "127.0.0.1:8080", "127.0.0.1:6650"
-SCENARIOS: dict[str, dict[str, str]] = {
-    "default": {},
-    "classic-modular": {
-        "subscriptionKeySharedUseClassicPersistentImplementation": "true",
-        "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
-        "loadBalancerEnabled": "true",
+MODULAR = {
+    "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
+    "loadBalancerEnabled": "true",
+}
+SCENARIOS: dict[str, dict[str, dict[str, str]]] = {
+    # per broker line: scenario -> broker settings on top of the lab's
+    "4.0": {
+        "default": {},
+        "classic-modular": {
+            "subscriptionKeySharedUseClassicPersistentImplementation": "true",
+            **MODULAR,
+        },
+    },
+    # 3.0 has only the classic dispatcher (the 4.0 setting that picks it does not exist), so
+    # its second scenario varies what 3.0 does let an operator choose: the auto-split selector
+    # (16-bit ranges where consistent hashing reports 31-bit ones) and the modular load manager
+    "3.0": {
+        "default": {},
+        "autosplit-modular": {"subscriptionKeySharedUseConsistentHashing": "false", **MODULAR},
     },
 }
 NS, NS2 = "public/default", "public/second"
@@ -154,8 +171,15 @@ def has_load_report(admin: str) -> bool:
     return resp.status_code == 200
 
 
-def record(scenario: str, settings: dict[str, str]) -> None:
-    broker = LocalPulsar(settings=settings).start()
+def folder_name(version: str, scenario: str) -> str:
+    """The folder of a scenario: bare for the default release, else prefixed by its line."""
+    return scenario if version == PULSAR_VERSION else f"{release(version).line}-{scenario}"
+
+
+def record(version: str, scenario: str, settings: dict[str, str]) -> None:
+    folder = folder_name(version, scenario)
+    # LocalPulsar picks the JDK and the jars of the release (lab.runtime.RELEASES)
+    broker = LocalPulsar(settings=settings, version=version).start()
     try:
         client = setup(broker)
         wait_until(lambda: bulk_shows_consumers(broker.admin_url), "broker-stats/topics")
@@ -174,24 +198,36 @@ def record(scenario: str, settings: dict[str, str]) -> None:
         admin._read_body = read_and_record  # type: ignore[method-assign]
         snapshot = poll(admin)
         if snapshot.errors:
-            raise SystemExit(f"{scenario}: the poll had errors: {snapshot.errors}")
+            raise SystemExit(f"{folder}: the poll had errors: {snapshot.errors}")
         rec.phase = "reference"
         for topic in (ORDERS, *(f"{PAYMENTS}-partition-{i}" for i in range(3)), AUDIT):
             domain, rest = topic.split("://")
             admin.get_text(f"/lookup/v2/topic/{domain}/{rest}/bundle")
             admin.get_json(f"/admin/v2/{domain}/{rest}/stats")
-        rec.write(OUT / scenario)
+        versions = {b.version for b in snapshot.brokers}
+        if versions != {version}:
+            raise SystemExit(f"{folder}: the broker says it runs {versions}, not {version}")
+        rec.write(OUT / folder)
         client.close()
         drained = len(snapshot.draining_hashes)
-        print(f"{scenario}: {len(rec.entries)} answers, {drained} draining hashes")
+        print(f"{folder}: {len(rec.entries)} answers, {drained} draining hashes")
     finally:
         broker.stop()
 
 
-def main() -> int:
-    for scenario, settings in SCENARIOS.items():
-        record(scenario, settings)
-    print(f"recorded Pulsar {PULSAR_VERSION} answers into {OUT}")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--pulsar",
+        default=PULSAR_VERSION,
+        help=f"the release to record, by version or line (default {PULSAR_VERSION})",
+    )
+    args = parser.parse_args(argv)
+    chosen = release(args.pulsar)
+    scenarios = SCENARIOS.get(chosen.line, SCENARIOS["4.0"])
+    for scenario, settings in scenarios.items():
+        record(chosen.version, scenario, settings)
+    print(f"recorded Pulsar {chosen.version} answers into {OUT}")
     return 0
 
 

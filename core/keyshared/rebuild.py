@@ -22,6 +22,11 @@ the rebuild from the connected consumers may differ after a leave (reported as d
 that reason), and what-ifs start from the broker's own ranges instead. Sticky ranges are the
 consumers' own, so the model is the observed state.
 
+The auto split and sticky models take the broker line (`pulsar`, "4.0" or "3.0"): a 3.0
+broker selects auto split ranges by `hash % 65536` and gives a sticky consumer the gap between
+two of its own ranges. Consistent hashing is modelled for 4.0 only (a 3.0 broker's 31-bit
+ranges are "unknown").
+
 The consistent-hashing search itself runs in `core.keyshared.fit`, for many subscriptions at once.
 """
 
@@ -34,6 +39,7 @@ import numpy as np
 
 from pulsar_lens.core.assignments import Assignments, Consumer, RangeMove, diff_assignments
 from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.hashing import PulsarLine
 from pulsar_lens.core.keyshared.fit import (
     Fit,
     fit_consistent,
@@ -63,6 +69,7 @@ class Model:
     name_indexes: tuple[int, ...] = ()
     drift_hashes: int = 0
     drift_reason: str = ""
+    pulsar: PulsarLine = "4.0"  # the broker line whose selector the model is
 
     @property
     def drift(self) -> bool:
@@ -132,16 +139,19 @@ def rebuild_consistent(members: Sequence[Member], *, points: int = 0) -> Model:
     return consistent_model(members, fit, 0)
 
 
-def rebuild_auto_split(members: Sequence[Member]) -> Model:
+def rebuild_auto_split(members: Sequence[Member], *, pulsar: PulsarLine = "4.0") -> Model:
     """Auto split rebuilt from the connected consumers joining in order."""
-    selector = AutoSplitSelector()
+    selector = AutoSplitSelector(pulsar=pulsar)
     handles = [Consumer(m.name) for m in members]
     try:
         for handle in handles:
             selector.add(handle)
     except ModelError as exc:
-        return Model("auto-split", None, handles, drift_hashes=1, drift_reason=str(exc))
-    model = Model("auto-split", selector, handles)
+        reason = str(exc)
+        return Model(
+            "auto-split", None, handles, drift_hashes=1, drift_reason=reason, pulsar=pulsar
+        )
+    model = Model("auto-split", selector, handles, pulsar=pulsar)
     model.drift_hashes = differing(members, selector, handles)
     if model.drift:
         model.drift_reason = (
@@ -151,7 +161,9 @@ def rebuild_auto_split(members: Sequence[Member]) -> Model:
     return model
 
 
-def seeded_auto_split(members: Sequence[Member]) -> tuple[AutoSplitSelector, list[Consumer]]:
+def seeded_auto_split(
+    members: Sequence[Member], *, pulsar: PulsarLine = "4.0"
+) -> tuple[AutoSplitSelector, list[Consumer]]:
     """An auto split selector in exactly the observed state (one range end per consumer)."""
     handles = [Consumer(m.name) for m in members]
     owners = [
@@ -159,12 +171,14 @@ def seeded_auto_split(members: Sequence[Member]) -> tuple[AutoSplitSelector, lis
         for member, handle in zip(members, handles, strict=True)
         for _, end in member.ranges
     ]
-    return AutoSplitSelector.from_range_ends(owners), handles
+    return AutoSplitSelector.from_range_ends(owners, pulsar=pulsar), handles
 
 
-def seeded_sticky(members: Sequence[Member]) -> tuple[StickySelector | None, list[Consumer]]:
+def seeded_sticky(
+    members: Sequence[Member], *, pulsar: PulsarLine = "4.0"
+) -> tuple[StickySelector | None, list[Consumer]]:
     """A sticky selector holding the observed ranges (None if they overlap)."""
-    selector = StickySelector()
+    selector = StickySelector(pulsar=pulsar)
     handles = [Consumer(m.name, m.ranges) for m in members]
     try:
         for handle in handles:
@@ -174,19 +188,22 @@ def seeded_sticky(members: Sequence[Member]) -> tuple[StickySelector | None, lis
     return selector, handles
 
 
-def rebuild(kind: Kind, members: Sequence[Member], *, points: int = 0) -> Model:
+def rebuild(
+    kind: Kind, members: Sequence[Member], *, points: int = 0, pulsar: PulsarLine = "4.0"
+) -> Model:
+    """The model of a subscription whose selector is `kind`, on a broker of line `pulsar`."""
     if kind == "consistent":
         return rebuild_consistent(members, points=points)
     if kind == "auto-split":
-        return rebuild_auto_split(members)
+        return rebuild_auto_split(members, pulsar=pulsar)
     if kind == "sticky":
-        selector, handles = seeded_sticky(members)
-        return Model("sticky", selector, handles)
+        selector, handles = seeded_sticky(members, pulsar=pulsar)
+        return Model("sticky", selector, handles, pulsar=pulsar)
     note = (
         "not modelled: the ranges fit no 4.0 selector (no ranges, or 31-bit ranges as a 3.0 "
         "broker and 4.0.7's classic dispatcher report them)"
     )
-    return Model(kind, None, [Consumer(m.name) for m in members], points_note=note)
+    return Model(kind, None, [Consumer(m.name) for m in members], points_note=note, pulsar=pulsar)
 
 
 @dataclass(frozen=True)
@@ -209,9 +226,9 @@ def what_if_basis(
     """A fresh selector for a what-if: the model's state, or the observed one for auto split
     (whose rebuild cannot know past leaves) and sticky."""
     if model.kind == "auto-split":
-        return seeded_auto_split(members)
+        return seeded_auto_split(members, pulsar=model.pulsar)
     if model.kind == "sticky":
-        return seeded_sticky(members)
+        return seeded_sticky(members, pulsar=model.pulsar)
     if model.kind == "consistent" and model.points:
         charset = _charset(model)
         return replay_consistent(

@@ -1,8 +1,13 @@
-"""Replay of the admin API answers recorded from Pulsar 4.0.7 (tests/data/admin_api)."""
+"""Replay of the admin API answers recorded from Pulsar 4.0.7 and 3.0.7 (tests/data/admin_api).
+
+`RECORDINGS` pairs each recorded release with its folders; the `recording` fixture
+(tests/collectors/conftest.py) runs a test once per release.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +17,31 @@ from responses import matchers
 DATA = Path(__file__).resolve().parents[1] / "data" / "admin_api"
 BASE = "http://127.0.0.1:8080"
 BROKER = "127.0.0.1:8080"
+
+
+@dataclass(frozen=True)
+class Recording:
+    """The answers of one release: the harness defaults (`default`), and the scenario with
+    the modular load manager's report (`modular`), which on 4.0 also runs the classic
+    Key_Shared dispatcher and on 3.0 (whose only dispatcher is that one) the auto-split
+    selector."""
+
+    version: str  # what the broker says it runs
+    default: str
+    modular: str
+
+    @property
+    def line(self) -> str:
+        return self.version.rsplit(".", 1)[0]
+
+    def __str__(self) -> str:
+        return self.version
+
+
+RECORDINGS = (
+    Recording("4.0.7", "default", "classic-modular"),
+    Recording("3.0.7", "3.0-default", "3.0-autosplit-modular"),
+)
 
 
 def index(scenario: str) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from pulsar_lens.core.model import (
     SubscriptionRecord,
     TopicRecord,
 )
-from tests.collectors.recorded import BASE, register
+from tests.collectors.recorded import BASE, Recording, register
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(seconds=30)
@@ -224,22 +224,22 @@ def test_diff_event_kinds_are_documented_snake_case() -> None:
     assert all(k == k.lower() and " " not in k for k in EVENT_KINDS)
 
 
-def test_diff_of_two_recorded_polls_is_empty() -> None:
+def test_diff_of_two_recorded_polls_is_empty(recording: Recording) -> None:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        register(mock, "default")
+        register(mock, recording.default)
         first = poll(AdminClient(BASE))
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        register(mock, "default")
+        register(mock, recording.default)
         second = poll(AdminClient(BASE))
     assert diff(first, second) == []
 
 
-def test_diff_recorded_default_against_classic_sees_range_changes() -> None:
+def test_diff_recorded_default_against_classic_sees_range_changes(recording: Recording) -> None:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        register(mock, "default")
+        register(mock, recording.default)
         first = poll(AdminClient(BASE))
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        register(mock, "classic-modular")
+        register(mock, recording.modular)
         second = poll(AdminClient(BASE))
     events = diff(first, second)
     changed = {(e.topic, e.consumer_name) for e in events if e.kind == "hash_ranges_changed"}

@@ -1,4 +1,5 @@
-"""parse_* on real 4.0.7 answers, the classic dispatcher's strings and a 3.0-shaped payload."""
+"""parse_* on real 4.0.7 and 3.0.7 answers: PIP-379 arrays, the classic dispatcher's and
+3.0's range strings, load reports, leaders."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from pulsar_lens.collectors.topics import (
     parse_topic,
     parse_topic_name,
 )
-from tests.collectors.recorded import BROKER, body, index, load, load_file
+from tests.collectors.recorded import BROKER, Recording, body, index, load
 from tests.crcforge import forge_name
 
 ORDERS = "persistent://public/default/orders"
@@ -69,8 +70,8 @@ def test_parse_topic_name_refuses_what_the_broker_refuses(bad: str) -> None:
         parse_topic_name(bad)
 
 
-def test_parse_broker_topic_stats_flattens_namespace_bundle_domain() -> None:
-    found = parse_broker_topic_stats(load("default", BULK), BROKER)
+def test_parse_broker_topic_stats_flattens_namespace_bundle_domain(recording: Recording) -> None:
+    found = parse_broker_topic_stats(load(recording.default, BULK), BROKER)
     by_topic = {e.topic: e for e in found}
     assert ORDERS in by_topic
     assert by_topic[ORDERS].broker == BROKER
@@ -80,9 +81,11 @@ def test_parse_broker_topic_stats_flattens_namespace_bundle_domain() -> None:
     )
 
 
-def test_broker_stats_topics_lacks_the_key_shared_fields_in_4_0_7() -> None:
+def test_broker_stats_topics_lacks_the_key_shared_fields(recording: Recording) -> None:
     """Why per-topic stats are needed: the bulk answer has consumers but no ranges."""
-    bulk = {e.topic: e.stats for e in parse_broker_topic_stats(load("default", BULK), BROKER)}
+    bulk = {
+        e.topic: e.stats for e in parse_broker_topic_stats(load(recording.default, BULK), BROKER)
+    }
     ks = bulk[ORDERS]["subscriptions"]["ks"]
     assert [c["consumerName"] for c in ks["consumers"]] == ["ks-1", "ks-2"]
     for consumer in ks["consumers"]:
@@ -91,8 +94,12 @@ def test_broker_stats_topics_lacks_the_key_shared_fields_in_4_0_7() -> None:
     assert "keySharedMode" not in ks
 
 
-def test_needs_topic_stats_only_for_key_shared_and_multi_consumer_failover() -> None:
-    bulk = {e.topic: e.stats for e in parse_broker_topic_stats(load("default", BULK), BROKER)}
+def test_needs_topic_stats_only_for_key_shared_and_multi_consumer_failover(
+    recording: Recording,
+) -> None:
+    bulk = {
+        e.topic: e.stats for e in parse_broker_topic_stats(load(recording.default, BULK), BROKER)
+    }
     assert needs_topic_stats(bulk[ORDERS])
     assert needs_topic_stats(bulk["persistent://public/default/payments-partition-0"])
     assert not needs_topic_stats(bulk["persistent://public/default/__change_events"])
@@ -126,24 +133,32 @@ def test_parse_subscriptions_reads_4_0_key_shared_ranges_and_draining() -> None:
     assert subs["ks"].draining_hashes_count == len(draining)
 
 
-def test_parse_subscriptions_union_of_key_shared_ranges_covers_the_hash_space() -> None:
-    rows = parse_subscriptions(ORDERS, load("default", ORDERS_STATS))
+def test_parse_subscriptions_union_of_key_shared_ranges_covers_the_hash_space(
+    recording: Recording,
+) -> None:
+    rows = parse_subscriptions(ORDERS, load(recording.default, ORDERS_STATS))
     ranges = sorted(r for c in rows.consumers if c.subscription == "ks" for r in c.hash_ranges)
-    assert ranges[0][0] == 1 and ranges[-1][1] == 65535
+    # consistent hashing: 4.0 reports 1..65535, 3.0 its 31-bit ring from 0 to 2**31 - 2
+    low, high = (1, 65535) if recording.line == "4.0" else (0, 2**31 - 2)
+    assert ranges[0][0] == low and ranges[-1][1] == high
     assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(ranges))
 
 
-def test_parse_subscription_takes_the_brokers_active_consumer() -> None:
-    rows = parse_subscriptions(ORDERS, load("default", ORDERS_STATS))
+def test_parse_subscription_takes_the_brokers_active_consumer(recording: Recording) -> None:
+    rows = parse_subscriptions(ORDERS, load(recording.default, ORDERS_STATS))
     subs = {s.subscription: s for s in rows.subscriptions}
-    stats = load("default", ORDERS_STATS)["subscriptions"]
+    stats = load(recording.default, ORDERS_STATS)["subscriptions"]
     assert subs["fo"].active_consumer_name == stats["fo"]["activeConsumerName"]
     assert subs["ex"].active_consumer_name == "ex-1"
     assert subs["sh"].active_consumer_name is None
 
 
-def test_parse_subscription_infers_active_consumer_of_a_single_consumer_from_bulk() -> None:
-    bulk = {e.topic: e.stats for e in parse_broker_topic_stats(load("default", BULK), BROKER)}
+def test_parse_subscription_infers_active_consumer_of_a_single_consumer_from_bulk(
+    recording: Recording,
+) -> None:
+    bulk = {
+        e.topic: e.stats for e in parse_broker_topic_stats(load(recording.default, BULK), BROKER)
+    }
     audit = parse_subscriptions(
         "persistent://public/second/audit", bulk["persistent://public/second/audit"]
     )
@@ -152,8 +167,8 @@ def test_parse_subscription_infers_active_consumer_of_a_single_consumer_from_bul
     assert orders["fo"].active_consumer_name is None  # two consumers: only the broker knows
 
 
-def test_parse_consumer_reads_times_and_counters() -> None:
-    stats = load("default", ORDERS_STATS)
+def test_parse_consumer_reads_times_and_counters(recording: Recording) -> None:
+    stats = load(recording.default, ORDERS_STATS)
     raw = stats["subscriptions"]["ex"]["consumers"][0]
     consumer = parse_consumer(ORDERS, "ex", raw)
     assert consumer.consumer_name == "ex-1"
@@ -164,8 +179,11 @@ def test_parse_consumer_reads_times_and_counters() -> None:
     assert consumer.client_version == raw["clientVersion"]
 
 
-def test_parse_subscriptions_reads_classic_key_hash_range_strings() -> None:
-    stats = load("classic-modular", ORDERS_STATS)
+@pytest.mark.parametrize("scenario", ["classic-modular", "3.0-default", "3.0-autosplit-modular"])
+def test_parse_subscriptions_reads_classic_key_hash_range_strings(scenario: str) -> None:
+    """4.0.7's classic dispatcher and 3.0 (whose only dispatcher it is) list ranges as
+    strings, with where each consumer joined and who joined after the mark-delete position."""
+    stats = load(scenario, ORDERS_STATS)
     rows = parse_subscriptions(ORDERS, stats)
     raw = {c["consumerName"]: c for c in stats["subscriptions"]["ks"]["consumers"]}
     assert all("keyHashRangeArrays" not in c for c in raw.values())
@@ -181,29 +199,21 @@ def test_parse_subscriptions_reads_classic_key_hash_range_strings() -> None:
     assert ks.consumers_after_mark_delete_position is not None
     assert "ks-2" in ks.consumers_after_mark_delete_position
     assert rows.draining_hashes == ()
+    assert ks.key_shared_mode == "AUTO_SPLIT"
+    if scenario.startswith("3.0-"):  # no PIP-379 fields at all: unknown, not zero
+        assert ks.draining_hashes_count is None
+        assert all(c.draining_hashes_count is None for c in rows.consumers)
 
 
-def test_parse_subscriptions_reads_a_3_0_shaped_payload() -> None:
-    rows = parse_subscriptions(ORDERS, load_file("handwritten-3.0", "topic_stats.json"))
-    by_name = {c.consumer_name: c for c in rows.consumers}
-    assert by_name["consumer1"].hash_ranges == (
-        (119056335, 242013991),
-        (722195657, 1656011842),
-        (1707482098, 1914695766),
-    )
-    assert by_name["consumer2"].hash_ranges[-1] == (1914695767, 2147483646)
-    assert by_name["consumer1"].draining_hashes_count is None
-    assert by_name["consumer1"].read_position_when_joining == "12:0"
-    assert by_name["consumer1"].connected_since == dt.datetime(
-        2023, 6, 1, 8, 0, 0, 123000, tzinfo=dt.UTC
-    )
-    assert by_name["consumer3"].msg_rate_out is None  # missing field -> None
-    subs = {s.subscription: s for s in rows.subscriptions}
-    assert subs["ks"].draining_hashes_count is None
-    assert subs["ks"].key_shared_mode is None
-    assert subs["ks"].last_acked_at == dt.datetime(2023, 6, 1, 8, 0, 2, tzinfo=dt.UTC)
-    assert subs["fo"].active_consumer_name == "fo-b"
-    assert rows.draining_hashes == ()
+def test_parse_consumer_of_3_0_reads_its_times_and_leaves_missing_fields_unknown() -> None:
+    stats = load("3.0-default", ORDERS_STATS)
+    raw = dict(stats["subscriptions"]["ks"]["consumers"][0])
+    consumer = parse_consumer(ORDERS, "ks", raw)
+    assert consumer.connected_since is not None and consumer.connected_since.tzinfo == dt.UTC
+    assert consumer.connected_since.isoformat().startswith(raw["connectedSince"][:19])
+    assert consumer.hash_ranges[0][0] == 0 and consumer.read_position_when_joining == "4:0"
+    del raw["msgRateOut"]
+    assert parse_consumer(ORDERS, "ks", raw).msg_rate_out is None  # missing field -> None
 
 
 def test_parse_hash_ranges_prefers_arrays_and_skips_malformed() -> None:
@@ -234,11 +244,13 @@ def test_parse_consumer_ignores_unknown_fields_and_wrong_types() -> None:
     assert consumer.available_permits is None
 
 
-def test_parse_topic_reads_bulk_and_per_topic_shapes() -> None:
+def test_parse_topic_reads_bulk_and_per_topic_shapes(recording: Recording) -> None:
     name = parse_topic_name(ORDERS)
-    bulk = {e.topic: e.stats for e in parse_broker_topic_stats(load("default", BULK), BROKER)}
+    bulk = {
+        e.topic: e.stats for e in parse_broker_topic_stats(load(recording.default, BULK), BROKER)
+    }
     from_bulk = parse_topic(name, bulk[ORDERS], bundle="b", owner=BROKER)
-    from_stats = parse_topic(name, load("default", ORDERS_STATS), bundle="b", owner=BROKER)
+    from_stats = parse_topic(name, load(recording.default, ORDERS_STATS), bundle="b", owner=BROKER)
     assert from_bulk.subscription_count == from_stats.subscription_count == 5
     assert from_bulk.producer_count == from_stats.producer_count == 1
     assert from_bulk.storage_size is not None and from_stats.storage_size is not None
@@ -246,18 +258,18 @@ def test_parse_topic_reads_bulk_and_per_topic_shapes() -> None:
     assert unloaded.msg_rate_in is None and unloaded.subscription_count is None
 
 
-def test_bundle_for_agrees_with_the_brokers_recorded_lookups() -> None:
+def test_bundle_for_agrees_with_the_brokers_recorded_lookups(recording: Recording) -> None:
     boundaries = {
-        ns: parse_boundaries(load("default", f"/admin/v2/namespaces/{ns}/bundles"))
+        ns: parse_boundaries(load(recording.default, f"/admin/v2/namespaces/{ns}/bundles"))
         for ns in ("public/default", "public/second")
     }
-    lookups = [e for e in index("default") if e["path"].startswith("/lookup/v2/topic/")]
+    lookups = [e for e in index(recording.default) if e["path"].startswith("/lookup/v2/topic/")]
     assert len(lookups) == 5
     for entry in lookups:
         rest = entry["path"].removeprefix("/lookup/v2/topic/").removesuffix("/bundle")
         domain, tenant, ns, local = rest.split("/")
         topic = f"{domain}://{tenant}/{ns}/{local}"
-        said = body("default", entry["path"]).strip()
+        said = body(recording.default, entry["path"]).strip()
         assert bundle_for(topic, boundaries[f"{tenant}/{ns}"]) == said
         assert bundle_of_full_name(topic, boundaries[f"{tenant}/{ns}"]) == said
 
@@ -274,14 +286,14 @@ def test_bundle_of_full_name_is_bundle_for_without_the_parse() -> None:
     assert bundle_of_full_name(unplaceable, boundaries) is None
 
 
-def test_lookup_bundle_answer_is_a_bare_string_not_json() -> None:
-    text = body("default", "/lookup/v2/topic/persistent/public/default/orders/bundle")
+def test_lookup_bundle_answer_is_a_bare_string_not_json(recording: Recording) -> None:
+    text = body(recording.default, "/lookup/v2/topic/persistent/public/default/orders/bundle")
     assert text.startswith("0x") and not text.startswith('"')
 
 
-def test_parse_bundles_reads_boundaries() -> None:
+def test_parse_bundles_reads_boundaries(recording: Recording) -> None:
     bundles = parse_bundles(
-        "public/default", load("default", "/admin/v2/namespaces/public/default/bundles")
+        "public/default", load(recording.default, "/admin/v2/namespaces/public/default/bundles")
     )
     assert [b.bundle for b in bundles] == [
         "0x00000000_0x40000000",
@@ -306,28 +318,29 @@ def test_parse_boundaries_rejects_malformed(payload: object) -> None:
         parse_boundaries(payload)
 
 
-def test_parse_owned_bundles_includes_heartbeat_and_skips_inactive() -> None:
+def test_parse_owned_bundles_includes_heartbeat_and_skips_inactive(recording: Recording) -> None:
     owned = parse_owned_bundles(
-        load("default", f"/admin/v2/brokers/standalone/{BROKER}/ownedNamespaces")
+        load(recording.default, f"/admin/v2/brokers/standalone/{BROKER}/ownedNamespaces")
     )
     assert "public/default/0x80000000_0xc0000000" in owned
     assert any(key.startswith("pulsar/") for key in owned)  # heartbeat namespaces
     assert parse_owned_bundles({"a/b/0x0_0x1": {"is_active": False}}) == []
 
 
-def test_parse_leader_reads_4_0_and_3_0_shapes() -> None:
-    assert parse_leader(load("default", "/admin/v2/brokers/leaderBroker")) == BROKER
-    assert (
-        parse_leader(load_file("handwritten-3.0", "leader_broker.json")) == "broker-0.example:8080"
-    )
+def test_parse_leader_reads_the_leader_of_each_release(recording: Recording) -> None:
+    leader = load(recording.default, "/admin/v2/brokers/leaderBroker")
+    assert "brokerId" in leader  # 3.0.7 says it too
+    assert parse_leader(leader) == BROKER
+    # a broker that names only its URL (before brokerId was added)
+    assert parse_leader({"serviceUrl": "http://broker-0.example:8080"}) == "broker-0.example:8080"
     assert parse_leader(None) is None
 
 
-def test_parse_broker_reads_a_modular_load_report() -> None:
-    report = load("classic-modular", "/admin/v2/broker-stats/load-report")
+def test_parse_broker_reads_a_modular_load_report(recording: Recording) -> None:
+    report = load(recording.modular, "/admin/v2/broker-stats/load-report")
     broker = parse_broker(BROKER, web_url="http://x", leader=BROKER, load_report=report)
     assert broker.is_leader
-    assert broker.version == "4.0.7"
+    assert broker.version == recording.version
     assert broker.web_service_url == f"http://{BROKER}"
     assert broker.pulsar_service_url == "pulsar://127.0.0.1:6650"
     assert broker.memory_usage_pct == pytest.approx(
@@ -336,12 +349,12 @@ def test_parse_broker_reads_a_modular_load_report() -> None:
     assert broker.num_topics == report["numTopics"]
 
 
-def test_parse_broker_without_load_report_uses_the_version_call() -> None:
-    version = body("default", "/admin/v2/brokers/version").strip()
+def test_parse_broker_without_load_report_uses_the_version_call(recording: Recording) -> None:
+    version = body(recording.default, "/admin/v2/brokers/version").strip()
     broker = parse_broker(
         BROKER, web_url=f"http://{BROKER}", leader=None, load_report=None, version=version
     )
-    assert broker.version == "4.0.7"
+    assert broker.version == recording.version
     assert broker.cpu_usage_pct is None and not broker.is_leader
 
 

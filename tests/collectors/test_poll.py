@@ -1,5 +1,5 @@
-"""poll() on recorded 4.0.7 answers and on synthetic clusters: content, partial snapshots,
-request cost and bounded concurrency."""
+"""poll() on recorded 4.0.7 and 3.0.7 answers and on synthetic clusters: content, partial
+snapshots, request cost and bounded concurrency."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,8 @@ from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.notes import ACTIONS, REFUSED
 from pulsar_lens.collectors.poll import poll
 from pulsar_lens.core.model import Snapshot
-from tests.collectors.recorded import BASE, BROKER, body, index, load, register
+from pulsar_lens.core.store import Store
+from tests.collectors.recorded import BASE, BROKER, Recording, body, index, load, register
 
 ORDERS = "persistent://public/default/orders"
 PAYMENTS = "persistent://public/default/payments"
@@ -41,15 +43,18 @@ def poll_requests(scenario: str) -> int:
     return sum(1 for e in index(scenario) if e["by"] == "poll")
 
 
-def test_poll_recorded_default_cluster_is_complete(mock: responses.RequestsMock) -> None:
-    register(mock, "default")
+def test_poll_recorded_default_cluster_is_complete(
+    mock: responses.RequestsMock, recording: Recording
+) -> None:
+    register(mock, recording.default)
     snap = run(mock)
     assert snap.errors == ()
     assert snap.cluster == "standalone"
+    # the store says which release answered: the version call of a broker without a report
     assert [(b.broker_id, b.is_leader, b.version) for b in snap.brokers] == [
-        (BROKER, True, "4.0.7")
+        (BROKER, True, recording.version)
     ]
-    assert snap.requests == poll_requests("default")
+    assert snap.requests == poll_requests(recording.default)
     user_topics = {t.topic for t in snap.topics if "/__" not in t.topic}
     assert user_topics == {ORDERS, AUDIT, *(f"{PAYMENTS}-partition-{i}" for i in range(3))}
     subs = {(s.topic, s.subscription): s.type for s in snap.subscriptions if "/__" not in s.topic}
@@ -65,11 +70,20 @@ def test_poll_recorded_default_cluster_is_complete(mock: responses.RequestsMock)
     }
 
 
+def test_poll_recorded_version_is_what_the_store_says_answered(
+    mock: responses.RequestsMock, recording: Recording, tmp_path: Path
+) -> None:
+    register(mock, recording.default)
+    store = Store(tmp_path)
+    store.write(run(mock))
+    assert store.read_latest("brokers").column("version").to_pylist() == [recording.version]
+
+
 def test_poll_recorded_noop_broker_totals_come_from_its_topics(
-    mock: responses.RequestsMock,
+    mock: responses.RequestsMock, recording: Recording
 ) -> None:
     # NoopLoadManager keeps no load report (204); the broker's counts come from what it serves
-    register(mock, "default")
+    register(mock, recording.default)
     snap = run(mock)
     (broker,) = snap.brokers
     served = [t for t in snap.topics if t.owner_broker == broker.broker_id]
@@ -78,8 +92,10 @@ def test_poll_recorded_noop_broker_totals_come_from_its_topics(
     assert broker.num_consumers == len(snap.consumers)
 
 
-def test_poll_recorded_partitions_know_their_parent(mock: responses.RequestsMock) -> None:
-    register(mock, "default")
+def test_poll_recorded_partitions_know_their_parent(
+    mock: responses.RequestsMock, recording: Recording
+) -> None:
+    register(mock, recording.default)
     snap = run(mock)
     parts = sorted(
         (t.partition_index, t.topic) for t in snap.topics if t.partitioned_topic == PAYMENTS
@@ -88,18 +104,22 @@ def test_poll_recorded_partitions_know_their_parent(mock: responses.RequestsMock
     assert all(t.partitioned_topic is None for t in snap.topics if t.topic == ORDERS)
 
 
-def test_poll_recorded_topic_bundles_equal_the_brokers_lookup(mock: responses.RequestsMock) -> None:
-    register(mock, "default")
+def test_poll_recorded_topic_bundles_equal_the_brokers_lookup(
+    mock: responses.RequestsMock, recording: Recording
+) -> None:
+    register(mock, recording.default)
     snap = run(mock)
     for t in snap.topics:
         path = "/lookup/v2/topic/" + t.topic.replace("://", "/") + "/bundle"
-        if any(e["path"] == path for e in index("default")):
-            assert t.bundle == body("default", path).strip()
+        if any(e["path"] == path for e in index(recording.default)):
+            assert t.bundle == body(recording.default, path).strip()
         assert t.owner_broker == BROKER
 
 
-def test_poll_recorded_bundles_have_owners_and_topic_counts(mock: responses.RequestsMock) -> None:
-    register(mock, "default")
+def test_poll_recorded_bundles_have_owners_and_topic_counts(
+    mock: responses.RequestsMock, recording: Recording
+) -> None:
+    register(mock, recording.default)
     snap = run(mock)
     default = {b.bundle: b for b in snap.bundles if b.namespace == "public/default"}
     assert len(default) == 4
@@ -115,33 +135,47 @@ def test_poll_recorded_bundles_have_owners_and_topic_counts(mock: responses.Requ
 
 
 def test_poll_recorded_key_shared_ranges_and_draining_come_from_topic_stats(
-    mock: responses.RequestsMock,
+    mock: responses.RequestsMock, recording: Recording
 ) -> None:
-    register(mock, "default")
+    register(mock, recording.default)
     snap = run(mock)
-    stats = load("default", "/admin/v2/persistent/public/default/orders/stats")
+    stats = load(recording.default, "/admin/v2/persistent/public/default/orders/stats")
     raw = {c["consumerName"]: c for c in stats["subscriptions"]["ks"]["consumers"]}
     ks = [c for c in snap.consumers if c.topic == ORDERS and c.subscription == "ks"]
     assert {c.consumer_name for c in ks} == {"ks-1", "ks-2"}
     for c in ks:
-        assert [list(r) for r in c.hash_ranges] == raw[c.consumer_name]["keyHashRangeArrays"]
+        said = raw[c.consumer_name]
+        if recording.line == "4.0":  # PIP-379: ranges as arrays, draining hashes
+            assert [list(r) for r in c.hash_ranges] == said["keyHashRangeArrays"]
+        else:  # 3.0: only the strings, with 31-bit hashes
+            assert [f"[{a}, {b}]" for a, b in c.hash_ranges] == said["keyHashRanges"]
+            assert c.read_position_when_joining == said["readPositionWhenJoining"]
     draining = [d for d in snap.draining_hashes if d.topic == ORDERS]
-    assert [d.hash for d in draining] == [h["hash"] for h in raw["ks-1"]["drainingHashes"]]
+    expected = raw["ks-1"].get("drainingHashes", [])
+    assert [d.hash for d in draining] == [h["hash"] for h in expected]
+    assert bool(draining) == (recording.line == "4.0")  # 3.0 has no draining hashes
     fo = next(s for s in snap.subscriptions if s.topic == ORDERS and s.subscription == "fo")
     assert fo.active_consumer_name == stats["subscriptions"]["fo"]["activeConsumerName"]
 
 
-def test_poll_recorded_classic_dispatcher_and_load_report(mock: responses.RequestsMock) -> None:
-    register(mock, "classic-modular")
+def test_poll_recorded_classic_dispatcher_and_load_report(
+    mock: responses.RequestsMock, recording: Recording
+) -> None:
+    register(mock, recording.modular)
     snap = run(mock)
     assert snap.errors == ()
     (broker,) = snap.brokers
     assert broker.pulsar_service_url == "pulsar://127.0.0.1:6650"
-    assert broker.memory_usage_pct is not None and broker.version == "4.0.7"
+    assert broker.memory_usage_pct is not None and broker.version == recording.version
     ks = [c for c in snap.consumers if c.topic == ORDERS and c.subscription == "ks"]
     assert all(c.hash_ranges and c.read_position_when_joining for c in ks)
-    assert max(r[1] for c in ks for r in c.hash_ranges) > 65535  # classic: 31-bit ranges
-    assert snap.requests == poll_requests("classic-modular")  # no version call needed
+    ranges = sorted(r for c in ks for r in c.hash_ranges)
+    if recording.line == "4.0":
+        assert ranges[-1][1] > 65535  # 4.0.7's classic dispatcher: 31-bit ranges
+    else:
+        assert (ranges[0][0], ranges[-1][1]) == (0, 65536)  # 3.0 auto split: 0..65536
+        assert len(ranges) == len(ks)
+    assert snap.requests == poll_requests(recording.modular)  # no version call needed
 
 
 def test_poll_records_durations_per_endpoint_family(mock: responses.RequestsMock) -> None:
@@ -426,12 +460,12 @@ def test_poll_survives_odd_shapes_in_the_bulk_answer(mock: responses.RequestsMoc
 
 
 def test_poll_recorded_backlogged_topic_gets_its_earliest_publish_time(
-    mock: responses.RequestsMock,
+    mock: responses.RequestsMock, recording: Recording
 ) -> None:
-    register(mock, "default")
+    register(mock, recording.default)
     snap = run(mock)
     answer = load(
-        "default",
+        recording.default,
         "/admin/v2/persistent/public/default/orders/stats",
         "getEarliestTimeInBacklog=true",
     )

@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 import responses
 
-from pulsar_lens.api import Chart, Metric, Note, Table
+from pulsar_lens.api import Chart, Metric, Note, Section, Table
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.poll import poll
 from pulsar_lens.core.assignments import merge_ranges
 from pulsar_lens.core.hashing import sticky_key_hash
 from pulsar_lens.core.keyshared.ranges import Member, infer_selector
 from pulsar_lens.core.keyshared.rebuild import name_indexes, rebuild
-from pulsar_lens.core.model import ConsumerRecord, HashRange, Snapshot, SubscriptionRecord
+from pulsar_lens.core.model import (
+    BrokerRecord,
+    ConsumerRecord,
+    HashRange,
+    Snapshot,
+    SubscriptionRecord,
+)
 from pulsar_lens.core.selectors import ConsistentHashingSelector, Consumer, make_selector
 from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
 from pulsar_lens.plugins.runner import RunOutput, run_on_inputs
@@ -294,3 +302,54 @@ def test_key_shared_map_says_when_only_the_other_charset_fits(monkeypatch: Any) 
     assert not bool(fixed["drift"]) and int(fixed["replica_points"]) == 100
     monkeypatch.setattr("pulsar_lens.core.parts._charset", "US-ASCII")  # the setting
     assert not bool(sub_row(analyze([ascii_broker_snapshot()]))["drift"])
+
+
+# ---- which broker line the models are of ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scenario", "version", "selector"),
+    [
+        ("default", "4.0.7", "consistent"),
+        ("3.0-default", "3.0.7", "unknown"),  # 3.0's consistent hashing: a 31-bit ring
+        ("3.0-autosplit-modular", "3.0.7", "auto-split"),
+    ],
+)
+def test_key_shared_map_says_which_broker_line_it_modelled(
+    scenario: str, version: str, selector: str
+) -> None:
+    output = analyze([replay(scenario)], subscription=ORDERS_KS, key="order-42")
+    line = version.rsplit(".", 1)[0]
+    summary = output.result.summary
+    assert (summary["pulsar"], summary["broker_versions"]) == (line, [version])
+    captions = [v.caption for v in output.views if isinstance(v, Section) and v.title == ORDERS_KS]
+    assert captions and f"Pulsar {line} model (brokers: {version})" in shown(captions[0])
+    row = sub_row(output, ORDERS_KS)
+    assert (row["selector"], row["drift"]) == (selector, False)
+    lookup = output.result.frames["lookup"].iloc[0]
+    kind = "auto-split" if selector == "auto-split" else "consistent"
+    assert lookup["hash"] == sticky_key_hash(b"order-42", selector=kind, pulsar=line)  # type: ignore[arg-type]
+    if selector == "auto-split":  # 3.0 selects by hash % 65536: the broker's ranges agree
+        assert lookup["consumer"] == lookup["model_consumer"] is not None
+
+
+def test_key_shared_map_without_broker_versions_models_4_0_and_says_so() -> None:
+    output = analyze([snapshot([consumer("a", [(1, 65535)], 0)])])
+    assert output.result.summary["pulsar"] == "4.0"
+    assert output.result.summary["model"] == "Pulsar 4.0 model (brokers: version unknown)"
+
+
+def test_key_shared_map_sticky_on_3_0_gives_a_consumer_the_gap_between_its_ranges() -> None:
+    # a 3.0 broker delivers a hash between two ranges of one consumer to it; 4.0 to nobody
+    mine = [consumer("a", [(0, 9999), (20000, 39999)], 0), consumer("b", [(40000, 65535)], 1)]
+    key = next(
+        k
+        for k in (f"k{i}" for i in range(10_000))
+        if 10000 <= sticky_key_hash(k.encode(), selector="sticky", pulsar="3.0") <= 19999
+    )
+    for version, expected in (("3.0.7", "a"), ("4.0.7", None)):
+        base = snapshot(mine, mode="STICKY")
+        polled = dataclasses.replace(base, brokers=(BrokerRecord("b:8080", version=version),))
+        lookup = analyze([polled], key=key).result.frames["lookup"].iloc[0]
+        assert lookup["consumer"] is None  # in no range the broker lists
+        assert lookup["model_consumer"] == expected, version

@@ -50,6 +50,7 @@ def inputs_of(names: list[str], ranges_each: int) -> Inputs:
             ("consumers", rows),
             ("draining_hashes", []),
             ("key_samples", []),
+            ("brokers", []),
         )
     }
     return Inputs(tables=tables, snapshots=pd.DataFrame({k: [v] for k, v in common.items()}))

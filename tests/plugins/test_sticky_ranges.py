@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
 import pandas as pd
+import pytest
+import responses
 
 from pulsar_lens.api import Chart, Inputs, Metric, Note, Table
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.poll import poll
 from pulsar_lens.core.assignments import Consumer
 from pulsar_lens.core.hashing import sticky_key_hash
 from pulsar_lens.core.keyshared.ranges import owner_array
 from pulsar_lens.core.model import (
+    BrokerRecord,
     ConsumerRecord,
     HashRange,
     KeySampleRecord,
@@ -24,6 +30,8 @@ from pulsar_lens.core.selectors import StickySelector
 from pulsar_lens.plugins.builtin.sticky_ranges import StickyRanges, plan_ranges
 from pulsar_lens.plugins.runner import RunOutput, run_on_inputs
 from pulsar_lens.plugins.testing import TOPIC, at, make_inputs, make_snapshot
+from tests.collectors import recorded
+from tests.markdown import shown
 
 PLUGIN = StickyRanges()
 LABEL = f"{TOPIC} | st"
@@ -200,3 +208,51 @@ def test_sticky_ranges_owner_array_disjoint_and_overlapping() -> None:
     assert disjoint[-1] == -1
     overlapping = owner_array([[(0, 5)], [(3, 8)]])  # the later owner wins
     assert overlapping[:10].tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1, -1]
+
+
+# ---- which broker line's rules apply --------------------------------------------------------
+
+
+def on(snapshot: Snapshot, version: str) -> Snapshot:
+    return dataclasses.replace(snapshot, brokers=(BrokerRecord("b:8080", version=version),))
+
+
+@pytest.mark.parametrize(("scenario", "version"), [("default", "4.0.7"), ("3.0-default", "3.0.7")])
+def test_sticky_ranges_on_a_recorded_poll_says_which_rules_it_applied(
+    scenario: str, version: str
+) -> None:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        recorded.register(mock, scenario)
+        polled = poll(AdminClient(recorded.BASE, retries=0))
+    output = analyze([polled])
+    line = version.rsplit(".", 1)[0]
+    assert (output.result.summary["pulsar"], output.result.summary["broker_versions"]) == (
+        line,
+        [version],
+    )
+    notes = [shown(v.markdown) for v in output.views if isinstance(v, Note)]
+    assert any(f"Pulsar {line} model (brokers: {version})" in n for n in notes)
+
+
+def test_sticky_ranges_on_3_0_a_gap_between_one_consumers_ranges_is_its_own() -> None:
+    split = consumer("split", [(0, 9999), (20000, 39999)])
+    rest = consumer("rest", [(40000, 65535)])
+    snap = make_snapshot(0, subscriptions=(sticky(split, rest),), consumers=(split, rest))
+    for version, taken, stalled in (("3.0.7", "split", 0), ("4.0.7", None, 10000)):
+        output = analyze([on(snap, version)])
+        gaps = output.result.frames["gaps"]
+        assert gaps[["start", "end"]].values.tolist() == [[10000, 19999]], version
+        assert gaps["taken_by"].iloc[0] == taken, version
+        assert output.result.summary["gap_hashes"] == stalled, version
+    # on 3.0 the gap between two consumers' ranges still stalls
+    assert analyze([on(GAPPED, "3.0.7")]).result.summary["gap_hashes"] == 19999
+
+
+def test_sticky_ranges_on_3_0_hashes_sampled_keys_as_3_0_does() -> None:
+    keys = [f"k{i}" for i in range(200)]
+    inputs = with_samples(make_inputs([on(GAPPED, "3.0.7")], PLUGIN.inputs), keys)
+    output = run_on_inputs(PLUGIN, inputs, {})
+    in_gap = sum(
+        20001 <= sticky_key_hash(k.encode(), selector="sticky", pulsar="3.0") <= 39999 for k in keys
+    )
+    assert output.result.frames["gaps"]["sampled_keys"].tolist() == [in_gap]

@@ -26,6 +26,12 @@ still load one consumer with the hot keys.
 
 The subscription shown by default is the most troubled one: most draining hashes, then most
 consumers.
+
+**Broker line**: the versions in `brokers` pick the models (`shared.versions`): on 3.0.x
+brokers the auto split and sticky models are 3.0's (auto split selects by `hash % 65536`,
+sticky gives a consumer the gap between two of its ranges) and keys are hashed as 3.0 does;
+3.0's consistent hashing reports 31-bit ranges, which stay unmodelled. The summary (`pulsar`,
+`broker_versions`) and the selected subscription's caption say which line was modelled.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from pulsar_lens.api import (
     frame_of,
     jvm_charset,
 )
+from pulsar_lens.core.hashing import PulsarLine
 from pulsar_lens.core.keyshared.fit import MAX_POINTS, Fit, fit_consistent
 from pulsar_lens.core.keyshared.layout import Layout, from_frame, infer_kinds
 from pulsar_lens.core.keyshared.ranges import ROUTABLE, hash_selector
@@ -66,6 +73,7 @@ from pulsar_lens.plugins.builtin.key_shared_map.what_if import (
     lookup_row,
     what_if_frames,
 )
+from pulsar_lens.plugins.builtin.shared.versions import BrokerLine, broker_line
 
 KEY_SAMPLE_POLLS = 12
 """How many recent polls of key samples the traffic per consumer counts."""
@@ -83,9 +91,9 @@ class KeySharedMap(AnalysisPlugin):
         "selector and replica points behind it, drift from our model, what moves when a "
         "consumer joins or leaves, and which consumer receives a given key."
     )
-    version = "1.1"
+    version = "1.2"
     engine = "light"
-    inputs = ("subscriptions", "consumers", "draining_hashes", "key_samples")
+    inputs = ("subscriptions", "consumers", "draining_hashes", "key_samples", "brokers")
     history = 1
     history_of = {"key_samples": KEY_SAMPLE_POLLS}
     outputs = (
@@ -146,11 +154,13 @@ class KeySharedMap(AnalysisPlugin):
 
     def analyze(self, data: Inputs, params: Params) -> Result:
         subs = key_shared_subscriptions(data.latest("subscriptions"))
+        line = broker_line(data.latest("brokers"))
         analysis = analyze_subscriptions(
             subs,
             data.latest("consumers"),
             points=params.replica_points,
             charset=jvm_charset(params.jvm_charset),
+            pulsar=line.line,
         )
         frames = map_frames(subs, analysis)
         frames["draining"] = draining_frame(data.latest("draining_hashes"), subs)
@@ -167,12 +177,17 @@ class KeySharedMap(AnalysisPlugin):
             )
         frames.update(what_if_frames(selected, what_if))
         frames["traffic"] = traffic_frame(
-            data.history("key_samples"), frames["subscriptions"], frames["ranges"], selected
+            data.history("key_samples"),
+            frames["subscriptions"],
+            frames["ranges"],
+            selected,
+            pulsar=line.line,
         )
         mine = frames["draining"][frames["draining"]["label"] == selected]
         lookup = lookup_row(selected, params.key, state, what_if, mine)
         frames["lookup"] = frame_of([lookup] if lookup else [], LOOKUP_COLUMNS)
-        return Result(frames=frames, summary=summarize(frames, selected, what_if, lookup))
+        summary = summarize(frames, selected, what_if, lookup, line)
+        return Result(frames=frames, summary=summary)
 
     def render(self, result: Result, params: Params | None = None) -> list[View]:
         from pulsar_lens.plugins.builtin.key_shared_map.views import render_views  # altair: on use
@@ -243,10 +258,16 @@ def draining_frame(draining: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
 
 
 def traffic_frame(
-    samples: pd.DataFrame, subs: pd.DataFrame, ranges: pd.DataFrame, label: str
+    samples: pd.DataFrame,
+    subs: pd.DataFrame,
+    ranges: pd.DataFrame,
+    label: str,
+    *,
+    pulsar: PulsarLine = "4.0",
 ) -> pd.DataFrame:
     """Sampled messages per consumer of subscription `label`, counted against the broker's
-    ranges under its selector; empty without samples of its topic."""
+    ranges under its selector, keys hashed as a broker of line `pulsar` does; empty without
+    samples of its topic."""
     row = subs[subs["label"] == label]
     if row.empty or samples.empty:
         return frame_of([], TRAFFIC_COLUMNS)
@@ -258,7 +279,7 @@ def traffic_frame(
     by_consumer: dict[str, list[tuple[int, int]]] = {}
     for name, start, end in zip(owned["consumer_name"], owned["start"], owned["end"], strict=True):
         by_consumer.setdefault(str(name), []).append((int(start), int(end)))
-    load = compute_key_load(mine, by_consumer, selector=hash_selector(kind))
+    load = compute_key_load(mine, by_consumer, selector=hash_selector(kind), pulsar=pulsar)
     load = load.assign(label=label, vs_fair=load["share"].astype(float) * len(by_consumer))
     ordered = load.sort_values("share", ascending=False).reset_index(drop=True)
     return ordered[TRAFFIC_COLUMNS]
@@ -275,7 +296,12 @@ def key_shared_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyze_subscriptions(
-    subs: pd.DataFrame, consumers: pd.DataFrame, *, points: int, charset: str = "utf-8"
+    subs: pd.DataFrame,
+    consumers: pd.DataFrame,
+    *,
+    points: int,
+    charset: str = "utf-8",
+    pulsar: PulsarLine = "4.0",
 ) -> Analysis:
     """Every subscription's members, selector and model (consistent hashing all at once).
 
@@ -292,7 +318,7 @@ def analyze_subscriptions(
     fit = fit_consistent(layout, np.asarray(consistent, np.int64), points=points, charset=charset)
     flag_other_charset(layout, fit, points=points)
     models = {
-        s: rebuild(kind, layout.members(s), points=points)
+        s: rebuild(kind, layout.members(s), points=points, pulsar=pulsar)
         for s, kind in enumerate(kinds)
         if kind != "consistent"
     }
@@ -339,9 +365,14 @@ def summarize(
     selected: str,
     what_if: WhatIf | None,
     lookup: Mapping[str, Any] | None,
+    line: BrokerLine | None = None,
 ) -> dict[str, Any]:
     subs = frames["subscriptions"]
+    line = line or BrokerLine("4.0", ())
     summary: dict[str, Any] = {
+        "pulsar": line.line,
+        "broker_versions": list(line.versions),
+        "model": line.caption(),
         "subscriptions": len(subs),
         "drifting": int(subs["drift"].astype(bool).sum()) if len(subs) else 0,
         "drifting_subscriptions": sorted(subs.loc[subs["drift"].astype(bool), "label"])

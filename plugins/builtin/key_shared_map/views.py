@@ -72,7 +72,9 @@ def _selected_views(
     draining = frames["draining"][frames["draining"]["label"] == selected]
     views: list[View] = [
         Section(
-            selected, caption=f"selector: {escape_markdown(row['selector'])}; {DRAINING_MARKS}"
+            selected,
+            caption=f"selector: {escape_markdown(row['selector'])}; "
+            f"{escape_markdown(summary['model'])}; {DRAINING_MARKS}",
         ),
         Metric("Consumers", int(row["consumers"])),
         Metric("Imbalance", f"{row['imbalance']:.2f}×", help="largest share / fair share"),

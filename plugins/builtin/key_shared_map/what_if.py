@@ -124,12 +124,13 @@ def lookup_row(
 ) -> dict[str, Any] | None:
     """Where the broker sends `key` (as a partition key): by its ranges, our model's and after
     the what-if, and the consumer its hash still drains to (`draining`: that subscription's
-    draining hashes). Unknown selectors get the 4.0 consistent-hashing hash and no consumer."""
+    draining hashes), hashed as the model's broker line does. Unknown selectors get the
+    consistent-hashing hash and no consumer."""
     if not key or state is None:
         return None
     members, model = state
     kind = hash_selector(model.kind)
-    value = sticky_key_hash(key.encode("utf-8"), selector=kind)
+    value = sticky_key_hash(key.encode("utf-8"), selector=kind, pulsar=model.pulsar)
     owner = next(
         (p for p, m in enumerate(members) if any(s <= value <= e for s, e in m.ranges)), None
     )

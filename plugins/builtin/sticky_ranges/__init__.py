@@ -17,6 +17,11 @@ An **overlap** is a run covered by two or more ranges: the broker refuses it ins
 subscription, so there it means a stale consumer; across readers, each of them reads the keys.
 With key samples (`key_samples` rows for the topic) the number of sampled keys in gaps is given.
 
+On 3.0.x brokers (the versions in `brokers`, see `shared.versions`) the 3.0 rules apply: keys
+hash to `h31 % 65536`, and a STICKY subscription's gap between two ranges of one consumer goes
+to that consumer (`taken_by`), so it does not stall. The summary (`pulsar`, `model`) says
+which line was modelled.
+
 **Planner**: sticky ranges for `nodes` consumers by consistent hashing with `points` ring
 points each (4.0 points of names `<prefix>-<i>`, the first range extended down to 0), so
 adding a node later moves only about 1/(n+1) of the keys. Balance is scored as the largest
@@ -45,6 +50,7 @@ from pulsar_lens.api import (
     frame_of,
     sticky_key_hash_array,
 )
+from pulsar_lens.core.hashing import PulsarLine
 from pulsar_lens.core.keyshared.ranges import (
     ROUTABLE,
     Member,
@@ -56,7 +62,9 @@ from pulsar_lens.core.keyshared.ranges import (
     runs,
     share_stats,
 )
+from pulsar_lens.core.keyshared.rebuild import seeded_sticky
 from pulsar_lens.plugins.builtin.shared.sticky import plan_ranges
+from pulsar_lens.plugins.builtin.shared.versions import BrokerLine, broker_line
 
 GROUP_COLUMNS = [
     "label",
@@ -74,7 +82,7 @@ GROUP_COLUMNS = [
 ]
 CONSUMER_COLUMNS = ["label", "consumer_name", "ranges", "hashes", "share", "sampled_share"]
 RANGE_COLUMNS = ["label", "consumer_name", "start", "end", "size"]
-GAP_COLUMNS = ["label", "start", "end", "size", "routable_hashes", "sampled_keys"]
+GAP_COLUMNS = ["label", "start", "end", "size", "routable_hashes", "sampled_keys", "taken_by"]
 OVERLAP_COLUMNS = ["label", "start", "end", "size", "covered_by", "consumers"]
 PLAN_COLUMNS = ["node_index", "node", "start", "end", "size"]
 COVERAGE_COLUMNS = {
@@ -112,9 +120,9 @@ class StickyRanges(AnalysisPlugin):
         "Key_Shared subscriptions and key-hash-range readers, and a consistent-hashing planner "
         "of sticky ranges for N consumers with its balance on uniform and sampled keys."
     )
-    version = "1.0"
+    version = "1.1"
     engine = "light"
-    inputs = ("subscriptions", "consumers", "key_samples")
+    inputs = ("subscriptions", "consumers", "key_samples", "brokers")
     history = 10
     outputs = ("groups", "consumers", "ranges", "gaps", "overlaps", "plan", "plan_balance")
 
@@ -127,9 +135,10 @@ class StickyRanges(AnalysisPlugin):
         sample_topic: str = Field("", description="Key samples of this topic; empty: all")
 
     def analyze(self, data: Inputs, params: Params) -> Result:
-        samples = sample_hashes(data.history("key_samples"))
+        line = broker_line(data.latest("brokers"))
+        samples = sample_hashes(data.history("key_samples"), pulsar=line.line)
         groups = sticky_groups(data.latest("subscriptions"), data.latest("consumers"))
-        frames = coverage_frames(groups, samples)
+        frames = coverage_frames(groups, samples, pulsar=line.line)
         chosen = (
             samples if not params.sample_topic else samples[samples["topic"] == params.sample_topic]
         )
@@ -137,7 +146,8 @@ class StickyRanges(AnalysisPlugin):
         frames["plan"] = plan_frame(plan, params.name_prefix)
         frames["plan_balance"] = balance_frame(plan, params.name_prefix, chosen["hash"].to_numpy())
         selected = params.subscription or (groups[0].label if groups else "")
-        return Result(frames=frames, summary=summarize(frames, params, selected, len(chosen)))
+        summary = summarize(frames, params, selected, len(chosen), line)
+        return Result(frames=frames, summary=summary)
 
     def render(self, result: Result, params: Params | None = None) -> list[View]:
         from pulsar_lens.plugins.builtin.sticky_ranges.views import render_views  # altair: on use
@@ -200,23 +210,29 @@ def _has_ranges(cell: Any) -> bool:
     return bool(ranges_of(cell))
 
 
-def sample_hashes(samples: pd.DataFrame) -> pd.DataFrame:
-    """topic, hash: the 4.0 sticky hash of every sampled key (its UTF-8 bytes)."""
+def sample_hashes(samples: pd.DataFrame, *, pulsar: PulsarLine = "4.0") -> pd.DataFrame:
+    """topic, hash: the sticky hash a broker of line `pulsar` gives every sampled key (its
+    UTF-8 bytes)."""
     if samples.empty:
         return pd.DataFrame({"topic": pd.Series(dtype=object), "hash": pd.Series(dtype="int64")})
     keys = pa.array(samples["key"].fillna("").astype(str).tolist(), pa.string())
-    hashes = sticky_key_hash_array(keys, selector="sticky").astype(np.int64)
+    hashes = sticky_key_hash_array(keys, selector="sticky", pulsar=pulsar).astype(np.int64)
     return pd.DataFrame({"topic": samples["topic"].to_numpy(), "hash": hashes})
 
 
-def coverage_frames(groups: Sequence[Group], samples: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def coverage_frames(
+    groups: Sequence[Group], samples: pd.DataFrame, *, pulsar: PulsarLine = "4.0"
+) -> dict[str, pd.DataFrame]:
     rows: dict[str, list[dict[str, Any]]] = {n: [] for n in COVERAGE_COLUMNS}
     for group in groups:
         hashes = samples.loc[samples["topic"] == group.topic, "hash"].to_numpy()
         counts = coverage_counts(r for m in group.members for r in m.ranges)
-        gaps = [(s, e) for s, e, c in runs(counts) if c == 0]
+        every_gap = [(s, e) for s, e, c in runs(counts) if c == 0]
+        taker = gap_taker(group, pulsar)
+        taken = {(s, e): taker(s) for s, e in every_gap}
+        gaps = [g for g in every_gap if taken[g] is None]  # the gaps that stall
         overlaps = [(s, e, c) for s, e, c in runs(counts) if c > 1]
-        rows["gaps"].extend(gap_row(group.label, s, e, hashes) for s, e in gaps)
+        rows["gaps"].extend(gap_row(group.label, s, e, hashes, taken[(s, e)]) for s, e in every_gap)
         rows["overlaps"].extend(overlap_row(group, s, e, c) for s, e, c in overlaps)
         rows["consumers"].extend(consumer_rows(group, hashes))
         rows["ranges"].extend(
@@ -228,11 +244,29 @@ def coverage_frames(groups: Sequence[Group], samples: pd.DataFrame) -> dict[str,
     return {name: frame_of(rows[name], cols) for name, cols in COVERAGE_COLUMNS.items()}
 
 
+def gap_taker(group: Group, pulsar: PulsarLine) -> Any:
+    """hash -> the consumer a broker of line `pulsar` delivers a gap hash to (None: it stalls).
+    Only a 3.0 STICKY subscription gives a gap to anyone: the consumer on both sides of it."""
+    if pulsar != "3.0" or group.kind != "sticky":
+        return lambda _hash: None
+    selector, _ = seeded_sticky(group.members, pulsar="3.0")
+    if selector is None:  # overlapping ranges: the broker would have refused one of them
+        return lambda _hash: None
+
+    def taker(value: int) -> str | None:
+        chosen = selector.select(value)
+        return chosen.name if chosen is not None else None
+
+    return taker
+
+
 def _in(hashes: np.ndarray, start: int, end: int) -> int:
     return int(((hashes >= start) & (hashes <= end)).sum())
 
 
-def gap_row(label: str, start: int, end: int, hashes: np.ndarray) -> dict[str, Any]:
+def gap_row(
+    label: str, start: int, end: int, hashes: np.ndarray, taken_by: str | None = None
+) -> dict[str, Any]:
     return {
         "label": label,
         "start": start,
@@ -240,6 +274,7 @@ def gap_row(label: str, start: int, end: int, hashes: np.ndarray) -> dict[str, A
         "size": end - start + 1,
         "routable_hashes": routable_count([(start, end)]),
         "sampled_keys": _in(hashes, start, end),
+        "taken_by": taken_by,
     }
 
 
@@ -325,13 +360,21 @@ def balance_frame(
 
 
 def summarize(
-    frames: Mapping[str, pd.DataFrame], params: Any, selected: str, samples: int
+    frames: Mapping[str, pd.DataFrame],
+    params: Any,
+    selected: str,
+    samples: int,
+    line: BrokerLine | None = None,
 ) -> dict[str, Any]:
     groups, balance = frames["groups"], frames["plan_balance"]
+    line = line or BrokerLine("4.0", ())
     uniform = share_stats(list(balance["uniform_share"]))
     sampled = share_stats(list(balance["sampled_share"])) if samples else (None, None)
     node = balance[balance["node_index"] == params.node_index]
     return {
+        "pulsar": line.line,
+        "broker_versions": list(line.versions),
+        "model": line.caption(),
         "groups": len(groups),
         "groups_with_gaps": int((groups["gap_hashes"] > 0).sum()) if len(groups) else 0,
         "gap_hashes": int(groups["gap_hashes"].sum()) if len(groups) else 0,

@@ -10,11 +10,18 @@ import pandas as pd
 from pulsar_lens.api import Chart, Metric, Note, Result, Table, View, escape_markdown
 from pulsar_lens.core.keyshared.ranges import STICKY_TOP
 
+GAP_RULES = {
+    "4.0": "Hash 0 is never routed; every other gap hash stalls.",
+    "3.0": "A STICKY gap between two ranges of one consumer goes to it (taken_by); "
+    "the others stall.",
+}
+
 
 def render_views(result: Result) -> list[View]:
     frames, summary = result.frames, result.summary
     plan = summary["plan"]
     views: list[View] = [
+        Note(f"Broker rules: {escape_markdown(summary['model'])}. {GAP_RULES[summary['pulsar']]}"),
         Metric("Sticky groups", summary["groups"]),
         Metric("Groups with gaps", summary["groups_with_gaps"]),
         Metric("Stalled hashes", summary["gap_hashes"], help="hashes 1..65535 nobody covers"),
@@ -34,7 +41,7 @@ def render_views(result: Result) -> list[View]:
             )
         views.append(Table(groups, title="Groups"))
         views.append(Chart(chart_coverage(frames, summary["selected"]), title="Coverage"))
-        views.extend(_detail_tables(frames))
+        views.extend(_detail_tables(frames, summary["pulsar"]))
     views.append(
         Metric(
             f"Plan: {plan['nodes']} nodes x {plan['points']} points",
@@ -49,10 +56,10 @@ def render_views(result: Result) -> list[View]:
     return views
 
 
-def _detail_tables(frames: Mapping[str, pd.DataFrame]) -> list[View]:
+def _detail_tables(frames: Mapping[str, pd.DataFrame], line: str) -> list[View]:
     views: list[View] = []
     if len(frames["gaps"]):
-        views.append(Table(frames["gaps"], title="Gaps", caption="Hash 0 is never routed"))
+        views.append(Table(frames["gaps"], title="Gaps", caption=GAP_RULES[line]))
     if len(frames["overlaps"]):
         views.append(Table(frames["overlaps"], title="Overlaps"))
     views.append(Table(frames["consumers"], title="Consumers"))
