@@ -81,6 +81,18 @@ class LegacyConsistentSelector(Selector):
         self._consumers.append(consumer)
         return self._impact("add", consumer, before)
 
+    def add_at_index(self, consumer: Consumer, name_index: int) -> Impact:
+        """3.0.7: join holding `name_index` (as the tracker gives a namesake that joined when
+        lower indexes were held), without the namesakes that held them ever joining."""
+        if self.variant != "3.0.7":
+            raise ValueError("only 3.0.7 gives consumers a name index")
+        used = self._used.setdefault(consumer.name, set())
+        if name_index in used:
+            raise ValueError(f"name index {name_index} of {consumer.name!r} is held")
+        used.add(name_index)
+        self._index_of[consumer] = name_index
+        return self.add(consumer)
+
     def _add_replacing(self, consumer: Consumer) -> None:
         for i in range(self.points):
             index = self._acquire(consumer)

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from pulsar_lens.core.hashing import PulsarLine
+
 from pulsar_lens.core.keyshared.ranges import (
     AUTO_SPLIT_TOP,
     I64,
@@ -25,6 +27,7 @@ from pulsar_lens.core.keyshared.ranges import (
     Member,
     ranges_of,
     tiles,
+    wide_consistent,
 )
 
 _RANGE_CELL = pa.list_(pa.struct([("start", pa.int64()), ("end", pa.int64())]))
@@ -146,11 +149,15 @@ def flat_ranges(cells: Any) -> tuple[I64, I64, I64]:
     return offsets, starts, ends
 
 
-def infer_kinds(layout: Layout, modes: Sequence[Any]) -> list[Kind]:
-    """`core.keyshared.ranges.infer_selector` of every subscription, from the flat ranges."""
+def infer_kinds(
+    layout: Layout, modes: Sequence[Any], *, pulsar: PulsarLine = "4.0"
+) -> list[Kind]:
+    """`core.keyshared.ranges.infer_selector` of every subscription, from the flat ranges, on
+    a broker of line `pulsar`."""
     bounds = layout.range_first[layout.first]  # each subscription's ranges, back to back
     sizes = np.diff(bounds)
     low, high = np.zeros(len(sizes), np.int64), np.zeros(len(sizes), np.int64)
+    widest = np.zeros(len(sizes), np.int64)
     heads = bounds[:-1][sizes > 0]
     if len(heads):  # the least range's start and the greatest range's end, as tuples sort
         low[sizes > 0] = np.minimum.reduceat(layout.starts, heads)
@@ -158,6 +165,7 @@ def infer_kinds(layout: Layout, modes: Sequence[Any]) -> list[Kind]:
         at_top = layout.starts == np.repeat(top, sizes[sizes > 0])
         ends = np.where(at_top, layout.ends, np.iinfo(np.int64).min)
         high[sizes > 0] = np.maximum.reduceat(ends, heads)
+        widest[sizes > 0] = np.maximum.reduceat(layout.ends, heads)
     counts = np.diff(layout.range_first)
     kinds: list[Kind] = []
     for s, mode in enumerate(modes):
@@ -168,6 +176,8 @@ def infer_kinds(layout: Layout, modes: Sequence[Any]) -> list[Kind]:
         elif _auto_split(layout, s, counts):
             kinds.append("auto-split")
         elif int(low[s]) >= ROUTABLE_LOW and int(high[s]) <= ROUTABLE_HIGH:
+            kinds.append("consistent")
+        elif wide_consistent(int(low[s]), int(widest[s]), pulsar):
             kinds.append("consistent")
         else:
             kinds.append("unknown")

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from pulsar_lens.core.hashing import SelectorKind
+from pulsar_lens.core.hashing import PulsarLine, SelectorKind
 from pulsar_lens.core.model import HashRange
 
 ROUTABLE_LOW = 1
@@ -74,13 +74,14 @@ def members_of(consumers: pd.DataFrame) -> list[Member]:
     ]
 
 
-def infer_selector(mode: Any, members: Sequence[Member]) -> Kind:
-    """The 4.0 selector behind a subscription's ranges.
+def infer_selector(mode: Any, members: Sequence[Member], *, pulsar: PulsarLine = "4.0") -> Kind:
+    """The selector behind a subscription's ranges on a broker of line `pulsar`.
 
     STICKY mode is the sticky (HashRangeExclusive) selector. Otherwise ranges that start at 0
     and tile 0..65536 come from auto split (`subscriptionKeySharedUseConsistentHashing=false`),
-    and ranges within 1..65535 from consistent hashing. Anything else (no ranges at all, or the
-    31-bit ranges of a 3.0 broker) is "unknown".
+    and ranges within 1..65535 from 4.0's consistent hashing; on 3.0, 31-bit ranges from 0
+    come from 3.0's consistent hashing (`wide_consistent`). Anything else (no ranges at all,
+    or 31-bit ranges on 4.0, as its classic dispatcher reports them) is "unknown".
     """
     if isinstance(mode, str) and mode.upper() == "STICKY":
         return "sticky"
@@ -91,7 +92,15 @@ def infer_selector(mode: Any, members: Sequence[Member]) -> Kind:
         return "auto-split"
     if ranges[0][0] >= ROUTABLE_LOW and ranges[-1][1] <= ROUTABLE_HIGH:
         return "consistent"
+    if wide_consistent(ranges[0][0], max(e for _, e in ranges), pulsar):
+        return "consistent"
     return "unknown"
+
+
+def wide_consistent(low: int, high: int, pulsar: PulsarLine) -> bool:
+    """Whether ranges from `low` to `high` are a 3.0 broker's consistent-hashing ring: 31-bit,
+    listed from 0 (3.0.7 lists one range per ring point, the first from 0)."""
+    return pulsar == "3.0" and low == 0 and AUTO_SPLIT_TOP < high <= WIDE_HIGH
 
 
 def tiles(ranges: Sequence[HashRange], low: int, high: int) -> bool:
@@ -117,6 +126,40 @@ def hash_space(members: Sequence[Member]) -> tuple[int, int]:
     if any(end > AUTO_SPLIT_TOP for m in members for _, end in m.ranges):
         return 0, WIDE_HIGH
     return ROUTABLE_LOW, ROUTABLE_HIGH
+
+
+def differing_by_owner(
+    observed: Sequence[Iterable[HashRange]], modelled: Sequence[Iterable[HashRange]]
+) -> tuple[int, list[int]]:
+    """Hashes whose owner differs between two sets of per-owner ranges (any width, each set
+    disjoint), and per owner the hashes one set gives it and the other does not."""
+    sides = [_owned(observed), _owned(modelled)]
+    cuts = np.unique(np.concatenate([np.concatenate([s, e + 1]) for s, e, _ in sides]))
+    if len(cuts) < 2:
+        return 0, [0] * len(observed)
+    low, sizes = cuts[:-1], np.diff(cuts)
+    a, b = (_owner_at(side, low) for side in sides)
+    differs = a != b
+    total = int(sizes[differs].sum())
+    per_owner = [
+        int(sizes[(a == p) != (b == p)].sum()) for p in range(len(observed))
+    ]
+    return total, per_owner
+
+
+def _owned(per_owner: Sequence[Iterable[HashRange]]) -> tuple[I64, I64, I64]:
+    rows = sorted((s, e, p) for p, ranges in enumerate(per_owner) for s, e in ranges)
+    table = np.asarray(rows, np.int64).reshape(-1, 3)
+    return table[:, 0], table[:, 1], table[:, 2]
+
+
+def _owner_at(side: tuple[I64, I64, I64], hashes: I64) -> I64:
+    starts, ends, who = side
+    if not len(starts):
+        return np.full(len(hashes), -1, np.int64)
+    at = np.clip(np.searchsorted(starts, hashes, side="right") - 1, 0, None)
+    hit = (np.searchsorted(starts, hashes, side="right") > 0) & (ends[at] >= hashes)
+    return np.where(hit, who[at], -1)
 
 
 def owner_array(ranges_per_owner: Sequence[Iterable[HashRange]]) -> I64:

@@ -24,10 +24,12 @@ consumers' own, so the model is the observed state.
 
 The auto split and sticky models take the broker line (`pulsar`, "4.0" or "3.0"): a 3.0
 broker selects auto split ranges by `hash % 65536` and gives a sticky consumer the gap between
-two of its own ranges. Consistent hashing is modelled for 4.0 only (a 3.0 broker's 31-bit
-ranges are "unknown").
+two of its own ranges. A 3.0 broker's consistent hashing (31-bit ranges, one per ring point) is
+3.0.7's ring, inferred the same way by `core.keyshared.legacy`; its what-ifs count hashes over
+the 31-bit space.
 
-The consistent-hashing search itself runs in `core.keyshared.fit`, for many subscriptions at once.
+The 4.0 consistent-hashing search itself runs in `core.keyshared.fit`, for many subscriptions at
+once.
 """
 
 from __future__ import annotations
@@ -47,8 +49,17 @@ from pulsar_lens.core.keyshared.fit import (
     point_candidates,
 )
 from pulsar_lens.core.keyshared.layout import from_members
+from pulsar_lens.core.keyshared.legacy import fit_3_0, replay_3_0
 from pulsar_lens.core.keyshared.points import PointTable
-from pulsar_lens.core.keyshared.ranges import Kind, Member, owner_array, routable_count
+from pulsar_lens.core.keyshared.ranges import (
+    ROUTABLE_HIGH,
+    ROUTABLE_LOW,
+    WIDE_HIGH,
+    Kind,
+    Member,
+    owner_array,
+    routable_count,
+)
 from pulsar_lens.core.selectors import (
     AutoSplitSelector,
     ConsistentHashingSelector,
@@ -74,6 +85,14 @@ class Model:
     @property
     def drift(self) -> bool:
         return self.drift_hashes > 0
+
+    @property
+    def space(self) -> tuple[int, int]:
+        """The hashes the model's ranges are counted over: 0..2**31-1 for 3.0's consistent
+        hashing, else the routable 1..65535."""
+        if self.kind == "consistent" and self.pulsar == "3.0":
+            return 0, WIDE_HIGH
+        return ROUTABLE_LOW, ROUTABLE_HIGH
 
 
 def name_indexes(members: Sequence[Member]) -> tuple[int, ...]:
@@ -139,6 +158,24 @@ def rebuild_consistent(members: Sequence[Member], *, points: int = 0) -> Model:
     return consistent_model(members, fit, 0)
 
 
+def rebuild_consistent_3_0(
+    members: Sequence[Member], *, points: int = 0, charset: str = "utf-8"
+) -> Model:
+    """3.0.7's consistent-hashing model; `points` 0 infers the replica points from the ranges."""
+    fit = fit_3_0(members, points=points, charset=charset)
+    return Model(
+        "consistent",
+        fit.selector,
+        fit.handles,
+        fit.points,
+        fit.note,
+        fit.indexes,
+        fit.drift,
+        fit.reason,
+        pulsar="3.0",
+    )
+
+
 def rebuild_auto_split(members: Sequence[Member], *, pulsar: PulsarLine = "4.0") -> Model:
     """Auto split rebuilt from the connected consumers joining in order."""
     selector = AutoSplitSelector(pulsar=pulsar)
@@ -189,9 +226,17 @@ def seeded_sticky(
 
 
 def rebuild(
-    kind: Kind, members: Sequence[Member], *, points: int = 0, pulsar: PulsarLine = "4.0"
+    kind: Kind,
+    members: Sequence[Member],
+    *,
+    points: int = 0,
+    pulsar: PulsarLine = "4.0",
+    charset: str = "utf-8",
 ) -> Model:
-    """The model of a subscription whose selector is `kind`, on a broker of line `pulsar`."""
+    """The model of a subscription whose selector is `kind`, on a broker of line `pulsar`
+    whose JVM encodes consumer names in `charset`."""
+    if kind == "consistent" and pulsar == "3.0":
+        return rebuild_consistent_3_0(members, points=points, charset=charset)
     if kind == "consistent":
         return rebuild_consistent(members, points=points)
     if kind == "auto-split":
@@ -200,8 +245,8 @@ def rebuild(
         selector, handles = seeded_sticky(members, pulsar=pulsar)
         return Model("sticky", selector, handles, pulsar=pulsar)
     note = (
-        "not modelled: the ranges fit no 4.0 selector (no ranges, or 31-bit ranges as a 3.0 "
-        "broker and 4.0.7's classic dispatcher report them)"
+        "not modelled: the ranges fit no selector of the brokers' line (no ranges, or 31-bit "
+        "ranges as 4.0.7's classic dispatcher reports them)"
     )
     return Model(kind, None, [Consumer(m.name) for m in members], points_note=note, pulsar=pulsar)
 
@@ -215,9 +260,14 @@ class WhatIf:
     before: Assignments
     after: Assignments
     moves: tuple[RangeMove, ...]
+    space: tuple[int, int] = (ROUTABLE_LOW, ROUTABLE_HIGH)  # the hashes counted (`Model.space`)
 
     def moved_hashes(self) -> int:
-        return routable_count((m.start, m.end) for m in self.moves)
+        low, high = self.space
+        return routable_count(((m.start, m.end) for m in self.moves), low=low, high=high)
+
+    def space_size(self) -> int:
+        return self.space[1] - self.space[0] + 1
 
 
 def what_if_basis(
@@ -229,6 +279,9 @@ def what_if_basis(
         return seeded_auto_split(members, pulsar=model.pulsar)
     if model.kind == "sticky":
         return seeded_sticky(members, pulsar=model.pulsar)
+    if model.kind == "consistent" and model.points and model.pulsar == "3.0":
+        charset = _charset(model)
+        return replay_3_0(members, model.name_indexes, model.points, model.handles, charset)
     if model.kind == "consistent" and model.points:
         charset = _charset(model)
         return replay_consistent(
@@ -261,21 +314,32 @@ def apply_what_if(
             return None  # a sticky consumer brings its own ranges
         newcomer = Consumer(add)
         selector.add(newcomer)
-        return _what_if(f"add {add}", [*handles, newcomer], before, selector.assignments())
+        return _what_if(
+            f"add {add}", [*handles, newcomer], before, selector.assignments(), model.space
+        )
     if remove:
         named = [h for h in handles if h.name == remove]
         if not named:
             return None
         selector.remove(named[-1])
-        return _what_if(f"remove {remove}", handles, before, selector.assignments())
+        return _what_if(f"remove {remove}", handles, before, selector.assignments(), model.space)
     if points and model.kind == "consistent":
-        indexes = model.name_indexes
-        changed, _ = replay_consistent(members, indexes, points, handles, charset=_charset(model))
-        return _what_if(f"replica points {points}", handles, before, changed.assignments())
+        indexes, charset = model.name_indexes, _charset(model)
+        changed: Selector
+        if model.pulsar == "3.0":
+            changed, _ = replay_3_0(members, indexes, points, handles, charset)
+        else:
+            changed, _ = replay_consistent(members, indexes, points, handles, charset=charset)
+        after = changed.assignments()
+        return _what_if(f"replica points {points}", handles, before, after, model.space)
     return None
 
 
 def _what_if(
-    change: str, handles: list[Consumer], before: Assignments, after: Assignments
+    change: str,
+    handles: list[Consumer],
+    before: Assignments,
+    after: Assignments,
+    space: tuple[int, int] = (ROUTABLE_LOW, ROUTABLE_HIGH),
 ) -> WhatIf:
-    return WhatIf(change, handles, before, after, diff_assignments(before, after))
+    return WhatIf(change, handles, before, after, diff_assignments(before, after), space)

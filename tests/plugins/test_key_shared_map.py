@@ -311,7 +311,7 @@ def test_key_shared_map_says_when_only_the_other_charset_fits(monkeypatch: Any) 
     ("scenario", "version", "selector"),
     [
         ("default", "4.0.7", "consistent"),
-        ("3.0-default", "3.0.7", "unknown"),  # 3.0's consistent hashing: a 31-bit ring
+        ("3.0-default", "3.0.7", "consistent"),  # 3.0.7's ring, listed in 31 bits
         ("3.0-autosplit-modular", "3.0.7", "auto-split"),
     ],
 )
@@ -329,8 +329,9 @@ def test_key_shared_map_says_which_broker_line_it_modelled(
     lookup = output.result.frames["lookup"].iloc[0]
     kind = "auto-split" if selector == "auto-split" else "consistent"
     assert lookup["hash"] == sticky_key_hash(b"order-42", selector=kind, pulsar=line)  # type: ignore[arg-type]
-    if selector == "auto-split":  # 3.0 selects by hash % 65536: the broker's ranges agree
-        assert lookup["consumer"] == lookup["model_consumer"] is not None
+    # the broker's ranges and the model of its line name the same consumer (3.0 auto split
+    # selects by hash % 65536, 3.0 consistent hashing by the 31-bit hash itself)
+    assert lookup["consumer"] == lookup["model_consumer"] is not None
 
 
 def test_key_shared_map_without_broker_versions_models_4_0_and_says_so() -> None:
@@ -353,3 +354,38 @@ def test_key_shared_map_sticky_on_3_0_gives_a_consumer_the_gap_between_its_range
         lookup = analyze([polled], key=key).result.frames["lookup"].iloc[0]
         assert lookup["consumer"] is None  # in no range the broker lists
         assert lookup["model_consumer"] == expected, version
+
+
+def test_key_shared_map_models_the_recorded_3_0_consistent_ring_exactly() -> None:
+    # 3.0.7's default selector: ~100 31-bit ranges per consumer, one per ring point
+    output = analyze([replay("3.0-default")], subscription=ORDERS_KS, add_consumer="ks-3")
+    frames = output.result.frames
+    row = sub_row(output, ORDERS_KS)
+    assert (row["selector"], row["replica_points"], row["drift"]) == ("consistent", 100, False)
+    mine = frames["consumers"][frames["consumers"]["label"] == ORDERS_KS]
+    assert list(mine["model_hashes"]) == list(mine["hashes"]) and set(mine["drift_hashes"]) == {0}
+    assert abs(mine["share"].sum() - 1) < 1e-6
+    facts = output.result.summary["what_if"]
+    assert facts["change"] == "add ks-3" and 0.15 < facts["moved_fraction"] < 0.5
+    after = frames["what_if"]
+    assert after["hashes_after"].sum() == 2**31 and abs(after["share_after"].sum() - 1) < 1e-9
+    for view in output.views:
+        if isinstance(view, Chart):
+            assert view.chart.to_dict()
+
+
+def test_key_shared_map_3_0_lookup_agrees_with_the_recorded_ranges_key_for_key() -> None:
+    # where the 3.0.7 broker's listed ranges send a key is where our 3.0.7 ring sends it
+    snapshot = replay("3.0-default")
+    row = analyze([snapshot], subscription=ORDERS_KS, key="order-7").result.frames["lookup"]
+    assert row["consumer"].iloc[0] == row["model_consumer"].iloc[0] is not None
+    ks = [c for c in snapshot.consumers if c.subscription == "ks" and c.topic.endswith("orders")]
+    members = [Member(c.consumer_name, c.hash_ranges) for c in ks]
+    members.sort(key=lambda m: next(c.connected_since for c in ks if c.consumer_name == m.name))
+    model = rebuild("consistent", members, pulsar="3.0")
+    assert model.selector is not None
+    for i in range(2000):
+        value = sticky_key_hash(f"order-{i}".encode(), pulsar="3.0")
+        listed = [m.name for m in members if any(s <= value <= e for s, e in m.ranges)]
+        chosen = model.selector.select(value)
+        assert chosen is not None and listed == [chosen.name], value

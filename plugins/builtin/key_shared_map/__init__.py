@@ -29,8 +29,9 @@ consumers.
 
 **Broker line**: the versions in `brokers` pick the models (`shared.versions`): on 3.0.x
 brokers the auto split and sticky models are 3.0's (auto split selects by `hash % 65536`,
-sticky gives a consumer the gap between two of its ranges) and keys are hashed as 3.0 does;
-3.0's consistent hashing reports 31-bit ranges, which stay unmodelled. The summary (`pulsar`,
+sticky gives a consumer the gap between two of its ranges), its consistent hashing is 3.0.7's
+ring (31-bit ranges, one per ring point; `core.keyshared.legacy`) and keys are hashed as 3.0
+does. The summary (`pulsar`,
 `broker_versions`) and the selected subscription's caption say which line was modelled.
 """
 
@@ -64,7 +65,7 @@ from pulsar_lens.api import (
 from pulsar_lens.core.hashing import PulsarLine
 from pulsar_lens.core.keyshared.fit import MAX_POINTS, Fit, fit_consistent
 from pulsar_lens.core.keyshared.layout import Layout, from_frame, infer_kinds
-from pulsar_lens.core.keyshared.ranges import ROUTABLE, hash_selector
+from pulsar_lens.core.keyshared.ranges import hash_selector
 from pulsar_lens.core.keyshared.rebuild import WhatIf, apply_what_if, consistent_model, rebuild
 from pulsar_lens.plugins.builtin.key_shared_map.frames import Analysis, map_frames
 from pulsar_lens.plugins.builtin.key_shared_map.what_if import (
@@ -313,14 +314,16 @@ def analyze_subscriptions(
         else []
     )
     layout = from_frame(keys, consumers)
-    kinds = infer_kinds(layout, subs["key_shared_mode"].tolist() if len(subs) else [])
-    consistent = [s for s, kind in enumerate(kinds) if kind == "consistent"]
+    modes = subs["key_shared_mode"].tolist() if len(subs) else []
+    kinds = infer_kinds(layout, modes, pulsar=pulsar)
+    fitted = "consistent" if pulsar == "4.0" else ""  # 3.0's ring: one subscription at a time
+    consistent = [s for s, kind in enumerate(kinds) if kind == fitted]
     fit = fit_consistent(layout, np.asarray(consistent, np.int64), points=points, charset=charset)
     flag_other_charset(layout, fit, points=points)
     models = {
-        s: rebuild(kind, layout.members(s), points=points, pulsar=pulsar)
+        s: rebuild(kind, layout.members(s), points=points, pulsar=pulsar, charset=charset)
         for s, kind in enumerate(kinds)
-        if kind != "consistent"
+        if kind != fitted
     }
     labels = [label_of(topic, sub) for topic, sub in keys]
     return Analysis(labels, layout, kinds, fit, models)
@@ -386,7 +389,7 @@ def summarize(
         summary["what_if"] = {
             "change": what_if.change,
             "moved_hashes": what_if.moved_hashes(),
-            "moved_fraction": what_if.moved_hashes() / ROUTABLE,
+            "moved_fraction": what_if.moved_hashes() / what_if.space_size(),
             "losers": sorted(set(losers.loc[losers["lost_hashes"] > 0, "consumer_name"])),
         }
     if lookup is not None:

@@ -17,6 +17,8 @@ from pulsar_lens.core.secrets import clean
 
 HASH_SPACE = 65536
 """Key_Shared sticky hashes lie in [0, 65535] (4.0 uses [1, 65535])."""
+WIDE_SPACE = 2**31
+"""A 3.0 broker's consistent hashing lists its ring in 31 bits, [0, 2147483646]."""
 
 DRAINING_COLOR = "#d62728"
 UNOWNED = "(unowned)"
@@ -49,8 +51,15 @@ def _category(field: str, title: str, *, legend: alt.Legend | None = None) -> al
     )
 
 
-def _hash_axis() -> alt.Scale:
-    return alt.Scale(domain=[0, HASH_SPACE], nice=False, zero=True)
+def space_of(ranges: pd.DataFrame) -> int:
+    """The hash space the ranges lie in: 0..65536, or the 31 bits of 3.0's consistent hashing."""
+    if len(ranges) and int(ranges["end"].max()) > HASH_SPACE:
+        return WIDE_SPACE
+    return HASH_SPACE
+
+
+def _hash_axis(space: int = HASH_SPACE) -> alt.Scale:
+    return alt.Scale(domain=[0, space], nice=False, zero=True)
 
 
 def chart_hash_band(
@@ -62,6 +71,7 @@ def chart_hash_band(
     unack_msgs, blocked_attempts.
     """
     frame = _for_chart(ranges, ["consumer_name", "start", "end"])
+    space = space_of(frame)
     frame = frame.assign(
         stop=frame["end"] + 1, width=frame["end"] - frame["start"] + 1, lane="hashes"
     )
@@ -69,7 +79,7 @@ def chart_hash_band(
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X("start:Q", scale=_hash_axis(), title="sticky key hash (0–65535)"),
+            x=alt.X("start:Q", scale=_hash_axis(space), title=f"sticky key hash (0–{space - 1})"),
             x2="stop:Q",
             y=alt.Y("lane:N", title=None, axis=None),
             color=_category("consumer_name:N", "consumer", legend=alt.Legend(orient="top")),
@@ -78,7 +88,7 @@ def chart_hash_band(
     )
     layers: list[alt.Chart] = [band]
     if draining is not None and not draining.empty:
-        layers.append(_draining_rules(draining))
+        layers.append(_draining_rules(draining, space))
     return alt.layer(*layers).properties(height=alt.Step(thickness), width="container")
 
 
@@ -93,13 +103,13 @@ DRAINING_TOOLTIP = [
 DRAINING_FIELDS = ["hash", "consumer_name", "unack_msgs", "blocked_attempts"]
 
 
-def _draining_rules(draining: pd.DataFrame) -> alt.Chart:
+def _draining_rules(draining: pd.DataFrame, space: int = HASH_SPACE) -> alt.Chart:
     draining = _for_chart(draining, DRAINING_FIELDS)
     chart: alt.Chart = (
         alt.Chart(draining)
         .mark_rule(color=DRAINING_COLOR, strokeWidth=2)
         .encode(
-            x=alt.X("hash:Q", scale=_hash_axis()),
+            x=alt.X("hash:Q", scale=_hash_axis(space)),
             tooltip=DRAINING_TOOLTIP,
         )
     )
@@ -114,12 +124,13 @@ def chart_hash_ring(
     Same columns as `chart_hash_band`. Draining hashes are red ticks just outside the ring.
     """
     frame = _for_chart(ranges, ["consumer_name", "start", "end"])
+    space = space_of(frame)
     frame = frame.assign(stop=frame["end"] + 1, width=frame["end"] - frame["start"] + 1)
     ring = (
         alt.Chart(frame)
         .mark_arc(innerRadius=size * 0.24, outerRadius=size * 0.36, stroke="white", strokeWidth=0.3)
         .encode(
-            theta=alt.Theta("start:Q", scale=_ring_scale()),
+            theta=alt.Theta("start:Q", scale=_ring_scale(space)),
             theta2="stop:Q",
             color=_category("consumer_name:N", "consumer", legend=alt.Legend(orient="top")),
             tooltip=["consumer_name:N", "start:Q", "end:Q", alt.Tooltip("width:Q", title="hashes")],
@@ -127,29 +138,30 @@ def chart_hash_ring(
     )
     layers: list[alt.Chart] = [ring]
     if draining is not None and not draining.empty:
-        layers.append(_draining_ticks(draining, size=size))
+        layers.append(_draining_ticks(draining, size=size, space=space))
     return alt.layer(*layers).properties(width=size, height=size)
 
 
-def _ring_scale() -> alt.Scale:
-    return alt.Scale(domain=[0, HASH_SPACE], range=[0, 2 * math.pi])
+def _ring_scale(space: int = HASH_SPACE) -> alt.Scale:
+    return alt.Scale(domain=[0, space], range=[0, 2 * math.pi])
 
 
 RING_TICK_HALF_WIDTH = 150
 """Half the angular width of a draining tick, in hashes, so a single hash stays visible."""
 
 
-def _draining_ticks(draining: pd.DataFrame, *, size: int) -> alt.Chart:
+def _draining_ticks(draining: pd.DataFrame, *, size: int, space: int = HASH_SPACE) -> alt.Chart:
     draining = _for_chart(draining, DRAINING_FIELDS)
+    half = RING_TICK_HALF_WIDTH * space // HASH_SPACE
     ticks = draining.assign(
-        from_hash=(draining["hash"] - RING_TICK_HALF_WIDTH).clip(lower=0),
-        to_hash=(draining["hash"] + RING_TICK_HALF_WIDTH).clip(upper=HASH_SPACE),
+        from_hash=(draining["hash"] - half).clip(lower=0),
+        to_hash=(draining["hash"] + half).clip(upper=space),
     )
     chart: alt.Chart = (
         alt.Chart(ticks)
         .mark_arc(innerRadius=size * 0.375, outerRadius=size * 0.43, color=DRAINING_COLOR)
         .encode(
-            theta=alt.Theta("from_hash:Q", scale=_ring_scale()),
+            theta=alt.Theta("from_hash:Q", scale=_ring_scale(space)),
             theta2="to_hash:Q",
             tooltip=DRAINING_TOOLTIP,
         )
@@ -195,7 +207,7 @@ def chart_hash_map(ranges: pd.DataFrame) -> alt.Chart:
         alt.Chart(data)
         .mark_bar()
         .encode(
-            x=alt.X("start:Q", scale=alt.Scale(domain=[0, 65536]), title="sticky key hash"),
+            x=alt.X("start:Q", scale=_hash_axis(space_of(data)), title="sticky key hash"),
             x2="stop:Q",
             y=alt.Y("lane:N", title=None),
             color=alt.Color("lane:N", legend=None),

@@ -27,11 +27,14 @@ from pulsar_lens.core.keyshared.ranges import (
     ROUTABLE_LOW,
     WIDE_HIGH,
     Kind,
+    SLOTS,
     Member,
+    differing_by_owner,
     owner_array,
     routable_count,
 )
 from pulsar_lens.core.keyshared.rebuild import Model
+from pulsar_lens.core.legacy_selectors import LegacyConsistentSelector
 
 SUB_COLUMNS = [
     "label",
@@ -90,6 +93,9 @@ class Analysis:
             model = self.models[sub]
             if model.selector is None:
                 return None
+            if isinstance(model.selector, LegacyConsistentSelector):  # as 3.0.7 lists them
+                listed = model.selector.listed_ranges()
+                return [tuple(sorted(listed.get(h, ()))) for h in model.handles]
             ranges = model.selector.assignments().by_consumer(model.handles)
             return [ranges.get(h, ()) for h in model.handles]
         fit = self.fit
@@ -171,21 +177,26 @@ def _model_columns(
         ):
             model_hashes[a:b] = totals[a:b].tolist()
             wrong[a:b] = [0] * (b - a)
-    for s in analysis.models:
+    for s, model in analysis.models.items():
         modelled = analysis.model_ranges(s)
         if modelled is not None:
             a = int(layout.first[s])
-            model_hashes[a : a + len(modelled)] = [routable_count(r) for r in modelled]
-            wrong[a : a + len(modelled)] = _wrong(layout.members(s), modelled)
+            low, high = model.space
+            counts = [routable_count(r, low=low, high=high) for r in modelled]
+            model_hashes[a : a + len(modelled)] = counts
+            wrong[a : a + len(modelled)] = _wrong(layout.members(s), modelled, wide=high > SLOTS)
     fitted = analysis.fitted
     for s, modelled in drifting.items():
-        if s in fitted:
+        if s in fitted:  # 4.0's consistent hashing: 16-bit
             a = int(layout.first[s])
             wrong[a : a + len(modelled)] = _wrong(layout.members(s), modelled)
     return model_hashes, wrong
 
 
-def _wrong(members: list[Member], modelled: Ranges) -> list[int]:
+def _wrong(members: list[Member], modelled: Ranges, *, wide: bool = False) -> list[int]:
+    """Per member: the hashes that broker and model do not both give it (31-bit: by range)."""
+    if wide:
+        return differing_by_owner([m.ranges for m in members], modelled)[1]
     observed = owner_array([m.ranges for m in members])
     predicted = owner_array(modelled)
     return [int(((observed == p) != (predicted == p)).sum()) for p in range(len(members))]

@@ -10,7 +10,6 @@ import pandas as pd
 
 from pulsar_lens.api import empty_frame, frame_of, sticky_key_hash
 from pulsar_lens.core.keyshared.ranges import (
-    ROUTABLE,
     Member,
     hash_selector,
     ranges_text,
@@ -65,6 +64,12 @@ def what_if_frames(label: str, what_if: WhatIf | None) -> dict[str, pd.DataFrame
 def per_consumer_rows(label: str, what_if: WhatIf) -> list[dict[str, Any]]:
     before = what_if.before.by_consumer(what_if.handles)
     after = what_if.after.by_consumer(what_if.handles)
+    low, high = what_if.space
+    size = what_if.space_size()
+
+    def count(ranges: Any) -> int:
+        return routable_count(ranges, low=low, high=high)
+
     rows = []
     for i, handle in enumerate(what_if.handles):
         lost = [(m.start, m.end) for m in what_if.moves if m.before is handle]
@@ -75,12 +80,12 @@ def per_consumer_rows(label: str, what_if: WhatIf) -> list[dict[str, Any]]:
                 "change": what_if.change,
                 "position": i,
                 "consumer_name": handle.name,
-                "hashes_before": routable_count(before.get(handle, ())),
-                "hashes_after": routable_count(after.get(handle, ())),
-                "share_before": routable_count(before.get(handle, ())) / ROUTABLE,
-                "share_after": routable_count(after.get(handle, ())) / ROUTABLE,
-                "lost_hashes": routable_count(lost),
-                "gained_hashes": routable_count(gained),
+                "hashes_before": count(before.get(handle, ())),
+                "hashes_after": count(after.get(handle, ())),
+                "share_before": count(before.get(handle, ())) / size,
+                "share_after": count(after.get(handle, ())) / size,
+                "lost_hashes": count(lost),
+                "gained_hashes": count(gained),
                 "lost_ranges": ranges_text(lost),
             }
         )
