@@ -256,3 +256,22 @@ def test_sticky_ranges_on_3_0_hashes_sampled_keys_as_3_0_does() -> None:
         20001 <= sticky_key_hash(k.encode(), selector="sticky", pulsar="3.0") <= 39999 for k in keys
     )
     assert output.result.frames["gaps"]["sampled_keys"].tolist() == [in_gap]
+
+
+def test_sticky_ranges_counts_hash_0_as_routable_on_3_0_only() -> None:
+    # 4.0 turns hash 0 into 1; 3.0 routes h31 % 65536 as it is, so a lone [0, 0] gap stalls
+    a, b = consumer("a", [(1, 30000)]), consumer("b", [(30001, 65535)])
+    snap = make_snapshot(0, subscriptions=(sticky(a, b),), consumers=(a, b))
+    for version, stalled, space in (("3.0.7", 1, 65536), ("4.0.7", 0, 65535)):
+        output = analyze([on(snap, version)])
+        gaps = output.result.frames["gaps"]
+        assert gaps[["start", "end", "routable_hashes"]].values.tolist() == [[0, 0, stalled]]
+        group = output.result.frames["groups"].iloc[0]
+        assert (group["gap_hashes"], group["covered_hashes"]) == (stalled, space - stalled)
+        shares = output.result.frames["consumers"]["share"]
+        assert abs(shares.sum() - (space - stalled) / space) < 1e-12, version
+        assert output.result.summary["gap_hashes"] == stalled, version
+        stalled_metric = [
+            v for v in output.views if isinstance(v, Metric) and v.label == "Stalled hashes"
+        ]
+        assert ("0..65535" if stalled else "1..65535") in str(stalled_metric[0].help)

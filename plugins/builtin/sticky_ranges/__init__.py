@@ -18,7 +18,8 @@ subscription, so there it means a stale consumer; across readers, each of them r
 With key samples (`key_samples` rows for the topic) the number of sampled keys in gaps is given.
 
 On 3.0.x brokers (the versions in `brokers`, see `shared.versions`) the 3.0 rules apply: keys
-hash to `h31 % 65536`, and a STICKY subscription's gap between two ranges of one consumer goes
+hash to `h31 % 65536` with no turning of 0 into 1, so hash 0 is routed and counted (the
+routable hashes are 0..65535, `sticky_space`), and a STICKY subscription's gap between two ranges of one consumer goes
 to that consumer (`taken_by`), so it does not stall. The summary (`pulsar`, `model`) says
 which line was modelled.
 
@@ -52,18 +53,17 @@ from pulsar_lens.api import (
 )
 from pulsar_lens.core.hashing import PulsarLine
 from pulsar_lens.core.keyshared.ranges import (
-    ROUTABLE,
     Member,
     coverage_counts,
     members_of,
     ranges_of,
     ranges_text,
-    routable_count,
     runs,
     share_stats,
 )
 from pulsar_lens.core.keyshared.rebuild import seeded_sticky
 from pulsar_lens.plugins.builtin.shared.sticky import plan_ranges
+from pulsar_lens.plugins.builtin.sticky_ranges.space import Space, sticky_space
 from pulsar_lens.plugins.builtin.shared.versions import BrokerLine, broker_line
 
 GROUP_COLUMNS = [
@@ -144,7 +144,9 @@ class StickyRanges(AnalysisPlugin):
         )
         plan = plan_ranges(params.nodes, params.points, prefix=params.name_prefix)
         frames["plan"] = plan_frame(plan, params.name_prefix)
-        frames["plan_balance"] = balance_frame(plan, params.name_prefix, chosen["hash"].to_numpy())
+        frames["plan_balance"] = balance_frame(
+            plan, params.name_prefix, chosen["hash"].to_numpy(), space=sticky_space(line.line)
+        )
         selected = params.subscription or (groups[0].label if groups else "")
         summary = summarize(frames, params, selected, len(chosen), line)
         return Result(frames=frames, summary=summary)
@@ -224,6 +226,7 @@ def coverage_frames(
     groups: Sequence[Group], samples: pd.DataFrame, *, pulsar: PulsarLine = "4.0"
 ) -> dict[str, pd.DataFrame]:
     rows: dict[str, list[dict[str, Any]]] = {n: [] for n in COVERAGE_COLUMNS}
+    space = sticky_space(pulsar)
     for group in groups:
         hashes = samples.loc[samples["topic"] == group.topic, "hash"].to_numpy()
         counts = coverage_counts(r for m in group.members for r in m.ranges)
@@ -232,15 +235,17 @@ def coverage_frames(
         taken = {(s, e): taker(s) for s, e in every_gap}
         gaps = [g for g in every_gap if taken[g] is None]  # the gaps that stall
         overlaps = [(s, e, c) for s, e, c in runs(counts) if c > 1]
-        rows["gaps"].extend(gap_row(group.label, s, e, hashes, taken[(s, e)]) for s, e in every_gap)
+        rows["gaps"].extend(
+            gap_row(group.label, s, e, hashes, taken[(s, e)], space=space) for s, e in every_gap
+        )
         rows["overlaps"].extend(overlap_row(group, s, e, c) for s, e, c in overlaps)
-        rows["consumers"].extend(consumer_rows(group, hashes))
+        rows["consumers"].extend(consumer_rows(group, hashes, space=space))
         rows["ranges"].extend(
             {"label": group.label, "consumer_name": m.name, "start": s, "end": e, "size": e - s + 1}
             for m in group.members
             for s, e in m.ranges
         )
-        rows["groups"].append(group_row(group, gaps, overlaps, hashes))
+        rows["groups"].append(group_row(group, gaps, overlaps, hashes, space=space))
     return {name: frame_of(rows[name], cols) for name, cols in COVERAGE_COLUMNS.items()}
 
 
@@ -265,14 +270,20 @@ def _in(hashes: np.ndarray, start: int, end: int) -> int:
 
 
 def gap_row(
-    label: str, start: int, end: int, hashes: np.ndarray, taken_by: str | None = None
+    label: str,
+    start: int,
+    end: int,
+    hashes: np.ndarray,
+    taken_by: str | None = None,
+    *,
+    space: Space = sticky_space("4.0"),
 ) -> dict[str, Any]:
     return {
         "label": label,
         "start": start,
         "end": end,
         "size": end - start + 1,
-        "routable_hashes": routable_count([(start, end)]),
+        "routable_hashes": space.count([(start, end)]),
         "sampled_keys": _in(hashes, start, end),
         "taken_by": taken_by,
     }
@@ -290,14 +301,16 @@ def overlap_row(group: Group, start: int, end: int, count: int) -> dict[str, Any
     }
 
 
-def consumer_rows(group: Group, hashes: np.ndarray) -> list[dict[str, Any]]:
+def consumer_rows(
+    group: Group, hashes: np.ndarray, *, space: Space = sticky_space("4.0")
+) -> list[dict[str, Any]]:
     return [
         {
             "label": group.label,
             "consumer_name": m.name,
             "ranges": len(m.ranges),
-            "hashes": routable_count(m.ranges),
-            "share": routable_count(m.ranges) / ROUTABLE,
+            "hashes": space.count(m.ranges),
+            "share": space.count(m.ranges) / space.size,
             "sampled_share": (
                 sum(_in(hashes, s, e) for s, e in m.ranges) / len(hashes) if len(hashes) else None
             ),
@@ -311,19 +324,21 @@ def group_row(
     gaps: Sequence[HashRange],
     overlaps: Sequence[tuple[int, int, int]],
     hashes: np.ndarray,
+    *,
+    space: Space = sticky_space("4.0"),
 ) -> dict[str, Any]:
-    gap_hashes = routable_count(gaps)
-    imbalance, _ = share_stats([routable_count(m.ranges) / ROUTABLE for m in group.members])
+    gap_hashes = space.count(gaps)
+    imbalance, _ = share_stats([space.count(m.ranges) / space.size for m in group.members])
     return {
         "label": group.label,
         "topic": group.topic,
         "subscription": group.subscription,
         "kind": group.kind,
         "consumers": len(group.members),
-        "covered_hashes": ROUTABLE - gap_hashes,
+        "covered_hashes": space.size - gap_hashes,
         "gap_hashes": gap_hashes,
-        "gap_fraction": gap_hashes / ROUTABLE,
-        "overlap_hashes": routable_count((s, e) for s, e, _ in overlaps),
+        "gap_fraction": gap_hashes / space.size,
+        "overlap_hashes": space.count((s, e) for s, e, _ in overlaps),
         "imbalance": imbalance,
         "sampled_keys": len(hashes),
         "sampled_keys_in_gaps": sum(_in(hashes, s, e) for s, e in gaps),
@@ -340,15 +355,19 @@ def plan_frame(plan: Sequence[tuple[HashRange, ...]], prefix: str) -> pd.DataFra
 
 
 def balance_frame(
-    plan: Sequence[tuple[HashRange, ...]], prefix: str, hashes: np.ndarray
+    plan: Sequence[tuple[HashRange, ...]],
+    prefix: str,
+    hashes: np.ndarray,
+    *,
+    space: Space = sticky_space("4.0"),
 ) -> pd.DataFrame:
     rows = [
         {
             "node_index": i,
             "node": f"{prefix}-{i}",
             "ranges": len(ranges),
-            "hashes": routable_count(ranges),
-            "uniform_share": routable_count(ranges) / ROUTABLE,
+            "hashes": space.count(ranges),
+            "uniform_share": space.count(ranges) / space.size,
             "sampled_share": (
                 sum(_in(hashes, s, e) for s, e in ranges) / len(hashes) if len(hashes) else None
             ),

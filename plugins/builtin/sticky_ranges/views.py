@@ -10,10 +10,11 @@ import pandas as pd
 from pulsar_lens.api import Chart, Metric, Note, Result, Table, View, escape_markdown
 from pulsar_lens.core.keyshared.ranges import STICKY_TOP
 
+ROUTED = {"4.0": "1..65535", "3.0": "0..65535"}
 GAP_RULES = {
     "4.0": "Hash 0 is never routed; every other gap hash stalls.",
-    "3.0": "A STICKY gap between two ranges of one consumer goes to it (taken_by); "
-    "the others stall.",
+    "3.0": "Hash 0 is routed like any other. A STICKY gap between two ranges of one consumer "
+    "goes to it (taken_by); the others stall.",
 }
 
 
@@ -24,7 +25,11 @@ def render_views(result: Result) -> list[View]:
         Note(f"Broker rules: {escape_markdown(summary['model'])}. {GAP_RULES[summary['pulsar']]}"),
         Metric("Sticky groups", summary["groups"]),
         Metric("Groups with gaps", summary["groups_with_gaps"]),
-        Metric("Stalled hashes", summary["gap_hashes"], help="hashes 1..65535 nobody covers"),
+        Metric(
+            "Stalled hashes",
+            summary["gap_hashes"],
+            help=f"hashes {ROUTED[summary['pulsar']]} nobody covers",
+        ),
         Metric("Overlapping hashes", summary["overlap_hashes"]),
     ]
     groups = frames["groups"]
