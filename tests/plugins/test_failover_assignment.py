@@ -215,3 +215,41 @@ def test_failover_summary_names_no_observed_consumer_as_none() -> None:
     active = dict(zip(partitions_of(topics), ("w1", None, "w2"), strict=True))
     selection = analyze([poll_of(active, names=("w1", "w2"))]).result.summary["selection"]
     assert selection["observed"] == active
+
+
+def recorded_snapshot(scenario: str) -> Snapshot:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        recorded.register(mock, scenario)
+        return poll(AdminClient(recorded.BASE, retries=0))
+
+
+def test_failover_on_3_0_says_pip_392_does_not_exist_and_keeps_modulo() -> None:
+    # 3.0.7 has no activeConsumerFailoverConsistentHashing: no what-if, the modulo analysis stays
+    output = analyze([recorded_snapshot("3.0-default")], subscription="")
+    summary = output.result.summary
+    assert (summary["pulsar"], summary["broker_versions"], summary["pip_392"]) == (
+        "3.0",
+        ["3.0.7"],
+        False,
+    )
+    groups = output.result.frames["groups"].set_index("subscription")
+    assert set(groups.index) == {"fo", "pfo"} and groups["unexplained"].sum() == 0
+    assert groups.loc["pfo", "mode"] == "modulo" and groups.loc["pfo", "partitions"] == 3
+    assert groups["alternative"].isna().all() and groups["imbalance_alternative"].isna().all()
+    parts = output.result.frames["partitions"]
+    assert parts["alternative"].isna().all() and not parts["moves"].astype(bool).any()
+    assert output.result.frames["consumers"]["partitions_alternative"].isna().all()
+    texts = [shown(v.markdown) for v in output.views if isinstance(v, Note)]
+    assert any(
+        "activeConsumerFailoverConsistentHashing" in t and "does not exist" in t
+        and "Pulsar 3.0 model (brokers: 3.0.7)" in t
+        for t in texts
+    )
+    assert not any(isinstance(v, Metric) and v.label.startswith("Moving with") for v in output.views)
+    for view in output.views:
+        if isinstance(view, Chart):
+            assert view.chart.to_dict()
+    # the 4.0.7 recording still offers the what-if
+    on_4_0 = analyze([recorded_snapshot("default")])
+    assert on_4_0.result.summary["pip_392"] is True
+    assert any(isinstance(v, Metric) and v.label.startswith("Moving with") for v in on_4_0.views)

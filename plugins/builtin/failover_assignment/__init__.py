@@ -14,7 +14,10 @@ consumer give the imbalance (largest count over the fair count partitions / n); 
 puts partition 0 of every single-partition topic on the first consumer by name.
 
 **What-if PIP-392**: the assignment under the other rule and how many partitions would change
-active consumer.
+active consumer. On 3.0.x brokers (the versions in `brokers`, see `shared.versions`) there is
+no such setting (3.0.7 has no `activeConsumerFailoverConsistentHashing`): partitions follow the
+modulo rule only, the ring only non-partitioned topics (where both rules agree), and the page
+says so instead of offering the what-if (`pip_392` false in the summary).
 
 **Flapping**: per partition, how often the active consumer changed over the stored snapshots
 (`history` recent ones); `flap_changes` or more changes flag it.
@@ -62,6 +65,7 @@ from pulsar_lens.plugins.builtin.failover_assignment.frames import (
     with_flaps,
 )
 from pulsar_lens.plugins.builtin.shared.failover import group_label, parent_of
+from pulsar_lens.plugins.builtin.shared.versions import broker_line
 
 Picker = Callable[[str], FailoverConsumer | None]
 
@@ -74,9 +78,9 @@ class FailoverAssignment(AnalysisPlugin):
         "of a multi-topic subscription), partitions per consumer, flapping over time, and what "
         "PIP-392 consistent hashing would assign instead."
     )
-    version = "1.0"
+    version = "1.1"
     engine = "light"
-    inputs = ("subscriptions", "consumers")
+    inputs = ("subscriptions", "consumers", "brokers")
     history = 30
     outputs = ("groups", "partitions", "consumers", "matrix", "timeline")
     page = Page(
@@ -106,6 +110,8 @@ class FailoverAssignment(AnalysisPlugin):
         names = consumer_names(data.latest("consumers"))
         groups = group_topics(subs, names)
         history = data.history("subscriptions")
+        line = broker_line(data.latest("brokers"))
+        pip_392 = line.line != "3.0"
         pickers: dict[tuple[frozenset[str], bool], Picker] = {}
         charset = jvm_charset(params.jvm_charset)
         partition_rows: list[dict[str, Any]] = []
@@ -114,7 +120,7 @@ class FailoverAssignment(AnalysisPlugin):
                 partition_row(label, sub, names, pickers, charset)
                 for sub in subs[subs["key"].isin(topics)].itertuples(index=False)
             ]
-            partition_rows.extend(with_verdict(rows))
+            partition_rows.extend(with_verdict(rows, pip_392=pip_392))
         partitions = with_flaps(frame_of(partition_rows, PARTITION_COLUMNS), history, params)
         frames = {
             "groups": group_frame(partitions, names),
@@ -124,7 +130,7 @@ class FailoverAssignment(AnalysisPlugin):
             "timeline": timeline_frame(partitions, history),
         }
         selected = params.subscription or (next(iter(groups)) if groups else "")
-        return Result(frames=frames, summary=summarize(frames, selected))
+        return Result(frames=frames, summary=summarize(frames, selected, line))
 
     def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
         labels = ["group", "subscription"]
@@ -284,11 +290,12 @@ def partition_row(
     }
 
 
-def infer_mode(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The rule behind a group's observations: modulo, consistent, either or unexplained."""
+def infer_mode(rows: Sequence[Mapping[str, Any]], *, pip_392: bool = True) -> str:
+    """The rule behind a group's observations: modulo, consistent, either or unexplained
+    (without PIP-392, as on 3.0, only modulo can explain them)."""
     seen = [r for r in rows if r["observed"] is not None]
     modulo = all(r["observed"] == r["modulo"] for r in seen)
-    ring = all(r["observed"] == r["consistent_hashing"] for r in seen)
+    ring = pip_392 and all(r["observed"] == r["consistent_hashing"] for r in seen)
     if modulo and ring:
         return "either"
     if modulo:
@@ -296,15 +303,16 @@ def infer_mode(rows: Sequence[Mapping[str, Any]]) -> str:
     return "consistent" if ring else "unexplained"
 
 
-def with_verdict(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add the alternative rule's choice, whether the model explains it, and what moves."""
-    mode = infer_mode(rows)
+def with_verdict(rows: list[dict[str, Any]], *, pip_392: bool = True) -> list[dict[str, Any]]:
+    """Add the alternative rule's choice, whether the model explains it, and what moves; a
+    broker without PIP-392 (3.0) has no alternative rule, so nothing would move."""
+    mode = infer_mode(rows, pip_392=pip_392)
     other = "modulo" if mode == "consistent" else "consistent_hashing"
     for row in rows:
         predicted = row["consistent_hashing"] if mode == "consistent" else row["modulo"]
         current = row["observed"] if row["observed"] is not None else predicted
-        row["alternative"] = row[other]
+        row["alternative"] = row[other] if pip_392 else None
         row["explained"] = row["observed"] is None or row["observed"] == predicted
-        row["moves"] = current != row["alternative"]
+        row["moves"] = pip_392 and current != row["alternative"]
         row["mode"] = mode
     return rows

@@ -10,6 +10,7 @@ import pandas as pd
 
 from pulsar_lens.api import frame_of
 from pulsar_lens.plugins.builtin.shared.failover import imbalance, overload
+from pulsar_lens.plugins.builtin.shared.versions import BrokerLine
 
 GROUP_COLUMNS = [
     "label",
@@ -99,6 +100,7 @@ def group_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
         consumers = group_consumers(mine, names)
         mode = str(mine["mode"].iloc[0])
         counts = _counts(current_of(mine), consumers)
+        whatif = mine["alternative"].notna().any()  # none without PIP-392 (3.0)
         rows.append(
             {
                 "label": label,
@@ -110,10 +112,14 @@ def group_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
                 "unexplained": int((~mine["explained"].astype(bool)).sum()),
                 "imbalance": imbalance(counts, len(mine)),
                 "overload": overload(counts, len(mine)),
-                "alternative": "modulo" if mode == "consistent" else "consistent",
+                "alternative": ("modulo" if mode == "consistent" else "consistent")
+                if whatif
+                else None,
                 "imbalance_alternative": imbalance(
                     _counts(mine["alternative"], consumers), len(mine)
-                ),
+                )
+                if whatif
+                else None,
                 "partitions_moving": int(mine["moves"].astype(bool).sum()),
                 "flapping": int(mine["flapping"].astype(bool).sum()),
             }
@@ -125,7 +131,12 @@ def consumer_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for label, mine in partitions.groupby("label", sort=False):
         consumers = group_consumers(mine, names)
-        now, then = _counts(current_of(mine), consumers), _counts(mine["alternative"], consumers)
+        now = _counts(current_of(mine), consumers)
+        then: list[Any] = (
+            _counts(mine["alternative"], consumers)
+            if mine["alternative"].notna().any()
+            else [None] * len(consumers)
+        )
         fair = len(mine) / len(consumers) if consumers else 0.0
         rows.extend(
             {
@@ -165,10 +176,17 @@ def timeline_frame(partitions: pd.DataFrame, history: pd.DataFrame) -> pd.DataFr
     return rows[TIMELINE_COLUMNS].reset_index(drop=True)
 
 
-def summarize(frames: Mapping[str, pd.DataFrame], selected: str) -> dict[str, Any]:
+def summarize(
+    frames: Mapping[str, pd.DataFrame], selected: str, line: BrokerLine | None = None
+) -> dict[str, Any]:
     groups = frames["groups"]
     chosen = groups[groups["label"] == selected]
+    line = line or BrokerLine("4.0", ())
     summary: dict[str, Any] = {
+        "pulsar": line.line,
+        "broker_versions": list(line.versions),
+        "model": line.caption(),
+        "pip_392": line.line != "3.0",  # activeConsumerFailoverConsistentHashing exists
         "groups": len(groups),
         "partitions": int(groups["partitions"].sum()) if len(groups) else 0,
         "unexplained": int(groups["unexplained"].sum()) if len(groups) else 0,
@@ -184,13 +202,18 @@ def summarize(frames: Mapping[str, pd.DataFrame], selected: str) -> dict[str, An
             "mode": row["mode"],
             "imbalance": float(row["imbalance"]),
             "alternative": row["alternative"],
-            "imbalance_alternative": float(row["imbalance_alternative"]),
+            "imbalance_alternative": None
+            if pd.isna(row["imbalance_alternative"])
+            else float(row["imbalance_alternative"]),
             "partitions_moving": int(row["partitions_moving"]),
             # None, not NaN, where the stats named no active consumer: a summary is JSON
             "observed": {
                 t: None if pd.isna(o) else o
                 for t, o in zip(mine["topic"], mine["observed"], strict=True)
             },
-            "alternative_assignment": dict(zip(mine["topic"], mine["alternative"], strict=True)),
+            "alternative_assignment": {
+                t: None if pd.isna(a) else a
+                for t, a in zip(mine["topic"], mine["alternative"], strict=True)
+            },
         }
     return summary

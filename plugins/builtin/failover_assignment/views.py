@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import altair as alt
 import pandas as pd
 
@@ -36,17 +39,26 @@ def render_views(result: Result) -> list[View]:
                 f"No Failover group {escape_markdown(selected)} in the snapshot.", level="warning"
             ),
         ]
-    views.append(
-        Metric(
-            f"Moving with {pick['alternative']}",
-            pick["partitions_moving"],
-            delta=f"imbalance {pick['imbalance']:.2f}x -> {pick['imbalance_alternative']:.2f}x",
+    if summary.get("pip_392", True):
+        views.append(
+            Metric(
+                f"Moving with {pick['alternative']}",
+                pick["partitions_moving"],
+                delta=f"imbalance {pick['imbalance']:.2f}x -> "
+                f"{pick['imbalance_alternative']:.2f}x",
+            )
         )
-    )
+    else:
+        views.append(Note(no_pip_392(summary)))
     matrix = frames["matrix"][frames["matrix"]["label"] == selected]
     views.append(Chart(chart_matrix(matrix), title=f"Active consumers of {selected}"))
     consumers = frames["consumers"][frames["consumers"]["label"] == selected]
-    views.append(Chart(chart_counts(consumers), title="Partitions per consumer"))
+    views.append(
+        Chart(
+            chart_counts(consumers, alternative=summary.get("pip_392", True)),
+            title="Partitions per consumer",
+        )
+    )
     parts = frames["partitions"][frames["partitions"]["label"] == selected]
     views.append(Table(parts, title="Partitions", caption="observed, both rules, flapping"))
     timeline = frames["timeline"][frames["timeline"]["label"] == selected]
@@ -72,10 +84,21 @@ def chart_matrix(matrix: pd.DataFrame) -> alt.Chart:
     return chart
 
 
-def chart_counts(consumers: pd.DataFrame) -> alt.Chart:
+def no_pip_392(summary: Mapping[str, Any]) -> str:
+    """What a page on 3.0 brokers says instead of the PIP-392 what-if."""
+    return (
+        f"{escape_markdown(str(summary['model']))}: Pulsar 3.0 has no PIP-392 setting "
+        "(`activeConsumerFailoverConsistentHashing` does not exist on this release), so "
+        "partitions follow the modulo rule only and there is no consistent-hashing what-if. "
+        "Non-partitioned topics take the ring, which both rules share."
+    )
+
+
+def chart_counts(consumers: pd.DataFrame, *, alternative: bool = True) -> alt.Chart:
+    rules = ["partitions", "partitions_alternative"] if alternative else ["partitions"]
     data = consumers.melt(
         id_vars=["consumer_name"],
-        value_vars=["partitions", "partitions_alternative"],
+        value_vars=rules,
         var_name="rule",
         value_name="count",
     )
