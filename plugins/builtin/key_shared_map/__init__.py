@@ -92,7 +92,7 @@ class KeySharedMap(AnalysisPlugin):
         "selector and replica points behind it, drift from our model, what moves when a "
         "consumer joins or leaves, and which consumer receives a given key."
     )
-    version = "1.2"
+    version = "1.3"
     engine = "light"
     inputs = ("subscriptions", "consumers", "draining_hashes", "key_samples", "brokers")
     history = 1

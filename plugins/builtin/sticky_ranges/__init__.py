@@ -120,7 +120,7 @@ class StickyRanges(AnalysisPlugin):
         "Key_Shared subscriptions and key-hash-range readers, and a consistent-hashing planner "
         "of sticky ranges for N consumers with its balance on uniform and sampled keys."
     )
-    version = "1.1"
+    version = "1.2"
     engine = "light"
     inputs = ("subscriptions", "consumers", "key_samples", "brokers")
     history = 10
