@@ -17,7 +17,6 @@ import pandas as pd
 import pyarrow as pa
 
 from pulsar_lens.core.hashing import PulsarLine
-
 from pulsar_lens.core.keyshared.ranges import (
     AUTO_SPLIT_TOP,
     I64,
@@ -149,9 +148,7 @@ def flat_ranges(cells: Any) -> tuple[I64, I64, I64]:
     return offsets, starts, ends
 
 
-def infer_kinds(
-    layout: Layout, modes: Sequence[Any], *, pulsar: PulsarLine = "4.0"
-) -> list[Kind]:
+def infer_kinds(layout: Layout, modes: Sequence[Any], *, pulsar: PulsarLine = "4.0") -> list[Kind]:
     """`core.keyshared.ranges.infer_selector` of every subscription, from the flat ranges, on
     a broker of line `pulsar`."""
     bounds = layout.range_first[layout.first]  # each subscription's ranges, back to back
@@ -175,13 +172,17 @@ def infer_kinds(
             kinds.append("unknown")
         elif _auto_split(layout, s, counts):
             kinds.append("auto-split")
-        elif int(low[s]) >= ROUTABLE_LOW and int(high[s]) <= ROUTABLE_HIGH:
-            kinds.append("consistent")
-        elif wide_consistent(int(low[s]), int(widest[s]), pulsar):
+        elif _consistent(int(low[s]), int(high[s]), int(widest[s]), pulsar):
             kinds.append("consistent")
         else:
             kinds.append("unknown")
     return kinds
+
+
+def _consistent(low: int, high: int, widest: int, pulsar: PulsarLine) -> bool:
+    """4.0's ranges within 1..65535, or a 3.0 broker's 31-bit ring."""
+    narrow = low >= ROUTABLE_LOW and high <= ROUTABLE_HIGH
+    return narrow or wide_consistent(low, widest, pulsar)
 
 
 def _auto_split(layout: Layout, sub: int, counts: I64) -> bool:

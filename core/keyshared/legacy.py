@@ -87,9 +87,7 @@ def name_indexes_3_0(members: Sequence[Member], charset: str = "utf-8") -> tuple
     return tuple(chosen)
 
 
-def lower_bound(
-    members: Sequence[Member], indexes: Sequence[int], charset: str
-) -> tuple[int, int]:
+def lower_bound(members: Sequence[Member], indexes: Sequence[int], charset: str) -> tuple[int, int]:
     """The least replica points explaining the range ends, and how many ends no ring point
     (within MAX_POINTS) of their consumer explains."""
     lower = unexplained = 0
@@ -118,7 +116,9 @@ def replay_3_0(
     return selector, own
 
 
-def listed(selector: LegacyConsistentSelector, handles: Sequence[Consumer]) -> list[list[HashRange]]:
+def listed(
+    selector: LegacyConsistentSelector, handles: Sequence[Consumer]
+) -> list[list[HashRange]]:
     """Each handle's ranges as the 3.0.7 stats list them, sorted."""
     ranges = selector.listed_ranges()
     return [sorted(ranges.get(h, ())) for h in handles]
@@ -149,6 +149,4 @@ def fit_3_0(members: Sequence[Member], *, points: int = 0, charset: str = "utf-8
         if len(tried) > 1
         else f"the 3.0.7 ring with {tried[0]} replica points lists other ranges"
     )
-    return LegacyFit(
-        best.selector, best.handles, best.points, note, indexes, best.drift, reason
-    )
+    return LegacyFit(best.selector, best.handles, best.points, note, indexes, best.drift, reason)

@@ -141,9 +141,7 @@ def differing_by_owner(
     a, b = (_owner_at(side, low) for side in sides)
     differs = a != b
     total = int(sizes[differs].sum())
-    per_owner = [
-        int(sizes[(a == p) != (b == p)].sum()) for p in range(len(observed))
-    ]
+    per_owner = [int(sizes[(a == p) != (b == p)].sum()) for p in range(len(observed))]
     return total, per_owner
 
 

@@ -241,11 +241,14 @@ def test_failover_on_3_0_says_pip_392_does_not_exist_and_keeps_modulo() -> None:
     assert output.result.frames["consumers"]["partitions_alternative"].isna().all()
     texts = [shown(v.markdown) for v in output.views if isinstance(v, Note)]
     assert any(
-        "activeConsumerFailoverConsistentHashing" in t and "does not exist" in t
+        "activeConsumerFailoverConsistentHashing" in t
+        and "does not exist" in t
         and "Pulsar 3.0 model (brokers: 3.0.7)" in t
         for t in texts
     )
-    assert not any(isinstance(v, Metric) and v.label.startswith("Moving with") for v in output.views)
+    assert not any(
+        isinstance(v, Metric) and v.label.startswith("Moving with") for v in output.views
+    )
     for view in output.views:
         if isinstance(view, Chart):
             assert view.chart.to_dict()

@@ -44,8 +44,7 @@ def render_views(result: Result) -> list[View]:
             Metric(
                 f"Moving with {pick['alternative']}",
                 pick["partitions_moving"],
-                delta=f"imbalance {pick['imbalance']:.2f}x -> "
-                f"{pick['imbalance_alternative']:.2f}x",
+                delta=f"imbalance {pick['imbalance']:.2f}x -> {pick['imbalance_alternative']:.2f}x",
             )
         )
     else:

@@ -19,9 +19,9 @@ With key samples (`key_samples` rows for the topic) the number of sampled keys i
 
 On 3.0.x brokers (the versions in `brokers`, see `shared.versions`) the 3.0 rules apply: keys
 hash to `h31 % 65536` with no turning of 0 into 1, so hash 0 is routed and counted (the
-routable hashes are 0..65535, `sticky_space`), and a STICKY subscription's gap between two ranges of one consumer goes
-to that consumer (`taken_by`), so it does not stall. The summary (`pulsar`, `model`) says
-which line was modelled.
+routable hashes are 0..65535, `sticky_space`), and a STICKY subscription's gap between two
+ranges of one consumer goes to that consumer (`taken_by`), so it does not stall. The summary
+(`pulsar`, `model`) says which line was modelled.
 
 **Planner**: sticky ranges for `nodes` consumers by consistent hashing with `points` ring
 points each (4.0 points of names `<prefix>-<i>`, the first range extended down to 0), so
@@ -63,8 +63,8 @@ from pulsar_lens.core.keyshared.ranges import (
 )
 from pulsar_lens.core.keyshared.rebuild import seeded_sticky
 from pulsar_lens.plugins.builtin.shared.sticky import plan_ranges
-from pulsar_lens.plugins.builtin.sticky_ranges.space import Space, sticky_space
 from pulsar_lens.plugins.builtin.shared.versions import BrokerLine, broker_line
+from pulsar_lens.plugins.builtin.sticky_ranges.space import SPACE_4_0, Space, sticky_space
 
 GROUP_COLUMNS = [
     "label",
@@ -276,7 +276,7 @@ def gap_row(
     hashes: np.ndarray,
     taken_by: str | None = None,
     *,
-    space: Space = sticky_space("4.0"),
+    space: Space = SPACE_4_0,
 ) -> dict[str, Any]:
     return {
         "label": label,
@@ -302,7 +302,7 @@ def overlap_row(group: Group, start: int, end: int, count: int) -> dict[str, Any
 
 
 def consumer_rows(
-    group: Group, hashes: np.ndarray, *, space: Space = sticky_space("4.0")
+    group: Group, hashes: np.ndarray, *, space: Space = SPACE_4_0
 ) -> list[dict[str, Any]]:
     return [
         {
@@ -325,7 +325,7 @@ def group_row(
     overlaps: Sequence[tuple[int, int, int]],
     hashes: np.ndarray,
     *,
-    space: Space = sticky_space("4.0"),
+    space: Space = SPACE_4_0,
 ) -> dict[str, Any]:
     gap_hashes = space.count(gaps)
     imbalance, _ = share_stats([space.count(m.ranges) / space.size for m in group.members])
@@ -359,7 +359,7 @@ def balance_frame(
     prefix: str,
     hashes: np.ndarray,
     *,
-    space: Space = sticky_space("4.0"),
+    space: Space = SPACE_4_0,
 ) -> pd.DataFrame:
     rows = [
         {

@@ -29,3 +29,6 @@ def sticky_space(pulsar: PulsarLine) -> Space:
     """4.0 turns hash 0 into 1, so routes 1..65535; 3.0 routes `h31 % 65536` as it is, 0..65535
     (`core.hashing.reduction`)."""
     return Space(0 if pulsar == "3.0" else ROUTABLE_LOW, ROUTABLE_HIGH)
+
+
+SPACE_4_0 = sticky_space("4.0")
