@@ -1,24 +1,31 @@
-"""key-shared-map on a real Pulsar 4.0 broker: no drift, exact what-if, lookups that hold.
+"""key-shared-map on real Pulsar brokers: no drift, exact what-if, lookups that hold.
 
 Consumers join a Key_Shared subscription (one name twice, the first of them leaving and coming
 back, so name indexes are not in connection order); the collector polls the broker into a
 store and the plugin runs on it. The model rebuilt from the names must give the broker's
-ranges (replica points inferred: the default 100, and 9 on a broker set to 9); the what-if
-"add consumer X" must equal, range for range, what the broker reports once X really joins;
-keys looked up must reach the consumer named.
+ranges (replica points inferred: the default 100, and 9 on a 4.0 broker set to 9; on a 3.0.7
+broker 3.0.7's 31-bit ring); the what-if "add consumer X" must equal what the broker reports
+once X really joins (range for range on 4.0; on 3.0, which lists one range per ring point,
+hash for hash); keys looked up must reach the consumer named.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pulsar
 import pytest
 
+from pulsar_lens.core.assignments import merge_ranges
+from pulsar_lens.core.hashing import PulsarLine
+from pulsar_lens.core.keyshared.ranges import Member
+from pulsar_lens.core.keyshared.rebuild import rebuild
+from pulsar_lens.core.legacy_selectors import RING_TOP
 from pulsar_lens.core.model import Snapshot
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
@@ -80,11 +87,25 @@ class Subscription:
         return consumer
 
     def broker_ranges(self) -> list[tuple[str, list[list[int]]]]:
+        """Each consumer's ranges: 4.0's `keyHashRangeArrays`, else 3.0's `keyHashRanges`."""
         consumers = topic_stats(self.broker, self.topic)["subscriptions"][SUB]["consumers"]
-        return [(c["consumerName"], c.get("keyHashRangeArrays") or []) for c in consumers]
+        return [(c["consumerName"], _ranges_of(c)) for c in consumers]
 
     def close(self) -> None:
         self.client.close()
+
+
+def _ranges_of(consumer: dict[str, Any]) -> list[list[int]]:
+    if consumer.get("keyHashRangeArrays"):
+        return [list(map(int, r)) for r in consumer["keyHashRangeArrays"]]
+    texts = consumer.get("keyHashRanges") or []
+    return [[int(n) for n in re.findall(r"\d+", t)] for t in texts]
+
+
+def owned(ranges: list[list[int]]) -> list[tuple[int, int]]:
+    """Ranges as the hashes they hold: merged, within what the broker lists (3.0.7 lists its
+    ring up to 2147483646 and per point; the model's assignments run to 2**31 - 1, merged)."""
+    return merge_ranges((s, min(e, RING_TOP)) for s, e in ranges)
 
 
 @pytest.fixture
@@ -129,11 +150,22 @@ def ranges_by_position(frame: Any, label: str) -> list[tuple[int, str, list[list
     return [(p, n, sorted(r)) for p, (n, r) in sorted(out.items())]
 
 
-@pytest.mark.parametrize("points", [100, 9], ids=["default-100-points", "9-points"])
+RELEASES = {
+    "4.0-default-100-points": ("4.0", None, 100),
+    "4.0-9-points": ("4.0", NINE_POINTS, 9),
+    "3.0-default-100-points": ("3.0", None, 100),
+}
+
+
+@pytest.mark.parametrize(("line", "settings", "points"), RELEASES.values(), ids=RELEASES.keys())
 def test_key_shared_map_live_no_drift_and_exact_what_if(
-    broker_pool: BrokerPool, recorder: Any, points: int
+    broker_pool: BrokerPool,
+    recorder: Any,
+    line: str,
+    settings: dict[str, str] | None,
+    points: int,
 ) -> None:
-    broker = broker_pool.get(NINE_POINTS if points == 9 else None)
+    broker = broker_pool.get(settings, version=line)
     rec = recorder(broker)
     sub = Subscription(broker, new_topic("ksmap"))
     label = f"{sub.topic} | {SUB}"
@@ -147,6 +179,7 @@ def test_key_shared_map_live_no_drift_and_exact_what_if(
         sub.join("dup")
         settled_poll(rec, sub, 4)
         output = rec.run(PLUGIN, subscription=label, add_consumer="delta")
+        assert output.result.summary["pulsar"] == line
         row = output.result.frames["subscriptions"].set_index("label").loc[label]
         assert (row["selector"], row["replica_points"]) == ("consistent", points)
         assert not row["drift"], row["drift_reason"]
@@ -157,13 +190,42 @@ def test_key_shared_map_live_no_drift_and_exact_what_if(
         settled_poll(rec, sub, 5)
         after = rec.run(PLUGIN, subscription=label)
         observed = ranges_by_position(after.result.frames["ranges"], label)
-        assert observed == predicted
+        assert [(p, n, owned(r)) for p, n, r in observed] == [
+            (p, n, owned(r)) for p, n, r in predicted
+        ]
+        if line == "4.0":  # 4.0 lists merged ranges, as the model's assignments are
+            assert observed == predicted
         assert observed[-1][1] == "delta"
         broker_now = [(n, sorted(r)) for n, r in sub.broker_ranges()]
         assert [(n, r) for _, n, r in observed] == broker_now
         assert not after.result.frames["subscriptions"].set_index("label").loc[label, "drift"]
+        assert_keys_reach_the_model_consumer(sub, rec.snapshots[-1], line)
     finally:
         sub.close()
+
+
+def assert_keys_reach_the_model_consumer(sub: Subscription, polled: Snapshot, line: str) -> None:
+    """Keys sent now reach the consumer (by name) that the model rebuilt from the polled
+    snapshot names, as the plugin's lookup does for one key."""
+    mine = sorted(
+        (c for c in polled.consumers if c.topic == sub.topic and c.subscription == SUB),
+        key=lambda c: c.connected_since,
+    )
+    members = [Member(c.consumer_name, c.hash_ranges) for c in mine]
+    model = rebuild("consistent", members, pulsar=cast(PulsarLine, line))
+    assert model.selector is not None and not model.drift
+    keys = [f"{line}-key-{i}" for i in range(300)]
+    producer = sub.client.create_producer(sub.topic, batching_enabled=False)
+    for key in keys:
+        producer.send(key.encode(), partition_key=key)
+    producer.close()
+    wait_for(lambda: sub.receiver.count() >= len(keys), what=f"{len(keys)} keys delivered")
+    wrong = []
+    for key in keys:
+        chosen = model.selector.select_key(key.encode())
+        if chosen is None or chosen.name != sub.receiver.got[key]:
+            wrong.append((key, sub.receiver.got[key], chosen))
+    assert not wrong, f"{len(wrong)} of {len(keys)} keys reached another consumer: {wrong[:3]}"
 
 
 def test_key_shared_map_live_lookup_names_the_receiving_consumer(

@@ -5,6 +5,9 @@ a real Pulsar 3.0.7 broker.
 After every join and leave the broker's `keyHashRangeArrays` (topic stats, matched to our
 handles by a consumer property) must equal the model's, in the same consumer order; then
 thousands of distinct keys must each reach the consumer the model names.
+
+The 3.0.7 broker also gets one poll by the collector, on which every light built-in analysis
+must run without an error and the release-dependent pages must name the 3.0 model.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import pulsar as pulsar_client
 import pytest
 
 from pulsar_lens.core.errors import ModelError
 from pulsar_lens.core.hashing import resolve_sticky_key
+from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.selectors import (
     AutoSplitSelector,
     ConsistentHashingSelector,
@@ -27,8 +32,13 @@ from pulsar_lens.core.selectors import (
     validate_sticky_ranges,
 )
 from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.precompute import compute_results
+from pulsar_lens.plugins.registry import discover
+from pulsar_lens.plugins.results import ResultStore
 from tests.brokers import BrokerPool
 from tests.live.key_shared_clients import Group, jvm_name_encoding, new_topic, publish, topic_stats
+from tests.live.lens_polls import Recorder, admin
 
 NINE_POINTS = {"subscriptionKeySharedConsistentHashingReplicaPoints": "9"}
 AUTO_SPLIT = {"subscriptionKeySharedUseConsistentHashing": "false"}
@@ -361,3 +371,70 @@ def wait_draining_cleared(group: Group, timeout: float = 15.0) -> int:
             return 0
         time.sleep(0.3)
     return count
+
+
+def test_every_light_plugin_analyses_a_snapshot_polled_from_a_3_0_broker(
+    broker_pool: BrokerPool, tmp_path: Path
+) -> None:
+    """The collector polls a 3.0.7 standalone holding a Key_Shared subscription and a Failover
+    one on a partitioned topic; every light built-in analyses the snapshots without an error,
+    and the pages whose model depends on the release name 3.0's."""
+    broker = broker_pool.get(version="3.0")
+    shared, parted = new_topic("all30"), new_topic("all30p")
+    admin(
+        broker,
+        "PUT",
+        f"{parted.replace('persistent://', '/admin/v2/persistent/')}/partitions",
+        json=3,
+    )
+    client = pulsar_client.Client(broker.service_url, operation_timeout_seconds=30)
+    rec = Recorder(broker, tmp_path / "store")
+    try:
+        for name in ("k-1", "k-2"):
+            client.subscribe(
+                shared, "ks", consumer_type=pulsar_client.ConsumerType.KeyShared, consumer_name=name
+            )
+        for name in ("f-1", "f-2"):
+            client.subscribe(
+                parted, "fo", consumer_type=pulsar_client.ConsumerType.Failover, consumer_name=name
+            )
+        rec.poll()
+        rec.poll_until(
+            lambda s: _ready(s, shared, parted),
+            what="ranges and active consumers",
+            show=lambda s: [(c.topic, c.subscription) for c in s.consumers],
+        )
+        light = [p for p in discover(entry_points=False) if p.engine == "light"]
+        outcomes = compute_results(rec.store, light, results=ResultStore(rec.store.root))
+        assert {o.plugin for o in outcomes} == {p.name for p in light}
+        assert [(o.plugin, o.error) for o in outcomes if o.status != "ok"] == []
+        pages = {p.name: runner.run(p, rec.store, {}, use_cache=False) for p in light}
+        for name in ("key-shared-map", "sticky-ranges", "failover-assignment"):
+            summary = pages[name].result.summary
+            assert (summary["pulsar"], summary["broker_versions"]) == ("3.0", ["3.0.7"]), name
+            assert summary["model"] == "Pulsar 3.0 model (brokers: 3.0.7)", name
+        subs = pages["key-shared-map"].result.frames["subscriptions"].set_index("label")
+        row = subs.loc[f"{shared} | ks"]
+        assert (row["selector"], row["replica_points"], bool(row["drift"])) == (
+            "consistent",
+            100,
+            False,
+        ), row["drift_reason"]
+        groups = pages["failover-assignment"].result.frames["groups"].set_index("subscription")
+        assert (groups.loc["fo", "partitions"], groups.loc["fo", "unexplained"]) == (3, 0)
+        assert pages["failover-assignment"].result.summary["pip_392"] is False
+    finally:
+        rec.close()
+        client.close()
+
+
+def _ready(snapshot: Snapshot, shared: str, parted: str) -> bool:
+    """Both Key_Shared consumers listed with their 31-bit ranges, and an active consumer on
+    each of the three partitions."""
+    ranged = [c for c in snapshot.consumers if c.topic == shared and c.hash_ranges]
+    active = [
+        s
+        for s in snapshot.subscriptions
+        if s.topic.startswith(f"{parted}-partition-") and s.active_consumer_name
+    ]
+    return len(ranged) == 2 and len(active) == 3
