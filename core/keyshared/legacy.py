@@ -25,10 +25,10 @@ from pulsar_lens.core.assignments import Consumer
 from pulsar_lens.core.hashing import murmur3_31
 from pulsar_lens.core.keyshared.fit import EXTRA_INDEXES, MAX_POINTS, point_candidates
 from pulsar_lens.core.keyshared.ranges import Member, differing_by_owner
-from pulsar_lens.core.legacy_selectors import RING_TOP, LegacyConsistentSelector
+from pulsar_lens.core.legacy_selectors import RING_TOP, LegacyConsistentSelector, LegacyVariant
 from pulsar_lens.core.model import HashRange
 
-VARIANT = "3.0.7"
+VARIANT: LegacyVariant = "3.0.7"
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,8 @@ def name_indexes_3_0(members: Sequence[Member], charset: str = "utf-8") -> tuple
         placed: set[int] = set()
         for neg, position, j in scored:
             if neg < 0 and position not in placed and j not in taken:
-                chosen[position], _ = j, placed.add(position)
+                chosen[position] = j
+                placed.add(position)
                 taken.add(j)
         free = (j for j in range(candidates + len(positions)) if j not in taken)
         for position in positions:
