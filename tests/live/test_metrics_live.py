@@ -54,7 +54,7 @@ def sub_stats(broker: LocalPulsar, topic: str) -> dict[str, object]:
 
 
 def scrape(port: int) -> tuple[str, Samples]:
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
     found = {
         (s.name, frozenset(s.labels.items())): s.value
         for family in text_string_to_metric_families(text)
@@ -131,7 +131,7 @@ def test_metrics_live_scrape_matches_the_broker_and_the_store(
             assert proc is not None and proc.poll() is None, "collect exited early"
             try:
                 text, found = scrape(port)
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not up yet, or busy
                 return None
             stuck = found.get(("pulsar_lens_stuck_hashes", labels)) == draining
             # the held hashes can show as stuck from the first poll; the counters need three

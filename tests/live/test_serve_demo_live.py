@@ -80,8 +80,13 @@ def test_serve_collects_from_a_live_broker_and_stops_on_ctrl_c(
     ) as proc:
         _read_until(proc, "Pulsar Lens dashboard:", timeout=90)
         _wait(lambda: len(Store(store).snapshots()) >= 2, what="two polls", timeout=60)
-        assert answers_ok(f"http://127.0.0.1:{port}/_stcore/health")
-        assert answers_ok(f"http://127.0.0.1:{metrics}/metrics")
+        # on a busy machine the first answer of each (the page script, the first results
+        # behind /metrics) can take longer than one request's patience
+        for url in (
+            f"http://127.0.0.1:{port}/_stcore/health",
+            f"http://127.0.0.1:{metrics}/metrics",
+        ):
+            _wait(lambda url=url: answers_ok(url, timeout=15), what=f"{url} to answer", timeout=120)
         assert _interrupt(proc, timeout=30) == 0
     assert not answers_ok(f"http://127.0.0.1:{port}/_stcore/health")
 
