@@ -9,6 +9,7 @@ that gives exactly the broker's ranges has no drift; any other is compared hash 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -129,17 +130,8 @@ def _namesake_indexes(layout: Layout, first: int, names: list[str], table: Point
         scored = sorted(
             (-int(score[k, j]), p, j) for k, p in enumerate(positions) for j in range(candidates)
         )
-        taken: set[int] = set()
-        placed: set[int] = set()
-        for neg, position, j in scored:
-            if neg < 0 and position not in placed and j not in taken:
-                chosen[position] = j
-                placed.add(position)
-                taken.add(j)
-        free = (j for j in range(candidates + len(positions)) if j not in taken)
-        for position in positions:
-            if position not in placed:
-                chosen[position] = next(free)
+        for position, j in greedy_indexes(scored, positions, candidates).items():
+            chosen[position] = j
     return chosen
 
 
@@ -334,3 +326,22 @@ def _differing(layout: Layout, sub: int, model: tuple[I64, I64, I64]) -> int:
         modelled[o].append((s, e))
     observed = owner_array([m.ranges for m in members])
     return int((observed != owner_array(modelled)).sum())
+
+
+def greedy_indexes(
+    scored: Iterable[tuple[int, int, int]], positions: Sequence[int], candidates: int
+) -> dict[int, int]:
+    """The index each of a name's positions takes, from (-score, position, index) triples
+    sorted best first: each position and each index once, a triple scoring nothing never;
+    a position left over takes the lowest index no one took."""
+    chosen: dict[int, int] = {}
+    taken: set[int] = set()
+    for neg, position, j in scored:
+        if neg < 0 and position not in chosen and j not in taken:
+            chosen[position] = j
+            taken.add(j)
+    free = (j for j in range(candidates + len(positions)) if j not in taken)
+    for position in positions:
+        if position not in chosen:
+            chosen[position] = next(free)
+    return chosen

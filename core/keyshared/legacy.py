@@ -23,7 +23,12 @@ from dataclasses import dataclass
 
 from pulsar_lens.core.assignments import Consumer
 from pulsar_lens.core.hashing import murmur3_31
-from pulsar_lens.core.keyshared.fit import EXTRA_INDEXES, MAX_POINTS, point_candidates
+from pulsar_lens.core.keyshared.fit import (
+    EXTRA_INDEXES,
+    MAX_POINTS,
+    greedy_indexes,
+    point_candidates,
+)
 from pulsar_lens.core.keyshared.ranges import Member, differing_by_owner
 from pulsar_lens.core.legacy_selectors import RING_TOP, LegacyConsistentSelector, LegacyVariant
 from pulsar_lens.core.model import HashRange
@@ -74,17 +79,8 @@ def name_indexes_3_0(members: Sequence[Member], charset: str = "utf-8") -> tuple
             for p in positions
             for j in range(candidates)
         )
-        taken: set[int] = set()
-        placed: set[int] = set()
-        for neg, position, j in scored:
-            if neg < 0 and position not in placed and j not in taken:
-                chosen[position] = j
-                placed.add(position)
-                taken.add(j)
-        free = (j for j in range(candidates + len(positions)) if j not in taken)
-        for position in positions:
-            if position not in placed:
-                chosen[position] = next(free)
+        for position, j in greedy_indexes(scored, positions, candidates).items():
+            chosen[position] = j
     return tuple(chosen)
 
 
