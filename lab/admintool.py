@@ -10,7 +10,6 @@ seconds, so `run_batch` runs many commands in one JVM (`pulsar_runtime/AdminBatc
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import subprocess
 import tempfile
@@ -24,6 +23,7 @@ from pulsar_lens.lab.runtime import (
     cache_root,
     find_java,
     maven_copy,
+    once,
     release,
 )
 
@@ -48,21 +48,19 @@ def ensure_admin_tool(version: str = PULSAR_VERSION) -> Path:
             process="pulsar-admin",
         )
     target = admin_tool_dir(version)
-    marker = target.parent / ".admin-tool-complete"
-    if marker.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".admin-tool-lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one assembly at a time across processes
-        if not marker.exists():
-            maven_copy(
-                RUNTIME_DIR / "admin-pom.xml",
-                target,
-                version=chosen.admin_tool,
-                binding=chosen.slf4j_binding,
-                what=f"pulsar-admin {chosen.admin_tool}",
-            )
-            marker.write_text(chosen.admin_tool)
+    tool = chosen.admin_tool
+
+    def assemble() -> str:
+        maven_copy(
+            RUNTIME_DIR / "admin-pom.xml",
+            target,
+            version=tool,
+            binding=chosen.slf4j_binding,
+            what=f"pulsar-admin {tool}",
+        )
+        return tool
+
+    once(target.parent / ".admin-tool-complete", target.parent / ".admin-tool-lock", assemble)
     return target
 
 

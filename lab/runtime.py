@@ -17,7 +17,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,14 +179,8 @@ def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path
     chosen = release(version)
     version = chosen.version
     target = lib_dir(version)
-    marker = target.parent / ".complete"
-    if marker.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one assembly at a time across processes
-        if marker.exists():
-            return target
+
+    def assemble() -> str:
         started = time.monotonic()
         maven_copy(
             RUNTIME_DIR / "pom.xml",
@@ -196,8 +190,22 @@ def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path
             what=f"Pulsar {version}",
             quiet=quiet,
         )
-        marker.write_text(json.dumps({"seconds": round(time.monotonic() - started, 1)}))
+        return json.dumps({"seconds": round(time.monotonic() - started, 1)})
+
+    once(target.parent / ".complete", target.parent / ".lock", assemble)
     return target
+
+
+def once(marker: Path, lock_path: Path, build: Callable[[], str]) -> None:
+    """Run `build` unless `marker` exists, one process at a time (`lock_path` is the lock);
+    what it returns is written to `marker`, which says the work is complete."""
+    if marker.exists():
+        return
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one assembly at a time across processes
+        if not marker.exists():
+            marker.write_text(build())
 
 
 def maven_copy(
