@@ -9,9 +9,10 @@ one part, "brokers", and the rest in the other, "rest":
   closure (`pulsar` and every fixture built on either reach it), or carries the `live` mark (it
   talks to a Pulsar it starts itself): its module fixtures are then set up once, its tests keep
   their order, and the brokers' JVMs share one process's turn rather than both cores at once;
-- the Spark tier (tests/spark/) goes to "brokers" too, to even the parts out: the broker tests
-  alone take about a third of a whole run, the Spark tier another fifth (its standalone
-  cluster and jobs), and the other tiers the rest;
+- the Spark tier (tests/spark/) goes to "brokers" too, to even the parts out, but for the
+  modules in `SPARK_IN_REST`: with the broker tests grown to most of the brokers part's time,
+  those (about five minutes of a loaded run) even it out the other way. Both processes then
+  hold one local Spark session each;
 - every other module goes to "rest".
 
 `--lens-part=brokers|rest` keeps that part's tests and deselects the others; without it (or with
@@ -33,6 +34,9 @@ MAP_OPTION = "--lens-part-map"
 PARTS = ("brokers", "rest")
 POOL_FIXTURE = "broker_pool"
 SPARK_TIER = Path(__file__).parent / "spark"
+SPARK_IN_REST = frozenset(
+    {"test_benchmark_spark.py", "test_bundle_load_history.py", "test_failover_history.py"}
+)
 
 
 def add_option(parser: pytest.Parser) -> None:
@@ -61,9 +65,11 @@ def reaches_brokers(item: pytest.Item) -> bool:
 
 def broker_modules(items: Iterable[pytest.Item]) -> set[Path]:
     """The files of the modules that go whole to the "brokers" part."""
-    return {
-        item.path for item in items if reaches_brokers(item) or item.path.is_relative_to(SPARK_TIER)
-    }
+    return {item.path for item in items if reaches_brokers(item) or _spark_in_brokers(item.path)}
+
+
+def _spark_in_brokers(path: Path) -> bool:
+    return path.is_relative_to(SPARK_TIER) and path.name not in SPARK_IN_REST
 
 
 def part_of(item: pytest.Item, brokers: set[Path]) -> str:

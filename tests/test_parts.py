@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.parts import PARTS, broker_modules, part_of
+from tests.parts import PARTS, SPARK_IN_REST, broker_modules, part_of
 
 pytest_plugins = ["pytester"]
 
@@ -69,7 +69,9 @@ def test_the_parts_are_the_whole_collection_and_share_no_test(tmp_path: Path) ->
     assert "tests/live/test_metrics_live.py" in files["brokers"]
     assert "tests/deploy/test_image.py" in files["brokers"]  # and so its image prebuild
     assert "tests/spark/test_cluster.py" in files["brokers"]
-    assert not {f for f in files["rest"] if f.startswith(("tests/live/", "tests/spark/"))}
+    assert not {f for f in files["rest"] if f.startswith("tests/live/")}
+    spark_in_rest = {f.removeprefix("tests/spark/") for f in files["rest"] if "/spark/" in f}
+    assert spark_in_rest == SPARK_IN_REST, spark_in_rest  # and every other one in "brokers"
     assert "tests/core/test_hashing.py" in files["rest"]
     assert "tests/test_parts.py" in files["rest"]
 
