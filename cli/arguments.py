@@ -7,8 +7,8 @@ import codecs
 from collections.abc import Callable
 
 from pulsar_lens.core.errors import SettingsError
-from pulsar_lens.core.failover import JVM_CHARSET
 from pulsar_lens.core.parts import JVM_CHARSET_ENV, charset_setting
+from pulsar_lens.core.pulsarvalues import JVM_CHARSET
 from pulsar_lens.core.settings import Settings
 
 

@@ -10,17 +10,14 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pulsar_lens.cli.arguments import add_jvm_charset, bounded_int, jvm_charset_of
-from pulsar_lens.core.bundles import (
-    default_boundaries,
-    full_topic_name,
-    parse_bundles,
-    topic_bundle,
-)
 from pulsar_lens.core.errors import ModelError
-from pulsar_lens.core.failover import FailoverConsumer, compute_topics
 from pulsar_lens.core.limits import MAX_BUNDLES, MAX_CONSUMERS, MAX_PARTITIONS
+
+if TYPE_CHECKING:  # the models (numpy, pyarrow, pydantic) load when a command runs
+    from pulsar_lens.core.failover import FailoverConsumer
 
 DEFAULT_BUNDLES = 4  # the broker's defaultNumberOfNamespaceBundles
 MAX_PRIORITY = 2**31 - 1
@@ -87,6 +84,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def parse_consumers(names: str, priorities: str | None) -> tuple[FailoverConsumer, ...]:
     """`A,B,C` and optional `0,1,0` -> consumers; the lists must have the same length."""
+    from pulsar_lens.core.failover import FailoverConsumer
+
     parts = [n.strip() for n in names.split(",")]
     if len(parts) > MAX_CONSUMERS:
         raise ModelError(
@@ -113,6 +112,8 @@ def parse_consumers(names: str, priorities: str | None) -> tuple[FailoverConsume
 
 
 def run_failover(args: argparse.Namespace) -> int:
+    from pulsar_lens.core.bundles import full_topic_name
+
     consumers = parse_consumers(args.consumers, args.priorities)
     topics = {full_topic_name(t): args.partitions for t in args.topic}
     if args.compare:
@@ -132,6 +133,8 @@ def assign(
     consistent: bool,
     charset: str,
 ) -> dict[str, str]:
+    from pulsar_lens.core.failover import compute_topics
+
     chosen = compute_topics(topics, consumers, consistent_hashing=consistent, charset=charset)
     return {name: consumer.name for name, consumer in chosen.items()}
 
@@ -157,6 +160,8 @@ def print_comparison(
 
 
 def read_boundaries(source: str) -> tuple[int, ...]:
+    from pulsar_lens.core.bundles import parse_bundles
+
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
         payload = json.loads(text)
@@ -168,6 +173,8 @@ def read_boundaries(source: str) -> tuple[int, ...]:
 
 
 def run_bundle(args: argparse.Namespace) -> int:
+    from pulsar_lens.core.bundles import default_boundaries, topic_bundle
+
     if args.boundaries:
         boundaries = read_boundaries(args.boundaries)
     else:

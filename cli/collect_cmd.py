@@ -17,7 +17,7 @@ import datetime as dt
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.cli.arguments import settings_of
 from pulsar_lens.cli.collect_parts import (
@@ -31,10 +31,6 @@ from pulsar_lens.cli.collect_parts import (
 from pulsar_lens.cli.key_sampling import add_sampling_args, sampling_hooks
 from pulsar_lens.cli.metrics_endpoint import MetricsEndpoint, add_metrics_port
 from pulsar_lens.cli.probing import add_probe_args, drill_service, probe_hooks
-from pulsar_lens.collectors.health import HealthRecorder
-from pulsar_lens.collectors.loop import PollLoop
-from pulsar_lens.core.config import ClusterSettings
-from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.secrets import display_url
 from pulsar_lens.core.settings import (
     Settings,
@@ -42,8 +38,11 @@ from pulsar_lens.core.settings import (
     format_duration,
     parse_duration,
 )
-from pulsar_lens.core.store import Store
 from pulsar_lens.core.storeroot import check_root
+
+if TYPE_CHECKING:  # the loop and the store (pandas), pydantic load once a collect runs
+    from pulsar_lens.core.config import ClusterSettings
+    from pulsar_lens.core.model import Snapshot
 
 
 def admin_source(
@@ -171,6 +170,10 @@ def require_admin_url(command: str, given: str | None, settings: Settings) -> st
 
 
 def run(args: argparse.Namespace) -> int:
+    from pulsar_lens.collectors.health import HealthRecorder
+    from pulsar_lens.collectors.loop import PollLoop
+    from pulsar_lens.core.store import Store
+
     settings = settings_of(args)
     # the deadline not set follows the interval (the flag's too): `Settings.poll_deadline_at`
     every = args.interval or settings.poll_interval

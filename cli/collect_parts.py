@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from pulsar_lens.collectors.heartbeat import Heartbeat
-from pulsar_lens.collectors.loop import CarryFn, DiffFn, PollFn, PollLoop
-from pulsar_lens.collectors.loop_group import LoopGroup
-from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.settings import Settings, retention_problem
-from pulsar_lens.core.store import Store
 
-if TYPE_CHECKING:  # the analyses (altair, the plugins) load once a collect gets that far
+if TYPE_CHECKING:  # the loop (pandas), the analyses (altair, the plugins) load once a collect
+    # runs: `collect --help` parses without them
+    from pulsar_lens.collectors.heartbeat import Heartbeat
+    from pulsar_lens.collectors.loop import CarryFn, DiffFn, PollFn, PollLoop
+    from pulsar_lens.collectors.loop_group import LoopGroup
+    from pulsar_lens.core.store import Store
     from pulsar_lens.plugins.results import ResultStore
     from pulsar_lens.plugins.spark.worker import WorkerProcess
 
@@ -79,6 +79,7 @@ def compute_per_cluster(
 ) -> None:
     """Every light plugin on each cluster's own newest snapshots, then prune the stored
     results (`prune_results`); the plugins not started once `stop()` is true are left out."""
+    from pulsar_lens.core.clusterview import ClusterView
     from pulsar_lens.plugins.engines import engine_of
     from pulsar_lens.plugins.precompute import prune_results, requirements_first, store_run
 

@@ -15,22 +15,17 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.cli.arguments import bounded_float, settings_of
 from pulsar_lens.cli.collect_cmd import add_config_arg
-from pulsar_lens.core.config import (
-    CLUSTER_ENV,
-    CLUSTER_KEYS,
-    GLOBAL_ENV,
-    SECRET_KEYS,
-    ClusterSettings,
-    show,
-)
-from pulsar_lens.core.configfile import Loaded
 from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.parts import DEFAULT_MAX_RESPONSE
 from pulsar_lens.core.secrets import clean
+
+if TYPE_CHECKING:  # the settings file's models (pydantic) load once the command runs
+    from pulsar_lens.core.config import ClusterSettings
+    from pulsar_lens.core.configfile import Loaded
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -79,6 +74,8 @@ def run_check(args: argparse.Namespace) -> int:
 
 def describe(loaded: Loaded, checks: list[dict[str, Any] | None]) -> dict[str, Any]:
     """The report: every key's shown value and origin, each cluster's check."""
+    from pulsar_lens.core.config import CLUSTER_ENV, CLUSTER_KEYS, GLOBAL_ENV, SECRET_KEYS
+
     config = loaded.config
     settings = {
         key: _entry(getattr(config, key), loaded, key, secret=False, env=GLOBAL_ENV[key])
@@ -108,6 +105,8 @@ def describe(loaded: Loaded, checks: list[dict[str, Any] | None]) -> dict[str, A
 
 
 def _entry(value: Any, loaded: Loaded, path: str, *, secret: bool, env: str | None) -> Any:
+    from pulsar_lens.core.config import show
+
     origin = loaded.origin(path)
     return {
         "value": show(value, secret=secret),

@@ -9,14 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.cli.arguments import bounded_float, settings_of
 from pulsar_lens.cli.collect_cmd import require_admin_url
 from pulsar_lens.core.secrets import display_url
 from pulsar_lens.core.settings import Settings
+
+if TYPE_CHECKING:  # pandas loads with the report, once a drill has run
+    import pandas as pd
 
 PLUGIN = "unload-latency"
 MAX_PROBE_RATE = 1000.0  # as collect --probe-rate
@@ -110,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
 def drill_report(store: Any, drill: Any, settings: Settings) -> dict[str, Any]:
     """The unload-latency result over the stored rows, narrowed to this drill."""
+    import pandas as pd
+
     from pulsar_lens.plugins import runner
     from pulsar_lens.plugins.isolation import limits_of
     from pulsar_lens.plugins.registry import discover

@@ -12,17 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pulsar_lens.cli.arguments import settings_of
-from pulsar_lens.collectors.dumpfiles import shown_path
-from pulsar_lens.collectors.dumps import capture_folders, read_capture
-from pulsar_lens.collectors.events import carry_forward, diff
-from pulsar_lens.collectors.restore import restore_latest
 from pulsar_lens.core.errors import DumpRefused, SettingsError, SnapshotError
-from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.names import NameRefused, named_entity
-from pulsar_lens.core.store import Store
 from pulsar_lens.core.storeroot import check_root
+
+if TYPE_CHECKING:  # the dumps' readers and the store (pyarrow, pandas) load once it runs
+    from pulsar_lens.core.model import Snapshot
+    from pulsar_lens.core.store import Store
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,6 +42,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    from pulsar_lens.collectors.dumps import capture_folders, read_capture
+    from pulsar_lens.core.store import Store
+
     settings = settings_of(args)
     if args.cluster is not None:
         try:
@@ -76,6 +78,9 @@ def run_import(args: argparse.Namespace) -> int:
 def _store(store: Store, captures: list[tuple[Path, Snapshot]], refusals: list[str]) -> int:
     """Write each snapshot, oldest first, with the events since the one before it of its
     cluster (the store's newest before it, for the first): as a polling loop would."""
+    from pulsar_lens.collectors.events import carry_forward, diff
+    from pulsar_lens.collectors.restore import restore_latest
+
     previous: dict[str, Snapshot | None] = {}
     stored = 0
     for folder, snapshot in captures:
@@ -109,4 +114,6 @@ def _line(folder: Path, sid: str, snapshot: Snapshot) -> str:
 
 
 def _shown(folder: Path) -> str:
+    from pulsar_lens.collectors.dumpfiles import shown_path
+
     return shown_path(folder)

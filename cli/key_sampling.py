@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from pulsar_lens.collectors.client_auth import client_token
-from pulsar_lens.collectors.heartbeat import HeartbeatFn
-from pulsar_lens.collectors.keys import collect_key_samples
-from pulsar_lens.collectors.loop import PollFn
-from pulsar_lens.collectors.sampling import DEFAULT_MAX_TOPICS, KeySampling
-from pulsar_lens.core.settings import Settings
-from pulsar_lens.core.store import Store
+from pulsar_lens.core.values import DEFAULT_MAX_TOPICS
 
-PollHook = Callable[[PollFn], PollFn]
-BeatHook = Callable[[HeartbeatFn], HeartbeatFn]
+if TYPE_CHECKING:  # the sampler (pyarrow, the client) loads once a collect runs
+    from pulsar_lens.collectors.heartbeat import HeartbeatFn
+    from pulsar_lens.collectors.loop import PollFn
+    from pulsar_lens.core.settings import Settings
+    from pulsar_lens.core.store import Store
+
+PollHook = Callable[["PollFn"], "PollFn"]
+BeatHook = Callable[["HeartbeatFn"], "HeartbeatFn"]
 
 
 def add_sampling_args(p: argparse.ArgumentParser, *, positive: Callable[[str], int]) -> None:
@@ -50,7 +51,7 @@ def add_sampling_args(p: argparse.ArgumentParser, *, positive: Callable[[str], i
         "--service-url",
         help="binary protocol URL for sampling (default PULSAR_SERVICE_URL, else the broker's)",
     )
-    p.set_defaults(key_collect=collect_key_samples)
+    p.set_defaults(key_collect=None)  # None: `collectors.keys.collect_key_samples`
 
 
 def sampling_hooks(
@@ -59,6 +60,10 @@ def sampling_hooks(
     """How to wrap the loop's poll and heartbeat functions; both identity when sampling is off."""
     if not (args.sample_keys or settings.key_sampling):
         return _same_poll, _same_beat
+    from pulsar_lens.collectors.client_auth import client_token
+    from pulsar_lens.collectors.keys import collect_key_samples
+    from pulsar_lens.collectors.sampling import KeySampling
+
     sampling = KeySampling(
         store,
         service_url=args.service_url or settings.service_url,
@@ -66,7 +71,7 @@ def sampling_hooks(
         pattern=args.sample_topics,
         token=client_token(settings.cluster, shared=settings.client_token),
         connection=settings.cluster,
-        collect=args.key_collect,
+        collect=collect_key_samples if args.key_collect is None else args.key_collect,
     )
     return sampling.wrap, sampling.after
 

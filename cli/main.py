@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from pulsar_lens import __version__
+from pulsar_lens import version
 from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.logs import setup_logging
 from pulsar_lens.core.parts import use_charset_setting
@@ -64,13 +64,36 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Operations dashboard and analyses for Apache Pulsar clusters.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
-    parser.add_argument("--version", action="version", version=f"pulsar-lens {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     only = COMMANDS.get(command or "")
     for name in COMMAND_MODULES:
         if only is None or name == only:
             importlib.import_module(name).register(sub)
     return parser
+
+
+class VersionAction(argparse.Action):
+    """`--version` as argparse's own, with the version read only when it is asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show program's version number and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"pulsar-lens {version()}")
+        parser.exit()
 
 
 def _command(given: Sequence[str]) -> str | None:

@@ -11,20 +11,17 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pulsar_lens.collectors.health import HealthRecorder
-from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn
 from pulsar_lens.core.errors import SettingsError
-from pulsar_lens.core.parts import PluginLimits
-from pulsar_lens.core.store import Store
-from pulsar_lens.exporter.collector import LensCollector, PollRecorder
-from pulsar_lens.exporter.server import (
-    PORT_ENV,
-    MetricsServer,
-    MetricsSettings,
-    parse_port,
-    start_metrics_server,
-)
+from pulsar_lens.core.parts import METRICS_PORT_ENV as PORT_ENV
+from pulsar_lens.core.parts import MetricsSettings, PluginLimits, parse_port
+
+if TYPE_CHECKING:  # the exporter's collector and the store (pandas) load once a command runs
+    from pulsar_lens.collectors.health import HealthRecorder
+    from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn
+    from pulsar_lens.core.store import Store
+    from pulsar_lens.exporter.server import MetricsServer
 
 HEALTH_PATH = "/health"
 
@@ -64,6 +61,8 @@ class MetricsEndpoint:
         """`settings` with the port to serve on (`MetricsSettings.with_port` lays the
         command line's over the settings'); third-party plugins load from `plugin_dirs`
         and run under `plugin_limits`."""
+        from pulsar_lens.exporter.collector import LensCollector, PollRecorder
+
         self.settings = settings
         self.health = health
         self.recorder = PollRecorder(clusters)
@@ -79,6 +78,8 @@ class MetricsEndpoint:
     def start(self) -> None:
         """Listen now (SettingsError if the port is taken), so a bad port fails at once."""
         if self.settings.port and self.server is None:
+            from pulsar_lens.exporter.server import start_metrics_server  # prometheus_client
+
             routes = {HEALTH_PATH: self.health.answer} if self.health else {}
             self.server = start_metrics_server(
                 self.collector,

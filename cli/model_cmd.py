@@ -12,13 +12,16 @@ import argparse
 import json
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pulsar_lens.cli.arguments import add_jvm_charset, bounded_int, jvm_charset_of
 from pulsar_lens.core.errors import ModelError
-from pulsar_lens.core.hashing import PULSAR_LINES, SELECTOR_KINDS, sticky_key_hash
 from pulsar_lens.core.limits import MAX_CONSUMERS, MAX_HASH, MAX_REPLICA_POINTS
-from pulsar_lens.core.model import HashRange
-from pulsar_lens.core.selectors import DEFAULT_POINTS, Consumer, Selector, make_selector
+from pulsar_lens.core.pulsarvalues import DEFAULT_POINTS, PULSAR_LINES, SELECTOR_KINDS
+
+if TYPE_CHECKING:  # the models (numpy, pyarrow) load when a command runs, not at parsing
+    from pulsar_lens.core.model import HashRange
+    from pulsar_lens.core.selectors import Consumer, Selector
 
 VARIANTS = ("4.0", "3.0.7", "3.0.3", "3.0.0")
 
@@ -87,6 +90,8 @@ def _add_model_args(p: argparse.ArgumentParser, *, consumers: bool) -> None:
 
 
 def run_hash(args: argparse.Namespace) -> int:
+    from pulsar_lens.core.hashing import sticky_key_hash
+
     hashes = {
         key: sticky_key_hash(key.encode(), selector=args.selector, pulsar=args.pulsar)
         for key in args.keys
@@ -118,6 +123,8 @@ def run_route(args: argparse.Namespace) -> int:
 
 def build_selector(args: argparse.Namespace) -> tuple[Selector, dict[Consumer, str]]:
     """Join the `--consumers` in order; return the selector and each consumer's JSON key."""
+    from pulsar_lens.core.selectors import make_selector
+
     consumers = parse_consumers(args.consumers, sticky=args.selector == "sticky")
     variant = args.variant
     if variant is not None and args.selector != "consistent":
@@ -155,6 +162,8 @@ def leaving(
 
 
 def parse_consumers(text: str, *, sticky: bool) -> list[Consumer]:
+    from pulsar_lens.core.selectors import Consumer
+
     consumers = []
     items = text.split(",")
     if len(items) > MAX_CONSUMERS:

@@ -13,7 +13,6 @@ from pulsar_lens.cli.bounded import MAX_ROWS, MAX_TEXT, Cut, bounded_frame, boun
 from pulsar_lens.core.errors import PluginParamsError, PulsarLensError
 from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.values import ENGINES
-from pulsar_lens.plugins import isolation
 
 if TYPE_CHECKING:  # the plugins (pandas, the API) load when a command runs, not at parsing
     import pandas as pd
@@ -122,6 +121,7 @@ def _listing(settings: Settings, *, fresh: bool) -> Listing:
     """The listing of the plugins of `settings`: third-party code is imported in workers
     only, or not at all when the listing cache under the cache directory has their answers."""
     from pulsar_lens.lab.runtime import cache_root
+    from pulsar_lens.plugins import isolation
     from pulsar_lens.plugins.listing import list_plugins
 
     return list_plugins(
@@ -136,6 +136,8 @@ def _discover(settings: Settings) -> Registry:
     """The plugins of `settings`. The worker process that first imports third-party ones
     starts before this process imports the API and the built-ins, so the two run side by
     side."""
+    from pulsar_lens.plugins import isolation
+
     isolation.warm_for(settings.plugin_dirs)
     from pulsar_lens.plugins.registry import discover
 

@@ -10,17 +10,17 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.cli.arguments import bounded_float
-from pulsar_lens.collectors.client_auth import client_token
-from pulsar_lens.collectors.drill_queue import DrillQueue, DrillService, DrillStatus
-from pulsar_lens.collectors.probe_loop import CollectProbes, lookup_service_url, parse_probe_spec
-from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import ModelError, SettingsError
-from pulsar_lens.core.mutations import require_mutations
-from pulsar_lens.core.settings import Settings
-from pulsar_lens.core.store import Store
+
+if TYPE_CHECKING:  # the probes (pyarrow, the client, pydantic) load once a collect runs
+    from pulsar_lens.collectors.drill_queue import DrillService, DrillStatus
+    from pulsar_lens.collectors.probe_loop import CollectProbes
+    from pulsar_lens.core.config import ClusterSettings
+    from pulsar_lens.core.settings import Settings
+    from pulsar_lens.core.store import Store
 
 MAX_PROBE_RATE = 1000.0  # messages per second per bundle
 
@@ -61,6 +61,10 @@ def probe_hooks(
     that cluster's settings alone (service URL, token, OAuth2, TLS)."""
     if not args.probes:
         return None
+    from pulsar_lens.collectors.client_auth import client_token
+    from pulsar_lens.collectors.probe_loop import CollectProbes, parse_probe_spec
+    from pulsar_lens.core.mutations import require_mutations
+
     require_mutations(
         f"--probe {' '.join(args.probes)} (creates topics and subscriptions)", settings.mutations
     )
@@ -99,6 +103,8 @@ def drill_service(
     """The thread that takes the drills the dashboard asks for: it runs those that
     `collectors.drill_queue.refusal` lets through, and refuses, visibly, the others (all of
     them unless mutations from the dashboard are on here), so none waits for a later start."""
+    from pulsar_lens.collectors.client_auth import client_token
+    from pulsar_lens.collectors.drill_queue import DrillQueue, DrillService
 
     def run(status: DrillStatus, progress: Callable[[str], None]) -> dict[str, Any]:
         from pulsar_lens.collectors.admin import AdminClient
@@ -126,6 +132,7 @@ def drill_service(
 
 def _lookup(admin_url: str, cluster: ClusterSettings, max_response: int, topic: str) -> str | None:
     from pulsar_lens.collectors.admin import AdminClient
+    from pulsar_lens.collectors.probe_loop import lookup_service_url
 
     with AdminClient.from_settings(
         cluster, admin_url=admin_url, max_response_bytes=max_response

@@ -7,7 +7,7 @@ import argparse
 import json
 import time
 
-from pulsar_lens.lab import localpulsar, runtime
+from pulsar_lens.lab import runtime
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,6 +42,8 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pulsar_lens.lab import localpulsar  # urllib, http.client, ssl: once a command runs
+
     version = runtime.release(args.pulsar or runtime.PULSAR_VERSION).version
     if args.action == "assemble":
         started = time.monotonic()

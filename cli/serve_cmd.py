@@ -27,11 +27,10 @@ from pulsar_lens.cli.metrics_endpoint import (
     metrics_url,
 )
 from pulsar_lens.cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
-from pulsar_lens.core.parts import BIND_ENV, SPARK_EVERY_ENV
+from pulsar_lens.core.parts import BIND_ENV, SERVE_PORT, SPARK_EVERY_ENV
 from pulsar_lens.core.secrets import display_url
 from pulsar_lens.core.settings import Settings, child_environ, format_duration
 from pulsar_lens.core.storeroot import check_root
-from pulsar_lens.exporter.server import SERVE_PORT
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 DEFAULT_PORT = 8501

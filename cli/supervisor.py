@@ -16,8 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
@@ -122,6 +120,9 @@ def wait_http_ok(
 
     Returns early, without error, once `stop` is set.
     """
+    import urllib.error
+    import urllib.request  # with http.client and ssl: not for a `--help`
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if stop is not None and stop.is_set():

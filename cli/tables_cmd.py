@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from pulsar_lens.core.model import POLLED_TABLES, RECORD_TYPES, TABLES
-from pulsar_lens.core.tabledocs import describe_table
+from pulsar_lens.core.tablenames import POLLED_TABLES, TABLES
 
 HEADER = """# Snapshot tables
 
@@ -41,6 +40,9 @@ def _origin(name: str) -> str:
 
 
 def _table_markdown(name: str) -> str:
+    from pulsar_lens.core.model import RECORD_TYPES  # pyarrow: once a command runs
+    from pulsar_lens.core.tabledocs import describe_table
+
     doc = (RECORD_TYPES[name].__doc__ or "").strip()
     origin = _origin(name)
     lines = [f"## `{name}`", "", f"{origin[0].upper()}{origin[1:]}."]
@@ -58,6 +60,8 @@ def run_tables(args: argparse.Namespace) -> int:
     if args.markdown:
         print(tables_markdown() if args.table is None else _table_markdown(args.table), end="")
         return 0
+    from pulsar_lens.core.tabledocs import describe_table
+
     for name in [args.table] if args.table else TABLES:
         print(f"{name}: {_origin(name)}")
         for column in describe_table(name):

@@ -27,10 +27,10 @@ from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.model import Snapshot, records_to_table
 from pulsar_lens.core.secrets import Secret
 from pulsar_lens.core.store import Store
+from pulsar_lens.core.values import DEFAULT_MAX_TOPICS as DEFAULT_MAX_TOPICS
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_TOPICS = 10
 SCHEMES = ("persistent://", "non-persistent://")
 
 

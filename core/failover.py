@@ -19,10 +19,7 @@ from pydantic import AfterValidator
 
 from pulsar_lens.core.hashing import murmur3_31
 from pulsar_lens.core.parts import charset_setting
-
-JVM_CHARSET = "utf-8"
-"""The ring hashes `String.getBytes()`: the broker JVM's default charset. UTF-8 on Java 18+;
-on Java 17 it follows the locale (`ANSI_X3.4-1968`, i.e. ASCII, when LANG is unset)."""
+from pulsar_lens.core.pulsarvalues import JVM_CHARSET as JVM_CHARSET
 
 RING_REPLICAS = 100
 """`CONSUMER_CONSISTENT_HASH_REPLICAS`: ring points per consumer (fixed, not configurable)."""

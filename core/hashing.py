@@ -20,26 +20,17 @@ import pyarrow as pa
 
 from pulsar_lens.core import murmur_jit
 from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.pulsarvalues import DEFAULT_POINTS as DEFAULT_POINTS
+from pulsar_lens.core.pulsarvalues import PULSAR_LINES as PULSAR_LINES
+from pulsar_lens.core.pulsarvalues import RANGE_SIZE as RANGE_SIZE
+from pulsar_lens.core.pulsarvalues import SELECTOR_KINDS as SELECTOR_KINDS
+from pulsar_lens.core.pulsarvalues import PulsarLine as PulsarLine
+from pulsar_lens.core.pulsarvalues import SelectorKind as SelectorKind
 
 INT31_MASK = 0x7FFFFFFF
 
-SelectorKind = Literal["consistent", "auto-split", "sticky"]
-"""consistent: consistent hashing (the default); auto-split: HashRangeAutoSplit
-(`subscriptionKeySharedUseConsistentHashing=false`); sticky: KeySharedMode.STICKY."""
-
-PulsarLine = Literal["4.0", "3.0"]
-
-SELECTOR_KINDS: tuple[SelectorKind, ...] = ("consistent", "auto-split", "sticky")
-PULSAR_LINES: tuple[PulsarLine, ...] = ("4.0", "3.0")
-
-RANGE_SIZE = 65536
-"""`StickyKeyConsumerSelector.DEFAULT_RANGE_SIZE`: auto split and sticky slots are 0..65535."""
-
 CONSISTENT_HASH_MAX = 65535
 """4.0 consistent hashing reduces into [1, 65535] (`h31 % 65535 + 1`)."""
-
-DEFAULT_POINTS = 100
-"""`subscriptionKeySharedConsistentHashingReplicaPoints` default."""
 
 NONE_KEY = b"NONE_KEY"
 """The sticky key of a message with neither ordering key, partition key nor (4.0) producer."""

@@ -7,7 +7,7 @@ request still answers in seconds and in bounded memory.
 
 from __future__ import annotations
 
-from pulsar_lens.core.hashing import RANGE_SIZE
+from pulsar_lens.core.pulsarvalues import RANGE_SIZE
 
 MAX_REPLICA_POINTS = 1024
 """`subscriptionKeySharedConsistentHashingReplicaPoints` the model goes up to. The broker's

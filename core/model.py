@@ -20,6 +20,9 @@ from typing import Any
 import pyarrow as pa
 
 from pulsar_lens.core.secrets import clean
+from pulsar_lens.core.tablenames import POLLED_TABLES as POLLED_TABLES
+from pulsar_lens.core.tablenames import TABLES as TABLES
+from pulsar_lens.core.tablenames import TIMED_TABLES as TIMED_TABLES
 
 HashRange = tuple[int, int]
 """An inclusive hash range `(start, end)` as Pulsar reports it."""
@@ -246,19 +249,6 @@ RECORD_TYPES: Mapping[str, type] = {
     "probes": ProbeRecord,
     "key_samples": KeySampleRecord,
 }
-TABLES: tuple[str, ...] = tuple(RECORD_TYPES)
-POLLED_TABLES: tuple[str, ...] = (
-    "brokers",
-    "bundles",
-    "topics",
-    "subscriptions",
-    "consumers",
-    "draining_hashes",
-)
-
-TIMED_TABLES: tuple[str, ...] = ("probes",)
-"""Tables written on their own clock, not with a poll: their `snapshot_id` names a write
-batch, so analyses read them by `collected_at` over the window of polls instead."""
 
 UTC_TS = pa.timestamp("us", tz="UTC")
 HASH_RANGE_TYPE = pa.list_(pa.struct([("start", pa.int32()), ("end", pa.int32())]))

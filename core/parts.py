@@ -47,6 +47,7 @@ METRICS_PORT_ENV = "PULSAR_LENS_METRICS_PORT"
 METRICS_ADDRESS_ENV = "PULSAR_LENS_METRICS_ADDRESS"
 METRICS_MAX_SUBSCRIPTIONS_ENV = "PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1"
+SERVE_PORT = 9464  # the default of `serve` and `demo`; `collect` has it off unless asked
 DEFAULT_MAX_SUBSCRIPTIONS = 500
 
 # -- logging, mutations, the binary client, the admin client, the JVM -------------------------

@@ -28,6 +28,8 @@ concurrency still fit the default deadline when each answers in about 0.2 s."""
 MAX_MAX_BROKERS = 100_000
 MAX_DURATION = dt.timedelta(days=3650)
 """The longest duration a setting takes: ten years (longer is a typo, not a plan)."""
+DEFAULT_MAX_TOPICS = 10
+"""Topics one key sampling round reads at most (`collectors.sampling`)."""
 MIN_RETENTION = dt.timedelta(minutes=1)
 """Retention shorter than this would delete snapshots as they are written."""
 

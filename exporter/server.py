@@ -19,7 +19,7 @@ from pulsar_lens.core.parts import DEFAULT_METRICS_ADDRESS as DEFAULT_ADDRESS
 from pulsar_lens.core.parts import METRICS_ADDRESS_ENV as ADDRESS_ENV
 from pulsar_lens.core.parts import METRICS_MAX_SUBSCRIPTIONS_ENV as MAX_SUBSCRIPTIONS_ENV
 from pulsar_lens.core.parts import METRICS_PORT_ENV as PORT_ENV
-from pulsar_lens.core.parts import MetricsSettings, parse_port
+from pulsar_lens.core.parts import SERVE_PORT, MetricsSettings, parse_port
 from pulsar_lens.exporter.http import Route, serve_registry
 
 __all__ = [
@@ -33,8 +33,6 @@ __all__ = [
     "parse_port",
     "start_metrics_server",
 ]
-
-SERVE_PORT = 9464  # the default of `serve` and `demo`; `collect` has it off unless asked
 
 
 @dataclass
