@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from benchmarks.commands import bytecode_env, load, timed
 
 LENS = [sys.executable, "-m", "pulsar_lens.cli.main"]
 BASELINES: dict[str, list[str]] = {
@@ -48,41 +46,20 @@ ARGPARSE = "python -c 'import argparse'"
 MODES = ("cold", "warm")
 
 
-def timed(argv: Sequence[str], env: Mapping[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds of one run of `argv` (which must succeed)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    subprocess.run(argv, env=dict(env), check=True, stdout=subprocess.DEVNULL, timeout=300)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
-
-
-def environment(pycache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(pycache)
-    return env
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def measure(rounds: int, tmp: Path) -> dict[tuple[str, str], list[tuple[float, float]]]:
     """Every (mode, case) -> its runs, the cases and baselines taking turns in each round."""
     everything = {**BASELINES, **CASES}
     warm = tmp / "warm"
     fresh = itertools.count()
     for argv in everything.values():
-        timed(argv, environment(warm))  # fills the warm cache; not measured
+        timed(argv, bytecode_env(warm))  # fills the warm cache; not measured
     runs: dict[tuple[str, str], list[tuple[float, float]]] = {
         (mode, name): [] for mode in MODES for name in everything
     }
     for _ in range(rounds):
         for name, argv in everything.items():
-            runs["cold", name].append(timed(argv, environment(tmp / f"cold-{next(fresh)}")))
-            runs["warm", name].append(timed(argv, environment(warm)))
+            runs["cold", name].append(timed(argv, bytecode_env(tmp / f"cold-{next(fresh)}")))
+            runs["warm", name].append(timed(argv, bytecode_env(warm)))
     return runs
 
 

@@ -21,31 +21,18 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+from benchmarks.commands import bytecode_env, load, timed
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "drop-in" / "backlog_top.py"
 LENS = [sys.executable, "-m", "pulsar_lens.cli.main", "plugins"]
 BASELINE = [sys.executable, "-c", "import pandas, pydantic, pyarrow"]
-
-
-def timed(argv: Sequence[str], env: Mapping[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds of one run of `argv` (which must succeed)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    subprocess.run(argv, env=dict(env), check=True, stdout=subprocess.DEVNULL, timeout=300)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
 
 
 def median_of(
@@ -58,15 +45,10 @@ def median_of(
 
 
 def environment(pycache: Path, plugin_dirs: str, cache_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    env = bytecode_env(pycache)
     env["PULSAR_LENS_PLUGIN_DIRS"] = plugin_dirs
     env["PULSAR_LENS_CACHE_DIR"] = str(cache_dir)
     return env
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
