@@ -4,17 +4,6 @@ one record type per name, in this order)."""
 
 from __future__ import annotations
 
-TABLES: tuple[str, ...] = (
-    "brokers",
-    "bundles",
-    "topics",
-    "subscriptions",
-    "consumers",
-    "draining_hashes",
-    "events",
-    "probes",
-    "key_samples",
-)
 POLLED_TABLES: tuple[str, ...] = (
     "brokers",
     "bundles",
@@ -23,6 +12,7 @@ POLLED_TABLES: tuple[str, ...] = (
     "consumers",
     "draining_hashes",
 )
+TABLES: tuple[str, ...] = (*POLLED_TABLES, "events", "probes", "key_samples")
 
 TIMED_TABLES: tuple[str, ...] = ("probes",)
 """Tables written on their own clock, not with a poll: their `snapshot_id` names a write
