@@ -111,7 +111,7 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
             )
         group = LoopGroup(loops)
         _announce(args, settings, store, interval)
-        with stop_on_sigterm(group):
+        with stop_on_sigterm(group, analyses):
             group.run()
         if (args.once or args.max_polls) and not group.stopped:
             analyses.finish()

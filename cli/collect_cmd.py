@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-        with stop_on_sigterm(loop):
+        with stop_on_sigterm(loop, analyses):
             loop.run()
         if (args.once or args.max_polls) and not loop.stopped:
             # a bounded run leaves its results stored, like its snapshots; one stopped by

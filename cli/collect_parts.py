@@ -157,6 +157,10 @@ class Analyses:
     def finish(self) -> None:
         self._worker.drain()
 
+    def interrupt(self) -> None:
+        """The process is stopping: start no further analysis (see `ResultsWorker.interrupt`)."""
+        self._worker.interrupt()
+
     def close(self) -> None:
         """Stop the job worker and the results thread side by side, within JOBS_GRACE."""
         if self._jobs is not None:
@@ -167,14 +171,18 @@ class Analyses:
 
 
 @contextmanager
-def stop_on_sigterm(loop: PollLoop | LoopGroup) -> Iterator[None]:
-    """Let `docker stop` (SIGTERM) end the loop between polls, like Ctrl-C."""
+def stop_on_sigterm(loop: PollLoop | LoopGroup, analyses: Analyses | None = None) -> Iterator[None]:
+    """Let `docker stop` (SIGTERM) end the loop between polls, like Ctrl-C, and the analyses
+    of the newest snapshot before their next plugin: a stop signal sent to the whole process
+    group has also ended the forkserver that a third-party plugin's worker would fork from."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handle(signum: int, frame: FrameType | None) -> None:
         loop.stop()
+        if analyses is not None:
+            analyses.interrupt()
 
     previous = signal.signal(signal.SIGTERM, handle)
     try:

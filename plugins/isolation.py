@@ -194,7 +194,15 @@ def _run(
     worker = ctx.Process(
         target=_worker, args=(locator, method, args, limits.memory, send), daemon=True
     )
-    _start(worker)
+    try:
+        _start(worker)
+    except OSError as exc:
+        # not the plugin's doing: the forkserver is gone, e.g. a stop signal sent to the
+        # whole process group reached it while this process finished its work
+        send.close()
+        receive.close()
+        detail = f"{what} could not start its worker process: {type(exc).__name__}: {exc}"
+        raise PluginRunError(plugin, detail, phase=what) from exc
     send.close()
     try:
         answer = _wait(receive, worker, timeout)

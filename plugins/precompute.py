@@ -196,6 +196,11 @@ class ResultsWorker:
     def stopping(self) -> bool:
         return self._stopping
 
+    def interrupt(self) -> None:
+        """Have a computation under way leave out the plugins it has not started, at once and
+        without waiting: it takes no lock, so a signal handler may call it."""
+        self._stopping = True
+
     def stop(self) -> None:
         with self._changed:
             self._stopping = True

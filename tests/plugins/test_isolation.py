@@ -14,7 +14,7 @@ import pytest
 from pulsar_lens.core.errors import PluginRunError
 from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.store import Store
-from pulsar_lens.plugins import runner
+from pulsar_lens.plugins import isolation, runner
 from pulsar_lens.plugins.registry import Registry, discover
 from tests.fake_admin import FakeAdmin
 from tests.lens_cli import run_lens
@@ -126,3 +126,24 @@ def test_collect_and_analyze_go_on_past_misbehaving_plugins(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["plugin"] == "subscription-status"
     assert Store(store).latest_snapshot_id() is not None
+
+
+def test_a_worker_that_cannot_start_is_reported_without_a_traceback(
+    bad_plugins: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A stop signal sent to the whole process group ends the forkserver too; an analysis
+    started after that cannot fork its worker. That is reported as the call's failure, with
+    the reason, and never logged as the plugin's crash."""
+    store = store_with_polls(tmp_path / "store")
+    registry = discover_from_settings()
+
+    def refused(worker: object) -> None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(isolation, "_start", refused)
+    with pytest.raises(PluginRunError, match="could not start its worker process: Conn"):
+        runner.run(registry.get("works"), store, use_cache=False, use_stored=False)
+    assert "Traceback" not in caplog.text and not caplog.records

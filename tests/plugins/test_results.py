@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -234,3 +235,36 @@ def test_a_round_analyses_one_snapshot_though_a_poll_arrives_during_it(tmp_path:
     assert store.latest_snapshot_id() != newest  # the poll did land
     analysed = {meta["plugin"]: meta["snapshot_ids"][-1] for _, meta in results.entries()}
     assert analysed == {"poll-arrives": newest, "topic-count": newest}
+
+
+def test_an_interrupted_worker_starts_no_further_plugin(tmp_path: Path) -> None:
+    """SIGTERM's handler interrupts the analyses under way: the plugins after the running one
+    are left out at once, not after the poll loop has wound down."""
+    store = store_with_polls(tmp_path)
+    outcomes: list[list[str]] = []
+    started = threading.Event()
+    interrupted = threading.Event()
+
+    class Interrupting(Counting):
+        name = "interrupting"
+
+        def analyze(self, data: Inputs, params: object) -> Result:
+            started.set()
+            interrupted.wait(30)
+            return super().analyze(data, params)
+
+    plugins = [Interrupting(), Failing()]
+    results = ResultStore(tmp_path)
+
+    def compute(stop: Callable[[], bool]) -> None:
+        found = compute_results(store, plugins, results=results, stop=stop)
+        outcomes.append([o.plugin for o in found])
+
+    worker = ResultsWorker(compute)
+    worker.submit()
+    assert started.wait(60)
+    worker.interrupt()
+    interrupted.set()
+    assert worker.drain(timeout=60)
+    worker.stop()
+    assert outcomes == [["interrupting"]]
