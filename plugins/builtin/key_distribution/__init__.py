@@ -5,9 +5,12 @@ held its hash in that poll, under the selector in force then (`reference` states
 messages per consumer, per hash and per key, skew, the what-if over consumer count and
 replica points on the real keys (`whatif`), and the sticky-range planner of `sticky-ranges`
 scored on them. Spark does the counting: the sticky hash of each key in the JVM
-(`with_sticky_hash`), the join of keys with the ranges of their poll, the aggregations and,
-per subscription (`applyInPandas`), the what-ifs; the small counted frames then go through the same
-`frames.finish` as the pandas twin.
+(`with_sticky_hash`), the consumer whose ranges in that poll hold it (in the JVM too, over the
+poll's members), and the sums, in one query collected once (`_collected`): one aggregation
+over grouping sets gives the sums per consumer, per bin and per hash and the per-key counts
+of the hot keys. The what-ifs run here on the per-hash sums (at most 65,536 rows per
+subscription), and the small counted frames go through the same `frames.finish` as the pandas
+twin. tests/spark/test_key_distribution.py fixes how many Spark jobs one run starts.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from pulsar_lens.api import (
     HISTORY_ALL,
@@ -41,20 +45,15 @@ from pulsar_lens.plugins.builtin.key_distribution.frames import (
 from pulsar_lens.plugins.builtin.key_distribution.reference import (
     GROUP_KEY,
     members_in_order,
-    with_selectors,
+    selectors_of,
 )
 from pulsar_lens.plugins.builtin.key_distribution.whatif import (
-    PLAN_SCHEMA,
-    WHAT_IF_SCHEMA,
+    per_label,
     plan_frame,
     what_if_frame,
 )
 
 BROKER_POINTS = 100  # subscriptionKeySharedConsistentHashingReplicaPoints' default
-SELECTOR_SCHEMA = (
-    "snapshot_id string, topic string, subscription string, label string, "
-    "collected_at timestamp, selector string, reduction string"
-)
 
 
 class KeyDistribution(AnalysisPlugin):
@@ -126,7 +125,9 @@ class KeyDistribution(AnalysisPlugin):
 def spark_counts(
     data: SparkInputs, *, top_keys: int, what_if: Mapping[str, Any], plan_points: int
 ) -> dict[str, pd.DataFrame]:
-    """The counted frames of `frames.COUNT_COLUMNS`, counted in Spark."""
+    """The counted frames of `frames.COUNT_COLUMNS`, from one Spark query collected once
+    (`_collected`); the what-ifs then run here on its per-hash sums. A collect per frame would
+    plan and run the whole chain of joins again for each."""
     from pyspark.sql import functions as F
 
     subscriptions = data.history("subscriptions")
@@ -140,58 +141,72 @@ def spark_counts(
     polls = samples.select("snapshot_id", "topic").distinct()
     sampled = subs.join(polls, ["snapshot_id", "topic"], "left_semi")
     consumers = data.history("consumers")
-    listed = consumers.join(sampled.select(*GROUP_KEY, "label"), GROUP_KEY, "inner")
-    selectors = _selectors(sampled, listed).cache()
-    assigned = _assigned(samples, selectors, listed).cache()
+    # cached: the query reads it three times, and Spark reuses no work past a Python function
+    selectors = _selectors(sampled, consumers).cache()
     try:
-        if assigned.isEmpty():
-            return empty_counts()
-        labels = assigned.select("label").distinct()
-        members = members_in_order(_newest(consumers, subs, labels).toPandas())
-        frames = {
-            "consumers": _per_consumer(assigned, listed),
-            "keys": assigned.groupBy("label").agg(F.countDistinct("key").alias("keys")),
-            "selector": _newest_selector(selectors),
-            "bins": _sum(
-                assigned.withColumn("bin_start", F.col("hash") - F.col("hash") % BIN_WIDTH),
-                "bin_start",
-            ),
-            "hot_keys": _hot_keys(assigned, top_keys),
-            "what_if": _by_hash(assigned, "sticky_hash")
-            .groupBy("label")
-            .applyInPandas(lambda g: what_if_frame(g, members, **what_if), WHAT_IF_SCHEMA),
-            "sticky_plan": _by_hash(assigned, "range_hash")
-            .groupBy("label")
-            .applyInPandas(lambda g: plan_frame(g, members, points=plan_points), PLAN_SCHEMA),
-        }
-        return {
-            name: frame.select(*COUNT_COLUMNS[name]).toPandas() for name, frame in frames.items()
-        }
+        counted = _counted(_assigned(samples, selectors), selectors, top_keys)
+        members = _newest(consumers, subs).select(
+            F.lit("members").alias("part"),
+            "label",
+            F.col("consumer_name").alias("name"),
+            F.col("connected_since").alias("at"),
+        )
+        rows = counted.unionByName(members, allowMissingColumns=True).toPandas()
     finally:
-        assigned.unpersist()
         selectors.unpersist()
+    found = {part: _part(rows, part) for part in PART_COLUMNS}
+    if found["hot_keys"].empty:  # no key sampled under a Key_Shared subscription
+        return empty_counts()
+    ring = members_in_order(found.pop("members"))
+    return {
+        **{name: found[name][COUNT_COLUMNS[name]] for name in ("consumers", "selector", "bins")},
+        "keys": found["hot_keys"].drop_duplicates("label")[COUNT_COLUMNS["keys"]],
+        "hot_keys": found["hot_keys"][COUNT_COLUMNS["hot_keys"]],
+        "what_if": per_label(found["sticky_hashes"], lambda g: what_if_frame(g, ring, **what_if)),
+        "sticky_plan": per_label(
+            found["range_hashes"], lambda g: plan_frame(g, ring, points=plan_points)
+        ),
+    }
 
 
-def _selectors(sampled: Any, listed: Any) -> Any:
-    """One row per sampled subscription and poll: its selector (`reference.with_selectors`)."""
+def _selectors(sampled: Any, consumers: Any) -> Any:
+    """One row per sampled subscription and poll: its selector and reduction
+    (`reference.selectors_of`), and its `members` (consumer_name, hash_ranges)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
 
     member = F.when(F.col("consumer_name").isNotNull(), F.struct("consumer_name", "hash_ranges"))
     groups = (
-        sampled.join(listed.select(*GROUP_KEY, "consumer_name", "hash_ranges"), GROUP_KEY, "left")
+        sampled.join(
+            consumers.select(*GROUP_KEY, "consumer_name", "hash_ranges"), GROUP_KEY, "left"
+        )
         .groupBy(*GROUP_KEY, "label", "collected_at", "key_shared_mode")
         .agg(F.collect_list(member).alias("members"))
     )
-    return groups.mapInPandas(_selector_batches, SELECTOR_SCHEMA)
+    kept = [groups.schema[name] for name in SELECTOR_KEPT]
+    chosen = [StructField(name, StringType()) for name in ("selector", "reduction")]
+    return groups.mapInArrow(_selector_batches, StructType([*kept, *chosen]))
 
 
-def _selector_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+SELECTOR_KEPT = [*GROUP_KEY, "label", "collected_at", "members"]
+
+
+def _selector_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        yield with_selectors(batch)
+        kinds, reductions = selectors_of(
+            batch.column("key_shared_mode").to_pylist(), batch.column("members").to_pylist()
+        )
+        kept = [batch.column(name) for name in SELECTOR_KEPT]
+        chosen = [pa.array(kinds, pa.string()), pa.array(reductions, pa.string())]
+        yield pa.RecordBatch.from_arrays(
+            [*kept, *chosen], names=[*SELECTOR_KEPT, "selector", "reduction"]
+        )
 
 
-def _assigned(samples: Any, selectors: Any, listed: Any) -> Any:
-    """Sampled messages per (poll, subscription, key): its hashes and its consumer."""
+def _assigned(samples: Any, selectors: Any) -> Any:
+    """Sampled messages per (poll, subscription, key): the poll's selector, the key's hashes and
+    its consumer, the least by name of the members whose ranges hold its hash, `UNCOVERED` if
+    none does."""
     from pyspark.sql import functions as F
 
     from pulsar_lens.plugins.spark.hashing import with_sticky_hash
@@ -209,35 +224,138 @@ def _assigned(samples: Any, selectors: Any, listed: Any) -> Any:
         *GROUP_KEY,
         "label",
         "collected_at",
+        "selector",
         "key",
         F.col("sticky_hash").cast("long").alias("sticky_hash"),
         "range_hash",
         routed.otherwise(F.col("range_hash")).cast("long").alias("hash"),
         "messages",
+        "members",
     )
-    ranges = listed.select(
-        *GROUP_KEY, "consumer_name", F.explode("hash_ranges").alias("range")
-    ).select(
-        *[F.col(k).alias(f"r_{k}") for k in GROUP_KEY],
-        F.col("consumer_name"),
-        F.col("range.start").cast("long").alias("start"),
-        F.col("range.end").cast("long").alias("end"),
+
+    def holds(member: Any) -> Any:
+        return F.exists(
+            member["hash_ranges"],
+            lambda r: (
+                (F.col("hash") >= r["start"].cast("long"))
+                & (F.col("hash") <= r["end"].cast("long"))
+            ),
+        )
+
+    owners = F.transform(F.filter("members", holds), lambda member: member["consumer_name"])
+    owner = F.coalesce(F.array_min(owners), F.lit(UNCOVERED)).alias("consumer_name")
+    return rows.select(*[c for c in rows.columns if c != "members"], owner)
+
+
+# The parts `_counted` counts, by the column each groups by beside `label` (all: none)
+PARTS = {
+    "consumer_name": "consumers",
+    "bin_start": "bins",
+    "sticky_hash": "sticky_hashes",
+    "range_hash": "range_hashes",
+    "key": "hot_keys",
+}
+# Each part's columns in the collected rows (`spark_counts`), and the names they take
+PART_COLUMNS: dict[str, dict[str, str]] = {
+    "consumers": {"name": "consumer_name", "messages": "messages"},
+    "bins": {"hash": "bin_start", "messages": "messages"},
+    "sticky_hashes": {"hash": "hash", "messages": "messages"},
+    "range_hashes": {"hash": "hash", "messages": "messages"},
+    "hot_keys": {
+        "key": "key",
+        "hash": "hash",
+        "name": "consumer_name",
+        "seen": "consumers_seen",
+        "messages": "messages",
+        "keys": "keys",
+    },
+    "selector": {"name": "selector"},
+    "members": {"name": "consumer_name", "at": "connected_since"},
+}
+LONGS = {"hash", "messages", "seen", "keys"}
+
+
+def _counted(assigned: Any, selectors: Any, top: int) -> Any:
+    """Every part of `PARTS` and the `selector` one, as rows (part, label, name, key, hash,
+    messages, seen, keys), from one aggregation over grouping sets and one window:
+
+    - per label and each `PARTS` column, the messages (a consumer listed in a sampled poll
+      counts, with 0 if nothing went to it);
+    - `hot_keys`: per label, the `top` keys by messages (ties by key), with hash and consumer
+      at their newest sample (the greatest (collected_at, consumer_name, hash)), how many
+      consumers they went to (`seen`) and, on each, how many keys the label has (`keys`);
+    - `selector`: per label, the selector in force at its newest sampled poll (`name`)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = assigned.select(
+        "label",
+        "consumer_name",
+        (F.col("hash") - F.col("hash") % BIN_WIDTH).alias("bin_start"),
+        "sticky_hash",
+        "range_hash",
+        "key",
+        "collected_at",
+        "hash",
+        "selector",
+        "messages",
     )
-    inside = (F.col("hash") >= F.col("start")) & (F.col("hash") <= F.col("end"))
-    same = [F.col(k) == F.col(f"r_{k}") for k in GROUP_KEY]
-    owned = rows.join(ranges, [*same, inside], "left")
-    return owned.groupBy(*rows.columns).agg(
-        F.coalesce(F.min("consumer_name"), F.lit(UNCOVERED)).alias("consumer_name")
+    present = selectors.select("label", F.explode("members.consumer_name").alias("consumer_name"))
+    zero = present.select(
+        *[
+            F.col(c) if c in present.columns else F.lit(None).cast(rows.schema[c].dataType).alias(c)
+            for c in rows.columns
+            if c != "messages"
+        ],
+        F.lit(0).cast("long").alias("messages"),
+    )
+    real = F.when(F.col("consumer_name") != UNCOVERED, F.col("consumer_name"))
+    grouped = (
+        rows.unionByName(zero)
+        .groupingSets([["label"], *[["label", c] for c in PARTS]], "label", *PARTS)
+        .agg(
+            F.sum("messages").cast("long").alias("messages"),
+            F.size(F.collect_set(real)).cast("long").alias("seen"),
+            F.max(F.struct("collected_at", "consumer_name", "hash")).alias("newest"),
+            F.max(F.struct("collected_at", "selector")).alias("newest_selector"),
+            *[F.grouping(c).alias(f"g_{c}") for c in PARTS],
+        )
+    )
+    part, hashed = F.lit("selector"), F.lit(None).cast("long")
+    for column, name in PARTS.items():
+        part = F.when(F.col(f"g_{column}") == 0, F.lit(name)).otherwise(part)
+        if column in ("bin_start", "sticky_hash", "range_hash"):
+            hashed = F.when(F.col(f"g_{column}") == 0, F.col(column)).otherwise(hashed)
+    named = F.when(F.col("g_key") == 0, F.col("newest.consumer_name"))
+    shaped = grouped.select(
+        part.alias("part"),
+        "label",
+        named.when(F.col("g_consumer_name") == 0, F.col("consumer_name"))
+        .otherwise(F.col("newest_selector.selector"))
+        .alias("name"),
+        "key",
+        F.when(F.col("g_key") == 0, F.col("newest.hash")).otherwise(hashed).alias("hash"),
+        "messages",
+        "seen",
+    )
+    # the zero rows make a group of their own in every part but `consumers`: dropped
+    shaped = shaped.filter(F.col("part").isin("consumers", "selector") | F.col("hash").isNotNull())
+    same = Window.partitionBy("label", "part")
+    rank = F.row_number().over(same.orderBy(F.desc("messages"), F.asc("key")))
+    return (
+        shaped.withColumn("keys", F.count("*").over(same))
+        .withColumn("rank", rank)
+        .filter((F.col("part") != "hot_keys") | (F.col("rank") <= top))
+        .drop("rank")
     )
 
 
-def _newest(consumers: Any, subs: Any, labels: Any) -> Any:
-    """The consumers of each sampled label's newest poll that lists any."""
+def _newest(consumers: Any, subs: Any) -> Any:
+    """The consumers of each label's newest poll that lists any."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     listed = consumers.join(subs.select(*GROUP_KEY, "label"), GROUP_KEY, "inner")
-    listed = listed.join(labels, "label", "left_semi")
     newest = F.max("collected_at").over(Window.partitionBy("label"))
     return (
         listed.withColumn("newest", newest)
@@ -246,50 +364,9 @@ def _newest(consumers: Any, subs: Any, labels: Any) -> Any:
     )
 
 
-def _per_consumer(assigned: Any, listed: Any) -> Any:
-    from pyspark.sql import functions as F
-
-    present = listed.select("label", "consumer_name").distinct()
-    zero = present.withColumn("messages", F.lit(0).cast("long"))
-    return _sum(
-        assigned.select("label", "consumer_name", "messages").unionByName(zero), "consumer_name"
-    )
-
-
-def _newest_selector(selectors: Any) -> Any:
-    from pyspark.sql import functions as F
-
-    newest = F.max(F.struct("collected_at", "selector")).alias("newest")
-    return selectors.groupBy("label").agg(newest).select("label", "newest.selector")
-
-
-def _sum(frame: Any, by: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return frame.groupBy("label", by).agg(F.sum("messages").cast("long").alias("messages"))
-
-
-def _by_hash(assigned: Any, column: str) -> Any:
-    return _sum(assigned, column).withColumnRenamed(column, "hash")
-
-
-def _hot_keys(assigned: Any, top: int) -> Any:
-    """Per label, the `top` keys by messages (ties by key), with hash and consumer at their
-    newest sample (the greatest (collected_at, consumer_name, hash))."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    real = F.when(F.col("consumer_name") != UNCOVERED, F.col("consumer_name"))
-    keys = assigned.groupBy("label", "key").agg(
-        F.sum("messages").cast("long").alias("messages"),
-        F.countDistinct(real).alias("consumers_seen"),
-        F.max(F.struct("collected_at", "consumer_name", "hash")).alias("newest"),
-    )
-    rank = F.row_number().over(
-        Window.partitionBy("label").orderBy(F.desc("messages"), F.asc("key"))
-    )
-    return (
-        keys.withColumn("rank", rank)
-        .filter(F.col("rank") <= top)
-        .select("label", "key", "newest.hash", "newest.consumer_name", "consumers_seen", "messages")
-    )
+def _part(rows: pd.DataFrame, part: str) -> pd.DataFrame:
+    """The collected rows of one part, with its own columns and types."""
+    columns = PART_COLUMNS[part]
+    mine = rows[rows["part"] == part].reset_index(drop=True)
+    longs = {column: "int64" for column in columns if column in LONGS}
+    return mine[["label", *columns]].astype(longs).rename(columns=columns)

@@ -45,15 +45,18 @@ def kind_of(mode: Any, members: Iterable[Mapping[str, Any]] | None) -> str:
     return str(infer_selector(mode, found))
 
 
+def selectors_of(modes: Iterable[Any], members: Iterable[Any]) -> tuple[list[str], list[str]]:
+    """Per (mode, members) of one subscription in one poll: its selector (`kind_of`), and the
+    selector whose hash it routes by."""
+    kinds = [kind_of(mode, listed) for mode, listed in zip(modes, members, strict=True)]
+    return kinds, [hash_selector(kind) for kind in kinds]
+
+
 def with_selectors(groups: pd.DataFrame) -> pd.DataFrame:
     """`groups` (one row per sampled subscription and poll, with `key_shared_mode` and
     `members`) as `SELECTOR_COLUMNS`: its selector, and the selector whose hash it routes by."""
-    kinds = [
-        kind_of(mode, members)
-        for mode, members in zip(groups["key_shared_mode"], groups["members"], strict=True)
-    ]
-    out = groups.assign(selector=kinds, reduction=[hash_selector(k) for k in kinds])
-    return out[SELECTOR_COLUMNS]
+    kinds, reductions = selectors_of(groups["key_shared_mode"], groups["members"])
+    return groups.assign(selector=kinds, reduction=reductions)[SELECTOR_COLUMNS]
 
 
 def members_in_order(newest: pd.DataFrame) -> dict[str, list[str]]:

@@ -11,13 +11,13 @@ would change consumer against the N consumers at the same points.
 `plan_frame`: the sticky-range planner of `sticky-ranges` (`plan_ranges`, N nodes) scored on
 the messages by their sticky hash (`h31 % 65536`, 0 -> 1), per planned node.
 
-Both engines call these per subscription (Spark through `applyInPandas`) on frames of
-(label, hash, messages).
+Both engines call these per subscription (`per_label`) on frames of (label, hash, messages):
+the pandas twin on its own sums, the Spark plugin on the sums its query brings back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,16 +27,8 @@ from pulsar_lens.api import ConsistentHashingSelector, Consumer, frame_of
 from pulsar_lens.plugins.builtin.shared.sticky import plan_ranges
 
 WHAT_IF_COLUMNS = ["label", "consumers", "points", "max_share", "max_over_fair", "moved_share"]
-WHAT_IF_SCHEMA = (
-    "label string, consumers long, points long, max_share double, max_over_fair double, "
-    "moved_share double"
-)
 PLAN_COLUMNS = ["label", "nodes", "points", "node", "ranges", "messages", "share", "over_fair"]
-PLAN_SCHEMA = (
-    "label string, nodes long, points long, node string, ranges long, messages long, "
-    "share double, over_fair double"
-)
-_TYPES: dict[str, dict[str, str]] = {  # the schemas' types, also for a frame with no rows
+_TYPES: dict[str, dict[str, str]] = {  # the columns' types, also for a frame with no rows
     "what_if": dict.fromkeys(["consumers", "points"], "int64")
     | dict.fromkeys(["max_share", "max_over_fair", "moved_share"], "float64"),
     "plan": dict.fromkeys(["nodes", "points", "ranges", "messages"], "int64")
@@ -151,6 +143,13 @@ def plan_frame(
     hashes, weights = _arrays(group)
     rows = plan_rows(label, hashes, weights, len(members.get(label, ())), points=points)
     return _typed(frame_of(rows, PLAN_COLUMNS), "plan")
+
+
+def per_label(rows: pd.DataFrame, shape: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
+    """`shape` (`what_if_frame` or `plan_frame`) of each label's rows of `rows`, in one frame;
+    `shape` of no rows when none gives any."""
+    found = [frame for _, group in rows.groupby("label") if len(frame := shape(group))]
+    return pd.concat(found, ignore_index=True) if found else shape(rows.iloc[:0])
 
 
 def _arrays(group: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
