@@ -423,6 +423,26 @@ def test_spark_equals_pandas_on_random_stores(
     assert output.result.summary == plain.summary
 
 
+RUN_JOBS = 15  # one run on the hand store, the subscription choices included (2 of them)
+
+
+def test_one_run_starts_the_spark_jobs_it_did_when_this_was_written(
+    spark: Any, hand_store: Store
+) -> None:
+    """A collect per counted frame planned and ran the whole chain of joins again: 47 jobs
+    here. One query now; a change that adds jobs shows here first (a count, not a time)."""
+    context = spark.sparkContext
+    group = "key-distribution-job-count"
+    context.setJobGroup(group, group)
+    try:
+        frames = _run(hand_store, **HAND_PARAMS)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+        context.setLocalProperty("spark.job.description", None)
+    assert all(not frame.empty for frame in frames.values())
+    assert len(context.statusTracker().getJobIdsForGroup(group)) == RUN_JOBS
+
+
 def test_an_empty_store_gives_empty_frames(spark: object, tmp_path: Path) -> None:
     store = Store(tmp_path)
     store.write(make_snapshot(0))
