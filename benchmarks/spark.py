@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.spark [--keys 20000000] [--topics 10000] [--days 0.25,1,7]
         [--pandas-memory 8g] [--only failover-history,...] [--timeout 1h]
-        [--skip-hashing] [--skip-scale]
+        [--skip-hashing] [--skip-scale] [--skip-key-distribution]
 
 1. SparkSession start, cold: a fresh process until `plugins.spark.session.get()` returns.
 2. Hashing in Spark on `local[2]`: the sticky-key hash (4.0 consistent hashing: murmur3 x86_32
@@ -24,8 +24,15 @@
    0.2 s). The pandas child runs under `RLIMIT_AS` = `--pandas-memory` (address space, which
    Arrow's allocator reserves ahead of use, so it bites before the RSS reaches it).
 
+4. key-distribution on the store tests/spark/test_cluster.py writes (12 polls, 960 sampled
+   keys), on `local[2]` in a fresh process: the wall time and the Spark jobs (its job group's,
+   from the status tracker) of each of `KEY_DISTRIBUTION_RUNS` runs, cold the first and warm
+   the best of the others. Before the counts were collected in one query a run started 49
+   jobs (29 s cold, 7 s warm); after, 17 (17 s, 4.5 s): docs/performance.md.
+
 Timing goals (not asserts): hashing >= 10 M keys/s and >= 30x the per-row UDF.
-`--keys 20000 --skip-scale` is the tiny run the tests make (tests/spark/test_benchmark_spark.py).
+`--keys 20000 --skip-scale --skip-key-distribution` is the tiny run the tests make
+(tests/spark/test_benchmark_spark.py).
 """
 
 from __future__ import annotations
@@ -100,6 +107,58 @@ def child_analysis(plugin: str, engine: str, root: str) -> dict[str, Any]:
         raise RuntimeError(f"out of memory reading: the store moved {moved} file(s) aside")
     out["summary"] = dict(result.summary)
     return out
+
+
+KEY_DISTRIBUTION_RUNS = 3
+
+
+def child_key_distribution(root: str) -> dict[str, Any]:
+    from pulsar_lens.core.store import Store
+    from pulsar_lens.plugins import runner
+    from pulsar_lens.plugins.builtin.key_distribution import KeyDistribution
+    from pulsar_lens.plugins.spark import session
+
+    context = session.get("local[2]").sparkContext
+    runs, summary = [], {}
+    for i in range(KEY_DISTRIBUTION_RUNS):
+        group = f"benchmark-key-distribution-{i}"
+        context.setJobGroup(group, group)
+        started = time.perf_counter()
+        output = runner.run(KeyDistribution(), Store(root), use_cache=False, use_stored=False)
+        took = time.perf_counter() - started
+        jobs = len(context.statusTracker().getJobIdsForGroup(group))
+        runs.append({"seconds": took, "jobs": jobs})
+        summary = dict(output.result.summary)
+    return {"runs": runs, "summary": summary}
+
+
+def report_key_distribution() -> None:
+    import random
+
+    from pulsar_lens.core.store import Store
+    from tests.spark.test_cluster import write_store
+
+    with tempfile.TemporaryDirectory(prefix="bench-key-distribution-") as root:
+        write_store(Store(root), random.Random(7))
+        before = os.getloadavg()
+        answer = run_child(["key-distribution", root])
+    print(
+        f"\nkey-distribution on tests/spark/test_cluster.py's store, local[2], a fresh process "
+        f"(load average before {_loads(before)})"
+    )
+    if "failed" in answer:
+        print(f"  failed: {answer['failed']}")
+        return
+    runs = answer["runs"]
+    print("| run | seconds | Spark jobs |")
+    print("|---|---|---|")
+    for i, run in enumerate(runs):
+        print(f"| {'cold' if i == 0 else f'warm {i}'} | {run['seconds']:.1f} | {run['jobs']} |")
+    warm = min(run["seconds"] for run in runs[1:])
+    print(
+        f"key-distribution: cold {runs[0]['seconds']:.1f} s, warm {warm:.1f} s, "
+        f"{runs[0]['jobs']} Spark jobs per run; summary {json.dumps(answer['summary'])}"
+    )
 
 
 # ---- the parent -----------------------------------------------------------------------------
@@ -474,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", default="1h", help="longest run of one analysis")
     parser.add_argument("--skip-hashing", action="store_true")
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--skip-key-distribution", action="store_true")
     args = parser.parse_args(argv)
     if args.child:
         kind, *rest = args.child
@@ -481,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
             answer = child_session()
         elif kind == "hashing":
             answer = child_hashing(int(rest[0]))
+        elif kind == "key-distribution":
+            answer = child_key_distribution(rest[0])
         else:
             answer = child_analysis(*rest)
         print(json.dumps(answer, default=str))
@@ -495,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.skip_hashing:
         report_hashing(args.keys)
+    if not args.skip_key_distribution:
+        report_key_distribution()
     if not args.skip_scale:
         report_scale(
             args.topics,

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_spark_hashing_benchmark_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
-    assert bench.main(["--keys", "20000", "--skip-scale"]) == 0
+    assert bench.main(["--keys", "20000", "--skip-scale", "--skip-key-distribution"]) == 0
     out = capsys.readouterr().out
     assert "failed" not in out, out
     rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.count("|") == 6}
