@@ -6,7 +6,7 @@ messages per consumer, per hash and per key, skew, the what-if over consumer cou
 replica points on the real keys (`whatif`), and the sticky-range planner of `sticky-ranges`
 scored on them. Spark does the counting: the sticky hash of each key in the JVM
 (`with_sticky_hash`), the consumer whose ranges in that poll hold it (in the JVM too, over the
-poll's members), and the sums, in one query collected once (`_collected`): one aggregation
+poll's members), and the sums, in one query collected once (`_counted`): one aggregation
 over grouping sets gives the sums per consumer, per bin and per hash and the per-key counts
 of the hot keys. The what-ifs run here on the per-hash sums (at most 65,536 rows per
 subscription), and the small counted frames go through the same `frames.finish` as the pandas
@@ -126,8 +126,8 @@ def spark_counts(
     data: SparkInputs, *, top_keys: int, what_if: Mapping[str, Any], plan_points: int
 ) -> dict[str, pd.DataFrame]:
     """The counted frames of `frames.COUNT_COLUMNS`, from one Spark query collected once
-    (`_collected`); the what-ifs then run here on its per-hash sums. A collect per frame would
-    plan and run the whole chain of joins again for each."""
+    (`_counted` and the newest consumers, rows told apart by `part`); the what-ifs then run
+    here on its per-hash sums. A collect per frame would run the chain of joins again each."""
     from pyspark.sql import functions as F
 
     subscriptions = data.history("subscriptions")
@@ -160,7 +160,9 @@ def spark_counts(
     ring = members_in_order(found.pop("members"))
     return {
         **{name: found[name][COUNT_COLUMNS[name]] for name in ("consumers", "selector", "bins")},
-        "keys": found["hot_keys"].drop_duplicates("label")[COUNT_COLUMNS["keys"]],
+        "keys": found["hot_keys"]
+        .drop_duplicates("label")[COUNT_COLUMNS["keys"]]
+        .reset_index(drop=True),
         "hot_keys": found["hot_keys"][COUNT_COLUMNS["hot_keys"]],
         "what_if": per_label(found["sticky_hashes"], lambda g: what_if_frame(g, ring, **what_if)),
         "sticky_plan": per_label(
