@@ -41,7 +41,7 @@ def time_control(root: str) -> None:
         st.session_state[PROBLEM_KEY] = unknown_snapshot(wanted)
         wanted = NEWEST
     if len(ids) < 2:  # nothing to travel to: no control
-        st.session_state[data.SNAPSHOT_KEY] = NEWEST
+        back_to_newest()
         return
     offered = list(reversed(ids[-MAX_CHOICES:]))
     if wanted and wanted not in offered:
@@ -86,6 +86,7 @@ def label(collected_at: object, *, now: dt.datetime) -> str:
 
 
 def back_to_newest() -> None:
+    """Show the newest snapshot again (and drop `at` from the URL)."""
     st.session_state[data.SNAPSHOT_KEY] = NEWEST
     if AT_PARAM in st.query_params:
         del st.query_params[AT_PARAM]

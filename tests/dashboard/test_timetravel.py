@@ -141,3 +141,13 @@ def test_timetravel_spark_page_says_it_is_not_travelled(store_dir: Path) -> None
     page = pages.plugin_page("stuck-hash-history", timeout=TIMEOUT, state={SNAPSHOT_KEY: first})
     assert not page.exception
     assert NOT_TRAVELLED in [i.value for i in page.info]
+
+
+def test_timetravel_no_control_before_the_second_poll(store_dir: Path) -> None:
+    Store(store_dir).write(make_snapshot(at=dt.datetime.now(dt.UTC), topics=2))
+    only = str(Store(store_dir).snapshots()["snapshot_id"].iloc[0])
+    at = app(at=only)
+    assert not at.exception
+    assert len(at.sidebar.selectbox) == 0 and not banners(at) and not at.warning
+    assert metric(at, "Topics") == "2"
+    assert "at" not in at.query_params
