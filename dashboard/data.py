@@ -20,11 +20,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
 from pulsar_lens.collectors.health import HealthReport, read_health
@@ -150,15 +151,31 @@ def snapshot_index(root: str) -> pd.DataFrame:
     return index[index["collected_at"] <= pd.Timestamp(end)].reset_index(drop=True)
 
 
+class PastView(ClusterView):
+    """A view ending at a past snapshot whose rows on their own clock (the probes) end there
+    too: read "up to now" by a plugin, they would show what came after the poll shown."""
+
+    def read(
+        self,
+        name: str,
+        *,
+        snapshot_ids: Sequence[str] | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+    ) -> pa.Table:
+        end = self.upto if until is None or (self.upto and until > self.upto) else until
+        return super().read(name, snapshot_ids=snapshot_ids, since=since, until=end)
+
+
 def store_for(root: str, *, travel: bool = True) -> Store | ClusterView:
     """What the runner reads: the store, or the chosen cluster's part of it, ending at the
     snapshot shown (unless `travel` is False: the newest, for the Spark plugins)."""
     cluster = chosen_cluster(root)
     store = get_store(root)
     end = upto(root) if travel else None
-    if cluster is None and end is None:
-        return store
-    return ClusterView(store, cluster, upto=end)
+    if end is not None:
+        return PastView(store, cluster, upto=end)
+    return store if cluster is None else ClusterView(store, cluster)
 
 
 def poll_status(root: str) -> frames.PollStatus | None:

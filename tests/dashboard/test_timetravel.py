@@ -6,11 +6,12 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import pyarrow as pa
 from streamlit.testing.v1 import AppTest
 
 from pulsar_lens.core.markdown import WORD_JOINER
 from pulsar_lens.core.store import Store
-from pulsar_lens.dashboard.data import SNAPSHOT_KEY
+from pulsar_lens.dashboard.data import SNAPSHOT_KEY, PastView
 from pulsar_lens.dashboard.spark_jobs import NOT_TRAVELLED
 from tests import pages
 from tests.core.snapshots import make_snapshot
@@ -151,3 +152,40 @@ def test_timetravel_no_control_before_the_second_poll(store_dir: Path) -> None:
     assert len(at.sidebar.selectbox) == 0 and not banners(at) and not at.warning
     assert metric(at, "Topics") == "2"
     assert "at" not in at.query_params
+
+
+def probe_rows(*sent: dt.datetime) -> pa.Table:
+    """One received probe message per time, each written at its own time."""
+    n = len(sent)
+    return pa.table(
+        {
+            "snapshot_id": [f"probe-{i}" for i in range(n)],
+            "collected_at": list(sent),
+            "cluster": ["standalone"] * n,
+            "probe": ["p1"] * n,
+            "topic": ["persistent://public/default/probe"] * n,
+            "namespace": ["public/default"] * n,
+            "bundle": ["0x00000000_0xffffffff"] * n,
+            "seq": list(range(n)),
+            "sent_at": list(sent),
+            "acked_at": list(sent),
+            "received_at": list(sent),
+            "publish_ms": [3.5] * n,
+            "e2e_ms": [4.0] * n,
+            "received": [1] * n,
+            "error": [None] * n,
+        }
+    )
+
+
+def test_timetravel_view_reads_probes_up_to_the_snapshot_shown(store_dir: Path) -> None:
+    write_two_polls(store_dir)
+    store = Store(store_dir)
+    first_at, newest_at = (t.to_pydatetime() for t in store.snapshots()["collected_at"])
+    before, after = first_at - dt.timedelta(seconds=5), first_at + dt.timedelta(seconds=5)
+    store.write_table("probes", probe_rows(before, after))
+    past = PastView(store, None, upto=first_at)
+    assert past.read("probes", since=before)["seq"].to_pylist() == [0]
+    assert past.read("probes", since=before, until=newest_at)["seq"].to_pylist() == [0]
+    assert store.read("probes", since=before)["seq"].to_pylist() == [0, 1]
+    assert past.latest_snapshot_id() == str(store.snapshots()["snapshot_id"].iloc[0])
