@@ -136,11 +136,14 @@ class Chart:
 
 @dataclass(frozen=True)
 class Table:
-    """A frame shown as a table."""
+    """A frame shown as a table. `links` names columns of URLs drawn as links: relative ones
+    (`bundles?at=...`) open a page of this dashboard; a cell that is not a relative, http or
+    https URL is shown empty."""
 
     frame: pd.DataFrame
     title: str = ""
     caption: str = ""
+    links: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
