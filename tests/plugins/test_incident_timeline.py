@@ -60,7 +60,8 @@ def _poll(i: int, *, sub: str = "billing", fo_sub: str = "fo") -> Snapshot:
             SubscriptionRecord(TOPIC, sub, type="Key_Shared", msg_backlog=BACKLOGS[i]),
             SubscriptionRecord(FO_TOPIC, fo_sub, type="Failover", msg_backlog=0),
         ),
-        consumers=(ConsumerRecord(TOPIC, sub, "c1"),),
+        # c1 reconnects at 55 s, between polls 1 and 2
+        consumers=(ConsumerRecord(TOPIC, sub, "c1", connected_since=at(-10 if i < 2 else 55)),),
         draining_hashes=draining,
         errors=(EndpointError("GET /admin/v2/brokers/standalone", 500, "boom"),) if i == 4 else (),
     )
@@ -159,6 +160,7 @@ def test_incident_timeline_lists_every_kind_in_time_order(events: pd.DataFrame) 
     assert kinds(events) == [
         "draining_started",  # 30
         "probe_outage",  # 40.2: the last good acknowledgement before the stall
+        "consumer_reconnected",  # 55
         "load_manager_unloaded",  # 60
         "bundle_moved",
         "consumer_left",
@@ -180,7 +182,7 @@ def test_incident_timeline_says_who_made_each_event(events: pd.DataFrame) -> Non
     assert who["bundle_moved"] == "load manager"  # its counter grew in that window
     assert who["load_manager_unloaded"] == "load manager"
     assert who["probe_outage"] == "probe"
-    assert who["consumer_left"] == who["consumer_joined"] == "client"
+    assert who["consumer_left"] == who["consumer_joined"] == who["consumer_reconnected"] == "client"
     assert who["active_consumer_changed"] == "broker"
     assert who["poll_partial"] == who["poll_missing"] == "collector"
     moved = events[events["kind"] == "bundle_moved"].iloc[0]
@@ -200,6 +202,8 @@ def test_incident_timeline_names_the_explaining_page_and_poll(
     assert page["active_consumer_changed"] == "failover"
     assert page["consumer_left"] == page["hash_ranges_changed"] == "key-shared"
     assert page["backlog_over"] == "subscriptions"
+    assert page["consumer_reconnected"] == "key-shared"
+    assert poll["consumer_reconnected"] == ids[2]
     assert page["poll_partial"] == "overview"
     assert poll["probe_outage"] == ids[2]  # the first poll after the outage
     assert poll["bundle_moved"] == ids[2]

@@ -11,9 +11,11 @@ What each row comes from, computed once in its own home and read here through `r
 
 and what the collector stored: consumers joining and leaving, failover's active consumer
 changing, Key_Shared hash ranges changing and the load managers' unload and split counters
-(the `events` table); a subscription's backlog reaching `backlog_threshold` messages and
-falling under it again (the `subscriptions` table); polls stored partial, and polls missing
-(the store's index: stored polls much further apart than usual).
+(the `events` table); consumers reconnecting (listed in two consecutive polls with a newer
+`connectedSince`: the `consumers` table); a subscription's backlog reaching
+`backlog_threshold` messages and falling under it again (the `subscriptions` table); polls
+stored partial, and polls missing (the store's index: stored polls much further apart than
+usual).
 
 Each row names the page that explains it (`page`, a URL path), the poll to see it at
 (`snapshot_id`: the first stored poll at or after the event) and a `link` to that page as of
@@ -63,7 +65,7 @@ class IncidentTimeline(AnalysisPlugin):
     )
     version = "1.0"
     engine = "light"
-    inputs = ("events", "subscriptions")
+    inputs = ("events", "subscriptions", "consumers")
     requires = ("bundle-ownership", "unload-latency", "stuck-hashes")
     history = WINDOW
     outputs = ("events",)
@@ -105,6 +107,7 @@ class IncidentTimeline(AnalysisPlugin):
             *frames.client_rows(
                 events[kinds.isin([*COLLECTED_KINDS, "hash_ranges_changed"])], types
             ),
+            *frames.reconnect_rows(data.history("consumers"), data.snapshots, types),
             *frames.draining_rows(stuck["history"], stuck["hashes"], data.snapshots),
             *frames.backlog_rows(subs, params.backlog_threshold),
         ]

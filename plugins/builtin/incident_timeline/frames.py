@@ -68,6 +68,7 @@ KIND_ORDER = (
     "bundle_acquired",
     "bundle_reacquired",
     "consumer_left",
+    "consumer_reconnected",
     "consumer_joined",
     "active_consumer_changed",
     "hash_ranges_changed",
@@ -282,6 +283,49 @@ def client_rows(events: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]) 
                     **where,
                 )
             )
+    return rows
+
+
+def reconnect_rows(
+    consumers: pd.DataFrame, snapshots: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]
+) -> list[dict[str, Any]]:
+    """Consumers listed in two consecutive polls with a newer `connectedSince` in the second:
+    they reconnected in between (an unload, a broker restart, a network cut). The row is at
+    that `connectedSince`, kept between the two polls. A consumer missing from a poll is the
+    collector's `consumer_left` and `consumer_joined` instead."""
+    if consumers.empty or snapshots.empty:
+        return []
+    key = ["topic", "subscription", "consumer_name"]
+    times = pd.to_datetime(snapshots["collected_at"], utc=True).astype("datetime64[us, UTC]")
+    position = dict(zip(snapshots["snapshot_id"].astype(str), range(len(snapshots)), strict=True))
+    listed = consumers.dropna(subset=["connected_since"]).assign(
+        pos=consumers["snapshot_id"].astype(str).map(position),
+        since=pd.to_datetime(consumers["connected_since"], utc=True),
+    )
+    per_poll = listed.dropna(subset=["pos"]).groupby([*key, "pos"], as_index=False)["since"].max()
+    per_poll = per_poll.sort_values([*key, "pos"], kind="stable")
+    before = per_poll.groupby(key, sort=False)[["pos", "since"]].shift()
+    again = per_poll[(before["pos"] == per_poll["pos"] - 1) & (per_poll["since"] > before["since"])]
+    rows = []
+    for r in again.to_dict("records"):
+        pos = int(r["pos"])
+        at = min(max(r["since"], times.iloc[pos - 1]), times.iloc[pos])
+        topic, sub, name = str(r["topic"]), str(r["subscription"]), str(r["consumer_name"])
+        page = _page_of_type(kinds_by_subscription.get((topic, sub)))
+        detail = f"{name} connected again at {pd.Timestamp(r['since']).isoformat()}"
+        rows.append(
+            _row(
+                at,
+                "consumer_reconnected",
+                CLIENT,
+                page,
+                topic=topic,
+                subscription=sub,
+                namespace=namespace_of(topic),
+                subject=name,
+                detail=detail,
+            )
+        )
     return rows
 
 
