@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from pulsar_lens.core.errors import PluginLoadError, PluginUnavailable, PulsarLensError
 from pulsar_lens.core.markdown import escape_markdown
-from pulsar_lens.dashboard import data, drill_panel, spark_jobs
+from pulsar_lens.dashboard import data, drill_panel, health_notices, spark_jobs
 from pulsar_lens.dashboard.forms import params_form
 from pulsar_lens.dashboard.views import draw_views
 from pulsar_lens.plugins.engines import RunControl, engine_of
@@ -124,7 +124,10 @@ RUN_CONTROLS: Mapping[RunControl, Callable[[str, str, Mapping[str, Any]], None]]
 }
 """How a plugin's page obtains its views, by its engine's `run_control`."""
 
-PANELS: Mapping[str, Callable[[str], None]] = {"unload-drill": drill_panel.drill_panel}
+PANELS: Mapping[str, Callable[[str], None]] = {
+    "unload-drill": drill_panel.drill_panel,
+    "collector-health": health_notices.health_panel,
+}
 """The panel drawn for each name in `pulsar_lens.api.PANELS`, which a plugin's `Page` lists."""
 
 

@@ -77,6 +77,7 @@ class IncidentTimeline(AnalysisPlugin):
         caption="What happened, in order, across the cluster: each event links to the page "
         "that explains it, as of the poll that saw it.",
         controls=("namespace", "topic", "subscription"),
+        panels=("collector-health",),  # a store refusing writes now leaves no poll to show it
     )
 
     class Params(BaseModel):
