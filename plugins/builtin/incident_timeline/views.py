@@ -29,7 +29,7 @@ def chart_events(events: pd.DataFrame) -> alt.Chart:
         alt.Chart(shown[[*TOOLTIP, "link"]])
         .mark_point(filled=True, size=80, cursor="pointer")
         .encode(
-            x=alt.X("at:T", title="Time (UTC)"),
+            x=alt.X("at:T", title="Time (UTC)", axis=alt.Axis(format="%H:%M:%S")),
             y=alt.Y("kind:N", title=None, sort=kinds),
             color=alt.Color("source:N", title="Made by"),
             shape=alt.Shape("source:N", title="Made by"),
