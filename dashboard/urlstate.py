@@ -1,11 +1,12 @@
 """A page's controls in its URL: `?subscription=...&key=...` opens the view it names.
 
 Before a plugin's params form is drawn, `restore` gives each widget the value of the query
-parameter named like its field (when the URL brings a new one: a pasted link, a reload, the
-browser's back button), checked by the rules that widget enforces (`forms.widget_value`); a
-value it refuses is left out and said once, as plain text. After the form, `record` writes
-every value that differs from the field's default into the query and drops the others, so
-the address bar always says the view on screen.
+parameter named like its field (when the URL brings a new one: a pasted link, a reload; and
+the page's last view when the visitor comes back to it without a query), checked by the
+rules that widget enforces (`forms.widget_value`); a value it refuses is left out and said
+once, as plain text. After the form, `record` writes every value that differs from the
+field's default into the query and drops the others, so the address bar always says the
+view on screen.
 
 The query's other names belong to others: `cluster` (the sidebar's choice, `status.py`), `at`
 (the snapshot shown), and Streamlit's own `embed` options; a field of one of those names is
@@ -42,19 +43,29 @@ def synced_fields(model: type[BaseModel]) -> list[str]:
 def restore(
     model: type[BaseModel], choices: Mapping[str, Sequence[str]] | None, *, key: str
 ) -> None:
-    """Give the widgets of `params_form(model, choices, key=key)` the values the URL names,
-    where it names one this page did not write itself; call before the form is drawn."""
+    """Give the widgets of `params_form(model, choices, key=key)` the values the URL names;
+    call before the form is drawn.
+
+    A widget takes the URL's value when it has none yet (a link, a reload) or when the URL
+    names another value than this page last wrote (the address changed under it). A URL
+    without any of the page's names, in a session that showed the page with some, gets them
+    back: Streamlit's page links and the back button drop the query.
+    """
     seen: dict[str, str] = st.session_state.get(_seen_key(key), {})
+    names = synced_fields(model)
+    wanted = {name: st.query_params[name] for name in names if name in st.query_params}
+    if not wanted and seen:
+        wanted = dict(seen)
     refused: list[str] = []
-    for name in synced_fields(model):
-        text = st.query_params.get(name)
+    for name in names:
+        text = wanted.get(name)
         widget = f"{key}_{name}"
         if text is None:
-            if name in seen:  # the URL dropped it (back to a default view): the default
+            if name in seen:  # the URL dropped it: the default again
                 st.session_state.pop(widget, None)
             continue
-        if seen.get(name) == text:
-            continue
+        if widget in st.session_state and seen.get(name) == text:
+            continue  # the widget holds the visitor's latest choice
         try:
             st.session_state[widget] = checked_value(model, name, choices, text)
         except ValueError as exc:

@@ -1,6 +1,7 @@
 """Links that open the same view: the stuck-hash alert's `dashboard_url`, as promtool renders
 it for the served dashboard, opens the Key_Shared page on that subscription; a pasted URL
-with a subscription and a control restores both; changing a control rewrites the address."""
+with a subscription and a control restores both; changing a control rewrites the address;
+the back button returns to the page as it was left."""
 
 from __future__ import annotations
 
@@ -78,6 +79,14 @@ def test_browser_alert_link_and_pasted_url_open_the_same_view(tmp_path: Path, pa
         box.press("Enter")
         expect(page).to_have_url(re.compile(r"[?&]key=7(&|$)"), timeout=TIMEOUT_MS)
         assert "subscription=" in page.url
+
+        page.get_by_test_id("stSidebar").get_by_text("Failover", exact=True).click()
+        expect(page.locator("h1").first).to_have_text("Failover", timeout=TIMEOUT_MS)
+        page.go_back()  # Streamlit drops the query: the page comes back as it was left
+        expect(page.locator("h1").first).to_have_text("Key_Shared", timeout=TIMEOUT_MS)
+        expect(subscription_box(page)).to_have_value(orders, timeout=TIMEOUT_MS)
+        expect(page.get_by_role("textbox", name="Message key")).to_have_value("7")
+        expect(page).to_have_url(re.compile(r"[?&]key=7(&|$)"), timeout=TIMEOUT_MS)
         assert_healthy(page)
     finally:
         served.stop()

@@ -83,3 +83,15 @@ def test_urlstate_a_failover_group_and_a_checkbox_round_trip(scenario: Store) ->
 
 def test_urlstate_leaves_the_sidebar_and_time_names_alone() -> None:
     assert {"cluster", "at"} <= RESERVED
+
+
+def test_urlstate_coming_back_without_a_query_shows_the_page_as_left(scenario: Store) -> None:
+    """Streamlit's page links and the back button drop the query: the page's last view in
+    this session comes back, and into the URL again."""
+    at = plugin_page("key-shared-map", query={"subscription": ORDERS})
+    at.text_input(key=f"{KS}_key").input("9").run()
+    at.query_params.clear()  # the widgets' own return: tests/browser/test_links_browser.py
+    at.run()
+    assert at.selectbox(key=f"{KS}_subscription").value == ORDERS
+    assert at.text_input(key=f"{KS}_key").value == "9"
+    assert at.query_params == {"subscription": ORDERS, "key": "9"}
