@@ -29,7 +29,7 @@ from pulsar_lens.dashboard.navigation import OVERVIEW, page_plan
 from pulsar_lens.dashboard.views import safe_link
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.builtin.incident_timeline import frames
-from pulsar_lens.plugins.builtin.incident_timeline.links import PAGES, link
+from pulsar_lens.plugins.builtin.incident_timeline.links import PAGES, key_shared_label, link
 from pulsar_lens.plugins.registry import discover
 from pulsar_lens.plugins.testing import at, make_snapshot
 from tests.hostile_names import HOSTILE
@@ -211,12 +211,15 @@ def test_incident_timeline_names_the_explaining_page_and_poll(
     outage = events[events["kind"] == "probe_outage"].iloc[0]
     query = parse_qs(urlsplit(outage["link"]).query)
     assert urlsplit(outage["link"]).path == "bundles"
-    assert query == {
-        "at": [ids[2]],
-        "cluster": ["standalone"],
-        "namespace": [NS],
-        "topic": [f"persistent://{NS}/probe"],
+    assert query == {"at": [ids[2]], "cluster": ["standalone"], "namespace": [NS]}
+    # each page's controls in the form it takes (dashboard.urlstate sets them from the query)
+    control = {
+        kind: parse_qs(urlsplit(url).query).get("subscription")
+        for kind, url in zip(events["kind"], events["link"], strict=True)
     }
+    assert control["consumer_left"] == [key_shared_label(TOPIC, "billing")]
+    assert control["active_consumer_changed"] == [f"fo @ {FO_TOPIC}"]
+    assert control["backlog_over"] == ["billing"]
 
 
 def test_incident_timeline_pages_are_where_the_dashboard_serves_them() -> None:
@@ -283,7 +286,8 @@ def test_incident_timeline_percent_encodes_hostile_names(tmp_path: Path) -> None
     for url in mine["link"]:
         parts = urlsplit(url)
         assert parts.scheme == "" and parts.netloc == "" and parts.path in PAGES.values()
-        assert parse_qs(parts.query)["subscription"] == [hostile]
+        (value,) = parse_qs(parts.query)["subscription"]
+        assert hostile in value
         assert not set(url) & set(" <>\"'`\n#\\")
         assert safe_link(url) == url
     assert hostile in set(events["subject"]) | set(events["subscription"])
@@ -304,8 +308,16 @@ def test_incident_timeline_renders_a_chart_with_links_and_a_linked_table(
 
 
 def test_incident_timeline_link_encodes_every_value() -> None:
-    url = link("bundles", "sha256:ab", "c l", {"topic": "a&b=c", "subscription": None})
-    assert url == "bundles?at=sha256%3Aab&cluster=c%20l&topic=a%26b%3Dc"
+    url = link("subscriptions", "sha256:ab", "c l", {"topic": "a&b=c", "subscription": None})
+    assert url == "subscriptions?at=sha256%3Aab&cluster=c%20l&topic=a%26b%3Dc"
+    url = link("bundles", "s", None, {"namespace": "t/n#", "topic": "x"})
+    assert url == "bundles?at=s&namespace=t%2Fn%23"
+
+
+def test_incident_timeline_key_shared_label_is_the_pages_own() -> None:
+    from pulsar_lens.plugins.builtin.key_shared_map import label_of
+
+    assert key_shared_label(TOPIC, "a | b") == label_of(TOPIC, "a | b")
 
 
 @pytest.mark.parametrize(

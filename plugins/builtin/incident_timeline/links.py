@@ -2,8 +2,9 @@
 first stored poll at or after the event) and the link that opens that page as of that poll.
 
 A link is relative (`bundles?at=...`), so it opens the sibling page of the dashboard wherever
-it is served. Every value from the cluster in it is percent-encoded: a name is data, never a
-part of the URL's syntax.
+it is served, with the page's controls set to the event's namespace, topic or subscription.
+Every value from the cluster in it is percent-encoded: a name is data, never a part of the
+URL's syntax.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from urllib.parse import quote, urlencode
 
 import numpy as np
 import pandas as pd
+
+from pulsar_lens.plugins.builtin.shared.failover import group_label
 
 PAGES: Mapping[str, str] = {
     "unload-latency": "bundles",
@@ -29,7 +32,28 @@ at (`dashboard.navigation.page_plan`; a test holds the two together): a built-in
 plugin's declarations, only its results."""
 
 LINK_FIELDS = ("namespace", "topic", "subscription")
-"""Row fields passed on to the page as query parameters, named as the pages' controls."""
+"""Row fields a link may pass on to the page it opens."""
+
+
+def key_shared_label(topic: str, subscription: str) -> str:
+    """A subscription as the Key_Shared page's `subscription` control names it."""
+    return f"{topic} | {subscription}"
+
+
+def _controls(page: str, fields: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The query parameters that set the opened page's controls (`dashboard.urlstate`) to the
+    row's namespace, topic or subscription, each in the form that page's control takes: the
+    Bundles & unloads page's `namespace`, the Key_Shared page's `topic | subscription`, the
+    Failover page's group; others get the row's `topic` and `subscription` as they are."""
+    text = {n: v for n in LINK_FIELDS if isinstance(v := fields.get(n), str) and v}
+    topic, sub = text.get("topic"), text.get("subscription")
+    if page == PAGES["unload-latency"]:
+        return [("namespace", text["namespace"])] if "namespace" in text else []
+    if page == PAGES["key-shared-map"]:
+        return [("subscription", key_shared_label(topic, sub))] if topic and sub else []
+    if page == PAGES["failover-assignment"]:
+        return [("subscription", group_label(sub, [(topic, sub)]))] if topic and sub else []
+    return [(n, text[n]) for n in ("topic", "subscription") if n in text]
 
 
 def poll_after(times: pd.Series, ids: pd.Series, at: pd.Series) -> pd.Series:
@@ -46,16 +70,14 @@ def poll_after(times: pd.Series, ids: pd.Series, at: pd.Series) -> pd.Series:
 
 
 def link(page: str, snapshot: Any, cluster: Any, fields: Mapping[str, Any]) -> str:
-    """`<page>?at=<snapshot>&cluster=<cluster>&...` with every value percent-encoded."""
+    """`<page>?at=<snapshot>&cluster=<cluster>&<its controls>` with every value
+    percent-encoded."""
     query: list[tuple[str, str]] = []
     if snapshot is not None:
         query.append(("at", str(snapshot)))
     if cluster:
         query.append(("cluster", str(cluster)))
-    for name in LINK_FIELDS:
-        value = fields.get(name)
-        if isinstance(value, str) and value:
-            query.append((name, value))
+    query.extend(_controls(page, fields))
     encoded = urlencode(query, quote_via=quote, safe="")
     return f"{quote(page, safe='-_.~')}?{encoded}" if encoded else quote(page, safe="-_.~")
 
