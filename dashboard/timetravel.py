@@ -23,6 +23,7 @@ NEWEST = ""
 MAX_CHOICES = 500  # the newest snapshots offered (the one in the URL is offered whatever its age)
 SNAPSHOT_ID = re.compile(re.escape(DIGEST_PREFIX) + r"[0-9a-f]{64}")
 PROBLEM_KEY = "sidebar_at_problem"  # why the `at` asked for is not shown, said on the page
+WRITTEN_KEY = "sidebar_at_url"  # the `at` this session last wrote into the URL
 
 
 def time_control(root: str) -> None:
@@ -34,8 +35,11 @@ def time_control(root: str) -> None:
     if index.empty:
         return
     wanted = st.session_state.get(data.SNAPSHOT_KEY)
-    if wanted is None:  # the first run of this session: the URL's choice
-        wanted = str(st.query_params.get(AT_PARAM) or NEWEST)
+    url = str(st.query_params.get(AT_PARAM) or NEWEST)
+    # the URL's choice on the first run, and when the address names another snapshot than
+    # the one written (the back button); a URL without `at` (a page link) keeps the choice
+    if wanted is None or (url and url != st.session_state.get(WRITTEN_KEY)):
+        wanted = url
     ids = [str(s) for s in index["snapshot_id"]]
     if wanted and wanted not in ids:
         st.session_state[PROBLEM_KEY] = unknown_snapshot(wanted)
@@ -61,6 +65,7 @@ def time_control(root: str) -> None:
         st.query_params[AT_PARAM] = choice
     elif AT_PARAM in st.query_params:
         del st.query_params[AT_PARAM]
+    st.session_state[WRITTEN_KEY] = choice
 
 
 def unknown_snapshot(wanted: str) -> str:
@@ -88,6 +93,7 @@ def label(collected_at: object, *, now: dt.datetime) -> str:
 def back_to_newest() -> None:
     """Show the newest snapshot again (and drop `at` from the URL)."""
     st.session_state[data.SNAPSHOT_KEY] = NEWEST
+    st.session_state[WRITTEN_KEY] = NEWEST
     if AT_PARAM in st.query_params:
         del st.query_params[AT_PARAM]
 

@@ -90,6 +90,21 @@ def test_timetravel_at_in_the_url_restores_the_snapshot(store_dir: Path) -> None
     assert not at.warning
 
 
+def test_timetravel_a_new_at_in_the_address_wins_a_dropped_one_keeps_the_choice(
+    store_dir: Path,
+) -> None:
+    first, newest = write_two_polls(store_dir)
+    at = app(at=first)
+    at.query_params["at"] = newest  # the address changed under the page (the back button)
+    at.run()
+    assert at.sidebar.selectbox(key=SNAPSHOT_KEY).value == newest
+    assert metric(at, "Topics") == "5" and banners(at)
+    del at.query_params["at"]  # a page link drops the query
+    at.run()
+    assert at.sidebar.selectbox(key=SNAPSHOT_KEY).value == newest
+    assert at.query_params["at"] == newest
+
+
 def test_timetravel_banner_names_the_time_and_goes_back_to_newest(store_dir: Path) -> None:
     first, _ = write_two_polls(store_dir)
     at = app(at=first)
