@@ -90,6 +90,7 @@ class IncidentTimeline(AnalysisPlugin):
         backlog_threshold: int = Field(
             10_000,
             ge=1,
+            le=10**15,
             description="A subscription backlog reaching this many messages is an event",
         )
 
