@@ -14,6 +14,7 @@ from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.drill import DrillPlan, owner_of, run_drill
 from pulsar_lens.collectors.namespaces import bundle_for, parse_boundaries
 from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.mutations import MutationSettings
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
@@ -43,6 +44,17 @@ def test_incident_timeline_live_lists_an_unload_drill_in_order(
         producer.send(b"before")
         first = topic_stats(cluster, topic)["subscriptions"]["watch"]["consumers"][0]
         with AdminClient(cluster.admin_url) as lens:
+            # a stored poll that lists the consumer before the drill: the broker's bulk stats
+            # list a new consumer a refresh later, and a consumer the polls see for the first
+            # time after the move is a join, not a reconnection
+            store.write(
+                wait_for(
+                    lambda: _listing(poll(lens, namespaces=[namespace]), "tl-watch"),
+                    what="a poll that lists tl-watch",
+                    timeout=120,
+                    every=1.0,
+                )
+            )
             owner = owner_of(lens, topic)
             other = next(b for b in cluster.broker_ids if b != owner)
             plan = DrillPlan(namespace, bundle, to=other, rate=20.0, baseline=1.0, settle=2.0)
@@ -88,3 +100,8 @@ def _only(events: pd.DataFrame, mask: pd.Series) -> pd.Series | None:
     """The first row the mask picks (with its position as `name`), or None."""
     rows = events[mask]
     return None if rows.empty else rows.iloc[0]
+
+
+def _listing(snapshot: Snapshot, consumer: str) -> Snapshot | None:
+    """The poll when it lists `consumer`, else None."""
+    return snapshot if any(c.consumer_name == consumer for c in snapshot.consumers) else None
