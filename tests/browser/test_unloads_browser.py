@@ -91,4 +91,8 @@ def test_browser_timeline_links_the_drill_to_the_bundles_page_at_its_poll(
     # the link is relative: from the timeline it opens the sibling page
     open_page(page, urljoin(f"{drilled.url}/timeline", target), "Bundles & unloads")
     expect(page.get_by_text("Unload events", exact=True).first).to_be_visible(timeout=TIMEOUT_MS)
+    # at that moment: the page is shown as of the poll the link names
+    banner = page.get_by_text(re.compile(r"Viewing the snapshot of .* UTC"))
+    expect(banner).to_be_visible(timeout=TIMEOUT_MS)
+    assert parse_qs(urlsplit(page.url).query)["at"] == query["at"]
     assert_healthy(page)
