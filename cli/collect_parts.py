@@ -64,7 +64,8 @@ def poll_timing(
     retention = args.retention or settings.retention
     broken = retention_problem(retention, interval)
     if broken is not None:
-        print(f"pulsar-lens collect: --retention {broken}", file=sys.stderr)
+        named = "--retention" if args.retention else "PULSAR_LENS_RETENTION"
+        print(f"pulsar-lens collect: {named} {broken}", file=sys.stderr)
         return None
     return interval, retention
 

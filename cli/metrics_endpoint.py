@@ -72,6 +72,7 @@ class MetricsEndpoint:
             max_subscriptions=self.settings.max_subscriptions,
             plugin_dirs=plugin_dirs,
             plugin_limits=plugin_limits,
+            dashboard_url=self.settings.external_url,
         )
         self.server: MetricsServer | None = None
 

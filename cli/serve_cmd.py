@@ -52,13 +52,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("serve", help="run the polling loop and the dashboard side by side")
     s.add_argument("--admin-url", help="admin REST URL (default PULSAR_ADMIN_URL)")
     add_config_arg(s)
-    _common(s)
+    _common(s, store_help="store folder (default PULSAR_LENS_STORE)")
     s.set_defaults(func=run_serve)
 
     d = sub.add_parser(
         "demo", help="start a local Pulsar, drive demo workloads on it, and serve the dashboard"
     )
-    _common(d)
+    _common(d, store_help="store folder (default: a new temporary folder, removed on exit)")
     d.add_argument("--no-unloads", action="store_true", help="never unload a bundle")
     d.add_argument(
         "--unload-every",
@@ -83,8 +83,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d.set_defaults(func=run_demo)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", metavar="DIR", help="store folder (default PULSAR_LENS_STORE)")
+def _common(p: argparse.ArgumentParser, *, store_help: str) -> None:
+    p.add_argument("--store", metavar="DIR", help=store_help)
     p.add_argument(
         "--port",
         type=bounded_int("--port", 1, 65535),

@@ -46,6 +46,7 @@ SPARK_MASTER_PREFIXES = ("local", "spark://", "sc://", "yarn", "k8s://", "mesos:
 METRICS_PORT_ENV = "PULSAR_LENS_METRICS_PORT"
 METRICS_ADDRESS_ENV = "PULSAR_LENS_METRICS_ADDRESS"
 METRICS_MAX_SUBSCRIPTIONS_ENV = "PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS"
+EXTERNAL_URL_ENV = "PULSAR_LENS_EXTERNAL_URL"  # where users open the dashboard: alert links
 DEFAULT_METRICS_ADDRESS = "127.0.0.1"
 SERVE_PORT = 9464  # the default of `serve` and `demo`; `collect` has it off unless asked
 DEFAULT_MAX_SUBSCRIPTIONS = 500
@@ -183,12 +184,15 @@ def parse_port(text: str, *, name: str = METRICS_PORT_ENV) -> int:
 @dataclass(frozen=True, slots=True)
 class MetricsSettings:
     """Where /metrics listens and how many subscriptions get their own series. `port_set`:
-    the port came from the environment or the command line (else a command's default)."""
+    the port came from the environment or the command line (else a command's default).
+    `external_url`: where users open the dashboard (no trailing slash), served as
+    `pulsar_lens_dashboard_info{url}` so that alerts and Grafana link to its pages; '' none."""
 
     port: int = 0
     address: str = DEFAULT_METRICS_ADDRESS
     max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
     port_set: bool = field(default=False, compare=False)
+    external_url: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, port: int | None = None) -> MetricsSettings:
@@ -215,6 +219,7 @@ class MetricsSettings:
             address=_text(environ, METRICS_ADDRESS_ENV) or DEFAULT_METRICS_ADDRESS,
             max_subscriptions=limit,
             port_set=port_set,
+            external_url=parse_external_url(_text(environ, EXTERNAL_URL_ENV)),
         )
 
     def with_port(self, port: int | None, *, default: int) -> MetricsSettings:
@@ -225,6 +230,37 @@ class MetricsSettings:
         if port is not None:
             return replace(self, port=port, port_set=True)
         return self if self.port_set else replace(self, port=default)
+
+
+def parse_external_url(text: str) -> str:
+    """The dashboard's address as users open it: `http(s)://host[:port][/path]`, its trailing
+    `/` dropped ('' stays ''); SettingsError for anything else (a query, a fragment, blanks)."""
+    from urllib.parse import urlsplit
+
+    url = text.rstrip("/")
+    if not url:
+        return ""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not one
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username is not None  # a metric label is no place for a password
+        or parts.query
+        or parts.fragment
+        or url.endswith(("?", "#"))
+        or any(c.isspace() or not c.isprintable() for c in url)
+    ):
+        raise SettingsError(
+            f"{EXTERNAL_URL_ENV} must be the dashboard's http:// or https:// address "
+            f"(e.g. https://lens.example.com), got {text!r}",
+            setting=EXTERNAL_URL_ENV,
+        )
+    return url
 
 
 def parse_level(text: str, *, name: str = LEVEL_ENV) -> int:

@@ -1,7 +1,8 @@
 """Pulsar Lens dashboard entry: `streamlit run dashboard/app.py`.
 
 Builds the navigation from the plugin registry (see dashboard/navigation.py), draws the shared
-sidebar, then runs the chosen page. A registry that fails to load leaves the cluster pages.
+sidebar (with the snapshot shown, `timetravel`) and the time-travel banner, then runs the
+chosen page. A registry that fails to load leaves the cluster pages.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from pulsar_lens.core.logs import setup_logging
-from pulsar_lens.dashboard import access, components, data, navigation, status
+from pulsar_lens.dashboard import access, components, data, navigation, status, timetravel
 from pulsar_lens.dashboard.app_pages import analysis
 
 PAGES = Path(__file__).parent / "app_pages"
@@ -40,6 +41,7 @@ def main() -> None:
     page = st.navigation(build_pages())
     with st.sidebar:
         status.sidebar_status(data.store_root())
+    timetravel.travel_banner(data.store_root())  # above every page, past snapshot or not
     page.run()
 
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from pulsar_lens.core.errors import PluginLoadError, PluginUnavailable, PulsarLensError
 from pulsar_lens.core.markdown import escape_markdown
-from pulsar_lens.dashboard import data, drill_panel, spark_jobs
+from pulsar_lens.dashboard import data, drill_panel, health_notices, spark_jobs, urlstate
 from pulsar_lens.dashboard.forms import params_form
 from pulsar_lens.dashboard.views import draw_views
 from pulsar_lens.plugins.engines import RunControl, engine_of
@@ -89,6 +89,7 @@ def plugin_missing(slug: str) -> None:
 def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
     """The plugin's controls, its other params (in an expander), the panels its page asks
     for and its views as its engine's run control obtains them; errors stay in this block.
+    The params' values are in the page's URL (`urlstate`), so a link opens this view.
     With default params the views come from a stored result, so the page costs a read and a
     draw."""
     loaded = data.registry().get(slug)
@@ -100,10 +101,12 @@ def draw_plugin(root: str, slug: str, *, expanded: bool = False) -> None:
         choices = data.param_choices(root, slug) if model.model_fields else {}
         choices_failure(root, slug, model)
         key = f"analysis_{slug}"
+        urlstate.restore(model, choices, key=key)
         params = params_form(model, choices, key=key, only=controls)
         if others:
             with st.expander("Parameters", expanded=expanded and not controls):
                 params.update(params_form(model, choices, key=key, only=others))
+        urlstate.record(model, params, key=key)
         for panel in page.panels if page else ():
             PANELS[panel](root)
         RUN_CONTROLS[engine_of(loaded).run_control](root, slug, params)
@@ -124,7 +127,10 @@ RUN_CONTROLS: Mapping[RunControl, Callable[[str, str, Mapping[str, Any]], None]]
 }
 """How a plugin's page obtains its views, by its engine's `run_control`."""
 
-PANELS: Mapping[str, Callable[[str], None]] = {"unload-drill": drill_panel.drill_panel}
+PANELS: Mapping[str, Callable[[str], None]] = {
+    "unload-drill": drill_panel.drill_panel,
+    "collector-health": health_notices.health_panel,
+}
 """The panel drawn for each name in `pulsar_lens.api.PANELS`, which a plugin's `Page` lists."""
 
 

@@ -8,17 +8,24 @@ under core.digest.cache_key(plugin, version, params, snapshot ids).
 A store several clusters share is read one cluster at a time: the one chosen in the sidebar
 (`chosen_cluster`, by default the cluster of the newest poll). The index, the poll status and
 the plugin runs then see that cluster's snapshots only (`pulsar_lens.core.clusterview.ClusterView`).
+
+A page can be shown as of a past snapshot (`chosen_snapshot`, set by the sidebar's time
+control, `dashboard.timetravel`): the view then also ends at that snapshot, so every table
+read, the poll status and every plugin run see the store as the collector left it then. The
+Spark plugins, which show their newest stored job result, are not time-travelled.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
 from pulsar_lens.collectors.health import HealthReport, read_health
@@ -30,13 +37,15 @@ from pulsar_lens.core.store import Store
 from pulsar_lens.dashboard import frames
 from pulsar_lens.exporter.facts import read_hook_errors
 from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.isolation import limits_of
-from pulsar_lens.plugins.registry import Registry, discover
+from pulsar_lens.plugins.registry import LoadedPlugin, Registry, discover
 
 log = logging.getLogger(__name__)
 
 INDEX_TTL_SECONDS = 2.0
 CLUSTER_KEY = "sidebar_cluster"
+SNAPSHOT_KEY = "sidebar_at"  # the snapshot id shown; "" (or absent) for the newest
 
 
 def settings() -> Settings:
@@ -106,8 +115,9 @@ def chosen_cluster(root: str) -> str | None:
     return chosen if chosen in names else names[0]
 
 
-def snapshot_index(root: str) -> pd.DataFrame:
-    """The index of the chosen cluster's snapshots (of the only one's), oldest first."""
+def newest_index(root: str) -> pd.DataFrame:
+    """The index of the chosen cluster's snapshots (of the only one's), oldest first, up to
+    the newest poll whatever snapshot the page shows."""
     index = full_index(root)
     cluster = chosen_cluster(root)
     if cluster is None:
@@ -115,19 +125,77 @@ def snapshot_index(root: str) -> pd.DataFrame:
     return index[index["cluster"] == cluster].reset_index(drop=True)
 
 
-def store_for(root: str) -> Store | ClusterView:
-    """What the runner reads: the store, or the chosen cluster's part of it."""
+def chosen_snapshot(root: str) -> pd.Series | None:
+    """The index row of the past snapshot the pages show; None for the newest (the default,
+    and when the id chosen is not one of the chosen cluster's snapshots)."""
+    wanted = st.session_state.get(SNAPSHOT_KEY)
+    if not wanted:
+        return None
+    index = newest_index(root)
+    found = index[index["snapshot_id"] == wanted]
+    return None if found.empty else found.iloc[-1]
+
+
+def upto(root: str) -> dt.datetime | None:
+    """When the snapshot shown was collected; None when the pages show the newest."""
+    row = chosen_snapshot(root)
+    return None if row is None else pd.Timestamp(row["collected_at"]).to_pydatetime()
+
+
+def snapshot_index(root: str) -> pd.DataFrame:
+    """The chosen cluster's index up to the snapshot shown (the newest by default)."""
+    index = newest_index(root)
+    end = upto(root)
+    if end is None:
+        return index
+    return index[index["collected_at"] <= pd.Timestamp(end)].reset_index(drop=True)
+
+
+class PastView(ClusterView):
+    """A view ending at a past snapshot whose rows on their own clock (the probes) end there
+    too: read "up to now" by a plugin, they would show what came after the poll shown."""
+
+    def read(
+        self,
+        name: str,
+        *,
+        snapshot_ids: Sequence[str] | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+    ) -> pa.Table:
+        end = self.upto if until is None or (self.upto and until > self.upto) else until
+        return super().read(name, snapshot_ids=snapshot_ids, since=since, until=end)
+
+
+def store_for(root: str, *, travel: bool = True) -> Store | ClusterView:
+    """What the runner reads: the store, or the chosen cluster's part of it, ending at the
+    snapshot shown (unless `travel` is False: the newest, for the Spark plugins)."""
     cluster = chosen_cluster(root)
     store = get_store(root)
+    end = upto(root) if travel else None
+    if end is not None:
+        return PastView(store, cluster, upto=end)
     return store if cluster is None else ClusterView(store, cluster)
 
 
 def poll_status(root: str) -> frames.PollStatus | None:
-    """The newest poll of the store, its age and errors; None when the store is empty."""
+    """The poll of the snapshot shown (the newest by default), its age and errors; None when
+    the store is empty. A past snapshot is never `stale`: whether polls still arrive is the
+    newest poll's (`newest_poll_status`), which the sidebar shows."""
+    status = _status_of(snapshot_index(root))
+    if status is not None and upto(root) is not None:
+        return dataclasses.replace(status, stale=False)
+    return status
+
+
+def newest_poll_status(root: str) -> frames.PollStatus | None:
+    """The newest poll of the chosen cluster, whatever snapshot the pages show."""
+    return _status_of(newest_index(root))
+
+
+def _status_of(index: pd.DataFrame) -> frames.PollStatus | None:
     return frames.compute_poll_status(
-        snapshot_index(root),
-        now=dt.datetime.now(dt.UTC),
-        interval_seconds=poll_interval_seconds(),
+        index, now=dt.datetime.now(dt.UTC), interval_seconds=poll_interval_seconds()
     )
 
 
@@ -142,8 +210,16 @@ def tables(root: str, snapshot_id: str, *names: str) -> dict[str, pd.DataFrame]:
 
 
 def run_plugin(root: str, slug: str, params: Mapping[str, Any] | None = None) -> runner.RunOutput:
-    """Run one plugin on the store (the runner caches by plugin, params and snapshots)."""
-    return runner.run(registry().get(slug), store_for(root), params)
+    """Run one plugin on the store as of the snapshot shown (the runner caches by plugin,
+    params and snapshots); a plugin that runs as a job (Spark) shows its newest result."""
+    loaded = registry().get(slug)
+    return runner.run(loaded, store_for(root, travel=travels(loaded)), params)
+
+
+def travels(loaded: LoadedPlugin) -> bool:
+    """Whether the plugin's page follows the snapshot shown: those analysed per poll do; a
+    Spark plugin's page shows its newest stored job result."""
+    return engine_of(loaded).per_poll
 
 
 def plugin_loaded(slug: str) -> bool:

@@ -78,7 +78,7 @@ def blocked_reason(who: str | None) -> str | None:
 
 def choose_and_ask(root: str, queue: DrillQueue, who: str, *, busy: bool) -> DrillStatus | None:
     """The bundle and destination choices and the button; the drill queued by a click."""
-    snapshot = data.snapshot_index(root)
+    snapshot = data.newest_index(root)  # a drill acts now: on the newest poll's bundles
     if snapshot.empty:
         st.info("No poll stored yet: the drill needs the bundles a poll lists.")
         return None

@@ -45,12 +45,69 @@ def params_form(
     for name, field in model.model_fields.items():
         if only is not None and name not in only:
             continue
-        options = (choices or {}).get(name)
-        if options is not None and len(options) > MAX_CHOICES:
-            field = _with_hint(field, f"{len(options):,} values: type one")
-            options = None
+        options = widget_options(choices, name)
+        if options is None and (choices or {}).get(name) is not None:
+            field = _with_hint(field, f"{len((choices or {})[name]):,} values: type one")
         values[name] = _field_widget(name, field, options, key=f"{key}_{name}")
     return values
+
+
+def widget_options(choices: Mapping[str, Sequence[str]] | None, name: str) -> Sequence[str] | None:
+    """The values field `name`'s selectbox offers, or None when it is not one (no choices, or
+    more than MAX_CHOICES of them: then it is a text box)."""
+    options = (choices or {}).get(name)
+    return None if options is None or len(options) > MAX_CHOICES else options
+
+
+def widget_value(field: FieldInfo, options: Sequence[str] | None, text: str) -> Any:
+    """The value the field's widget holds for `text` (as `value_text` wrote it), checked by the
+    rules the widget enforces (allowed choices, bounds, length, control characters);
+    ValueError saying why when the widget could not hold it."""
+    kind, optional = _unwrap(field.annotation)
+    if options is not None or typing.get_origin(kind) is typing.Literal or _is_enum(kind):
+        listed = _choices(kind, options, optional)
+        found = [value for value in listed if value_text(value) == text]
+        if not found:
+            raise ValueError(f"not one of the {len(listed):,} values offered")
+        return found[0]
+    if kind is bool:
+        if text not in ("true", "false"):
+            raise ValueError("neither true nor false")
+        return text == "true"
+    if kind in (int, float):
+        return _number_value(field, kind, text)
+    default = field.get_default(call_default_factory=True)
+    limit = max(_max_length(field) or MAX_TEXT_CHARS, len("" if default is None else str(default)))
+    problem = text_problem(text, limit)
+    if problem:
+        raise ValueError(problem)
+    return text
+
+
+def _number_value(field: FieldInfo, kind: Any, text: str) -> Any:
+    low, high = _bounds(field, whole=kind is int)
+    limit = INT_LIMIT if kind is int else FLOAT_LIMIT
+    low = -limit if low is None else low
+    high = limit if high is None else high
+    try:
+        number = int(text) if kind is int else float(text)
+    except ValueError:
+        raise ValueError("not a whole number" if kind is int else "not a number") from None
+    if not math.isfinite(number) or not low <= number <= high:
+        raise ValueError(f"not a number from {low:,} to {high:,}")
+    return number
+
+
+def value_text(value: Any) -> str:
+    """A widget's value as query text: `true`/`false`, numbers as Python writes them, an enum
+    by its value, None as the empty text."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return value_text(value.value)
+    return str(value)
 
 
 def _with_hint(field: FieldInfo, hint: str) -> FieldInfo:
@@ -137,13 +194,9 @@ def _choice_widget(
     *,
     key: str,
 ) -> Any:
-    if options is None:
-        if _is_enum(kind):
-            options = [member.value for member in kind]
-            default = default.value if isinstance(default, enum.Enum) else default
-        else:
-            options = list(typing.get_args(kind))
-    listed: list[Any] = ([None] if optional else []) + list(options)
+    if options is None and isinstance(default, enum.Enum):
+        default = default.value
+    listed = _choices(kind, options, optional)
     index = listed.index(default) if default in listed else 0
     if not listed:
         st.caption(f"{label}: nothing to choose from yet")
@@ -156,6 +209,14 @@ def _choice_widget(
         help=hint,
         key=key,
     )
+
+
+def _choices(kind: Any, options: Sequence[str] | None, optional: bool) -> list[Any]:
+    """What a choice widget lists: `options`, else the Literal's or the enum's values; None
+    first for an optional field."""
+    if options is None:
+        options = [m.value for m in kind] if _is_enum(kind) else list(typing.get_args(kind))
+    return ([None] if optional else []) + list(options)
 
 
 def _unwrap(annotation: Any) -> tuple[Any, bool]:

@@ -84,6 +84,11 @@ def health_banner(root: str, *, every: float) -> None:
     _banner()
 
 
+def health_panel(root: str) -> None:
+    """The `collector-health` panel of a plugin page: the notices, once per run of the page."""
+    draw_notices(compute_notices(chosen_loop(root)))
+
+
 def sidebar_notices(root: str) -> None:
     """The short forms, for the sidebar's status (inside its own refreshing fragment)."""
     draw_notices(compute_short_notices(chosen_loop(root)))

@@ -27,10 +27,17 @@ NO_WORKER = (
     "`pulsar-lens analyze {slug}`."
 )
 
+NOT_TRAVELLED = (
+    "This page is not time-travelled: it shows its newest Spark result, whatever snapshot the "
+    "sidebar chose for the Cluster pages."
+)
+
 
 def draw_job(root: str, slug: str, params: Mapping[str, Any]) -> None:
     """The `job` run control: the newest stored result for these params, Run now, and the
     progress of the job it queued."""
+    if data.upto(root) is not None:
+        st.info(NOT_TRAVELLED)
     output = stored_output(root, slug, params)
     if output is not None:
         draw_views(slug, output.views)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pulsar_lens.core.markdown import escape_markdown
-from pulsar_lens.dashboard import data, health_notices
+from pulsar_lens.dashboard import data, health_notices, timetravel
 from pulsar_lens.dashboard.frames import PollStatus, answer_problems, format_age
 
 SEEN_KEY = "app_seen_snapshot"
@@ -41,14 +41,16 @@ def cluster_selector(root: str) -> None:
 
 
 def sidebar_status(root: str) -> None:
-    """Cluster, snapshot age and warnings; reruns the app when a new poll lands."""
+    """Cluster, the snapshot shown, the newest poll's age and warnings; reruns the app when a
+    new poll lands."""
     cluster_selector(root)
-    status = data.poll_status(root)
+    timetravel.time_control(root)
+    status = data.newest_poll_status(root)
     st.session_state[SEEN_KEY] = status.snapshot_id if status else None
 
     @st.fragment(run_every=refresh_seconds())
     def _status() -> None:
-        current = data.poll_status(root)
+        current = data.newest_poll_status(root)
         if (current.snapshot_id if current else None) != st.session_state.get(SEEN_KEY):
             st.rerun()
         draw_status(current, root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 import altair as alt
 import streamlit as st
@@ -75,7 +76,12 @@ MAX_TABLE_ROWS = 5000
 def draw_table(view: Table) -> None:
     _heading(view.title)
     frame = view.frame
-    st.dataframe(frame.head(MAX_TABLE_ROWS), hide_index=True)
+    shown = frame.head(MAX_TABLE_ROWS)
+    config = {}
+    if view.links:
+        shown = shown.assign(**{c: shown[c].map(safe_link) for c in view.links})
+        config = {c: st.column_config.LinkColumn(c, display_text="open") for c in view.links}
+    st.dataframe(shown, hide_index=True, column_config=config)
     notes = [view.caption] if view.caption else []
     if len(frame) > MAX_TABLE_ROWS:
         notes.append(
@@ -84,6 +90,18 @@ def draw_table(view: Table) -> None:
         )
     if notes:
         st.caption(" · ".join(notes))
+
+
+def safe_link(value: object) -> str | None:
+    """A table's link cell as drawn: a relative URL on this host, or an http(s) one; anything
+    else (`javascript:`, `//elsewhere`, not text) is no link."""
+    if not isinstance(value, str) or not value or value.startswith(("//", "\\")):
+        return None
+    try:
+        scheme = urlsplit(value).scheme
+    except ValueError:
+        return None
+    return value if scheme in ("", "http", "https") else None
 
 
 def _heading(title: str) -> None:

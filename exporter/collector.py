@@ -1,6 +1,7 @@
 """The /metrics endpoint: a Prometheus collector over the store, and the HTTP server for it.
 
-At each scrape `LensCollector` reports the loop's own polls (from a `PollRecorder`) and the
+At each scrape `LensCollector` reports the loop's own polls (from a `PollRecorder`), the
+dashboard's external URL when configured (`pulsar_lens_dashboard_info`, for alert links) and the
 age of the newest stored snapshot; the cluster families (see `pulsar_lens.exporter.families`)
 and the families every loaded plugin contributes through its `metrics(result, context)` hook
 (read from its stored result of the newest snapshot) are built at most once per new snapshot
@@ -44,6 +45,7 @@ from pulsar_lens.exporter.families import (
     compute_cluster_families,
     compute_cluster_health_families,
     compute_collector_families,
+    compute_dashboard_families,
     compute_plugin_error_families,
     top_subscriptions,
     with_cluster_label,
@@ -102,10 +104,13 @@ class LensCollector(Collector):
         plugins: Sequence[Any] | None = None,
         plugin_dirs: Sequence[str | os.PathLike[str]] = (),
         plugin_limits: PluginLimits | None = None,
+        dashboard_url: str = "",
         now: Callable[[], dt.datetime] = utcnow,
     ) -> None:
         """`plugins` None: the ones `discover(plugin_dirs=..., limits=plugin_limits)` loads,
-        at first use."""
+        at first use. `dashboard_url`: the dashboard's external URL, served as
+        `pulsar_lens_dashboard_info{url}` ('' : not served)."""
+        self._dashboard_url = dashboard_url
         self._store = store
         self._plugin_dirs = plugin_dirs
         self._plugin_limits = plugin_limits
@@ -130,6 +135,7 @@ class LensCollector(Collector):
         newest = {key: self._newest(source) for key, source in views.items()}
         families = self._health(newest, now)
         families.append(self._quarantined())
+        families.extend(compute_dashboard_families(self._dashboard_url))
         built = {
             key: self._snapshot_families(key, source, *found, scrape=True)
             for key, source in views.items()

@@ -96,6 +96,24 @@ def compute_collector_families(
     return _health_families([([], stats, newest_at)], (), now=now)
 
 
+DASHBOARD_INFO = "pulsar_lens_dashboard_info"
+
+
+def compute_dashboard_families(url: str) -> list[Metric]:
+    """`pulsar_lens_dashboard_info{url} 1`: where users open the dashboard, for the alerts'
+    and Grafana's links to its pages (nothing when it is not configured)."""
+    if not url:
+        return []
+    info = _gauge(
+        DASHBOARD_INFO,
+        "1, labelled with the dashboard's external URL (PULSAR_LENS_EXTERNAL_URL): the alerts' "
+        "and Grafana's links to its pages start with it.",
+        ["url"],
+    )
+    info.add_metric([url], 1.0)
+    return [info]
+
+
 def compute_cluster_health_families(
     stats: Mapping[str, PollStats],
     *,

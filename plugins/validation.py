@@ -288,6 +288,10 @@ def _view_problems(view: Any) -> Iterable[str]:
         yield f"Chart of {type(view.chart).__name__}, not an Altair chart"
     elif isinstance(view, Table) and not isinstance(view.frame, pd.DataFrame):
         yield f"Table of {type(view.frame).__name__}, not a pandas DataFrame"
+    elif isinstance(view, Table) and not (
+        isinstance(view.links, tuple) and all(c in view.frame.columns for c in view.links)
+    ):
+        yield f"Table whose links {view.links!r} are not a tuple of its columns"
     elif isinstance(view, Metric):
         if view.value is not None and not _scalar(view.value):
             yield f"Metric {view.label!r} whose value is a {type(view.value).__name__}"

@@ -19,11 +19,13 @@ if TYPE_CHECKING:  # a plugin's render imports altair; discovering plugins does 
 
 NoteLevel = Literal["info", "warning", "error"]
 
-PANELS: tuple[str, ...] = ("unload-drill",)
+PANELS: tuple[str, ...] = ("unload-drill", "collector-health")
 """The dashboard's own panels a plugin's `Page` may show above its views (`Page.panels`):
 `unload-drill` unloads a chosen bundle and measures the outage (drawn only where mutations are
 allowed; the collect process runs the drill). When it ends the page draws the plugin's views
-again, now over the drill's probe rows and polls."""
+again, now over the drill's probe rows and polls. `collector-health` says what no stored poll
+can: that the store refuses the collect process's writes now, or that its polls overrun their
+interval (the Overview's notices, from the collect process's health file)."""
 
 
 @dataclass(frozen=True)
@@ -136,11 +138,14 @@ class Chart:
 
 @dataclass(frozen=True)
 class Table:
-    """A frame shown as a table."""
+    """A frame shown as a table. `links` names columns of URLs drawn as links: relative ones
+    (`bundles?at=...`) open a page of this dashboard; a cell that is not a relative, http or
+    https URL is shown empty."""
 
     frame: pd.DataFrame
     title: str = ""
     caption: str = ""
+    links: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

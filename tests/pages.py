@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from streamlit.testing.v1 import AppTest
 
 PAGE_SLUGS = (
@@ -40,11 +42,21 @@ LOGIN = {
 
 
 def plugin_page(
-    slug: str, *, timeout: float = 30.0, user: dict[str, object] | None = None
+    slug: str,
+    *,
+    timeout: float = 30.0,
+    user: dict[str, object] | None = None,
+    query: Mapping[str, str] | None = None,
+    state: dict[str, object] | None = None,
 ) -> AppTest:
     """The page of plugin `slug` after its first run (the store comes from PULSAR_LENS_STORE);
-    with `user`, as that user sees it through the dashboard's login (LOGIN)."""
+    with `user`, as that user sees it through the dashboard's login (LOGIN); with `query`,
+    opened at a URL with that query string; with `state`, what the session holds before it
+    (such as the sidebar's choices)."""
     at = AppTest.from_function(_page_script, args=(slug,), default_timeout=timeout)
+    at.query_params.update(query or {})
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
     if user is not None:
         at.secrets["auth"] = LOGIN
         at.user = user

@@ -1,4 +1,5 @@
-"""Overview: the cluster as of the newest poll, its errors, and whether polls still arrive."""
+"""Overview: the cluster as of the newest poll (or the past one the sidebar chose), its errors,
+and whether polls still arrive."""
 
 from __future__ import annotations
 
@@ -42,9 +43,10 @@ with components.guarded("The overview"):
         f"{counts['key_shared']} Key_Shared subscription(s); "
         f"{counts['draining_hashes']} hash(es) draining right now."
     )
-    st.subheader("Errors of the newest poll")
+    which = "the newest poll" if data.upto(root) is None else "this poll"
+    st.subheader(f"Errors of {which}")
     if status.errors.empty:
-        st.success("Every admin call of the newest poll succeeded.")
+        st.success(f"Every admin call of {which} succeeded.")
     else:
         if not (refused := frames.answer_problems(status.errors)).empty:
             st.warning(

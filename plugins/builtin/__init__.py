@@ -19,4 +19,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "pulsar_lens.plugins.builtin.bundle_load_history:BundleLoadHistory",
     "pulsar_lens.plugins.builtin.failover_history:FailoverHistory",
     "pulsar_lens.plugins.builtin.unload_history:UnloadHistory",
+    "pulsar_lens.plugins.builtin.incident_timeline:IncidentTimeline",
 )

@@ -295,3 +295,17 @@ def test_collect_duration_flag_out_of_range_is_a_usage_error() -> None:
 
     done = run_lens("collect", "--interval", "999999999999d", "--admin-url", "http://h:1")
     assert done.returncode == 2 and "longer than the limit of 3650d" in done.stderr
+
+
+def test_a_retention_from_the_settings_is_named_as_the_setting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A flag's interval longer than the default retention: the message names the setting the
+    retention came from, not a flag nobody gave."""
+    source = FakeSource()
+    argv = ("--max-polls", "1", "--admin-url", "http://b:8080", "--store", str(tmp_path))
+    args = parse(*argv, "--interval", "8d", source=source)
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert "PULSAR_LENS_RETENTION must be at least the poll interval (8d)" in err, err
+    assert "--retention" not in err and source.calls == []

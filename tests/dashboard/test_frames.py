@@ -70,6 +70,7 @@ def test_page_plan_gives_plugins_with_a_page_their_own_and_the_rest_a_generic_on
         ("failover", "failover-assignment"),
         ("bundles", "unload-latency"),
         ("subscriptions", "subscription-status"),
+        ("timeline", "incident-timeline"),
     ]
     history = {p.target: p.url_path for p in plan["History"]}  # the Spark analyses' pages
     spark = {p.name for p in registry if p.engine == "spark"}

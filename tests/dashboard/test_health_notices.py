@@ -128,3 +128,16 @@ def test_health_notices_follow_the_chosen_cluster(tmp_path: Path) -> None:
     assert compute_notices(current_loop(health.report(), "east", now=now)) == []
     (notice,) = compute_notices(current_loop(health.report(), "west", now=now))
     assert notice[0] == "error" and "refused the last 1 write(s)" in notice[1]
+
+
+def test_health_notices_timeline_page_says_the_store_refuses_writes(
+    store_dir: Path, plugin_page: Callable[[str], AppTest]
+) -> None:
+    """The Incident timeline lays out stored polls; a write refused now left none, so its
+    page shows the collector's own notice (its `collector-health` panel)."""
+    write_scenario(store_dir)
+    refusing(store_dir)
+    at = plugin_page("incident-timeline")
+    assert not at.exception
+    assert any(t.startswith("The store refused the last 3 write(s)") for t in texts(at.main.error))
+    assert "**Events over time**" in [m.value for m in at.markdown]

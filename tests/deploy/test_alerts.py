@@ -111,3 +111,46 @@ def test_alerts_metric_names_parser_ignores_functions_labels_and_ranges() -> Non
         "(pulsar_lens_snapshot_age_seconds offset 5m) > bool 1.5e3"
     )
     assert metric_names(expr) == {"pulsar_lens_polls_total", "pulsar_lens_snapshot_age_seconds"}
+
+
+def expected_links() -> dict[str, str]:
+    """Alert name -> the `dashboard_url` its firing unit tests expect (a non-empty one)."""
+    links: dict[str, str] = {}
+    for case in yaml.safe_load(RULE_TESTS.read_text())["tests"]:
+        for check in case.get("alert_rule_test", []):
+            for alert in check.get("exp_alerts") or []:
+                link = alert.get("exp_annotations", {}).get("dashboard_url")
+                if link:
+                    links[check["alertname"]] = link
+    return links
+
+
+def test_alerts_link_to_the_dashboard_page_that_takes_their_subscription() -> None:
+    """Every alert on per-subscription series links to a page of the dashboard's page plan,
+    with query names that are that page's controls (or the sidebar's cluster); the links the
+    unit tests expect are of the same shape."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from pulsar_lens.dashboard.navigation import page_plan
+    from pulsar_lens.plugins.registry import discover
+
+    registry = discover(entry_points=False, plugin_dirs=())
+    pages = {s.url_path: s for specs in page_plan(registry).values() for s in specs}
+    linked = {r["alert"] for r in alert_rules() if "dashboard_url" in r["annotations"]}
+    about_subscriptions = {
+        r["alert"]
+        for r in alert_rules()
+        if "$labels.subscription" in r["annotations"]["description"]
+    }
+    assert linked == about_subscriptions
+    links = expected_links()
+    assert set(links) == linked, "alerts whose link no unit test shows"
+    for alert, link in links.items():
+        parts = urlsplit(link)
+        spec = pages.get(parts.path.lstrip("/"))
+        assert spec is not None and spec.kind == "analysis", (alert, parts.path)
+        plugin = registry.get(spec.target).plugin
+        query = parse_qs(parts.query)
+        assert "subscription" in query, alert
+        assert plugin.page is not None and "subscription" in plugin.page.controls, alert
+        assert set(query) - {"cluster"} <= set(plugin.Params.model_fields), alert

@@ -137,3 +137,47 @@ def test_grafana_prometheus_evaluates_every_query(served: tuple[str, PrometheusS
     # the cluster variable's own query, as Grafana asks it
     values = prom.api("label/cluster/values", **{"match[]": "pulsar_lens_polls_total"})
     assert values == [CLUSTER]
+
+
+def data_links(board: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
+    for panel in panels(board):
+        for link in panel.get("fieldConfig", {}).get("defaults", {}).get("links", []):
+            yield panel, link["url"]
+
+
+def test_grafana_panels_link_to_the_dashboard_page_of_their_subscription() -> None:
+    """Each panel of Key_Shared, Failover or subscription series links, through the lens_url
+    variable (pulsar_lens_dashboard_info), to the dashboard page that shows that series: a
+    page of the dashboard's page plan, its query names that page's fields or the cluster, the
+    subscription one of its controls."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from pulsar_lens.dashboard.navigation import page_plan
+    from pulsar_lens.exporter.families import DASHBOARD_INFO
+    from pulsar_lens.plugins.registry import discover
+
+    board = dashboard()
+    lens = variable(board, "lens_url")
+    assert label_values_metric(lens["query"]["query"]) == DASHBOARD_INFO
+    assert lens["definition"] == lens["query"]["query"] and lens["datasource"] == DATASOURCE
+    registry = discover(entry_points=False, plugin_dirs=())
+    pages = {s.url_path: s for specs in page_plan(registry).values() for s in specs}
+    linked = {id(panel) for panel, _ in data_links(board)}
+    per_subscription = re.compile(r"pulsar_lens_(subscription_|key_shared_|failover_|stuck_)")
+    for panel in panels(board):
+        for target in panel.get("targets", []):
+            whole = not re.search(r"\b(sum|count) by", target["expr"])  # series, not a tally
+            about = any(per_subscription.match(n) for n in metric_names(target["expr"]))
+            assert id(panel) in linked or not (about and whole), panel["title"]
+    for panel, url in data_links(board):
+        assert url.startswith("${lens_url}/"), panel["title"]
+        parts = urlsplit(url.removeprefix("${lens_url}"))
+        spec = pages.get(parts.path.lstrip("/"))
+        assert spec is not None and spec.kind == "analysis", (panel["title"], parts.path)
+        plugin = registry.get(spec.target).plugin
+        query = parse_qs(parts.query)
+        assert set(query) - {"cluster"} <= set(plugin.Params.model_fields), panel["title"]
+        if "subscription" in query:
+            assert plugin.page is not None and "subscription" in plugin.page.controls
+        fields = re.findall(r"\$\{__(?:field\.labels|data\.fields)\.(\w+):percentencode\}", url)
+        assert "cluster" in fields and len(fields) == url.count("${__"), panel["title"]

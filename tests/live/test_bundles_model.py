@@ -1,4 +1,5 @@
-"""The bundle model places topics where a real Pulsar 4.0 broker does, before and after splits.
+"""The bundle model places topics where a real Pulsar broker does, before and after splits
+(4.0.7, and 3.0.7 for the lookups and splits).
 
 Each test works in its own namespace so splits disturb nobody. The broker's answer for a
 topic is `GET /lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}/bundle`, asked for every name
@@ -29,6 +30,7 @@ from pulsar_lens.core.bundles import (
 from pulsar_lens.core.errors import ModelError
 from pulsar_lens.core.hashing import topic_bundle_hash
 from pulsar_lens.lab.localpulsar import LocalPulsar
+from tests.brokers import BrokerPool
 from tests.crcforge import forge_name
 
 TENANT = "public"
@@ -38,21 +40,28 @@ SPLIT = "split?unload=false&splitAlgorithmName=range_equally_divide"
 NewNamespace = Callable[[int], str]
 
 
+def create_namespace(admin_url: str, num_bundles: int) -> str:
+    """Creates `public/<unique>` with N bundles and returns "public/<ns>"."""
+    namespace = f"{TENANT}/lens-bundles-{uuid.uuid4().hex[:8]}"
+    resp = requests.put(
+        f"{admin_url}/admin/v2/namespaces/{namespace}",
+        json={"bundles": {"numBundles": num_bundles}},
+        timeout=10,
+    )
+    assert resp.status_code == 204, resp.text
+    return namespace
+
+
 @pytest.fixture
 def new_namespace(pulsar: LocalPulsar) -> NewNamespace:
-    """Creates `public/<unique>` with N bundles and returns "public/<ns>"."""
+    """`create_namespace` on the 4.0 standalone."""
+    return lambda num_bundles: create_namespace(pulsar.admin_url, num_bundles)
 
-    def create(num_bundles: int) -> str:
-        namespace = f"{TENANT}/lens-bundles-{uuid.uuid4().hex[:8]}"
-        resp = requests.put(
-            f"{pulsar.admin_url}/admin/v2/namespaces/{namespace}",
-            json={"bundles": {"numBundles": num_bundles}},
-            timeout=10,
-        )
-        assert resp.status_code == 204, resp.text
-        return namespace
 
-    return create
+@pytest.fixture(params=["4.0", "3.0"])
+def release_broker(request: pytest.FixtureRequest, broker_pool: BrokerPool) -> LocalPulsar:
+    """The default standalone of each release line the product models (4.0.7 and 3.0.7)."""
+    return broker_pool.get(None, version=str(request.param))
 
 
 def broker_boundaries(admin_url: str, namespace: str) -> tuple[int, ...]:
@@ -143,14 +152,13 @@ def test_bundles_default_boundaries_match_broker(
     assert broker_boundaries(pulsar.admin_url, namespace) == default_boundaries(count)
 
 
-def test_bundles_lookup_matches_for_500_topics(
-    pulsar: LocalPulsar, new_namespace: NewNamespace
-) -> None:
-    namespace = new_namespace(10)
-    boundaries = broker_boundaries(pulsar.admin_url, namespace)
+def test_bundles_lookup_matches_for_500_topics(release_broker: LocalPulsar) -> None:
+    admin_url = release_broker.admin_url
+    namespace = create_namespace(admin_url, 10)
+    boundaries = broker_boundaries(admin_url, namespace)
     topics = topic_names(namespace, 500)
     assert len(topics) >= 500
-    assert lookup_all(pulsar.admin_url, topics) == predicted(boundaries, topics)
+    assert lookup_all(admin_url, topics) == predicted(boundaries, topics)
 
 
 def test_bundles_hash_positions_equal_crc32(
@@ -185,10 +193,9 @@ def test_bundles_last_boundary_hash_fails_on_broker_and_model(pulsar: LocalPulsa
         topic_bundle(default_boundaries(4), topic)
 
 
-def test_bundles_split_matches_prediction_and_lookups(
-    pulsar: LocalPulsar, new_namespace: NewNamespace
-) -> None:
-    namespace = new_namespace(4)
+def test_bundles_split_matches_prediction_and_lookups(release_broker: LocalPulsar) -> None:
+    pulsar = release_broker
+    namespace = create_namespace(pulsar.admin_url, 4)
     boundaries = broker_boundaries(pulsar.admin_url, namespace)
     last = BundleRange(boundaries[-2], boundaries[-1])
     first = BundleRange(boundaries[0], boundaries[1])

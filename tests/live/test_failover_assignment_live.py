@@ -48,13 +48,16 @@ def topics() -> list[str]:
 
 
 class Setup:
-    """The ten single-partition topics on one broker and five multi-topic Failover consumers."""
+    """Partitioned topics on one broker (by default ten of one partition each) and five
+    multi-topic Failover consumers."""
 
-    def __init__(self, broker: LocalPulsar, topics: Sequence[str], root: Path) -> None:
-        self.broker, self.topics = broker, list(topics)
+    def __init__(
+        self, broker: LocalPulsar, topics: Sequence[str], root: Path, *, partitions: int = 1
+    ) -> None:
+        self.broker, self.topics, self.count = broker, list(topics), partitions
         for topic in topics:
             path = topic.replace("persistent://", "/admin/v2/persistent/")
-            admin(broker, "PUT", f"{path}/partitions", json=1)
+            admin(broker, "PUT", f"{path}/partitions", json=partitions)
         self.client = pulsar_client(broker)
         self.consumers = {
             name: self.client.subscribe(
@@ -68,7 +71,7 @@ class Setup:
         self.recorder = Recorder(broker, root)
 
     def partitions(self) -> list[str]:
-        return [f"{t}-partition-0" for t in self.topics]
+        return [f"{t}-partition-{i}" for t in self.topics for i in range(self.count)]
 
     def poll_settled(self, names: Sequence[str]) -> Snapshot:
         """Store a poll once the bulk stats list exactly `names` on every partition and two
@@ -85,7 +88,7 @@ class Setup:
 
         def settled(snapshot: Snapshot) -> bool:
             state = self._state(snapshot)
-            complete = len(state) == len(self.topics) and all(
+            complete = len(state) == len(self.partitions()) and all(
                 active is not None and consumers == tuple(wanted)
                 for active, consumers in state.values()
             )
@@ -110,7 +113,9 @@ class Setup:
         }
 
     def label(self) -> str:
-        return f"{SUB} @ 10 topics ({sorted(self.topics)[0]}, ...)"
+        if len(self.topics) == 1:
+            return f"{SUB} @ {self.topics[0]}"
+        return f"{SUB} @ {len(self.topics)} topics ({sorted(self.topics)[0]}, ...)"
 
     def close(self) -> None:
         self.client.close()
@@ -152,6 +157,30 @@ def test_failover_assignment_live_skew_and_the_pip392_alternative(
     assert other["observed"] == facts["alternative_assignment"]  # the broker running PIP-392
     assert other["mode"] == "consistent"
     assert other["alternative_assignment"] == facts["observed"]
+
+
+def test_failover_assignment_live_on_3_0_is_modulo_without_a_pip392_what_if(
+    broker_pool: BrokerPool, tmp_path: Path
+) -> None:
+    """A Pulsar 3.0.7 broker: five consumers on one topic of 12 partitions; partition i's
+    active consumer is the i % 5-th by name, as the model says, and the page offers no PIP-392
+    alternative, since 3.0 has no such setting."""
+    topic = f"persistent://public/default/fo30-{uuid.uuid4().hex[:8]}"
+    setup = Setup(broker_pool.get(None, version="3.0"), [topic], tmp_path / "3.0", partitions=12)
+    try:
+        setup.poll_settled(WORKERS)
+        output = setup.recorder.run(PLUGIN, subscription=setup.label())
+    finally:
+        setup.close()
+    summary = output.result.summary
+    assert (summary["pulsar"], summary["pip_392"]) == ("3.0", False)
+    observed = summary["selection"]["observed"]
+    expected = {f"{topic}-partition-{i}": WORKERS[i % len(WORKERS)] for i in range(12)}
+    assert observed == expected  # what the 3.0.7 broker chose, as listed by its stats
+    group = output.result.frames["groups"].set_index("label").loc[setup.label()]
+    assert (group["mode"], group["unexplained"], group["partitions"]) == ("modulo", 0, 12)
+    partitions = output.result.frames["partitions"]
+    assert partitions["alternative"].isna().all()  # no PIP-392 alternative on 3.0
 
 
 def test_failover_assignment_live_active_consumer_change_counts_as_a_flap(

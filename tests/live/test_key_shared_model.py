@@ -126,8 +126,14 @@ def test_pulsar_3_0_default_selector_matches_a_3_0_broker(broker_pool: BrokerPoo
         group.close()
 
 
-def test_auto_split_matches_broker_through_joins_and_leaves(broker_pool: BrokerPool) -> None:
-    broker = broker_pool.get(AUTO_SPLIT)
+@pytest.mark.parametrize("line", ["4.0", "3.0"])
+def test_auto_split_matches_broker_through_joins_and_leaves(
+    broker_pool: BrokerPool, line: str
+) -> None:
+    """The auto-split selector (`subscriptionKeySharedUseConsistentHashing=false`) on each
+    release line: the model's ranges after each join and leave, and where keys go."""
+    broker = broker_pool.get(AUTO_SPLIT, version=line)
+    assert broker.version.startswith(line)
     group = Group(broker, new_topic("split"), AutoSplitSelector())
     try:
         run_join_leave_sequence(group, ["s1", "s2", "s2", "s3", "s4"])

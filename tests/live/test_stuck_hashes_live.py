@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pulsar
+import pytest
 
 from pulsar_lens.core.hashing import murmur3_31
 from pulsar_lens.lab.localpulsar import LocalPulsar
@@ -180,10 +181,16 @@ def test_stuck_hashes_live_flags_the_held_hashes_then_clears(
         client.close()
 
 
+CLASSIC_BROKERS = {"4.0-classic": (CLASSIC, "4.0"), "3.0-default": (None, "3.0")}
+
+
+@pytest.mark.parametrize(("settings", "line"), CLASSIC_BROKERS.values(), ids=CLASSIC_BROKERS.keys())
 def test_stuck_hashes_live_classic_dispatcher_holds_back_the_new_consumer(
-    broker_pool: BrokerPool, tmp_path: Path
+    broker_pool: BrokerPool, tmp_path: Path, settings: dict[str, str] | None, line: str
 ) -> None:
-    broker = broker_pool.get(CLASSIC)
+    """The classic dispatcher: 4.0 with the switch that brings it back, and 3.0.7, whose
+    only Key_Shared dispatcher it is."""
+    broker = broker_pool.get(settings, version=line)
     topic = new_topic("classic")
     client = pulsar_client(broker)
     recorder = Recorder(broker, tmp_path / "store")

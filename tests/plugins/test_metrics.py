@@ -495,11 +495,33 @@ def test_metrics_settings_from_env_and_the_command_line() -> None:
         ("PULSAR_LENS_METRICS_PORT", "http"),
         ("PULSAR_LENS_METRICS_PORT", "70000"),
         ("PULSAR_LENS_METRICS_MAX_SUBSCRIPTIONS", "0"),
+        ("PULSAR_LENS_EXTERNAL_URL", "lens.example.com"),
+        ("PULSAR_LENS_EXTERNAL_URL", "ftp://lens.example.com"),
+        ("PULSAR_LENS_EXTERNAL_URL", "https://lens.example.com/?page=1"),
+        ("PULSAR_LENS_EXTERNAL_URL", "https://lens.example.com/#top"),
+        ("PULSAR_LENS_EXTERNAL_URL", "https://user:secret@lens.example.com"),
+        ("PULSAR_LENS_EXTERNAL_URL", "https://lens.example.com/a b"),
+        ("PULSAR_LENS_EXTERNAL_URL", "https://lens.example.com:http"),
     ],
 )
 def test_metrics_settings_reject_malformed_values(name: str, text: str) -> None:
     with pytest.raises(SettingsError, match=name):
         settings({name: text})
+
+
+def test_metrics_external_url_is_served_as_the_dashboard_info(tmp_path: Path) -> None:
+    """PULSAR_LENS_EXTERNAL_URL, its trailing slash dropped, is `pulsar_lens_dashboard_info{url}`
+    (what the alerts' and Grafana's links start with); unset, the series is not served."""
+    env = {"PULSAR_LENS_EXTERNAL_URL": " https://lens.example.com/pulsar/ "}
+    assert settings(env).external_url == "https://lens.example.com/pulsar"
+    assert settings({}).external_url == ""
+    store = Store(tmp_path)
+    linked = LensCollector(store, plugins=[], dashboard_url=settings(env).external_url)
+    found = scrape(linked)
+    assert value(found, "pulsar_lens_dashboard_info", url="https://lens.example.com/pulsar") == 1
+    assert "pulsar_lens_dashboard_info" not in {
+        name for name, _ in scrape(LensCollector(store, plugins=[]))
+    }
 
 
 def test_poll_recorder_counts_polls_and_keeps_the_last() -> None:

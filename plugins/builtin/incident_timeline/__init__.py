@@ -1,0 +1,205 @@
+"""`incident-timeline`: every kind of event of a window of stored polls on one time axis.
+
+What each row comes from, computed once in its own home and read here through `requires`:
+
+* bundle moves, unloads, splits and who made them: `bundle-ownership`'s `events` (its `by`:
+  the load manager, or not, or unknown; rows the collector stored are `collector`'s);
+* probe outages: `unload-latency`'s `outages`, at the last good acknowledgement before each;
+* draining-hash episodes per holder consumer: `stuck-hashes`' `history` (a start at the first
+  poll with a hash draining for it, an end at the first poll with none; the newest poll says
+  how many are stuck);
+
+and what the collector stored: consumers joining and leaving, failover's active consumer
+changing, Key_Shared hash ranges changing and the load managers' unload and split counters
+(the `events` table); consumers reconnecting (listed in two consecutive polls with a newer
+`connectedSince`: the `consumers` table); a subscription's backlog reaching
+`backlog_threshold` messages and falling under it again (the `subscriptions` table); polls
+stored partial, and polls missing (the store's index: stored polls much further apart than
+usual).
+
+Each row names the page that explains it (`page`, a URL path), the poll to see it at
+(`snapshot_id`: the first stored poll at or after the event) and a `link` to that page as of
+that poll, with its namespace, topic and subscription as query parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from pulsar_lens.api import (
+    AnalysisPlugin,
+    BaseModel,
+    Chart,
+    Field,
+    Inputs,
+    Metric,
+    Note,
+    Page,
+    Result,
+    Table,
+    View,
+)
+from pulsar_lens.plugins.builtin.incident_timeline import frames
+from pulsar_lens.plugins.builtin.incident_timeline.links import with_links
+from pulsar_lens.plugins.builtin.incident_timeline.views import chart_events
+
+WINDOW = 60
+COLLECTED_KINDS = ("consumer_joined", "consumer_left", "active_consumer_changed")
+EVENT_COLUMNS = [
+    *[c for c in frames.ROW_COLUMNS if c != "explained_by"],
+    "page",
+    "snapshot_id",
+    "link",
+]
+
+
+class IncidentTimeline(AnalysisPlugin):
+    name = "incident-timeline"
+    title = "Incident timeline"
+    description = (
+        "Every event of recent polls on one time axis: bundle moves and who made them, probe "
+        "outages, draining hashes, failover flaps, consumers joining and leaving, backlogs "
+        "over a threshold, partial and missing polls; each links to the page that explains it."
+    )
+    version = "1.0"
+    engine = "light"
+    inputs = ("events", "subscriptions", "consumers")
+    requires = ("bundle-ownership", "unload-latency", "stuck-hashes")
+    history = WINDOW
+    outputs = ("events",)
+    page = Page(
+        title="Incident timeline",
+        icon=":material/timeline:",
+        url_path="timeline",
+        order=60,
+        caption="What happened, in order, across the cluster: each event links to the page "
+        "that explains it, as of the poll that saw it.",
+        controls=("namespace", "topic", "subscription"),
+        panels=("collector-health",),  # a store refusing writes now leaves no poll to show it
+    )
+
+    class Params(BaseModel):
+        window: int = Field(
+            WINDOW, ge=1, le=WINDOW, description="Newest polls to lay out (their events)"
+        )
+        namespace: str = Field("", description="Only this namespace (tenant/ns); empty for all")
+        topic: str = Field("", description="Only this topic; empty for all")
+        subscription: str = Field("", description="Only this subscription; empty for all")
+        backlog_threshold: int = Field(
+            10_000,
+            ge=1,
+            le=10**15,
+            description="A subscription backlog reaching this many messages is an event",
+        )
+
+    def analyze(self, data: Inputs, params: Params) -> Result:
+        polls = data.snapshots.tail(params.window).reset_index(drop=True)
+        events = data.history("events")
+        kinds = events["kind"].astype(str) if len(events) else pd.Series(dtype=str)
+        subs = data.history("subscriptions")
+        types = _types(subs)
+        stuck = data.result("stuck-hashes").frames
+        rows = [
+            *frames.poll_rows(data.snapshots),
+            *frames.bundle_rows(data.result("bundle-ownership").frames["events"]),
+            *frames.outage_rows(data.result("unload-latency").frames["outages"]),
+            *frames.load_manager_rows(events[kinds.str.startswith("load_manager_")]),
+            *frames.client_rows(
+                events[kinds.isin([*COLLECTED_KINDS, "hash_ranges_changed"])], types
+            ),
+            *frames.reconnect_rows(data.history("consumers"), data.snapshots, types),
+            *frames.draining_rows(stuck["history"], stuck["hashes"], data.snapshots),
+            *frames.backlog_rows(subs, params.backlog_threshold),
+        ]
+        found = frames.to_frame(rows)
+        found = _in_window(found, data.snapshots, polls)
+        found = _filtered(found, params)
+        table = with_links(found, data.snapshots).reindex(columns=EVENT_COLUMNS)
+        summary = {
+            "events": len(table),
+            "kinds": {k: int(v) for k, v in table["kind"].value_counts().sort_index().items()},
+            "polls": len(polls),
+            "since": None if polls.empty else str(polls["collected_at"].iloc[0]),
+            "until": None if polls.empty else str(polls["collected_at"].iloc[-1]),
+        }
+        return Result(frames={"events": table}, summary=summary)
+
+    def render(self, result: Result, params: Params | None = None) -> list[View]:
+        events, summary = result.frames["events"], result.summary
+        views: list[View] = [
+            Metric("Events", summary["events"]),
+            Metric("Kinds", len(summary["kinds"])),
+            Metric("Polls", summary["polls"]),
+        ]
+        if events.empty:
+            return [*views, Note("No event in these polls.")]
+        views.append(
+            Chart(
+                chart_events(events),
+                title="Events over time",
+                caption="One row per kind, coloured by who made it; click an event to open "
+                "the page that explains it, as of the poll that saw it.",
+            )
+        )
+        newest_first = events.iloc[::-1].reset_index(drop=True)
+        views.append(
+            Table(
+                newest_first,
+                title="Events",
+                caption="Newest first. `link` opens the page that explains the event as of "
+                "`snapshot_id`, the first poll at or after it.",
+                links=("link",),
+            )
+        )
+        return views
+
+    def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
+        subs = data.latest("subscriptions")
+        topics = sorted({str(t) for t in subs["topic"].dropna()})
+        namespaces = sorted({ns for ns in map(frames.namespace_of, topics) if ns})
+        names = sorted({str(s) for s in subs["subscription"].dropna()})
+        return {
+            "namespace": ["", *namespaces],
+            "topic": ["", *topics],
+            "subscription": ["", *names],
+        }
+
+
+def _types(subs: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """The newest type of each (topic, subscription)."""
+    if subs.empty:
+        return {}
+    typed = subs.dropna(subset=["type"]).sort_values("collected_at", kind="stable")
+    return {
+        (str(t), str(s)): str(k)
+        for t, s, k in zip(typed["topic"], typed["subscription"], typed["type"], strict=True)
+    }
+
+
+def _in_window(found: pd.DataFrame, snapshots: pd.DataFrame, polls: pd.DataFrame) -> pd.DataFrame:
+    """The rows after the poll before the window's first one: those its polls saw."""
+    if polls.empty:
+        return found.iloc[0:0]
+    earlier = len(snapshots) - len(polls) - 1
+    if earlier < 0:
+        return found
+    after = pd.Timestamp(snapshots["collected_at"].iloc[earlier])
+    return found[found["at"] > after].reset_index(drop=True)
+
+
+def _filtered(found: pd.DataFrame, params: IncidentTimeline.Params) -> pd.DataFrame:
+    """Rows of the chosen namespace, topic and subscription. A row without one of these
+    (a poll, a load manager's counter; a bundle has no topic) is kept; a topic also keeps
+    its namespace's rows that name no topic (its bundle's moves)."""
+    namespace = params.namespace or (frames.namespace_of(params.topic) if params.topic else "")
+    keep = pd.Series(True, index=found.index)
+    for column, wanted in (
+        ("namespace", namespace),
+        ("topic", params.topic),
+        ("subscription", params.subscription),
+    ):
+        if wanted:
+            keep &= found[column].isna() | (found[column] == wanted)
+    return found[keep].reset_index(drop=True)

@@ -1,0 +1,437 @@
+"""`incident-timeline`'s rows, one builder per source of events: the results of the plugins it
+requires (bundle moves, probe outages, draining hashes), the collector's `events` table
+(clients, failover, load-manager counters, hash ranges), the `subscriptions` table (backlog
+over a threshold) and the store's index (partial polls, polls missing).
+
+Every builder returns rows of `ROW_COLUMNS`; `with_polls` then gives each row the poll whose
+page explains it. Nothing here reads the store or knows a page's URL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pulsar_lens.api import TopicNameError, frame_of, parse_topic_name
+from pulsar_lens.core.secrets import clean
+from pulsar_lens.plugins.builtin.shared.ownership import BY_LOAD_MANAGER
+
+ROW_COLUMNS = [
+    "at",
+    "kind",
+    "source",
+    "namespace",
+    "topic",
+    "subscription",
+    "subject",
+    "detail",
+    "explained_by",
+]
+
+# who made an event (the `source` column)
+LOAD_MANAGER = BY_LOAD_MANAGER
+NOT_LOAD_MANAGER = "admin or other"  # every counter read, none grew: an admin, a restart, ...
+UNATTRIBUTED = "unknown"  # the polls saw it; the load manager's counters could not tell
+COLLECTOR = "collector"
+PROBE = "probe"
+BROKER = "broker"
+CLIENT = "client"
+
+# what explains an event: the slug of the plugin whose page shows it ("overview": the Overview)
+BUNDLES, STUCK, FAILOVER, KEY_SHARED = (
+    "unload-latency",
+    "stuck-hashes",
+    "failover-assignment",
+    "key-shared-map",
+)
+SUBSCRIPTIONS, OVERVIEW = "subscription-status", "overview"
+
+KIND_ORDER = (
+    "poll_missing",
+    "poll_partial",
+    "probe_outage",
+    "load_manager_unloaded",
+    "load_manager_split",
+    "bundle_unloaded",
+    "bundle_moved",
+    "bundle_reloaded",
+    "bundle_split",
+    "bundle_disappeared",
+    "bundle_appeared",
+    "bundle_removed",
+    "bundle_owner_changed",
+    "bundle_added",
+    "bundle_acquired",
+    "bundle_reacquired",
+    "consumer_left",
+    "consumer_reconnected",
+    "consumer_joined",
+    "active_consumer_changed",
+    "hash_ranges_changed",
+    "draining_started",
+    "draining_ended",
+    "backlog_over",
+    "backlog_under",
+)
+"""Every kind the timeline lists; events at the same instant are listed in this order (a
+cause before what follows from it: the outage, the move, the clients reconnecting)."""
+
+GAP_INTERVALS = 2.5
+"""Polls further apart than this many times the usual interval have polls missing between
+them (the admin API unreachable, the collector stopped or the store refused writes)."""
+MAX_TEXT = 200
+
+
+def _text(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return None
+    return str(value)
+
+
+def _row(at: Any, kind: str, source: str, explained_by: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "at": at,
+        "kind": kind,
+        "source": source,
+        "namespace": fields.get("namespace"),
+        "topic": fields.get("topic"),
+        "subscription": fields.get("subscription"),
+        "subject": fields.get("subject"),
+        "detail": fields.get("detail", ""),
+        "explained_by": explained_by,
+    }
+
+
+def namespace_of(topic: str | None) -> str | None:
+    """The namespace of a topic name, or None for a name the broker would refuse."""
+    if not topic:
+        return None
+    try:
+        return parse_topic_name(topic).namespace
+    except TopicNameError:
+        return None
+
+
+def _who(by: Any, origin: Any) -> str:
+    if _text(origin) == "collector":
+        return COLLECTOR
+    by = _text(by)
+    if by == BY_LOAD_MANAGER:
+        return LOAD_MANAGER
+    return NOT_LOAD_MANAGER if by else UNATTRIBUTED
+
+
+def bundle_rows(ownership_events: pd.DataFrame) -> list[dict[str, Any]]:
+    """`bundle-ownership`'s events (moves, unloads, splits, ...), with who made them."""
+    rows = []
+    for e in ownership_events.to_dict("records"):
+        kind = str(e["kind"])
+        before, after = _text(e.get("before")), _text(e.get("after"))
+        detail = _text(e.get("detail")) or f"{before or '-'} -> {after or '-'}"
+        rows.append(
+            _row(
+                e["at"],
+                kind if kind.startswith("bundle_") else f"bundle_{kind}",
+                _who(e.get("by"), e.get("source")),
+                BUNDLES,
+                namespace=_text(e.get("namespace")),
+                subject=_text(e.get("bundle")),
+                detail=detail,
+            )
+        )
+    return rows
+
+
+def outage_rows(outages: pd.DataFrame) -> list[dict[str, Any]]:
+    """`unload-latency`'s probe outages, at the last good acknowledgement before each."""
+    rows = []
+    for o in outages.to_dict("records"):
+        detail = (
+            f"{float(o['outage_ms']):,.0f} ms without an acknowledged publish; "
+            f"{int(o['delayed'])} message(s) delayed, {int(o['lost'])} lost"
+        )
+        rows.append(
+            _row(
+                o["cut_at"],
+                "probe_outage",
+                PROBE,
+                BUNDLES,
+                namespace=_text(o.get("namespace")),
+                topic=_text(o.get("topic")),
+                subject=_text(o.get("bundle")),
+                detail=detail,
+            )
+        )
+    return rows
+
+
+def draining_rows(
+    history: pd.DataFrame, hashes: pd.DataFrame, snapshots: pd.DataFrame
+) -> list[dict[str, Any]]:
+    """Episodes of draining hashes per holder, from `stuck-hashes`' `history`: one starts at
+    the first poll with a hash draining for that consumer (at the window's first poll when it
+    was already draining then), and ends at the first poll with none. The newest poll's state
+    (`stuck`, `idle`) comes from its `hashes`."""
+    times = pd.to_datetime(snapshots["collected_at"], utc=True).sort_values().tolist()
+    if history.empty or not times:
+        return []
+    position = {t: i for i, t in enumerate(times)}
+    key = ["topic", "subscription", "consumer_name"]
+    stuck = _stuck_counts(hashes, key)
+    rows = []
+    seen = history.assign(at=pd.to_datetime(history["collected_at"], utc=True))
+    for (topic, sub, holder), polls in seen.groupby(key, sort=True):
+        counts = polls.groupby("at").size()
+        present = sorted(position[t] for t in counts.index if t in position)
+        for start, end in _runs(present):
+            n = int(counts.loc[times[start]])
+            where = {"topic": topic, "subscription": sub, "namespace": namespace_of(topic)}
+            already = " (already draining at the window's first poll)" if start == 0 else ""
+            rows.append(
+                _row(
+                    times[start],
+                    "draining_started",
+                    CLIENT,
+                    STUCK,
+                    subject=holder,
+                    detail=f"{n} hash(es) draining for {holder}{already}",
+                    **where,
+                )
+            )
+            if end + 1 < len(times):
+                rows.append(
+                    _row(
+                        times[end + 1],
+                        "draining_ended",
+                        CLIENT,
+                        STUCK,
+                        subject=holder,
+                        detail=f"no hash drains for {holder} any more",
+                        **where,
+                    )
+                )
+            elif stuck.get((topic, sub, holder)):
+                rows[-1]["detail"] += f"; {stuck[(topic, sub, holder)]} stuck now"
+    return rows
+
+
+def _stuck_counts(hashes: pd.DataFrame, key: list[str]) -> Mapping[tuple[Any, ...], int]:
+    if hashes.empty or "state" not in hashes:
+        return {}
+    mine = hashes[hashes["state"] == "stuck"]
+    return {tuple(k): int(n) for k, n in mine.groupby(key).size().items()}
+
+
+def _runs(positions: list[int]) -> Iterator[tuple[int, int]]:
+    """(first, last) of each run of consecutive positions."""
+    start = previous = None
+    for p in positions:
+        if start is None:
+            start = previous = p
+        elif p != previous + 1:  # type: ignore[operator]
+            yield start, previous  # type: ignore[misc]
+            start = previous = p
+        else:
+            previous = p
+    if start is not None:
+        yield start, previous  # type: ignore[misc]
+
+
+def client_rows(events: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]) -> list[Any]:
+    """The collector's events of clients and subscriptions: consumers joining and leaving,
+    failover's active consumer changing, Key_Shared hash ranges changing."""
+    rows = []
+    for e in events.to_dict("records"):
+        kind = str(e["kind"])
+        topic, sub = _text(e.get("topic")), _text(e.get("subscription"))
+        where = {"topic": topic, "subscription": sub, "namespace": namespace_of(topic)}
+        before, after = _text(e.get("before")), _text(e.get("after"))
+        if kind in ("consumer_joined", "consumer_left"):
+            page = _page_of_type(kinds_by_subscription.get((topic, sub)))
+            rows.append(
+                _row(
+                    e["at"],
+                    kind,
+                    CLIENT,
+                    page,
+                    subject=_text(e.get("consumer_name")),
+                    detail=f"{e.get('consumer_name')} {kind.split('_')[1]}",
+                    **where,
+                )
+            )
+        elif kind == "active_consumer_changed":
+            detail = f"active consumer {before or '-'} -> {after or '-'}"
+            rows.append(
+                _row(e["at"], kind, BROKER, FAILOVER, subject=after, detail=detail, **where)
+            )
+        elif kind == "hash_ranges_changed":
+            detail = (
+                f"hash ranges {clean(before, limit=MAX_TEXT)} -> {clean(after, limit=MAX_TEXT)}"
+            )
+            rows.append(
+                _row(
+                    e["at"],
+                    kind,
+                    BROKER,
+                    KEY_SHARED,
+                    subject=_text(e.get("consumer_name")),
+                    detail=detail,
+                    **where,
+                )
+            )
+    return rows
+
+
+def reconnect_rows(
+    consumers: pd.DataFrame, snapshots: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]
+) -> list[dict[str, Any]]:
+    """Consumers listed in two consecutive polls with a newer `connectedSince` in the second:
+    they reconnected in between (an unload, a broker restart, a network cut). The row is at
+    that `connectedSince`, kept between the two polls. A consumer missing from a poll is the
+    collector's `consumer_left` and `consumer_joined` instead."""
+    if consumers.empty or snapshots.empty:
+        return []
+    key = ["topic", "subscription", "consumer_name"]
+    times = pd.to_datetime(snapshots["collected_at"], utc=True).astype("datetime64[us, UTC]")
+    position = dict(zip(snapshots["snapshot_id"].astype(str), range(len(snapshots)), strict=True))
+    listed = consumers.dropna(subset=["connected_since"]).assign(
+        pos=consumers["snapshot_id"].astype(str).map(position),
+        since=pd.to_datetime(consumers["connected_since"], utc=True),
+    )
+    per_poll = listed.dropna(subset=["pos"]).groupby([*key, "pos"], as_index=False)["since"].max()
+    per_poll = per_poll.sort_values([*key, "pos"], kind="stable")
+    before = per_poll.groupby(key, sort=False)[["pos", "since"]].shift()
+    again = per_poll[(before["pos"] == per_poll["pos"] - 1) & (per_poll["since"] > before["since"])]
+    rows = []
+    for r in again.to_dict("records"):
+        pos = int(r["pos"])
+        at = min(max(r["since"], times.iloc[pos - 1]), times.iloc[pos])
+        topic, sub, name = str(r["topic"]), str(r["subscription"]), str(r["consumer_name"])
+        page = _page_of_type(kinds_by_subscription.get((topic, sub)))
+        detail = f"{name} connected again at {pd.Timestamp(r['since']).isoformat()}"
+        rows.append(
+            _row(
+                at,
+                "consumer_reconnected",
+                CLIENT,
+                page,
+                topic=topic,
+                subscription=sub,
+                namespace=namespace_of(topic),
+                subject=name,
+                detail=detail,
+            )
+        )
+    return rows
+
+
+def _page_of_type(kind: str | None) -> str:
+    if kind == "Key_Shared":
+        return KEY_SHARED
+    return FAILOVER if kind in ("Failover", "Exclusive") else SUBSCRIPTIONS
+
+
+def load_manager_rows(events: pd.DataFrame) -> list[dict[str, Any]]:
+    """The collector's load-manager counter events: a broker's shedder counted unloads or
+    splits between two polls."""
+    rows = []
+    for e in events.to_dict("records"):
+        before, after = _text(e.get("before")), _text(e.get("after"))
+        what = "unload" if e["kind"] == "load_manager_unloaded" else "split"
+        detail = f"the load manager on {e['subject']} counted {what}s: {before} -> {after}"
+        rows.append(
+            _row(
+                e["at"],
+                str(e["kind"]),
+                LOAD_MANAGER,
+                BUNDLES,
+                subject=_text(e["subject"]),
+                detail=detail,
+            )
+        )
+    return rows
+
+
+def backlog_rows(subscriptions: pd.DataFrame, threshold: int) -> list[dict[str, Any]]:
+    """A subscription's backlog reaching `threshold` messages (`backlog_over`: from below,
+    or at the window's first poll) and falling under it again (`backlog_under`)."""
+    if subscriptions.empty:
+        return []
+    rows = []
+    ordered = subscriptions.sort_values("collected_at", kind="stable")
+    for (topic, sub), polls in ordered.groupby(["topic", "subscription"], sort=True):
+        over_before = False
+        for at, backlog in zip(polls["collected_at"], polls["msg_backlog"], strict=True):
+            value = int(backlog) if pd.notna(backlog) else 0
+            over = value >= threshold
+            if over != over_before:
+                kind = "backlog_over" if over else "backlog_under"
+                detail = f"backlog {value:,} message(s), threshold {threshold:,}"
+                rows.append(
+                    _row(
+                        at,
+                        kind,
+                        CLIENT,
+                        SUBSCRIPTIONS,
+                        topic=topic,
+                        subscription=sub,
+                        namespace=namespace_of(topic),
+                        subject=sub,
+                        detail=detail,
+                    )
+                )
+            over_before = over
+    return rows
+
+
+def poll_rows(snapshots: pd.DataFrame) -> list[dict[str, Any]]:
+    """Polls stored partial (which calls failed), and polls missing: two stored polls further
+    apart than GAP_INTERVALS times the median interval."""
+    if snapshots.empty:
+        return []
+    times = pd.to_datetime(snapshots["collected_at"], utc=True)
+    rows = []
+    errors = snapshots["errors_json"] if "errors_json" in snapshots else [None] * len(snapshots)
+    partial = snapshots["partial"] if "partial" in snapshots else [False] * len(snapshots)
+    for at, is_partial, errors_json in zip(times, partial, errors, strict=True):
+        if bool(is_partial):
+            rows.append(_row(at, "poll_partial", COLLECTOR, OVERVIEW, detail=_failed(errors_json)))
+    gaps = times.diff().dt.total_seconds()
+    usual = gaps.median()
+    if len(times) >= 3 and usual > 0:
+        for at, gap in zip(times, gaps, strict=True):
+            if gap > GAP_INTERVALS * usual:
+                detail = (
+                    f"no poll stored for {gap:,.0f} s (usually {usual:,.0f} s): the admin API "
+                    "unreachable, the collector stopped, or the store refused writes"
+                )
+                rows.append(_row(at, "poll_missing", COLLECTOR, OVERVIEW, detail=detail))
+    return rows
+
+
+def _failed(errors_json: Any) -> str:
+    try:
+        errors = json.loads(errors_json) if isinstance(errors_json, str) else []
+    except ValueError:
+        errors = []
+    endpoints = sorted({str(e.get("endpoint", "?")) for e in errors if isinstance(e, dict)})
+    if not endpoints:
+        return "partial poll"
+    shown = ", ".join(endpoints[:5]) + (
+        f" and {len(endpoints) - 5} more" if len(endpoints) > 5 else ""
+    )
+    return clean(f"{len(errors)} call(s) failed: {shown}", limit=MAX_TEXT)
+
+
+def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows in time order, ties in KIND_ORDER, with `at` as UTC microseconds."""
+    frame = frame_of(rows, ROW_COLUMNS)
+    frame["at"] = pd.to_datetime(frame["at"], utc=True).astype("datetime64[us, UTC]")
+    rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
+    order = frame.assign(_rank=frame["kind"].map(rank).fillna(len(rank)))
+    order = order.sort_values(["at", "_rank"], kind="stable")
+    return order.drop(columns="_rank").reset_index(drop=True)

@@ -1,0 +1,107 @@
+"""incident-timeline on a real two-broker cluster: an unload drill moves a bundle under a
+connected consumer, and the timeline lists the probe's outage, the consumer reconnecting and
+the move, in that order, each linked to the Bundles & unloads page as of the poll after it."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pandas as pd
+
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.drill import DrillPlan, owner_of, run_drill
+from pulsar_lens.collectors.namespaces import bundle_for, parse_boundaries
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.mutations import MutationSettings
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.registry import discover
+from tests.brokers import BrokerPool
+from tests.live.lens_polls import admin, pulsar_client, topic_stats, wait_for
+
+MUTATIONS = MutationSettings(allow=True)  # the drill unloads a bundle of our own cluster
+
+
+def test_incident_timeline_live_lists_an_unload_drill_in_order(
+    broker_pool: BrokerPool, tmp_path: Path
+) -> None:
+    cluster = broker_pool.cluster("modular")
+    namespace = f"public/lens-tl-{uuid.uuid4().hex[:8]}"
+    admin(cluster, "PUT", f"/admin/v2/namespaces/{namespace}")
+    bounds = parse_boundaries(
+        admin(cluster, "GET", f"/admin/v2/namespaces/{namespace}/bundles").json()
+    )
+    topic = f"persistent://{namespace}/watched"
+    bundle = bundle_for(topic, bounds)
+    store = Store(tmp_path / "store")
+    client = pulsar_client(cluster)
+    try:
+        consumer = client.subscribe(topic, "watch", consumer_name="tl-watch")
+        producer = client.create_producer(topic)
+        producer.send(b"before")
+        first = topic_stats(cluster, topic)["subscriptions"]["watch"]["consumers"][0]
+        with AdminClient(cluster.admin_url) as lens:
+            # a stored poll that lists the consumer before the drill: the broker's bulk stats
+            # list a new consumer a refresh later, and a consumer the polls see for the first
+            # time after the move is a join, not a reconnection
+            store.write(
+                wait_for(
+                    lambda: _listing(poll(lens, namespaces=[namespace]), "tl-watch"),
+                    what="a poll that lists tl-watch",
+                    timeout=120,
+                    every=1.0,
+                )
+            )
+            owner = owner_of(lens, topic)
+            other = next(b for b in cluster.broker_ids if b != owner)
+            plan = DrillPlan(namespace, bundle, to=other, rate=20.0, baseline=1.0, settle=2.0)
+            run = run_drill(plan, admin=lens, service_url=None, store=store, mutations=MUTATIONS)
+            assert (run.owner_before, run.owner_after) == (owner, other)
+
+            def reconnected() -> bool:
+                stats = topic_stats(cluster, topic)["subscriptions"]["watch"]["consumers"]
+                return bool(stats) and stats[0]["connectedSince"] != first["connectedSince"]
+
+            wait_for(reconnected, what=f"{topic}'s consumer connected to {other}", timeout=60)
+            store.write(poll(lens, namespaces=[namespace]))  # sees it reconnected, if the
+            # drill's last poll came too early
+        producer.close()
+        consumer.close()
+    finally:
+        client.close()
+
+    plugin = discover().get("incident-timeline")
+    output = runner.run(plugin, store, {"namespace": namespace}, use_cache=False)
+    events = output.result.frames["events"]
+    shown = events[["at", "kind", "source", "subject", "detail"]].to_string()
+    outage = _only(events, (events["kind"] == "probe_outage") & (events["subject"] == bundle))
+    moved = _only(events, (events["kind"] == "bundle_moved") & (events["subject"] == bundle))
+    again = _only(
+        events, (events["kind"] == "consumer_reconnected") & (events["subject"] == "tl-watch")
+    )
+    assert outage is not None and moved is not None and again is not None, shown
+    assert outage.name < again.name < moved.name, shown  # time order, cause first
+    assert outage["at"] <= again["at"] <= moved["at"], shown
+    assert owner in moved["detail"] and other in moved["detail"], shown
+    assert events["at"].is_monotonic_increasing
+    assert outage["snapshot_id"] == moved["snapshot_id"]  # the poll that saw the move
+    for row in (outage, moved):
+        parts = urlsplit(row["link"])
+        assert parts.path == "bundles"
+        query = parse_qs(parts.query)
+        assert query["at"] == [row["snapshot_id"]]
+        assert query["namespace"] == [namespace]
+
+
+def _only(events: pd.DataFrame, mask: pd.Series) -> pd.Series | None:
+    """The first row the mask picks (with its position as `name`), or None."""
+    rows = events[mask]
+    return None if rows.empty else rows.iloc[0]
+
+
+def _listing(snapshot: Snapshot, consumer: str) -> Snapshot | None:
+    """The poll when it lists `consumer`, else None."""
+    return snapshot if any(c.consumer_name == consumer for c in snapshot.consumers) else None
