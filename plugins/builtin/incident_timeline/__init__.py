@@ -41,7 +41,7 @@ from pulsar_lens.api import (
     Table,
     View,
 )
-from pulsar_lens.plugins.builtin.incident_timeline import frames
+from pulsar_lens.plugins.builtin.incident_timeline import clients, frames
 from pulsar_lens.plugins.builtin.incident_timeline.links import with_links
 from pulsar_lens.plugins.builtin.incident_timeline.views import chart_events
 
@@ -106,12 +106,12 @@ class IncidentTimeline(AnalysisPlugin):
             *frames.bundle_rows(data.result("bundle-ownership").frames["events"]),
             *frames.outage_rows(data.result("unload-latency").frames["outages"]),
             *frames.load_manager_rows(events[kinds.str.startswith("load_manager_")]),
-            *frames.client_rows(
+            *clients.client_rows(
                 events[kinds.isin([*COLLECTED_KINDS, "hash_ranges_changed"])], types
             ),
-            *frames.reconnect_rows(data.history("consumers"), data.snapshots, types),
+            *clients.reconnect_rows(data.history("consumers"), data.snapshots, types),
             *frames.draining_rows(stuck["history"], stuck["hashes"], data.snapshots),
-            *frames.backlog_rows(subs, params.backlog_threshold),
+            *clients.backlog_rows(subs, params.backlog_threshold),
         ]
         found = frames.to_frame(rows)
         found = _in_window(found, data.snapshots, polls)

@@ -1,10 +1,8 @@
 """`incident-timeline`'s rows, one builder per source of events: the results of the plugins it
-requires (bundle moves, probe outages, draining hashes), the collector's `events` table
-(clients, failover, load-manager counters, hash ranges), the `subscriptions` table (backlog
-over a threshold) and the store's index (partial polls, polls missing).
-
-Every builder returns rows of `ROW_COLUMNS`; `with_polls` then gives each row the poll whose
-page explains it. Nothing here reads the store or knows a page's URL.
+requires (bundle moves, probe outages, draining hashes), the collector's load-manager counter
+events and the store's index (partial polls, polls missing); the rows of clients and
+subscriptions are in `clients`. Every builder returns rows of `ROW_COLUMNS` (`row`).
+Nothing here reads the store or knows a page's URL.
 """
 
 from __future__ import annotations
@@ -86,13 +84,13 @@ them (the admin API unreachable, the collector stopped or the store refused writ
 MAX_TEXT = 200
 
 
-def _text(value: Any) -> str | None:
+def text_of(value: Any) -> str | None:
     if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
         return None
     return str(value)
 
 
-def _row(at: Any, kind: str, source: str, explained_by: str, **fields: Any) -> dict[str, Any]:
+def row(at: Any, kind: str, source: str, explained_by: str, **fields: Any) -> dict[str, Any]:
     return {
         "at": at,
         "kind": kind,
@@ -117,9 +115,9 @@ def namespace_of(topic: str | None) -> str | None:
 
 
 def _who(by: Any, origin: Any) -> str:
-    if _text(origin) == "collector":
+    if text_of(origin) == "collector":
         return COLLECTOR
-    by = _text(by)
+    by = text_of(by)
     if by == BY_LOAD_MANAGER:
         return LOAD_MANAGER
     return NOT_LOAD_MANAGER if by else UNATTRIBUTED
@@ -130,16 +128,16 @@ def bundle_rows(ownership_events: pd.DataFrame) -> list[dict[str, Any]]:
     rows = []
     for e in ownership_events.to_dict("records"):
         kind = str(e["kind"])
-        before, after = _text(e.get("before")), _text(e.get("after"))
-        detail = _text(e.get("detail")) or f"{before or '-'} -> {after or '-'}"
+        before, after = text_of(e.get("before")), text_of(e.get("after"))
+        detail = text_of(e.get("detail")) or f"{before or '-'} -> {after or '-'}"
         rows.append(
-            _row(
+            row(
                 e["at"],
                 kind if kind.startswith("bundle_") else f"bundle_{kind}",
                 _who(e.get("by"), e.get("source")),
                 BUNDLES,
-                namespace=_text(e.get("namespace")),
-                subject=_text(e.get("bundle")),
+                namespace=text_of(e.get("namespace")),
+                subject=text_of(e.get("bundle")),
                 detail=detail,
             )
         )
@@ -155,14 +153,14 @@ def outage_rows(outages: pd.DataFrame) -> list[dict[str, Any]]:
             f"{int(o['delayed'])} message(s) delayed, {int(o['lost'])} lost"
         )
         rows.append(
-            _row(
+            row(
                 o["cut_at"],
                 "probe_outage",
                 PROBE,
                 BUNDLES,
-                namespace=_text(o.get("namespace")),
-                topic=_text(o.get("topic")),
-                subject=_text(o.get("bundle")),
+                namespace=text_of(o.get("namespace")),
+                topic=text_of(o.get("topic")),
+                subject=text_of(o.get("bundle")),
                 detail=detail,
             )
         )
@@ -192,7 +190,7 @@ def draining_rows(
             where = {"topic": topic, "subscription": sub, "namespace": namespace_of(topic)}
             already = " (already draining at the window's first poll)" if start == 0 else ""
             rows.append(
-                _row(
+                row(
                     times[start],
                     "draining_started",
                     CLIENT,
@@ -204,7 +202,7 @@ def draining_rows(
             )
             if end + 1 < len(times):
                 rows.append(
-                    _row(
+                    row(
                         times[end + 1],
                         "draining_ended",
                         CLIENT,
@@ -241,150 +239,24 @@ def _runs(positions: list[int]) -> Iterator[tuple[int, int]]:
         yield start, previous  # type: ignore[misc]
 
 
-def client_rows(events: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]) -> list[Any]:
-    """The collector's events of clients and subscriptions: consumers joining and leaving,
-    failover's active consumer changing, Key_Shared hash ranges changing."""
-    rows = []
-    for e in events.to_dict("records"):
-        kind = str(e["kind"])
-        topic, sub = _text(e.get("topic")), _text(e.get("subscription"))
-        where = {"topic": topic, "subscription": sub, "namespace": namespace_of(topic)}
-        before, after = _text(e.get("before")), _text(e.get("after"))
-        if kind in ("consumer_joined", "consumer_left"):
-            page = _page_of_type(kinds_by_subscription.get((topic, sub)))
-            rows.append(
-                _row(
-                    e["at"],
-                    kind,
-                    CLIENT,
-                    page,
-                    subject=_text(e.get("consumer_name")),
-                    detail=f"{e.get('consumer_name')} {kind.split('_')[1]}",
-                    **where,
-                )
-            )
-        elif kind == "active_consumer_changed":
-            detail = f"active consumer {before or '-'} -> {after or '-'}"
-            rows.append(
-                _row(e["at"], kind, BROKER, FAILOVER, subject=after, detail=detail, **where)
-            )
-        elif kind == "hash_ranges_changed":
-            detail = (
-                f"hash ranges {clean(before, limit=MAX_TEXT)} -> {clean(after, limit=MAX_TEXT)}"
-            )
-            rows.append(
-                _row(
-                    e["at"],
-                    kind,
-                    BROKER,
-                    KEY_SHARED,
-                    subject=_text(e.get("consumer_name")),
-                    detail=detail,
-                    **where,
-                )
-            )
-    return rows
-
-
-def reconnect_rows(
-    consumers: pd.DataFrame, snapshots: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]
-) -> list[dict[str, Any]]:
-    """Consumers listed in two consecutive polls with a newer `connectedSince` in the second:
-    they reconnected in between (an unload, a broker restart, a network cut). The row is at
-    that `connectedSince`, kept between the two polls. A consumer missing from a poll is the
-    collector's `consumer_left` and `consumer_joined` instead."""
-    if consumers.empty or snapshots.empty:
-        return []
-    key = ["topic", "subscription", "consumer_name"]
-    times = pd.to_datetime(snapshots["collected_at"], utc=True).astype("datetime64[us, UTC]")
-    position = dict(zip(snapshots["snapshot_id"].astype(str), range(len(snapshots)), strict=True))
-    listed = consumers.dropna(subset=["connected_since"]).assign(
-        pos=consumers["snapshot_id"].astype(str).map(position),
-        since=pd.to_datetime(consumers["connected_since"], utc=True),
-    )
-    per_poll = listed.dropna(subset=["pos"]).groupby([*key, "pos"], as_index=False)["since"].max()
-    per_poll = per_poll.sort_values([*key, "pos"], kind="stable")
-    before = per_poll.groupby(key, sort=False)[["pos", "since"]].shift()
-    again = per_poll[(before["pos"] == per_poll["pos"] - 1) & (per_poll["since"] > before["since"])]
-    rows = []
-    for r in again.to_dict("records"):
-        pos = int(r["pos"])
-        at = min(max(r["since"], times.iloc[pos - 1]), times.iloc[pos])
-        topic, sub, name = str(r["topic"]), str(r["subscription"]), str(r["consumer_name"])
-        page = _page_of_type(kinds_by_subscription.get((topic, sub)))
-        detail = f"{name} connected again at {pd.Timestamp(r['since']).isoformat()}"
-        rows.append(
-            _row(
-                at,
-                "consumer_reconnected",
-                CLIENT,
-                page,
-                topic=topic,
-                subscription=sub,
-                namespace=namespace_of(topic),
-                subject=name,
-                detail=detail,
-            )
-        )
-    return rows
-
-
-def _page_of_type(kind: str | None) -> str:
-    if kind == "Key_Shared":
-        return KEY_SHARED
-    return FAILOVER if kind in ("Failover", "Exclusive") else SUBSCRIPTIONS
-
-
 def load_manager_rows(events: pd.DataFrame) -> list[dict[str, Any]]:
     """The collector's load-manager counter events: a broker's shedder counted unloads or
     splits between two polls."""
     rows = []
     for e in events.to_dict("records"):
-        before, after = _text(e.get("before")), _text(e.get("after"))
+        before, after = text_of(e.get("before")), text_of(e.get("after"))
         what = "unload" if e["kind"] == "load_manager_unloaded" else "split"
         detail = f"the load manager on {e['subject']} counted {what}s: {before} -> {after}"
         rows.append(
-            _row(
+            row(
                 e["at"],
                 str(e["kind"]),
                 LOAD_MANAGER,
                 BUNDLES,
-                subject=_text(e["subject"]),
+                subject=text_of(e["subject"]),
                 detail=detail,
             )
         )
-    return rows
-
-
-def backlog_rows(subscriptions: pd.DataFrame, threshold: int) -> list[dict[str, Any]]:
-    """A subscription's backlog reaching `threshold` messages (`backlog_over`: from below,
-    or at the window's first poll) and falling under it again (`backlog_under`)."""
-    if subscriptions.empty:
-        return []
-    rows = []
-    ordered = subscriptions.sort_values("collected_at", kind="stable")
-    for (topic, sub), polls in ordered.groupby(["topic", "subscription"], sort=True):
-        over_before = False
-        for at, backlog in zip(polls["collected_at"], polls["msg_backlog"], strict=True):
-            value = int(backlog) if pd.notna(backlog) else 0
-            over = value >= threshold
-            if over != over_before:
-                kind = "backlog_over" if over else "backlog_under"
-                detail = f"backlog {value:,} message(s), threshold {threshold:,}"
-                rows.append(
-                    _row(
-                        at,
-                        kind,
-                        CLIENT,
-                        SUBSCRIPTIONS,
-                        topic=topic,
-                        subscription=sub,
-                        namespace=namespace_of(topic),
-                        subject=sub,
-                        detail=detail,
-                    )
-                )
-            over_before = over
     return rows
 
 
@@ -399,7 +271,7 @@ def poll_rows(snapshots: pd.DataFrame) -> list[dict[str, Any]]:
     partial = snapshots["partial"] if "partial" in snapshots else [False] * len(snapshots)
     for at, is_partial, errors_json in zip(times, partial, errors, strict=True):
         if bool(is_partial):
-            rows.append(_row(at, "poll_partial", COLLECTOR, OVERVIEW, detail=_failed(errors_json)))
+            rows.append(row(at, "poll_partial", COLLECTOR, OVERVIEW, detail=_failed(errors_json)))
     gaps = times.diff().dt.total_seconds()
     usual = gaps.median()
     if len(times) >= 3 and usual > 0:
@@ -409,7 +281,7 @@ def poll_rows(snapshots: pd.DataFrame) -> list[dict[str, Any]]:
                     f"no poll stored for {gap:,.0f} s (usually {usual:,.0f} s): the admin API "
                     "unreachable, the collector stopped, or the store refused writes"
                 )
-                rows.append(_row(at, "poll_missing", COLLECTOR, OVERVIEW, detail=detail))
+                rows.append(row(at, "poll_missing", COLLECTOR, OVERVIEW, detail=detail))
     return rows
 
 
