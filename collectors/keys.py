@@ -28,6 +28,8 @@ DEFAULT_PER_TOPIC = 200
 DEFAULT_WINDOW = dt.timedelta(minutes=5)
 DEFAULT_TIMEOUT = 10.0
 READ_WAIT = 1.0  # seconds one read_next() may block before the loop checks its budget again
+RECONNECT_PAUSE = 0.2  # seconds between asks while the reader reconnects after its seek
+RECONNECT_ASKS = 25  # at most this many asks fail so before the topic is given up as failed
 READER_NAME = "pulsar-lens-key-sampler"
 
 StopReason = Literal["caught-up", "limit", "time", "error"]
@@ -131,17 +133,23 @@ def read_window(
     deadline: float,
     clock: Callable[[], float] = time.monotonic,
     timeout_error: type[BaseException] = TimeoutError,
+    reconnecting: tuple[type[BaseException], ...] = (),
+    pause: Callable[[float], None] = time.sleep,
 ) -> TopicSample:
     """Read from a positioned reader until caught up, `limit` messages in the window were
     read, or the `clock` passes `deadline`; messages published before `since_ms` are skipped.
 
     Every iteration reads one message or ends the loop; at most `limit` messages are kept and
     at most `limit` skipped, so the loop is bounded by both count and time. `timeout_error` is
-    what `read_next` raises when nothing came in time (pulsar.Timeout).
+    what `read_next` raises when nothing came in time (pulsar.Timeout). `reconnecting` are the
+    errors of asking while the reader reconnects: a seek makes the broker drop the reader's
+    consumer, and an ask for the last message id that reaches the broker before the consumer
+    is back fails ("Consumer not found"). Those asks are repeated, `RECONNECT_PAUSE` apart, at
+    most `RECONNECT_ASKS` times and never past the deadline.
     """
     records: list[KeySampleRecord] = []
     seen: set[str] = set()
-    read = unresolved = skipped = 0
+    read = unresolved = skipped = failed_asks = 0
     stopped: StopReason = "caught-up"
     while True:
         if read >= limit or skipped >= limit:
@@ -151,7 +159,15 @@ def read_window(
         if left <= 0:
             stopped = "time"
             break
-        if not reader.has_message_available():
+        try:
+            available = reader.has_message_available()
+        except reconnecting:
+            failed_asks += 1
+            if failed_asks >= RECONNECT_ASKS:
+                raise
+            pause(min(RECONNECT_PAUSE, left))
+            continue
+        if not available:
             break
         try:
             message = reader.read_next(max(1, int(min(left, READ_WAIT) * 1000)))
@@ -280,6 +296,7 @@ def _sample_one(
             deadline=deadline,
             clock=clock,
             timeout_error=pulsar.Timeout,
+            reconnecting=(pulsar.BrokerMetadataError, pulsar.NotConnected),
         )
     except pulsar.PulsarException as exc:
         log.warning("could not sample the keys of %s: %s", topic, exc)

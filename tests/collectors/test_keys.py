@@ -11,6 +11,8 @@ import pytest
 
 from pulsar_lens.collectors.client_auth import client_token
 from pulsar_lens.collectors.keys import (
+    RECONNECT_ASKS,
+    RECONNECT_PAUSE,
     TopicSample,
     read_window,
     resolve_message_key,
@@ -205,3 +207,54 @@ def test_client_token_reads_the_admin_token_file_and_hides_it(tmp_path: Path) ->
 @pytest.mark.parametrize("value", ["", "  "])
 def test_client_token_ignores_empty_variables(value: str) -> None:
     assert token_of({"PULSAR_CLIENT_TOKEN": value}) is None
+
+
+class Reconnecting(Exception):
+    pass
+
+
+@dataclass
+class ReconnectingReader(FakeReader):
+    """Fails its first `failing` asks for the last message id, as a reader whose consumer the
+    broker dropped for its seek does until the client has it back."""
+
+    failing: int = 0
+    asks: int = 0
+
+    def has_message_available(self) -> bool:
+        self.asks += 1
+        if self.asks <= self.failing:
+            raise Reconnecting("Consumer not found")
+        return super().has_message_available()
+
+
+def read_reconnecting(reader: ReconnectingReader, pauses: list[float]) -> TopicSample:
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        reader.clock[0] += seconds
+
+    return read_window(
+        reader,
+        "t",
+        since_ms=0,
+        limit=100,
+        deadline=10.0,
+        clock=lambda: reader.clock[0],
+        timeout_error=Timeout,
+        reconnecting=(Reconnecting,),
+        pause=pause,
+    )
+
+
+def test_read_window_asks_again_while_the_reader_reconnects_after_its_seek() -> None:
+    pauses: list[float] = []
+    sample = read_reconnecting(ReconnectingReader(keyed(5), failing=3), pauses)
+    assert (sample.read, sample.stopped) == (5, "caught-up")
+    assert pauses == [RECONNECT_PAUSE] * 3
+
+
+def test_read_window_gives_up_a_reader_that_never_reconnects() -> None:
+    pauses: list[float] = []
+    with pytest.raises(Reconnecting):
+        read_reconnecting(ReconnectingReader(keyed(5), failing=10**6), pauses)
+    assert len(pauses) == RECONNECT_ASKS - 1
