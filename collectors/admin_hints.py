@@ -39,6 +39,7 @@ UNTRUSTED_HINT = (
     "(or set it to 'cluster') to send them there too"
 )
 NOT_RETRIED = "not retried: the poll's deadline would pass during the wait"
+RETRY_TOO_LATE = "not retried: the poll's deadline passed during the wait"
 
 
 def too_large_hint(cap: int) -> str:

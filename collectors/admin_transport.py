@@ -26,6 +26,7 @@ from pulsar_lens.collectors.admin_auth import BrokerSession, origin
 from pulsar_lens.collectors.admin_hints import (
     CLIENT_CERT_HINT,
     NOT_RETRIED,
+    RETRY_TOO_LATE,
     client_cert_refused,
     connection_reason,
     exception_reason,
@@ -109,9 +110,17 @@ class AdminTransport:
         headers: dict[str, str | None] | None = None if trusted else {"Authorization": None}
         attempts = 1 + (self.retries if method == "GET" else 0)
         per_read = timeout if timeout is not None else self.timeout
+        previous: CollectorError | None = None  # the failure a retry is made for
         for attempt in range(attempts):
             last = attempt == attempts - 1
-            deadline = self._call_deadline(per_read, method, path)
+            try:
+                deadline = self._call_deadline(per_read, method, path)
+            except AdminApiUnreachable:
+                if previous is None:
+                    raise
+                # the wait before the retry ended past the poll's deadline (a busy machine):
+                # the failure is told as it is, not as a skipped call
+                raise with_note(previous, RETRY_TOO_LATE) from None
             if trusted and self._oauth2 is not None:  # raises OAuth2Error when there is none
                 headers = {"Authorization": f"Bearer {self._oauth2.token(deadline).reveal()}"}
             resp: requests.Response | None = None
@@ -170,6 +179,7 @@ class AdminTransport:
                 )
             if not self._wait(attempt, resp, method, path, why):
                 raise with_note(failure, NOT_RETRIED)
+            previous = failure
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _call_deadline(self, per_read: float, method: str, path: str) -> float:

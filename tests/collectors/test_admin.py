@@ -688,6 +688,28 @@ def test_the_backoff_stops_where_the_polls_deadline_would_pass(
     assert c.requests_made == 2
 
 
+def test_a_wait_that_overran_the_polls_deadline_tells_the_failure_it_was_for(
+    mock: responses.RequestsMock, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a busy machine the wait before a retry can end past the poll's deadline though it
+    was to end before it: the error is the failure retried for, not "skipped"."""
+    mock.get(CLUSTERS, status=502)
+    c = AdminClient(BASE, retries=3, backoff=0.2)
+    c.deadline = clock.now + 0.5  # room for the first wait (0.2s) ...
+    overslept = clock.sleep
+
+    def busy(seconds: float) -> None:
+        overslept(seconds + 1.0)  # ... that a busy machine stretches past the deadline
+
+    monkeypatch.setattr(clock, "sleep", busy)
+    with pytest.raises(AdminApiError) as caught:
+        c.get_json("/admin/v2/clusters")
+    assert caught.value.status == 502
+    assert "not retried: the poll's deadline passed during the wait" in str(caught.value)
+    assert "skipped" not in str(caught.value)
+    assert c.requests_made == 1
+
+
 def test_get_text_refuses_an_html_page_answered_with_200(mock: responses.RequestsMock) -> None:
     page = "<html><body><h1>Bad gateway</h1></body></html>"
     mock.get(f"{BASE}/admin/v2/brokers/version", body=page, content_type="text/html")

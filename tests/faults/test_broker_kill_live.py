@@ -317,9 +317,15 @@ def test_collect_survives_a_broker_killed_mid_poll_and_recovers_without_a_restar
         assert "could not reach the admin API" in log
         assert f"port={broker.web_port}" in log  # the broker's address is in the errors
 
-        # /metrics counts the failures; the snapshot age grows.
-        down_1 = lens.scrape()
-        time.sleep(1.0)
+        # /metrics counts the failures (the beat's line is printed before the counter moves,
+        # so a scrape right after the line may not hold it yet); the snapshot age grows.
+        down_1 = wait_for(
+            lambda: (s := lens.scrape())["pulsar_lens_failed_polls_total"] >= len(failed) and s,
+            what=f"/metrics counting the {len(failed)} failed polls",
+            timeout=30,
+            seen=lens.scrape,
+        )
+        time.sleep(1.0)  # time is the behaviour here: the snapshot's age grows with it
         down_2 = lens.scrape()
         assert down_1["pulsar_lens_failed_polls_total"] >= len(failed)
         assert down_1["pulsar_lens_poll_endpoint_errors"] > 0

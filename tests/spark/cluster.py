@@ -199,13 +199,14 @@ def start_standalone(
 
 
 def master_state(ui: str) -> dict[str, object] | None:
-    """The master's JSON status, or None while it does not answer."""
+    """The master's JSON status, or None while it does not answer with it (while it starts,
+    its web UI can answer /json/ with the HTML page)."""
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
     try:
         with direct.open(f"{ui}/json/", timeout=2) as answer:
             state: dict[str, object] = json.load(answer)
             return state
-    except OSError:
+    except (OSError, ValueError):
         return None
 
 
