@@ -60,6 +60,7 @@ from pulsar_lens.core.failover import (
     partition_index,
     select_active_consumer,
 )
+from pulsar_lens.core.failover_sets import ConsumerSets, active_positions, consumer_sets
 from pulsar_lens.core.hashing import (
     SelectorKind,
     sticky_key_hash,
@@ -88,6 +89,7 @@ __all__ = [
     "Columns",
     "ConsistentHashingSelector",
     "Consumer",
+    "ConsumerSets",
     "CounterMetricFamily",
     "Engine",
     "FailoverConsumer",
@@ -112,8 +114,10 @@ __all__ = [
     "TopicNameError",
     "View",
     "active_consumer_picker",
+    "active_positions",
     "compare_modes",
     "compute_key_load",
+    "consumer_sets",
     "diff_assignments",
     "empty_frame",
     "escape_markdown",

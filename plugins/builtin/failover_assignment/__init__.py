@@ -31,7 +31,7 @@ mean that priority levels differ.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -39,7 +39,6 @@ import pandas as pd
 from pulsar_lens.api import (
     AnalysisPlugin,
     BaseModel,
-    FailoverConsumer,
     Field,
     GaugeMetricFamily,
     Inputs,
@@ -49,11 +48,9 @@ from pulsar_lens.api import (
     Page,
     Result,
     View,
-    active_consumer_picker,
     finite,
     frame_of,
     jvm_charset,
-    partition_index,
 )
 from pulsar_lens.plugins.builtin.failover_assignment.frames import (
     PARTITION_COLUMNS,
@@ -64,10 +61,12 @@ from pulsar_lens.plugins.builtin.failover_assignment.frames import (
     timeline_frame,
     with_flaps,
 )
-from pulsar_lens.plugins.builtin.shared.failover import group_label, parent_of
+from pulsar_lens.plugins.builtin.failover_assignment.rows import (
+    group_rows,
+    members_of,
+    partition_columns,
+)
 from pulsar_lens.plugins.builtin.shared.versions import broker_line
-
-Picker = Callable[[str], FailoverConsumer | None]
 
 
 class FailoverAssignment(AnalysisPlugin):
@@ -107,21 +106,15 @@ class FailoverAssignment(AnalysisPlugin):
 
     def analyze(self, data: Inputs, params: Params) -> Result:
         subs = failover_subscriptions(data.latest("subscriptions"))
-        names = consumer_names(data.latest("consumers"))
-        groups = group_topics(subs, names)
+        members = members_of(data.latest("consumers"), subs)
+        groups = group_rows(subs, members)
         history = data.history("subscriptions")
         line = broker_line(data.latest("brokers"))
-        pip_392 = line.line != "3.0"
-        pickers: dict[tuple[frozenset[str], bool], Picker] = {}
-        charset = jvm_charset(params.jvm_charset)
-        partition_rows: list[dict[str, Any]] = []
-        for label, topics in groups.items():
-            rows = [
-                partition_row(label, sub, names, pickers, charset)
-                for sub in subs[subs["key"].isin(topics)].itertuples(index=False)
-            ]
-            partition_rows.extend(with_verdict(rows, pip_392=pip_392))
-        partitions = with_flaps(frame_of(partition_rows, PARTITION_COLUMNS), history, params)
+        columns, order = partition_columns(
+            subs, members, groups, pip_392=line.line != "3.0", charset=jvm_charset(params.jvm_charset)
+        )
+        names = [members.names[i] for i in order.tolist()]
+        partitions = with_flaps(_partition_frame(columns), history, params)
         frames = {
             "groups": group_frame(partitions, names),
             "partitions": partitions,
@@ -129,7 +122,7 @@ class FailoverAssignment(AnalysisPlugin):
             "matrix": matrix_frame(partitions, names),
             "timeline": timeline_frame(partitions, history),
         }
-        selected = params.subscription or (next(iter(groups)) if groups else "")
+        selected = params.subscription or (groups.labels[0] if groups.labels else "")
         return Result(frames=frames, summary=summarize(frames, selected, line))
 
     def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
@@ -174,19 +167,25 @@ class FailoverAssignment(AnalysisPlugin):
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
         subs = failover_subscriptions(data.latest("subscriptions"))
-        groups = group_topics(subs, consumer_names(data.latest("consumers")))
-        return {"subscription": ["", *groups]}
+        groups = group_rows(subs, members_of(data.latest("consumers"), subs))
+        return {"subscription": ["", *groups.labels]}
+
+
+def _partition_frame(columns: Mapping[str, Any]) -> pd.DataFrame:
+    """The partition rows as `frame_of` would make them of one dict per row."""
+    if not columns["label"]:
+        return frame_of([], PARTITION_COLUMNS)
+    return pd.DataFrame(dict(columns), columns=PARTITION_COLUMNS)
 
 
 def failover_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
-    """Failover subscriptions with consumers, keyed by (topic, subscription)."""
+    """Failover subscriptions with consumers, by subscription, then topic."""
     if subscriptions.empty:
-        return subscriptions.assign(key=pd.Series(dtype=object))
+        return subscriptions
     subs = subscriptions[
         (subscriptions["type"] == "Failover") & (subscriptions["consumer_count"] > 0)
     ].sort_values(["subscription", "topic"])
-    keys = list(zip(subs["topic"], subs["subscription"], strict=True))
-    return subs.assign(key=pd.Series(keys, index=subs.index, dtype=object)).reset_index(drop=True)
+    return subs.reset_index(drop=True)
 
 
 def consumer_names(consumers: pd.DataFrame) -> dict[tuple[str, str], frozenset[str]]:
@@ -194,125 +193,11 @@ def consumer_names(consumers: pd.DataFrame) -> dict[tuple[str, str], frozenset[s
     if consumers.empty:
         return {}
     found: dict[tuple[str, str], set[str]] = {}
-    # a loop over the columns: a pandas group per subscription costs ~50 us, thousands of them
-    columns = (consumers[c] for c in ("topic", "subscription", "consumer_name"))
+    # a loop over the columns as lists: a pandas group per subscription costs ~50 us, and
+    # iterating an Arrow-backed column ~5 us an element
+    columns = (consumers[c].tolist() for c in ("topic", "subscription", "consumer_name"))
     for topic, sub, name in zip(*columns, strict=True):
         found.setdefault((str(topic), str(sub)), set()).add(str(name))
     return {key: frozenset(found[key]) for key in sorted(found)}
 
 
-def group_topics(
-    subs: pd.DataFrame, names: Mapping[tuple[str, str], frozenset[str]]
-) -> dict[str, list[tuple[str, str]]]:
-    """Label -> (topic, subscription) keys: same subscription name, linked by shared consumers.
-
-    Keys sharing a consumer name, directly or through other keys, form one group (union-find,
-    near-linear); groups are listed in the order of their last key."""
-    groups: dict[str, list[tuple[str, str]]] = {}
-    for sub_name, subset in subs.groupby("subscription", sort=True):
-        keys = list(subset["key"])
-        for members in _linked(keys, names):
-            grouped = [keys[i] for i in members]
-            groups[_unique(group_label(str(sub_name), grouped), groups)] = grouped
-    return groups
-
-
-def _linked(
-    keys: Sequence[tuple[str, str]], names: Mapping[tuple[str, str], frozenset[str]]
-) -> list[list[int]]:
-    """Positions of `keys` grouped by shared consumer names, each group ordered, the groups
-    ordered by their last position."""
-    parent = list(range(len(keys)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first_with: dict[str, int] = {}
-    for i, key in enumerate(keys):
-        for name in names.get(key, frozenset()):
-            j = first_with.setdefault(name, i)
-            a, b = root(i), root(j)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    members: dict[int, list[int]] = {}
-    for i in range(len(keys)):
-        members.setdefault(root(i), []).append(i)
-    return sorted(members.values(), key=lambda group: group[-1])
-
-
-def _unique(label: str, taken: Mapping[str, Any]) -> str:
-    candidate, n = label, 1
-    while candidate in taken:
-        n += 1
-        candidate = f"{label} #{n}"
-    return candidate
-
-
-def _picker(
-    names: frozenset[str],
-    consistent: bool,
-    cache: dict[tuple[frozenset[str], bool], Picker],
-    charset: str = "utf-8",
-) -> Picker:
-    key = (names, consistent)
-    if key not in cache:
-        group = [FailoverConsumer(n) for n in names]  # one priority level: stats show none
-        cache[key] = active_consumer_picker(group, consistent_hashing=consistent, charset=charset)
-    return cache[key]
-
-
-def _name(consumer: FailoverConsumer | None) -> str | None:
-    return None if consumer is None else consumer.name
-
-
-def partition_row(
-    label: str,
-    sub: Any,
-    names: Mapping[tuple[str, str], frozenset[str]],
-    cache: dict[tuple[frozenset[str], bool], Picker],
-    charset: str = "utf-8",
-) -> dict[str, Any]:
-    connected = names.get(sub.key, frozenset())
-    observed = sub.active_consumer_name
-    return {
-        "label": label,
-        "subscription": sub.subscription,
-        "topic": sub.topic,
-        "parent_topic": parent_of(sub.topic),
-        "partition_index": partition_index(sub.topic),
-        "consumers": len(connected),
-        "observed": None if pd.isna(observed) else str(observed),
-        "modulo": _name(_picker(connected, False, cache, charset)(sub.topic)),
-        "consistent_hashing": _name(_picker(connected, True, cache, charset)(sub.topic)),
-    }
-
-
-def infer_mode(rows: Sequence[Mapping[str, Any]], *, pip_392: bool = True) -> str:
-    """The rule behind a group's observations: modulo, consistent, either or unexplained
-    (without PIP-392, as on 3.0, only modulo can explain them)."""
-    seen = [r for r in rows if r["observed"] is not None]
-    modulo = all(r["observed"] == r["modulo"] for r in seen)
-    ring = pip_392 and all(r["observed"] == r["consistent_hashing"] for r in seen)
-    if modulo and ring:
-        return "either"
-    if modulo:
-        return "modulo"
-    return "consistent" if ring else "unexplained"
-
-
-def with_verdict(rows: list[dict[str, Any]], *, pip_392: bool = True) -> list[dict[str, Any]]:
-    """Add the alternative rule's choice, whether the model explains it, and what moves; a
-    broker without PIP-392 (3.0) has no alternative rule, so nothing would move."""
-    mode = infer_mode(rows, pip_392=pip_392)
-    other = "modulo" if mode == "consistent" else "consistent_hashing"
-    for row in rows:
-        predicted = row["consistent_hashing"] if mode == "consistent" else row["modulo"]
-        current = row["observed"] if row["observed"] is not None else predicted
-        row["alternative"] = row[other] if pip_392 else None
-        row["explained"] = row["observed"] is None or row["observed"] == predicted
-        row["moves"] = pip_392 and current != row["alternative"]
-        row["mode"] = mode
-    return rows

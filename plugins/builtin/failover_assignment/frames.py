@@ -3,9 +3,12 @@ consumer x partition matrix and the active consumer over time (see the package f
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pulsar_lens.api import frame_of
@@ -51,93 +54,160 @@ TIMELINE_COLUMNS = ["label", "topic", "collected_at", "active_consumer_name"]
 
 
 def with_flaps(partitions: pd.DataFrame, history: pd.DataFrame, params: Any) -> pd.DataFrame:
-    """Active-consumer changes per partition over the stored snapshots."""
+    """Active-consumer changes per partition over the stored snapshots, and the names seen in
+    the order first seen: each partition's named active consumers, oldest first."""
     if partitions.empty:
         return partitions
     window = history[(history["type"] == "Failover") & history["active_consumer_name"].notna()]
-    window = window.sort_values("collected_at", kind="stable")
-    changes: dict[tuple[str, str], int] = {}
-    names: dict[tuple[str, str], dict[str, None]] = {}  # in the order first seen
-    last: dict[tuple[str, str], str] = {}
-    columns = (window[c] for c in ("topic", "subscription", "active_consumer_name"))
-    for topic, sub, active in zip(*columns, strict=True):
-        key, name = (topic, sub), str(active)
-        if key in last and last[key] != name:
-            changes[key] = changes.get(key, 0) + 1
-        last[key] = name
-        names.setdefault(key, {})[name] = None
-    keys = list(zip(partitions["topic"], partitions["subscription"], strict=True))
-    out = partitions.assign(
-        changes=[changes.get(k, 0) for k in keys],
-        seen=[", ".join(names.get(k, ())) for k in keys],
-    )
+    window = _of_partitions(window, partitions)
+    row = window["_row"].to_numpy(np.int64)
+    at = window["collected_at"].to_numpy(dtype="datetime64[us]")
+    order = np.lexsort((np.arange(len(row)), at, row))
+    row = row[order]
+    names = [str(n) for n in window["active_consumer_name"].to_numpy(dtype=object)[order]]
+    code = pd.factorize(pd.Series(names, dtype=object))[0] if names else np.zeros(0, np.int64)
+    changed = (row[1:] == row[:-1]) & (code[1:] != code[:-1])
+    changes = np.bincount(row[1:][changed], minlength=len(partitions))
+    seen: list[list[str]] = [[] for _ in range(len(partitions))]
+    first = np.unique(row * (int(code.max(initial=0)) + 1) + code, return_index=True)[1]
+    for i in np.sort(first).tolist():
+        seen[row[i]].append(names[i])
+    out = partitions.assign(changes=changes.tolist(), seen=[", ".join(n) for n in seen])
     return out.assign(flapping=out["changes"] >= params.flap_changes)
 
 
-Names = Mapping[tuple[str, str], frozenset[str]]
+def _of_partitions(rows: pd.DataFrame, partitions: pd.DataFrame) -> pd.DataFrame:
+    """`rows` of the partitions' (topic, subscription), in their order, with `_row`, the
+    partition's position."""
+    rows = rows[rows["topic"].isin(partitions["topic"].unique())]
+    keys = pd.DataFrame(
+        {
+            "topic": partitions["topic"],
+            "subscription": partitions["subscription"],
+            "_row": np.arange(len(partitions)),
+        }
+    )
+    return rows.merge(keys, on=["topic", "subscription"], how="inner")
 
 
-def group_consumers(rows: pd.DataFrame, names: Names) -> list[str]:
-    """Every consumer name connected to any partition of the group, sorted."""
-    keys = zip(rows["topic"], rows["subscription"], strict=True)
-    return sorted(set().union(*(names.get(k, frozenset()) for k in keys)))
+Names = Sequence[tuple[str, ...]]
+"""The connected consumers of each partition row, sorted."""
 
 
-def current_of(rows: pd.DataFrame) -> pd.Series:
+def current_of(rows: pd.DataFrame) -> list[str | None]:
     """The observed active consumer, or the model's choice where the stats have none."""
-    predicted = rows["consistent_hashing"].where(rows["mode"] == "consistent", rows["modulo"])
-    return rows["observed"].where(rows["observed"].notna(), predicted)
+    return [
+        (r if mode == "consistent" else m) if _missing(o) else o
+        for o, m, r, mode in zip(
+            *(rows[c].tolist() for c in ("observed", "modulo", "consistent_hashing", "mode")),
+            strict=True,
+        )
+    ]
 
 
-def _counts(active: pd.Series, consumers: Sequence[str]) -> list[int]:
-    tally = active.value_counts()
-    return [int(tally.get(name, 0)) for name in consumers]
+def _group_of(partitions: pd.DataFrame) -> tuple[list[int], list[int]]:
+    """The group (0, 1, ...) of each row, and where each group starts: a group's rows are
+    consecutive."""
+    labels = partitions["label"].tolist()
+    starts = [i for i in range(len(labels)) if i == 0 or labels[i] != labels[i - 1]]
+    group = np.cumsum(np.isin(np.arange(len(labels)), starts)) - 1
+    return group.tolist(), starts
+
+
+def _tally(group: Sequence[int], active: Sequence[Any]) -> Counter[tuple[int, str]]:
+    return Counter((g, a) for g, a in zip(group, active, strict=True) if not _missing(a))
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """Per group: its rows, its consumers (sorted), and their active partitions now and under
+    the alternative rule (None without one)."""
+
+    starts: list[int]
+    consumers: list[list[str]]
+    now: list[list[int]]
+    then: list[list[int] | None]
+    size: list[int]
+
+
+def _counts(partitions: pd.DataFrame, names: Names) -> _Counts:
+    group, starts = _group_of(partitions)
+    count = len(starts)
+    consumers: list[set[str]] = [set() for _ in range(count)]
+    for g, mine in zip(group, names, strict=True):
+        consumers[g].update(mine)
+    ordered = [sorted(c) for c in consumers]
+    alternative = partitions["alternative"].tolist()
+    now, then = _tally(group, current_of(partitions)), _tally(group, alternative)
+    whatif = [False] * count
+    for g, a in zip(group, alternative, strict=True):
+        whatif[g] = whatif[g] or not _missing(a)
+    size = np.diff([*starts, len(group)]).tolist()
+    return _Counts(
+        starts,
+        ordered,
+        [[now[g, n] for n in ordered[g]] for g in range(count)],
+        [[then[g, n] for n in ordered[g]] if whatif[g] else None for g in range(count)],
+        size,
+    )
 
 
 def group_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
+    if partitions.empty:
+        return frame_of([], GROUP_COLUMNS)
+    counts = _counts(partitions, names)
+    group = np.repeat(np.arange(len(counts.starts)), counts.size)
+    parents = pd.DataFrame({"g": group, "p": partitions["parent_topic"].to_numpy(dtype=object)})
+    topics = parents.drop_duplicates().groupby("g", sort=True).size().tolist()
+
+    def total(column: str, negate: bool = False) -> list[int]:
+        values = partitions[column].astype(bool).to_numpy()
+        return np.bincount(group, weights=~values if negate else values).astype(int).tolist()
+
+    unexplained, moving = total("explained", negate=True), total("moves")
+    flapping = total("flapping")
+    first = partitions.iloc[counts.starts]
     rows = []
-    for label, mine in partitions.groupby("label", sort=False):
-        consumers = group_consumers(mine, names)
-        mode = str(mine["mode"].iloc[0])
-        counts = _counts(current_of(mine), consumers)
-        whatif = mine["alternative"].notna().any()  # none without PIP-392 (3.0)
+    for g, (label, sub, mode) in enumerate(
+        zip(first["label"], first["subscription"], first["mode"], strict=True)
+    ):
+        size, then = counts.size[g], counts.then[g]
         rows.append(
             {
                 "label": label,
-                "subscription": mine["subscription"].iloc[0],
-                "topics": mine["parent_topic"].nunique(),
-                "partitions": len(mine),
-                "consumers": len(consumers),
-                "mode": mode,
-                "unexplained": int((~mine["explained"].astype(bool)).sum()),
-                "imbalance": imbalance(counts, len(mine)),
-                "overload": overload(counts, len(mine)),
-                "alternative": ("modulo" if mode == "consistent" else "consistent")
-                if whatif
-                else None,
-                "imbalance_alternative": imbalance(
-                    _counts(mine["alternative"], consumers), len(mine)
-                )
-                if whatif
-                else None,
-                "partitions_moving": int(mine["moves"].astype(bool).sum()),
-                "flapping": int(mine["flapping"].astype(bool).sum()),
+                "subscription": sub,
+                "topics": topics[g],
+                "partitions": size,
+                "consumers": len(counts.consumers[g]),
+                "mode": str(mode),
+                "unexplained": unexplained[g],
+                "imbalance": imbalance(counts.now[g], size),
+                "overload": overload(counts.now[g], size),
+                "alternative": None
+                if then is None
+                else ("modulo" if mode == "consistent" else "consistent"),
+                "imbalance_alternative": None if then is None else imbalance(then, size),
+                "partitions_moving": moving[g],
+                "flapping": flapping[g],
             }
         )
     return frame_of(rows, GROUP_COLUMNS)
 
 
 def consumer_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
+    if partitions.empty:
+        return frame_of([], CONSUMER_COLUMNS)
+    counts = _counts(partitions, names)
+    labels = partitions["label"].to_numpy(dtype=object)[counts.starts].tolist()
     rows: list[dict[str, Any]] = []
-    for label, mine in partitions.groupby("label", sort=False):
-        consumers = group_consumers(mine, names)
-        now = _counts(current_of(mine), consumers)
-        then: list[Any] = (
-            _counts(mine["alternative"], consumers)
-            if mine["alternative"].notna().any()
-            else [None] * len(consumers)
-        )
-        fair = len(mine) / len(consumers) if consumers else 0.0
+    for g, label in enumerate(labels):
+        consumers, now = counts.consumers[g], counts.now[g]
+        then: list[Any] = counts.then[g] or [None] * len(consumers)
+        fair = counts.size[g] / len(consumers) if consumers else 0.0
         rows.extend(
             {
                 "label": label,
@@ -153,17 +223,21 @@ def consumer_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
 
 def matrix_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
     """Consumers x partitions: 'active' or 'standby' for every connected consumer."""
-    rows = [
+    if not any(names):
+        return frame_of([], MATRIX_COLUMNS)
+    counts = [len(n) for n in names]
+    repeat = np.repeat(np.arange(len(names)), counts)
+    flat = [n for mine in names for n in mine]
+    observed = partitions["observed"].to_numpy(dtype=object)[repeat].tolist()
+    return pd.DataFrame(
         {
-            "label": row.label,
-            "topic": row.topic,
-            "consumer_name": name,
-            "role": "active" if name == row.observed else "standby",
-        }
-        for row in partitions.itertuples(index=False)
-        for name in sorted(names.get((row.topic, row.subscription), frozenset()))
-    ]
-    return frame_of(rows, MATRIX_COLUMNS)
+            "label": partitions["label"].to_numpy(dtype=object)[repeat].tolist(),
+            "topic": partitions["topic"].to_numpy(dtype=object)[repeat].tolist(),
+            "consumer_name": flat,
+            "role": ["active" if n == o else "standby" for n, o in zip(flat, observed, strict=True)],
+        },
+        columns=MATRIX_COLUMNS,
+    )
 
 
 def timeline_frame(partitions: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
@@ -171,6 +245,7 @@ def timeline_frame(partitions: pd.DataFrame, history: pd.DataFrame) -> pd.DataFr
     if partitions.empty or history.empty:
         return frame_of([], TIMELINE_COLUMNS)
     keys = partitions[["label", "topic", "subscription"]]
+    history = history[history["topic"].isin(partitions["topic"].unique())]
     rows = history.merge(keys, on=["topic", "subscription"], how="inner")
     rows = rows.sort_values(["label", "topic", "collected_at"], kind="stable")
     return rows[TIMELINE_COLUMNS].reset_index(drop=True)
