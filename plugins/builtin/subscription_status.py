@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from pulsar_lens.api import (
@@ -103,11 +104,9 @@ class SubscriptionStatus(AnalysisPlugin):
         )
 
     def analyze(self, data: Inputs, params: Params) -> Result:
-        subs = data.history("subscriptions")
+        subs = with_window(data.history("subscriptions"), data.snapshots, window=params.window)
         if not params.include_system:
-            system = {t: is_system_topic(t) for t in subs["topic"].unique()}
-            subs = subs[~subs["topic"].map(system).astype(bool)]
-        subs = with_window(subs, data.snapshots, window=params.window)
+            subs = without_system(subs)
         blocked = blocked_consumers(data.latest("consumers"))
         status = compute_status(subs, blocked, newest=data.latest_snapshot_id())
         backlog = subs[["collected_at", *KEY, "msg_backlog"]].reset_index(drop=True)
@@ -171,6 +170,15 @@ def is_system_topic(topic: str) -> bool:
         return False
 
 
+def without_system(subs: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose topic is not a system topic; each distinct name with `__` parsed once."""
+    maybe = subs["topic"].str.contains("__", regex=False).fillna(False).astype(bool)
+    if not maybe.any():
+        return subs
+    system = [t for t in subs.loc[maybe, "topic"].unique() if is_system_topic(t)]
+    return subs[~subs["topic"].isin(system)].reset_index(drop=True)
+
+
 def with_window(subs: pd.DataFrame, snapshots: pd.DataFrame, *, window: int) -> pd.DataFrame:
     """Rows of the newest `window` snapshots only, oldest first."""
     if snapshots.empty:
@@ -184,27 +192,33 @@ def blocked_consumers(consumers: pd.DataFrame) -> set[tuple[str, str]]:
     """(topic, subscription) pairs with a consumer blocked on unacked messages."""
     if consumers.empty:
         return set()
-    blocked = consumers[consumers["blocked_on_unacked"].map(_flag).astype(bool)]
-    return set(zip(blocked["topic"], blocked["subscription"], strict=True))
+    blocked = consumers[_flags(consumers["blocked_on_unacked"])]
+    return set(zip(blocked["topic"].tolist(), blocked["subscription"].tolist(), strict=True))
+
+
+def _flags(column: pd.Series) -> np.ndarray:
+    """A nullable boolean column as bools; unknown counts as False."""
+    return column.astype("boolean").fillna(False).to_numpy(dtype=bool)
 
 
 def compute_status(
     subs: pd.DataFrame, blocked: set[tuple[str, str]], *, newest: str | None
 ) -> pd.DataFrame:
     """One row per subscription of the newest snapshot, worst status first."""
+    if subs.empty:
+        return empty_frame(STATUS_COLUMNS)
     facts = compute_facts(subs)
     facts = facts[facts["snapshot_id"] == newest]  # the others are gone
     if facts.empty:
         return empty_frame(STATUS_COLUMNS)
-    records = facts.to_dict("records")
-    judged = [
-        judge(f, consumer_blocked=(f["topic"], f["subscription"]) in blocked) for f in records
-    ]
+    keys = zip(facts["topic"].tolist(), facts["subscription"].tolist(), strict=True)
+    consumer_blocked = np.array([k in blocked for k in keys] if blocked else [False] * len(facts))
+    status, reason = judge_all(facts, consumer_blocked)
     frame = facts.assign(
-        status=[j[0] for j in judged],
-        reason=[j[1] for j in judged],
+        status=status,
+        reason=reason,
         backlog_change=facts["msg_backlog"] - facts["first_backlog"],
-        time_lag_s=[time_lag_seconds(f) for f in records],
+        time_lag_s=time_lags(facts),
     )
     order = frame["status"].map({s: i for i, s in enumerate(STATUSES)})
     frame = frame.assign(_o=order).sort_values(["_o", *KEY]).reset_index(drop=True)
@@ -212,88 +226,108 @@ def compute_status(
 
 
 def compute_facts(subs: pd.DataFrame) -> pd.DataFrame:
-    """Per subscription: its newest row plus what the rules need from the whole window."""
+    """Per subscription: its newest row plus what the rules need from the whole window (rows
+    oldest first), in the order of the subscriptions' first rows."""
     rows = subs.assign(msg_backlog=subs["msg_backlog"].fillna(0).astype("int64"))
-    later = rows.groupby(KEY, sort=False).cumcount() > 0
-    rows = rows.assign(
-        _out_later=later & (rows["msg_rate_out"].fillna(0) > 0),
-        _ack_later=later & (rows["msg_ack_rate"].fillna(0) > 0),
-        _step=rows.groupby(KEY, sort=False)["msg_backlog"].diff().fillna(0),
-    )
-    grouped = rows.groupby(KEY, sort=False)
-    window = grouped.agg(
-        snapshots=("msg_backlog", "size"),
-        first_backlog=("msg_backlog", "first"),
-        min_backlog=("msg_backlog", "min"),
-        min_step=("_step", "min"),
-        out_later=("_out_later", "any"),
-        ack_later=("_ack_later", "any"),
-        consumed_first=("last_consumed_at", "first"),
-        consumed_last=("last_consumed_at", "last"),
-        consumed_seen=("last_consumed_at", "count"),
-        acked_first=("last_acked_at", "first"),
-        acked_seen=("last_acked_at", "count"),
-    )
-    newest = grouped.tail(1).set_index(KEY)
-    return newest.join(window).reset_index()
+    group = rows.groupby(KEY, sort=False).ngroup().to_numpy()
+    order = np.argsort(group, kind="stable")  # each subscription's rows together, in order
+    group = group[order]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    ends = np.r_[starts[1:], len(group)] - 1
+    backlog = rows["msg_backlog"].to_numpy()[order]
+    later = np.r_[False, group[1:] == group[:-1]]
+    step = np.where(later, backlog - np.r_[0, backlog[:-1]], 0)
+
+    def any_later(column: str) -> np.ndarray:
+        hit = later & (rows[column].fillna(0).to_numpy(dtype=float)[order] > 0)
+        return np.logical_or.reduceat(hit, starts)
+
+    newest = rows.iloc[order[ends]].reset_index(drop=True)
+    facts = {
+        "snapshots": np.diff(np.r_[starts, len(group)]),
+        "first_backlog": backlog[starts],
+        "min_backlog": np.minimum.reduceat(backlog, starts),
+        "min_step": np.minimum.reduceat(step, starts),
+        "out_later": any_later("msg_rate_out"),
+        "ack_later": any_later("msg_ack_rate"),
+    }
+    for name, column in (("consumed", "last_consumed_at"), ("acked", "last_acked_at")):
+        first, last, seen = _known(rows[column].to_numpy(dtype="datetime64[us]")[order], group)
+        facts |= {f"{name}_first": first, f"{name}_last": last, f"{name}_seen": seen}
+    return newest.assign(**facts)
 
 
-def _int(value: Any) -> int:
-    return 0 if pd.isna(value) else int(value)
+def _known(times: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group (`group` sorted, every group present): its first and last known time (NaT
+    when none) and how many it has."""
+    count = int(group[-1]) + 1
+    known = ~np.isnat(times)
+    first = np.full(count, np.datetime64("NaT"), dtype=times.dtype)
+    last = first.copy()
+    at, where = np.unique(group[known], return_index=True)
+    first[at] = times[known][where]
+    at, where = np.unique(group[known][::-1], return_index=True)
+    last[at] = times[known][::-1][where]
+    return first, last, np.bincount(group[known], minlength=count)
 
 
-def _flag(value: Any) -> bool:
-    """A nullable boolean cell as a bool; unknown counts as False."""
-    return False if pd.isna(value) else bool(value)
+def time_lags(facts: pd.DataFrame) -> list[float | None] | np.ndarray:
+    """Age of the oldest unacknowledged message at the time of the snapshot, in seconds: 0
+    without a backlog, unknown (None) without its publish time."""
+    seconds = (facts["collected_at"] - facts["earliest_msg_publish_time_in_backlog"]).dt
+    lag = np.maximum(0.0, seconds.total_seconds().to_numpy(dtype=float))
+    lag[facts["msg_backlog"].to_numpy() == 0] = 0.0
+    if np.isnan(lag).all():
+        return [None] * len(lag)  # as a list of None: an object column, not floats
+    return lag
 
 
-def time_lag_seconds(row: Mapping[str, Any]) -> float | None:
-    """Age of the oldest unacknowledged message at the time of the snapshot, in seconds."""
-    if _int(row["msg_backlog"]) == 0:
-        return 0.0
-    earliest = row["earliest_msg_publish_time_in_backlog"]
-    if pd.isna(earliest):
-        return None
-    return max(0.0, float((row["collected_at"] - earliest).total_seconds()))
+RULES = (
+    ("ERROR", "dispatch blocked: too many unacknowledged messages"),
+    ("OK", "no backlog"),
+    ("STOP", "backlog {backlog} and no consumer"),
+    ("OK", "one snapshot so far; trends need two"),
+    ("STOP", "backlog {backlog}; nothing dispatched or acknowledged"),
+    ("STALL", "messages dispatched but none acknowledged in {count} snapshots"),
+    ("WARN", "backlog grew {first} -> {backlog} while acknowledging"),
+    ("OK", "consumers keep up"),
+)
+"""The rules in the order they are tried (see the module docstring): status and reason."""
 
 
-def _advanced(seen: int, first: Any, last: Any) -> bool:
-    return seen >= 2 and bool(last > first)
+def judge_all(facts: pd.DataFrame, consumer_blocked: np.ndarray) -> tuple[list[str], list[str]]:
+    """The status and reason of every subscription from its facts over the window."""
+    backlog = facts["msg_backlog"].to_numpy()
+    first = facts["first_backlog"].to_numpy()
+    count = facts["snapshots"].to_numpy()
+    moved = facts["out_later"].to_numpy(bool) | _advanced(facts, "consumed", "consumed_last")
+    acked = facts["ack_later"].to_numpy(bool) | _advanced(facts, "acked", "last_acked_at")
+    reader = ~facts["is_durable"].astype("boolean").fillna(True).to_numpy(dtype=bool)
+    acked = np.where(reader, moved, acked)  # a reader never acknowledges: dispatch counts
+    never_empty = facts["min_backlog"].to_numpy() > 0
+    matched = [
+        _flags(facts["blocked_on_unacked"]) | consumer_blocked,
+        backlog == 0,
+        facts["consumer_count"].fillna(0).to_numpy() == 0,
+        count < 2,
+        ~moved & ~acked,
+        never_empty & moved & ~acked,
+        never_empty & (facts["min_step"].to_numpy() >= 0) & (backlog > first),
+        np.ones(len(facts), bool),
+    ]
+    rule = np.argmax(np.vstack(matched), axis=0).tolist()
+    reasons = [
+        RULES[r][1].format(backlog=b, first=f, count=c) if "{" in RULES[r][1] else RULES[r][1]
+        for r, b, f, c in zip(rule, backlog.tolist(), first.tolist(), count.tolist(), strict=True)
+    ]
+    return [RULES[r][0] for r in rule], reasons
 
 
-def dispatched(f: Mapping[str, Any]) -> bool:
-    consumed = _advanced(f["consumed_seen"], f["consumed_first"], f["consumed_last"])
-    return bool(f["out_later"]) or consumed
-
-
-def acknowledged(f: Mapping[str, Any]) -> bool:
-    durable = f["is_durable"]
-    if not pd.isna(durable) and not bool(durable):
-        return dispatched(f)
-    acked = _advanced(f["acked_seen"], f["acked_first"], f["last_acked_at"])
-    return bool(f["ack_later"]) or acked
-
-
-def judge(f: Mapping[str, Any], *, consumer_blocked: bool) -> tuple[str, str]:
-    """The status of one subscription from its facts over the window."""
-    backlog, first, count = int(f["msg_backlog"]), int(f["first_backlog"]), int(f["snapshots"])
-    if _flag(f["blocked_on_unacked"]) or consumer_blocked:
-        return "ERROR", "dispatch blocked: too many unacknowledged messages"
-    if backlog == 0:
-        return "OK", "no backlog"
-    if _int(f["consumer_count"]) == 0:
-        return "STOP", f"backlog {backlog} and no consumer"
-    if count < 2:
-        return "OK", "one snapshot so far; trends need two"
-    moved, acked = dispatched(f), acknowledged(f)
-    if not moved and not acked:
-        return "STOP", f"backlog {backlog}; nothing dispatched or acknowledged"
-    never_empty = int(f["min_backlog"]) > 0
-    if never_empty and moved and not acked:
-        return "STALL", f"messages dispatched but none acknowledged in {count} snapshots"
-    if never_empty and float(f["min_step"]) >= 0 and backlog > first:
-        return "WARN", f"backlog grew {first} -> {backlog} while acknowledging"
-    return "OK", "consumers keep up"
+def _advanced(facts: pd.DataFrame, name: str, last: str) -> np.ndarray:
+    """Known twice or more in the window and later at the end than at first."""
+    end = facts[last].to_numpy(dtype="datetime64[us]")
+    start = facts[f"{name}_first"].to_numpy(dtype="datetime64[us]")
+    return (facts[f"{name}_seen"].to_numpy() >= 2) & (end > start)
 
 
 CHART_LINES = 25

@@ -65,8 +65,18 @@ def _shape(rng: random.Random, topics: int) -> list[dict[str, Any]]:
         if rng.random() < 0.5:  # an application of its own: names no other topic shares
             pool = [f"{n}-{len(shape)}" for n in pool]
         rule = rng.choice(("modulo", "ring", "random"))
+        trend = rng.choice((*TRENDS, "random", "random", "random"))
+        split = rng.random() < 0.2  # each partition its own consumers: one label, two groups
         shape.extend(
-            {"topic": t, "sub": sub, "type": kind, "pool": pool, "rule": rule} for t in names
+            {
+                "topic": t,
+                "sub": sub,
+                "type": kind,
+                "pool": [f"{n}/{p}" for n in pool] if split else pool,
+                "rule": rule,
+                "trend": trend,
+            }
+            for p, t in enumerate(names)
         )
     return shape[:topics]
 
@@ -88,6 +98,8 @@ def _poll_of(rng: random.Random, shape: list[dict[str, Any]], i: int) -> dict[st
         if active is not None and rng.random() < 0.05:
             active = "gone"  # the stats name a consumer no longer listed
         count = len(present) if rng.random() < 0.95 else len(present) + 1
+        if rng.random() < 0.03:  # counted, but not listed
+            present, active, count = [], None, 1
         subs.append(_sub(row, active, count, i, rng))
         consumers.extend(
             ConsumerRecord(row["topic"], row["sub"], n, blocked_on_unacked=_blocked(rng))
@@ -98,8 +110,21 @@ def _poll_of(rng: random.Random, shape: list[dict[str, Any]], i: int) -> dict[st
     return {"subscriptions": subs, "consumers": consumers}
 
 
+TRENDS: dict[str, tuple[Any, ...]] = {
+    # backlog at poll i, msg_rate_out, msg_ack_rate: a growing backlog though acknowledging
+    # (WARN), dispatch without acknowledgement (STALL), nothing at all (STOP)
+    "grow": (lambda i: 10 + 5 * i, 1.0, 1.0),
+    "stall": (lambda i: 10 + i, 1.0, 0.0),
+    "idle": (lambda i: 10, 0.0, 0.0),
+}
+
+
 def _sub(row: dict[str, Any], active: str | None, count: int, i: int, rng: random.Random) -> Any:
     backlog = rng.choice((None, 0, 0, 5, 50 + i * rng.randint(-5, 20)))
+    rates = (rng.choice((None, 0.0, 1.5)), rng.choice((None, 0.0, 2.0)))
+    trend = TRENDS.get(row["trend"])
+    if trend is not None:
+        backlog, rates = trend[0](i), trend[1:]
     return SubscriptionRecord(
         row["topic"],
         row["sub"],
@@ -107,12 +132,12 @@ def _sub(row: dict[str, Any], active: str | None, count: int, i: int, rng: rando
         active_consumer_name=active,
         consumer_count=count,
         msg_backlog=None if backlog is None else max(0, backlog),
-        msg_rate_out=rng.choice((None, 0.0, 1.5)),
-        msg_ack_rate=rng.choice((None, 0.0, 2.0)),
-        is_durable=rng.choice((True, True, False, None)),
+        msg_rate_out=rates[0],
+        msg_ack_rate=rates[1],
+        is_durable=rng.choice((True, True, False, None)) if trend is None else True,
         blocked_on_unacked=rng.choice((None, False, False, True)) if rng.random() < 0.1 else None,
-        last_consumed_at=_maybe_time(rng, i),
-        last_acked_at=_maybe_time(rng, i),
+        last_consumed_at=_maybe_time(rng, i) if trend is None else None,
+        last_acked_at=_maybe_time(rng, i) if trend is None else None,
         earliest_msg_publish_time_in_backlog=_maybe_time(rng, i - 100),
     )
 
