@@ -88,6 +88,7 @@ class SubscriptionStatus(AnalysisPlugin):
     engine = "light"
     inputs = ("subscriptions", "consumers")
     history = 30
+    history_of = {"consumers": 1}  # only the newest poll of consumers is read
     outputs = ("status", "backlog")
     page = Page(
         title="Subscriptions",

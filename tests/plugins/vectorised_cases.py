@@ -41,6 +41,13 @@ def cases() -> Iterator[tuple[str, Inputs]]:
 
 
 def _cluster(seed: int, topics: int, polls: int, version: str | None) -> Inputs:
+    return make_inputs_from_records(TABLES, cluster_polls(seed, topics, polls, version))
+
+
+def cluster_polls(
+    seed: int, topics: int, polls: int, version: str | None = None
+) -> list[dict[str, list[Any]]]:
+    """The records of each poll of a random cluster, oldest first."""
     rng = random.Random(seed)
     shape = _shape(rng, topics)
     records = []
@@ -49,7 +56,7 @@ def _cluster(seed: int, topics: int, polls: int, version: str | None) -> Inputs:
         if version is not None:
             poll["brokers"] = [BrokerRecord("b1:8080", version=version)]
         records.append(poll)
-    return make_inputs_from_records(TABLES, records)
+    return records
 
 
 def _shape(rng: random.Random, topics: int) -> list[dict[str, Any]]:
@@ -102,8 +109,14 @@ def _poll_of(rng: random.Random, shape: list[dict[str, Any]], i: int) -> dict[st
             present, active, count = [], None, 1
         subs.append(_sub(row, active, count, i, rng))
         consumers.extend(
-            ConsumerRecord(row["topic"], row["sub"], n, blocked_on_unacked=_blocked(rng))
-            for n in present
+            ConsumerRecord(
+                row["topic"],
+                row["sub"],
+                n,
+                blocked_on_unacked=_blocked(rng),
+                hash_ranges=((k * 20000, k * 20000 + 15000),) if row["type"] == "Key_Shared" else (),
+            )
+            for k, n in enumerate(present)
         )
         if rng.random() < 0.02:
             consumers.append(ConsumerRecord(row["topic"], "no-such-subscription", "w1"))
@@ -130,6 +143,7 @@ def _sub(row: dict[str, Any], active: str | None, count: int, i: int, rng: rando
         row["sub"],
         type=row["type"],
         active_consumer_name=active,
+        key_shared_mode=("STICKY" if i % 2 else "AUTO_SPLIT") if row["type"] == "Key_Shared" else None,
         consumer_count=count,
         msg_backlog=None if backlog is None else max(0, backlog),
         msg_rate_out=rates[0],

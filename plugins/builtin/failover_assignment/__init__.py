@@ -81,6 +81,7 @@ class FailoverAssignment(AnalysisPlugin):
     engine = "light"
     inputs = ("subscriptions", "consumers", "brokers")
     history = 30
+    history_of = {"consumers": 1, "brokers": 1}  # only the newest poll of these is read
     outputs = ("groups", "partitions", "consumers", "matrix", "timeline")
     page = Page(
         title="Failover",

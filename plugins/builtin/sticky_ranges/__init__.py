@@ -123,7 +123,8 @@ class StickyRanges(AnalysisPlugin):
     version = "1.2"
     engine = "light"
     inputs = ("subscriptions", "consumers", "key_samples", "brokers")
-    history = 10
+    history = 10  # of key samples
+    history_of = {"subscriptions": 1, "consumers": 1, "brokers": 1}  # the newest poll
     outputs = ("groups", "consumers", "ranges", "gaps", "overlaps", "plan", "plan_balance")
 
     class Params(BaseModel):

@@ -100,6 +100,7 @@ class StuckHashes(AnalysisPlugin):
     engine = "light"
     inputs = ("draining_hashes", "consumers", "subscriptions")
     history = 60
+    history_of = {"consumers": 1}  # only the newest poll of consumers is read
     outputs = ("hashes", "history", "violations", "held_back", "key_shared")
     page = Page(
         title="Stuck hashes",
