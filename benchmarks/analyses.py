@@ -1,24 +1,47 @@
-"""bundle-ownership, subscription-status and stuck-hashes against the cost of reading their inputs.
+"""bundle-ownership, subscription-status and stuck-hashes against the cost of reading their inputs;
+with `--topics`, the vectorised analyses against the implementations they replaced, at scale.
 
     .venv/bin/python -m benchmarks.analyses [--polls 30] [--subscriptions 2000] [--hashes 300]
+    .venv/bin/python -m benchmarks.analyses --topics 100000 --polls 30 [--store DIR]
 
 Writes `polls` snapshots of a synthetic cluster (50 namespaces x 4 bundles whose owners come
 and go, `subscriptions` subscriptions with one consumer each, `hashes` draining hashes) into a
 temporary store, then times, alternating in the same run, reading each plugin's declared
 inputs from the store (the baseline) and its `analyze` + `render` on them. Prints medians and
 the ratio analysis / read.
+
+With `--topics N`, `benchmarks/synth_store.py` writes `--polls` polls of its synthetic cluster
+of N topics (brokers, subscriptions, consumers; into `--store`, kept for the next run, or a
+temporary directory), and `scale_rows` times, old and new side by side in the same run, wall
+and CPU (`time.process_time`, the process's threads together), for failover-assignment,
+subscription-status and sticky-ranges: reading the inputs (old: every declared table over the
+whole window; new: `history_of` 1 for the tables read at the newest poll only) and `analyze`
+plus `param_choices` (old: tests/plugins/reference_*.py, the replaced implementations; sticky-
+ranges' analysis did not change). The synthetic cluster's Failover subscriptions all share one
+name and three consumer names, so they form one group with one consumer set; a second
+failover-assignment row gives every subscription its own consumer names (tens of thousands of
+sets and rings, as in a cluster whose clients name their consumers). Every new result is
+checked equal to the old one, frame for frame; `render` is the same code for both and is left
+out.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
 
-from pulsar_lens.api import AnalysisPlugin
+import pandas as pd
+import pyarrow as pa
+
+from pulsar_lens.api import AnalysisPlugin, Inputs, Result
+from pulsar_lens.core.hashing import murmur3_31_array
 from pulsar_lens.core.model import (
     BundleRecord,
     ConsumerRecord,
@@ -28,9 +51,11 @@ from pulsar_lens.core.model import (
 )
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
+from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
+from pulsar_lens.plugins.builtin.sticky_ranges import StickyRanges
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
-from pulsar_lens.plugins.runner import load_inputs, run_on_inputs
+from pulsar_lens.plugins.runner import load_inputs, run_on_inputs, validate_params
 from pulsar_lens.plugins.testing import at, make_snapshot
 
 
@@ -90,13 +115,134 @@ def measure(plugin: AnalysisPlugin, store: Store, rounds: int) -> tuple[float, f
     return statistics.median(reads), statistics.median(runs)
 
 
+Analysis = Callable[[Inputs, Any], Result]
+Choices = Callable[[Inputs], object]
+
+
+def _wide(plugin: AnalysisPlugin) -> AnalysisPlugin:
+    """The plugin reading every declared table over its whole window, as before `history_of`."""
+
+    class Wide(type(plugin)):  # type: ignore[misc]
+        history_of: ClassVar[dict[str, int]] = {}
+
+    return Wide()
+
+
+def _clock(step: Callable[[], Any]) -> tuple[Any, float, float]:
+    """The step's value, its wall seconds and its CPU seconds."""
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = step()
+    return value, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _distinct_names(inputs: Inputs) -> Inputs:
+    """Every subscription's consumers named after their topic, so no two subscriptions share a
+    consumer set (the synthetic cluster reuses worker-0..2 everywhere)."""
+    subs, consumers = inputs.tables["subscriptions"], inputs.tables["consumers"]
+    renamed = {
+        "subscriptions": subs.assign(
+            active_consumer_name=subs["active_consumer_name"] + " @ " + subs["topic"]
+        ),
+        "consumers": consumers.assign(
+            consumer_name=consumers["consumer_name"] + " @ " + consumers["topic"]
+        ),
+    }
+    return Inputs(tables={**inputs.tables, **renamed}, snapshots=inputs.snapshots)
+
+
+def _same(new: Result, old: Result) -> str:
+    for name, frame in old.frames.items():
+        pd.testing.assert_frame_equal(new.frames[name], frame, obj=name)
+    if new.summary != old.summary:
+        raise AssertionError(f"summaries differ: {new.summary} != {old.summary}")
+    return "equal"
+
+
+def scale_case(
+    plugin: AnalysisPlugin,
+    store: Store,
+    old: tuple[Analysis, Choices],
+    *,
+    distinct: bool = False,
+) -> list[str]:
+    """Old and new of one plugin, one after the other in this run: inputs read, analysed."""
+    params = validate_params(plugin, {})
+    shape = _distinct_names if distinct else (lambda inputs: inputs)
+    figures: dict[str, tuple[float, float]] = {}
+    results: dict[str, Result] = {}
+    for side, reader, (analyze, choices) in (
+        ("old", _wide(plugin), old),
+        ("new", plugin, (plugin.analyze, plugin.param_choices)),
+    ):
+        inputs, *figures[f"{side} read"] = _clock(lambda r=reader: shape(load_inputs(r, store)))
+        run = lambda a=analyze, c=choices, i=inputs: (a(i, params), c(i))  # noqa: E731
+        (results[side], _), *figures[side] = _clock(run)
+        del inputs
+    title = plugin.name + (", own consumer names" if distinct else "")
+    lines = [f"{title}: results {_same(results['new'], results['old'])}"]
+    for step in ("read", "analyze"):
+        o = figures["old read" if step == "read" else "old"]
+        n = figures["new read" if step == "read" else "new"]
+        lines.append(
+            f"  {step:<8} old {o[0]:7.2f} s wall {o[1]:7.2f} s CPU   "
+            f"new {n[0]:7.2f} s wall {n[1]:7.2f} s CPU   CPU ratio {o[1] / max(n[1], 1e-9):6.1f}"
+        )
+    return lines
+
+
+def scale_rows(store: Store) -> list[str]:
+    """Every case of `--topics`, in order."""
+    from tests.plugins import reference_failover, reference_subscription_status
+
+    status = SubscriptionStatus()
+    sticky = StickyRanges()
+    failover = FailoverAssignment()
+    lines: list[str] = []
+    for plugin, old, distinct in (
+        (failover, (reference_failover.analyze, reference_failover.param_choices), False),
+        (failover, (reference_failover.analyze, reference_failover.param_choices), True),
+        (status, (reference_subscription_status.analyze, lambda _: {}), False),
+        (sticky, (sticky.analyze, sticky.param_choices), False),
+    ):
+        lines += scale_case(plugin, store, old, distinct=distinct)
+        print("\n".join(lines[-3:]), flush=True)
+    return lines
+
+
+def scale_main(args: argparse.Namespace) -> int:
+    from benchmarks.synth_store import generate
+
+    def run(root: Path) -> int:
+        tables = ("brokers", "subscriptions", "consumers")
+        facts = generate(root, topics=args.topics, days=args.polls * 30 / 86400, tables=tables)
+        rows = facts["rows"]
+        print(
+            f"{args.topics:,} topics, {facts['polls']} polls: {rows['subscriptions']:,} "
+            f"subscription and {rows['consumers']:,} consumer rows in all"
+        )
+        _, wall, cpu = _clock(lambda: murmur3_31_array(pa.array(["warm", "up"])))
+        print(f"numba's murmur3 kernel loaded once a process: {wall:.2f} s wall, {cpu:.2f} s CPU")
+        scale_rows(Store(root))
+        return 0
+
+    if args.store:
+        return run(Path(args.store))
+    with tempfile.TemporaryDirectory() as root:
+        return run(Path(root))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--polls", type=int, default=30)
     parser.add_argument("--subscriptions", type=int, default=2000)
     parser.add_argument("--hashes", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--topics", type=int, default=0, help="old vs new at this many topics")
+    parser.add_argument("--store", default="", help="with --topics: keep the store here")
     args = parser.parse_args(argv)
+    if args.topics:
+        return scale_main(args)
     with tempfile.TemporaryDirectory() as root:
         store = Store(root)
         for i in range(args.polls):

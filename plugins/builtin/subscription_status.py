@@ -28,7 +28,7 @@ ask the broker for it), and 0 when the backlog is empty.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd

@@ -53,7 +53,9 @@ def test_failover_vectorised_cases_cover_what_they_claim() -> None:
         result = PLUGIN.analyze(inputs, validate_params(PLUGIN, {"flap_changes": 1}))
         parts, groups = result.frames["partitions"], result.frames["groups"]
         facts["3.0"] += result.summary["pulsar"] == "3.0"
-        facts["#2"] += int(groups["label"].astype(str).str.contains(" #2").sum()) if len(groups) else 0
+        facts["#2"] += (
+            int(groups["label"].astype(str).str.contains(" #2").sum()) if len(groups) else 0
+        )
         if len(parts):
             facts["flapping"] += int(parts["flapping"].astype(bool).sum())
             facts["no consumer"] += int((parts["consumers"] == 0).sum())

@@ -28,7 +28,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     store = Store(Path(tmp_path_factory.mktemp("store")))
     for i, poll in enumerate(cluster_polls(3, 60, 4, "4.0.7")):
         subs = poll["subscriptions"]
-        draining = [DrainingHashRecord(s.topic, s.subscription, "w1", 7 + i, 2, i) for s in subs[:5]]
+        draining = [
+            DrainingHashRecord(s.topic, s.subscription, "w1", 7 + i, 2, i) for s in subs[:5]
+        ]
         store.write(make_snapshot(i * 30.0, **poll, draining_hashes=draining))
     return store
 

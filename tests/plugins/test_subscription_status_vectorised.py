@@ -5,9 +5,8 @@ without system topics."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
+from typing import Any
 
 import pandas as pd
 import pytest

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pulsar_lens.api import FailoverConsumer, Inputs, active_consumer_picker
@@ -30,18 +30,15 @@ SUBSCRIPTION_NAMES = ("fo", "fo ü", "billing", "__compaction")
 TYPES = ("Failover", "Failover", "Failover", "Shared", "Exclusive", "Key_Shared", None)
 
 
-def cases() -> Iterator[tuple[str, Inputs]]:
+def cases(tables: Sequence[str] = TABLES) -> Iterator[tuple[str, Inputs]]:
     """(name, inputs) of every case: empty tables, then growing random clusters."""
-    yield "empty", make_inputs_from_records(TABLES, [{}])
-    yield "no consumers", make_inputs_from_records(TABLES, [_poll(random.Random(1), 0, 8)[0]])
+    yield "empty", make_inputs_from_records(tables, [{}])
+    yield "no consumers", make_inputs_from_records(tables, [_poll(random.Random(1), 0, 8)[0]])
     for seed, (topics, polls, version) in enumerate(
         ((3, 1, "4.0.7"), (12, 4, None), (40, 6, "3.0.11"), (150, 8, "4.0.7"), (400, 5, None))
     ):
-        yield f"{topics} topics x {polls} polls", _cluster(seed, topics, polls, version)
-
-
-def _cluster(seed: int, topics: int, polls: int, version: str | None) -> Inputs:
-    return make_inputs_from_records(TABLES, cluster_polls(seed, topics, polls, version))
+        records = cluster_polls(seed, topics, polls, version)
+        yield f"{topics} topics x {polls} polls", make_inputs_from_records(tables, records)
 
 
 def cluster_polls(
@@ -114,7 +111,8 @@ def _poll_of(rng: random.Random, shape: list[dict[str, Any]], i: int) -> dict[st
                 row["sub"],
                 n,
                 blocked_on_unacked=_blocked(rng),
-                hash_ranges=((k * 20000, k * 20000 + 15000),) if row["type"] == "Key_Shared" else (),
+                hash_ranges=_ranges(rng, row["type"], k),
+                connected_since=rng.choice((None, at(-60), at(-30 - k), at(-90 + 10 * k))),
             )
             for k, n in enumerate(present)
         )
@@ -143,7 +141,9 @@ def _sub(row: dict[str, Any], active: str | None, count: int, i: int, rng: rando
         row["sub"],
         type=row["type"],
         active_consumer_name=active,
-        key_shared_mode=("STICKY" if i % 2 else "AUTO_SPLIT") if row["type"] == "Key_Shared" else None,
+        key_shared_mode=("STICKY" if i % 2 else "AUTO_SPLIT")
+        if row["type"] == "Key_Shared"
+        else None,
         consumer_count=count,
         msg_backlog=None if backlog is None else max(0, backlog),
         msg_rate_out=rates[0],
@@ -154,6 +154,13 @@ def _sub(row: dict[str, Any], active: str | None, count: int, i: int, rng: rando
         last_acked_at=_maybe_time(rng, i) if trend is None else None,
         earliest_msg_publish_time_in_backlog=_maybe_time(rng, i - 100),
     )
+
+
+def _ranges(rng: random.Random, kind: str | None, k: int) -> tuple[tuple[int, int], ...]:
+    """A Key_Shared consumer's range (overlapping or leaving gaps); now and then a reader's."""
+    if kind == "Key_Shared" or rng.random() < 0.05:
+        return ((k * 20000, k * 20000 + rng.choice((15000, 19999, 25000))),)
+    return ()
 
 
 def _blocked(rng: random.Random) -> bool | None:

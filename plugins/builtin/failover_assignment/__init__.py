@@ -112,7 +112,11 @@ class FailoverAssignment(AnalysisPlugin):
         history = data.history("subscriptions")
         line = broker_line(data.latest("brokers"))
         columns, order = partition_columns(
-            subs, members, groups, pip_392=line.line != "3.0", charset=jvm_charset(params.jvm_charset)
+            subs,
+            members,
+            groups,
+            pip_392=line.line != "3.0",
+            charset=jvm_charset(params.jvm_charset),
         )
         names = [members.names[i] for i in order.tolist()]
         partitions = with_flaps(_partition_frame(columns), history, params)
@@ -200,5 +204,3 @@ def consumer_names(consumers: pd.DataFrame) -> dict[tuple[str, str], frozenset[s
     for topic, sub, name in zip(*columns, strict=True):
         found.setdefault((str(topic), str(sub)), set()).add(str(name))
     return {key: frozenset(found[key]) for key in sorted(found)}
-
-

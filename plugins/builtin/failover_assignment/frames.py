@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pulsar_lens.api import frame_of
 from pulsar_lens.plugins.builtin.shared.failover import imbalance, overload
@@ -58,28 +60,30 @@ def with_flaps(partitions: pd.DataFrame, history: pd.DataFrame, params: Any) -> 
     the order first seen: each partition's named active consumers, oldest first."""
     if partitions.empty:
         return partitions
-    window = history[(history["type"] == "Failover") & history["active_consumer_name"].notna()]
-    window = _of_partitions(window, partitions)
+    window = _of_partitions(history, partitions, ["type", "active_consumer_name"])
+    window = window[(window["type"] == "Failover") & window["active_consumer_name"].notna()]
     row = window["_row"].to_numpy(np.int64)
     at = window["collected_at"].to_numpy(dtype="datetime64[us]")
     order = np.lexsort((np.arange(len(row)), at, row))
     row = row[order]
-    names = [str(n) for n in window["active_consumer_name"].to_numpy(dtype=object)[order]]
-    code = pd.factorize(pd.Series(names, dtype=object))[0] if names else np.zeros(0, np.int64)
+    code, names = pd.factorize(window["active_consumer_name"].to_numpy(dtype=object)[order])
     changed = (row[1:] == row[:-1]) & (code[1:] != code[:-1])
     changes = np.bincount(row[1:][changed], minlength=len(partitions))
     seen: list[list[str]] = [[] for _ in range(len(partitions))]
-    first = np.unique(row * (int(code.max(initial=0)) + 1) + code, return_index=True)[1]
+    first = np.unique(row * (len(names) + 1) + code, return_index=True)[1]
     for i in np.sort(first).tolist():
-        seen[row[i]].append(names[i])
+        seen[row[i]].append(str(names[code[i]]))
     out = partitions.assign(changes=changes.tolist(), seen=[", ".join(n) for n in seen])
     return out.assign(flapping=out["changes"] >= params.flap_changes)
 
 
-def _of_partitions(rows: pd.DataFrame, partitions: pd.DataFrame) -> pd.DataFrame:
-    """`rows` of the partitions' (topic, subscription), in their order, with `_row`, the
-    partition's position."""
-    rows = rows[rows["topic"].isin(partitions["topic"].unique())]
+def _of_partitions(
+    history: pd.DataFrame, partitions: pd.DataFrame, columns: Sequence[str]
+) -> pd.DataFrame:
+    """The `history` rows of the partitions' (topic, subscription), in their order, with
+    `collected_at`, `columns` and `_row`, the partition's position."""
+    rows = history[["collected_at", "topic", "subscription", *columns]]
+    rows = rows[_isin(rows["topic"], partitions["topic"])]
     keys = pd.DataFrame(
         {
             "topic": partitions["topic"],
@@ -88,6 +92,12 @@ def _of_partitions(rows: pd.DataFrame, partitions: pd.DataFrame) -> pd.DataFrame
         }
     )
     return rows.merge(keys, on=["topic", "subscription"], how="inner")
+
+
+def _isin(column: pd.Series, values: pd.Series) -> np.ndarray:
+    """`column.isin(values)` through Arrow: pandas' own builds a scalar per value."""
+    found = pc.is_in(pa.array(column, pa.string()), value_set=pa.array(values, pa.string()))
+    return found.fill_null(False).to_numpy(zero_copy_only=False)
 
 
 Names = Sequence[tuple[str, ...]]
@@ -234,7 +244,9 @@ def matrix_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
             "label": partitions["label"].to_numpy(dtype=object)[repeat].tolist(),
             "topic": partitions["topic"].to_numpy(dtype=object)[repeat].tolist(),
             "consumer_name": flat,
-            "role": ["active" if n == o else "standby" for n, o in zip(flat, observed, strict=True)],
+            "role": [
+                "active" if n == o else "standby" for n, o in zip(flat, observed, strict=True)
+            ],
         },
         columns=MATRIX_COLUMNS,
     )
@@ -245,7 +257,8 @@ def timeline_frame(partitions: pd.DataFrame, history: pd.DataFrame) -> pd.DataFr
     if partitions.empty or history.empty:
         return frame_of([], TIMELINE_COLUMNS)
     keys = partitions[["label", "topic", "subscription"]]
-    history = history[history["topic"].isin(partitions["topic"].unique())]
+    history = history[["topic", "subscription", "collected_at", "active_consumer_name"]]
+    history = history[_isin(history["topic"], partitions["topic"])]
     rows = history.merge(keys, on=["topic", "subscription"], how="inner")
     rows = rows.sort_values(["label", "topic", "collected_at"], kind="stable")
     return rows[TIMELINE_COLUMNS].reset_index(drop=True)

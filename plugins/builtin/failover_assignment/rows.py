@@ -48,7 +48,8 @@ def members_of(consumers: pd.DataFrame, subs: pd.DataFrame) -> Members:
     found = consumers[["topic", "subscription", "consumer_name"]].merge(
         keys, on=["topic", "subscription"], how="inner"
     )
-    pairs = sorted(set(zip(found["_row"].tolist(), map(str, found["consumer_name"].tolist()))))
+    named = map(str, found["consumer_name"].tolist())
+    pairs = sorted(set(zip(found["_row"].tolist(), named, strict=True)))
     rows = [r for r, _ in pairs]
     flat = [n for _, n in pairs]
     bounds = np.searchsorted(np.asarray(rows, np.int64), np.arange(len(subs) + 1)).tolist()

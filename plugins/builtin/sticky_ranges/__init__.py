@@ -33,7 +33,6 @@ on the sampled keys when there are any.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,10 +52,7 @@ from pulsar_lens.api import (
 )
 from pulsar_lens.core.hashing import PulsarLine
 from pulsar_lens.core.keyshared.ranges import (
-    Member,
     coverage_counts,
-    members_of,
-    ranges_of,
     ranges_text,
     runs,
     share_stats,
@@ -64,6 +60,7 @@ from pulsar_lens.core.keyshared.ranges import (
 from pulsar_lens.core.keyshared.rebuild import seeded_sticky
 from pulsar_lens.plugins.builtin.shared.sticky import plan_ranges
 from pulsar_lens.plugins.builtin.shared.versions import BrokerLine, broker_line
+from pulsar_lens.plugins.builtin.sticky_ranges.groups import Group, sticky_groups
 from pulsar_lens.plugins.builtin.sticky_ranges.space import SPACE_4_0, Space, sticky_space
 
 GROUP_COLUMNS = [
@@ -101,15 +98,6 @@ BALANCE_COLUMNS = [
     "sampled_share",
     "ranges_text",
 ]
-
-
-@dataclass(frozen=True)
-class Group:
-    label: str
-    topic: str
-    subscription: str | None  # None: the readers of a topic
-    kind: str  # "sticky" or "readers"
-    members: list[Member]
 
 
 class StickyRanges(AnalysisPlugin):
@@ -161,56 +149,6 @@ class StickyRanges(AnalysisPlugin):
         groups = sticky_groups(data.latest("subscriptions"), data.latest("consumers"))
         topics = sorted(set(data.history("key_samples")["topic"].dropna().astype(str)))
         return {"subscription": ["", *(g.label for g in groups)], "sample_topic": ["", *topics]}
-
-
-def sticky_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[Group]:
-    """STICKY subscriptions, then per topic the non-Key_Shared consumers that carry ranges."""
-    groups: list[Group] = []
-    if subscriptions.empty or consumers.empty:
-        return groups
-    mode = subscriptions["key_shared_mode"].fillna("").astype(str).str.upper()
-    sticky = subscriptions[(subscriptions["type"] == "Key_Shared") & (mode == "STICKY")]
-    for sub in sticky.sort_values(["topic", "subscription"]).itertuples(index=False):
-        mine = consumers[
-            (consumers["topic"] == sub.topic) & (consumers["subscription"] == sub.subscription)
-        ]
-        label = f"{sub.topic} | {sub.subscription}"
-        groups.append(Group(label, sub.topic, sub.subscription, "sticky", members_of(mine)))
-    return groups + reader_groups(subscriptions, consumers)
-
-
-def reader_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[Group]:
-    kinds = subscriptions[["topic", "subscription", "type"]].drop_duplicates(
-        ["topic", "subscription"]
-    )
-    rows = consumers.merge(kinds, on=["topic", "subscription"], how="left")
-    rows = rows[(rows["type"] != "Key_Shared") & rows["hash_ranges"].map(_has_ranges)]
-    groups = []
-    for topic, mine in rows.groupby("topic", sort=True):
-        members = [
-            Member(f"{m.subscription}/{m.consumer_name}", m.ranges, m.connected_since)
-            for m in (_with_ranges(r) for r in mine.itertuples(index=False))
-        ]
-        groups.append(Group(f"{topic} | readers", str(topic), None, "readers", members))
-    return groups
-
-
-@dataclass(frozen=True)
-class _Row:
-    subscription: str
-    consumer_name: str
-    ranges: tuple[HashRange, ...]
-    connected_since: Any
-
-
-def _with_ranges(row: Any) -> _Row:
-    return _Row(
-        row.subscription, row.consumer_name, ranges_of(row.hash_ranges), row.connected_since
-    )
-
-
-def _has_ranges(cell: Any) -> bool:
-    return bool(ranges_of(cell))
 
 
 def sample_hashes(samples: pd.DataFrame, *, pulsar: PulsarLine = "4.0") -> pd.DataFrame:

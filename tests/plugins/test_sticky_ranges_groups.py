@@ -1,0 +1,42 @@
+"""sticky-ranges finds every STICKY subscription's consumers in one pass and analyses exactly
+as with the scan per subscription it replaced (tests/plugins/reference_sticky_ranges.py):
+every frame with its dtypes and order, the summary and the choices, on 3.0 and 4.0 clusters
+with consumers connected at equal, missing and different times, and readers with ranges."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from pulsar_lens.api import Inputs
+from pulsar_lens.plugins.builtin import sticky_ranges
+from pulsar_lens.plugins.builtin.sticky_ranges import StickyRanges
+from pulsar_lens.plugins.runner import validate_params
+from tests.plugins import reference_sticky_ranges
+from tests.plugins.vectorised_cases import TABLES, cases
+
+PLUGIN = StickyRanges()
+CASES = list(cases((*TABLES, "key_samples")))
+
+
+@pytest.mark.parametrize(("name", "inputs"), CASES, ids=[name for name, _ in CASES])
+def test_sticky_ranges_groups_equal_the_reference(
+    name: str, inputs: Inputs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params = validate_params(PLUGIN, {})
+    new, new_choices = PLUGIN.analyze(inputs, params), PLUGIN.param_choices(inputs)
+    monkeypatch.setattr(sticky_ranges, "sticky_groups", reference_sticky_ranges.sticky_groups)
+    old, old_choices = PLUGIN.analyze(inputs, params), PLUGIN.param_choices(inputs)
+    for frame_name, frame in old.frames.items():
+        pd.testing.assert_frame_equal(new.frames[frame_name], frame, obj=frame_name)
+    assert new.summary == old.summary
+    assert new_choices == old_choices
+
+
+def test_sticky_ranges_groups_cases_have_sticky_and_reader_groups() -> None:
+    kinds: set[str] = set()
+    for _, inputs in CASES:
+        subs, consumers = inputs.latest("subscriptions"), inputs.latest("consumers")
+        groups = sticky_ranges.sticky_groups(subs, consumers)
+        kinds |= {g.kind for g in groups if len(g.members) > (g.kind == "sticky")}
+    assert kinds == {"sticky", "readers"}
