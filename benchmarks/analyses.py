@@ -16,9 +16,9 @@ temporary directory), and `scale_rows` times, old and new side by side in the sa
 and CPU (`time.process_time`, the process's threads together), for failover-assignment,
 subscription-status and sticky-ranges: reading the inputs (old: every declared table over the
 whole window; new: `history_of` 1 for the tables read at the newest poll only) and `analyze`
-plus `param_choices` (old: tests/plugins/reference_*.py, the replaced implementations; sticky-
-ranges' analysis did not change). The synthetic cluster's Failover subscriptions all share one
-name and three consumer names, so they form one group with one consumer set; a second
+plus `param_choices` (old: tests/plugins/reference_*.py, the replaced implementations; for
+sticky-ranges, its groups found as before). The synthetic cluster's Failover subscriptions all
+share one name and three consumer names, so they form one group with one consumer set; a second
 failover-assignment row gives every subscription its own consumer names (tens of thousands of
 sets and rings, as in a cluster whose clients name their consumers). Every new result is
 checked equal to the old one, frame for frame; `render` is the same code for both and is left
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -191,6 +193,22 @@ def scale_case(
     return lines
 
 
+def _with_old_groups(step: Callable[..., Any]) -> Callable[..., Any]:
+    """sticky-ranges' `step` with the groups found as before (a scan per subscription)."""
+    from pulsar_lens.plugins.builtin import sticky_ranges
+    from tests.plugins.reference_sticky_ranges import sticky_groups
+
+    def old(*args: Any) -> Any:
+        new = sticky_ranges.sticky_groups
+        sticky_ranges.sticky_groups = sticky_groups  # type: ignore[assignment]
+        try:
+            return step(*args)
+        finally:
+            sticky_ranges.sticky_groups = new  # type: ignore[assignment]
+
+    return old
+
+
 def scale_rows(store: Store) -> list[str]:
     """Every case of `--topics`, in order."""
     from tests.plugins import reference_failover, reference_subscription_status
@@ -203,7 +221,7 @@ def scale_rows(store: Store) -> list[str]:
         (failover, (reference_failover.analyze, reference_failover.param_choices), False),
         (failover, (reference_failover.analyze, reference_failover.param_choices), True),
         (status, (reference_subscription_status.analyze, lambda _: {}), False),
-        (sticky, (sticky.analyze, sticky.param_choices), False),
+        (sticky, (_with_old_groups(sticky.analyze), _with_old_groups(sticky.param_choices)), False),
     ):
         lines += scale_case(plugin, store, old, distinct=distinct)
         print("\n".join(lines[-3:]), flush=True)
@@ -211,11 +229,16 @@ def scale_rows(store: Store) -> list[str]:
 
 
 def scale_main(args: argparse.Namespace) -> int:
-    from benchmarks.synth_store import generate
+    from benchmarks.synth_store import PARAMS_FILE, describe, generate
 
     def run(root: Path) -> int:
         tables = ("brokers", "subscriptions", "consumers")
-        facts = generate(root, topics=args.topics, days=args.polls * 30 / 86400, tables=tables)
+        saved = root / PARAMS_FILE
+        same = saved.exists() and json.loads(saved.read_text())["topics"] == args.topics
+        facts = describe(root) if same else {}
+        if facts.get("polls") != args.polls:  # a store of part of a day cannot be resumed
+            shutil.rmtree(root, ignore_errors=True)
+            facts = generate(root, topics=args.topics, days=args.polls * 30 / 86400, tables=tables)
         rows = facts["rows"]
         print(
             f"{args.topics:,} topics, {facts['polls']} polls: {rows['subscriptions']:,} "

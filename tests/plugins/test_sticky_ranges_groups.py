@@ -39,4 +39,6 @@ def test_sticky_ranges_groups_cases_have_sticky_and_reader_groups() -> None:
         subs, consumers = inputs.latest("subscriptions"), inputs.latest("consumers")
         groups = sticky_ranges.sticky_groups(subs, consumers)
         kinds |= {g.kind for g in groups if len(g.members) > (g.kind == "sticky")}
-    assert kinds == {"sticky", "readers"}
+        if len(inputs.history("key_samples")):
+            kinds.add("samples")
+    assert kinds == {"sticky", "readers", "samples"}

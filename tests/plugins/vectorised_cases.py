@@ -11,7 +11,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pulsar_lens.api import FailoverConsumer, Inputs, active_consumer_picker
-from pulsar_lens.core.model import BrokerRecord, ConsumerRecord, SubscriptionRecord
+from pulsar_lens.core.model import (
+    BrokerRecord,
+    ConsumerRecord,
+    KeySampleRecord,
+    SubscriptionRecord,
+)
 from pulsar_lens.plugins.testing import at, make_inputs_from_records
 
 TABLES = ("subscriptions", "consumers", "brokers")
@@ -118,7 +123,13 @@ def _poll_of(rng: random.Random, shape: list[dict[str, Any]], i: int) -> dict[st
         )
         if rng.random() < 0.02:
             consumers.append(ConsumerRecord(row["topic"], "no-such-subscription", "w1"))
-    return {"subscriptions": subs, "consumers": consumers}
+    samples = [
+        KeySampleRecord(row["topic"], f"key-{k} ü", 0)
+        for row in shape
+        if row["type"] == "Key_Shared" and rng.random() < 0.3
+        for k in range(rng.randint(1, 20))
+    ]
+    return {"subscriptions": subs, "consumers": consumers, "key_samples": samples}
 
 
 TRENDS: dict[str, tuple[Any, ...]] = {

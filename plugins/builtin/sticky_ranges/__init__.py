@@ -166,8 +166,12 @@ def coverage_frames(
 ) -> dict[str, pd.DataFrame]:
     rows: dict[str, list[dict[str, Any]]] = {n: [] for n in COVERAGE_COLUMNS}
     space = sticky_space(pulsar)
+    by_topic = {
+        topic: np.asarray(mine, np.int64)
+        for topic, mine in samples.groupby("topic", sort=False)["hash"]
+    }
     for group in groups:
-        hashes = samples.loc[samples["topic"] == group.topic, "hash"].to_numpy()
+        hashes = by_topic.get(group.topic, np.zeros(0, np.int64))
         counts = coverage_counts(r for m in group.members for r in m.ranges)
         every_gap = [(s, e) for s, e, c in runs(counts) if c == 0]
         taker = gap_taker(group, pulsar)

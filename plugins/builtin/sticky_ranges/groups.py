@@ -69,7 +69,8 @@ def reader_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[
         ["topic", "subscription"]
     )
     rows = consumers.merge(kinds, on=["topic", "subscription"], how="left")
-    rows = rows[(rows["type"] != "Key_Shared") & rows["hash_ranges"].map(_has_ranges)]
+    rows = rows[rows["type"] != "Key_Shared"]
+    rows = rows[np.array([_has_ranges(cell) for cell in rows["hash_ranges"].tolist()], bool)]
     groups = []
     for topic, mine in rows.groupby("topic", sort=True):
         members = [
@@ -95,4 +96,5 @@ def _with_ranges(row: Any) -> _Row:
 
 
 def _has_ranges(cell: Any) -> bool:
-    return bool(ranges_of(cell))
+    """`bool(ranges_of(cell))`, without sorting the ranges."""
+    return cell is not None and not isinstance(cell, float) and len(cell) > 0
