@@ -22,7 +22,9 @@ share one name and three consumer names, so they form one group with one consume
 failover-assignment row gives every subscription its own consumer names (tens of thousands of
 sets and rings, as in a cluster whose clients name their consumers). Every new result is
 checked equal to the old one, frame for frame; `render` is the same code for both and is left
-out.
+out. `--cases` picks some of failover, failover-own-names, status and sticky; `--new-only`
+times the new side alone (the old sticky-ranges scan is quadratic: at 100,000 topics it takes
+many minutes).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -164,32 +166,38 @@ def _same(new: Result, old: Result) -> str:
 def scale_case(
     plugin: AnalysisPlugin,
     store: Store,
-    old: tuple[Analysis, Choices],
+    old: tuple[Analysis, Choices] | None,
     *,
     distinct: bool = False,
 ) -> list[str]:
-    """Old and new of one plugin, one after the other in this run: inputs read, analysed."""
+    """Old and new of one plugin, one after the other in this run: inputs read, analysed (the
+    new alone when `old` is None)."""
     params = validate_params(plugin, {})
     shape = _distinct_names if distinct else (lambda inputs: inputs)
     figures: dict[str, tuple[float, float]] = {}
     results: dict[str, Result] = {}
-    for side, reader, (analyze, choices) in (
-        ("old", _wide(plugin), old),
-        ("new", plugin, (plugin.analyze, plugin.param_choices)),
-    ):
+    sides = [("new", plugin, (plugin.analyze, plugin.param_choices))]
+    if old is not None:
+        sides.insert(0, ("old", _wide(plugin), old))
+    for side, reader, (analyze, choices) in sides:
         inputs, *figures[f"{side} read"] = _clock(lambda r=reader: shape(load_inputs(r, store)))
         run = lambda a=analyze, c=choices, i=inputs: (a(i, params), c(i))  # noqa: E731
-        (results[side], _), *figures[side] = _clock(run)
+        (results[side], _), *figures[f"{side} analyze"] = _clock(run)
         del inputs
     title = plugin.name + (", own consumer names" if distinct else "")
-    lines = [f"{title}: results {_same(results['new'], results['old'])}"]
+    same = _same(results["new"], results["old"]) if old is not None else "not compared"
+    lines = [f"{title}: results {same}"]
     for step in ("read", "analyze"):
-        o = figures["old read" if step == "read" else "old"]
-        n = figures["new read" if step == "read" else "new"]
-        lines.append(
-            f"  {step:<8} old {o[0]:7.2f} s wall {o[1]:7.2f} s CPU   "
-            f"new {n[0]:7.2f} s wall {n[1]:7.2f} s CPU   CPU ratio {o[1] / max(n[1], 1e-9):6.1f}"
-        )
+        n = figures[f"new {step}"]
+        line = f"  {step:<8} new {n[0]:7.2f} s wall {n[1]:7.2f} s CPU"
+        if old is not None:
+            o = figures[f"old {step}"]
+            ratio = o[1] / max(n[1], 1e-9)
+            line = (
+                f"  {step:<8} old {o[0]:7.2f} s wall {o[1]:7.2f} s CPU   "
+                f"new {n[0]:7.2f} s wall {n[1]:7.2f} s CPU   CPU ratio {ratio:6.1f}"
+            )
+        lines.append(line)
     return lines
 
 
@@ -209,21 +217,26 @@ def _with_old_groups(step: Callable[..., Any]) -> Callable[..., Any]:
     return old
 
 
-def scale_rows(store: Store) -> list[str]:
-    """Every case of `--topics`, in order."""
+CASES = ("failover", "failover-own-names", "status", "sticky")
+
+
+def scale_rows(store: Store, cases: Sequence[str] = CASES, *, new_only: bool = False) -> list[str]:
+    """The cases of `--topics` asked for, in order."""
     from tests.plugins import reference_failover, reference_subscription_status
 
-    status = SubscriptionStatus()
-    sticky = StickyRanges()
-    failover = FailoverAssignment()
+    status, sticky, failover = SubscriptionStatus(), StickyRanges(), FailoverAssignment()
+    old_failover = (reference_failover.analyze, reference_failover.param_choices)
+    old_sticky = (_with_old_groups(sticky.analyze), _with_old_groups(sticky.param_choices))
+    every: dict[str, tuple[AnalysisPlugin, tuple[Analysis, Choices], bool]] = {
+        "failover": (failover, old_failover, False),
+        "failover-own-names": (failover, old_failover, True),
+        "status": (status, (reference_subscription_status.analyze, lambda _: {}), False),
+        "sticky": (sticky, old_sticky, False),
+    }
     lines: list[str] = []
-    for plugin, old, distinct in (
-        (failover, (reference_failover.analyze, reference_failover.param_choices), False),
-        (failover, (reference_failover.analyze, reference_failover.param_choices), True),
-        (status, (reference_subscription_status.analyze, lambda _: {}), False),
-        (sticky, (_with_old_groups(sticky.analyze), _with_old_groups(sticky.param_choices)), False),
-    ):
-        lines += scale_case(plugin, store, old, distinct=distinct)
+    for case in cases:
+        plugin, old, distinct = every[case]
+        lines += scale_case(plugin, store, None if new_only else old, distinct=distinct)
         print("\n".join(lines[-3:]), flush=True)
     return lines
 
@@ -246,7 +259,7 @@ def scale_main(args: argparse.Namespace) -> int:
         )
         _, wall, cpu = _clock(lambda: murmur3_31_array(pa.array(["warm", "up"])))
         print(f"numba's murmur3 kernel loaded once a process: {wall:.2f} s wall, {cpu:.2f} s CPU")
-        scale_rows(Store(root))
+        scale_rows(Store(root), args.cases.split(","), new_only=args.new_only)
         return 0
 
     if args.store:
@@ -263,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--topics", type=int, default=0, help="old vs new at this many topics")
     parser.add_argument("--store", default="", help="with --topics: keep the store here")
+    parser.add_argument("--cases", default=",".join(CASES), help="with --topics: which")
+    parser.add_argument("--new-only", action="store_true", help="with --topics: no old side")
     args = parser.parse_args(argv)
     if args.topics:
         return scale_main(args)
