@@ -81,7 +81,8 @@ def active_positions(
         has &= ~modulo
     if has.any():
         rows = np.flatnonzero(has)
-        out[rows] = ring_positions(sets, chosen[rows], [topics[i] for i in rows], charset=charset)
+        named = [topics[i] for i in rows.tolist()]
+        out[rows] = ring_positions(sets, chosen[rows], named, charset=charset)
     return out
 
 

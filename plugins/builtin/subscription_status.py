@@ -199,7 +199,8 @@ def blocked_consumers(consumers: pd.DataFrame) -> set[tuple[str, str]]:
 
 def _flags(column: pd.Series) -> np.ndarray:
     """A nullable boolean column as bools; unknown counts as False."""
-    return column.astype("boolean").fillna(False).to_numpy(dtype=bool)
+    flags: np.ndarray = column.astype("boolean").fillna(False).to_numpy(dtype=bool)
+    return flags
 
 
 def compute_status(
@@ -276,7 +277,7 @@ def time_lags(facts: pd.DataFrame) -> list[float | None] | np.ndarray:
     """Age of the oldest unacknowledged message at the time of the snapshot, in seconds: 0
     without a backlog, unknown (None) without its publish time."""
     seconds = (facts["collected_at"] - facts["earliest_msg_publish_time_in_backlog"]).dt
-    lag = np.maximum(0.0, seconds.total_seconds().to_numpy(dtype=float))
+    lag: np.ndarray = np.maximum(0.0, seconds.total_seconds().to_numpy(dtype=float))
     lag[facts["msg_backlog"].to_numpy() == 0] = 0.0
     if np.isnan(lag).all():
         return [None] * len(lag)  # as a list of None: an object column, not floats
@@ -328,7 +329,8 @@ def _advanced(facts: pd.DataFrame, name: str, last: str) -> np.ndarray:
     """Known twice or more in the window and later at the end than at first."""
     end = facts[last].to_numpy(dtype="datetime64[us]")
     start = facts[f"{name}_first"].to_numpy(dtype="datetime64[us]")
-    return (facts[f"{name}_seen"].to_numpy() >= 2) & (end > start)
+    advanced: np.ndarray = (facts[f"{name}_seen"].to_numpy() >= 2) & (end > start)
+    return advanced
 
 
 CHART_LINES = 25

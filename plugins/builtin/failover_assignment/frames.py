@@ -97,7 +97,8 @@ def _of_partitions(
 def _isin(column: pd.Series, values: pd.Series) -> np.ndarray:
     """`column.isin(values)` through Arrow: pandas' own builds a scalar per value."""
     found = pc.is_in(pa.array(column, pa.string()), value_set=pa.array(values, pa.string()))
-    return found.fill_null(False).to_numpy(zero_copy_only=False)
+    flags: np.ndarray = found.fill_null(False).to_numpy(zero_copy_only=False)
+    return flags
 
 
 Names = Sequence[tuple[str, ...]]
@@ -176,7 +177,8 @@ def group_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
 
     def total(column: str, negate: bool = False) -> list[int]:
         values = partitions[column].astype(bool).to_numpy()
-        return np.bincount(group, weights=~values if negate else values).astype(int).tolist()
+        summed: list[int] = np.bincount(group, weights=~values if negate else values).tolist()
+        return [int(v) for v in summed]
 
     unexplained, moving = total("explained", negate=True), total("moves")
     flapping = total("flapping")
