@@ -68,22 +68,33 @@ def active_positions(
     """For each topic i with the consumers of set `set_of[i]` (-1: none), the position in
     `sets.ordered` of its active consumer, -1 when it has none: what `active_consumer_picker`
     returns, `partitionIndex % n` for a partition unless `consistent_hashing`, else the ring."""
+    modulo, ring = rule_positions(sets, set_of, topics, charset=charset)
+    return ring if consistent_hashing else modulo
+
+
+def rule_positions(
+    sets: ConsumerSets,
+    set_of: Sequence[int] | Ints,
+    topics: Sequence[str],
+    *,
+    charset: str = JVM_CHARSET,
+) -> tuple[Ints, Ints]:
+    """`active_positions` without and with consistent hashing, the rings built once: the
+    modulo rule takes the ring's choice for a topic that is not a partition."""
     chosen = np.asarray(set_of, np.int64)
-    out = np.full(len(chosen), -1, np.int64)
+    ring = np.full(len(chosen), -1, np.int64)
     has = chosen >= 0
     if not has.any():
-        return out
-    if not consistent_hashing:
-        index = np.array([partition_index(t) for t in topics], np.int64)
-        modulo = has & (index >= 0)
-        picked = chosen[modulo]
-        out[modulo] = sets.offsets[picked] + index[modulo] % sets.sizes[picked]
-        has &= ~modulo
-    if has.any():
-        rows = np.flatnonzero(has)
-        named = [topics[i] for i in rows.tolist()]
-        out[rows] = ring_positions(sets, chosen[rows], named, charset=charset)
-    return out
+        return ring, ring.copy()
+    rows = np.flatnonzero(has)
+    named = [topics[i] for i in rows.tolist()]
+    ring[rows] = ring_positions(sets, chosen[rows], named, charset=charset)
+    index = np.array([partition_index(t) for t in topics], np.int64)
+    modulo = ring.copy()
+    partition = has & (index >= 0)
+    picked = chosen[partition]
+    modulo[partition] = sets.offsets[picked] + index[partition] % sets.sizes[picked]
+    return modulo, ring
 
 
 def ring_positions(

@@ -60,7 +60,12 @@ from pulsar_lens.core.failover import (
     partition_index,
     select_active_consumer,
 )
-from pulsar_lens.core.failover_sets import ConsumerSets, active_positions, consumer_sets
+from pulsar_lens.core.failover_sets import (
+    ConsumerSets,
+    active_positions,
+    consumer_sets,
+    rule_positions,
+)
 from pulsar_lens.core.hashing import (
     SelectorKind,
     sticky_key_hash,
@@ -129,6 +134,7 @@ __all__ = [
     "parse_bundles",
     "parse_topic_name",
     "partition_index",
+    "rule_positions",
     "select_active_consumer",
     "sticky_key_hash",
     "sticky_key_hash_array",

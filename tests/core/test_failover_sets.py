@@ -11,7 +11,12 @@ import random
 import pytest
 
 from pulsar_lens.core.failover import FailoverConsumer, active_consumer_picker
-from pulsar_lens.core.failover_sets import active_positions, consumer_sets, point_hashes
+from pulsar_lens.core.failover_sets import (
+    active_positions,
+    consumer_sets,
+    point_hashes,
+    rule_positions,
+)
 
 ALPHABET = ("a", "b", "Z", "é", "😀", "\uffff", "\ue000", " ", "x-partition-5", "ü", "0")
 SUFFIXES = ("", "-partition-01", "-partition-٣", "-partition-+1", "-partition-2147483648")
@@ -74,3 +79,15 @@ def test_failover_sets_a_shared_point_goes_to_the_later_consumer() -> None:
 def test_failover_sets_no_set_no_consumer() -> None:
     ordered = consumer_sets([])
     assert active_positions(ordered, [-1, -1], ["a", "b-partition-0"]).tolist() == [-1, -1]
+
+
+def test_failover_sets_both_rules_at_once_equal_each_rule() -> None:
+    rng = random.Random(9)
+    sets, topics = random_sets(rng, 40), random_topics(rng, 400)
+    set_of = [rng.randint(-1, len(sets) - 1) for _ in topics]
+    ordered = consumer_sets(sets)
+    modulo, ring = rule_positions(ordered, set_of, topics)
+    assert modulo.tolist() == active_positions(ordered, set_of, topics).tolist()
+    assert (
+        ring.tolist() == active_positions(ordered, set_of, topics, consistent_hashing=True).tolist()
+    )

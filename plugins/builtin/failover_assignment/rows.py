@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pulsar_lens.api import active_positions, consumer_sets, partition_index
+from pulsar_lens.api import consumer_sets, partition_index, rule_positions
 from pulsar_lens.plugins.builtin.shared.failover import group_label, parent_of
 
 MODES = np.array(["unexplained", "consistent", "modulo", "either"], dtype=object)
@@ -154,11 +154,12 @@ def _picks(
     distinct: dict[tuple[str, ...], int] = {}
     set_of = [distinct.setdefault(n, len(distinct)) if n else -1 for n in names]
     sets = consumer_sets(distinct)
-    picks = []
-    for consistent in (False, True):
-        at = active_positions(sets, set_of, topics, consistent_hashing=consistent, charset=charset)
-        picks.append([None if p < 0 else sets.ordered[p] for p in at.tolist()])
-    return picks[0], picks[1]
+    modulo, ring = rule_positions(sets, set_of, topics, charset=charset)
+    named = sets.ordered
+    return (
+        [None if p < 0 else named[p] for p in modulo.tolist()],
+        [None if p < 0 else named[p] for p in ring.tolist()],
+    )
 
 
 def _verdict(
