@@ -64,7 +64,7 @@ class KeyDistribution(AnalysisPlugin):
         "ranges in force when they were sampled: hot keys, skew, what-if over consumer count "
         "and replica points, and the sticky-range planner scored on the real keys."
     )
-    version = "1.1"
+    version = "1.2"  # 1.2: models the broker line the snapshots report
     engine = "spark"
     inputs = ("key_samples", "consumers", "subscriptions", "brokers")
     history = HISTORY_ALL

@@ -70,7 +70,9 @@ def selectors_of(
     """Per (mode, members) of one subscription in one poll: its selector on line `pulsar`, the
     selector whose hash it routes by, and its members (`{consumer_name, hash_ranges}` each)
     with the ranges they receive (`routed_members`)."""
-    kinds, reductions, routed = [], [], []
+    kinds: list[str] = []
+    reductions: list[str] = []
+    routed: list[list[dict[str, Any]]] = []
     for mode, listed in zip(modes, members, strict=True):
         listed = () if listed is None else listed  # a numpy array from Spark, a list on pandas
         found = [Member(str(m["consumer_name"]), ranges_of(m["hash_ranges"])) for m in listed]
