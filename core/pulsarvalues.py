@@ -25,6 +25,7 @@ def model_line(version: str) -> PulsarLine:
     and bundle ranges are 4.0's, as the live tests prove on 4.2.4)."""
     return "3.0" if version == "3.0" or version.startswith("3.0.") else "4.0"
 
+
 RANGE_SIZE = 65536
 """`StickyKeyConsumerSelector.DEFAULT_RANGE_SIZE`: auto split and sticky slots are 0..65535."""
 

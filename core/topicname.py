@@ -88,10 +88,8 @@ def topic_name_line(version: str) -> TopicNameLine:
     if version == "3.0" or version.startswith("3.0."):
         return "3.0"
     head = version.split(".")[:2]
-    if len(head) == 2 and all(p.isdigit() for p in head):
-        if (int(head[0]), int(head[1])) >= (4, 2):
-            return "4.2"
-    return "4.0"
+    known = len(head) == 2 and all(p.isdigit() for p in head)
+    return "4.2" if known and (int(head[0]), int(head[1])) >= (4, 2) else "4.0"
 
 
 @lru_cache(maxsize=65_536)

@@ -11,9 +11,9 @@ import threading
 from collections.abc import Mapping
 
 from pulsar_lens.collectors.brokers import parse_leader
+from pulsar_lens.core.pulsarvalues import PulsarLine, model_line
 from pulsar_lens.lab.cluster import CLUSTER_NAME, LocalPulsarCluster
 from pulsar_lens.lab.localpulsar import LocalPulsar, get_json
-from pulsar_lens.core.pulsarvalues import PulsarLine, model_line
 from pulsar_lens.lab.runtime import PULSAR_VERSION, TESTED_RELEASES, release
 from tests.waits import answers_ok
 

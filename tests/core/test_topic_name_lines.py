@@ -36,7 +36,9 @@ def test_4_2_keeps_a_full_name_as_written() -> None:
         "persistent",
         "public/default",
     )
-    assert parse_topic_name("PERSISTENT://public/default/x").topic == "persistent://public/default/x"
+    assert (
+        parse_topic_name("PERSISTENT://public/default/x").topic == "persistent://public/default/x"
+    )
     assert parse_topic_name("t/ns/x-partition-2", pulsar="4.2").partitioned_topic == (
         "persistent://t/ns/x"
     )

@@ -35,11 +35,11 @@ from pulsar_lens.core.selectors import (
     validate_sticky_ranges,
 )
 from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.lab.runtime import release
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.precompute import compute_results
 from pulsar_lens.plugins.registry import discover
 from pulsar_lens.plugins.results import ResultStore
-from pulsar_lens.lab.runtime import release
 from tests.brokers import LIVE_LINES, BrokerPool, lines_modelled_as, modelled_line
 from tests.live.key_shared_clients import Group, jvm_name_encoding, new_topic, publish, topic_stats
 from tests.live.lens_polls import Recorder, admin

@@ -4,8 +4,8 @@ a Key_Shared consumer that never acknowledges.
 c1 receives keyed messages and holds them; c2 joins and takes part of the hash space; the
 broker drains, for c1, the pending hashes that moved to c2; messages sent with those keys wait.
 After K polls the plugin must flag exactly those hashes and name c1; once c1 acknowledges,
-they clear. The classic dispatcher instead holds c2 back until c1's messages are acknowledged: on each
-line, 3.0.7's only Key_Shared dispatcher and a switch away on 4.x.
+they clear. The classic dispatcher instead holds c2 back until c1's messages are acknowledged:
+on each line, 3.0.7's only Key_Shared dispatcher and a switch away on 4.x.
 """
 
 from __future__ import annotations
