@@ -1,5 +1,5 @@
 """`pulsar-lens demo --pulsar`: which release the demo starts is checked before anything
-starts (the live tier runs the demo on a release: tests/live/test_demo_release_live.py)."""
+starts (the live tier runs it on a 3.0 cluster: tests/live/test_serve_demo_live.py)."""
 
 from __future__ import annotations
 
