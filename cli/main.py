@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import os
@@ -171,5 +172,17 @@ def _is_utf8(arg: str) -> bool:
     return True
 
 
+def run() -> int:
+    """The `pulsar-lens` process: `main()`, then a quicker way out. The heap is frozen
+    before the interpreter's teardown, so its last garbage collections skip the objects every
+    command leaves behind (pandas, pyarrow and the models: 0.1-0.2 s of each short command
+    such as `plugins`). atexit handlers, log handlers and the flush of stdout still run, and
+    objects leave by reference count as before. Not for `main()` called in-process (a test's),
+    whose heap would never be collected again."""
+    code = main()
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())
