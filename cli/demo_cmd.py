@@ -13,6 +13,7 @@ from pulsar_lens.cli.arguments import add_pulsar_release, bounded_int, settings_
 from pulsar_lens.cli.collect_cmd import duration_arg
 from pulsar_lens.cli.metrics_endpoint import metrics_port
 from pulsar_lens.cli.serve_cmd import add_common, serve
+from pulsar_lens.cli.supervisor import say
 from pulsar_lens.core.parts import SERVE_PORT, SPARK_EVERY_ENV
 from pulsar_lens.core.settings import format_duration
 from pulsar_lens.core.storeroot import check_root
@@ -127,8 +128,10 @@ def run_demo_in(store: Path, args: argparse.Namespace) -> int:
                 child_env=child_env,
             )
     finally:
-        print("Stopping the demo workloads and the local Pulsar ...", flush=True)
-        pulsar.stop()
+        try:  # a reader gone (a closed pipe) must not keep the JVMs from being stopped
+            say("Stopping the demo workloads and the local Pulsar ...")
+        finally:
+            pulsar.stop()
 
 
 def demo_banner(admin_url: str) -> list[str]:

@@ -25,7 +25,14 @@ from pulsar_lens.cli.metrics_endpoint import (
     metrics_port,
     metrics_url,
 )
-from pulsar_lens.cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
+from pulsar_lens.cli.supervisor import (
+    Child,
+    ChildFailed,
+    say,
+    stop_signals,
+    supervise,
+    wait_http_ok,
+)
 from pulsar_lens.core.parts import BIND_ENV, SERVE_PORT
 from pulsar_lens.core.secrets import display_url
 from pulsar_lens.core.settings import Settings, child_environ, format_duration
@@ -216,13 +223,13 @@ def serve(
 
     def ready() -> None:
         wait_http_ok(f"{url}/_stcore/health", timeout=READY_TIMEOUT, children=children, stop=stop)
-        if not stop.is_set():
-            print(f"Pulsar Lens dashboard: {url}", flush=True)
+        if not stop.is_set():  # while the children's lines are echoed: whole lines only
+            say(f"Pulsar Lens dashboard: {url}")
             if metrics:
-                print(f"Prometheus metrics: {metrics_url(metrics, settings.metrics)}", flush=True)
+                say(f"Prometheus metrics: {metrics_url(metrics, settings.metrics)}")
             for line in banner:
-                print(line, flush=True)
-            print("Press Ctrl-C to stop.", flush=True)
+                say(line)
+            say("Press Ctrl-C to stop.")
 
     with stop_signals(stop):
         try:
