@@ -186,20 +186,23 @@ def test_demo_on_a_3_0_cluster_answers_3_0_7_everywhere_and_models_3_0(tmp_path:
         text=True,
         start_new_session=True,
     ) as proc:
-        lines = _read_until(proc, "Local Pulsar admin API:", timeout=240)
-        assert any("Pulsar 3.0.7 cluster of 2 brokers" in line for line in lines), lines
-        admin_url = lines[-1].split(": ", 1)[1]
-        brokers = set(requests.get(f"{admin_url}/admin/v2/brokers/local", timeout=10).json())
-        assert len(brokers) == 2
-        for broker in brokers:
-            answer = requests.get(f"http://{broker}/admin/v2/brokers/version", timeout=10)
-            assert answer.status_code == 200 and answer.text.strip('"') == "3.0.7"
-        _wait(
-            lambda: _versions_and_owners(store) == (brokers, {"3.0.7"}, brokers),
-            what="a poll of both 3.0.7 brokers, each owning bundles",
-            timeout=150,
-        )
-        assert _interrupt(proc, timeout=120) == 0
+        try:
+            lines = _read_until(proc, "Local Pulsar admin API:", timeout=240)
+            assert any("Pulsar 3.0.7 cluster of 2 brokers" in line for line in lines), lines
+            admin_url = lines[-1].split(": ", 1)[1]
+            brokers = set(requests.get(f"{admin_url}/admin/v2/brokers/local", timeout=10).json())
+            assert len(brokers) == 2
+            for broker in brokers:
+                answer = requests.get(f"http://{broker}/admin/v2/brokers/version", timeout=10)
+                assert answer.status_code == 200 and answer.text.strip('"') == "3.0.7"
+            _wait(
+                lambda: _versions_and_owners(store) == (brokers, {"3.0.7"}, brokers),
+                what="a poll of both 3.0.7 brokers, each owning bundles",
+                timeout=150,
+            )
+        finally:  # a fact that fails stops the demo too, and with it its cluster
+            stopped = _interrupt(proc, timeout=120)
+        assert stopped == 0
     for broker in brokers:
         assert not answers_ok(f"http://{broker}/admin/v2/clusters")
     model = "Pulsar 3.0 model (brokers: 3.0.7)"
