@@ -86,9 +86,11 @@ RELEASES: dict[str, Release] = {
 PULSAR_VERSION = "4.0.7"
 """The release the lab starts unless told otherwise."""
 
-TESTED_RELEASES = (PULSAR_VERSION, "3.0.7")
-"""The releases the tests prove the models against (4.0 LTS and 3.0 LTS): scripts/setup.sh
-fetches their jars and installs a JDK that runs both."""
+TESTED_RELEASES = (PULSAR_VERSION, "3.0.7", "4.2.4")
+"""The releases the tests prove the models against (4.0 LTS, 3.0 LTS and the newest line):
+scripts/setup.sh fetches their jars and installs a JDK that runs all three; the live tests
+start a broker of each (`tests/brokers.py` `LIVE_LINES`) and `tests/jvm` drives each one's
+classes."""
 
 SUPPORTED_JAVA = RELEASES[PULSAR_VERSION].java
 """Java lines Pulsar 4.0 runs on, each from the release that fixes JDK-8351933; 23+ needs
