@@ -175,6 +175,30 @@ def find_java(pulsar: str = PULSAR_VERSION) -> str:
     )
 
 
+def assembled(version: str = PULSAR_VERSION) -> bool:
+    """Whether the jars of `version` (a version or a line) are in the cache, complete."""
+    return _complete(lib_dir(release(version).version)).exists()
+
+
+def require_assembled(version: str = PULSAR_VERSION) -> Release:
+    """The release of `version` (a version or a line) when its jars are in the cache; else
+    raise naming the command that assembles them (a start never waits on Maven unasked)."""
+    chosen = release(version)
+    if not assembled(chosen.version):
+        raise LocalPulsarError(
+            f"Pulsar {chosen.version} is not assembled in {cache_root()}: run "
+            f"`pulsar-lens pulsar assemble --pulsar {chosen.version}` first (it fetches the "
+            "jars from Maven Central, once)",
+            process="Pulsar",
+        )
+    return chosen
+
+
+def _complete(lib: Path) -> Path:
+    """The marker that says the jars of `lib` are all there."""
+    return lib.parent / ".complete"
+
+
 def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path:
     """Resolve the broker's jars with Maven into the cache, once; return the lib directory.
     `version` is a version or a line of `RELEASES`."""
@@ -194,7 +218,7 @@ def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path
         )
         return json.dumps({"seconds": round(time.monotonic() - started, 1)})
 
-    once(target.parent / ".complete", target.parent / ".lock", assemble)
+    once(_complete(target), target.parent / ".lock", assemble)
     return target
 
 
