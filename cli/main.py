@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import os
@@ -25,6 +26,7 @@ COMMAND_MODULES = (
     "pulsar_lens.cli.assign_cmd",
     "pulsar_lens.cli.model_cmd",
     "pulsar_lens.cli.serve_cmd",
+    "pulsar_lens.cli.demo_cmd",
     "pulsar_lens.cli.drill_cmd",
     "pulsar_lens.cli.config_cmd",
     "pulsar_lens.cli.devstore_cmd",
@@ -49,7 +51,7 @@ COMMANDS = {
     "ranges": "pulsar_lens.cli.model_cmd",
     "route": "pulsar_lens.cli.model_cmd",
     "serve": "pulsar_lens.cli.serve_cmd",
-    "demo": "pulsar_lens.cli.serve_cmd",
+    "demo": "pulsar_lens.cli.demo_cmd",
     "drill": "pulsar_lens.cli.drill_cmd",
     "config": "pulsar_lens.cli.config_cmd",
     "dev-store": "pulsar_lens.cli.devstore_cmd",
@@ -170,5 +172,17 @@ def _is_utf8(arg: str) -> bool:
     return True
 
 
+def run() -> int:
+    """The `pulsar-lens` process: `main()`, then a quicker way out. The heap is frozen
+    before the interpreter's teardown, so its last garbage collections skip the objects every
+    command leaves behind (pandas, pyarrow and the models: 0.1-0.2 s of each short command
+    such as `plugins`). atexit handlers, log handlers and the flush of stdout still run, and
+    objects leave by reference count as before. Not for `main()` called in-process (a test's),
+    whose heap would never be collected again."""
+    code = main()
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -1,5 +1,5 @@
 """`python -m pulsar_lens ...` is the `pulsar-lens` command."""
 
-from pulsar_lens.cli.main import main
+from pulsar_lens.cli.main import run
 
-raise SystemExit(main())
+raise SystemExit(run())

@@ -117,7 +117,7 @@ def test_wheel_holds_one_top_level_name_and_every_package(wheel: Path) -> None:
     assert runtime, "the local Pulsar's configuration files are not in the wheel"
     with zipfile.ZipFile(wheel) as zf:
         entry = zf.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "pulsar-lens = pulsar_lens.cli.main:main" in entry
+    assert "pulsar-lens = pulsar_lens.cli.main:run" in entry
 
 
 def test_wheel_metadata_passes_twine_check(wheel: Path) -> None:
