@@ -1,0 +1,22 @@
+"""benchmarks/analyses.py runs at a tiny size: with `--topics`, every case compares old and new
+results (equal) and prints wall, CPU and the ratio for reading and analysing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import analyses
+
+
+def test_analyses_benchmark_at_scale_runs_tiny(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = ["--topics", "300", "--polls", "3", "--store", str(tmp_path / "store")]
+    assert analyses.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("results equal") == len(analyses.CASES)
+    figures = [line for line in out.splitlines() if "CPU ratio" in line]
+    assert len(figures) == 2 * len(analyses.CASES)
+    assert all(line.count(" s wall") == 2 and line.count(" s CPU") == 2 for line in figures)
