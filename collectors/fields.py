@@ -70,15 +70,22 @@ def field_warnings(notes: Notes | None = None) -> Iterator[list[str]]:
             found.append(f"... and {lines.extra} more out-of-range field(s)")
 
 
-@contextmanager
-def reading(where: str) -> Iterator[None]:
+class reading:  # noqa: N801 (used as a function: `with reading(...)`)
     """Name what the fields read inside the block belong to (e.g. a topic)."""
-    token = _where.set(where)
-    try:
-        with within(where):
-            yield
-    finally:
-        _where.reset(token)
+
+    __slots__ = ("inner", "token", "where")
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.inner = within(where)
+
+    def __enter__(self) -> None:
+        self.token = _where.set(self.where)
+        self.inner.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.__exit__()
+        _where.reset(self.token)
 
 
 def warn(text: str) -> None:
@@ -156,6 +163,8 @@ def bounded(text: str, what: str) -> str:
 def as_text(value: str, what: str = "a name") -> str:
     """`value` as storable UTF-8 text: a lone surrogate (what a JSON `\\ud800` escape
     decodes to; no UTF-8 encoder takes it) is written as its escape `\\ud800`, and reported."""
+    if value.isascii():  # the usual case, and no surrogate is ASCII
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
