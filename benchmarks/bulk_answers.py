@@ -49,70 +49,70 @@ RECORDED = ROOT / "tests/data/admin_api/default"
 STAGES = ("decode", "parse", "assemble")
 
 
-# --- the typed Structs of the candidate typed reader ----------------------------------------
+# --- the typed Structs of the candidate typed reader (fields named as Pulsar names them) ----
 
 
 class _Draining(msgspec.Struct):
     hash: int | None = None
-    unackMsgs: int | None = None  # noqa: N815 (Pulsar's names)
-    blockedAttempts: int | None = None  # noqa: N815
+    unackMsgs: int | None = None
+    blockedAttempts: int | None = None
 
 
 class _Consumer(msgspec.Struct):
-    consumerName: str | None = None  # noqa: N815
+    consumerName: str | None = None
     address: str | None = None
-    connectedSince: str | None = None  # noqa: N815
-    clientVersion: str | None = None  # noqa: N815
-    unackedMessages: int | None = None  # noqa: N815
-    blockedConsumerOnUnackedMsgs: bool | None = None  # noqa: N815
-    availablePermits: int | None = None  # noqa: N815
-    msgRateOut: float | None = None  # noqa: N815
-    messageAckRate: float | None = None  # noqa: N815
-    keyHashRangeArrays: list[list[int]] | None = None  # noqa: N815
-    keyHashRanges: list[str] | None = None  # noqa: N815
-    drainingHashesCount: int | None = None  # noqa: N815
-    drainingHashesClearedTotal: int | None = None  # noqa: N815
-    drainingHashesUnackedMessages: int | None = None  # noqa: N815
-    drainingHashes: list[_Draining] | None = None  # noqa: N815
-    readPositionWhenJoining: str | None = None  # noqa: N815
-    lastAckedTimestamp: int | None = None  # noqa: N815
-    lastConsumedTimestamp: int | None = None  # noqa: N815
+    connectedSince: str | None = None
+    clientVersion: str | None = None
+    unackedMessages: int | None = None
+    blockedConsumerOnUnackedMsgs: bool | None = None
+    availablePermits: int | None = None
+    msgRateOut: float | None = None
+    messageAckRate: float | None = None
+    keyHashRangeArrays: list[list[int]] | None = None
+    keyHashRanges: list[str] | None = None
+    drainingHashesCount: int | None = None
+    drainingHashesClearedTotal: int | None = None
+    drainingHashesUnackedMessages: int | None = None
+    drainingHashes: list[_Draining] | None = None
+    readPositionWhenJoining: str | None = None
+    lastAckedTimestamp: int | None = None
+    lastConsumedTimestamp: int | None = None
 
 
 class _Subscription(msgspec.Struct):
     consumers: list[_Consumer] | None = None
     type: str | None = None
-    msgBacklog: int | None = None  # noqa: N815
-    backlogSize: int | None = None  # noqa: N815
-    unackedMessages: int | None = None  # noqa: N815
-    msgInReplay: int | None = None  # noqa: N815
-    msgRateOut: float | None = None  # noqa: N815
-    messageAckRate: float | None = None  # noqa: N815
-    msgRateRedeliver: float | None = None  # noqa: N815
-    blockedSubscriptionOnUnackedMsgs: bool | None = None  # noqa: N815
-    keySharedMode: str | None = None  # noqa: N815
-    allowOutOfOrderDelivery: bool | None = None  # noqa: N815
-    activeConsumerName: str | None = None  # noqa: N815
-    isDurable: bool | None = None  # noqa: N815
-    lastConsumedTimestamp: int | None = None  # noqa: N815
-    lastAckedTimestamp: int | None = None  # noqa: N815
-    earliestMsgPublishTimeInBacklog: int | None = None  # noqa: N815
+    msgBacklog: int | None = None
+    backlogSize: int | None = None
+    unackedMessages: int | None = None
+    msgInReplay: int | None = None
+    msgRateOut: float | None = None
+    messageAckRate: float | None = None
+    msgRateRedeliver: float | None = None
+    blockedSubscriptionOnUnackedMsgs: bool | None = None
+    keySharedMode: str | None = None
+    allowOutOfOrderDelivery: bool | None = None
+    activeConsumerName: str | None = None
+    isDurable: bool | None = None
+    lastConsumedTimestamp: int | None = None
+    lastAckedTimestamp: int | None = None
+    earliestMsgPublishTimeInBacklog: int | None = None
 
 
 class _Publisher(msgspec.Struct):
-    connectedSince: str | None = None  # noqa: N815
+    connectedSince: str | None = None
 
 
 class _Topic(msgspec.Struct):
     publishers: list[_Publisher] | None = None
     subscriptions: dict[str, _Subscription] | None = None
-    producerCount: int | None = None  # noqa: N815
-    msgRateIn: float | None = None  # noqa: N815
-    msgRateOut: float | None = None  # noqa: N815
-    msgThroughputIn: float | None = None  # noqa: N815
-    msgThroughputOut: float | None = None  # noqa: N815
-    storageSize: int | None = None  # noqa: N815
-    backlogSize: int | None = None  # noqa: N815
+    producerCount: int | None = None
+    msgRateIn: float | None = None
+    msgRateOut: float | None = None
+    msgThroughputIn: float | None = None
+    msgThroughputOut: float | None = None
+    storageSize: int | None = None
+    backlogSize: int | None = None
 
 
 _TYPED = msgspec.json.Decoder(dict[str, dict[str, dict[str, dict[str, _Topic]]]])
@@ -267,9 +267,7 @@ def child(case: str, folder: Path) -> dict[str, Any]:
 def run_case(case: str, folder: Path) -> dict[str, Any]:
     """`child` in a fresh interpreter (its own peak memory)."""
     argv = [sys.executable, "-m", "benchmarks.bulk_answers", "--child", case, str(folder)]
-    done = subprocess.run(
-        argv, capture_output=True, text=True, check=False, timeout=3600, cwd=ROOT
-    )
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=3600, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"case {case} failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.splitlines()[-1])

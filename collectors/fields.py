@@ -70,7 +70,7 @@ def field_warnings(notes: Notes | None = None) -> Iterator[list[str]]:
             found.append(f"... and {lines.extra} more out-of-range field(s)")
 
 
-class reading:  # noqa: N801 (used as a function: `with reading(...)`)
+class reading:
     """Name what the fields read inside the block belong to (e.g. a topic)."""
 
     __slots__ = ("inner", "token", "where")
@@ -109,6 +109,8 @@ def as_int(payload: Mapping[str, Any], *keys: str) -> int | None:
     for key in keys:
         value: Any = payload.get(key)
         kind = type(value)  # exact types: bool is a subclass of int but not a number here
+        if kind is int and INT64_MIN <= value <= INT64_MAX:  # the usual case, first
+            return value  # type: ignore[no-any-return]
         number = value
         if kind is float and math.isfinite(value) and value.is_integer():
             kind, number = int, int(value)
@@ -125,6 +127,8 @@ def as_float(payload: Mapping[str, Any], *keys: str) -> float | None:
     """The first of `keys` holding a finite number below 1e18 in magnitude, as float."""
     for key in keys:
         value = payload.get(key)
+        if type(value) is float and -FLOAT_LIMIT < value < FLOAT_LIMIT:  # the usual case
+            return value
         if type(value) is float or type(value) is int:
             number = float(value) if abs(value) < 1e300 else math.inf
             if math.isfinite(number) and abs(number) < FLOAT_LIMIT:

@@ -75,7 +75,7 @@ def noting(notes: Notes) -> Iterator[Notes]:
         _notes.reset(token)
 
 
-class within:  # noqa: N801 (used as a function: `with within(...)`)
+class within:
     """Name what the items refused inside the block belong to (topic, subscription, ...);
     each example starts with these names.
 
