@@ -80,6 +80,24 @@ def jvm_charset_of(args: argparse.Namespace) -> str:
         raise SettingsError(str(exc)) from None
 
 
+def add_pulsar_release(parser: argparse.ArgumentParser, *, also: str = "") -> None:
+    """`--pulsar VERSION`, the local Pulsar release a command assembles or starts: a version
+    or a line of `lab.runtime.RELEASES` (an unknown one is a usage error listing them); None
+    when not given, which `runtime.release()` reads as the default. `also`: what else the
+    flag means for this command, appended to its help."""
+    from pulsar_lens.lab import runtime  # the release table: only for commands that take it
+
+    names = ", ".join(f"{r.version} ({r.line})" for r in runtime.RELEASES.values())
+    parser.add_argument(
+        "--pulsar",
+        choices=runtime.version_names(),
+        default=None,
+        metavar="VERSION",
+        help=f"the local Pulsar release, by version or line: {names} "
+        f"(default {runtime.PULSAR_VERSION}){also}",
+    )
+
+
 def settings_of(args: argparse.Namespace) -> Settings:
     """The settings `pulsar-lens` loaded for this command (`args.settings`), else loaded now
     from its `--config` (a command run without `main`, or settings `main` found malformed:

@@ -7,6 +7,7 @@ import argparse
 import json
 import time
 
+from pulsar_lens.cli.arguments import add_pulsar_release
 from pulsar_lens.lab import runtime
 
 
@@ -20,13 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="KEY=VALUE",
         help="extra broker setting (repeatable), e.g. activeConsumerFailoverConsistentHashing=true",
     )
-    p.add_argument(
-        "--pulsar",
-        choices=runtime.version_names(),
-        default=None,
-        help=f"the release, by version or line (default {runtime.PULSAR_VERSION}); "
-        "status: exit 1 unless the running one is this release",
-    )
+    add_pulsar_release(p, also="; status: exit 1 unless the running one is this release")
     p.add_argument("--json", action="store_true", help="print the state as JSON")
     p.set_defaults(func=run)
 

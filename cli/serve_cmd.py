@@ -1,6 +1,7 @@
-"""`pulsar-lens serve` (polling loop + dashboard) and `pulsar-lens demo` (a local cluster too).
+"""`pulsar-lens serve`: the polling loop and the dashboard (`pulsar-lens demo` runs it over a
+local Pulsar of its own, cli/demo_cmd.py).
 
-Both run two child processes under one supervisor, sharing the store: `pulsar-lens collect`
+It runs two child processes under one supervisor, sharing the store: `pulsar-lens collect`
 and `streamlit run dashboard/app.py`. Either one exiting stops the other and exits non-zero
 with its last output; Ctrl-C or SIGTERM stops everything cleanly.
 """
@@ -10,9 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,16 +25,21 @@ from pulsar_lens.cli.metrics_endpoint import (
     metrics_port,
     metrics_url,
 )
-from pulsar_lens.cli.supervisor import Child, ChildFailed, stop_signals, supervise, wait_http_ok
-from pulsar_lens.core.parts import BIND_ENV, SERVE_PORT, SPARK_EVERY_ENV
+from pulsar_lens.cli.supervisor import (
+    Child,
+    ChildFailed,
+    say,
+    stop_signals,
+    supervise,
+    wait_http_ok,
+)
+from pulsar_lens.core.parts import BIND_ENV, SERVE_PORT
 from pulsar_lens.core.secrets import display_url
 from pulsar_lens.core.settings import Settings, child_environ, format_duration
 from pulsar_lens.core.storeroot import check_root
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 DEFAULT_PORT = 8501
-MAX_BROKERS = 8  # brokers of a local demo cluster: about 0.8 GiB each beside ZooKeeper and a bookie
-DEMO_INTERVAL = dt.timedelta(seconds=5)
 READY_TIMEOUT = 90.0
 SECRET_VARS = (
     "PULSAR_ADMIN_TOKEN",
@@ -52,38 +56,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("serve", help="run the polling loop and the dashboard side by side")
     s.add_argument("--admin-url", help="admin REST URL (default PULSAR_ADMIN_URL)")
     add_config_arg(s)
-    _common(s, store_help="store folder (default PULSAR_LENS_STORE)")
+    add_common(s, store_help="store folder (default PULSAR_LENS_STORE)")
     s.set_defaults(func=run_serve)
 
-    d = sub.add_parser(
-        "demo", help="start a local Pulsar, drive demo workloads on it, and serve the dashboard"
-    )
-    _common(d, store_help="store folder (default: a new temporary folder, removed on exit)")
-    d.add_argument("--no-unloads", action="store_true", help="never unload a bundle")
-    d.add_argument(
-        "--unload-every",
-        type=duration_arg,
-        metavar="DURATION",
-        help="unload one demo bundle this often, e.g. 45s (45s)",
-    )
-    d.add_argument(
-        "--brokers",
-        type=bounded_int("--brokers", 1, MAX_BROKERS),
-        default=1,
-        metavar="N",
-        help="run a real N-broker cluster instead of a standalone; unloads then move bundles "
-        "between brokers, and probes measure what each move costs (1)",
-    )
-    d.add_argument(
-        "--load-manager",
-        choices=("modular", "extensible"),
-        default="modular",
-        help="the cluster's load manager with --brokers 2 or more (modular)",
-    )
-    d.set_defaults(func=run_demo)
 
-
-def _common(p: argparse.ArgumentParser, *, store_help: str) -> None:
+def add_common(p: argparse.ArgumentParser, *, store_help: str) -> None:
+    """The flags `serve` and `demo` share: store, dashboard port and address, interval,
+    metrics port."""
     p.add_argument("--store", metavar="DIR", help=store_help)
     p.add_argument(
         "--port",
@@ -244,13 +223,13 @@ def serve(
 
     def ready() -> None:
         wait_http_ok(f"{url}/_stcore/health", timeout=READY_TIMEOUT, children=children, stop=stop)
-        if not stop.is_set():
-            print(f"Pulsar Lens dashboard: {url}", flush=True)
+        if not stop.is_set():  # while the children's lines are echoed: whole lines only
+            say(f"Pulsar Lens dashboard: {url}")
             if metrics:
-                print(f"Prometheus metrics: {metrics_url(metrics, settings.metrics)}", flush=True)
+                say(f"Prometheus metrics: {metrics_url(metrics, settings.metrics)}")
             for line in banner:
-                print(line, flush=True)
-            print("Press Ctrl-C to stop.", flush=True)
+                say(line)
+            say("Press Ctrl-C to stop.")
 
     with stop_signals(stop):
         try:
@@ -321,87 +300,3 @@ def _has_snapshots(store: Path) -> bool:
         return Store(store).latest_snapshot_id() is not None
     except Exception:  # an unreadable store is no store to browse
         return False
-
-
-def run_demo(args: argparse.Namespace) -> int:
-    scratch = None if args.store else Path(tempfile.mkdtemp(prefix="pulsar-lens-demo-"))
-    store = Path(args.store).resolve() if args.store else Path(str(scratch)) / "store"
-    try:
-        check_root(store, writable=True)  # before a local Pulsar takes a minute to start
-        return run_demo_in(store, args)
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-
-def run_demo_in(store: Path, args: argparse.Namespace) -> int:
-    """A local broker, the demo workloads on it, and serve(); everything stopped on the way out."""
-    from pulsar_lens.core.mutations import ALLOW_MUTATIONS
-    from pulsar_lens.lab.cluster import LocalPulsarCluster
-    from pulsar_lens.lab.demo import DemoSettings, DemoWorkloads
-    from pulsar_lens.lab.localpulsar import LocalPulsar
-
-    # The History pages are Spark jobs: in a demo, a new round every 2 minutes shows them move.
-    settings = settings_of(args)
-    every = settings.spark.every
-    child_env = {SPARK_EVERY_ENV: format_duration(dt.timedelta(seconds=every)) if every else "2m"}
-    pulsar: LocalPulsar | LocalPulsarCluster
-    brokers: tuple[str, ...] = ()
-    probes: tuple[str, ...] = ()
-    if args.brokers > 1:
-        print(
-            f"Starting a local Pulsar 4.0 cluster of {args.brokers} brokers "
-            f"({args.load_manager} load manager) on 127.0.0.1 ...",
-            flush=True,
-        )
-        cluster = LocalPulsarCluster(brokers=args.brokers, load_manager=args.load_manager)
-        pulsar = cluster.start()  # stops itself if interrupted while starting
-        brokers = tuple(cluster.broker_ids)
-        # the demo's own cluster: its probes may create topics there
-        child_env[ALLOW_MUTATIONS] = "1"
-        probes = ("--probe", DemoSettings().namespace)
-    else:
-        print("Starting a local Pulsar 4.0 standalone on 127.0.0.1 ...", flush=True)
-        pulsar = LocalPulsar().start()  # stops itself if interrupted while starting
-    try:
-        demo = DemoSettings()
-        if args.no_unloads or args.unload_every:
-            every = 0.0 if args.no_unloads else args.unload_every.total_seconds()
-            demo = DemoSettings(unload_every=every)
-        with DemoWorkloads(pulsar.service_url, pulsar.admin_url, settings=demo, brokers=brokers):
-            return serve(
-                pulsar.admin_url,
-                store,
-                args.interval or DEMO_INTERVAL,
-                address=args.address or "127.0.0.1",
-                port=args.port,
-                banner=demo_banner(pulsar.admin_url),
-                metrics=metrics_port(
-                    args.metrics_port, default=SERVE_PORT, settings=settings.metrics
-                ),
-                collect_args=(
-                    "--sample-keys",
-                    "--sample-every",
-                    "3",
-                    "--service-url",
-                    pulsar.service_url,
-                    *probes,
-                ),
-                settings=settings,
-                child_env=child_env,
-            )
-    finally:
-        print("Stopping the demo workloads and the local Pulsar ...", flush=True)
-        pulsar.stop()
-
-
-def demo_banner(admin_url: str) -> list[str]:
-    from pulsar_lens.lab.demo import DemoSettings
-
-    return [
-        f"Local Pulsar admin API: {admin_url}",
-        f"Demo workloads in {DemoSettings().namespace}: Key_Shared with skewed keys "
-        "(demo-orders), a consumer that stops acking (demo-payments), consumers joining and "
-        "leaving, failover on a 6-partition topic (demo-events), an unread Shared "
-        "subscription (demo-audit), a bundle unload now and then.",
-    ]

@@ -26,6 +26,15 @@ log = logging.getLogger(__name__)
 TAIL_LINES = 20
 
 
+def say(line: str, out: IO[str] | None = None) -> None:
+    """Write `line` and its newline to `out` (stdout) in one write, then flush: `print()`
+    writes them in two, and a child's echoed line written between them by another thread
+    would join this one ("...: http://127.0.0.1:8501[collect] poll ...")."""
+    out = out or sys.stdout
+    out.write(line + "\n")
+    out.flush()
+
+
 @dataclass
 class Child:
     """One supervised process; its output is echoed with a prefix and its tail kept."""
@@ -59,7 +68,7 @@ class Child:
                 line = raw.decode("utf-8", errors="replace").rstrip()
                 self.tail.append(line)
                 if self.echo is not None:
-                    print(f"[{self.name}] {line}", file=self.echo, flush=True)
+                    say(f"[{self.name}] {line}", self.echo)
 
     @property
     def returncode(self) -> int | None:

@@ -18,6 +18,14 @@ PulsarLine = Literal["4.0", "3.0"]
 SELECTOR_KINDS: tuple[SelectorKind, ...] = ("consistent", "auto-split", "sticky")
 PULSAR_LINES: tuple[PulsarLine, ...] = ("4.0", "3.0")
 
+
+def model_line(version: str) -> PulsarLine:
+    """The line whose models describe a broker reporting `version`: "3.0" for 3.0 and 3.0.x,
+    "4.0" for any other (4.0.x, and 4.2.x, whose selectors, draining hashes, PIP-392 failover
+    and bundle ranges are 4.0's, as the live tests prove on 4.2.4)."""
+    return "3.0" if version == "3.0" or version.startswith("3.0.") else "4.0"
+
+
 RANGE_SIZE = 65536
 """`StickyKeyConsumerSelector.DEFAULT_RANGE_SIZE`: auto split and sticky slots are 0..65535."""
 

@@ -14,6 +14,15 @@ everywhere, and the same thing it means to the broker:
   read from 3.0.7's class) refuses only an empty local name and takes a whitespace-only one;
 - `-partition-N` ends a partition's name when N is a plain non-negative int.
 
+A 4.2 broker (`pulsar="4.2"`, read from 4.2.4's class and driven in tests/jvm) reads names
+otherwise: v1 names (`tenant/cluster/namespace/local`, and so any `/` in a v2 local name) are
+refused; an empty part (`a//b`, a leading or trailing `/`) is refused; the domain is still
+matched ignoring case, but a full name is kept as written (`PERSISTENT://t/ns/x` stays so, and
+hashes so for its bundle); the name's parts are split before the domain is checked.
+`topic_name_line` says which reading a broker's version gets. The names a broker lists are
+written alike by all three (`persistent://tenant/ns/local`), so the collector reads them with
+the default.
+
 `TopicName.topic` is the broker's `toString()`: the name it hashes to place a topic in a
 bundle. Names the broker refuses raise `TopicNameError` with the broker's own message.
 """
@@ -23,12 +32,12 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from pulsar_lens.core.names import NAMED_ENTITY, namespace_path, segment
 
-if TYPE_CHECKING:
-    from pulsar_lens.core.hashing import PulsarLine
+TopicNameLine = Literal["4.0", "3.0", "4.2"]
+"""The readings of topic names: the broker lines' ("4.0", "3.0") and 4.2's."""
 
 DOMAINS = ("persistent", "non-persistent")
 PARTITION_SUFFIX = "-partition-"
@@ -73,8 +82,18 @@ class TopicName:
         return f"/admin/{version}{self.domain}/{space}/{local}"
 
 
+def topic_name_line(version: str) -> TopicNameLine:
+    """How a broker reporting `version` reads topic names: "3.0" for 3.0.x, "4.2" for 4.2.x and
+    later lines, "4.0" for any other (4.0.x, or a version not known)."""
+    if version == "3.0" or version.startswith("3.0."):
+        return "3.0"
+    head = version.split(".")[:2]
+    known = len(head) == 2 and all(p.isdigit() for p in head)
+    return "4.2" if known and (int(head[0]), int(head[1])) >= (4, 2) else "4.0"
+
+
 @lru_cache(maxsize=65_536)
-def parse_topic_name(name: str, *, pulsar: PulsarLine = "4.0") -> TopicName:
+def parse_topic_name(name: str, *, pulsar: TopicNameLine = "4.0") -> TopicName:
     """`name` read as the `TopicName.get(name)` of a broker of line `pulsar`; TopicNameError
     when it refuses it.
 
@@ -84,6 +103,8 @@ def parse_topic_name(name: str, *, pulsar: PulsarLine = "4.0") -> TopicName:
         raise TopicNameError(
             f"{name.encode('utf-8', 'backslashreplace')!r} is not valid text", name=name
         )
+    if pulsar == "4.2":
+        return _parse_4_2(name)
     complete = _completed(name)
     domain_text, _, rest = complete.partition("://")
     domain = _domain(domain_text)
@@ -106,6 +127,58 @@ def parse_topic_name(name: str, *, pulsar: PulsarLine = "4.0") -> TopicName:
     index = partition_index(complete)
     parent = full[: full.rfind(PARTITION_SUFFIX)] if index >= 0 else None
     return TopicName(full, domain, tenant, space, local, parent, index)
+
+
+def _parse_4_2(name: str) -> TopicName:
+    """`TopicName.get(name)` as 4.2.4 reads it (see the module docstring)."""
+    cut = name.find("://")
+    if cut < 0:
+        parts = _split_by_slash(name, 0)
+        if len(parts) == 1:
+            parts = ["public", "default", parts[0]]
+        elif len(parts) != 3:
+            raise _short_name_error(name)
+        domain, full = "persistent", "persistent://" + "/".join(parts)
+    else:
+        parts = _split_by_slash(name[cut + 3 :], 4)
+        if len(parts) == 4:
+            raise TopicNameError(
+                "V1 topic names (with cluster component) are no longer supported. Please use "
+                f"the V2 format: '<domain>://tenant/namespace/topic'. Got: {name}",
+                name=name,
+            )
+        if len(parts) != 3:
+            raise TopicNameError(f"Invalid topic name {name}", name=name)
+        domain, full = _domain(name[:cut]), name
+    tenant, namespace, local = parts
+    if _blank(local):
+        raise TopicNameError(
+            f"Invalid topic name: {name}. Topic local name must not be blank.", name=name
+        )
+    index = partition_index(local)
+    _check_namespace(tenant, None, namespace)
+    parent = full[: full.rfind(PARTITION_SUFFIX)] if index >= 0 else None
+    return TopicName(full, domain, tenant, f"{tenant}/{namespace}", local, parent, index)
+
+
+def _split_by_slash(text: str, limit: int) -> list[str]:
+    """4.2.4's `TopicName.splitBySlash`: at most `limit` parts (any number when 0), the last
+    one keeping any further `/`; an empty part is refused."""
+    parts: list[str] = []
+    start = 0
+    for _ in range(limit - 1 if limit > 0 else len(text) + 1):
+        cut = text.find("/", start)
+        if cut < 0:
+            parts.append(text[start:])
+            return parts
+        if cut == start:
+            raise TopicNameError(f"Invalid topic name {text}", name=text)
+        parts.append(text[start:cut])
+        start = cut + 1
+    if start >= len(text):
+        raise TopicNameError(f"Invalid topic name {text}", name=text)
+    parts.append(text[start:])
+    return parts
 
 
 def normalized(name: str) -> str:
@@ -132,7 +205,11 @@ def _completed(name: str) -> str:
         return f"persistent://{name}"
     if len(parts) == 1:
         return f"persistent://public/default/{parts[0]}"
-    raise TopicNameError(
+    raise _short_name_error(name)
+
+
+def _short_name_error(name: str) -> TopicNameError:
+    return TopicNameError(
         f"Invalid short topic name '{name}', it should be in the format of "
         "<tenant>/<namespace>/<topic> or <topic>",
         name=name,

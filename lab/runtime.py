@@ -86,9 +86,11 @@ RELEASES: dict[str, Release] = {
 PULSAR_VERSION = "4.0.7"
 """The release the lab starts unless told otherwise."""
 
-TESTED_RELEASES = (PULSAR_VERSION, "3.0.7")
-"""The releases the tests prove the models against (4.0 LTS and 3.0 LTS): scripts/setup.sh
-fetches their jars and installs a JDK that runs both."""
+TESTED_RELEASES = (PULSAR_VERSION, "3.0.7", "4.2.4")
+"""The releases the tests prove the models against (4.0 LTS, 3.0 LTS and the newest line):
+scripts/setup.sh fetches their jars and installs a JDK that runs all three; the live tests
+start a broker of each (`tests/brokers.py` `LIVE_LINES`) and `tests/jvm` drives each one's
+classes."""
 
 SUPPORTED_JAVA = RELEASES[PULSAR_VERSION].java
 """Java lines Pulsar 4.0 runs on, each from the release that fixes JDK-8351933; 23+ needs
@@ -173,6 +175,30 @@ def find_java(pulsar: str = PULSAR_VERSION) -> str:
     )
 
 
+def assembled(version: str = PULSAR_VERSION) -> bool:
+    """Whether the jars of `version` (a version or a line) are in the cache, complete."""
+    return _complete(lib_dir(release(version).version)).exists()
+
+
+def require_assembled(version: str = PULSAR_VERSION) -> Release:
+    """The release of `version` (a version or a line) when its jars are in the cache; else
+    raise naming the command that assembles them (a start never waits on Maven unasked)."""
+    chosen = release(version)
+    if not assembled(chosen.version):
+        raise LocalPulsarError(
+            f"Pulsar {chosen.version} is not assembled in {cache_root()}: run "
+            f"`pulsar-lens pulsar assemble --pulsar {chosen.version}` first (it fetches the "
+            "jars from Maven Central, once)",
+            process="Pulsar",
+        )
+    return chosen
+
+
+def _complete(lib: Path) -> Path:
+    """The marker that says the jars of `lib` are all there."""
+    return lib.parent / ".complete"
+
+
 def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path:
     """Resolve the broker's jars with Maven into the cache, once; return the lib directory.
     `version` is a version or a line of `RELEASES`."""
@@ -192,7 +218,7 @@ def ensure_runtime(version: str = PULSAR_VERSION, *, quiet: bool = True) -> Path
         )
         return json.dumps({"seconds": round(time.monotonic() - started, 1)})
 
-    once(target.parent / ".complete", target.parent / ".lock", assemble)
+    once(_complete(target), target.parent / ".lock", assemble)
     return target
 
 

@@ -1,13 +1,14 @@
 #!/usr/bin/env python
 """Record real admin API answers of a local Pulsar for the collector's unit tests.
 
-Starts one LocalPulsar broker per scenario of the release (4.0: the defaults, and the classic
-Key_Shared dispatcher with the modular load manager; 3.0: the defaults, and the auto-split
-selector with the modular load manager), builds a representative setup on each, runs `poll()`
-with every answer captured, and writes them under tests/data/admin_api/<folder>/ with an
-index.json that the tests replay through `responses`. The default release (4.0.7) keeps the
-bare scenario names (`default/`); another release's folders are prefixed with its line
-(`3.0-default/`). Ports are normalised to 127.0.0.1:8080 (web) and :6650 (binary).
+Starts one LocalPulsar broker per scenario of the release (4.0: the defaults, and the
+classic Key_Shared dispatcher with the modular load manager; 3.0: the defaults, and the
+auto-split selector with the modular load manager; a later line such as 4.2: the 4.0
+scenarios), builds a representative setup on each, runs `poll()` with every answer captured,
+and writes them under tests/data/admin_api/<folder>/ with an index.json that the tests
+replay through `responses`. The default release (4.0.7) keeps the bare scenario names
+(`default/`); another release's folders are prefixed with its line (`3.0-default/`). Ports
+are normalised to 127.0.0.1:8080 (web) and :6650 (binary).
 
     .venv/bin/python scripts/record_admin_api.py [--pulsar 3.0.7]
 """

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Installs everything the demo and the tests need, idempotently:
 #   a JDK 17.0.17+ (4.0 also runs on 21.0.8+, 3.0 documents 17 only; not 23+), Maven, Chromium, buildah, debootstrap, Prometheus (apt); a virtualenv with the project (pip);
-#   the Pulsar 4.0.7 and 3.0.7 broker jars and the 4.0 pulsar-admin's (Maven Central, cached in
+#   the Pulsar 4.0.7, 3.0.7 and 4.2.4 broker jars and the 4.0 pulsar-admin's (Maven Central, cached in
 #   ~/.cache/pulsar-lens and ~/.m2);
 #   the jar of the sticky-key hash Spark runs in its JVM (compiled into ~/.cache/pulsar-lens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-java_ok() {  # the harness's own rule per tested release: Java 17.0.17+ runs both 4.0 and 3.0
-  # (4.0 takes 21.0.8+ too, 3.0 not); stdlib only, no venv needed
+java_ok() {  # the harness's own rule per tested release: Java 17.0.17+ runs 4.0, 3.0 and 4.2
+  # (4.x takes 21.0.8+ too, 3.0 not); stdlib only, no venv needed
   python3 scripts/find_java.py 2>/dev/null
 }
 java_ok || need_apt+=(openjdk-17-jdk-headless)
@@ -57,6 +57,7 @@ fi
 # each release the tests prove the models against, assembled once (a cached one is skipped)
 .venv/bin/pulsar-lens pulsar assemble --pulsar 4.0
 .venv/bin/pulsar-lens pulsar assemble --pulsar 3.0
+.venv/bin/pulsar-lens pulsar assemble --pulsar 4.2
 # The sticky-key hash Spark runs in its JVM, compiled once into ~/.cache/pulsar-lens/spark-udf/
 # (a process that finds it missing compiles it on first use; this takes that wait out of it).
 .venv/bin/python -m pulsar_lens.plugins.spark.jvm >/dev/null

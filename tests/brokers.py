@@ -1,6 +1,7 @@
 """Real Pulsar brokers (and two-broker clusters) for the live tier, started once per test run
 per configuration; a configuration is the release (4.0.7 unless a test asks for another,
-e.g. `version="3.0"`), the broker settings and the JVM options."""
+e.g. `version="3.0"`; `LIVE_LINES` names each line a test runs on), the broker settings and
+the JVM options."""
 
 from __future__ import annotations
 
@@ -10,12 +11,29 @@ import threading
 from collections.abc import Mapping
 
 from pulsar_lens.collectors.brokers import parse_leader
+from pulsar_lens.core.pulsarvalues import PulsarLine, model_line
 from pulsar_lens.lab.cluster import CLUSTER_NAME, LocalPulsarCluster
 from pulsar_lens.lab.localpulsar import LocalPulsar, get_json
-from pulsar_lens.lab.runtime import PULSAR_VERSION, release
+from pulsar_lens.lab.runtime import PULSAR_VERSION, TESTED_RELEASES, release
 from tests.waits import answers_ok
 
 log = logging.getLogger(__name__)
+
+LIVE_LINES: tuple[str, ...] = tuple(release(v).line for v in TESTED_RELEASES)
+"""The broker lines the live tests prove the models on ("4.0", "3.0", "4.2"), one per release
+of `TESTED_RELEASES`: a test parametrised with it asks `broker_pool.get(..., version=line)`,
+which starts each release's broker once per run."""
+
+
+def modelled_line(line: str) -> PulsarLine:
+    """The line of the models the product applies to a broker of `line` (4.2's are 4.0's)."""
+    return model_line(release(line).version)
+
+
+def lines_modelled_as(model: PulsarLine) -> list[str]:
+    """The lines of `LIVE_LINES` whose brokers the product models as `model`'s."""
+    return [line for line in LIVE_LINES if modelled_line(line) == model]
+
 
 CLUSTER_SETTINGS: Mapping[str, str] = {"metadataStoreSessionTimeoutMillis": "10000"}
 """The shared clusters' brokers: a killed broker's bundles and its place in the broker list

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pulsar_lens.cli.main import main
-from pulsar_lens.cli.supervisor import Child, ChildFailed, supervise
+from pulsar_lens.cli.supervisor import Child, ChildFailed, say, supervise
 from pulsar_lens.lab.localpulsar import free_port
 from tests.waits import answers_ok
 
@@ -200,3 +201,32 @@ def test_serve_offline_serves_metrics_of_the_stored_polls(tmp_path: Path) -> Non
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
+
+
+class _Writes(io.StringIO):
+    """A stdout that keeps each write apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return super().write(text)
+
+
+def test_echoed_child_lines_are_written_whole() -> None:
+    """Each echoed line and the supervisor's own go out in one write with their newline:
+    with two writes (print's), a line of another thread lands between them and joins the
+    line (a banner a reader parses, such as the demo's admin URL, then reads wrong)."""
+    out = _Writes()
+    child = Child("talker", [PY, "-c", "print('one'); print('two')"], echo=out)
+    child.start()
+    assert child.process is not None and child.process.wait(timeout=30) == 0
+    child.stop()
+    say("Pulsar Lens dashboard: http://127.0.0.1:8501", out)
+    assert out.writes == [
+        "[talker] one\n",
+        "[talker] two\n",
+        "Pulsar Lens dashboard: http://127.0.0.1:8501\n",
+    ]

@@ -1,4 +1,5 @@
-"""Replay of the admin API answers recorded from Pulsar 4.0.7 and 3.0.7 (tests/data/admin_api).
+"""Replay of the admin API answers recorded from Pulsar 4.0.7, 3.0.7 and 4.2.4
+(tests/data/admin_api).
 
 `RECORDINGS` pairs each recorded release with its folders; the `recording` fixture
 (tests/collectors/conftest.py) runs a test once per release.
@@ -34,6 +35,12 @@ class Recording:
     def line(self) -> str:
         return self.version.rsplit(".", 1)[0]
 
+    @property
+    def pip_379(self) -> bool:
+        """The broker has PIP-379's Key_Shared dispatcher: 16-bit hash ranges as arrays,
+        draining hashes (4.0 and every later line; 3.0 has only the classic one)."""
+        return self.line != "3.0"
+
     def __str__(self) -> str:
         return self.version
 
@@ -41,6 +48,7 @@ class Recording:
 RECORDINGS = (
     Recording("4.0.7", "default", "classic-modular"),
     Recording("3.0.7", "3.0-default", "3.0-autosplit-modular"),
+    Recording("4.2.4", "4.2-default", "4.2-classic-modular"),
 )
 
 

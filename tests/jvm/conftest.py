@@ -18,7 +18,8 @@ import pytest
 from pulsar_lens.lab.runtime import PULSAR_VERSION, TESTED_RELEASES, ensure_runtime, find_java
 
 ORACLE_RELEASES = TESTED_RELEASES
-"""The releases whose own classes the oracles drive: 4.0 LTS and 3.0 LTS, as the lab runs them."""
+"""The releases whose own classes the oracles drive: 4.0 LTS, 3.0 LTS and 4.2, as the lab runs
+them."""
 
 SOURCE = Path(__file__).with_name("BrokerOracle.java")
 BATCH = 100  # names per exchange: well under a pipe buffer each way

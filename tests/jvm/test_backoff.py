@@ -1,6 +1,9 @@
 """Our reconnect backoff model against the Pulsar 4.0 client's own `Backoff` class, on thousands of
 `next()` sequences: each delay within our bounds, the nominal ladder, reset, the mandatory stop,
-and, with the class's Random seeded, every single delay reproduced exactly."""
+and, with the class's Random seeded, every single delay reproduced exactly.
+
+On the releases whose client builds it with `BackoffBuilder` (4.0.7 and 3.0.7); 4.2.4's client
+replaced that with `Backoff.Builder`, and the model is of the 4.0 client."""
 
 from __future__ import annotations
 
@@ -9,12 +12,21 @@ import itertools
 import pytest
 
 from pulsar_lens.core.backoff import LADDER_MS, Backoff
-from tests.jvm.conftest import BackoffOracle
+from tests.jvm.conftest import ORACLE_RELEASES, BackoffOracle
+
+BACKOFF_RELEASES = tuple(v for v in ORACLE_RELEASES if not v.startswith("4.2."))
 
 RUNS = 3000
 MANY = 20_000  # every step's extremes drawn: a miss is ~1e-3 likely per capped step; seeded anyway
 STEPS = 16  # reaches the 60 s cap at step 11, then five capped delays per run
 MASK = (1 << 48) - 1
+
+
+@pytest.fixture(scope="session", params=BACKOFF_RELEASES, ids=lambda v: f"pulsar-{v}")
+def pulsar_version(request: pytest.FixtureRequest) -> str:
+    """The releases whose client's `BackoffBuilder` the backoff oracle drives."""
+    version: str = request.param
+    return version
 
 
 class JavaRandom:

@@ -13,6 +13,7 @@ import pytest
 
 from pulsar_lens.core.errors import ModelError
 from pulsar_lens.core.hashing import PulsarLine
+from pulsar_lens.core.pulsarvalues import model_line
 from pulsar_lens.core.selectors import Consumer, Selector, make_selector
 from tests.jvm.conftest import SelectorOracle
 
@@ -23,7 +24,7 @@ KEYS = 400
 
 def line(oracle: SelectorOracle) -> PulsarLine:
     """The broker line whose model is checked against this oracle's release."""
-    return "3.0" if oracle.version.startswith("3.0.") else "4.0"
+    return model_line(oracle.version)
 
 
 class Pair:

@@ -10,8 +10,12 @@ import random
 import pytest
 
 from pulsar_lens.core.bundles import default_boundaries, find_bundle, topic_bundle_hash
-from pulsar_lens.core.hashing import PulsarLine
-from pulsar_lens.core.topicname import TopicNameError, parse_topic_name
+from pulsar_lens.core.topicname import (
+    TopicNameError,
+    TopicNameLine,
+    parse_topic_name,
+    topic_name_line,
+)
 from tests.jvm.conftest import Answer, Oracle
 
 PIECES = [
@@ -112,12 +116,12 @@ KNOWN = [
 ]
 
 
-def line(oracle: Oracle) -> PulsarLine:
-    """The broker line whose model is checked against this oracle's release."""
-    return "3.0" if oracle.version.startswith("3.0.") else "4.0"
+def line(oracle: Oracle) -> TopicNameLine:
+    """How the product reads topic names for this oracle's release."""
+    return topic_name_line(oracle.version)
 
 
-def ours(name: str, bundles: int, pulsar: PulsarLine = "4.0") -> Answer:
+def ours(name: str, bundles: int, pulsar: TopicNameLine = "4.0") -> Answer:
     try:
         parsed = parse_topic_name(name, pulsar=pulsar)
     except TopicNameError as exc:

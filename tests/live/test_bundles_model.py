@@ -1,5 +1,5 @@
 """The bundle model places topics where a real Pulsar broker does, before and after splits
-(4.0.7, and 3.0.7 for the lookups and splits).
+(4.0.7, and 3.0.7 and 4.2.4 for the lookups and splits).
 
 Each test works in its own namespace so splits disturb nobody. The broker's answer for a
 topic is `GET /lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}/bundle`, asked for every name
@@ -30,7 +30,7 @@ from pulsar_lens.core.bundles import (
 from pulsar_lens.core.errors import ModelError
 from pulsar_lens.core.hashing import topic_bundle_hash
 from pulsar_lens.lab.localpulsar import LocalPulsar
-from tests.brokers import BrokerPool
+from tests.brokers import LIVE_LINES, BrokerPool
 from tests.crcforge import forge_name
 
 TENANT = "public"
@@ -58,9 +58,9 @@ def new_namespace(pulsar: LocalPulsar) -> NewNamespace:
     return lambda num_bundles: create_namespace(pulsar.admin_url, num_bundles)
 
 
-@pytest.fixture(params=["4.0", "3.0"])
+@pytest.fixture(params=LIVE_LINES)
 def release_broker(request: pytest.FixtureRequest, broker_pool: BrokerPool) -> LocalPulsar:
-    """The default standalone of each release line the product models (4.0.7 and 3.0.7)."""
+    """The default standalone of each release line the tests run (4.0.7, 3.0.7, 4.2.4)."""
     return broker_pool.get(None, version=str(request.param))
 
 

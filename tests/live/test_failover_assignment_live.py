@@ -1,5 +1,6 @@
-"""failover-assignment on real Pulsar 4.0 brokers: the modulo skew of single-partition topics,
-and the PIP-392 alternative checked against a broker that runs it.
+"""failover-assignment on real Pulsar 4.0 brokers (and 4.2.4 ones, which the product models as
+4.0's): the modulo skew of single-partition topics, and the PIP-392 alternative checked against
+a broker that runs it.
 
 Ten partitioned topics of one partition each, five consumers on one Failover subscription
 across all of them (a multi-topic subscribe). With the default modulo rule every partition 0
@@ -23,7 +24,7 @@ import pytest
 from pulsar_lens.core.model import Snapshot
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
-from tests.brokers import BrokerPool
+from tests.brokers import BrokerPool, lines_modelled_as
 from tests.live.failover_clients import FailoverClient
 from tests.live.lens_polls import (
     Recorder,
@@ -123,19 +124,31 @@ class Setup:
 
 
 @pytest.fixture
-def modulo_setup(pulsar: LocalPulsar, topics: list[str], tmp_path: Path) -> Iterator[Setup]:
-    setup = Setup(pulsar, topics, tmp_path / "modulo")
+def modulo_setup(
+    broker_pool: BrokerPool, topics: list[str], tmp_path: Path, line: str
+) -> Iterator[Setup]:
+    setup = Setup(broker_pool.get(version=line), topics, tmp_path / "modulo")
     yield setup
     setup.close()
 
 
 @pytest.fixture
-def consistent_setup(broker_pool: BrokerPool, topics: list[str], tmp_path: Path) -> Iterator[Setup]:
-    setup = Setup(broker_pool.get(CONSISTENT), topics, tmp_path / "consistent")
+def line() -> str:
+    """The broker line of the set-ups below; a test parametrised by `line` runs on others."""
+    return "4.0"
+
+
+@pytest.fixture
+def consistent_setup(
+    broker_pool: BrokerPool, topics: list[str], tmp_path: Path, line: str
+) -> Iterator[Setup]:
+    broker = broker_pool.get(CONSISTENT, version=line)
+    setup = Setup(broker, topics, tmp_path / "consistent")
     yield setup
     setup.close()
 
 
+@pytest.mark.parametrize("line", lines_modelled_as("4.0"))
 def test_failover_assignment_live_skew_and_the_pip392_alternative(
     modulo_setup: Setup, consistent_setup: Setup
 ) -> None:

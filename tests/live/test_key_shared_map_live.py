@@ -3,10 +3,11 @@
 Consumers join a Key_Shared subscription (one name twice, the first of them leaving and coming
 back, so name indexes are not in connection order); the collector polls the broker into a
 store and the plugin runs on it. The model rebuilt from the names must give the broker's
-ranges (replica points inferred: the default 100, and 9 on a 4.0 broker set to 9; on a 3.0.7
-broker 3.0.7's 31-bit ring); the what-if "add consumer X" must equal what the broker reports
-once X really joins (range for range on 4.0; on 3.0, which lists one range per ring point,
-hash for hash); keys looked up must reach the consumer named.
+ranges (replica points inferred: the default 100 on each line of `LIVE_LINES`, and 9 on a 4.0
+broker set to 9; on a 3.0.7 broker 3.0.7's 31-bit ring, on 4.2.4 4.0's); the what-if "add
+consumer X" must equal what the broker reports once X really joins (range for range on 4.x; on
+3.0, which lists one range per ring point, hash for hash); keys looked up must reach the
+consumer named.
 """
 
 from __future__ import annotations
@@ -16,20 +17,19 @@ import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pulsar
 import pytest
 
 from pulsar_lens.core.assignments import merge_ranges
-from pulsar_lens.core.hashing import PulsarLine
 from pulsar_lens.core.keyshared.ranges import Member
 from pulsar_lens.core.keyshared.rebuild import rebuild
 from pulsar_lens.core.legacy_selectors import RING_TOP
 from pulsar_lens.core.model import Snapshot
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
-from tests.brokers import BrokerPool
+from tests.brokers import LIVE_LINES, BrokerPool, modelled_line
 from tests.lens_cli import run_lens
 from tests.live.lens_polls import (
     Recorder,
@@ -151,9 +151,8 @@ def ranges_by_position(frame: Any, label: str) -> list[tuple[int, str, list[list
 
 
 RELEASES = {
-    "4.0-default-100-points": ("4.0", None, 100),
+    **{f"{line}-default-100-points": (line, None, 100) for line in LIVE_LINES},
     "4.0-9-points": ("4.0", NINE_POINTS, 9),
-    "3.0-default-100-points": ("3.0", None, 100),
 }
 
 
@@ -179,7 +178,7 @@ def test_key_shared_map_live_no_drift_and_exact_what_if(
         sub.join("dup")
         settled_poll(rec, sub, 4)
         output = rec.run(PLUGIN, subscription=label, add_consumer="delta")
-        assert output.result.summary["pulsar"] == line
+        assert output.result.summary["pulsar"] == modelled_line(line)
         row = output.result.frames["subscriptions"].set_index("label").loc[label]
         assert (row["selector"], row["replica_points"]) == ("consistent", points)
         assert not row["drift"], row["drift_reason"]
@@ -193,7 +192,7 @@ def test_key_shared_map_live_no_drift_and_exact_what_if(
         assert [(p, n, owned(r)) for p, n, r in observed] == [
             (p, n, owned(r)) for p, n, r in predicted
         ]
-        if line == "4.0":  # 4.0 lists merged ranges, as the model's assignments are
+        if modelled_line(line) == "4.0":  # 4.x lists merged ranges, as the model's are
             assert observed == predicted
         assert observed[-1][1] == "delta"
         broker_now = [(n, sorted(r)) for n, r in sub.broker_ranges()]
@@ -212,7 +211,7 @@ def assert_keys_reach_the_model_consumer(sub: Subscription, polled: Snapshot, li
         key=lambda c: c.connected_since,
     )
     members = [Member(c.consumer_name, c.hash_ranges) for c in mine]
-    model = rebuild("consistent", members, pulsar=cast(PulsarLine, line))
+    model = rebuild("consistent", members, pulsar=modelled_line(line))
     assert model.selector is not None and not model.drift
     keys = [f"{line}-key-{i}" for i in range(300)]
     producer = sub.client.create_producer(sub.topic, batching_enabled=False)

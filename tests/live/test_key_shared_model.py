@@ -1,13 +1,16 @@
 """Our Key_Shared selectors agree with a real Pulsar 4.0 broker, range for range, key for key,
-and our 3.0 default selector (`--pulsar 3.0`: consistent hashing as 3.0.7 implements it) with
-a real Pulsar 3.0.7 broker.
+our 3.0 default selector (`--pulsar 3.0`: consistent hashing as 3.0.7 implements it) with a
+real Pulsar 3.0.7 broker, and the 4.0 models (which the product applies to 4.2.x) with a real
+Pulsar 4.2.4 broker: each test parametrised by line runs on every line of `LIVE_LINES`, or of
+those the product models alike.
 
 After every join and leave the broker's `keyHashRangeArrays` (topic stats, matched to our
 handles by a consumer property) must equal the model's, in the same consumer order; then
 thousands of distinct keys must each reach the consumer the model names.
 
-The 3.0.7 broker also gets one poll by the collector, on which every light built-in analysis
-must run without an error and the release-dependent pages must name the 3.0 model.
+The broker of each line also gets one poll by the collector, on which every light built-in
+analysis must run without an error and the release-dependent pages must name the model the
+product applies to that line.
 """
 
 from __future__ import annotations
@@ -32,11 +35,12 @@ from pulsar_lens.core.selectors import (
     validate_sticky_ranges,
 )
 from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.lab.runtime import release
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.precompute import compute_results
 from pulsar_lens.plugins.registry import discover
 from pulsar_lens.plugins.results import ResultStore
-from tests.brokers import BrokerPool
+from tests.brokers import LIVE_LINES, BrokerPool, lines_modelled_as, modelled_line
 from tests.live.key_shared_clients import Group, jvm_name_encoding, new_topic, publish, topic_stats
 from tests.live.lens_polls import Recorder, admin
 
@@ -111,22 +115,28 @@ def test_consistent_hashing_matches_broker_through_joins_and_leaves(
         group.close()
 
 
-def test_pulsar_3_0_default_selector_matches_a_3_0_broker(broker_pool: BrokerPool) -> None:
-    """The model `--pulsar 3.0` predicts with (consistent hashing, 100 points, variant 3.0.7)
-    against a 3.0.7 standalone with its default settings: `keyHashRanges` after each join and
-    leave, and the consumer each of 2500 keys reaches. The names repeat, so 3.0.7's name index
-    (a repeated name's points) is in what the broker judges."""
-    broker = broker_pool.get(version="3.0")
-    assert broker.version == "3.0.7"
-    model = make_selector("consistent", pulsar="3.0", name_encoding=jvm_name_encoding())
-    group = Group(broker, new_topic("ch30"), model)
+@pytest.mark.parametrize("line", [line for line in LIVE_LINES if line != "4.0"])
+def test_default_selector_matches_the_broker_of_each_line(
+    broker_pool: BrokerPool, line: str
+) -> None:
+    """The model the product applies to a line's brokers (`--pulsar 3.0`: consistent hashing,
+    100 points, variant 3.0.7; the 4.0 one on 4.2.4) against that release's standalone with its
+    default settings: the ranges after each join and leave, and the consumer each of 2500 keys
+    reaches. The names repeat, so 3.0.7's name index (a repeated name's points) is in what the
+    broker judges. 4.0.7's is the test above, with every name set."""
+    broker = broker_pool.get(version=line)
+    assert broker.version == release(line).version
+    model = make_selector(
+        "consistent", pulsar=modelled_line(line), name_encoding=jvm_name_encoding()
+    )
+    group = Group(broker, new_topic(f"ch{line.replace('.', '')}"), model)
     try:
         run_join_leave_sequence(group, NAME_SETS["duplicates"])
     finally:
         group.close()
 
 
-@pytest.mark.parametrize("line", ["4.0", "3.0"])
+@pytest.mark.parametrize("line", LIVE_LINES)
 def test_auto_split_matches_broker_through_joins_and_leaves(
     broker_pool: BrokerPool, line: str
 ) -> None:
@@ -134,7 +144,7 @@ def test_auto_split_matches_broker_through_joins_and_leaves(
     release line: the model's ranges after each join and leave, and where keys go."""
     broker = broker_pool.get(AUTO_SPLIT, version=line)
     assert broker.version.startswith(line)
-    group = Group(broker, new_topic("split"), AutoSplitSelector())
+    group = Group(broker, new_topic("split"), AutoSplitSelector(pulsar=modelled_line(line)))
     try:
         run_join_leave_sequence(group, ["s1", "s2", "s2", "s3", "s4"])
     finally:
@@ -152,7 +162,11 @@ def sticky_join(group: Group, name: str, ranges: list[tuple[int, int]]) -> Consu
     return group.join(name, sticky=ranges)[0]
 
 
-def test_sticky_ranges_gaps_and_conflicts_match_broker(pulsar: LocalPulsar) -> None:
+@pytest.mark.parametrize("line", lines_modelled_as("4.0"))
+def test_sticky_ranges_gaps_and_conflicts_match_broker(broker_pool: BrokerPool, line: str) -> None:
+    """The 4.0 sticky model on each line the product models as 4.0 (4.0.7, 4.2.4): a hash
+    between a consumer's ranges reaches nobody, and the broker's refusals are the model's."""
+    pulsar = broker_pool.get(version=line)
     group = Group(pulsar, new_topic("sticky"), StickySelector())
     try:
         sticky_join(group, "low", [(0, 9999), (40000, 49999)])
@@ -345,7 +359,13 @@ def send_in_batches(
         prod.close()
 
 
-def test_draining_hashes_are_the_pending_hashes_that_moved(pulsar: LocalPulsar) -> None:
+@pytest.mark.parametrize("line", lines_modelled_as("4.0"))
+def test_draining_hashes_are_the_pending_hashes_that_moved(
+    broker_pool: BrokerPool, line: str
+) -> None:
+    """PIP-379 on each line the product models as 4.0: the hashes a newcomer takes from a
+    holder's pending messages are the draining hashes the broker lists, with their counts."""
+    pulsar = broker_pool.get(version=line)
     group = Group(pulsar, new_topic("drain"), ConsistentHashingSelector())
     try:
         holder, _ = group.join("holder")
@@ -379,14 +399,17 @@ def wait_draining_cleared(group: Group, timeout: float = 15.0) -> int:
     return count
 
 
-def test_every_light_plugin_analyses_a_snapshot_polled_from_a_3_0_broker(
-    broker_pool: BrokerPool, tmp_path: Path
+@pytest.mark.parametrize("line", LIVE_LINES)
+def test_every_light_plugin_analyses_a_snapshot_polled_from_each_line(
+    broker_pool: BrokerPool, tmp_path: Path, line: str
 ) -> None:
-    """The collector polls a 3.0.7 standalone holding a Key_Shared subscription and a Failover
-    one on a partitioned topic; every light built-in analyses the snapshots without an error,
-    and the pages whose model depends on the release name 3.0's."""
-    broker = broker_pool.get(version="3.0")
-    shared, parted = new_topic("all30"), new_topic("all30p")
+    """The collector polls a standalone of each line holding a Key_Shared subscription and a
+    Failover one on a partitioned topic; every light built-in analyses the snapshots without
+    an error, and the pages whose model depends on the release name the line's model (4.0's
+    on 4.2.4) and the version that answered."""
+    broker = broker_pool.get(version=line)
+    model, version = modelled_line(line), release(line).version
+    shared, parted = new_topic(f"all{line[0]}{line[2]}"), new_topic(f"all{line[0]}{line[2]}p")
     admin(
         broker,
         "PUT",
@@ -417,8 +440,8 @@ def test_every_light_plugin_analyses_a_snapshot_polled_from_a_3_0_broker(
         pages = {p.name: runner.run(p, rec.store, {}, use_cache=False) for p in light}
         for name in ("key-shared-map", "sticky-ranges", "failover-assignment"):
             summary = pages[name].result.summary
-            assert (summary["pulsar"], summary["broker_versions"]) == ("3.0", ["3.0.7"]), name
-            assert summary["model"] == "Pulsar 3.0 model (brokers: 3.0.7)", name
+            assert (summary["pulsar"], summary["broker_versions"]) == (model, [version]), name
+            assert summary["model"] == f"Pulsar {model} model (brokers: {version})", name
         subs = pages["key-shared-map"].result.frames["subscriptions"].set_index("label")
         row = subs.loc[f"{shared} | ks"]
         assert (row["selector"], row["replica_points"], bool(row["drift"])) == (
@@ -428,15 +451,15 @@ def test_every_light_plugin_analyses_a_snapshot_polled_from_a_3_0_broker(
         ), row["drift_reason"]
         groups = pages["failover-assignment"].result.frames["groups"].set_index("subscription")
         assert (groups.loc["fo", "partitions"], groups.loc["fo", "unexplained"]) == (3, 0)
-        assert pages["failover-assignment"].result.summary["pip_392"] is False
+        assert pages["failover-assignment"].result.summary["pip_392"] is (model != "3.0")
     finally:
         rec.close()
         client.close()
 
 
 def _ready(snapshot: Snapshot, shared: str, parted: str) -> bool:
-    """Both Key_Shared consumers listed with their 31-bit ranges, and an active consumer on
-    each of the three partitions."""
+    """Both Key_Shared consumers listed with their ranges, and an active consumer on each of
+    the three partitions."""
     ranged = [c for c in snapshot.consumers if c.topic == shared and c.hash_ranges]
     active = [
         s

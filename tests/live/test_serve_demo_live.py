@@ -1,4 +1,5 @@
-"""`pulsar-lens serve` against a live broker and `pulsar-lens demo` end to end, as processes.
+"""`pulsar-lens serve` against a live broker and `pulsar-lens demo` end to end, as processes,
+the demo on 4.0 (a standalone, two brokers) and on a 3.0 cluster.
 
 Both are stopped the way a user stops them (SIGINT, as Ctrl-C) and must leave nothing
 running: the dashboard port and, for the demo, its broker stop answering.
@@ -148,3 +149,61 @@ def test_demo_on_two_brokers_moves_bundles_and_probes_them(tmp_path: Path) -> No
     assert not answers_ok(f"{admin_url}/admin/v2/clusters")
     for broker in brokers:
         assert not answers_ok(f"http://{broker}/admin/v2/clusters")
+
+
+def _versions_and_owners(store: Path) -> tuple[set[str], set[str], set[str]]:
+    """The newest poll's brokers, the versions they reported, the owners of its bundles."""
+    brokers = Store(store).read_latest("brokers").to_pandas()
+    owners = Store(store).read_latest("bundles").to_pandas()["owner_broker"].dropna()
+    return set(brokers["broker_id"]), set(brokers["version"].dropna()), set(owners)
+
+
+MODELLING = ("key-shared-map", "sticky-ranges", "failover-assignment")
+
+
+def _analysis_models(store: Path) -> dict[str, str]:
+    """What each analysis that models a broker line says it modelled, on the stored polls."""
+    from pulsar_lens.plugins import runner
+    from pulsar_lens.plugins.registry import discover
+
+    registry = discover(entry_points=False, plugin_dirs=[])
+    return {
+        slug: runner.run(registry.get(slug), Store(store), use_cache=False).result.summary["model"]
+        for slug in MODELLING
+    }
+
+
+def test_demo_on_a_3_0_cluster_answers_3_0_7_everywhere_and_models_3_0(tmp_path: Path) -> None:
+    """`demo --pulsar 3.0 --brokers 2`: both brokers are 3.0.7 and say so to the admin API
+    and to the collector, bundles are owned on both, and the analyses model 3.0."""
+    port, store = free_port(), tmp_path / "store"
+    argv = [PY, "-m", "pulsar_lens.cli.main", "demo", "--pulsar", "3.0", "--brokers", "2"]
+    argv += ["--unload-every", "4s", "--port", str(port), "--interval", "2s"]
+    with subprocess.Popen(
+        [*argv, "--metrics-port", "0", "--store", str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            lines = _read_until(proc, "Local Pulsar admin API:", timeout=240)
+            assert any("Pulsar 3.0.7 cluster of 2 brokers" in line for line in lines), lines
+            admin_url = lines[-1].split(": ", 1)[1]
+            brokers = set(requests.get(f"{admin_url}/admin/v2/brokers/local", timeout=10).json())
+            assert len(brokers) == 2
+            for broker in brokers:
+                answer = requests.get(f"http://{broker}/admin/v2/brokers/version", timeout=10)
+                assert answer.status_code == 200 and answer.text.strip('"') == "3.0.7"
+            _wait(
+                lambda: _versions_and_owners(store) == (brokers, {"3.0.7"}, brokers),
+                what="a poll of both 3.0.7 brokers, each owning bundles",
+                timeout=150,
+            )
+        finally:  # a fact that fails stops the demo too, and with it its cluster
+            stopped = _interrupt(proc, timeout=120)
+        assert stopped == 0
+    for broker in brokers:
+        assert not answers_ok(f"http://{broker}/admin/v2/clusters")
+    model = "Pulsar 3.0 model (brokers: 3.0.7)"
+    assert _analysis_models(store) == dict.fromkeys(MODELLING, model)

@@ -1,9 +1,11 @@
-"""stuck-hashes on a real Pulsar 4.0 broker: a Key_Shared consumer that never acknowledges.
+"""stuck-hashes on a real Pulsar 4.0 broker (and on 4.2.4, which the product models as 4.0):
+a Key_Shared consumer that never acknowledges.
 
 c1 receives keyed messages and holds them; c2 joins and takes part of the hash space; the
 broker drains, for c1, the pending hashes that moved to c2; messages sent with those keys wait.
 After K polls the plugin must flag exactly those hashes and name c1; once c1 acknowledges,
-they clear. The classic dispatcher instead holds c2 back until c1's messages are acknowledged.
+they clear. The classic dispatcher instead holds c2 back until c1's messages are acknowledged:
+on each line, 3.0.7's only Key_Shared dispatcher and a switch away on 4.x.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pulsar_lens.core.hashing import murmur3_31
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
-from tests.brokers import BrokerPool
+from tests.brokers import LIVE_LINES, BrokerPool, lines_modelled_as, modelled_line
 from tests.live.lens_polls import (
     Recorder,
     listed_consumers,
@@ -93,9 +95,11 @@ def only(frame: pd.DataFrame, topic: str) -> pd.DataFrame:
     return frame[frame["topic"] == topic].reset_index(drop=True)
 
 
+@pytest.mark.parametrize("line", lines_modelled_as("4.0"))
 def test_stuck_hashes_live_flags_the_held_hashes_then_clears(
-    pulsar: LocalPulsar, tmp_path: Path
+    broker_pool: BrokerPool, tmp_path: Path, line: str
 ) -> None:
+    pulsar = broker_pool.get(version=line)
     topic = new_topic("stuck")
     client = pulsar_client(pulsar)
     recorder = Recorder(pulsar, tmp_path / "store")
@@ -181,15 +185,22 @@ def test_stuck_hashes_live_flags_the_held_hashes_then_clears(
         client.close()
 
 
-CLASSIC_BROKERS = {"4.0-classic": (CLASSIC, "4.0"), "3.0-default": (None, "3.0")}
+CLASSIC_BROKERS = {
+    f"{line}-default" if modelled_line(line) == "3.0" else f"{line}-classic": (
+        None if modelled_line(line) == "3.0" else CLASSIC,
+        line,
+    )
+    for line in LIVE_LINES
+}
+"""The classic dispatcher on each line: 3.0's only one, 4.x's behind its switch."""
 
 
 @pytest.mark.parametrize(("settings", "line"), CLASSIC_BROKERS.values(), ids=CLASSIC_BROKERS.keys())
 def test_stuck_hashes_live_classic_dispatcher_holds_back_the_new_consumer(
     broker_pool: BrokerPool, tmp_path: Path, settings: dict[str, str] | None, line: str
 ) -> None:
-    """The classic dispatcher: 4.0 with the switch that brings it back, and 3.0.7, whose
-    only Key_Shared dispatcher it is."""
+    """The classic dispatcher: 4.0.7 and 4.2.4 with the switch that brings it back, and
+    3.0.7, whose only Key_Shared dispatcher it is."""
     broker = broker_pool.get(settings, version=line)
     topic = new_topic("classic")
     client = pulsar_client(broker)

@@ -1,8 +1,9 @@
 """Which broker line's selector models an analysis of a snapshot uses.
 
 The `brokers` table holds the version each broker reported (`version`). A snapshot whose
-brokers all run 3.0.x gets the 3.0 models; any other (4.x, a mix during an upgrade, or no
-version known) the 4.0 ones, which are the default. `key-shared-map` and `sticky-ranges`
+brokers all run 3.0.x gets the 3.0 models; any other (4.0.x, 4.2.x, a mix during an
+upgrade, or no version known) the 4.0 ones, which are the default (`core.pulsarvalues.model_line`
+reads one version). `key-shared-map` and `sticky-ranges`
 say on their pages which line they modelled and the versions that answered.
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from pulsar_lens.core.hashing import PulsarLine
+from pulsar_lens.core.pulsarvalues import model_line
 
 
 @dataclass(frozen=True)
@@ -34,5 +36,5 @@ def broker_line(brokers: pd.DataFrame) -> BrokerLine:
     if len(brokers) and "version" in brokers:
         known = {str(v) for v in brokers["version"].dropna() if str(v)}
     versions = tuple(sorted(known))
-    on_3_0 = bool(versions) and all(v == "3.0" or v.startswith("3.0.") for v in versions)
+    on_3_0 = bool(versions) and all(model_line(v) == "3.0" for v in versions)
     return BrokerLine("3.0" if on_3_0 else "4.0", versions)
