@@ -2,6 +2,7 @@
 today's reader against the candidates, side by side in one run.
 
     .venv/bin/python -m benchmarks.bulk_answers [--topics 100000] [--brokers 1] [--recorded]
+        [--old-revision REV]
 
 The answers come from `reliability.synth_server` (the scale harness's cluster; `--brokers 1`
 puts every topic in one body, the largest answer a poll reads), rendered once into a
@@ -10,7 +11,9 @@ is its own: the body read from disk, decoded, and (for the full paths) parsed in
 entries (`parse_broker_topic_stats`) and assembled (`build_snapshot`):
 
 - `old`: the reader before msgspec (`json.loads` with the duplicate-key hook, the garbage
-  collector running) and today's assembly, as the collector ran it;
+  collector running) and the assembly of this tree, or with `--old-revision REV` the
+  collector and core code of that git revision (`fad92f7`: the assembly before its fast
+  paths), so old and new run side by side;
 - `new`: `collectors.answers.decode_json` as the collector runs it now, and the assembly;
 - decode only, the collector paused during each: `json.loads` without the hook, `orjson`
   (when installed: it is no dependency, and reads integers past 64 bits as floats),
@@ -231,6 +234,28 @@ def _timed(figures: dict[str, Any], stage: str, run: Callable[[], Any]) -> Any:
     return found
 
 
+def use_tree(tree: Path) -> None:
+    """Import `pulsar_lens.collectors` and `.core` from `tree` (an older revision's copy),
+    before anything of them is imported."""
+    import pulsar_lens.collectors
+    import pulsar_lens.core
+
+    pulsar_lens.collectors.__path__ = [str(tree / "collectors")]
+    pulsar_lens.core.__path__ = [str(tree / "core")]
+
+
+def export_tree(revision: str, into: Path) -> Path:
+    """collectors/ and core/ of git `revision` of this repository, in `into`."""
+    archive = subprocess.run(
+        ["git", "archive", revision, "collectors", "core"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
 def child(case: str, folder: Path) -> dict[str, Any]:
     """Decode (and for `old`, `new` assemble) the answers in `folder`; the figures."""
     from pulsar_lens.collectors.assemble import build_snapshot
@@ -264,9 +289,12 @@ def child(case: str, folder: Path) -> dict[str, Any]:
     return figures
 
 
-def run_case(case: str, folder: Path) -> dict[str, Any]:
-    """`child` in a fresh interpreter (its own peak memory)."""
+def run_case(case: str, folder: Path, tree: Path | None = None) -> dict[str, Any]:
+    """`child` in a fresh interpreter (its own peak memory); `old` with the collector code
+    of `tree` when given."""
     argv = [sys.executable, "-m", "benchmarks.bulk_answers", "--child", case, str(folder)]
+    if tree is not None and case == "old":
+        argv += ["--tree", str(tree)]
     done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=3600, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"case {case} failed: {done.stderr[-2000:]}")
@@ -314,11 +342,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=1)
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--recorded", action="store_true")
+    parser.add_argument(
+        "--old-revision",
+        metavar="REV",
+        help="run the old case's decoding and assembly with collectors/ and core/ of this git "
+        "revision (e.g. the one before msgspec), not only its reader",
+    )
     parser.add_argument("--child", nargs=2, metavar=("CASE", "FOLDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--tree", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
+        if args.tree is not None:
+            use_tree(args.tree)
         print(json.dumps(child(args.child[0], Path(args.child[1]))))
         return 0
+    with tempfile.TemporaryDirectory(prefix="bulk-answers-old-") as old:
+        tree = export_tree(args.old_revision, Path(old)) if args.old_revision else None
+        if tree is not None:
+            print(f"old: collectors/ and core/ of {args.old_revision}")
+        return _run(args, tree)
+
+
+def _run(args: argparse.Namespace, tree: Path | None) -> int:
     cases = [c for c in args.cases.split(",") if c]
     if "orjson" in cases and importlib.util.find_spec("orjson") is None:
         print("orjson is not installed (it is no dependency): its case left out")
@@ -331,12 +376,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{made['topics']:,} topics, {args.brokers} broker-stats/topics bodies, "
             f"{made['bytes'] / 1e6:.1f} MB, rendered in {time.perf_counter() - started:.1f} s"
         )
-        report("synthetic", [run_case(case, folder) for case in cases])
+        report("synthetic", [run_case(case, folder, tree) for case in cases])
     if args.recorded:
         with tempfile.TemporaryDirectory(prefix="bulk-answers-") as tmp:
             recorded_folder(Path(tmp))
             full = [c for c in cases if c in ("old", "new")]
-            found = [run_case(case, Path(tmp)) for case in full]
+            found = [run_case(case, Path(tmp), tree) for case in full]
             report("recorded 4.0.7 (tests/data/admin_api/default)", found)
     return 0
 

@@ -10,8 +10,10 @@ from benchmarks import bulk_answers
 
 
 def test_bulk_answers_benchmark_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
-    assert bulk_answers.main(["--topics", "60", "--brokers", "2", "--recorded"]) == 0
+    argv = ["--topics", "60", "--brokers", "2", "--recorded", "--old-revision", "HEAD"]
+    assert bulk_answers.main(argv) == 0
     out = capsys.readouterr().out
+    assert "old: collectors/ and core/ of HEAD" in out
     synthetic, recorded = out.split("recorded 4.0.7")
     cases = [c for c in bulk_answers.CASES if c != "orjson" or importlib.util.find_spec(c)]
     rows = {tuple(line.split()[:2]): line.split()[2:] for line in synthetic.splitlines()[2:]}
