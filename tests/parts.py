@@ -35,7 +35,12 @@ PARTS = ("brokers", "rest")
 POOL_FIXTURE = "broker_pool"
 SPARK_TIER = Path(__file__).parent / "spark"
 SPARK_IN_REST = frozenset(
-    {"test_benchmark_spark.py", "test_bundle_load_history.py", "test_failover_history.py"}
+    {
+        "test_benchmark_spark.py",
+        "test_bundle_load_history.py",
+        "test_failover_history.py",
+        "test_key_distribution_lines.py",
+    }
 )
 
 

@@ -63,11 +63,18 @@ def sticky_hash_column(
     from pyspark.sql import functions as F
 
     h31 = F.call_function(function, F.col(key).cast("binary")).cast("long")
+    return F.coalesce(reduced(h31, selector, pulsar), F.lit(0).cast("long"))  # never null
+
+
+def reduced(h31: Column, selector: SelectorKind, pulsar: PulsarLine) -> Column:
+    """A long column of 31-bit murmur3 values reduced as `core.hashing.reduction` says."""
+    from pyspark.sql import functions as F
+
     modulus, plus, zero_to_one = reduction(selector=selector, pulsar=pulsar)
     value = h31 % F.lit(modulus) + F.lit(plus) if modulus else h31
     if zero_to_one:
         value = F.when(value == 0, F.lit(1).cast("long")).otherwise(value)
-    return F.coalesce(value, F.lit(0).cast("long"))  # never null, as the schema says
+    return value
 
 
 def jvm_fallback_reason() -> str | None:

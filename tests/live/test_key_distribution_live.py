@@ -1,6 +1,7 @@
-"""key-distribution against a real 4.0 broker: every key produced to a Key_Shared subscription
-(one topic, and one of three partitions) is sampled, and key-distribution on Spark gives each
-consumer exactly the messages it received, under consistent hashing and under auto split."""
+"""key-distribution against real brokers: every key produced to a Key_Shared subscription (one
+topic, and one of three partitions) is sampled, and key-distribution on Spark gives each
+consumer exactly the messages it received, on 4.0.7 under consistent hashing and under auto
+split, and on 3.0.7 under its consistent hashing, each counted on the line it reports."""
 
 from __future__ import annotations
 
@@ -154,11 +155,17 @@ def _predicted(frames: Any, topic: str) -> dict[str, int]:
     return {str(name): int(n) for name, n in totals.items()}
 
 
-@pytest.mark.parametrize("selector", ["consistent", "auto-split"])
+@pytest.mark.parametrize(
+    ("line", "selector"),
+    [("4.0", "consistent"), ("4.0", "auto-split"), ("3.0", "consistent")],
+)
 def test_key_distribution_predicts_what_each_consumer_received(
-    broker_pool: BrokerPool, spark: object, tmp_path: Path, selector: str
+    broker_pool: BrokerPool, spark: object, tmp_path: Path, line: str, selector: str
 ) -> None:
-    broker = broker_pool.get(AUTO_SPLIT if selector == "auto-split" else None)
+    """On 3.0.7 (consistent hashing by default there) the analysis reads the version the
+    brokers report and counts on 3.0's 31-bit ring and hash."""
+    broker = broker_pool.get(AUTO_SPLIT if selector == "auto-split" else None, version=line)
+    assert broker.version.startswith(f"{line}.")
     store = Store(tmp_path / "store")
     topics, received = _produce_and_sample(broker, store)
     result = runner.run(KeyDistribution(), store, use_cache=False, use_stored=False).result
@@ -166,6 +173,11 @@ def test_key_distribution_predicts_what_each_consumer_received(
     for topic in topics:
         assert _predicted(frames, topic) == received.of(topic), topic
     assert set(frames["skew"]["selector"]) == {selector}
+    assert (result.summary["pulsar"], result.summary["broker_versions"]) == (
+        line,
+        [broker.version],
+    )
+    assert result.summary["model"] == f"Pulsar {line} model (brokers: {broker.version})"
     assert result.summary["messages"] == 2 * MESSAGES and result.summary["uncovered"] == 0
     hot = frames["hot_keys"][frames["hot_keys"]["label"] == f"{topics[0]} | {SUB}"].iloc[0]
     assert (hot["key"], hot["messages"]) == ("hot", 60)

@@ -16,6 +16,7 @@ from pulsar_lens.core.digest import snapshot_id
 from pulsar_lens.core.hashing import sticky_key_hash
 from pulsar_lens.core.keyload import UNCOVERED
 from pulsar_lens.core.model import (
+    BrokerRecord,
     ConsumerRecord,
     KeySampleRecord,
     SubscriptionRecord,
@@ -367,7 +368,8 @@ def _layout(rng: random.Random, n: int) -> list[tuple[tuple[int, int], ...]]:
     return [tuple(ranges) for ranges in owned]
 
 
-def _random_store(root: Path, seed: int) -> Store:
+def _random_store(root: Path, seed: int, versions: tuple[str, ...] = ()) -> Store:
+    """Random polls; poll i's brokers report versions[i] (the last one on for the rest)."""
     rng = random.Random(seed)
     store = Store(root)
     topics = [T, f"{T}-partition-0", f"{T}-partition-1"]
@@ -388,7 +390,15 @@ def _random_store(root: Path, seed: int) -> Store:
                     consumers.append(_consumer(topic, sub, name, *ranges, since=since))
             picked = rng.choices(keys, k=rng.randint(0, 80))
             samples += [_sample(topic, k) for k in picked + ["hot"] * rng.randint(0, 5)]
-        _write(store, 30.0 * poll, samples, subscriptions=subs, consumers=consumers)
+        reported = versions[min(poll, len(versions) - 1) :][:1]
+        _write(
+            store,
+            30.0 * poll,
+            samples,
+            subscriptions=subs,
+            consumers=consumers,
+            brokers=[BrokerRecord("b:8080", version=v) for v in reported],
+        )
     return store
 
 
@@ -408,19 +418,27 @@ PANDAS_OTHER = {"top_keys": 2, "points": (7, 100), "spread": 1, "plan_points": 9
 
 
 @pytest.mark.parametrize(
-    ("seed", "params", "twin"),
-    [(0, {}, {}), (11, OTHER_PARAMS, PANDAS_OTHER)],
-    ids=["defaults", "other-params"],
+    ("seed", "params", "twin", "versions"),
+    [(0, {}, {}, ()), (11, OTHER_PARAMS, PANDAS_OTHER, ("4.0.7", "3.0.7"))],
+    ids=["defaults", "other-params-on-3.0"],
 )
 def test_spark_equals_pandas_on_random_stores(
-    spark: object, tmp_path: Path, seed: int, params: dict[str, Any], twin: dict[str, Any]
+    spark: object,
+    tmp_path: Path,
+    seed: int,
+    params: dict[str, Any],
+    twin: dict[str, Any],
+    versions: tuple[str, ...],
 ) -> None:
-    store = _random_store(tmp_path, seed)
+    """Without versions every poll is modelled on 4.0; the second store's newest polls report
+    3.0.7 (after a 4.0.7 one), so all of it is modelled on 3.0 (31-bit rings included)."""
+    store = _random_store(tmp_path, seed, versions)
     chosen: dict[str, Any] = {"subscription": f"{T} | ks"} if params else {}
     output = runner.run(PLUGIN, store, {**params, **chosen}, use_cache=False, use_stored=False)
     plain = pandas_result(store.root, **twin, **chosen)
     _same(dict(output.result.frames), dict(plain.frames))
     assert output.result.summary == plain.summary
+    assert output.result.summary["pulsar"] == ("3.0" if versions else "4.0")
 
 
 RUN_JOBS = 15  # one run on the hand store, the subscription choices included (2 of them)

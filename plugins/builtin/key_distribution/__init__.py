@@ -1,25 +1,28 @@
 """`key-distribution` (Spark): where the sampled keys of every Key_Shared subscription went.
 
 Over every stored poll, each sampled key counts for the consumer whose reported hash ranges
-held its hash in that poll, under the selector in force then (`reference` states the rule):
-messages per consumer, per hash and per key, skew, the what-if over consumer count and
-replica points on the real keys (`whatif`), and the sticky-range planner of `sticky-ranges`
-scored on them. Spark does the counting: the sticky hash of each key in the JVM
-(`with_sticky_hash`), the consumer whose ranges in that poll hold it (in the JVM too, over the
-poll's members), and the sums, in one query collected once (`_counted`): one aggregation
-over grouping sets gives the sums per consumer, per bin and per hash and the per-key counts
-of the hot keys. The what-ifs run here on the per-hash sums (at most 65,536 rows per
-subscription), and the small counted frames go through the same `frames.finish` as the pandas
-twin. tests/spark/test_key_distribution.py fixes how many Spark jobs one run starts.
+held its hash in that poll, under the selector in force then on the Pulsar line its brokers
+reported (3.0 or 4.0; `reference` states the rule): messages per consumer, per hash and per
+key, skew, the what-if over consumer count and replica points on the real keys (`whatif`),
+and the sticky-range planner of `sticky-ranges` scored on them, both on the newest analysed
+poll's line. The summary (`pulsar`, `broker_versions`, `lines`) and the page's caption
+(`model`) say which line was modelled, and when the window spans an upgrade.
+
+Spark does the counting: the murmur3 of each key in the JVM, its consumer (in the JVM too,
+over the poll's members: `routing`), and the sums, in one query collected once (`_counted`):
+one aggregation over grouping sets gives the sums per consumer, per bin and per hash and the
+per-key counts of the hot keys. The what-ifs run here on the per-hash sums (at most 65,536
+rows per subscription on 4.0, at most one per key on 3.0's 31-bit ring), and the small
+counted frames go through the same `frames.finish` as the pandas twin.
+tests/spark/test_key_distribution.py fixes how many Spark jobs one run starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 
 from pulsar_lens.api import (
     HISTORY_ALL,
@@ -34,19 +37,16 @@ from pulsar_lens.api import (
     jvm_charset,
 )
 from pulsar_lens.core.keyload import UNCOVERED
+from pulsar_lens.plugins.builtin.key_distribution import routing
 from pulsar_lens.plugins.builtin.key_distribution.frames import (
-    BIN_WIDTH,
     COUNT_COLUMNS,
     OUTPUTS,
     empty_counts,
     finish,
     label_of,
+    model_of,
 )
-from pulsar_lens.plugins.builtin.key_distribution.reference import (
-    GROUP_KEY,
-    members_in_order,
-    selectors_of,
-)
+from pulsar_lens.plugins.builtin.key_distribution.reference import GROUP_KEY, members_in_order
 from pulsar_lens.plugins.builtin.key_distribution.whatif import (
     per_label,
     plan_frame,
@@ -64,9 +64,9 @@ class KeyDistribution(AnalysisPlugin):
         "ranges in force when they were sampled: hot keys, skew, what-if over consumer count "
         "and replica points, and the sticky-range planner scored on the real keys."
     )
-    version = "1.1"
+    version = "1.2"  # 1.2: models the broker line the snapshots report
     engine = "spark"
-    inputs = ("key_samples", "consumers", "subscriptions")
+    inputs = ("key_samples", "consumers", "subscriptions", "brokers")
     history = HISTORY_ALL
     outputs = OUTPUTS
     page = Page(
@@ -142,111 +142,49 @@ def spark_counts(
     sampled = subs.join(polls, ["snapshot_id", "topic"], "left_semi")
     consumers = data.history("consumers")
     # cached: the query reads it three times, and Spark reuses no work past a Python function
-    selectors = _selectors(sampled, consumers).cache()
+    chosen = routing.selectors(sampled, consumers).cache()
     try:
-        counted = _counted(_assigned(samples, selectors), selectors, top_keys)
+        counted = _counted(routing.assigned(samples, chosen), chosen, top_keys)
         members = _newest(consumers, subs).select(
             F.lit("members").alias("part"),
             "label",
             F.col("consumer_name").alias("name"),
             F.col("connected_since").alias("at"),
         )
-        rows = counted.unionByName(members, allowMissingColumns=True).toPandas()
+        lines = data.history("brokers").select(
+            F.lit("lines").alias("part"),
+            F.col("snapshot_id").alias("key"),
+            F.col("collected_at").alias("at"),
+            F.col("version").alias("name"),
+        )
+        rows = (
+            counted.unionByName(members, allowMissingColumns=True)
+            .unionByName(lines, allowMissingColumns=True)
+            .toPandas()
+        )
     finally:
-        selectors.unpersist()
+        chosen.unpersist()
+    lines_seen = _part(rows, "lines")[COUNT_COLUMNS["lines"]]
+    model = model_of(lines_seen)["pulsar"]
+    rows = rows[rows["pulsar"].isna() | (rows["pulsar"] == model)]  # the modelled line's
     found = {part: _part(rows, part) for part in PART_COLUMNS}
     if found["hot_keys"].empty:  # no key sampled under a Key_Shared subscription
-        return empty_counts()
+        return {**empty_counts(), "lines": lines_seen}
     ring = members_in_order(found.pop("members"))
     return {
         **{name: found[name][COUNT_COLUMNS[name]] for name in ("consumers", "selector", "bins")},
+        "lines": lines_seen,
         "keys": found["hot_keys"]
         .drop_duplicates("label")[COUNT_COLUMNS["keys"]]
         .reset_index(drop=True),
         "hot_keys": found["hot_keys"][COUNT_COLUMNS["hot_keys"]],
-        "what_if": per_label(found["sticky_hashes"], lambda g: what_if_frame(g, ring, **what_if)),
+        "what_if": per_label(
+            found["sticky_hashes"], lambda g: what_if_frame(g, ring, **what_if, pulsar=model)
+        ),
         "sticky_plan": per_label(
             found["range_hashes"], lambda g: plan_frame(g, ring, points=plan_points)
         ),
     }
-
-
-def _selectors(sampled: Any, consumers: Any) -> Any:
-    """One row per sampled subscription and poll: its selector and reduction
-    (`reference.selectors_of`), and its `members` (consumer_name, hash_ranges)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    member = F.when(F.col("consumer_name").isNotNull(), F.struct("consumer_name", "hash_ranges"))
-    groups = (
-        sampled.join(
-            consumers.select(*GROUP_KEY, "consumer_name", "hash_ranges"), GROUP_KEY, "left"
-        )
-        .groupBy(*GROUP_KEY, "label", "collected_at", "key_shared_mode")
-        .agg(F.collect_list(member).alias("members"))
-    )
-    kept = [groups.schema[name] for name in SELECTOR_KEPT]
-    chosen = [StructField(name, StringType()) for name in ("selector", "reduction")]
-    return groups.mapInArrow(_selector_batches, StructType([*kept, *chosen]))
-
-
-SELECTOR_KEPT = [*GROUP_KEY, "label", "collected_at", "members"]
-
-
-def _selector_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        kinds, reductions = selectors_of(
-            batch.column("key_shared_mode").to_pylist(), batch.column("members").to_pylist()
-        )
-        kept = [batch.column(name) for name in SELECTOR_KEPT]
-        chosen = [pa.array(kinds, pa.string()), pa.array(reductions, pa.string())]
-        yield pa.RecordBatch.from_arrays(
-            [*kept, *chosen], names=[*SELECTOR_KEPT, "selector", "reduction"]
-        )
-
-
-def _assigned(samples: Any, selectors: Any) -> Any:
-    """Sampled messages per (poll, subscription, key): the poll's selector, the key's hashes and
-    its consumer, the least by name of the members whose ranges hold its hash, `UNCOVERED` if
-    none does."""
-    from pyspark.sql import functions as F
-
-    from pulsar_lens.plugins.spark.hashing import with_sticky_hash
-
-    keyed = samples.select(
-        "snapshot_id", "topic", F.coalesce("key", F.lit("")).alias("key"), "sticky_hash"
-    )
-    per_key = keyed.groupBy("snapshot_id", "topic", "key", "sticky_hash").agg(
-        F.count("*").alias("messages")
-    )
-    # 4.0's auto split and sticky selectors reduce a key alike (core.hashing.reduction)
-    hashed = with_sticky_hash(per_key, "key", out="range_hash", selector="sticky")
-    routed = F.when(F.col("reduction") == "consistent", F.col("sticky_hash"))
-    rows = hashed.join(selectors, ["snapshot_id", "topic"], "inner").select(
-        *GROUP_KEY,
-        "label",
-        "collected_at",
-        "selector",
-        "key",
-        F.col("sticky_hash").cast("long").alias("sticky_hash"),
-        "range_hash",
-        routed.otherwise(F.col("range_hash")).cast("long").alias("hash"),
-        "messages",
-        "members",
-    )
-
-    def holds(member: Any) -> Any:
-        return F.exists(
-            member["hash_ranges"],
-            lambda r: (
-                (F.col("hash") >= r["start"].cast("long"))
-                & (F.col("hash") <= r["end"].cast("long"))
-            ),
-        )
-
-    owners = F.transform(F.filter("members", holds), lambda member: member["consumer_name"])
-    owner = F.coalesce(F.array_min(owners), F.lit(UNCOVERED)).alias("consumer_name")
-    return rows.select(*[c for c in rows.columns if c != "members"], owner)
 
 
 # The parts `_counted` counts, by the column each groups by beside `label` (all: none)
@@ -260,7 +198,7 @@ PARTS = {
 # Each part's columns in the collected rows (`spark_counts`), and the names they take
 PART_COLUMNS: dict[str, dict[str, str]] = {
     "consumers": {"name": "consumer_name", "messages": "messages"},
-    "bins": {"hash": "bin_start", "messages": "messages"},
+    "bins": {"hash": "bin_start", "bin_end": "bin_end", "messages": "messages"},
     "sticky_hashes": {"hash": "hash", "messages": "messages"},
     "range_hashes": {"hash": "hash", "messages": "messages"},
     "hot_keys": {
@@ -273,13 +211,15 @@ PART_COLUMNS: dict[str, dict[str, str]] = {
     },
     "selector": {"name": "selector"},
     "members": {"name": "consumer_name", "at": "connected_since"},
+    "lines": {"key": "snapshot_id", "at": "collected_at", "name": "version"},
 }
-LONGS = {"hash", "messages", "seen", "keys"}
+LONGS = {"hash", "bin_end", "messages", "seen", "keys"}
 
 
 def _counted(assigned: Any, selectors: Any, top: int) -> Any:
-    """Every part of `PARTS` and the `selector` one, as rows (part, label, name, key, hash,
-    messages, seen, keys), from one aggregation over grouping sets and one window:
+    """Every part of `PARTS` and the `selector` one, as rows (part, label, pulsar, name, key,
+    hash, bin_end, messages, seen, keys), from one aggregation over grouping sets and one
+    window, each per line (`pulsar`, see `routing`):
 
     - per label and each `PARTS` column, the messages (a consumer listed in a sampled poll
       counts, with 0 if nothing went to it);
@@ -292,8 +232,12 @@ def _counted(assigned: Any, selectors: Any, top: int) -> Any:
 
     rows = assigned.select(
         "label",
+        "pulsar",
         "consumer_name",
-        (F.col("hash") - F.col("hash") % BIN_WIDTH).alias("bin_start"),
+        (F.col("hash") - F.col("hash") % F.col("bin_width")).alias("bin_start"),
+        (F.col("hash") - F.col("hash") % F.col("bin_width") + F.col("bin_width") - 1).alias(
+            "bin_end"
+        ),
         "sticky_hash",
         "range_hash",
         "key",
@@ -302,7 +246,9 @@ def _counted(assigned: Any, selectors: Any, top: int) -> Any:
         "selector",
         "messages",
     )
-    present = selectors.select("label", F.explode("members.consumer_name").alias("consumer_name"))
+    present = selectors.select(
+        "label", "pulsar", F.explode("members.consumer_name").alias("consumer_name")
+    )
     zero = present.select(
         *[
             F.col(c) if c in present.columns else F.lit(None).cast(rows.schema[c].dataType).alias(c)
@@ -314,9 +260,15 @@ def _counted(assigned: Any, selectors: Any, top: int) -> Any:
     real = F.when(F.col("consumer_name") != UNCOVERED, F.col("consumer_name"))
     grouped = (
         rows.unionByName(zero)
-        .groupingSets([["label"], *[["label", c] for c in PARTS]], "label", *PARTS)
+        .groupingSets(
+            [["label", "pulsar"], *[["label", "pulsar", c] for c in PARTS]],
+            "label",
+            "pulsar",
+            *PARTS,
+        )
         .agg(
             F.sum("messages").cast("long").alias("messages"),
+            F.max("bin_end").alias("bin_end"),
             F.size(F.collect_set(real)).cast("long").alias("seen"),
             F.max(F.struct("collected_at", "consumer_name", "hash")).alias("newest"),
             F.max(F.struct("collected_at", "selector")).alias("newest_selector"),
@@ -332,17 +284,19 @@ def _counted(assigned: Any, selectors: Any, top: int) -> Any:
     shaped = grouped.select(
         part.alias("part"),
         "label",
+        "pulsar",
         named.when(F.col("g_consumer_name") == 0, F.col("consumer_name"))
         .otherwise(F.col("newest_selector.selector"))
         .alias("name"),
         "key",
         F.when(F.col("g_key") == 0, F.col("newest.hash")).otherwise(hashed).alias("hash"),
+        F.when(F.col("g_bin_start") == 0, F.col("bin_end")).alias("bin_end"),
         "messages",
         "seen",
     )
     # the zero rows make a group of their own in every part but `consumers`: dropped
     shaped = shaped.filter(F.col("part").isin("consumers", "selector") | F.col("hash").isNotNull())
-    same = Window.partitionBy("label", "part")
+    same = Window.partitionBy("label", "pulsar", "part")
     rank = F.row_number().over(same.orderBy(F.desc("messages"), F.asc("key")))
     return (
         shaped.withColumn("keys", F.count("*").over(same))

@@ -33,12 +33,13 @@ def chart_consumers(consumers: pd.DataFrame) -> Any:
 
 
 def chart_hash_bins(bins: pd.DataFrame) -> Any:
-    """Sampled messages over the hash space, in bins of 256 hashes."""
+    """Sampled messages over the hash space (0..65535, or 3.0's 31-bit ring), in 256 bins."""
+    top = max(65536, int(bins["bin_end"].max()) + 1) if len(bins) else 65536
     return (
         alt.Chart(bins)
         .mark_bar()
         .encode(
-            x=alt.X("bin_start:Q", bin="binned", title="hash", scale=alt.Scale(domain=[0, 65536])),
+            x=alt.X("bin_start:Q", bin="binned", title="hash", scale=alt.Scale(domain=[0, top])),
             x2="bin_end:Q",
             y=alt.Y("messages:Q", title="sampled messages"),
             tooltip=["bin_start", "bin_end", "messages"],

@@ -6,10 +6,13 @@ Counted per subscription (`label`) by each engine, all small:
 - `consumers`: sampled messages per consumer, with a 0 row for every consumer that held
   ranges in a sampled poll and got none; `UNCOVERED` for hashes no range held;
 - `keys`: distinct keys; `selector`: the selector in force at the newest sampled poll;
-- `bins`: messages per 256-hash bin of the hash in force;
+- `bins`: messages per bin of the hash in force, 256 bins over its space (65,536 hashes, or
+  2^31 for 3.0's consistent hashing), each with its last hash;
 - `hot_keys`: the `top_keys` keys with the most messages (ties by key), each with its hash
   and consumer at its newest sample and how many consumers it went to;
-- `what_if` and `sticky_plan`: from `whatif`, per subscription.
+- `what_if` and `sticky_plan`: from `whatif`, per subscription;
+- `lines`: every broker row of the window (snapshot_id, collected_at, version): the line the
+  window is modelled on, and the summary's words on it (`model_of`).
 
 Skew is given two ways: `max_over_fair`, the busiest consumer's share over the fair share
 1/n (the same as its messages over the mean), and the Gini coefficient of the consumers'
@@ -27,16 +30,19 @@ import pandas as pd
 from pulsar_lens.api import Result, empty_frame, frame_of
 from pulsar_lens.core.keyload import UNCOVERED
 from pulsar_lens.plugins.builtin.key_distribution.whatif import PLAN_COLUMNS, WHAT_IF_COLUMNS
+from pulsar_lens.plugins.builtin.shared.versions import BrokerLine, broker_line
 
 BIN_WIDTH = 256  # 65536 hashes in 256 bins
+WIDE_BIN_WIDTH = 2**23  # 3.0's 31-bit consistent hashes in 256 bins
 COUNT_COLUMNS: dict[str, list[str]] = {
     "consumers": ["label", "consumer_name", "messages"],
     "keys": ["label", "keys"],
     "selector": ["label", "selector"],
-    "bins": ["label", "bin_start", "messages"],
+    "bins": ["label", "bin_start", "bin_end", "messages"],
     "hot_keys": ["label", "key", "hash", "consumer_name", "consumers_seen", "messages"],
     "what_if": WHAT_IF_COLUMNS,
     "sticky_plan": PLAN_COLUMNS,
+    "lines": ["snapshot_id", "collected_at", "version"],
 }
 CONSUMER_COLUMNS = ["label", "consumer_name", "messages", "share", "over_fair"]
 SKEW_COLUMNS = [
@@ -81,6 +87,7 @@ def finish(counts: Mapping[str, pd.DataFrame], *, subscription: str = "") -> Res
         "max_over_fair": float(worst["max_over_fair"].iloc[0]) if len(worst) else None,
     }
     summary["selected"] = subscription or summary["most_skewed"]
+    summary.update(model_of(counts["lines"]))
     return Result(
         frames={
             "consumers": consumers,
@@ -166,5 +173,30 @@ def _hot_keys(hot: pd.DataFrame, consumers: pd.DataFrame) -> pd.DataFrame:
 def _bins(counted: pd.DataFrame) -> pd.DataFrame:
     if counted.empty:
         return empty_frame(BIN_COLUMNS)
-    out = counted.assign(bin_end=counted["bin_start"] + BIN_WIDTH - 1)
-    return _sorted(out, ["label", "bin_start"])[BIN_COLUMNS]
+    return _sorted(counted, ["label", "bin_start"])[BIN_COLUMNS]
+
+
+UPGRADE_NOTE = (
+    "; the window holds polls of {lines} brokers (an upgrade): all of it is counted on the "
+    "newest poll's {line} model"
+)
+
+
+def model_of(lines: pd.DataFrame) -> dict[str, Any]:
+    """The line the window is modelled on, from its broker rows (`lines`): `pulsar`, the line
+    of the newest poll whose brokers reported a version (`broker_line`; "4.0" when none did);
+    `broker_versions`, every version reported in the window; `lines`, the lines of the polls
+    that reported one; `model`, the caption the page shows, saying when those lines differ."""
+    known = lines.dropna(subset=["version"])
+    known = known[known["version"].astype(str) != ""]
+    polls = [
+        (at, str(sid), broker_line(group))
+        for (at, sid), group in known.groupby(["collected_at", "snapshot_id"], sort=True)
+    ]
+    newest = polls[-1][2].line if polls else "4.0"
+    versions = tuple(sorted({str(v) for v in known["version"]}))
+    seen = sorted({line.line for _, _, line in polls}) or [newest]
+    caption = BrokerLine(newest, versions).caption()
+    if len(seen) > 1:
+        caption += UPGRADE_NOTE.format(lines=" and ".join(seen), line=newest)
+    return {"pulsar": newest, "broker_versions": list(versions), "lines": seen, "model": caption}

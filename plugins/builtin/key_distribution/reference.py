@@ -1,13 +1,19 @@
 """`key-distribution`'s rule on pandas: the whole result from a store root, without Spark.
 
-The rule. In every poll, each Key_Shared subscription of a sampled topic has a selector in
-force, inferred from its mode and its consumers' ranges in that poll as `key-shared-map`
-infers it (`infer_selector`). Each key sampled from that topic in that poll (a partition's
-samples go to that partition's subscription) gets the hash this selector routes it by
-(`hash_selector`): the stored `sticky_hash` (4.0 consistent hashing, `h31 % 65535 + 1`), or
-for auto split and sticky `h31 % 65536` with 0 -> 1. It counts for the consumer whose ranges
-in that poll contain that hash, `UNCOVERED` when none does. A broker refuses overlapping
-ranges within a subscription; if stale rows overlap anyway, the first consumer by name counts.
+The rule. The window is modelled on one broker line: that of the newest poll whose brokers
+reported a version (`frames.model_of`, `shared.versions.broker_line`: all 3.0.x -> "3.0", else
+"4.0"); a window spanning an upgrade says so in the summary and is counted on that newest
+line. In every poll, each Key_Shared subscription of a sampled topic has a selector in force,
+inferred from its mode and its consumers' ranges in that poll as `key-shared-map` infers it
+(`infer_selector`, on that line). Each key sampled from that topic in that poll (a partition's
+samples go to that partition's subscription) gets the hash this selector routes it by on that
+line (`hash_selector`, `core.hashing.reduction`): on 4.0 the stored `sticky_hash` (consistent
+hashing, `h31 % 65535 + 1`), or for auto split and sticky `h31 % 65536` with 0 -> 1; on 3.0
+`h31` itself for consistent hashing, `h31 % 65536` for the others. It counts for the consumer
+whose ranges in that poll contain that hash (on 3.0 STICKY also the gaps between two ranges
+of one consumer, which 3.0 delivers to it: `routed_members`), `UNCOVERED` when none does. A
+broker refuses overlapping ranges within a subscription; if stale rows overlap anyway, the
+first consumer by name counts.
 
 `frames` says what is counted from there and `whatif` what the what-ifs compute.
 """
@@ -19,44 +25,80 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from pulsar_lens.api import Result, empty_frame
-from pulsar_lens.core.keyload import UNCOVERED, sample_hashes
+from pulsar_lens.core.hashing import PulsarLine, reduce_hash_array, sticky_key_hash_array
+from pulsar_lens.core.keyload import UNCOVERED
 from pulsar_lens.core.keyshared.ranges import Member, hash_selector, infer_selector, ranges_of
+from pulsar_lens.core.keyshared.rebuild import seeded_sticky
 from pulsar_lens.plugins.builtin.key_distribution.frames import (
     BIN_WIDTH,
     COUNT_COLUMNS,
+    WIDE_BIN_WIDTH,
     empty_counts,
     finish,
     label_of,
+    model_of,
 )
 from pulsar_lens.plugins.builtin.key_distribution.whatif import plan_frame, what_if_frame
 
 GROUP_KEY = ["snapshot_id", "topic", "subscription"]
-SELECTOR_COLUMNS = [*GROUP_KEY, "label", "collected_at", "selector", "reduction"]
+SELECTOR_COLUMNS = [*GROUP_KEY, "label", "collected_at", "members", "selector", "reduction"]
 DEFAULT_POINTS = (20, 100, 400)
 
 
-def kind_of(mode: Any, members: Iterable[Mapping[str, Any]] | None) -> str:
-    """The selector of one subscription in one poll from its mode and its consumers
-    (`{consumer_name, hash_ranges}` each)."""
-    listed = () if members is None else members  # a numpy array from Spark, a list on pandas
-    found = [Member(str(m["consumer_name"]), ranges_of(m["hash_ranges"])) for m in listed]
-    return str(infer_selector(mode, found))
+def routed_members(kind: str, members: list[Member], pulsar: PulsarLine) -> list[Member]:
+    """`members` with the ranges each one receives: on a 3.0 STICKY subscription also the
+    gaps between two ranges of one consumer (`StickySelector` on 3.0); as listed otherwise, or
+    when the ranges overlap (a broker refuses that; the listed ranges are counted)."""
+    if pulsar != "3.0" or kind != "sticky":
+        return members
+    selector, handles = seeded_sticky(members, pulsar="3.0")
+    if selector is None:
+        return members
+    owned = selector.assignments().by_consumer(handles)
+    return [
+        Member(m.name, tuple(owned.get(h, ())), m.connected_since)
+        for m, h in zip(members, handles, strict=True)
+    ]
 
 
-def selectors_of(modes: Iterable[Any], members: Iterable[Any]) -> tuple[list[str], list[str]]:
-    """Per (mode, members) of one subscription in one poll: its selector (`kind_of`), and the
-    selector whose hash it routes by."""
-    kinds = [kind_of(mode, listed) for mode, listed in zip(modes, members, strict=True)]
-    return kinds, [hash_selector(kind) for kind in kinds]
+def selectors_of(
+    modes: Iterable[Any], members: Iterable[Any], *, pulsar: PulsarLine
+) -> tuple[list[str], list[str], list[list[dict[str, Any]]]]:
+    """Per (mode, members) of one subscription in one poll: its selector on line `pulsar`, the
+    selector whose hash it routes by, and its members (`{consumer_name, hash_ranges}` each)
+    with the ranges they receive (`routed_members`)."""
+    kinds: list[str] = []
+    reductions: list[str] = []
+    routed: list[list[dict[str, Any]]] = []
+    for mode, listed in zip(modes, members, strict=True):
+        listed = () if listed is None else listed  # a numpy array from Spark, a list on pandas
+        found = [Member(str(m["consumer_name"]), ranges_of(m["hash_ranges"])) for m in listed]
+        kind = str(infer_selector(mode, found, pulsar=pulsar))
+        kinds.append(kind)
+        reductions.append(hash_selector(kind))
+        routed.append(
+            [
+                {
+                    "consumer_name": m.name,
+                    "hash_ranges": [{"start": s, "end": e} for s, e in m.ranges],
+                }
+                for m in routed_members(kind, found, pulsar)
+            ]
+        )
+    return kinds, reductions, routed
 
 
-def with_selectors(groups: pd.DataFrame) -> pd.DataFrame:
+def with_selectors(groups: pd.DataFrame, *, pulsar: PulsarLine) -> pd.DataFrame:
     """`groups` (one row per sampled subscription and poll, with `key_shared_mode` and
-    `members`) as `SELECTOR_COLUMNS`: its selector, and the selector whose hash it routes by."""
-    kinds, reductions = selectors_of(groups["key_shared_mode"], groups["members"])
-    return groups.assign(selector=kinds, reduction=reductions)[SELECTOR_COLUMNS]
+    `members`) as `SELECTOR_COLUMNS`: its selector on line `pulsar`, the selector whose hash it
+    routes by, and its routed members."""
+    kinds, reductions, routed = selectors_of(
+        groups["key_shared_mode"], groups["members"], pulsar=pulsar
+    )
+    return groups.assign(selector=kinds, reduction=reductions, members=routed)[SELECTOR_COLUMNS]
 
 
 def members_in_order(newest: pd.DataFrame) -> dict[str, list[str]]:
@@ -88,11 +130,13 @@ def pandas_result(
     from pulsar_lens.core.store import Store
 
     store = Store(store_root)
-    tables = {n: store.read(n).to_pandas() for n in ("key_samples", "consumers", "subscriptions")}
+    names = ("key_samples", "consumers", "subscriptions", "brokers")
+    tables = {n: store.read(n).to_pandas() for n in names}
     counts = pandas_counts(
         tables["key_samples"],
         tables["consumers"],
         tables["subscriptions"],
+        tables["brokers"],
         top_keys=top_keys,
         what_if=dict(points=points, spread=spread, charset=charset),
         plan_points=plan_points,
@@ -104,6 +148,7 @@ def pandas_counts(
     samples: pd.DataFrame,
     consumers: pd.DataFrame,
     subscriptions: pd.DataFrame,
+    brokers: pd.DataFrame,
     *,
     top_keys: int,
     what_if: Mapping[str, Any],
@@ -114,22 +159,26 @@ def pandas_counts(
     pairs = zip(subs["topic"], subs["subscription"], strict=True)
     subs = subs.assign(label=[label_of(t, s) for t, s in pairs])
     sampled = subs.merge(samples[["snapshot_id", "topic"]].drop_duplicates(), on=GROUP_KEY[:2])
+    lines = brokers[COUNT_COLUMNS["lines"]].reset_index(drop=True)
     if sampled.empty:
-        return empty_counts()
+        return {**empty_counts(), "lines": lines}
+    model: PulsarLine = model_of(lines)["pulsar"]
     listed = consumers.merge(sampled[[*GROUP_KEY, "label"]], on=GROUP_KEY)
-    selectors = with_selectors(sampled.assign(members=_members(sampled, listed)))
-    rows = _assigned(samples, selectors, listed)
+    grouped = sampled.assign(members=_members(sampled, listed))
+    selectors = with_selectors(grouped, pulsar=model)
+    rows = _assigned(samples, selectors, pulsar=model)
     members = members_in_order(_newest(consumers.merge(subs[[*GROUP_KEY, "label"]], on=GROUP_KEY)))
     members = {label: members.get(label, []) for label in rows["label"].unique()}
     return {
         "consumers": _per_consumer(rows, listed),
         "keys": rows.groupby("label", as_index=False).agg(keys=("key", "nunique")),
         "selector": _newest_selector(selectors),
-        "bins": _sum(rows.assign(bin_start=rows["hash"] - rows["hash"] % BIN_WIDTH), "bin_start"),
+        "bins": _bins(rows),
+        "lines": lines,
         "hot_keys": _hot_keys(rows, top_keys),
         "what_if": _per_label(
             _sum(rows, "sticky_hash").rename(columns={"sticky_hash": "hash"}),
-            lambda g: what_if_frame(g, members, **what_if),
+            lambda g: what_if_frame(g, members, **what_if, pulsar=model),
             "what_if",
         ),
         "sticky_plan": _per_label(
@@ -151,37 +200,59 @@ def _members(groups: pd.DataFrame, listed: pd.DataFrame) -> list[list[dict[str, 
     return [found.get(key, []) for key in keys]
 
 
-def _assigned(samples: pd.DataFrame, selectors: pd.DataFrame, listed: pd.DataFrame) -> pd.DataFrame:
-    """Sampled messages per (poll, subscription, key) with their hashes and consumer."""
+def _assigned(
+    samples: pd.DataFrame, selectors: pd.DataFrame, *, pulsar: PulsarLine
+) -> pd.DataFrame:
+    """Sampled messages per (poll, subscription, key) with their consumer and hashes on line
+    `pulsar`: `hash` the one its selector routes it by, `sticky_hash` and `range_hash` the
+    consistent-hashing and sticky ones (the what-ifs'), and the `bin_width` of `hash`."""
     keyed = samples.assign(key=samples["key"].fillna(""))
     by = ["snapshot_id", "collected_at", "topic", "key", "sticky_hash"]
     rows = keyed.groupby(by, as_index=False).size().rename(columns={"size": "messages"})
-    rows["range_hash"] = sample_hashes(rows["key"], selector="sticky")
-    rows = rows.drop(columns="collected_at").merge(selectors, on=["snapshot_id", "topic"])
-    consistent = rows["reduction"] == "consistent"
-    rows["hash"] = np.where(consistent, rows["sticky_hash"], rows["range_hash"]).astype(np.int64)
-    ranges = _ranges(listed)
-    owners = rows[[*GROUP_KEY, "hash"]].reset_index().merge(ranges, on=GROUP_KEY)
+    keys = pa.array(rows["key"].astype(str).tolist(), pa.string())
+    rows["h31"] = sticky_key_hash_array(keys, selector="consistent", pulsar="3.0")
+    rows = rows.drop(columns="collected_at").merge(
+        selectors.drop(columns="members"), on=["snapshot_id", "topic"]
+    )
+    h31 = rows["h31"].to_numpy(np.uint32)
+    # 4.0's consistent-hashing hash is the one the sampler stored; 3.0's is h31 itself
+    stored = rows["sticky_hash"].to_numpy(np.int64)
+    consistent = h31.astype(np.int64) if pulsar == "3.0" else stored
+    ranged = reduce_hash_array(h31, selector="sticky", pulsar=pulsar).astype(np.int64)
+    on_ring = (rows["reduction"] == "consistent").to_numpy()
+    rows["hash"] = np.where(on_ring, consistent, ranged)
+    rows["sticky_hash"], rows["range_hash"] = consistent, ranged
+    wide = on_ring & (pulsar == "3.0")
+    rows["bin_width"] = np.where(wide, WIDE_BIN_WIDTH, BIN_WIDTH)
+    owners = rows[[*GROUP_KEY, "hash"]].reset_index().merge(_ranges(selectors), on=GROUP_KEY)
     inside = (owners["hash"] >= owners["start"]) & (owners["hash"] <= owners["end"])
     owner_of = owners[inside].groupby("index")["consumer_name"].min()
     rows["consumer_name"] = rows.index.map(owner_of).fillna(UNCOVERED)
-    return rows
+    return rows.drop(columns="h31")
 
 
-def _ranges(listed: pd.DataFrame) -> pd.DataFrame:
+def _ranges(selectors: pd.DataFrame) -> pd.DataFrame:
+    """The ranges each member of each subscription and poll receives (`routed_members`)."""
     rows = [
-        (snap, topic, sub, name, start, end)
-        for snap, topic, sub, name, cell in zip(
-            listed["snapshot_id"],
-            listed["topic"],
-            listed["subscription"],
-            listed["consumer_name"],
-            listed["hash_ranges"],
+        (snap, topic, sub, member["consumer_name"], int(r["start"]), int(r["end"]))
+        for snap, topic, sub, members in zip(
+            selectors["snapshot_id"],
+            selectors["topic"],
+            selectors["subscription"],
+            selectors["members"],
             strict=True,
         )
-        for start, end in ranges_of(cell)
+        for member in members
+        for r in member["hash_ranges"]
     ]
     return pd.DataFrame(rows, columns=[*GROUP_KEY, "consumer_name", "start", "end"])
+
+
+def _bins(rows: pd.DataFrame) -> pd.DataFrame:
+    start = rows["hash"] - rows["hash"] % rows["bin_width"]
+    binned = rows.assign(bin_start=start, bin_end=start + rows["bin_width"] - 1)
+    by = binned.groupby(["label", "bin_start"], as_index=False)
+    return by.agg(bin_end=("bin_end", "max"), messages=("messages", "sum"))[COUNT_COLUMNS["bins"]]
 
 
 def _newest(listed: pd.DataFrame) -> pd.DataFrame:

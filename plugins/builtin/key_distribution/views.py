@@ -1,5 +1,6 @@
 """`key-distribution`'s views: the chosen subscription's consumers, hashes, hot keys and
-what-ifs, then every subscription's skew."""
+what-ifs, with the Pulsar line modelled (`summary["model"]`), then every subscription's
+skew."""
 
 from __future__ import annotations
 
@@ -43,8 +44,9 @@ def render_views(result: Result) -> list[View]:
             *_every(skew),
         ]
     mine = {name: frame[frame["label"] == label] for name, frame in frames.items()}
+    model = str(summary.get("model") or "Pulsar 4.0 model (brokers: version unknown)")
     return [
-        Note(f"Subscription {escape_markdown(label)}"),
+        Note(f"Subscription {escape_markdown(label)}; {escape_markdown(model)}"),
         Columns(tuple((m,) for m in _metrics(mine["skew"].iloc[0]))),
         Columns(
             (

@@ -1,15 +1,16 @@
 """`key-distribution`'s what-ifs on the real keys, one subscription at a time.
 
 `what_if_frame`: the subscription's sampled messages, by their consistent-hashing hash, on a
-4.0 consistent-hashing ring (`ConsistentHashingSelector`, the ring `key-shared-map` rebuilds)
-of n consumers at a few replica-point counts, for n from N - spread to N + spread around the
-N consumers of its newest poll. The ring keeps the first n of them in connection order (the
-last connected leave first) and adds `extra-1`, `extra-2`, ... beyond N. Per (n, points):
-the busiest consumer's share, that over the fair share 1/n, and the share of messages that
-would change consumer against the N consumers at the same points.
+consistent-hashing ring of the modelled line (4.0's `ConsistentHashingSelector`, or 3.0.7's
+31-bit ring on 3.0: the rings `key-shared-map` rebuilds) of n consumers at a few replica-point
+counts, for n from N - spread to N + spread around the N consumers of its newest poll. The
+ring keeps the first n of them in connection order (the last connected leave first) and adds
+`extra-1`, `extra-2`, ... beyond N. Per (n, points): the busiest consumer's share, that over
+the fair share 1/n, and the share of messages that would change consumer against the N
+consumers at the same points.
 
 `plan_frame`: the sticky-range planner of `sticky-ranges` (`plan_ranges`, N nodes) scored on
-the messages by their sticky hash (`h31 % 65536`, 0 -> 1), per planned node.
+the messages by their sticky hash (`h31 % 65536`, on 4.0 0 -> 1), per planned node.
 
 Both engines call these per subscription (`per_label`) on frames of (label, hash, messages):
 the pandas twin on its own sums, the Spark plugin on the sums its query brings back.
@@ -23,7 +24,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pulsar_lens.api import ConsistentHashingSelector, Consumer, frame_of
+from pulsar_lens.api import Consumer, frame_of
+from pulsar_lens.core.hashing import PulsarLine
+from pulsar_lens.core.selectors import make_selector
 from pulsar_lens.plugins.builtin.shared.sticky import plan_ranges
 
 WHAT_IF_COLUMNS = ["label", "consumers", "points", "max_share", "max_over_fair", "moved_share"]
@@ -37,11 +40,16 @@ _TYPES: dict[str, dict[str, str]] = {  # the columns' types, also for a frame wi
 
 
 def ring_owners(
-    names: Sequence[str], points: int, hashes: np.ndarray, *, charset: str
+    names: Sequence[str],
+    points: int,
+    hashes: np.ndarray,
+    *,
+    charset: str,
+    pulsar: PulsarLine = "4.0",
 ) -> np.ndarray:
-    """The position in `names` of the consumer each hash goes to on a 4.0 consistent-hashing
-    ring of exactly these consumers, joined in this order."""
-    selector = ConsistentHashingSelector(points=points, name_encoding=charset)
+    """The position in `names` of the consumer each hash goes to on a consistent-hashing ring
+    of line `pulsar` of exactly these consumers, joined in this order."""
+    selector = make_selector("consistent", points=points, pulsar=pulsar, name_encoding=charset)
     handles = [Consumer(name) for name in names]
     for handle in handles:
         selector.add(handle)
@@ -61,16 +69,17 @@ def what_if_rows(
     points: Sequence[int],
     spread: int,
     charset: str,
+    pulsar: PulsarLine = "4.0",
 ) -> list[dict[str, Any]]:
     total = float(weights.sum())
     if not names or not total:
         return []
     rows = []
     for p in points:
-        now = ring_owners(names, p, hashes, charset=charset)
+        now = ring_owners(names, p, hashes, charset=charset, pulsar=pulsar)
         for n in range(max(1, len(names) - spread), len(names) + spread + 1):
             extra = [f"extra-{i}" for i in range(1, n - len(names) + 1)]
-            owners = ring_owners([*names[:n], *extra], p, hashes, charset=charset)
+            owners = ring_owners([*names[:n], *extra], p, hashes, charset=charset, pulsar=pulsar)
             shares = np.bincount(owners, weights=weights, minlength=n) / total
             top = float(shares.max())
             rows.append(
@@ -120,15 +129,16 @@ def what_if_frame(
     points: Sequence[int],
     spread: int,
     charset: str,
+    pulsar: PulsarLine = "4.0",
 ) -> pd.DataFrame:
-    """The what-if of one subscription's (label, hash, messages) rows."""
+    """The what-if of one subscription's (label, hash, messages) rows on line `pulsar`."""
     if group.empty:
         return _typed(frame_of([], WHAT_IF_COLUMNS), "what_if")
     label = str(group["label"].iloc[0])
     hashes, weights = _arrays(group)
     names = members.get(label, ())
     rows = what_if_rows(
-        label, hashes, weights, names, points=points, spread=spread, charset=charset
+        label, hashes, weights, names, points=points, spread=spread, charset=charset, pulsar=pulsar
     )
     return _typed(frame_of(rows, WHAT_IF_COLUMNS), "what_if")
 

@@ -3,8 +3,9 @@
 The `brokers` table holds the version each broker reported (`version`). A snapshot whose
 brokers all run 3.0.x gets the 3.0 models; any other (4.0.x, 4.2.x, a mix during an
 upgrade, or no version known) the 4.0 ones, which are the default (`core.pulsarvalues.model_line`
-reads one version). `key-shared-map` and `sticky-ranges`
-say on their pages which line they modelled and the versions that answered.
+reads one version). `key-shared-map`, `sticky-ranges` and `key-distribution` (on the
+newest poll's brokers) say on their pages which line they modelled and the versions that
+answered.
 """
 
 from __future__ import annotations
