@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pulsar_lens.collectors.answers import collection_paused
 from pulsar_lens.collectors.brokers import (
     LoadManagerCounters,
     parse_broker,
@@ -289,7 +290,7 @@ def build_snapshot(answers: PollAnswers) -> Snapshot:
     A field no column can hold becomes null, and the snapshot's errors say which; so do
     the items of the answers that were refused or cut, counted (`answers.notes`)."""
     notes = copy.deepcopy(answers.notes)  # built twice from the same answers, counted once
-    with field_warnings(notes) as found:
+    with field_warnings(notes) as found, collection_paused():  # millions of records, no garbage
         snapshot = _build(answers)
     lines = notes.lines()
     if not found and not lines:

@@ -70,15 +70,22 @@ def field_warnings(notes: Notes | None = None) -> Iterator[list[str]]:
             found.append(f"... and {lines.extra} more out-of-range field(s)")
 
 
-@contextmanager
-def reading(where: str) -> Iterator[None]:
+class reading:
     """Name what the fields read inside the block belong to (e.g. a topic)."""
-    token = _where.set(where)
-    try:
-        with within(where):
-            yield
-    finally:
-        _where.reset(token)
+
+    __slots__ = ("inner", "token", "where")
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.inner = within(where)
+
+    def __enter__(self) -> None:
+        self.token = _where.set(self.where)
+        self.inner.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.__exit__()
+        _where.reset(self.token)
 
 
 def warn(text: str) -> None:
@@ -102,6 +109,8 @@ def as_int(payload: Mapping[str, Any], *keys: str) -> int | None:
     for key in keys:
         value: Any = payload.get(key)
         kind = type(value)  # exact types: bool is a subclass of int but not a number here
+        if kind is int and INT64_MIN <= value <= INT64_MAX:  # the usual case, first
+            return value  # type: ignore[no-any-return]
         number = value
         if kind is float and math.isfinite(value) and value.is_integer():
             kind, number = int, int(value)
@@ -118,6 +127,8 @@ def as_float(payload: Mapping[str, Any], *keys: str) -> float | None:
     """The first of `keys` holding a finite number below 1e18 in magnitude, as float."""
     for key in keys:
         value = payload.get(key)
+        if type(value) is float and -FLOAT_LIMIT < value < FLOAT_LIMIT:  # the usual case
+            return value
         if type(value) is float or type(value) is int:
             number = float(value) if abs(value) < 1e300 else math.inf
             if math.isfinite(number) and abs(number) < FLOAT_LIMIT:
@@ -156,6 +167,8 @@ def bounded(text: str, what: str) -> str:
 def as_text(value: str, what: str = "a name") -> str:
     """`value` as storable UTF-8 text: a lone surrogate (what a JSON `\\ud800` escape
     decodes to; no UTF-8 encoder takes it) is written as its escape `\\ud800`, and reported."""
+    if value.isascii():  # the usual case, and no surrogate is ASCII
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

@@ -62,7 +62,7 @@ class Notes:
 
 
 _notes: ContextVar[Notes | None] = ContextVar("notes", default=None)
-_where: ContextVar[tuple[str, ...]] = ContextVar("notes_where", default=())
+_where: ContextVar[tuple[object, ...]] = ContextVar("notes_where", default=())
 
 
 @contextmanager
@@ -75,15 +75,23 @@ def noting(notes: Notes) -> Iterator[Notes]:
         _notes.reset(token)
 
 
-@contextmanager
-def within(*names: object) -> Iterator[None]:
+class within:
     """Name what the items refused inside the block belong to (topic, subscription, ...);
-    each example starts with these names."""
-    token = _where.set((*_where.get(), *(shown(n, limit=NAME_SHOWN) for n in names)))
-    try:
-        yield
-    finally:
-        _where.reset(token)
+    each example starts with these names.
+
+    A class, not a generator: it runs for every topic, subscription and consumer of a poll,
+    and the names are only shown (`shown`) when an example is written."""
+
+    __slots__ = ("names", "token")
+
+    def __init__(self, *names: object) -> None:
+        self.names = names
+
+    def __enter__(self) -> None:
+        self.token = _where.set((*_where.get(), *self.names))
+
+    def __exit__(self, *exc: object) -> None:
+        _where.reset(self.token)
 
 
 def refuse(what: str, why: str, *names: object) -> None:
@@ -103,7 +111,8 @@ def _note(action: str, what: str, why: str, names: tuple[object, ...]) -> None:
         # the examples are formatted only while there is room for them
         tally = notes.tallies.get((action, what, why))
         room = tally is None or len(tally.examples) < MAX_EXAMPLES
-        example = iter((*_where.get(), *(shown(n) for n in names))) if room else None
+        where = (shown(n, limit=NAME_SHOWN) for n in _where.get())
+        example = iter((*where, *(shown(n) for n in names))) if room else None
         notes.add(action, what, why, example)
 
 

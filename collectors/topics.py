@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.answers import collection_paused
 from pulsar_lens.collectors.fields import (
     MAX_HASH_ITEMS,
     MAX_TEXT,
@@ -38,6 +39,7 @@ from pulsar_lens.core.errors import AdminApiError
 from pulsar_lens.core.model import (
     ConsumerRecord,
     DrainingHashRecord,
+    HashRange,
     SubscriptionRecord,
     TopicRecord,
 )
@@ -76,11 +78,12 @@ def parse_broker_topic_stats(payload: Mapping[str, Any], broker: str) -> list[To
     name the broker would refuse or that claims a namespace or domain it is not listed under,
     stats that are not an object."""
     found: list[TopicStats] = []
-    for namespace, bundles in _levels(payload, "answer", "namespace"):
-        with within(broker, namespace):
-            for bundle, domains in _levels(bundles, "namespace", "bundle"):
-                with within(bundle):
-                    found.extend(_bundle_topics(domains, namespace, as_text(bundle), broker))
+    with collection_paused():  # no garbage is made: see `collection_paused`
+        for namespace, bundles in _levels(payload, "answer", "namespace"):
+            with within(broker, namespace):
+                for bundle, domains in _levels(bundles, "namespace", "bundle"):
+                    with within(bundle):
+                        found.extend(_bundle_topics(domains, namespace, as_text(bundle), broker))
     return found
 
 
@@ -226,8 +229,10 @@ def parse_topic(
 def parse_consumer(topic: str, subscription: str, consumer: Mapping[str, Any]) -> ConsumerRecord:
     """One consumer of a subscription (4.0 and 3.0 field sets)."""
     name = as_str(consumer, "consumerName") or ""
-    with within(name):
-        ranges = parse_hash_ranges(consumer)
+    ranges: tuple[HashRange, ...] = ()
+    if "keyHashRangeArrays" in consumer or "keyHashRanges" in consumer:  # else none to read
+        with within(name):
+            ranges = parse_hash_ranges(consumer)
     return ConsumerRecord(
         topic=topic,
         subscription=subscription,
@@ -348,10 +353,11 @@ def parse_subscriptions(topic: str, stats: Mapping[str, Any]) -> SubscriptionRow
                     continue
                 check_keys(consumer, "consumer")
                 record = parse_consumer(topic, name, consumer)
-                with within(record.consumer_name):
-                    draining.extend(
-                        parse_draining_hashes(topic, name, consumer, name=record.consumer_name)
-                    )
+                if "drainingHashes" in consumer:  # else there is nothing to read or refuse
+                    with within(record.consumer_name):
+                        draining.extend(
+                            parse_draining_hashes(topic, name, consumer, name=record.consumer_name)
+                        )
                 consumers.append(record)
     return SubscriptionRows(tuple(subs), tuple(consumers), tuple(draining))
 

@@ -99,7 +99,7 @@ def parse_topic_name(name: str, *, pulsar: TopicNameLine = "4.0") -> TopicName:
 
     A name holding a lone surrogate (bytes that were not UTF-8) is refused too: the broker's
     class would take it, but no request can carry it to a broker."""
-    if any("\ud800" <= c <= "\udfff" for c in name):
+    if not name.isascii() and any("\ud800" <= c <= "\udfff" for c in name):
         raise TopicNameError(
             f"{name.encode('utf-8', 'backslashreplace')!r} is not valid text", name=name
         )

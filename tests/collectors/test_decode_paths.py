@@ -1,0 +1,125 @@
+"""The answers read by `decode_json` (msgspec, colons counted) and by the standard library's
+`decode_json_tolerant` (the reader before it) make the same snapshot, table for table.
+
+Same bodies through both readers, then the same poll or assembly; every polled table is
+compared as the store would build it (Arrow, then pandas: values and dtypes), and the
+snapshot's errors line for line. The bodies: the synthetic cluster of the scale harness
+(bulk and per-topic answers), every recorded answer of both releases, and each damaged
+answer of `test_refusals` (duplicate keys, bytes that are not UTF-8, wrong types, ...).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from benchmarks.bulk_answers import answers_of
+from pulsar_lens.collectors.answers import decode_json, decode_json_tolerant
+from pulsar_lens.collectors.assemble import build_snapshot
+from pulsar_lens.collectors.notes import noting
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.collectors.topics import parse_broker_topic_stats
+from pulsar_lens.core.model import POLLED_TABLES, Snapshot, records_to_table
+from reliability.synth_server import SynthCluster
+from tests.collectors.test_refusals import CASES, MARK, Case
+from tests.props.strategies import DATA, FakeAdmin, index
+
+Decode = Callable[[bytes], Any]
+READERS = {"new": decode_json, "old": decode_json_tolerant}
+SCENARIOS = sorted(p.name for p in DATA.iterdir() if p.is_dir())
+AT = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
+
+
+def assert_same_snapshots(old: Snapshot, new: Snapshot) -> None:
+    for name in POLLED_TABLES:
+        tables = [
+            records_to_table(
+                name, s.records(name), snapshot_id="s", collected_at=AT, cluster=s.cluster
+            ).to_pandas()
+            for s in (old, new)
+        ]
+        pd.testing.assert_frame_equal(*tables, check_dtype=True, obj=name)
+    assert [(e.endpoint, e.status, e.message) for e in old.errors] == [
+        (e.endpoint, e.status, e.message) for e in new.errors
+    ]
+
+
+def synthetic(decode: Decode, cluster: SynthCluster) -> Snapshot:
+    g = cluster.current
+    static = {
+        "brokers": cluster.brokers,
+        "answers": {path: body.decode() for path, body in cluster._static.items()},
+    }
+    answers = answers_of(static, {b: decode(g.owned[b]) for b in cluster.brokers})
+    with noting(answers.notes):
+        for b in cluster.brokers:
+            answers.bulk[b] = parse_broker_topic_stats(decode(g.bulk[b]), b)
+    for name in cluster.names[::2]:  # half the topics with their per-topic stats too
+        body = cluster.topic_stats(name, g)
+        assert body is not None
+        answers.topic_stats[name] = decode(body)
+    return build_snapshot(answers)
+
+
+def test_the_synthetic_cluster_assembles_the_same() -> None:
+    cluster = SynthCluster(400, ["127.0.0.1:9001", "127.0.0.1:9002"], change=0.0, seed=3)
+    old, new = (synthetic(READERS[r], cluster) for r in ("old", "new"))
+    assert len(new.topics) == 400 and new.draining_hashes and new.consumers
+    assert_same_snapshots(old, new)
+
+
+def recorded_admin(scenario: str, decode: Decode) -> FakeAdmin:
+    bodies = {}
+    for entry in index(scenario):
+        name = entry["file"]
+        body = (DATA / scenario / name).read_bytes() if name else None
+        if body is not None and name.endswith(".json"):
+            bodies[(entry["path"], entry["query"])] = decode(body)
+        else:
+            bodies[(entry["path"], entry["query"])] = body.decode() if body else None
+    return FakeAdmin(bodies)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_each_recording_polls_the_same(scenario: str) -> None:
+    old, new = (
+        poll(recorded_admin(scenario, READERS[r]), concurrency=1)  # type: ignore[arg-type]
+        for r in ("old", "new")
+    )
+    assert new.topics and new.consumers
+    assert_same_snapshots(old, new)
+
+
+def damaged_admin(case: Case, decode: Decode) -> FakeAdmin:
+    """The recorded default cluster, one answer damaged as `case` says (as test_refusals
+    damages it), every answer read from bytes by `decode`."""
+    bodies = {}
+    for entry in index("default"):
+        key = (entry["path"], entry["query"])
+        name = entry["file"]
+        if not name or not name.endswith(".json"):
+            bodies[key] = (DATA / "default" / name).read_text() if name else None
+            continue
+        raw = (DATA / "default" / name).read_bytes()
+        if key == case.answer:
+            body = json.loads(raw)
+            case.edit(body)
+            text = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            raw = text.replace(json.dumps(MARK)[1:-1].encode(), case.raw)
+        bodies[key] = decode(raw)
+    return FakeAdmin(bodies)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_each_damaged_answer_polls_the_same(case: Case) -> None:
+    old, new = (
+        poll(damaged_admin(case, READERS[r]), concurrency=1, timeout=1.0)  # type: ignore[arg-type]
+        for r in ("old", "new")
+    )
+    assert new.partial
+    assert_same_snapshots(old, new)
