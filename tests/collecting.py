@@ -46,10 +46,20 @@ def mounted_tmpfs(mount: Path, size: str = TMPFS_SIZE) -> Iterator[Path]:
             run("umount", "-l", str(mount))
 
 
-def remount(mount: Path, mode: str) -> None:
-    """Remount the tmpfs `ro` (every write then fails with EROFS) or `rw` again."""
-    done = run("mount", "-o", f"remount,{mode}", str(mount))
-    assert done.returncode == 0, done.stderr
+def remount(mount: Path, mode: str, *, within: float = WAIT) -> None:
+    """Remount the tmpfs `ro` (every write then fails with EROFS) or `rw` again.
+
+    The kernel refuses `ro` ("mount point is busy") while a file on it is open for writing,
+    as the collector's store is for a moment at every poll: asked again until it takes, for
+    at most `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        done = run("mount", "-o", f"remount,{mode}", str(mount))
+        if done.returncode == 0:
+            return
+        if "busy" not in done.stderr or time.monotonic() > deadline:
+            raise AssertionError(f"remount,{mode} of {mount} refused: {done.stderr.strip()}")
+        time.sleep(0.05)
 
 
 class Collector:
