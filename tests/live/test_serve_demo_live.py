@@ -92,6 +92,16 @@ def test_serve_collects_from_a_live_broker_and_stops_on_ctrl_c(
     assert not answers_ok(f"http://127.0.0.1:{port}/_stcore/health")
 
 
+def _demo(store: Path, port: int, *options: str) -> subprocess.Popen[str]:
+    """`pulsar-lens demo` with `options`, serving on `port` into `store` (polls every 2 s), in
+    a session of its own, its output read by the test."""
+    argv = [PY, "-m", "pulsar_lens.cli.main", "demo", *options, "--port", str(port)]
+    argv += ["--interval", "2s", "--metrics-port", "0", "--store", str(store)]
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+
+
 def _key_shared_consumers(store: Path) -> int:
     consumers = Store(store).read_latest("consumers").to_pandas()
     return int(consumers["consumer_name"].str.startswith("orders-").sum())
@@ -99,14 +109,7 @@ def _key_shared_consumers(store: Path) -> int:
 
 def test_demo_command_serves_live_data_and_stops_everything(tmp_path: Path) -> None:
     port, store = free_port(), tmp_path / "store"
-    argv = [PY, "-m", "pulsar_lens.cli.main", "demo", "--port", str(port), "--interval", "2s"]
-    with subprocess.Popen(
-        [*argv, "--metrics-port", "0", "--store", str(store)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    ) as proc:
+    with _demo(store, port) as proc:
         lines = _read_until(proc, "Local Pulsar admin API:", timeout=240)
         assert f"Pulsar Lens dashboard: http://127.0.0.1:{port}" in lines
         admin_url = lines[-1].split(": ", 1)[1]
@@ -130,15 +133,7 @@ def _moves_and_probes(store: Path) -> bool:
 
 def test_demo_on_two_brokers_moves_bundles_and_probes_them(tmp_path: Path) -> None:
     port, store = free_port(), tmp_path / "store"
-    argv = [PY, "-m", "pulsar_lens.cli.main", "demo", "--brokers", "2", "--unload-every", "4s"]
-    argv += ["--port", str(port), "--interval", "2s", "--metrics-port", "0"]
-    with subprocess.Popen(
-        [*argv, "--store", str(store)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    ) as proc:
+    with _demo(store, port, "--brokers", "2", "--unload-every", "4s") as proc:
         lines = _read_until(proc, "Local Pulsar admin API:", timeout=240)
         assert any("cluster of 2 brokers" in line for line in lines)
         admin_url = lines[-1].split(": ", 1)[1]
@@ -177,15 +172,8 @@ def test_demo_on_a_3_0_cluster_answers_3_0_7_everywhere_and_models_3_0(tmp_path:
     """`demo --pulsar 3.0 --brokers 2`: both brokers are 3.0.7 and say so to the admin API
     and to the collector, bundles are owned on both, and the analyses model 3.0."""
     port, store = free_port(), tmp_path / "store"
-    argv = [PY, "-m", "pulsar_lens.cli.main", "demo", "--pulsar", "3.0", "--brokers", "2"]
-    argv += ["--unload-every", "4s", "--port", str(port), "--interval", "2s"]
-    with subprocess.Popen(
-        [*argv, "--metrics-port", "0", "--store", str(store)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    ) as proc:
+    options = ("--pulsar", "3.0", "--brokers", "2", "--unload-every", "4s")
+    with _demo(store, port, *options) as proc:
         try:
             lines = _read_until(proc, "Local Pulsar admin API:", timeout=240)
             assert any("Pulsar 3.0.7 cluster of 2 brokers" in line for line in lines), lines
