@@ -39,8 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,20 +123,12 @@ _TYPED = msgspec.json.Decoder(dict[str, dict[str, dict[str, dict[str, _Topic]]]]
 # --- the decoders ----------------------------------------------------------------------------
 
 
-def _old_object(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
-    from pulsar_lens.collectors.answers import Duplicated
-
-    found = dict(pairs)
-    if len(found) == len(pairs):
-        return found
-    twice = Duplicated(found)
-    twice.duplicates = tuple(key for key, n in Counter(k for k, _ in pairs).items() if n > 1)
-    return twice
-
-
 def old_decode(body: bytes) -> Any:
-    """`decode_json` as it was before msgspec: the standard library, the collector running."""
-    return json.loads(body.decode("utf-8-sig", "surrogateescape"), object_pairs_hook=_old_object)
+    """`decode_json` as it was before msgspec: the standard library with the collector's
+    pairs hook (which marks a key held twice), the garbage collector running."""
+    from pulsar_lens.collectors.answers import _object
+
+    return json.loads(body.decode("utf-8-sig", "surrogateescape"), object_pairs_hook=_object)
 
 
 def _paused(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
