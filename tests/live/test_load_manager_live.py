@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,10 +150,11 @@ def unloaded_to(cluster: LocalPulsarCluster, key: str, broker: str, attempts: in
         unload()
 
 
-def reconnected(cluster: LocalPulsarCluster, topics: list[str]) -> None:
+def reconnected(cluster: LocalPulsarCluster, topics: list[str], source: str, to: str) -> None:
     """Wait until the bulk stats the next poll reads show `topics` moved with their clients:
-    listed by the second broker only, with their producers."""
-    quiet, hot = (b.admin_url for b in cluster.broker_processes)
+    listed by broker `to` only, with their producers, and no longer by broker `source`."""
+    url = {b.broker_id: b.admin_url for b in cluster.broker_processes}
+    quiet, hot = url[source], url[to]
     seen: dict[str, object] = {}
 
     def moved() -> bool:
@@ -162,6 +164,23 @@ def reconnected(cluster: LocalPulsarCluster, topics: list[str]) -> None:
         return not left and all(t in on_hot and on_hot[t].stats.get("publishers") for t in topics)
 
     wait_for(moved, what=f"{topics} on the other broker", timeout=90, every=0.5, seen=lambda: seen)
+
+
+def more_bundles_on(cluster: LocalPulsarCluster, hot: str, quiet: str) -> None:
+    """Unload bundles of `quiet` to `hot` until `hot` holds more bundles of the namespace.
+
+    The modular load manager sends a bundle only to a broker holding the fewest bundles of its
+    namespace (`LoadManagerShared.removeMostServicingBrokersForNamespace`). A hot broker that
+    holds fewer than the quiet one is its own only candidate, so its shedder finds a bundle to
+    unload every round and gives it up ("The destination broker ... is the same as the current
+    owner broker"). Each move here is an admin unload, counted by nobody's load manager."""
+    for _ in range(BUNDLES):
+        held = owners(cluster)
+        on_quiet = sorted(k for k, b in held.items() if b == quiet)
+        if list(held.values()).count(hot) > len(on_quiet):
+            return
+        unloaded_to(cluster, on_quiet[0], hot)
+    raise AssertionError(f"{hot} never held more bundles of {NAMESPACE} than {quiet}")
 
 
 @pytest.mark.timeout(900)  # the shedder wait alone may take SHED_WAIT
@@ -185,8 +204,12 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
         first_poll = recorder.poll()
         # an admin unload of a bundle of the quiet broker to the other one: a move nobody's
         # shedder made (to a named broker, so that the next poll sees the owner change), of a
-        # bundle that poll saw owned already (a producer's lookup can take a retry)
-        quiet, hot = cluster.broker_ids
+        # bundle that poll saw owned already (a producer's lookup can take a retry). The hot
+        # broker is the one holding more of the namespace's bundles: see more_bundles_on()
+        count = list(owners(cluster).values()).count
+        quiet, hot = sorted(cluster.broker_ids, key=count)
+        if not count(quiet):
+            quiet, hot = hot, quiet
         polled = {f"{b.namespace}/{b.bundle}": b.owner_broker for b in first_poll.bundles}
         held = sorted(k for k, b in owners(cluster).items() if b == quiet == polled.get(k))
         assert held, f"{quiet} owns no bundle of {NAMESPACE} that the poll saw: {polled}"
@@ -198,10 +221,11 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
             if t.topic in mine and f"{t.namespace}/{t.bundle}" == admin_key
         ]
         unloaded_to(cluster, admin_key, hot)
-        reconnected(cluster, moving)  # the producers' topics: a system topic has none
+        reconnected(cluster, moving, quiet, hot)  # the producers' topics: a system topic has none
         after_admin = recorder.poll().collected_at
+        more_bundles_on(cluster, hot, quiet)
         # all traffic on the other broker's topics, so the shedder moves bundles off it
-        hot_port = cluster.broker_processes[1].broker_port
+        hot_port = next(b.broker_port for b in cluster.broker_processes if b.broker_id == hot)
         busy = [
             p
             for i, p in enumerate(producers)
@@ -211,10 +235,11 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
         ]
         assert len(busy) >= 2, "the hot broker needs two bundles with traffic to shed one"
 
-        sent = {"acked": 0, "failed": 0, "error": ""}
+        results: Counter[str] = Counter()  # each send's result, as the client names it
+        error = {"last": ""}
 
         def acked(result: object, _message_id: object) -> None:
-            sent["acked" if str(result) == "Ok" else "failed"] += 1
+            results[str(result)] += 1
 
         def send() -> None:
             deadline = time.monotonic() + SHED_WAIT + 60
@@ -223,7 +248,7 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
                     try:
                         producer.send_async(b"x" * 200, acked)
                     except Exception as exc:  # a full queue on a busy machine: keep sending
-                        sent["error"] = repr(exc)
+                        error["last"] = repr(exc)
                 time.sleep(0.02)
 
         sender = threading.Thread(target=send, daemon=True)
@@ -245,7 +270,7 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
             every=POLL_EVERY,
             seen=lambda: {
                 "unloads in the brokers' logs": shed_by_log(cluster),
-                "probe messages": sent,
+                "sends": {**results, "last error": error["last"]},
                 **shedder_view(cluster),
             },
         )
