@@ -24,7 +24,10 @@ sets and rings, as in a cluster whose clients name their consumers). Every new r
 checked equal to the old one, frame for frame; `render` is the same code for both and is left
 out. `--cases` picks some of failover, failover-own-names, status and sticky; `--new-only`
 times the new side alone (the old sticky-ranges scan is quadratic: at 100,000 topics it takes
-many minutes).
+many minutes). The `pass` case times a whole results pass of the built-ins, as the collect
+process runs it after a poll, before and after its plugins shared the reads of a table window
+they declare alike (`plugins.sharedreads`), with its table reads counted; the stored results of
+both are checked equal.
 """
 
 from __future__ import annotations
@@ -217,11 +220,12 @@ def _with_old_groups(step: Callable[..., Any]) -> Callable[..., Any]:
     return old
 
 
-CASES = ("failover", "failover-own-names", "status", "sticky")
+CASES = ("failover", "failover-own-names", "status", "sticky", "pass")
 
 
 def scale_rows(store: Store, cases: Sequence[str] = CASES, *, new_only: bool = False) -> list[str]:
     """The cases of `--topics` asked for, in order."""
+    from benchmarks.results_pass import pass_case
     from tests.plugins import reference_failover, reference_subscription_status
 
     status, sticky, failover = SubscriptionStatus(), StickyRanges(), FailoverAssignment()
@@ -235,6 +239,10 @@ def scale_rows(store: Store, cases: Sequence[str] = CASES, *, new_only: bool = F
     }
     lines: list[str] = []
     for case in cases:
+        if case == "pass":
+            lines += pass_case(Path(store.root))
+            print("\n".join(lines[-2:]), flush=True)
+            continue
         plugin, old, distinct = every[case]
         lines += scale_case(plugin, store, None if new_only else old, distinct=distinct)
         print("\n".join(lines[-3:]), flush=True)

@@ -82,17 +82,15 @@ def compute_per_cluster(
     results (`prune_results`); the plugins not started once `stop()` is true are left out."""
     from pulsar_lens.core.clusterview import ClusterView
     from pulsar_lens.plugins.engines import engine_of
-    from pulsar_lens.plugins.precompute import prune_results, requirements_first, store_run
+    from pulsar_lens.plugins.precompute import prune_results, requirements_first, run_pass
 
     light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
     for cluster in clusters:
         # every plugin of this round on the same newest snapshot, though polls go on: else
         # at a short interval each plugin meets another poll and no snapshot gets them all
         view = ClusterView(store, cluster).pinned()
-        for plugin in light:
-            if stop():
-                return
-            store_run(view, plugin, results)
+        if len(run_pass(view, light, results, stop=stop)) < len(light):
+            return  # stopped
     prune_results(store, light, results)  # over the whole store: every cluster's are live
 
 

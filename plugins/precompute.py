@@ -23,6 +23,7 @@ from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
 from pulsar_lens.plugins.results import ResultStore, StoredResult
+from pulsar_lens.plugins.sharedreads import SharedReads, planned_reads
 
 log = logging.getLogger(__name__)
 KEEP_LIGHT_RESULTS = 60  # stored results of each light plugin, per version and parameters
@@ -54,14 +55,35 @@ def compute_results(
     plugins not started yet are left out (the process is stopping: the next start runs them).
     """
     light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
-    outcomes: list[Outcome] = []
     # every plugin on the snapshot that was newest when the round began, though polls go on
     pinned = ClusterView(store, None).pinned() if isinstance(store, Store) else store
-    for plugin in light:
-        if stop():
-            return outcomes
-        outcomes.append(store_run(pinned, plugin, results))
-    prune_results(store, light, results)
+    outcomes = run_pass(pinned, light, results, stop=stop)
+    if len(outcomes) == len(light):  # not stopped
+        prune_results(store, light, results)
+    return outcomes
+
+
+def run_pass(
+    view: runner.SnapshotStore,
+    light: Sequence[AnalysisPlugin | LoadedPlugin],
+    results: ResultStore,
+    *,
+    stop: Callable[[], bool] = lambda: False,
+) -> list[Outcome]:
+    """`store_run` of each of `light` in order on `view` (pinned: one snapshot for all), the
+    plugins not started once `stop()` is true left out. A table window several of them
+    declare is read once (`SharedReads`); what it keeps is dropped when the pass ends."""
+    shared = SharedReads(view, [planned_reads(instance_of(p), view) for p in light])
+    outcomes: list[Outcome] = []
+    try:
+        for plugin in light:
+            if stop():
+                break
+            shared.advance()
+            outcomes.append(store_run(shared, plugin, results))
+    finally:
+        shared.close()
+    log.debug("results pass: %d table reads, %d shared", shared.reads, shared.shared)
     return outcomes
 
 

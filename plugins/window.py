@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import pandas as pd
@@ -39,22 +40,69 @@ def snapshot_window(plugin: AnalysisPlugin, store: SnapshotStore) -> pd.DataFram
     return store.snapshots(limit=size).tail(size).reset_index(drop=True)
 
 
+ReadKey = tuple[str, tuple[str, ...] | None, dt.datetime | None, dt.datetime | None]
+"""The arguments of one `SnapshotStore.read` (`read_key`): name, snapshot ids, since, until."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableRead:
+    """One declared table over a plugin's part of its window: `snapshot_ids` (oldest first),
+    or for a timed table the rows `since` the first of them, up to now; no ids, no rows."""
+
+    name: str
+    snapshot_ids: tuple[str, ...]
+    since: dt.datetime | None = None
+
+    @property
+    def key(self) -> ReadKey | None:
+        """What `read_key` makes of the store read this does (None when it reads nothing)."""
+        if not self.snapshot_ids:
+            return None
+        if self.since is not None:
+            return read_key(self.name, since=self.since)
+        return read_key(self.name, snapshot_ids=self.snapshot_ids)
+
+    def load(self, store: SnapshotStore) -> pa.Table:
+        if not self.snapshot_ids:
+            return SCHEMAS[self.name].empty_table()
+        if self.since is not None:
+            return store.read(self.name, since=self.since)
+        return store.read(self.name, snapshot_ids=list(self.snapshot_ids))
+
+
+def read_key(
+    name: str,
+    *,
+    snapshot_ids: Sequence[str] | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> ReadKey:
+    """The arguments of one `SnapshotStore.read`, as a key: equal keys read equal rows from
+    one pinned view of a store."""
+    ids = None if snapshot_ids is None else tuple(str(s) for s in snapshot_ids)
+    return (name, ids, since, until)
+
+
+def table_reads(plugin: AnalysisPlugin, index: pd.DataFrame) -> list[TableRead]:
+    """What `read_tables` reads for each declared table, in declared order."""
+    ids = [str(s) for s in index["snapshot_id"]] if len(index) else []
+    reads: list[TableRead] = []
+    for name in plugin.inputs:
+        mine = tuple(ids[-plugin.history_of.get(name, plugin.history) :])
+        since = None
+        if mine and name in TIMED_TABLES:  # rows of the window's time span, up to now
+            since = pd.Timestamp(index["collected_at"].iloc[-len(mine)]).to_pydatetime()
+        reads.append(TableRead(name, mine, since))
+    return reads
+
+
 def read_tables(
     plugin: AnalysisPlugin, store: SnapshotStore, index: pd.DataFrame
 ) -> dict[str, pd.DataFrame]:
     """Each declared table over its newest `history` (or `history_of[table]`) snapshots of
-    `index`, read through pyarrow; a timed table over the window's time span, up to now."""
-    ids = [str(s) for s in index["snapshot_id"]] if len(index) else []
-    tables: dict[str, pd.DataFrame] = {}
-    for name in plugin.inputs:
-        count = plugin.history_of.get(name, plugin.history)
-        mine = ids[-count:]
-        if not mine:
-            table = SCHEMAS[name].empty_table()
-        elif name in TIMED_TABLES:  # rows of the window's time span, up to now
-            first = index["collected_at"].iloc[-len(mine)]
-            table = store.read(name, since=pd.Timestamp(first).to_pydatetime())
-        else:
-            table = store.read(name, snapshot_ids=mine)
-        tables[name] = table.to_pandas()
-    return tables
+    `index`, read through pyarrow; a timed table over the window's time span, up to now.
+
+    Each plugin gets frames of its own, converted from the Arrow table here: a store that
+    hands several plugins the same (immutable) table (`plugins.sharedreads`) still gives
+    each one frames no other plugin's changes reach."""
+    return {read.name: read.load(store).to_pandas() for read in table_reads(plugin, index)}

@@ -1,0 +1,90 @@
+"""The `pass` case of `benchmarks/analyses.py --topics`: a whole results pass of the built-ins,
+as the collect process runs it after a poll, before and after the plugins that declare a table
+window alike shared one read of it (`pulsar_lens.plugins.sharedreads`)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from benchmarks.analyses import _clock, _same
+from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.engines import engine_of
+from pulsar_lens.plugins.precompute import (
+    compute_results,
+    prune_results,
+    requirements_first,
+    store_run,
+)
+from pulsar_lens.plugins.registry import discover, instance_of
+from pulsar_lens.plugins.results import RESULTS_DIR, ResultStore
+from pulsar_lens.plugins.runner import snapshot_window, validate_params
+
+
+class CountedStore(Store):
+    """The store, counting the table reads made through it."""
+
+    reads = 0
+
+    def read(self, name: str, **window: Any) -> pa.Table:
+        self.reads += 1
+        return super().read(name, **window)
+
+
+def _stored(root: Path, light: Sequence[Any]) -> dict[str, Any]:
+    """What a pass stored for each plugin, read back."""
+    store, results = Store(root), ResultStore(root)
+    stored = {}
+    for plugin in light:
+        instance = instance_of(plugin)
+        params = validate_params(instance, None).model_dump(mode="json")
+        ids = [str(s) for s in snapshot_window(instance, store)["snapshot_id"]]
+        stored[instance.name] = results.read(instance.name, instance.version, params, ids)
+    return stored
+
+
+def _same_stored(new: dict[str, Any], old: dict[str, Any]) -> str:
+    for name, was in old.items():
+        now = new[name]
+        if (now.status, now.error) != (was.status, was.error):
+            raise AssertionError(f"{name}: {now.status} {now.error} != {was.status} {was.error}")
+        if was.result is not None:
+            _same(now.result, was.result)
+    return "equal"
+
+
+def pass_case(root: Path) -> list[str]:
+    """A whole results pass of the built-ins (`compute_results`: the light ones), as before
+    (each plugin reading its declared tables on its own through the pinned view) and now (a
+    window read once for the plugins declaring it), one after the other; stored results equal."""
+    plugins = list(discover(entry_points=False))
+    light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
+
+    def before(store: Store, results: ResultStore) -> None:
+        pinned = ClusterView(store, None).pinned()
+        for plugin in light:
+            store_run(pinned, plugin, results)
+        prune_results(store, light, results)
+
+    def now(store: Store, results: ResultStore) -> None:
+        compute_results(store, plugins, results=results)
+
+    figures, stored, reads = {}, {}, {}
+    for side, step in (("old", before), ("new", now)):
+        shutil.rmtree(root / RESULTS_DIR, ignore_errors=True)
+        store = CountedStore(root)
+        _, *figures[side] = _clock(lambda s=store, f=step: f(s, ResultStore(root)))
+        stored[side], reads[side] = _stored(root, light), store.reads
+    shutil.rmtree(root / RESULTS_DIR, ignore_errors=True)
+    (ow, oc), (nw, nc) = figures["old"], figures["new"]
+    return [
+        f"whole results pass ({len(light)} light plugins): results "
+        + _same_stored(stored["new"], stored["old"]),
+        f"  pass     old {ow:7.2f} s wall {oc:7.2f} s CPU   new {nw:7.2f} s wall {nc:7.2f} s "
+        f"CPU   CPU ratio {oc / max(nc, 1e-9):6.1f}   table reads {reads['old']} -> {reads['new']}",
+    ]

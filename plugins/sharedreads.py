@@ -1,0 +1,121 @@
+"""One read of each table's window per results pass, shared by the plugins that declare it.
+
+After a poll the collect process runs every light plugin on one pinned view of the store
+(`plugins.precompute`). Several read the same table over the same snapshots (30 polls of
+`subscriptions`: failover-assignment and subscription-status; 60 polls of `consumers`:
+bundle-ownership and incident-timeline); reading it from Parquet once saves the others
+that read. `SharedReads` is the view those plugins read through, for one pass:
+
+- it keeps the Arrow table a read returned (immutable) only while a plugin still to run in
+  the pass declares the same read (`planned_reads`), and drops it once the last of them got
+  it, so no table outlives the pass nor the plugins that want it;
+- it keeps at most `max_bytes` of tables at once: a read that would go beyond is handed on
+  and not kept, and each plugin wanting it reads it again, as without sharing;
+- each plugin still gets pandas frames of its own: `window.read_tables` converts the shared
+  table per plugin, so a plugin changing its frames (in place, nested values included)
+  changes no other plugin's. A third-party plugin runs in a worker process that receives,
+  pickled, the frames of the tables it declared, as before.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+from pulsar_lens.api import AnalysisPlugin
+from pulsar_lens.plugins.window import (
+    ReadKey,
+    SnapshotStore,
+    read_key,
+    snapshot_window,
+    table_reads,
+)
+
+MAX_SHARED_BYTES = 2 << 30
+"""Arrow bytes a pass keeps for later plugins at most (30 polls of `subscriptions` at
+100,000 topics are about 0.9 GB; 60 polls of `consumers` there, 3.4 GB, are read twice)."""
+
+
+def planned_reads(plugin: AnalysisPlugin, store: SnapshotStore) -> set[ReadKey]:
+    """The store reads loading `plugin`'s declared tables on `store` makes (not those of the
+    plugins it requires, which read their stored results)."""
+    window = snapshot_window(plugin, store)
+    return {key for read in table_reads(plugin, window) if (key := read.key) is not None}
+
+
+class SharedReads:
+    """`store` for one pass of `plugins`, run in that order, one `advance()` before each:
+    a table read is kept while a plugin after the one running declares the same read."""
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        planned: Sequence[Iterable[ReadKey]],
+        *,
+        max_bytes: int = MAX_SHARED_BYTES,
+    ) -> None:
+        self.store = store
+        self.max_bytes = max_bytes
+        self.reads = 0  # tables read from `store`
+        self.shared = 0  # reads answered with a kept table
+        self._planned = deque(set(keys) for keys in planned)
+        self._wanted: Counter[ReadKey] = Counter(k for keys in self._planned for k in keys)
+        self._kept: dict[ReadKey, pa.Table] = {}
+
+    def __repr__(self) -> str:
+        return f"SharedReads({self.store!r})"
+
+    @property
+    def root(self) -> Path | None:
+        """The store's folder, where its results are (None for a store without one)."""
+        root = getattr(self.store, "root", None)
+        return Path(root) if root is not None else None
+
+    @property
+    def cluster(self) -> str | None:
+        return getattr(self.store, "cluster", None)
+
+    @property
+    def kept_bytes(self) -> int:
+        return sum(table.nbytes for table in self._kept.values())
+
+    def advance(self) -> None:
+        """The next plugin of the pass starts: the tables no plugin from it on wants are
+        dropped, and its own reads no longer count as to come."""
+        self._kept = {key: table for key, table in self._kept.items() if self._wanted[key]}
+        for key in self._planned.popleft() if self._planned else ():
+            self._wanted[key] -= 1
+
+    def close(self) -> None:
+        """The pass is over (or stopped): drop every table kept."""
+        self._kept.clear()
+        self._planned.clear()
+        self._wanted.clear()
+
+    def snapshots(self, *, limit: int | None = None) -> pd.DataFrame:
+        return self.store.snapshots(limit=limit)
+
+    def read(
+        self,
+        name: str,
+        *,
+        snapshot_ids: Sequence[str] | None = None,
+        since: dt.datetime | None = None,
+    ) -> pa.Table:
+        key = read_key(name, snapshot_ids=snapshot_ids, since=since)
+        table = self._kept.get(key)
+        if table is not None:
+            self.shared += 1
+            if not self._wanted[key]:  # its last reader: nobody after it declares it
+                del self._kept[key]
+            return table
+        table = self.store.read(name, snapshot_ids=snapshot_ids, since=since)
+        self.reads += 1
+        if self._wanted[key] and self.kept_bytes + table.nbytes <= self.max_bytes:
+            self._kept[key] = table
+        return table

@@ -1,0 +1,284 @@
+"""A results pass reads each table window once for the plugins that declare it
+(`plugins.sharedreads`), each plugin still getting frames of its own, with the results the
+pass gave when each plugin read on its own."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import textwrap
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+import pyarrow as pa
+
+from benchmarks.synth_store import generate
+from pulsar_lens.api import AnalysisPlugin, Inputs, Metric, Result
+from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.model import ConsumerRecord, SubscriptionRecord, TopicRecord
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.engines import engine_of
+from pulsar_lens.plugins.precompute import compute_results, requirements_first, store_run
+from pulsar_lens.plugins.registry import discover, instance_of
+from pulsar_lens.plugins.results import ResultStore
+from pulsar_lens.plugins.sharedreads import SharedReads
+from pulsar_lens.plugins.testing import make_snapshot
+from pulsar_lens.plugins.window import read_key
+
+TOPICS = [f"persistent://public/default/t{i}" for i in range(4)]
+
+
+class CountingStore(Store):
+    """A store counting its table reads by table name."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.reads: Counter[str] = Counter()
+
+    def read(
+        self,
+        name: str,
+        *,
+        snapshot_ids: Sequence[str] | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+    ) -> pa.Table:
+        self.reads[name] += 1
+        return super().read(name, snapshot_ids=snapshot_ids, since=since, until=until)
+
+
+def polled_store(root: Path, polls: int = 3) -> CountingStore:
+    store = CountingStore(root)
+    for i in range(polls):
+        store.write(
+            make_snapshot(
+                30.0 * i,
+                topics=[TopicRecord(t, "public", "public/default", msg_rate_in=i) for t in TOPICS],
+                subscriptions=[SubscriptionRecord(t, "s", type="Key_Shared") for t in TOPICS],
+                consumers=[
+                    ConsumerRecord(t, "s", f"c{i}", hash_ranges=((0, 100), (200, 300)))
+                    for t in TOPICS
+                ],
+            )
+        )
+    store.reads.clear()
+    return store
+
+
+class Seen(AnalysisPlugin):
+    """Keeps a copy of the frames it was given."""
+
+    name = "seen"
+    title = "Seen"
+    description = "Keeps what it read."
+    version = "1.0"
+    inputs = ("topics", "consumers")
+    outputs = ("rows",)
+    history = 3
+    seen: ClassVar[list[dict[str, pd.DataFrame]]] = []
+
+    def analyze(self, data: Inputs, params: object) -> Result:
+        type(self).seen.append({n: f.copy(deep=True) for n, f in data.tables.items()})
+        rows = pd.DataFrame(
+            {"table": list(data.tables), "rows": [len(f) for f in data.tables.values()]}
+        )
+        return Result(frames={"rows": rows}, summary={"topics": len(data.tables["topics"])})
+
+    def render(self, result: Result) -> list[Any]:
+        return [Metric("Topics", result.summary["topics"])]
+
+
+class Mutating(Seen):
+    """Changes its frames every way a plugin can: columns, values, order, nested values."""
+
+    name = "mutating"
+
+    def analyze(self, data: Inputs, params: object) -> Result:
+        topics, consumers = data.tables["topics"], data.tables["consumers"]
+        topics["topic"] = "changed"
+        topics.loc[topics.index[0], "msg_rate_in"] = -1.0
+        topics["added"] = 1
+        consumers["hash_ranges"].iloc[0][0]["start"] = -5  # a dict inside an object array
+        del consumers["consumer_name"]
+        data.tables["topics"] = topics.iloc[:1]
+        return super().analyze(data, params)
+
+
+class Newest(Seen):
+    """The same table over its newest poll only: another read."""
+
+    name = "newest"
+    history_of: ClassVar[dict[str, int]] = {"topics": 1}
+
+
+def unshared(store: Store, name: str, polls: int) -> pd.DataFrame:
+    ids = list(store.snapshots(limit=polls)["snapshot_id"])
+    return Store(store.root).read(name, snapshot_ids=ids).to_pandas()
+
+
+def test_two_plugins_declaring_a_window_read_it_once_and_each_gets_its_own_frames(
+    tmp_path: Path,
+) -> None:
+    store = polled_store(tmp_path)
+    Seen.seen = []
+    results = ResultStore(tmp_path)
+    outcomes = compute_results(store, [Mutating(), Seen(), Newest()], results=results)
+    assert [o.status for o in outcomes] == ["ok", "ok", "ok"]
+    # topics over 3 polls once for mutating and seen, over the newest once for newest;
+    # consumers over 3 polls once for all three
+    assert store.reads == Counter({"topics": 2, "consumers": 1})
+    mutated, seen, newest = Seen.seen
+    assert set(mutated["topics"]["topic"]) == {"changed"}  # it did change its own
+    for name in ("topics", "consumers"):
+        pd.testing.assert_frame_equal(seen[name], unshared(store, name, 3))
+    pd.testing.assert_frame_equal(newest["topics"], unshared(store, "topics", 1))
+    assert newest["consumers"]["hash_ranges"].iloc[0][0] == {"start": 0, "end": 100}
+
+
+def test_a_drop_in_plugin_shares_the_read_and_receives_only_what_it_declared(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "declared.py").write_text(textwrap.dedent(DROP_IN))
+    registry = discover(entry_points=False, plugin_dirs=[folder])
+    assert registry.failures == []
+    declared = registry.get("declared-only")
+    assert declared.isolated
+    store = polled_store(tmp_path / "store")
+    Seen.seen = []
+    outcomes = compute_results(store, [declared, Seen()], results=ResultStore(store.root))
+    assert [(o.plugin, o.status, o.error) for o in outcomes] == [
+        ("declared-only", "ok", None),
+        ("seen", "ok", None),
+    ]
+    assert store.reads == Counter({"topics": 1, "consumers": 1})
+    runner.clear_cache()
+    summary = runner.run(declared, store).result.summary  # the stored result
+    assert summary == {"tables": ["topics"], "rows": 12}
+    pd.testing.assert_frame_equal(Seen.seen[0]["topics"], unshared(store, "topics", 3))
+
+
+DROP_IN = """
+from pulsar_lens.api import AnalysisPlugin, Metric, Result
+
+
+class DeclaredOnly(AnalysisPlugin):
+    name = "declared-only"
+    title = "Declared only"
+    description = "Says which tables it was given, and changes them."
+    version = "1.0"
+    inputs = ("topics",)
+    outputs = ("names",)
+    history = 3
+    api_version = 1
+
+    def analyze(self, data, params):
+        topics = data.tables["topics"]
+        rows = len(topics)
+        topics["topic"] = "changed in the worker"
+        names = topics[["topic"]].reset_index(drop=True)
+        summary = {"tables": sorted(data.tables), "rows": rows}
+        return Result(frames={"names": names}, summary=summary)
+
+    def render(self, result):
+        return [Metric("Rows", result.summary["rows"])]
+
+
+PLUGINS = (DeclaredOnly,)
+"""
+
+
+def test_the_pass_stores_what_each_plugin_stored_reading_on_its_own(tmp_path: Path) -> None:
+    """Every built-in on a synthetic cluster (every table the collector writes): the shared
+    pass and the pass of before (each plugin reading through the pinned view) store equal
+    results."""
+    generate(tmp_path / "shared", topics=200, days=4 * 30 / 86400)
+    shutil.copytree(tmp_path / "shared", tmp_path / "alone")
+    plugins = list(discover(entry_points=False))
+    shared = CountingStore(tmp_path / "shared")
+    compute_results(shared, plugins, results=ResultStore(shared.root))
+    alone = CountingStore(tmp_path / "alone")
+    pinned = ClusterView(alone, None).pinned()
+    light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
+    for plugin in light:
+        store_run(pinned, plugin, ResultStore(alone.root))
+    assert sum(shared.reads.values()) < sum(alone.reads.values())
+    assert shared.reads["consumers"] < alone.reads["consumers"]
+    for plugin in light:
+        instance = instance_of(plugin)
+        params = runner.validate_params(instance, None).model_dump(mode="json")
+        ids = [str(s) for s in runner.snapshot_window(instance, alone)["snapshot_id"]]
+        one, other = (
+            ResultStore(root).read(instance.name, instance.version, params, ids)
+            for root in (shared.root, alone.root)
+        )
+        assert one is not None and other is not None, instance.name
+        assert (one.status, one.error) == (other.status, other.error), instance.name
+        assert one.status == "ok", (instance.name, one.error)
+        assert one.result is not None and other.result is not None
+        assert one.result.summary == other.result.summary, instance.name
+        assert list(one.result.frames) == list(other.result.frames), instance.name
+        for name, frame in other.result.frames.items():
+            pd.testing.assert_frame_equal(one.result.frames[name], frame, obj=instance.name)
+
+
+class Tables:
+    """A SnapshotStore of fixed tables, counting reads."""
+
+    def __init__(self, **tables: pa.Table) -> None:
+        self.tables = tables
+        self.reads: list[str] = []
+
+    def snapshots(self, *, limit: int | None = None) -> pd.DataFrame:
+        return pd.DataFrame()
+
+    def read(
+        self,
+        name: str,
+        *,
+        snapshot_ids: Sequence[str] | None = None,
+        since: dt.datetime | None = None,
+    ) -> pa.Table:
+        self.reads.append(name)
+        return self.tables[name]
+
+
+def test_a_table_is_kept_only_while_a_later_plugin_declares_it() -> None:
+    big = pa.table({"x": pa.array(range(1000), pa.int64())})
+    store = Tables(a=pa.table({"x": [1]}), b=pa.table({"x": [2]}), big=big)
+    a, b, huge = (read_key(n, snapshot_ids=["s1"]) for n in ("a", "b", "big"))
+    shared = SharedReads(store, [{a, b, huge}, {a}, {b, huge}, set()], max_bytes=100)
+    shared.advance()  # the first plugin
+    for name in ("a", "b", "big"):
+        shared.read(name, snapshot_ids=["s1"])
+    assert shared.read("a", snapshot_ids=["s2"]) is store.tables["a"]  # another window
+    assert set(shared._kept) == {a, b}  # big is beyond max_bytes: read again when wanted
+    shared.advance()  # the second: the last to want a
+    shared.read("a", snapshot_ids=["s1"])
+    assert set(shared._kept) == {b}  # handed to its last reader, then dropped
+    shared.advance()  # the third
+    shared.read("b", snapshot_ids=["s1"])
+    shared.read("big", snapshot_ids=["s1"])
+    assert store.reads == ["a", "b", "big", "a", "big"]
+    assert (shared.reads, shared.shared, shared._kept) == (5, 2, {})
+    shared.close()
+
+
+def test_what_a_plugin_declared_and_did_not_read_is_dropped_when_the_next_starts() -> None:
+    store = Tables(a=pa.table({"x": [1]}))
+    a = read_key("a", snapshot_ids=["s1"])
+    shared = SharedReads(store, [{a}, {a}, set()])
+    shared.advance()
+    shared.read("a", snapshot_ids=["s1"])
+    shared.advance()  # its result was stored already: it reads nothing
+    assert set(shared._kept) == {a}
+    shared.advance()
+    assert shared._kept == {}
+    shared.read("a", snapshot_ids=["s1"])
+    shared.close()
+    assert store.reads == ["a", "a"] and shared._kept == {}
