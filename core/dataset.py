@@ -222,7 +222,11 @@ def split_by_day(table: pa.Table) -> Iterator[tuple[dt.date, pa.Table]]:
     if table.num_rows == 0:
         return
     days = pc.cast(table["collected_at"], pa.date32())
-    for day in pc.unique(days).to_pylist():
+    unique = pc.unique(days).to_pylist()
+    if len(unique) == 1:  # a poll's rows: no filtered copy of the whole table
+        yield unique[0], table
+        return
+    for day in unique:
         yield day, table.filter(pc.equal(days, pa.scalar(day, pa.date32())))
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pulsar_lens.core.model import POLLED_TABLES, Snapshot
+from pulsar_lens.core.tablejson import records_json
 
 DIGEST_PREFIX = "sha256:"
 
@@ -124,7 +125,30 @@ def snapshot_id(snapshot: Snapshot) -> str:
     two polls into one would lose a point of every time series. The content is covered so
     that an id names exactly what was seen. `durations` and `requests` are left out: they
     measure our own poll, not the cluster.
+
+    It is `digest()` of the object {"cluster", "collected_at", "errors", one key per polled
+    table} (`reference_snapshot_id`), hashed piece by piece: each table's text comes from
+    `tablejson.records_json`, the same bytes written column by column, or `canonical_json`.
     """
+    payload = _snapshot_payload(snapshot)
+    hasher = hashlib.sha256()
+    separator = b"{"
+    for key in sorted(payload):
+        hasher.update(separator + json.dumps(key, ensure_ascii=False).encode() + b":")
+        value = payload[key]
+        data = records_json(value) if key in POLLED_TABLES else None
+        hasher.update(canonical_json(value).encode("utf-8") if data is None else data)
+        separator = b","
+    hasher.update(b"}")
+    return DIGEST_PREFIX + hasher.hexdigest()
+
+
+def reference_snapshot_id(snapshot: Snapshot) -> str:
+    """`snapshot_id` as one `digest()` of the whole payload: what the fast path must equal."""
+    return digest(_snapshot_payload(snapshot))
+
+
+def _snapshot_payload(snapshot: Snapshot) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "cluster": snapshot.cluster,
         "collected_at": snapshot.collected_at,
@@ -132,7 +156,7 @@ def snapshot_id(snapshot: Snapshot) -> str:
     }
     for name in POLLED_TABLES:
         payload[name] = snapshot.records(name)
-    return digest(payload)
+    return payload
 
 
 def cache_key(plugin: str, version: str, params: Any, snapshot_ids: Sequence[str]) -> str:

@@ -15,6 +15,8 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, chain
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -293,6 +295,19 @@ def _cell(value: Any) -> Any:
     return value
 
 
+def _hash_ranges(values: list[Any]) -> pa.Array | list[Any]:
+    """A column of hash-range tuples, built from flat start and end arrays (a tenth of the
+    time of a dict per range); anything but tuples of pairs goes through `_cell`."""
+    pairs = list(chain.from_iterable(values)) if set(map(type, values)) == {tuple} else None
+    if pairs is None or not set(map(type, pairs)) <= {tuple, list} or set(map(len, pairs)) - {2}:
+        return [_cell(v) for v in values]
+    item = HASH_RANGE_TYPE.value_type
+    bounds = [pa.array(list(map(itemgetter(i), pairs)), item[i].type) for i in (0, 1)]
+    offsets = pa.array(list(accumulate(map(len, values), initial=0)), pa.int32())
+    struct = pa.StructArray.from_arrays(bounds, fields=list(item))
+    return pa.ListArray.from_arrays(offsets, struct, type=HASH_RANGE_TYPE)
+
+
 def records_to_table(
     name: str,
     records: Sequence[Any],
@@ -304,16 +319,16 @@ def records_to_table(
     """Build the Arrow table `name` from records, adding the common columns."""
     schema = SCHEMAS[name]
     count = len(records)
-    columns: dict[str, list[Any]] = {
-        "snapshot_id": [snapshot_id] * count,
-        "collected_at": [collected_at] * count,
-        "cluster": [cluster] * count,
+    columns: dict[str, list[Any] | pa.Array] = {
+        "snapshot_id": pa.repeat(pa.scalar(snapshot_id, pa.string()), count),
+        "collected_at": pa.repeat(pa.scalar(collected_at, UTC_TS), count),
+        "cluster": pa.repeat(pa.scalar(cluster, pa.string()), count),
     }
-    # column by column: one pass per field, no call per cell but for the hash ranges
+    # column by column: one C-level pass per field (attrgetter), no call per cell
     for f in schema:
         if f.name not in columns:
-            values = [getattr(record, f.name) for record in records]
-            columns[f.name] = [_cell(v) for v in values] if f.type == HASH_RANGE_TYPE else values
+            values = list(map(attrgetter(f.name), records))
+            columns[f.name] = _hash_ranges(values) if f.type == HASH_RANGE_TYPE else values
     return pa.table(columns, schema=schema)
 
 

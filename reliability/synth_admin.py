@@ -32,6 +32,7 @@ from pulsar_lens.collectors.assemble import PollAnswers, build_snapshot
 from pulsar_lens.collectors.namespaces import NamespaceListing, parse_boundaries, parse_bundles
 from pulsar_lens.collectors.topics import needs_topic_stats, parse_broker_topic_stats
 from pulsar_lens.core.errors import ResultNotReady
+from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.store import Store
 from pulsar_lens.core.values import DEFAULT_DETAIL_BUDGET
 
@@ -154,36 +155,17 @@ def admin_bodies(topics: int, seed: int = 7) -> dict[str, Any]:
     }
 
 
-def run(topics: int, store_dir: Path, slugs: list[str]) -> dict[str, Any]:
-    stages: dict[str, dict[str, float]] = {}
+GROUPS = ("bulk", "owned", "bundles", "topics", "partitioned", "details")
 
-    def stage(name: str, started: float) -> None:
-        stages[name] = {
-            "seconds": round(time.perf_counter() - started, 3),
-            "peak_rss_mib": peak_mib(),
-        }
 
-    started = time.perf_counter()
-    bodies = admin_bodies(topics)
-    stage("generate the admin JSON (not the collector's)", started)
-    json_bytes = sum(
-        len(v)
-        for group in ("bulk", "owned", "bundles", "topics", "partitioned", "details")
-        for v in bodies[group].values()
-    )
+def decode(bodies: dict[str, Any]) -> dict[str, Any]:
+    """The JSON texts of admin_bodies decoded, as the client decodes them."""
+    return {group: {k: json.loads(v) for k, v in bodies[group].items()} for group in GROUPS}
 
-    started = time.perf_counter()
-    decoded = {
-        group: {k: json.loads(v) for k, v in bodies[group].items()}
-        for group in ("bulk", "owned", "bundles", "topics", "partitioned", "details")
-    }
-    counts = bodies["counts"]
-    brokers, namespaces = bodies["brokers"], bodies["namespaces"]
-    del bodies
-    stage("decode the JSON bodies", started)
 
-    started = time.perf_counter()
-    answers = PollAnswers(
+def poll_answers(decoded: dict[str, Any], brokers: list[str], namespaces: list[str]) -> PollAnswers:
+    """The decoded bodies through the collector's parsers, as a poll gathers them."""
+    return PollAnswers(
         cluster="synthetic",
         collected_at=dt.datetime.now(dt.UTC),
         broker_ids=tuple(brokers),
@@ -206,6 +188,38 @@ def run(topics: int, store_dir: Path, slugs: list[str]) -> dict[str, Any]:
         },
         topic_stats=decoded["details"],
     )
+
+
+def synthetic_snapshot(topics: int) -> Snapshot:
+    """One poll of the synthetic cluster of `topics` topics, as the collector assembles it."""
+    bodies = admin_bodies(topics)
+    decoded = decode(bodies)
+    return build_snapshot(poll_answers(decoded, bodies["brokers"], bodies["namespaces"]))
+
+
+def run(topics: int, store_dir: Path, slugs: list[str]) -> dict[str, Any]:
+    stages: dict[str, dict[str, float]] = {}
+
+    def stage(name: str, started: float) -> None:
+        stages[name] = {
+            "seconds": round(time.perf_counter() - started, 3),
+            "peak_rss_mib": peak_mib(),
+        }
+
+    started = time.perf_counter()
+    bodies = admin_bodies(topics)
+    stage("generate the admin JSON (not the collector's)", started)
+    json_bytes = sum(len(v) for group in GROUPS for v in bodies[group].values())
+
+    started = time.perf_counter()
+    decoded = decode(bodies)
+    counts = bodies["counts"]
+    brokers, namespaces = bodies["brokers"], bodies["namespaces"]
+    del bodies
+    stage("decode the JSON bodies", started)
+
+    started = time.perf_counter()
+    answers = poll_answers(decoded, brokers, namespaces)
     stage("parse: bulk entries, bundles and listings", started)
 
     started = time.perf_counter()
