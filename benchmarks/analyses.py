@@ -33,7 +33,6 @@ both are checked equal.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import shutil
 import statistics
@@ -44,9 +43,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pandas as pd
 import pyarrow as pa
 
+from benchmarks.measuring import clock, same_result
 from pulsar_lens.api import AnalysisPlugin, Inputs, Result
 from pulsar_lens.core.hashing import murmur3_31_array
 from pulsar_lens.core.model import (
@@ -135,14 +134,6 @@ def _wide(plugin: AnalysisPlugin) -> AnalysisPlugin:
     return Wide()
 
 
-def _clock(step: Callable[[], Any]) -> tuple[Any, float, float]:
-    """The step's value, its wall seconds and its CPU seconds."""
-    gc.collect()
-    wall, cpu = time.perf_counter(), time.process_time()
-    value = step()
-    return value, time.perf_counter() - wall, time.process_time() - cpu
-
-
 def _distinct_names(inputs: Inputs) -> Inputs:
     """Every subscription's consumers named after their topic, so no two subscriptions share a
     consumer set (the synthetic cluster reuses worker-0..2 everywhere)."""
@@ -156,14 +147,6 @@ def _distinct_names(inputs: Inputs) -> Inputs:
         ),
     }
     return Inputs(tables={**inputs.tables, **renamed}, snapshots=inputs.snapshots)
-
-
-def _same(new: Result, old: Result) -> str:
-    for name, frame in old.frames.items():
-        pd.testing.assert_frame_equal(new.frames[name], frame, obj=name)
-    if new.summary != old.summary:
-        raise AssertionError(f"summaries differ: {new.summary} != {old.summary}")
-    return "equal"
 
 
 def scale_case(
@@ -183,12 +166,12 @@ def scale_case(
     if old is not None:
         sides.insert(0, ("old", _wide(plugin), old))
     for side, reader, (analyze, choices) in sides:
-        inputs, *figures[f"{side} read"] = _clock(lambda r=reader: shape(load_inputs(r, store)))
+        inputs, *figures[f"{side} read"] = clock(lambda r=reader: shape(load_inputs(r, store)))
         run = lambda a=analyze, c=choices, i=inputs: (a(i, params), c(i))  # noqa: E731
-        (results[side], _), *figures[f"{side} analyze"] = _clock(run)
+        (results[side], _), *figures[f"{side} analyze"] = clock(run)
         del inputs
     title = plugin.name + (", own consumer names" if distinct else "")
-    same = _same(results["new"], results["old"]) if old is not None else "not compared"
+    same = same_result(results["new"], results["old"]) if old is not None else "not compared"
     lines = [f"{title}: results {same}"]
     for step in ("read", "analyze"):
         n = figures[f"new {step}"]
@@ -265,7 +248,7 @@ def scale_main(args: argparse.Namespace) -> int:
             f"{args.topics:,} topics, {facts['polls']} polls: {rows['subscriptions']:,} "
             f"subscription and {rows['consumers']:,} consumer rows in all"
         )
-        _, wall, cpu = _clock(lambda: murmur3_31_array(pa.array(["warm", "up"])))
+        _, wall, cpu = clock(lambda: murmur3_31_array(pa.array(["warm", "up"])))
         print(f"numba's murmur3 kernel loaded once a process: {wall:.2f} s wall, {cpu:.2f} s CPU")
         scale_rows(Store(root), args.cases.split(","), new_only=args.new_only)
         return 0

@@ -4,7 +4,7 @@ today's reader against the candidates, side by side in one run.
     .venv/bin/python -m benchmarks.bulk_answers [--topics 100000] [--brokers 1] [--recorded]
         [--old-revision REV]
 
-The answers come from `reliability.synth_server` (the scale harness's cluster; `--brokers 1`
+The answers come from `benchmarks.synth_server` (the scale harness's cluster; `--brokers 1`
 puts every topic in one body, the largest answer a poll reads), rendered once into a
 temporary folder. Each case then runs in its own child process, so its peak memory (VmHWM)
 is its own: the body read from disk, decoded, and (for the full paths) parsed into topic
@@ -164,7 +164,7 @@ def decoder_of(case: str) -> Callable[[bytes], Any]:
 
 def render(folder: Path, topics: int, brokers: int) -> dict[str, Any]:
     """The synthetic cluster's answers as files in `folder`; what they hold."""
-    from reliability.synth_server import SynthCluster
+    from benchmarks.synth_server import SynthCluster
 
     ids = [f"127.0.0.1:{9000 + i}" for i in range(brokers)]
     cluster = SynthCluster(topics, ids, change=0.0)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from benchmarks.analyses import _clock, _same
+from benchmarks.measuring import clock, same_result
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.engines import engine_of
@@ -54,7 +54,7 @@ def _same_stored(new: dict[str, Any], old: dict[str, Any]) -> str:
         if (now.status, now.error) != (was.status, was.error):
             raise AssertionError(f"{name}: {now.status} {now.error} != {was.status} {was.error}")
         if was.result is not None:
-            _same(now.result, was.result)
+            same_result(now.result, was.result)
     return "equal"
 
 
@@ -78,7 +78,7 @@ def pass_case(root: Path) -> list[str]:
     for side, step in (("old", before), ("new", now)):
         shutil.rmtree(root / RESULTS_DIR, ignore_errors=True)
         store = CountedStore(root)
-        _, *figures[side] = _clock(lambda s=store, f=step: f(s, ResultStore(root)))
+        _, *figures[side] = clock(lambda s=store, f=step: f(s, ResultStore(root)))
         stored[side], reads[side] = _stored(root, light), store.reads
     shutil.rmtree(root / RESULTS_DIR, ignore_errors=True)
     (ow, oc), (nw, nc) = figures["old"], figures["new"]

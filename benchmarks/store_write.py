@@ -4,7 +4,7 @@ revision's, side by side in one run.
     .venv/bin/python -m benchmarks.store_write [--topics 100000] [--old-revision REV]
         [--repeat 3]
 
-The snapshot is `reliability.synth_admin`'s (the scale harness's cluster through the
+The snapshot is `benchmarks.synth_admin`'s (the scale harness's cluster through the
 collector's parsers and assembly), built once and handed to each case as a pickle. Each case
 runs in its own interpreter: `new` with this tree's `core`, `old` (with `--old-revision`)
 with `core/` of that git revision. A case times, in CPU seconds (`time.process_time`, the
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             use_tree(args.tree)
         print(json.dumps(child(args.child, args.repeat)))
         return 0
-    from reliability.synth_admin import synthetic_snapshot
+    from benchmarks.synth_admin import synthetic_snapshot
 
     with tempfile.TemporaryDirectory(prefix="store-write-") as tmp:
         started = time.perf_counter()

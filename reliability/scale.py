@@ -5,7 +5,7 @@ and every dashboard page cold.
     .venv/bin/python -m reliability.scale [--sizes 100000,300000,1000000] [--polls 3]
     make scale SCALE_SIZES=100000,300000
 
-For each size, `reliability.synth_server` serves the cluster (its own process: its CPU and
+For each size, `benchmarks.synth_server` serves the cluster (its own process: its CPU and
 memory are reported apart, and it renders each poll's answers once), then `pulsar-lens
 collect` polls it (Spark jobs off, the poll deadline, interval and answer cap raised to fit
 the size) until K polls are stored and the light analyses of the last one are. Waits are
@@ -165,7 +165,7 @@ def reap(proc: subprocess.Popen[str], grace: float, readers: list[threading.Thre
 def synth_server(
     topics: int, *, brokers: int | None, change: float, manifests: bool
 ) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
-    argv = [sys.executable, "-m", "reliability.synth_server", "--topics", str(topics)]
+    argv = [sys.executable, "-m", "benchmarks.synth_server", "--topics", str(topics)]
     argv += ["--change", str(change)] + (["--brokers", str(brokers)] if brokers else [])
     argv += ["--manifests"] if manifests else []
     readers: list[threading.Thread] = []

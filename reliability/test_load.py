@@ -204,7 +204,7 @@ def test_load_of_synthetic_topics_through_the_parsers_and_data_layer(tmp_path: P
     run = run_measured(
         [
             sys.executable,
-            *("-m", "reliability.synth_admin", "--topics", str(SYNTH_TOPICS)),
+            *("-m", "benchmarks.synth_admin", "--topics", str(SYNTH_TOPICS)),
             *("--store", str(store), "--slugs", ",".join(PAGE_SLUGS)),
         ],
         env=lens_env(store),

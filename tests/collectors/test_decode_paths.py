@@ -19,13 +19,13 @@ import pandas as pd
 import pytest
 
 from benchmarks.bulk_answers import answers_of
+from benchmarks.synth_server import SynthCluster
 from pulsar_lens.collectors.answers import decode_json, decode_json_tolerant
 from pulsar_lens.collectors.assemble import build_snapshot
 from pulsar_lens.collectors.notes import noting
 from pulsar_lens.collectors.poll import poll
 from pulsar_lens.collectors.topics import parse_broker_topic_stats
 from pulsar_lens.core.model import POLLED_TABLES, Snapshot, records_to_table
-from reliability.synth_server import SynthCluster
 from tests.collectors.test_refusals import CASES, MARK, Case
 from tests.props.strategies import DATA, FakeAdmin, index
 

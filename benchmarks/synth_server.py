@@ -1,6 +1,6 @@
 """A synthetic Pulsar 4.0 cluster served over HTTP on loopback, as its brokers answer a poll.
 
-    .venv/bin/python -m reliability.synth_server --topics 100000 [--brokers N] [--change 0.1]
+    .venv/bin/python -m benchmarks.synth_server --topics 100000 [--brokers N] [--change 0.1]
 
 Each of N brokers listens on its own 127.0.0.1 port and lists itself as `127.0.0.1:<port>`,
 so the collector's per-broker calls (`broker-stats/topics`, `ownedNamespaces`, `load-report`,

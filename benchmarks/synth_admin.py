@@ -1,7 +1,7 @@
 """A synthetic cluster's admin API answers, as Pulsar 4.0 gives them, through the collector's
 own parsers and assembly, the store and the dashboard's data layer; prints one JSON line.
 
-    .venv/bin/python -m reliability.synth_admin --topics 100000 --store DIR
+    .venv/bin/python -m benchmarks.synth_admin --topics 100000 --store DIR
 
 The cluster is `benchmarks.synth_cluster`'s shape (20 namespaces of 16 bundles over 3
 brokers, 10% partitions, one subscription per topic, a quarter Key_Shared). From it come the
