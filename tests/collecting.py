@@ -81,8 +81,13 @@ class Collector:
         )
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
+        self._errors: list[str] = []
+        # each pipe has one reader, to its end: a second one (communicate) would take lines
+        # from this one and close the pipe under it
         self._reader = threading.Thread(target=self._read, daemon=True)
+        self._error_reader = threading.Thread(target=self._read_errors, daemon=True)
         self._reader.start()
+        self._error_reader.start()
         self.stderr = ""
 
     def _read(self) -> None:
@@ -90,6 +95,21 @@ class Collector:
         for line in self.proc.stdout:
             self._queue.put(line.rstrip("\n"))
         self._queue.put(None)
+
+    def _read_errors(self) -> None:
+        stream = self.proc.stderr
+        assert stream is not None
+        for chunk in iter(lambda: stream.read(65536), ""):
+            self._errors.append(chunk)
+
+    def _close_pipes(self) -> None:
+        """Once the process ended: its pipes read to their end by their readers, closed."""
+        self._reader.join(30)
+        self._error_reader.join(30)
+        self.stderr = "".join(self._errors)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
     def beats(self, count: int, match: Callable[[str], bool] = lambda line: True) -> list[str]:
         """The next heartbeat lines until `count` of them `match` (all the lines read)."""
@@ -113,12 +133,13 @@ class Collector:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            _, self.stderr = self.proc.communicate(timeout=60)
+            self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.proc.send_signal(signal.SIGABRT)
-            _, self.stderr = self.proc.communicate(timeout=15)
+            self.proc.wait(timeout=15)
+            self._close_pipes()
             raise AssertionError(f"collect did not stop:\n{self.stderr[-6000:]}") from None
-        self._reader.join(5)
+        self._close_pipes()
         while True:  # the lines printed while it stopped
             line = self._queue.get_nowait() if not self._queue.empty() else None
             if line is None:
