@@ -16,6 +16,7 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -34,6 +35,7 @@ from pulsar_lens.core.storelayout import (
     INDEX_SCHEMA,
     QUARANTINE,
     READ_ATTEMPTS,
+    READ_RETRY_WAIT_S,
     SNAPSHOT_TAG_LENGTH,
     STORE_SCHEMAS,
     STORE_TABLES,
@@ -276,12 +278,22 @@ class Store(StoreFiles):
 
     def _listing_again(self, what: str, read: Callable[[], T]) -> T:
         """`read()`, listed and read again when a file it listed was gone by the time it was
-        opened (a compaction replaced it, retention removed it), up to READ_ATTEMPTS times."""
+        opened (a compaction replaced it, retention removed it), up to READ_ATTEMPTS times,
+        with a doubling pause between tries so that a housekeeping round deleting files one
+        by one can finish."""
+        gone = ""
         for attempt in range(READ_ATTEMPTS):
+            if attempt:
+                self._pause(READ_RETRY_WAIT_S * 2 ** (attempt - 1))
             try:
                 return read()
-            except FileNotFoundError:
-                log.debug("retrying a read of %s (attempt %d)", what, attempt + 1)
+            except FileNotFoundError as exc:
+                gone = str(exc.filename or exc)
+                log.debug("retrying a read of %s (attempt %d): %s", what, attempt + 1, gone)
         raise SnapshotError(
-            f"could not read {what} under {self.root}: files kept moving", path=self.root
+            f"could not read {what} under {self.root}: files kept moving"
+            f" ({READ_ATTEMPTS} tries; the last one missed {gone})",
+            path=self.root,
         )
+
+    _pause = staticmethod(time.sleep)

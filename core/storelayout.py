@@ -32,7 +32,11 @@ INDEX_SCHEMA = pa.schema(
 )
 STORE_SCHEMAS: Mapping[str, pa.Schema] = {**SCHEMAS, INDEX: INDEX_SCHEMA}
 STORE_TABLES: tuple[str, ...] = (*TABLES, INDEX)
-READ_ATTEMPTS = 3
+# a read that met a file retention or compaction removed lists again, after a pause that
+# doubles from READ_RETRY_WAIT_S (at most 0.02 + 0.04 + ... + 0.32 s = 0.62 s in all), so that a
+# housekeeping round that is deleting files finishes first
+READ_ATTEMPTS = 6
+READ_RETRY_WAIT_S = 0.02
 QUARANTINE = "quarantine"
 QUARANTINED = re.compile(r"\.\d{8}T\d{12}Z$")
 MAX_CACHED_INDEX_FILES = 20_000

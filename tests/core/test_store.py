@@ -479,3 +479,29 @@ def test_store_a_write_cut_by_a_read_only_disk_says_erofs_and_its_retry_replaces
     sid = store.write(snapshot)  # the retry, once the disk is writable again
     assert store.read("brokers", snapshot_ids=[sid]).num_rows == len(snapshot.brokers)
     assert len(visible_files(tmp_path, "brokers")) == 1
+
+
+def test_store_read_waits_out_a_housekeeping_round_that_keeps_deleting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that meets a file deleted after its listing lists again, pausing longer each
+    time; it gives up with SnapshotError only after READ_ATTEMPTS tries, naming the file."""
+    store = Store(tmp_path / "s")
+    store.write(make_snapshot(at=T0, topics=2))
+    pauses: list[float] = []
+    monkeypatch.setattr(store, "_pause", pauses.append)
+    real = store._index_tables
+    misses = iter(range(5))
+
+    def flaky(**kw: object) -> list[pa.Table]:
+        if next(misses, None) is not None:
+            raise FileNotFoundError(2, "No such file", str(tmp_path / "gone.parquet"))
+        return real(**kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "_index_tables", flaky)
+    assert len(store.snapshots()) == 1  # the sixth try
+    assert pauses == [0.02, 0.04, 0.08, 0.16, 0.32]
+
+    misses = iter(range(100))
+    with pytest.raises(SnapshotError, match=r"files kept moving \(6 tries.*gone\.parquet"):
+        store.snapshots()
