@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -198,15 +198,18 @@ class AdminClient(AdminTransport):
         params: Params = None,
         base_url: str | None = None,
         timeout: float | None = None,
+        decode: Callable[[bytes], Any] = decode_json,
     ) -> Any:
-        """GET `path` and decode its JSON body (None for an empty body, e.g. 204).
+        """GET `path` and decode its JSON body (None for an empty body, e.g. 204) with
+        `decode` (which raises ValueError for a body that is not JSON).
 
         `base_url` sends the call to another broker of the same cluster (same session,
         token and TLS settings). Retries as the class says; raises AdminApiError for an
         error status or a body that is not JSON, AdminApiUnreachable when no answer came.
         """
         resp = self._send("GET", path, params=params, base_url=base_url, timeout=timeout)
-        return self._decode(resp, "GET", self._url(path, base_url) if base_url else path)
+        shown = self._url(path, base_url) if base_url else path
+        return self._decode(resp, "GET", shown, decode=decode)
 
     def get_text(
         self,
@@ -246,11 +249,18 @@ class AdminClient(AdminTransport):
         """`text` made safe to show: credentials redacted, control characters escaped."""
         return clean(text)
 
-    def _decode(self, resp: requests.Response, method: str, path: str) -> Any:
+    def _decode(
+        self,
+        resp: requests.Response,
+        method: str,
+        path: str,
+        *,
+        decode: Callable[[bytes], Any] = decode_json,
+    ) -> Any:
         if resp.status_code == 204 or not resp.content:
             return None
         try:
-            return decode_json(resp.content)
+            return decode(resp.content)
         except ValueError:
             kind = resp.headers.get("Content-Type") or "no Content-Type"
             hint = f"status {resp.status_code} with a body not JSON ({kind})"

@@ -30,13 +30,8 @@ from pulsar_lens.collectors.namespaces import (
     parse_bundles,
 )
 from pulsar_lens.collectors.notes import FIELD, Notes, refuse, within
-from pulsar_lens.collectors.topics import (
-    TopicStats,
-    iter_partitions,
-    parse_subscriptions,
-    parse_topic,
-    topic_refusal,
-)
+from pulsar_lens.collectors.topics import TopicStats, iter_partitions, topic_refusal
+from pulsar_lens.collectors.typedrecords import subscriptions_of, topic_of
 from pulsar_lens.core.model import (
     BrokerRecord,
     BundleRecord,
@@ -199,7 +194,7 @@ def _topic_record(
     owner = record.owner_broker if record is not None else None
     if owner is None and entry is not None:
         owner = entry.broker
-    return parse_topic(name, entry.stats if entry else None, bundle=bundle, owner=owner)
+    return topic_of(name, entry.stats if entry else None, bundle=bundle, owner=owner)
 
 
 def _with_topic_totals(
@@ -317,7 +312,7 @@ def _build(answers: PollAnswers) -> Snapshot:
                 check_keys(detailed, "topic stats")
             stats = detailed or (entry.stats if entry else None)
             if stats is not None:
-                rows = parse_subscriptions(name.topic, stats)
+                rows = subscriptions_of(name.topic, stats)
                 subs.extend(rows.subscriptions)
                 consumers.extend(rows.consumers)
                 draining.extend(rows.draining_hashes)

@@ -42,10 +42,10 @@ from pulsar_lens.collectors.namespaces import parse_boundaries
 from pulsar_lens.collectors.notes import noting
 from pulsar_lens.collectors.recorder import Recorder
 from pulsar_lens.collectors.topics import (
-    needs_topic_stats,
     parse_broker_topic_stats,
     topic_refusal,
 )
+from pulsar_lens.collectors.typedrecords import needs_details
 from pulsar_lens.core.errors import DumpRefused
 from pulsar_lens.core.limits import MAX_PARTITIONS
 from pulsar_lens.core.model import EndpointError, Snapshot
@@ -321,7 +321,7 @@ class _Capture:
         lacking = sorted(
             topic
             for topic, entry in bulk_by_topic(a).items()
-            if needs_topic_stats(entry.stats)
+            if needs_details(entry.stats)
             and topic not in a.topic_stats
             and (not a.namespaces_complete or parse_topic_name(topic).namespace in wanted)
         )

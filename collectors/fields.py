@@ -199,7 +199,11 @@ def as_epoch_ms(payload: Mapping[str, Any], key: str) -> dt.datetime | None:
 
 def as_iso_time(payload: Mapping[str, Any], key: str) -> dt.datetime | None:
     """An ISO-8601 field (e.g. connectedSince, nanosecond digits allowed) as UTC time."""
-    text = as_str(payload, key)
+    return iso_time(as_str(payload, key), key)
+
+
+def iso_time(text: str | None, key: str) -> dt.datetime | None:
+    """`as_iso_time` of a text already read (`key` names it in a warning)."""
     if not text:
         return None
     try:

@@ -55,10 +55,8 @@ from pulsar_lens.collectors.topics import (
     TopicStats,
     collect_broker_topic_stats,
     collect_topic_stats,
-    max_backlog,
-    needs_topic_stats,
-    parse_broker_topic_stats,
 )
+from pulsar_lens.collectors.typedrecords import backlog_of, needs_details, parse_bulk
 from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.names import (
     NameRefused,
@@ -208,7 +206,7 @@ class _Poll:
         a = self.answers
         for b in a.broker_ids:
             raw = done[("bulk", b)]
-            a.bulk[b] = None if raw is None else parse_broker_topic_stats(raw, b)
+            a.bulk[b] = None if raw is None else parse_bulk(raw, b)
             a.owned[b] = done[("owned", b)]
             a.load_reports[b] = done[("report", b)]
             a.lb_metrics[b] = done[("lb", b)]
@@ -233,7 +231,7 @@ class _Poll:
         lagging = _most_backlogged(candidates, self.lag_topics)
         needing: dict[str, str] = {}
         for b, e in candidates:  # a topic two brokers report is asked of the first
-            if needs_topic_stats(e.stats) or e.topic in lagging:
+            if needs_details(e.stats) or e.topic in lagging:
                 needing.setdefault(e.topic, b)
         chosen = self.rotation.pick(sorted(needing), self.detail_budget, first=sorted(lagging))
         if len(chosen) < len(needing):
@@ -300,7 +298,7 @@ class DetailRotation:
 def _most_backlogged(candidates: Sequence[tuple[str, TopicStats]], limit: int) -> set[str]:
     """The `limit` topics with the largest subscription backlog (for time lag); bounded cost."""
     ranked = sorted(
-        ((max_backlog(e.stats), e.topic) for _, e in candidates), key=lambda x: (-x[0], x[1])
+        ((backlog_of(e.stats), e.topic) for _, e in candidates), key=lambda x: (-x[0], x[1])
     )
     return {topic for backlog, topic in ranked[:limit] if backlog > 0}
 

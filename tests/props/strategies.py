@@ -314,8 +314,9 @@ class FakeAdmin:
         params: Mapping[str, str] | None = None,
         base_url: str | None = None,
         timeout: float | None = None,
+        decode: Any = None,
     ) -> Any:
-        return self._answer(path, params)
+        return self._answer(path, params)  # decoded already
 
     def get_text(
         self,
