@@ -14,7 +14,11 @@ entries (`parse_broker_topic_stats`) and assembled (`build_snapshot`):
   collector running) and the assembly of this tree, or with `--old-revision REV` the
   collector and core code of that git revision (`fad92f7`: the assembly before its fast
   paths), so old and new run side by side;
-- `new`: `collectors.answers.decode_json` as the collector runs it now, and the assembly;
+- `new`: `collectors.answers.decode_json` and the assembly from the dicts it makes (the
+  collector before the typed reader; every answer but the bulk one is still read this way);
+- `typed`: the collector now: `collectors.typedstats.decode_broker_stats` reads the body
+  into typed Structs (or, when that would not read it exactly, as `new` does), and the
+  records are built from their attributes (`collectors.typedrecords`);
 - decode only, the collector paused during each: `json.loads` without the hook, `orjson`
   (when installed: it is no dependency, and reads integers past 64 bits as floats),
   `msgspec` to builtins, and `msgspec` straight into typed Structs holding only the fields
@@ -24,8 +28,8 @@ pyarrow's JSON reader is not among them: it reads rows (one object a line), and 
 is one object keyed by namespace, bundle and topic name, which it would read as one row of a
 struct with a field per topic.
 
-Prints, per case and stage, wall seconds, CPU seconds and the child's peak RSS; the `old`
-and `new` rows also count what they assembled, which must agree. `--recorded` adds the
+Prints, per case and stage, wall seconds, CPU seconds and the child's peak RSS; the `old`,
+`new` and `typed` rows also count what they assembled, which must agree. `--recorded` adds the
 recorded 4.0.7 answer of tests/data (tiny: a check that it reads, not a timing).
 """
 
@@ -45,10 +49,12 @@ from typing import Any
 
 import msgspec
 
-CASES = ("old", "new", "json", "orjson", "msgspec", "msgspec-structs")
+CASES = ("old", "new", "typed", "json", "orjson", "msgspec", "msgspec-structs")
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests/data/admin_api/default"
 STAGES = ("decode", "parse", "assemble")
+FULL = ("old", "new", "typed")
+"""The cases that also parse and assemble."""
 
 
 # --- the typed Structs of the candidate typed reader (fields named as Pulsar names them) ----
@@ -148,6 +154,10 @@ def decoder_of(case: str) -> Callable[[bytes], Any]:
         from pulsar_lens.collectors.answers import decode_json
 
         return decode_json
+    if case == "typed":
+        from pulsar_lens.collectors.typedstats import decode_broker_stats
+
+        return decode_broker_stats
     if case == "json":
         return _paused(json.loads)
     if case == "orjson":
@@ -248,7 +258,7 @@ def export_tree(revision: str, into: Path) -> Path:
 
 
 def child(case: str, folder: Path) -> dict[str, Any]:
-    """Decode (and for `old`, `new` assemble) the answers in `folder`; the figures."""
+    """Decode (and for the FULL cases assemble) the answers in `folder`; the figures."""
     from pulsar_lens.collectors.assemble import build_snapshot
     from pulsar_lens.collectors.notes import noting
     from pulsar_lens.collectors.topics import parse_broker_topic_stats
@@ -262,14 +272,19 @@ def child(case: str, folder: Path) -> dict[str, Any]:
     figures: dict[str, Any] = {"case": case, "start_mib": _peak_mib()}
     decode = decoder_of(case)
     decoded = _timed(figures, "decode", lambda: {b: decode(bodies.pop(b)) for b in brokers})
-    if case not in ("old", "new"):
+    if case not in FULL:
         return figures
     answers = answers_of(static, owned)
+    parse_answer = parse_broker_topic_stats
+    if case == "typed":  # not in an --old-revision tree, which only `old` reads
+        from pulsar_lens.collectors.typedrecords import parse_bulk
+
+        parse_answer = parse_bulk
 
     def parse() -> None:
         with noting(answers.notes):
             for b in brokers:
-                answers.bulk[b] = parse_broker_topic_stats(decoded.pop(b), b)
+                answers.bulk[b] = parse_answer(decoded.pop(b), b)
 
     _timed(figures, "parse", parse)
     snapshot = _timed(figures, "assemble", lambda: build_snapshot(answers))
@@ -371,7 +386,7 @@ def _run(args: argparse.Namespace, tree: Path | None) -> int:
     if args.recorded:
         with tempfile.TemporaryDirectory(prefix="bulk-answers-") as tmp:
             recorded_folder(Path(tmp))
-            full = [c for c in cases if c in ("old", "new")]
+            full = [c for c in cases if c in FULL]
             found = [run_case(case, Path(tmp), tree) for case in full]
             report("recorded 4.0.7 (tests/data/admin_api/default)", found)
     return 0

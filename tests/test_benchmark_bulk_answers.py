@@ -18,11 +18,13 @@ def test_bulk_answers_benchmark_runs_tiny(capsys: pytest.CaptureFixture[str]) ->
     cases = [c for c in bulk_answers.CASES if c != "orjson" or importlib.util.find_spec(c)]
     rows = {tuple(line.split()[:2]): line.split()[2:] for line in synthetic.splitlines()[2:]}
     for case in cases:
-        stages = ("decode", "parse", "assemble") if case in ("old", "new") else ("decode",)
+        stages = bulk_answers.STAGES if case in bulk_answers.FULL else ("decode",)
         for stage in (*stages, "total"):
             wall, cpu, peak = rows[(case, stage)][:3]
             assert float(wall) >= 0 and float(cpu) >= 0 and float(peak) > 0, (case, stage)
-    # both full paths assembled the same rows, from the synthetic and the recorded answers
+    # the full paths assembled the same rows, from the synthetic and the recorded answers
     for part in (synthetic, recorded):
         counts = {line.split()[0]: line.split("{")[1] for line in part.splitlines() if "{" in line}
-        assert counts["old"] == counts["new"] and "'topics': 0," not in counts["new"], part
+        assert set(counts) == set(bulk_answers.FULL), part
+        assert counts["old"] == counts["new"] == counts["typed"], part
+        assert "'topics': 0," not in counts["new"], part
