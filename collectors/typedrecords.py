@@ -130,9 +130,12 @@ def subscriptions_of(topic: str, stats: Stats) -> SubscriptionRows:
     by_name = stats.subscriptions or {}
     for name in sorted(by_name):
         sub = by_name[name]
-        with within(name):
-            subs.append(_subscription(topic, name, sub))
-            for consumer in sub.consumers or ():
+        subs.append(_subscription(topic, name, sub))
+        for consumer in sub.consumers or ():
+            if _plain(consumer):  # nothing in it to refuse: no names to give
+                consumers.append(_consumer(topic, name, consumer))
+                continue
+            with within(name):
                 record = _consumer(topic, name, consumer)
                 if consumer.drainingHashes is not None:
                     with within(record.consumer_name):
@@ -148,6 +151,15 @@ def subscriptions_of(topic: str, stats: Stats) -> SubscriptionRows:
     return SubscriptionRows(tuple(subs), tuple(consumers), tuple(draining))
 
 
+def _plain(consumer: BulkConsumer) -> bool:
+    """No hash ranges or draining hashes: the only fields whose items can be refused."""
+    return (
+        consumer.keyHashRangeArrays is None
+        and consumer.keyHashRanges is None
+        and consumer.drainingHashes is None
+    )
+
+
 def _epoch(value: int | None) -> dt.datetime | None:
     """`fields.as_epoch_ms` of a value typed already (at most the year 9999)."""
     if value is None or value <= 0:
@@ -160,7 +172,7 @@ def _subscription(topic: str, name: str, sub: BulkSubscription) -> SubscriptionR
     kind = sub.type
     if kind == "None":  # as `topics.parse_subscription` reads it
         kind = None
-    active = sub.activeConsumerName
+    active, after = sub.activeConsumerName, sub.consumersAfterMarkDeletePosition
     if active is None and kind in SINGLE_ACTIVE_TYPES and len(consumers) == 1:
         active = consumers[0].consumerName
     return SubscriptionRecord(
@@ -186,7 +198,7 @@ def _subscription(topic: str, name: str, sub: BulkSubscription) -> SubscriptionR
         _epoch(sub.lastConsumedTimestamp),
         _epoch(sub.lastAckedTimestamp),
         _epoch(sub.earliestMsgPublishTimeInBacklog),
-        as_json_text(sub.consumersAfterMarkDeletePosition),
+        as_json_text(after) if after is not None else None,
     )
 
 

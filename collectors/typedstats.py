@@ -16,8 +16,10 @@ records, refusals and notes are those of the tolerant path (`decode_json` and
 - a body with a backslash (an escape) is left to the tolerant path: then no text needs
   escaping, and a colon count proves nothing was dropped: the body's colons (one after each
   key, the rest inside texts) against those of the compact encoding of what was decoded
-  (unread fields are kept as written, `msgspec.Raw`). A key held twice, a field Pulsar does
-  not write here, or an explicit null (omitted again as a default) makes them differ.
+  (the fields no record reads are decoded too, as plain JSON values: a `msgspec.Raw` would
+  keep the whole body alive as long as the records are being made). A key held twice, a
+  field Pulsar does not write here, or an explicit null (omitted again as a default) makes
+  them differ.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ Int = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 Epoch = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=MAX_EPOCH_MS)]
 Float = Annotated[float, msgspec.Meta(gt=-FLOAT_LIMIT, lt=FLOAT_LIMIT)]
 Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
-Unread = msgspec.Raw
-UNREAD = msgspec.Raw()
+Unread = Any
+"""A field no record reads."""
+UNREAD = None
 
 
 class _Stats(msgspec.Struct, gc=False, omit_defaults=True):

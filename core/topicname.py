@@ -92,7 +92,12 @@ def topic_name_line(version: str) -> TopicNameLine:
     return "4.2" if known and (int(head[0]), int(head[1])) >= (4, 2) else "4.0"
 
 
-@lru_cache(maxsize=65_536)
+NAMES_CACHED = 262_144
+"""Names `parse_topic_name` remembers: more than the topics of a poll of 100,000 (a poll reads
+each name in several passes; a cache smaller than the names misses on every one of them)."""
+
+
+@lru_cache(maxsize=NAMES_CACHED)
 def parse_topic_name(name: str, *, pulsar: TopicNameLine = "4.0") -> TopicName:
     """`name` read as the `TopicName.get(name)` of a broker of line `pulsar`; TopicNameError
     when it refuses it.

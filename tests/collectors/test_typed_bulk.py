@@ -1,0 +1,207 @@
+"""A broker's bulk answer read into typed Structs (`decode_broker_stats`, `parse_bulk`) makes
+the same records, field warnings and refusal notes as the tolerant path (`decode_json`,
+`parse_broker_topic_stats`), whatever its fields hold: random values of every JSON type
+(counts past int64, rates past 1e18, epochs past the year 9999, NaN), fields missing, null
+or unknown, keys given twice, unicode and refused names. A body the typed reading would not
+read exactly takes the tolerant path; `read_typed` counts how many did not (`event`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from pulsar_lens.collectors.answers import decode_json
+from pulsar_lens.collectors.fields import field_warnings, reading
+from pulsar_lens.collectors.notes import Notes
+from pulsar_lens.collectors.topics import parse_broker_topic_stats
+from pulsar_lens.collectors.typedrecords import (
+    backlog_of,
+    needs_details,
+    parse_bulk,
+    subscriptions_of,
+    topic_of,
+)
+from pulsar_lens.collectors.typedstats import TypedBulk, decode_broker_stats
+from pulsar_lens.core.topicname import parse_topic_name
+
+TEXT = st.text(
+    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters='"\\'), max_size=6
+)
+ANY = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | TEXT
+    | st.lists(st.integers(-3, 70_000), max_size=3)
+    | st.dictionaries(TEXT, st.integers(0, 9), max_size=2)
+)
+BOUNDS = [2**63 - 1, 2**63, -(2**63) - 1, 10**20, 253_402_300_799_999, 253_402_300_800_000]
+EDGES = st.sampled_from([*BOUNDS, 1e18, -1e18, 1e300, 3.0, -0.0, float("nan"), float("inf")])
+"""Values at and past the bounds of a column."""
+INTS = st.integers(-5, 10**6)
+EPOCHS = st.integers(-5, 2 * 10**12)
+FLOATS = st.floats(-1e6, 1e6) | st.integers(-5, 5)
+TIMES = (
+    st.sampled_from(
+        ["2026-11-20T10:00:00.123456789Z", "2026-11-20T10:00:00+01:00", "0001-01-01T00:00+01:00"]
+    )
+    | TEXT
+)
+KINDS: dict[str, st.SearchStrategy[Any]] = {
+    "int": INTS,
+    "epoch": EPOCHS,
+    "float": FLOATS,
+    "bool": st.booleans(),
+    "text": TEXT,
+    "time": TIMES,
+    "type": st.sampled_from(["Shared", "Failover", "Key_Shared", "Exclusive", "None"]) | TEXT,
+    "ranges": st.lists(st.lists(st.integers(-2, 70_000), min_size=1, max_size=3), max_size=3),
+    "texts": st.lists(st.sampled_from(["[0, 5]", "[9, 2]", "[x]"]) | TEXT, max_size=3),
+    "draining": st.lists(
+        st.fixed_dictionaries({"hash": INTS}, optional={"unackMsgs": INTS}) | ANY, max_size=3
+    ),
+    "json": st.dictionaries(TEXT, TEXT, max_size=2),
+    "unread": ANY,
+}
+CONSUMER = {
+    "consumerName": "text",
+    "address": "text",
+    "connectedSince": "time",
+    "clientVersion": "text",
+    "unackedMessages": "int",
+    "blockedConsumerOnUnackedMsgs": "bool",
+    "availablePermits": "int",
+    "msgRateOut": "float",
+    "messageAckRate": "float",
+    "keyHashRangeArrays": "ranges",
+    "keyHashRanges": "texts",
+    "drainingHashes": "draining",
+    "drainingHashesCount": "int",
+    "readPositionWhenJoining": "text",
+    "lastSentPositionWhenJoining": "text",
+    "lastAckedTimestamp": "epoch",
+    "lastConsumedTimestamp": "epoch",
+    "metadata": "unread",
+    "msgThroughputOut": "unread",
+}
+SUBSCRIPTION = {
+    "type": "type",
+    "msgBacklog": "int",
+    "backlogSize": "int",
+    "msgRateOut": "float",
+    "messageAckRate": "float",
+    "blockedSubscriptionOnUnackedMsgs": "bool",
+    "activeConsumerName": "text",
+    "isDurable": "bool",
+    "durable": "bool",
+    "lastConsumedTimestamp": "epoch",
+    "earliestMsgPublishTimeInBacklog": "epoch",
+    "consumersAfterMarkDeletePosition": "json",
+    "msgRateExpired": "unread",
+}
+TOPIC = {
+    "producerCount": "int",
+    "msgRateIn": "float",
+    "msgThroughputOut": "float",
+    "storageSize": "int",
+    "backlogSize": "int",
+    "replication": "unread",
+    "averageMsgSize": "unread",
+}
+
+
+@st.composite
+def objects(draw: st.DrawFn, fields: dict[str, str], odd: int) -> dict[str, Any]:
+    """Some of `fields`, each with a value of its kind; in one of `odd` (when not 0) of any
+    kind, null or at a bound, and beside a field Pulsar does not write here."""
+    found = {}
+    for key in draw(st.lists(st.sampled_from(sorted(fields)), unique=True)):
+        strange = odd and draw(st.integers(1, odd)) == 1
+        found[key] = draw(ANY | EDGES if strange else KINDS[fields[key]])
+    if odd and draw(st.integers(1, 2 * odd)) == 1:
+        found[draw(TEXT)] = draw(ANY)
+    return found
+
+
+@st.composite
+def topics(draw: st.DrawFn, odd: int) -> dict[str, Any]:
+    stats = draw(objects(TOPIC, odd))
+    if draw(st.booleans()):
+        stats["publishers"] = draw(st.lists(objects({"connectedSince": "time"}, odd), max_size=2))
+    subs = {}
+    for name in draw(st.lists(TEXT, max_size=3, unique=True)):
+        sub = draw(objects(SUBSCRIPTION, odd))
+        if draw(st.booleans()):
+            sub["consumers"] = draw(st.lists(objects(CONSUMER, odd), max_size=3))
+        subs[name] = sub
+    if subs or draw(st.booleans()):
+        stats["subscriptions"] = subs
+    return stats
+
+
+@st.composite
+def bulk_bodies(draw: st.DrawFn) -> bytes:
+    local = st.sampled_from(["t", "é-ü", "a:b", "日本", "t-partition-1", ".."]) | TEXT
+    names = draw(st.lists(local, min_size=1, max_size=3, unique=True))
+    ns = draw(st.sampled_from(["public/default", "other/ns"]))
+    odd = draw(st.sampled_from([0, 0, 10, 40]))  # half the bodies hold nothing odd
+    listed = {f"persistent://public/default/{n}": draw(topics(odd)) for n in names}
+    body = {ns: {"0x00000000_0xffffffff": {"persistent": listed}}}
+    text = json.dumps(body, ensure_ascii=draw(st.integers(0, 9)) == 0)
+    if draw(st.integers(0, 9)) == 0:  # a key given twice
+        at = text.find('{"', draw(st.integers(0, max(len(text) - 1, 0))))
+        if at >= 0:
+            text = text[:at] + '{"msgBacklog":7,' + text[at + 1 :]
+    return text.encode("utf-8", "surrogatepass")
+
+
+def read(body: bytes, decode: Callable[[bytes], Any], parse: Callable[..., Any]) -> Any:
+    """What the records of `body` are and what was said reading them."""
+    notes = Notes()
+    with field_warnings(notes) as found:
+        rows: list[Any] = []
+        for entry in parse(decode(body), "127.0.0.1:8080"):
+            name = parse_topic_name(entry.topic)
+            with reading(entry.topic):
+                rows.append(topic_of(name, entry.stats, bundle=entry.bundle, owner="b"))
+                rows.append(subscriptions_of(entry.topic, entry.stats))
+                rows.append((backlog_of(entry.stats), needs_details(entry.stats)))
+    return rows, list(found), notes.lines()
+
+
+@settings(max_examples=300, deadline=None)
+@given(bulk_bodies())
+def test_typed_bulk_reads_as_the_tolerant_path(body: bytes) -> None:
+    typed = type(decode_broker_stats(body)) is TypedBulk
+    event("read typed" if typed else "tolerant path")
+    assert read(body, decode_broker_stats, parse_bulk) == read(
+        body, decode_json, parse_broker_topic_stats
+    )
+
+
+def test_a_plain_bulk_answer_is_read_typed() -> None:
+    body = {
+        "public/default": {
+            "0x00000000_0xffffffff": {
+                "persistent": {
+                    "persistent://public/default/t": {
+                        "msgRateIn": 1,
+                        "subscriptions": {"s": {"type": "Shared", "consumers": [{}]}},
+                    }
+                }
+            }
+        }
+    }
+    raw = json.dumps(body).encode()
+    assert type(decode_broker_stats(raw)) is TypedBulk
+    assert read(raw, decode_broker_stats, parse_bulk) == read(
+        raw, decode_json, parse_broker_topic_stats
+    )
+    for odd in (b'"msgRateIn":null', b'"msgRateIn":1,"msgRateIn":2', b'"msgRateIn":"1"'):
+        assert type(decode_broker_stats(raw.replace(b'"msgRateIn": 1', odd))) is not TypedBulk
