@@ -12,13 +12,16 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+import responses
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.answers import decode_json
 from pulsar_lens.collectors.fields import field_warnings, reading
 from pulsar_lens.collectors.notes import Notes
-from pulsar_lens.collectors.topics import parse_broker_topic_stats
+from pulsar_lens.collectors.topics import collect_broker_topic_stats, parse_broker_topic_stats
 from pulsar_lens.collectors.typedrecords import (
     backlog_of,
     needs_details,
@@ -185,8 +188,8 @@ def test_typed_bulk_reads_as_the_tolerant_path(body: bytes) -> None:
     )
 
 
-def test_a_plain_bulk_answer_is_read_typed() -> None:
-    body = {
+PLAIN = json.dumps(
+    {
         "public/default": {
             "0x00000000_0xffffffff": {
                 "persistent": {
@@ -198,10 +201,32 @@ def test_a_plain_bulk_answer_is_read_typed() -> None:
             }
         }
     }
-    raw = json.dumps(body).encode()
+).encode()
+
+
+def test_a_plain_bulk_answer_is_read_typed() -> None:
+    raw = PLAIN
     assert type(decode_broker_stats(raw)) is TypedBulk
     assert read(raw, decode_broker_stats, parse_bulk) == read(
         raw, decode_json, parse_broker_topic_stats
     )
     for odd in (b'"msgRateIn":null', b'"msgRateIn":1,"msgRateIn":2', b'"msgRateIn":"1"'):
         assert type(decode_broker_stats(raw.replace(b'"msgRateIn": 1', odd))) is not TypedBulk
+
+
+@pytest.mark.parametrize(
+    ("body", "typed"),
+    [(PLAIN, True), (PLAIN.replace(b'"msgRateIn": 1', b'"msgRateIn": true'), False)],
+)
+def test_the_collector_asks_for_the_typed_reading(body: bytes, typed: bool) -> None:
+    """`collect_broker_topic_stats` reads the answer typed through a real AdminClient, and
+    the body it would not read exactly as every answer is read."""
+    url = "http://broker-1:8080"
+    with responses.RequestsMock() as mock:
+        mock.get(f"{url}/admin/v2/broker-stats/topics", body=body)
+        client = AdminClient("http://broker-0:8080", backoff=0.0)
+        payload = collect_broker_topic_stats(client, url, timeout=5.0)
+    assert (type(payload) is TypedBulk) is typed
+    assert read(body, lambda _: payload, parse_bulk) == read(
+        body, decode_json, parse_broker_topic_stats
+    )
