@@ -132,7 +132,11 @@ def subscriptions_of(topic: str, stats: Stats) -> SubscriptionRows:
         sub = by_name[name]
         subs.append(_subscription(topic, name, sub))
         for consumer in sub.consumers or ():
-            if _plain(consumer):  # nothing in it to refuse: no names to give
+            if (  # nothing in it to refuse: no names to give
+                consumer.keyHashRangeArrays is None
+                and consumer.keyHashRanges is None
+                and consumer.drainingHashes is None
+            ):
                 consumers.append(_consumer(topic, name, consumer))
                 continue
             with within(name):
@@ -151,18 +155,9 @@ def subscriptions_of(topic: str, stats: Stats) -> SubscriptionRows:
     return SubscriptionRows(tuple(subs), tuple(consumers), tuple(draining))
 
 
-def _plain(consumer: BulkConsumer) -> bool:
-    """No hash ranges or draining hashes: the only fields whose items can be refused."""
-    return (
-        consumer.keyHashRangeArrays is None
-        and consumer.keyHashRanges is None
-        and consumer.drainingHashes is None
-    )
-
-
-def _epoch(value: int | None) -> dt.datetime | None:
+def _epoch(value: int) -> dt.datetime | None:
     """`fields.as_epoch_ms` of a value typed already (at most the year 9999)."""
-    if value is None or value <= 0:
+    if value <= 0:
         return None
     return _EPOCH + dt.timedelta(milliseconds=value)
 
@@ -173,6 +168,8 @@ def _subscription(topic: str, name: str, sub: BulkSubscription) -> SubscriptionR
     if kind == "None":  # as `topics.parse_subscription` reads it
         kind = None
     active, after = sub.activeConsumerName, sub.consumersAfterMarkDeletePosition
+    consumed, acked = sub.lastConsumedTimestamp, sub.lastAckedTimestamp
+    earliest = sub.earliestMsgPublishTimeInBacklog
     if active is None and kind in SINGLE_ACTIVE_TYPES and len(consumers) == 1:
         active = consumers[0].consumerName
     return SubscriptionRecord(
@@ -195,9 +192,9 @@ def _subscription(topic: str, name: str, sub: BulkSubscription) -> SubscriptionR
         active,
         len(consumers),
         sub.isDurable if sub.isDurable is not None else sub.durable,
-        _epoch(sub.lastConsumedTimestamp),
-        _epoch(sub.lastAckedTimestamp),
-        _epoch(sub.earliestMsgPublishTimeInBacklog),
+        _epoch(consumed) if consumed is not None else None,
+        _epoch(acked) if acked is not None else None,
+        _epoch(earliest) if earliest is not None else None,
         as_json_text(after) if after is not None else None,
     )
 
@@ -211,6 +208,7 @@ def _consumer(topic: str, subscription: str, consumer: BulkConsumer) -> Consumer
         with within(name):
             ranges = parse_hash_ranges({k: v for k, v in given.items() if v is not None})
     position = consumer.readPositionWhenJoining
+    acked, consumed = consumer.lastAckedTimestamp, consumer.lastConsumedTimestamp
     return ConsumerRecord(
         topic,
         subscription,
@@ -228,8 +226,8 @@ def _consumer(topic: str, subscription: str, consumer: BulkConsumer) -> Consumer
         consumer.drainingHashesClearedTotal,
         consumer.drainingHashesUnackedMessages,
         position if position is not None else consumer.lastSentPositionWhenJoining,
-        _epoch(consumer.lastAckedTimestamp),
-        _epoch(consumer.lastConsumedTimestamp),
+        _epoch(acked) if acked is not None else None,
+        _epoch(consumed) if consumed is not None else None,
     )
 
 
