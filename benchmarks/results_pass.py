@@ -1,9 +1,9 @@
 """The `pass` case of `benchmarks/analyses.py --topics`: a whole results pass of the built-ins,
 as the collect process runs it after a poll (`compute_results`), old and new one after the
 other: old with incident-timeline's and key-shared-map's implementations of before they were
-vectorised (tests/plugins/reference_incident_timeline.py, reference_key_shared_map.py) and no
+vectorised (tests/plugins/reference_incident_timeline.py, reference_key_shared_map.py), no
 window cut from a longer one (each read on its own; equal windows shared, as since
-`pulsar_lens.plugins.sharedreads` came), new as it is."""
+`pulsar_lens.plugins.sharedreads` came) and every table read sorted by time; new as it is."""
 
 from __future__ import annotations
 
@@ -62,7 +62,9 @@ def _same_stored(new: dict[str, Any], old: dict[str, Any]) -> str:
 @contextmanager
 def old_pass() -> Iterator[None]:
     """The pass as it was before incident-timeline's and key-shared-map's analyses were
-    vectorised and a window inside a longer one was cut from it."""
+    vectorised, a window inside a longer one was cut from it and a read already in time
+    order was left unsorted."""
+    from pulsar_lens.core import store as store_module
     from pulsar_lens.plugins import sharedreads
     from pulsar_lens.plugins.builtin import incident_timeline
     from pulsar_lens.plugins.builtin.incident_timeline import clients
@@ -75,6 +77,7 @@ def old_pass() -> Iterator[None]:
         (incident_timeline, "_types", reference_incident_timeline.types),
         (frames, "_model_columns", reference_key_shared_map.model_columns),
         (sharedreads, "containing_reads", lambda keys: {}),
+        (store_module, "by_time", lambda table: table.sort_by([("collected_at", "ascending")])),
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     try:
