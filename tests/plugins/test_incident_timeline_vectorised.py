@@ -125,4 +125,3 @@ def test_backlog_rows_with_missing_values_equal_the_reference(cast: str) -> None
         assert_same_rows(
             clients.backlog_rows(subs, threshold), reference.backlog_rows(subs, threshold)
         )
-

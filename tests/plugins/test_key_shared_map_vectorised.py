@@ -7,6 +7,7 @@ empty, overlapping, more model owners than members)."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -144,7 +145,7 @@ def _random_ranges(rng: random.Random, owners: int) -> list[tuple[tuple[int, int
     cuts = sorted(rng.sample(range(1, 65536), rng.randint(0, 12)))
     bounds = [0, *cuts, 65537]
     out: list[list[tuple[int, int]]] = [[] for _ in range(owners)]
-    for low, high in zip(bounds, bounds[1:], strict=False):
+    for low, high in itertools.pairwise(bounds):
         if owners and rng.random() < 0.8:
             out[rng.randrange(owners)].append((low, high - 1))
     odd = rng.random()

@@ -124,8 +124,10 @@ def reconnect_rows(
 def _group_numbers(frame: pd.DataFrame, key: list[str]) -> npt.NDArray[np.int64]:
     """Each row's group of `key` values, numbered in sorted order as `groupby` iterates them;
     -1 for a row with a missing value in `key` (which `groupby` leaves out)."""
-    numbers = frame.groupby(key, sort=True).ngroup()
-    return numbers.to_numpy(dtype=float, na_value=-1.0).astype(np.int64)
+    numbers: npt.NDArray[np.float64] = (
+        frame.groupby(key, sort=True).ngroup().to_numpy(dtype=float, na_value=-1.0)
+    )
+    return numbers.astype(np.int64)
 
 
 def _page_of_type(kind: str | None) -> str:
@@ -151,7 +153,9 @@ def backlog_rows(subscriptions: pd.DataFrame, threshold: int) -> list[dict[str, 
     changed = over != np.where(first, False, np.append(False, over[:-1]))
     at = kept[changed]
     rows = []
-    columns = (ordered[c].iloc[at] for c in ("collected_at", "msg_backlog", "topic", "subscription"))
+    columns = (
+        ordered[c].iloc[at] for c in ("collected_at", "msg_backlog", "topic", "subscription")
+    )
     for when, backlog, topic, sub in zip(*columns, strict=True):
         value = int(backlog) if pd.notna(backlog) else 0
         kind = "backlog_over" if value >= threshold else "backlog_under"
@@ -175,7 +179,8 @@ def _at_least(backlog: pd.Series, threshold: int) -> npt.NDArray[np.bool_]:
     """Per row: the backlog, a missing one as 0, read as a whole number, is `threshold` or
     more (`threshold` >= 1: a number is, exactly when its whole part is)."""
     if pd.api.types.is_numeric_dtype(backlog.dtype) and backlog.dtype != object:
-        return (backlog >= threshold).fillna(False).to_numpy(dtype=bool)
+        over: npt.NDArray[np.bool_] = (backlog >= threshold).fillna(False).to_numpy(dtype=bool)
+        return over
     return np.fromiter(
         ((int(b) if pd.notna(b) else 0) >= threshold for b in backlog), bool, len(backlog)
     )
