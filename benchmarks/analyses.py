@@ -25,9 +25,9 @@ checked equal to the old one, frame for frame; `render` is the same code for bot
 out. `--cases` picks some of failover, failover-own-names, status and sticky; `--new-only`
 times the new side alone (the old sticky-ranges scan is quadratic: at 100,000 topics it takes
 many minutes). The `pass` case times a whole results pass of the built-ins, as the collect
-process runs it after a poll, before and after its plugins shared the reads of a table window
-they declare alike (`plugins.sharedreads`), with its table reads counted; the stored results of
-both are checked equal.
+process runs it after a poll, old and new (`benchmarks/results_pass.py`: old with the
+incident-timeline and key-shared-map analyses of before they were vectorised, and no window cut
+from a longer one), with its table reads counted; the stored results of both are checked equal.
 """
 
 from __future__ import annotations

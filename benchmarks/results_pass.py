@@ -1,25 +1,26 @@
 """The `pass` case of `benchmarks/analyses.py --topics`: a whole results pass of the built-ins,
-as the collect process runs it after a poll, before and after the plugins that declare a table
-window alike shared one read of it (`pulsar_lens.plugins.sharedreads`)."""
+as the collect process runs it after a poll (`compute_results`), old and new one after the
+other: old with incident-timeline's and key-shared-map's implementations of before they were
+vectorised (tests/plugins/reference_incident_timeline.py, reference_key_shared_map.py), no
+window cut from a longer one (each read on its own; equal windows shared, as since
+`pulsar_lens.plugins.sharedreads` came) and every table read sorted by time; new as it is."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from benchmarks.measuring import clock, same_result
-from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.precompute import (
     compute_results,
-    prune_results,
     requirements_first,
-    store_run,
 )
 from pulsar_lens.plugins.registry import discover, instance_of
 from pulsar_lens.plugins.results import RESULTS_DIR, ResultStore
@@ -58,18 +59,45 @@ def _same_stored(new: dict[str, Any], old: dict[str, Any]) -> str:
     return "equal"
 
 
+@contextmanager
+def old_pass() -> Iterator[None]:
+    """The pass as it was before incident-timeline's and key-shared-map's analyses were
+    vectorised, a window inside a longer one was cut from it and a read already in time
+    order was left unsorted."""
+    from pulsar_lens.core import store as store_module
+    from pulsar_lens.plugins import sharedreads
+    from pulsar_lens.plugins.builtin import incident_timeline
+    from pulsar_lens.plugins.builtin.incident_timeline import clients
+    from pulsar_lens.plugins.builtin.key_shared_map import frames
+    from tests.plugins import reference_incident_timeline, reference_key_shared_map
+
+    swaps = [
+        (clients, "backlog_rows", reference_incident_timeline.backlog_rows),
+        (clients, "reconnect_rows", reference_incident_timeline.reconnect_rows),
+        (incident_timeline, "_types", reference_incident_timeline.types),
+        (frames, "_model_columns", reference_key_shared_map.model_columns),
+        (sharedreads, "containing_reads", lambda keys: {}),
+        (store_module, "by_time", lambda table: table.sort_by([("collected_at", "ascending")])),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
+    try:
+        for module, name, old in swaps:
+            setattr(module, name, old)
+        yield
+    finally:
+        for module, name, new in saved:
+            setattr(module, name, new)
+
+
 def pass_case(root: Path) -> list[str]:
-    """A whole results pass of the built-ins (`compute_results`: the light ones), as before
-    (each plugin reading its declared tables on its own through the pinned view) and now (a
-    window read once for the plugins declaring it), one after the other; stored results equal."""
+    """A whole results pass of the built-ins (`compute_results`: the light ones), old
+    (`old_pass`) and new, one after the other; stored results equal."""
     plugins = list(discover(entry_points=False))
     light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
 
     def before(store: Store, results: ResultStore) -> None:
-        pinned = ClusterView(store, None).pinned()
-        for plugin in light:
-            store_run(pinned, plugin, results)
-        prune_results(store, light, results)
+        with old_pass():
+            compute_results(store, plugins, results=results)
 
     def now(store: Store, results: ResultStore) -> None:
         compute_results(store, plugins, results=results)

@@ -83,7 +83,12 @@ def run_pass(
             outcomes.append(store_run(shared, plugin, results))
     finally:
         shared.close()
-    log.debug("results pass: %d table reads, %d shared", shared.reads, shared.shared)
+    log.debug(
+        "results pass: %d table reads, %d shared, %d cut from a longer one",
+        shared.reads,
+        shared.shared,
+        shared.cut,
+    )
     return outcomes
 
 

@@ -11,6 +11,10 @@ that read. `SharedReads` is the view those plugins read through, for one pass:
   it, so no table outlives the pass nor the plugins that want it;
 - it keeps at most `max_bytes` of tables at once: a read that would go beyond is handed on
   and not kept, and each plugin wanting it reads it again, as without sharing;
+- a window inside a longer one of the same table that is kept (the newest poll of
+  `consumers` inside the 60 polls an earlier plugin read) is cut from it (`cut`: its rows of
+  those snapshots) instead of read; the longer table is then kept while a plugin still to
+  run declares it or a window inside it. A longer window is never read for a shorter one;
 - each plugin still gets pandas frames of its own: `window.read_tables` converts the shared
   table per plugin, so a plugin changing its frames (in place, nested values included)
   changes no other plugin's. A third-party plugin runs in a worker process that receives,
@@ -26,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pulsar_lens.api import AnalysisPlugin
 from pulsar_lens.plugins.window import (
@@ -50,7 +55,8 @@ def planned_reads(plugin: AnalysisPlugin, store: SnapshotStore) -> set[ReadKey]:
 
 class SharedReads:
     """`store` for one pass of `plugins`, run in that order, one `advance()` before each:
-    a table read is kept while a plugin after the one running declares the same read."""
+    a table read is kept while a plugin after the one running declares the same read, or a
+    read of some of its snapshots (`containing_reads`)."""
 
     def __init__(
         self,
@@ -63,8 +69,14 @@ class SharedReads:
         self.max_bytes = max_bytes
         self.reads = 0  # tables read from `store`
         self.shared = 0  # reads answered with a kept table
+        self.cut = 0  # reads answered with a part of a kept table
         self._planned = deque(set(keys) for keys in planned)
         self._wanted: Counter[ReadKey] = Counter(k for keys in self._planned for k in keys)
+        self._within = containing_reads(self._wanted)
+        # per read: the reads still to come that could be cut from it
+        self._inside: Counter[ReadKey] = Counter(
+            self._within[k] for keys in self._planned for k in keys if k in self._within
+        )
         self._kept: dict[ReadKey, pa.Table] = {}
 
     def __repr__(self) -> str:
@@ -87,15 +99,22 @@ class SharedReads:
     def advance(self) -> None:
         """The next plugin of the pass starts: the tables no plugin from it on wants are
         dropped, and its own reads no longer count as to come."""
-        self._kept = {key: table for key, table in self._kept.items() if self._wanted[key]}
+        self._kept = {key: table for key, table in self._kept.items() if self._still(key)}
         for key in self._planned.popleft() if self._planned else ():
             self._wanted[key] -= 1
+            if key in self._within:
+                self._inside[self._within[key]] -= 1
+
+    def _still(self, key: ReadKey) -> bool:
+        """Whether a plugin still to come wants this read, or a read cut from it."""
+        return self._wanted[key] > 0 or self._inside[key] > 0
 
     def close(self) -> None:
         """The pass is over (or stopped): drop every table kept."""
         self._kept.clear()
         self._planned.clear()
         self._wanted.clear()
+        self._inside.clear()
 
     def snapshots(self, *, limit: int | None = None) -> pd.DataFrame:
         return self.store.snapshots(limit=limit)
@@ -111,11 +130,44 @@ class SharedReads:
         table = self._kept.get(key)
         if table is not None:
             self.shared += 1
-            if not self._wanted[key]:  # its last reader: nobody after it declares it
+            if not self._still(key):  # its last reader: nobody after it declares it
                 del self._kept[key]
             return table
+        longer = self._within.get(key)
+        if longer is not None and longer in self._kept:
+            self.cut += 1
+            table = self._kept[longer]
+            if not self._still(longer):
+                del self._kept[longer]
+            return cut(table, key)
         table = self.store.read(name, snapshot_ids=snapshot_ids, since=since)
         self.reads += 1
-        if self._wanted[key] and self.kept_bytes + table.nbytes <= self.max_bytes:
+        if self._still(key) and self.kept_bytes + table.nbytes <= self.max_bytes:
             self._kept[key] = table
         return table
+
+
+def containing_reads(keys: Iterable[ReadKey]) -> dict[ReadKey, ReadKey]:
+    """For each read of snapshot ids among `keys` whose every snapshot a longer read of the
+    same table among them reads too: the longest such read (of equal ones, the first by ids)."""
+    by_table: dict[str, list[ReadKey]] = {}
+    for key in keys:
+        if key[1] is not None and key[2] is None and key[3] is None:
+            by_table.setdefault(key[0], []).append(key)
+    found: dict[ReadKey, ReadKey] = {}
+    for reads in by_table.values():
+        reads.sort(key=lambda k: (-len(k[1] or ()), k[1]))
+        for key in reads:
+            ids = set(key[1] or ())
+            for other in reads:
+                if len(other[1] or ()) > len(ids) and ids <= set(other[1] or ()):
+                    found[key] = other
+                    break
+    return found
+
+
+def cut(table: pa.Table, key: ReadKey) -> pa.Table:
+    """The rows of `key`'s snapshots in a read of more of them, in its order (by time, as
+    `Store.read` returns them): what reading `key` returns."""
+    ids = pa.array(list(key[1] or ()), pa.string())
+    return table.filter(pc.is_in(table["snapshot_id"], value_set=ids))

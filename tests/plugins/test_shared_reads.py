@@ -25,7 +25,7 @@ from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.precompute import compute_results, requirements_first, store_run
 from pulsar_lens.plugins.registry import discover, instance_of
 from pulsar_lens.plugins.results import ResultStore
-from pulsar_lens.plugins.sharedreads import SharedReads
+from pulsar_lens.plugins.sharedreads import SharedReads, cut
 from pulsar_lens.plugins.testing import make_snapshot
 from pulsar_lens.plugins.window import read_key
 
@@ -128,9 +128,9 @@ def test_two_plugins_declaring_a_window_read_it_once_and_each_gets_its_own_frame
     results = ResultStore(tmp_path)
     outcomes = compute_results(store, [Mutating(), Seen(), Newest()], results=results)
     assert [o.status for o in outcomes] == ["ok", "ok", "ok"]
-    # topics over 3 polls once for mutating and seen, over the newest once for newest;
+    # topics over 3 polls once for mutating and seen, the newest cut from it for newest;
     # consumers over 3 polls once for all three
-    assert store.reads == Counter({"topics": 2, "consumers": 1})
+    assert store.reads == Counter({"topics": 1, "consumers": 1})
     mutated, seen, newest = Seen.seen
     assert set(mutated["topics"]["topic"]) == {"changed"}  # it did change its own
     for name in ("topics", "consumers"):
@@ -233,6 +233,7 @@ class Tables:
     def __init__(self, **tables: pa.Table) -> None:
         self.tables = tables
         self.reads: list[str] = []
+        self.windows: list[Sequence[str] | None] = []
 
     def snapshots(self, *, limit: int | None = None) -> pd.DataFrame:
         return pd.DataFrame()
@@ -245,6 +246,7 @@ class Tables:
         since: dt.datetime | None = None,
     ) -> pa.Table:
         self.reads.append(name)
+        self.windows.append(snapshot_ids)
         return self.tables[name]
 
 
@@ -282,3 +284,56 @@ def test_what_a_plugin_declared_and_did_not_read_is_dropped_when_the_next_starts
     shared.read("a", snapshot_ids=["s1"])
     shared.close()
     assert store.reads == ["a", "a"] and shared._kept == {}
+
+
+def test_a_window_inside_a_kept_longer_one_is_cut_from_it() -> None:
+    rows = pa.table({"snapshot_id": ["s1", "s2", "s2", "s3"], "x": [1, 2, 3, 4]})
+    store = Tables(t=rows)
+    every, newest, two = (
+        read_key("t", snapshot_ids=ids) for ids in (["s1", "s2", "s3"], ["s3"], ["s2", "s3"])
+    )
+    shared = SharedReads(store, [{every}, {newest}, {two}, {newest}, set()])
+    shared.advance()
+    assert shared.read("t", snapshot_ids=["s1", "s2", "s3"]) is rows
+    shared.advance()
+    assert shared.read("t", snapshot_ids=["s3"]).to_pydict() == {"snapshot_id": ["s3"], "x": [4]}
+    shared.advance()
+    cut_two = shared.read("t", snapshot_ids=["s2", "s3"])
+    assert cut_two.to_pydict() == {"snapshot_id": ["s2", "s2", "s3"], "x": [2, 3, 4]}
+    assert set(shared._kept) == {every}  # a window inside it is still to come
+    shared.advance()
+    shared.read("t", snapshot_ids=["s3"])
+    assert shared._kept == {}  # its last reader
+    assert (store.reads, shared.reads, shared.shared, shared.cut) == (["t"], 1, 0, 3)
+
+
+def test_a_longer_window_is_never_read_for_a_shorter_one() -> None:
+    store = Tables(t=pa.table({"snapshot_id": ["s1", "s2"], "x": [1, 2]}))
+    every, newest = (read_key("t", snapshot_ids=ids) for ids in (["s1", "s2"], ["s2"]))
+    shared = SharedReads(store, [{newest}, {every}])
+    shared.advance()
+    shared.read("t", snapshot_ids=["s2"])  # on its own: the longer one is not kept yet
+    shared.advance()
+    shared.read("t", snapshot_ids=["s1", "s2"])
+    assert store.windows == [["s2"], ["s1", "s2"]]
+    assert (shared.reads, shared.shared, shared.cut) == (2, 0, 0)
+
+
+def test_a_cut_window_is_what_the_store_reads_for_it(tmp_path: Path) -> None:
+    """Through the pinned view of a store whose days hold compacted and single-poll files:
+    every window of the newest polls, and others, cut from the longest, equal their reads."""
+    generate(tmp_path, topics=30, days=6 * 30 / 86400)
+    store = Store(tmp_path)
+    days = {d for f in store.live_files("consumers") for d in [f.first.date()]}
+    store.compact(min(days))
+    polls = len(store.snapshots())
+    for i in range(polls, polls + 3):
+        store.write(make_snapshot(1e6 + 30.0 * i, consumers=[ConsumerRecord(TOPICS[0], "s", "c")]))
+    view = ClusterView(store, None).pinned()
+    ids = [str(s) for s in view.snapshots()["snapshot_id"]]
+    for name in ("consumers", "subscriptions"):
+        longest = view.read(name, snapshot_ids=ids)
+        windows = [ids[-n:] for n in range(1, len(ids))] + [ids[1:3], ids[::2]]
+        for window in windows:
+            direct = view.read(name, snapshot_ids=window)
+            assert cut(longest, read_key(name, snapshot_ids=window)).equals(direct), window

@@ -168,13 +168,15 @@ class IncidentTimeline(AnalysisPlugin):
 
 
 def _types(subs: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """The newest type of each (topic, subscription)."""
+    """The newest type of each (topic, subscription): its last row in time order."""
     if subs.empty:
         return {}
-    typed = subs.dropna(subset=["type"]).sort_values("collected_at", kind="stable")
+    typed = subs[["topic", "subscription", "type", "collected_at"]].dropna(subset=["type"])
+    typed = typed.sort_values("collected_at", kind="stable")
+    newest = typed.drop_duplicates(["topic", "subscription"], keep="last")
     return {
         (str(t), str(s)): str(k)
-        for t, s, k in zip(typed["topic"], typed["subscription"], typed["type"], strict=True)
+        for t, s, k in zip(newest["topic"], newest["subscription"], newest["type"], strict=True)
     }
 
 

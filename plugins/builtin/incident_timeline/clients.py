@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from pulsar_lens.core.secrets import clean
@@ -72,28 +74,38 @@ def reconnect_rows(
     """Consumers listed in two consecutive polls with a newer `connectedSince` in the second:
     they reconnected in between (an unload, a broker restart, a network cut). The row is at
     that `connectedSince`, kept between the two polls. A consumer missing from a poll is the
-    collector's `consumer_left` and `consumer_joined` instead."""
+    collector's `consumer_left` and `consumer_joined` instead.
+
+    By column: each consumer's newest `connectedSince` per poll, consumers in name order and
+    polls in time order, compared with the poll before; Python only for the rows found."""
     if consumers.empty or snapshots.empty:
         return []
     key = ["topic", "subscription", "consumer_name"]
     times = pd.to_datetime(snapshots["collected_at"], utc=True).astype("datetime64[us, UTC]")
     position = dict(zip(snapshots["snapshot_id"].astype(str), range(len(snapshots)), strict=True))
-    listed = consumers.dropna(subset=["connected_since"]).assign(
-        pos=consumers["snapshot_id"].astype(str).map(position),
-        since=pd.to_datetime(consumers["connected_since"], utc=True),
-    )
-    per_poll = listed.dropna(subset=["pos"]).groupby([*key, "pos"], as_index=False)["since"].max()
-    per_poll = per_poll.sort_values([*key, "pos"], kind="stable")
-    before = per_poll.groupby(key, sort=False)[["pos", "since"]].shift()
-    again = per_poll[(before["pos"] == per_poll["pos"] - 1) & (per_poll["since"] > before["since"])]
-    rows = []
-    for r in again.to_dict("records"):
-        pos = int(r["pos"])
-        at = min(max(r["since"], times.iloc[pos - 1]), times.iloc[pos])
-        topic, sub, name = str(r["topic"]), str(r["subscription"]), str(r["consumer_name"])
+    codes, ids = pd.factorize(consumers["snapshot_id"].astype(str))
+    pos_of_id = np.asarray([position.get(i, -1) for i in ids] + [-1], np.int64)
+    pos = pos_of_id[codes]  # code -1 (no id): the -1 appended
+    since = pd.to_datetime(consumers["connected_since"], utc=True)
+    group = _group_numbers(consumers, key)
+    rows = np.flatnonzero((pos >= 0) & since.notna().to_numpy() & (group >= 0))
+    if not len(rows):
+        return []
+    stamps = pd.DatetimeIndex(since).asi8
+    rows = rows[np.lexsort((stamps[rows], pos[rows], group[rows]))]
+    g, p = group[rows], pos[rows]
+    # the last row of each (consumer, poll): its newest connectedSince
+    last = np.flatnonzero(np.append((g[1:] != g[:-1]) | (p[1:] != p[:-1]), True))
+    newest, g, p, s = rows[last], g[last], p[last], stamps[rows[last]]
+    again = np.flatnonzero((g[1:] == g[:-1]) & (p[1:] == p[:-1] + 1) & (s[1:] > s[:-1])) + 1
+    found = []
+    for r, poll in zip(newest[again].tolist(), p[again].tolist(), strict=True):
+        when = since.iloc[r]
+        at = min(max(when, times.iloc[poll - 1]), times.iloc[poll])
+        topic, sub, name = (str(consumers[k].iloc[r]) for k in key)
         page = _page_of_type(kinds_by_subscription.get((topic, sub)))
-        detail = f"{name} connected again at {pd.Timestamp(r['since']).isoformat()}"
-        rows.append(
+        detail = f"{name} connected again at {pd.Timestamp(when).isoformat()}"
+        found.append(
             row(
                 at,
                 "consumer_reconnected",
@@ -106,7 +118,16 @@ def reconnect_rows(
                 detail=detail,
             )
         )
-    return rows
+    return found
+
+
+def _group_numbers(frame: pd.DataFrame, key: list[str]) -> npt.NDArray[np.int64]:
+    """Each row's group of `key` values, numbered in sorted order as `groupby` iterates them;
+    -1 for a row with a missing value in `key` (which `groupby` leaves out)."""
+    numbers: npt.NDArray[np.float64] = (
+        frame.groupby(key, sort=True).ngroup().to_numpy(dtype=float, na_value=-1.0)
+    )
+    return numbers.astype(np.int64)
 
 
 def _page_of_type(kind: str | None) -> str:
@@ -117,31 +138,49 @@ def _page_of_type(kind: str | None) -> str:
 
 def backlog_rows(subscriptions: pd.DataFrame, threshold: int) -> list[dict[str, Any]]:
     """A subscription's backlog reaching `threshold` messages (`backlog_over`: from below,
-    or at the window's first poll) and falling under it again (`backlog_under`)."""
+    or at the window's first poll) and falling under it again (`backlog_under`).
+
+    By column: every subscription's polls in time order, subscriptions in name order, each
+    poll over or not compared with the one before; Python only for the rows found."""
     if subscriptions.empty:
         return []
-    rows = []
     ordered = subscriptions.sort_values("collected_at", kind="stable")
-    for (topic, sub), polls in ordered.groupby(["topic", "subscription"], sort=True):
-        over_before = False
-        for at, backlog in zip(polls["collected_at"], polls["msg_backlog"], strict=True):
-            value = int(backlog) if pd.notna(backlog) else 0
-            over = value >= threshold
-            if over != over_before:
-                kind = "backlog_over" if over else "backlog_under"
-                detail = f"backlog {value:,} message(s), threshold {threshold:,}"
-                rows.append(
-                    row(
-                        at,
-                        kind,
-                        CLIENT,
-                        SUBSCRIPTIONS,
-                        topic=topic,
-                        subscription=sub,
-                        namespace=namespace_of(topic),
-                        subject=sub,
-                        detail=detail,
-                    )
-                )
-            over_before = over
+    group = _group_numbers(ordered, ["topic", "subscription"])
+    kept = np.flatnonzero(group >= 0)
+    kept = kept[np.argsort(group[kept], kind="stable")]
+    over = _at_least(ordered["msg_backlog"], threshold)[kept]
+    first = np.append(True, group[kept][1:] != group[kept][:-1])
+    changed = over != np.where(first, False, np.append(False, over[:-1]))
+    at = kept[changed]
+    rows = []
+    columns = (
+        ordered[c].iloc[at] for c in ("collected_at", "msg_backlog", "topic", "subscription")
+    )
+    for when, backlog, topic, sub in zip(*columns, strict=True):
+        value = int(backlog) if pd.notna(backlog) else 0
+        kind = "backlog_over" if value >= threshold else "backlog_under"
+        rows.append(
+            row(
+                when,
+                kind,
+                CLIENT,
+                SUBSCRIPTIONS,
+                topic=topic,
+                subscription=sub,
+                namespace=namespace_of(topic),
+                subject=sub,
+                detail=f"backlog {value:,} message(s), threshold {threshold:,}",
+            )
+        )
     return rows
+
+
+def _at_least(backlog: pd.Series, threshold: int) -> npt.NDArray[np.bool_]:
+    """Per row: the backlog, a missing one as 0, read as a whole number, is `threshold` or
+    more (`threshold` >= 1: a number is, exactly when its whole part is)."""
+    if pd.api.types.is_numeric_dtype(backlog.dtype) and backlog.dtype != object:
+        over: npt.NDArray[np.bool_] = (backlog >= threshold).fillna(False).to_numpy(dtype=bool)
+        return over
+    return np.fromiter(
+        ((int(b) if pd.notna(b) else 0) >= threshold for b in backlog), bool, len(backlog)
+    )

@@ -25,16 +25,13 @@ from pulsar_lens.core.keyshared.ranges import (
     ROUTABLE,
     ROUTABLE_HIGH,
     ROUTABLE_LOW,
-    SLOTS,
     WIDE_HIGH,
     Kind,
-    Member,
-    differing_by_owner,
-    owner_array,
-    routable_count,
 )
 from pulsar_lens.core.keyshared.rebuild import Model
 from pulsar_lens.core.legacy_selectors import LegacyConsistentSelector
+from pulsar_lens.plugins.builtin.key_shared_map.drift import Ranges
+from pulsar_lens.plugins.builtin.key_shared_map.drift import model_columns as _model_columns
 
 SUB_COLUMNS = [
     "label",
@@ -68,7 +65,6 @@ CONSUMER_COLUMNS = [
     "drift_hashes",
 ]
 RANGE_COLUMNS = ["label", "source", "position", "consumer_name", "start", "end", "size"]
-Ranges = list[tuple[tuple[int, int], ...]]
 
 
 @dataclass(frozen=True)
@@ -155,51 +151,6 @@ def _drifting(analysis: Analysis) -> dict[int, Ranges]:
         if model.drift and model.selector is not None:
             out[s] = analysis.model_ranges(s)
     return {s: r for s, r in out.items() if r is not None}
-
-
-def _model_columns(
-    analysis: Analysis, drifting: Mapping[int, Ranges]
-) -> tuple[list[Any], list[Any]]:
-    """Per consumer: its hashes in the model and the hashes where broker and model disagree
-    about it (None where the subscription is not modelled)."""
-    layout, fit = analysis.layout, analysis.fit
-    count = len(layout.names)
-    model_hashes: list[Any] = [None] * count
-    wrong: list[Any] = [None] * count
-    if len(fit.subs):
-        consumer = layout.first[fit.subs[fit.model_sub]] + fit.model_owner
-        sizes = (
-            np.minimum(fit.model_end, ROUTABLE_HIGH) - np.maximum(fit.model_start, ROUTABLE_LOW) + 1
-        )
-        totals = np.bincount(consumer, np.maximum(sizes, 0), minlength=count).astype(np.int64)
-        for a, b in zip(
-            layout.first[fit.subs].tolist(), layout.first[fit.subs + 1].tolist(), strict=True
-        ):
-            model_hashes[a:b] = totals[a:b].tolist()
-            wrong[a:b] = [0] * (b - a)
-    for s, model in analysis.models.items():
-        modelled = analysis.model_ranges(s)
-        if modelled is not None:
-            a = int(layout.first[s])
-            low, high = model.space
-            counts = [routable_count(r, low=low, high=high) for r in modelled]
-            model_hashes[a : a + len(modelled)] = counts
-            wrong[a : a + len(modelled)] = _wrong(layout.members(s), modelled, wide=high > SLOTS)
-    fitted = analysis.fitted
-    for s, modelled in drifting.items():
-        if s in fitted:  # 4.0's consistent hashing: 16-bit
-            a = int(layout.first[s])
-            wrong[a : a + len(modelled)] = _wrong(layout.members(s), modelled)
-    return model_hashes, wrong
-
-
-def _wrong(members: list[Member], modelled: Ranges, *, wide: bool = False) -> list[int]:
-    """Per member: the hashes that broker and model do not both give it (31-bit: by range)."""
-    if wide:
-        return differing_by_owner([m.ranges for m in members], modelled)[1]
-    observed = owner_array([m.ranges for m in members])
-    predicted = owner_array(modelled)
-    return [int(((observed == p) != (predicted == p)).sum()) for p in range(len(members))]
 
 
 def _subscriptions(
