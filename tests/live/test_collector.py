@@ -23,10 +23,14 @@ import pytest
 import requests
 
 from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.answers import decode_json
 from pulsar_lens.collectors.poll import diff, poll
+from pulsar_lens.collectors.typedrecords import parse_bulk, subscriptions_of, topic_of
+from pulsar_lens.collectors.typedstats import typed_bulk
 from pulsar_lens.core.model import Snapshot
+from pulsar_lens.core.topicname import parse_topic_name
 from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
-from tests.brokers import BrokerPool
+from tests.brokers import LIVE_LINES, BrokerPool
 from tests.collectors.recorded import DATA, index
 
 ConsumerType = pulsar_client.ConsumerType
@@ -481,3 +485,38 @@ def test_collector_malformed_json_mid_poll_keeps_the_rest() -> None:
     assert error.status is None and "unreadable body" in error.message
     assert "persistent://public/default/orders" in {t.topic for t in snap.topics}
     assert len(snap.bundles) >= 4 and snap.brokers[0].version == "4.0.7"
+
+
+@pytest.fixture(scope="module", params=LIVE_LINES)
+def bulk_on_each_line(
+    request: pytest.FixtureRequest, broker_pool: BrokerPool
+) -> Iterator[tuple[Setup, bytes]]:
+    """The raw bulk answer of a broker of each tested line, after the setup of `polled`."""
+    with new_setup(broker_pool.get(None, version=str(request.param))) as s:
+        build_everything(s)
+        leave_unacked_then_join(s)
+        s.wait_for_consumers(ALL_NAMES | {"kd-1", "kd-2"})
+        resp = requests.get(f"{s.broker.admin_url}/admin/v2/broker-stats/topics", timeout=30)
+        resp.raise_for_status()
+        yield s, resp.content
+
+
+def test_collector_reads_the_brokers_bulk_answer_typed(
+    bulk_on_each_line: tuple[Setup, bytes],
+) -> None:
+    """Each line's own bulk answer (Key_Shared with draining hashes, Failover, Exclusive,
+    partitions, a producer) is read by the typed reader, and into the very records the
+    tolerant reader makes of it: a field the broker writes that the Structs lack would send
+    every poll of that line down the slower path."""
+    s, body = bulk_on_each_line
+    typed = typed_bulk(body)
+    assert typed is not None, body[:2000]
+    both = parse_bulk(typed, "b"), parse_bulk(decode_json(body), "b")
+    assert [(t.topic, t.bundle) for t in both[0]] == [(t.topic, t.bundle) for t in both[1]]
+    assert {s.plain, *s.partitions} <= {t.topic for t in both[0]}
+    for fast, slow in zip(*both, strict=True):
+        name = parse_topic_name(fast.topic)
+        assert topic_of(name, fast.stats, bundle=fast.bundle, owner="o") == topic_of(
+            name, slow.stats, bundle=slow.bundle, owner="o"
+        )
+        assert subscriptions_of(fast.topic, fast.stats) == subscriptions_of(slow.topic, slow.stats)
