@@ -87,7 +87,9 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
             source = factory(cluster.admin_url, args.namespaces, cluster=cluster, settings=settings)
             sources.append(source)
         spark_jobs = not (args.once or args.max_polls)  # as with one cluster
-        analyses = Analyses(store, spark_jobs=spark_jobs, clusters=names, settings=settings)
+        analyses = Analyses(
+            store, spark_jobs=spark_jobs, clusters=names, settings=settings, then=metrics.analysed
+        )
         lock = threading.Lock()
         for cluster, source, probe in zip(settings.clusters, sources, probes, strict=True):
             poll, beat = source.poll, metrics.wrap(health.wrap(analyses.after(printer)))

@@ -223,7 +223,12 @@ def run(args: argparse.Namespace) -> int:
         metrics.start()  # first: /metrics answers while the plugins load
         if not args.once:  # drills the dashboard asks for: run, or refused and said why
             drills = drill_service(args, settings, store, admin_url)
-        analyses = Analyses(store, spark_jobs=not (args.once or args.max_polls), settings=settings)
+        analyses = Analyses(
+            store,
+            spark_jobs=not (args.once or args.max_polls),
+            settings=settings,
+            then=metrics.analysed,
+        )
         loop = PollLoop(
             wrap_poll(source.poll),
             store,

@@ -108,7 +108,10 @@ class Analyses:
         spark_jobs: bool = True,
         clusters: Sequence[str] = (),
         settings: Settings,
+        then: Callable[[], object] | None = None,
     ) -> None:
+        """`then`: called once the stored results of a new snapshot are in (/metrics reads
+        them then rather than analysing beside this)."""
         from pulsar_lens.plugins.engines import engine_of
         from pulsar_lens.plugins.isolation import limits_of
         from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
@@ -123,11 +126,13 @@ class Analyses:
         plugins = list(registry)
         if clusters:
             self._worker = ResultsWorker(
-                lambda stop: compute_per_cluster(store, plugins, results, clusters, stop=stop)
+                lambda stop: compute_per_cluster(store, plugins, results, clusters, stop=stop),
+                then=then,
             )
         else:
             self._worker = ResultsWorker(
-                lambda stop: compute_results(store, plugins, results=results, stop=stop)
+                lambda stop: compute_results(store, plugins, results=results, stop=stop),
+                then=then,
             )
         self._jobs: WorkerProcess | None = None
         spark = [p.name for p in plugins if not engine_of(p).per_poll]

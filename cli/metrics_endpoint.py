@@ -73,6 +73,7 @@ class MetricsEndpoint:
             plugin_dirs=plugin_dirs,
             plugin_limits=plugin_limits,
             dashboard_url=self.settings.external_url,
+            refresh_on_record=False,
         )
         self.server: MetricsServer | None = None
 
@@ -89,6 +90,12 @@ class MetricsEndpoint:
                 routes=routes,
             )
             print(f"serving metrics on {self.server.url}", file=sys.stderr, flush=True)
+
+    def analysed(self) -> None:
+        """The analyses of a new snapshot are stored: build its families from them, off the
+        scrape path, when there is an endpoint to scrape them (none: nothing is built)."""
+        if self.server is not None:
+            self.collector.refresh()
 
     def record(self, beat: Heartbeat) -> None:
         self.recorder.record(

@@ -106,10 +106,16 @@ class LensCollector(Collector):
         plugin_limits: PluginLimits | None = None,
         dashboard_url: str = "",
         now: Callable[[], dt.datetime] = utcnow,
+        refresh_on_record: bool = True,
     ) -> None:
         """`plugins` None: the ones `discover(plugin_dirs=..., limits=plugin_limits)` loads,
         at first use. `dashboard_url`: the dashboard's external URL, served as
-        `pulsar_lens_dashboard_info{url}` ('' : not served)."""
+        `pulsar_lens_dashboard_info{url}` ('' : not served).
+
+        `refresh_on_record`: build a new snapshot's families as soon as the recorder tallies
+        its poll. False: only when `refresh()` is called, which the collect process does once
+        the results pass has stored the plugins' results, so that this reads them instead of
+        analysing beside it; until then a scrape answers the families built last."""
         self._dashboard_url = dashboard_url
         self._store = store
         self._plugin_dirs = plugin_dirs
@@ -127,7 +133,9 @@ class LensCollector(Collector):
         self._refresher: threading.Thread | None = None
         self._closing = threading.Event()
         self.computations = 0  # how many times the snapshot families were computed
-        self._recorder.on_record(self._after_poll)
+        self._follows_analyses = not refresh_on_record
+        if refresh_on_record:
+            self._recorder.on_record(self._after_poll)
 
     def collect(self) -> Iterable[Metric]:
         now = self._now()
@@ -175,6 +183,10 @@ class LensCollector(Collector):
             of, newest_at={str(k): v for k, v in at.items()}, now=now
         )
 
+    def refresh(self) -> None:
+        """Build the newest snapshot's families now, off the scrape path."""
+        self._after_poll()
+
     def _after_poll(self) -> None:
         """Start building the new snapshot's families off the scrape path (one thread at a
         time; a thread already running picks up the newer snapshot when it is done)."""
@@ -207,7 +219,8 @@ class LensCollector(Collector):
                     newest = self._newest(source)
                     if self._closing.is_set() or newest is None or done.get(key) == newest[0]:
                         continue
-                    self._snapshot_families(key, source, *newest)
+                    # following the analyses, their results are newer than what was built
+                    self._snapshot_families(key, source, *newest, rebuild=self._follows_analyses)
                     done[key] = newest[0]
                     moved = True
         finally:
@@ -248,15 +261,17 @@ class LensCollector(Collector):
         index_row: Mapping[str, Any],
         *,
         scrape: bool = False,
+        rebuild: bool = False,
     ) -> list[Metric]:
-        """The families of snapshot `sid` of view `key`, built once per new snapshot."""
+        """The families of snapshot `sid` of view `key`, built once per new snapshot (again
+        with `rebuild`)."""
         if scrape and (ready := self._ready(key, sid, collected_at)) is not None:
             return ready
         with self._lock:  # concurrent scrapes of a new snapshot compute it once
             if scrape and (ready := self._ready(key, sid, collected_at)) is not None:
                 return ready  # built (or being rebuilt) by the refresh thread meanwhile
             cached = self._cached.get(key)
-            if cached is None or cached[0] != sid:
+            if cached is None or cached[0] != sid or rebuild:
                 try:
                     families = self._compute(source, sid, collected_at, index_row, key=key)
                 except Exception:
@@ -273,6 +288,8 @@ class LensCollector(Collector):
         if cached is None:
             return None
         if cached[0] == sid or cached[1] >= collected_at or self._refreshing.is_set():
+            return cached[2]
+        if self._follows_analyses:  # built once the analyses of `sid` are stored
             return cached[2]
         return None
 
@@ -327,7 +344,10 @@ class LensCollector(Collector):
                 break  # closed: nothing will scrape what the other plugins contribute
             name = getattr(plugin, "name", "?")
             try:
-                result = runner.run(plugin, source, use_cache=False).result
+                # the collect process: its results pass stored what is presented here
+                result = runner.run(
+                    plugin, source, use_cache=False, stored_only=self._follows_analyses
+                ).result
             except ResultNotReady:  # a Spark analysis before its first job: nothing to say yet
                 continue
             except Exception as exc:  # one failing plugin must not break the scrape

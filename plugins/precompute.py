@@ -198,11 +198,18 @@ class ResultsWorker:
 
     `submit()` after each write; snapshots written while a computation runs coalesce into
     one more computation. `drain()` waits until nothing is pending (for `collect --once`).
-    `compute` is handed `stopping`, to cut a computation short once `stop()` was called.
+    `compute` is handed `stopping`, to cut a computation short once `stop()` was called;
+    `then`, if given, is called after each computation, finished or failed.
     """
 
-    def __init__(self, compute: Callable[[Callable[[], bool]], object]) -> None:
+    def __init__(
+        self,
+        compute: Callable[[Callable[[], bool]], object],
+        *,
+        then: Callable[[], object] | None = None,
+    ) -> None:
         self._compute = compute
+        self._then = then
         self._changed = threading.Condition()
         self._wanted = 0  # submissions so far
         self._done = 0  # submissions covered by a finished computation
@@ -245,6 +252,11 @@ class ResultsWorker:
                 self._compute(self.stopping)
             except Exception:  # never let the worker die: the next snapshot tries again
                 log.exception("computing the analyses of the newest snapshot failed")
+            if self._then is not None and not self._stopping:
+                try:
+                    self._then()
+                except Exception:
+                    log.exception("what follows the analyses of the newest snapshot failed")
             with self._changed:
                 self._done = target
                 self._changed.notify_all()

@@ -173,8 +173,13 @@ def run(
     *,
     use_cache: bool = True,
     use_stored: bool = True,
+    stored_only: bool = False,
 ) -> RunOutput:
     """Run `plugin` on the newest snapshots of `store`.
+
+    `stored_only`: analyse nothing, but return the newest stored result for these params,
+    as for a Spark plugin below (what /metrics in the collect process presents, the results
+    pass having stored it).
 
     A plugin whose engine runs it as a job (Spark: not `per_poll`) is analysed only when
     `use_stored` is False (the job worker and `pulsar-lens analyze` ask for that); otherwise
@@ -198,7 +203,7 @@ def run(
         )
     validated = validate_params(instance, params)
     params_json = validated.model_dump(mode="json")
-    if use_stored and not engine_of(instance).per_poll:
+    if stored_only or (use_stored and not engine_of(instance).per_poll):
         return newest_stored(plugin, store, validated)
     started = time.perf_counter()
     window = snapshot_window(instance, store)

@@ -48,9 +48,10 @@ def scrape(port: int) -> str:
     return body.decode()
 
 
-def wait_scrape(port: int, *, timeout: float = 120.0) -> str:
-    """The first scrape that counts the first poll and carries its snapshot's families: the
-    poll is counted when its heartbeat comes, the families are built after it."""
+def wait_scrape(port: int, *, timeout: float = 120.0, needs: str = "\npulsar_lens_topics ") -> str:
+    """The first scrape that counts the first poll and carries its snapshot's families (and
+    `needs`): the poll is counted when its heartbeat comes, the families are built after it,
+    a plugin's once the results pass has stored its result."""
     deadline = time.monotonic() + timeout
     text = ""
     while time.monotonic() < deadline:
@@ -58,7 +59,11 @@ def wait_scrape(port: int, *, timeout: float = 120.0) -> str:
             text = scrape(port)
         except OSError as exc:  # not listening yet, or a scrape slower than its timeout
             text = f"no answer: {exc}"
-        if "pulsar_lens_polls_total 1.0" in text and "\npulsar_lens_topics " in text:
+        if (
+            "pulsar_lens_polls_total 1.0" in text
+            and "\npulsar_lens_topics " in text
+            and needs in text
+        ):
             return text
         time.sleep(0.1)
     raise AssertionError(

@@ -91,7 +91,7 @@ def test_a_drop_in_exports_a_metric_like_a_builtin(drop_ins: Path, tmp_path: Pat
     worker = threading.Thread(target=args.func, args=(args,), daemon=True)
     worker.start()
     try:
-        text = wait_scrape(port, timeout=60)
+        text = wait_scrape(port, timeout=60, needs="pulsar_lens_backlog_top_messages{")
     finally:
         source.release.set()
         worker.join(timeout=60)
@@ -142,3 +142,64 @@ def test_a_drop_in_gets_a_page_like_a_builtin(
     assert not at.exception
     assert {m.label: m.value for m in at.metric}["Shown"] == "2"
     assert any("computed for these parameters" in c.value for c in at.caption)
+
+
+COUNTED = """
+from pulsar_lens.api import AnalysisPlugin, GaugeMetricFamily, Metric, Result
+
+CALLS = {calls!r}
+
+class Counted(AnalysisPlugin):
+    name = "counted"
+    title = "Counted"
+    description = "Notes each snapshot it analyses."
+    version = "1.0"
+    inputs = ("subscriptions",)
+    outputs = ("seen",)
+    page = None
+
+    def analyze(self, data, params):
+        seen = data.latest("subscriptions")[["snapshot_id"]].head(1)
+        sid = str(seen["snapshot_id"].iloc[0])
+        with open(CALLS, "a") as f:
+            f.write(sid + "\\n")
+        return Result(frames={{"seen": seen}}, summary={{"snapshot": sid}})
+
+    def render(self, result):
+        return [Metric("Snapshot", result.summary["snapshot"])]
+
+    def metrics(self, result, context):
+        gauge = GaugeMetricFamily("pulsar_lens_counted_runs", "Analysed.")
+        gauge.add_metric([], 1)
+        return [gauge]
+
+PLUGINS = (Counted,)
+"""
+
+
+def test_the_collect_process_analyses_each_snapshot_once_for_pages_and_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/metrics presents what the results pass stored: it does not analyse the snapshot again
+    beside it (it used to, on every poll, from the moment the poll was tallied)."""
+    folder, calls = tmp_path / "plugins", tmp_path / "calls.txt"
+    folder.mkdir()
+    (folder / "counted.py").write_text(textwrap.dedent(COUNTED.format(calls=str(calls))))
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(folder))
+    port = free_port()
+    source = GatedSource()
+    argv = ["collect", "--admin-url", "http://b:8080", "--store", str(tmp_path / "store")]
+    args = build_parser().parse_args([*argv, "--interval", "1s", "--metrics-port", str(port)])
+    args.source_factory = source
+    args.max_polls = 2
+    worker = threading.Thread(target=args.func, args=(args,), daemon=True)
+    worker.start()
+    try:
+        text = wait_scrape(port, timeout=60, needs="\npulsar_lens_counted_runs 1.0")
+    finally:
+        source.release.set()
+        worker.join(timeout=60)
+    assert not worker.is_alive()
+    assert 'pulsar_lens_plugin_errors{plugin="counted"} 0.0' in text
+    analysed = calls.read_text().split()
+    assert analysed and len(analysed) == len(set(analysed)), analysed
