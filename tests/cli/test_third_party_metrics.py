@@ -81,20 +81,28 @@ def drop_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def test_a_drop_in_exports_a_metric_like_a_builtin(drop_ins: Path, tmp_path: Path) -> None:
+def scrape_two_polls(store: Path, *, needs: str) -> str:
+    """`collect --max-polls 2 --metrics-port`: the first scrape of its first poll that carries
+    `needs`; the second poll is let go after it, and the command must have ended."""
     port = free_port()
     source = GatedSource()
-    argv = ["collect", "--admin-url", "http://b:8080", "--store", str(tmp_path / "store")]
+    argv = ["collect", "--admin-url", "http://b:8080", "--store", str(store)]
     args = build_parser().parse_args([*argv, "--interval", "1s", "--metrics-port", str(port)])
     args.source_factory = source
     args.max_polls = 2
     worker = threading.Thread(target=args.func, args=(args,), daemon=True)
     worker.start()
     try:
-        text = wait_scrape(port, timeout=60, needs="pulsar_lens_backlog_top_messages{")
+        text = wait_scrape(port, timeout=60, needs=needs)
     finally:
         source.release.set()
         worker.join(timeout=60)
+    assert not worker.is_alive(), "collect --max-polls 2 did not end"
+    return text
+
+
+def test_a_drop_in_exports_a_metric_like_a_builtin(drop_ins: Path, tmp_path: Path) -> None:
+    text = scrape_two_polls(tmp_path / "store", needs="pulsar_lens_backlog_top_messages{")
     assert 'pulsar_lens_backlog_top_messages{subscription="' in text
     assert 'pulsar_lens_plugin_errors{plugin="backlog-top"} 0.0' in text
     assert 'pulsar_lens_plugin_errors{plugin="rude"} 1.0' in text
@@ -186,20 +194,7 @@ def test_the_collect_process_analyses_each_snapshot_once_for_pages_and_metrics(
     folder.mkdir()
     (folder / "counted.py").write_text(textwrap.dedent(COUNTED.format(calls=str(calls))))
     monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(folder))
-    port = free_port()
-    source = GatedSource()
-    argv = ["collect", "--admin-url", "http://b:8080", "--store", str(tmp_path / "store")]
-    args = build_parser().parse_args([*argv, "--interval", "1s", "--metrics-port", str(port)])
-    args.source_factory = source
-    args.max_polls = 2
-    worker = threading.Thread(target=args.func, args=(args,), daemon=True)
-    worker.start()
-    try:
-        text = wait_scrape(port, timeout=60, needs="\npulsar_lens_counted_runs 1.0")
-    finally:
-        source.release.set()
-        worker.join(timeout=60)
-    assert not worker.is_alive()
+    text = scrape_two_polls(tmp_path / "store", needs="\npulsar_lens_counted_runs 1.0")
     assert 'pulsar_lens_plugin_errors{plugin="counted"} 0.0' in text
     analysed = calls.read_text().split()
     assert analysed and len(analysed) == len(set(analysed)), analysed
