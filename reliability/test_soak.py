@@ -8,8 +8,10 @@ as the deepest light plugin reads (its `history`, 60 polls), as the analyses' wo
 grows until then; a minute more. After it they must stay within:
 - RSS: no sample more than RSS_GROWTH_MIB above the early level (the median of the first
   quarter of the samples after the warm-up: the working set still settles for some minutes
-  after it, so a single first sample may sit in a dip); in a run of an hour, the slope over
-  its second half at most RSS_SLOPE_MIB_PER_HOUR;
+  after it, so a single first sample may sit in a dip); in a run of an hour, the late level
+  (the median of the last quarter) at most RSS_LEVEL_GROWTH_MIB above the early one. The
+  slope over the second half is reported, not judged: a plateau with one step up and back
+  in the middle reads as +50 MiB an hour over half an hour;
 - open files and threads: their late level (the median of the last quarter) at most FD_GROWTH
   and THREAD_GROWTH above the early one; a read of a table window holds several files open
   and pyarrow starts threads as it needs them, so single samples may stand above the level,
@@ -78,8 +80,8 @@ def longest_history() -> int:
 WARM_UP_SECONDS = min(longest_history() * INTERVAL_SECONDS + 60, SOAK_SECONDS * 3 // 5)
 RSS_GROWTH_MIB = 64
 FD_GROWTH, FD_PEAK, THREAD_GROWTH, THREAD_PEAK = 8, 48, 6, 32
-RSS_SLOPE_MIB_PER_HOUR = 32
-SLOPE_FROM_SECONDS = 1800  # a shorter second half is too noisy for a slope
+RSS_LEVEL_GROWTH_MIB = 32
+LEVELS_FROM_SECONDS = 3600  # in a shorter run memory still settles in the first quarter
 RETENTION_SECONDS = 60
 RETAINED_SLACK = 1.25
 POLLS_PER_DAY = 86_400 // INTERVAL_SECONDS  # 17,280
@@ -201,7 +203,7 @@ def test_soak_collect_under_consumer_churn(tmp_path: Path) -> None:
         "warm_up_seconds": WARM_UP_SECONDS,
         "bounds": {
             "rss_growth_after_warm_up_mib": RSS_GROWTH_MIB,
-            "rss_slope_last_half_mib_per_hour": RSS_SLOPE_MIB_PER_HOUR,
+            "rss_late_level_above_early_mib": RSS_LEVEL_GROWTH_MIB,
             "fd_level_growth_after_warm_up": FD_GROWTH,
             "fds_above_early_level_at_most": FD_PEAK,
             "thread_level_growth_after_warm_up": THREAD_GROWTH,
@@ -379,10 +381,12 @@ def test_soak_collect_under_consumer_churn(tmp_path: Path) -> None:
         b for b in beats if "errors=0" not in b
     ]
     assert max(rss) - early_level < RSS_GROWTH_MIB, (early_level, figures["rss_mib_per_minute"])
-    if SOAK_SECONDS / 2 >= SLOPE_FROM_SECONDS:
-        assert figures["rss_slope_last_half_mib_per_hour"] <= RSS_SLOPE_MIB_PER_HOUR, figures[
-            "rss_mib_per_minute"
-        ]
+    if SOAK_SECONDS >= LEVELS_FROM_SECONDS:
+        assert late_level - early_level <= RSS_LEVEL_GROWTH_MIB, (
+            early_level,
+            late_level,
+            figures["rss_mib_per_minute"],
+        )
     assert fd_levels[1] - fd_levels[0] <= FD_GROWTH, (fd_levels, figures["fds_after_warm_up"])
     assert max(fds) - fd_levels[0] <= FD_PEAK, (fd_levels, figures["fds_after_warm_up"])
     assert thread_levels[1] - thread_levels[0] <= THREAD_GROWTH, (
