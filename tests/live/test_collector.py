@@ -491,14 +491,19 @@ def test_collector_malformed_json_mid_poll_keeps_the_rest() -> None:
 def bulk_on_each_line(
     request: pytest.FixtureRequest, broker_pool: BrokerPool
 ) -> Iterator[tuple[Setup, bytes]]:
-    """The raw bulk answer of a broker of each tested line, after the setup of `polled`."""
+    """The bulk answer of a broker of each tested line, after the setup of `polled`: the part
+    of this module's namespace, as the broker wrote it, compact. The broker is shared with
+    other tests, whose topics may have names outside ASCII, which this answer writes as
+    escapes (seen on 4.0.7), and the typed reader leaves a body with escapes to the tolerant
+    path (`collectors.typedstats`)."""
     with new_setup(broker_pool.get(None, version=str(request.param))) as s:
         build_everything(s)
         leave_unacked_then_join(s)
         s.wait_for_consumers(ALL_NAMES | {"kd-1", "kd-2"})
         resp = requests.get(f"{s.broker.admin_url}/admin/v2/broker-stats/topics", timeout=30)
         resp.raise_for_status()
-        yield s, resp.content
+        ours = {s.namespace: json.loads(resp.content)[s.namespace]}
+        yield s, json.dumps(ours, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def test_collector_reads_the_brokers_bulk_answer_typed(
