@@ -57,8 +57,11 @@ class MetricsEndpoint:
         clusters: Sequence[str] = (),
         plugin_dirs: Sequence[str | os.PathLike[str]] = (),
         plugin_limits: PluginLimits | None = None,
+        follows_analyses: bool = True,
     ) -> None:
-        """`settings` with the port to serve on (`MetricsSettings.with_port` lays the
+        """`follows_analyses`: a collect process's, whose results pass calls `analysed()`;
+        False (offline): the families, the plugins' included, are computed at a scrape.
+        `settings` with the port to serve on (`MetricsSettings.with_port` lays the
         command line's over the settings'); third-party plugins load from `plugin_dirs`
         and run under `plugin_limits`."""
         from pulsar_lens.exporter.collector import LensCollector, PollRecorder
@@ -73,7 +76,7 @@ class MetricsEndpoint:
             plugin_dirs=plugin_dirs,
             plugin_limits=plugin_limits,
             dashboard_url=self.settings.external_url,
-            refresh_on_record=False,
+            refresh_on_record=not follows_analyses,
         )
         self.server: MetricsServer | None = None
 

@@ -256,6 +256,7 @@ def offline_metrics(store: Path, port: int, settings: Settings) -> MetricsEndpoi
         dataclasses.replace(settings.metrics, port=port),
         plugin_dirs=settings.plugin_dirs,
         plugin_limits=settings.plugin_limits,
+        follows_analyses=False,  # no results pass here
     )
     endpoint.start()
     return endpoint
