@@ -7,12 +7,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from pulsar_lens.core import secrets
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.brokers import SHEDDING_SETTINGS, BrokerPool
 from tests.parts import add_option, keep_part
 from tests.shuffle import SEED_VARIABLE, shuffle_seed, shuffled
+
+# Generated examples are judged by what they return, never by how long they took: Hypothesis's
+# default 200 ms deadline and its "too slow" check fail a property on a busy machine.
+settings.register_profile(
+    "lens", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("lens")
 
 IMAGE_TESTS = Path(__file__).parent / "deploy" / "test_image.py"
 SHEDDING_TESTS = Path(__file__).parent / "live" / "test_load_manager_live.py"
