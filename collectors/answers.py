@@ -172,10 +172,10 @@ def _decoded_strictly(body: bytes) -> Any:
             found = msgspec.json.decode(text)
     except (msgspec.DecodeError, RecursionError):  # not strict JSON: the tolerant reader says
         return _UNSURE
-    return found if _colons(found, 0) == _written_colons(text) else _UNSURE
+    return found if _colons(found, 0) == written_colons(text) else _UNSURE
 
 
-def _written_colons(text: bytes) -> int:
+def written_colons(text: bytes) -> int:
     """The colons the body's objects and texts hold, escaped ones counted (at least once).
 
     A colon is written only after an object's key or inside a text. So the compact encoding

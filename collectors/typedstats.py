@@ -10,16 +10,18 @@ Only a body whose every value the tolerant readers would take as it is goes this
 records, refusals and notes are those of the tolerant path (`decode_json` and
 `parse_broker_topic_stats`), which reads every other body:
 
-- msgspec refuses what is not UTF-8, a value of another type than its field's (a bool for a
-  count, a float for an integer, a text for an object), a count past int64, a rate not
-  finite and below 1e18, an epoch past the year 9999, a text longer than `MAX_TEXT`;
-- a body with a backslash (an escape) is left to the tolerant path: then no text needs
-  escaping, and a colon count proves nothing was dropped: the body's colons (one after each
-  key, the rest inside texts) against those of the compact encoding of what was decoded
-  (the fields no record reads are decoded too, as plain JSON values: a `msgspec.Raw` would
-  keep the whole body alive as long as the records are being made). A key held twice, a
-  field Pulsar does not write here, or an explicit null (omitted again as a default) makes
-  them differ.
+- msgspec refuses what is not UTF-8, a lone surrogate escape, a value of another type than
+  its field's (a bool for a count, a float for an integer, a text for an object), a count
+  past int64, a rate not finite and below 1e18, an epoch past the year 9999, a text longer
+  than `MAX_TEXT`;
+- a colon count proves nothing was dropped: the body's colons (one after each key, the rest
+  inside texts) against those of the compact encoding of what was decoded. Escapes are
+  counted as `decode_json` counts them: a `\\u003a` is one colon, and a text that merely
+  spells it after an escaped backslash is counted too, which can only send the body to the
+  tolerant path. The fields no record reads are decoded too, as plain JSON values: a
+  `msgspec.Raw` would keep the whole body alive as long as the records are being made. A
+  key held twice, a field Pulsar does not write here, or an explicit null (omitted again as
+  a default) makes the counts differ.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from pulsar_lens.collectors.answers import collection_paused, decode_json
+from pulsar_lens.collectors.answers import collection_paused, decode_json, written_colons
 from pulsar_lens.collectors.fields import (
     FLOAT_LIMIT,
     INT64_MAX,
@@ -177,14 +179,12 @@ def typed_bulk(body: bytes) -> TypedBulk | None:
     """`body` read into Structs, or None when that would not read it as the tolerant path
     does (see the module docstring)."""
     text = body[len(_BOM) :] if body.startswith(_BOM) else body
-    if b"\\" in text:
-        return None
     try:
         with collection_paused():
             levels = _DECODER.decode(text)
     except (msgspec.DecodeError, RecursionError):
         return None
-    return TypedBulk(levels) if _colons(levels) == text.count(b":") else None
+    return TypedBulk(levels) if _colons(levels) == written_colons(text) else None
 
 
 def _colons(levels: Levels) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import msgspec
 import pulsar as pulsar_client
 import pytest
 import requests
@@ -491,19 +492,25 @@ def test_collector_malformed_json_mid_poll_keeps_the_rest() -> None:
 def bulk_on_each_line(
     request: pytest.FixtureRequest, broker_pool: BrokerPool
 ) -> Iterator[tuple[Setup, bytes]]:
-    """The bulk answer of a broker of each tested line, after the setup of `polled`: the part
-    of this module's namespace, as the broker wrote it, compact. The broker is shared with
-    other tests, whose topics may have names outside ASCII, which this answer writes as
-    escapes (seen on 4.0.7), and the typed reader leaves a body with escapes to the tolerant
-    path (`collectors.typedstats`)."""
+    """The bulk answer of a broker of each tested line, after the setup of `polled` and a
+    topic, subscription and consumer named outside ASCII: the part of this module's namespace,
+    byte for byte as the broker wrote it (other tests share the broker). 4.0.7 writes such
+    names as `\\u` escapes here."""
     with new_setup(broker_pool.get(None, version=str(request.param))) as s:
         build_everything(s)
         leave_unacked_then_join(s)
-        s.wait_for_consumers(ALL_NAMES | {"kd-1", "kd-2"})
+        s.subscribe(ODD_TOPIC.format(s.namespace), ODD_SUBSCRIPTION, ConsumerType.Shared, ODD)
+        s.wait_for_consumers(ALL_NAMES | {"kd-1", "kd-2", ODD})
         resp = requests.get(f"{s.broker.admin_url}/admin/v2/broker-stats/topics", timeout=30)
         resp.raise_for_status()
-        ours = {s.namespace: json.loads(resp.content)[s.namespace]}
-        yield s, json.dumps(ours, separators=(",", ":"), ensure_ascii=False).encode()
+        parts = msgspec.json.decode(resp.content, type=dict[str, msgspec.Raw])
+        key = json.dumps(s.namespace).encode()
+        yield s, b"{" + key + b":" + bytes(parts[s.namespace]) + b"}"
+
+
+ODD_TOPIC = "persistent://{}/名前-é"
+ODD_SUBSCRIPTION = "s:日本"
+ODD = "c-ü"
 
 
 def test_collector_reads_the_brokers_bulk_answer_typed(
@@ -511,14 +518,19 @@ def test_collector_reads_the_brokers_bulk_answer_typed(
 ) -> None:
     """Each line's own bulk answer (Key_Shared with draining hashes, Failover, Exclusive,
     partitions, a producer) is read by the typed reader, and into the very records the
-    tolerant reader makes of it: a field the broker writes that the Structs lack would send
-    every poll of that line down the slower path."""
+    tolerant reader makes of it: a field the broker writes that the Structs lack, or the
+    escapes of names outside ASCII, would send every poll of that line down the slower
+    path."""
     s, body = bulk_on_each_line
     typed = typed_bulk(body)
     assert typed is not None, body[:2000]
     both = parse_bulk(typed, "b"), parse_bulk(decode_json(body), "b")
     assert [(t.topic, t.bundle) for t in both[0]] == [(t.topic, t.bundle) for t in both[1]]
-    assert {s.plain, *s.partitions} <= {t.topic for t in both[0]}
+    odd = ODD_TOPIC.format(s.namespace)
+    assert {s.plain, *s.partitions, odd} <= {t.topic for t in both[0]}
+    (entry,) = [t for t in both[0] if t.topic == odd]
+    consumers = subscriptions_of(odd, entry.stats).consumers
+    assert [(c.subscription, c.consumer_name) for c in consumers] == [(ODD_SUBSCRIPTION, ODD)]
     for fast, slow in zip(*both, strict=True):
         name = parse_topic_name(fast.topic)
         assert topic_of(name, fast.stats, bundle=fast.bundle, owner="o") == topic_of(
