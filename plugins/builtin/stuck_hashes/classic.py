@@ -40,7 +40,7 @@ def compute_held_back(
     subscriptions: pd.DataFrame, consumers: pd.DataFrame, order: pd.DataFrame
 ) -> pd.DataFrame:
     """Consumers held back in the newest snapshot, and since when (consecutive polls)."""
-    held = _held_rows(with_positions(subscriptions, order))
+    held = _held_rows(with_positions(_marked(subscriptions), order))
     if held.empty:
         return empty_frame(HELD_COLUMNS)
     newest = int(order["position"].iloc[-1])
@@ -66,9 +66,15 @@ def compute_held_back(
     return _with_connected_since(pd.DataFrame(rows), consumers)
 
 
-def _held_rows(subs: pd.DataFrame) -> pd.DataFrame:
+def _marked(subs: pd.DataFrame) -> pd.DataFrame:
+    """The rows that name consumers after the mark-delete position, with the columns read
+    here: a few rows of a window, so they are put in order instead of the whole window."""
     text = subs["consumers_after_mark_delete_position"]
-    subs = subs[text.notna() & ~text.astype(str).str.strip().isin(["", "{}"])]
+    kept = subs[text.notna() & ~text.astype(str).str.strip().isin(["", "{}"])]
+    return kept[["snapshot_id", *KEY[:2], "consumers_after_mark_delete_position"]]
+
+
+def _held_rows(subs: pd.DataFrame) -> pd.DataFrame:
     rows = [
         {
             "topic": row.topic,
