@@ -93,14 +93,21 @@ def wait_healthy(served: Served) -> None:
         proc = served.box.proc
         return -1 if proc is None else proc.poll()
 
-    wait_until_ok(
+    # the dashboard, then the collect process the command starts beside it (on a busy machine
+    # its /health listened a while after the dashboard's, and the image's health check read it
+    # as "nothing polls here")
+    for url in (
         f"http://127.0.0.1:{served.port}/_stcore/health",
-        timeout=READY_TIMEOUT,
-        exit_code=exit_code,
-        output=served.box.output,
-        what="the container's command",
-        interval=2.0,
-    )
+        f"http://127.0.0.1:{served.metrics_port}/health",
+    ):
+        wait_until_ok(
+            url,
+            timeout=READY_TIMEOUT,
+            exit_code=exit_code,
+            output=served.box.output,
+            what="the container's command",
+            interval=2.0,
+        )
 
 
 def start_serving(
