@@ -164,7 +164,7 @@ def old_renewals(
     return found
 
 
-SEEDS = range(100)
+SEEDS = range(60)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -192,6 +192,6 @@ def test_the_windows_hold_reloads() -> None:
             kinds[kind] = kinds.get(kind, 0) + 1
         polls = [str(s) for s in index["snapshot_id"] if (bundles["snapshot_id"] == s).any()]
         partial += len(polls) < len(index)
-    assert kinds.get("reloaded", 0) >= 10, kinds
-    assert {"moved", "unloaded", "split"} <= set(kinds), kinds
+    assert kinds.get("reloaded", 0) >= 50, kinds
+    assert {"moved", "unloaded", "split", "acquired"} <= set(kinds), kinds
     assert partial >= 10
