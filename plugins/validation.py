@@ -34,7 +34,7 @@ from pulsar_lens.api import (
     Tabs,
 )
 from pulsar_lens.core.errors import PluginContractError, PluginLoadError, origin_of
-from pulsar_lens.core.model import TABLES
+from pulsar_lens.core.model import SCHEMAS, TABLES
 from pulsar_lens.plugins.engines import BY_NAME
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
@@ -92,6 +92,7 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
     if not isinstance(history, int) or isinstance(history, bool) or history < 1:
         yield f"history: expected an integer >= 1, found {history!r}"
     yield from _history_of_problems(cls)
+    yield from _columns_of_problems(cls)
     yield from _output_problems(getattr(cls, "outputs", None))
     yield from _requires_problems(getattr(cls, "requires", None), name)
     for method in ("analyze", "render"):
@@ -116,6 +117,24 @@ def _history_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
             yield f"history_of: {table!r} is not one of the declared inputs"
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             yield f"history_of[{table!r}]: expected an integer >= 1, found {count!r}"
+
+
+def _columns_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
+    columns_of: object = getattr(cls, "columns_of", None)
+    if not isinstance(columns_of, Mapping):
+        yield f"columns_of: expected a mapping of table name to column names, found {columns_of!r}"
+        return
+    inputs = getattr(cls, "inputs", ())
+    for table, columns in columns_of.items():
+        if table not in inputs:
+            yield f"columns_of: {table!r} is not one of the declared inputs"
+            continue
+        if not isinstance(columns, tuple) or not all(isinstance(c, str) for c in columns):
+            yield f"columns_of[{table!r}]: expected a tuple of column names, found {columns!r}"
+            continue
+        unknown = [c for c in columns if c not in SCHEMAS[table].names]
+        if unknown:
+            yield f"columns_of[{table!r}]: no such column(s) {unknown} (see docs/tables.md)"
 
 
 def _page_problems(page: object, params: type[BaseModel]) -> Iterable[str]:

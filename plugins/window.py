@@ -104,5 +104,20 @@ def read_tables(
 
     Each plugin gets frames of its own, converted from the Arrow table here: a store that
     hands several plugins the same (immutable) table (`plugins.sharedreads`) still gives
-    each one frames no other plugin's changes reach."""
-    return {read.name: read.load(store).to_pandas() for read in table_reads(plugin, index)}
+    each one frames no other plugin's changes reach. Of a table named in `columns_of`, only
+    those columns (and `snapshot_id`, `collected_at`) are converted."""
+    return {
+        read.name: _columns(read.load(store), plugin.columns_of.get(read.name)).to_pandas()
+        for read in table_reads(plugin, index)
+    }
+
+
+ALWAYS_READ = ("snapshot_id", "collected_at")
+
+
+def _columns(table: pa.Table, wanted: Sequence[str] | None) -> pa.Table:
+    """`table` with only the `wanted` columns (and `ALWAYS_READ`), in its own order."""
+    if wanted is None:
+        return table
+    keep = {*ALWAYS_READ, *wanted}
+    return table.select([name for name in table.column_names if name in keep])

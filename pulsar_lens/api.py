@@ -167,7 +167,9 @@ class AnalysisPlugin:
     `name` is a stable kebab-case slug (it appears in URLs, cache keys and stored results);
     `inputs` are table names from `core.model.TABLES`; `history` is how many recent snapshots
     the runner loads of each of them, and `history_of` sets another count for some tables
-    (e.g. `{"key_samples": 12}` beside `history = 1`); `outputs` are the frame names `analyze`
+    (e.g. `{"key_samples": 12}` beside `history = 1`); `columns_of` names the only columns
+    `analyze` reads of some tables (`snapshot_id` and `collected_at` always come), so a light
+    plugin is not handed the others; `outputs` are the frame names `analyze`
     must return; `page` asks for a dashboard page of the plugin's own; `requires` are the
     slugs of plugins whose default-parameter result `analyze` reads (`Inputs.result`);
     `api_version` is the plugin API (`API_VERSION`) the plugin was written for.
@@ -183,6 +185,7 @@ class AnalysisPlugin:
     inputs: ClassVar[tuple[str, ...]]
     history: ClassVar[int] = 1
     history_of: ClassVar[Mapping[str, int]] = {}
+    columns_of: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     outputs: ClassVar[tuple[str, ...]]
     page: ClassVar[Page | None] = None
     requires: ClassVar[tuple[str, ...]] = ()

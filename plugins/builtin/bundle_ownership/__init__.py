@@ -55,6 +55,7 @@ from pulsar_lens.plugins.builtin.bundle_ownership.load_manager import (
     load_manager_views,
     load_manager_windows,
 )
+from pulsar_lens.plugins.builtin.bundle_ownership.renewals import CONSUMER_COLUMNS
 from pulsar_lens.plugins.builtin.shared.ownership import (
     UNOWNED,
     chart_ownership,
@@ -94,6 +95,7 @@ class BundleOwnership(AnalysisPlugin):
     version = "1.0"
     engine = "light"
     inputs = ("bundles", "topics", "consumers", "events", "brokers")
+    columns_of = {"consumers": CONSUMER_COLUMNS}  # not the hash ranges: the costliest column
     history = 60
     outputs = ("bundles", "brokers", "topics", "timeline", "events", "load_manager")
     # drawn on the Bundles & unloads page of `unload-latency`, which builds on this result

@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 
 CONSUMER_KEY = ["topic", "subscription", "consumer_name"]
+CONSUMER_COLUMNS = (*CONSUMER_KEY, "connected_since")
+"""The columns of `consumers` read here (and by `bundle-ownership`: `columns_of`)."""
 PUBLISHER_SINCE = "oldest_publisher_since"
 
 

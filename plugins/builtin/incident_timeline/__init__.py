@@ -66,6 +66,7 @@ class IncidentTimeline(AnalysisPlugin):
     version = "1.0"
     engine = "light"
     inputs = ("events", "subscriptions", "consumers")
+    columns_of = {"consumers": clients.RECONNECT_COLUMNS}  # not the hash ranges: the costliest
     requires = ("bundle-ownership", "unload-latency", "stuck-hashes")
     history = WINDOW
     outputs = ("events",)

@@ -24,6 +24,9 @@ from pulsar_lens.plugins.builtin.incident_timeline.frames import (
     text_of,
 )
 
+RECONNECT_COLUMNS = ("topic", "subscription", "consumer_name", "connected_since")
+"""The columns of `consumers` incident-timeline reads (its `columns_of`)."""
+
 
 def client_rows(events: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]) -> list[Any]:
     """The collector's events of clients and subscriptions: consumers joining and leaving,
@@ -80,7 +83,7 @@ def reconnect_rows(
     polls in time order, compared with the poll before; Python only for the rows found."""
     if consumers.empty or snapshots.empty:
         return []
-    key = ["topic", "subscription", "consumer_name"]
+    key = list(RECONNECT_COLUMNS[:3])
     times = pd.to_datetime(snapshots["collected_at"], utc=True).astype("datetime64[us, UTC]")
     position = dict(zip(snapshots["snapshot_id"].astype(str), range(len(snapshots)), strict=True))
     codes, ids = pd.factorize(consumers["snapshot_id"].astype(str))
