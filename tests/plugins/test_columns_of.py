@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-import pandas as pd
 import pytest
 
 from pulsar_lens.api import AnalysisPlugin, Inputs, Result
@@ -18,6 +17,7 @@ from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from pulsar_lens.plugins.builtin.unload_latency import UnloadLatency
 from pulsar_lens.plugins.runner import load_inputs, validate_params
 from pulsar_lens.plugins.testing import make_snapshot
+from tests.plugins.test_newest_poll_inputs import assert_analysed_alike
 from tests.plugins.vectorised_cases import cluster_polls
 
 PLUGINS = (BundleOwnership, IncidentTimeline)
@@ -62,9 +62,4 @@ def test_a_plugin_reading_some_columns_analyses_as_with_all(
         ]
         assert len(handed) == len(wide_inputs.history(table)) > 0
         assert handed["connected_since"].notna().any()
-    params: Any = validate_params(plugin, {})
-    narrow, full = plugin.analyze(narrow_inputs, params), plugin.analyze(wide_inputs, params)
-    for name, frame in full.frames.items():
-        pd.testing.assert_frame_equal(narrow.frames[name], frame, obj=name)
-    assert narrow.summary == full.summary
-    assert plugin.param_choices(narrow_inputs) == plugin.param_choices(wide_inputs)
+    assert_analysed_alike(plugin, narrow_inputs, wide_inputs)

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pandas as pd
 import pytest
 
-from pulsar_lens.api import AnalysisPlugin
+from pulsar_lens.api import AnalysisPlugin, Inputs
 from pulsar_lens.core.model import DrainingHashRecord
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
@@ -48,9 +48,14 @@ def test_newest_poll_of_latest_only_tables_gives_the_same_analysis(
     for table in plugin.history_of:
         assert len(narrow_inputs.history(table)) == len(wide_inputs.latest(table)) > 0
         assert len(wide_inputs.history(table)) > len(wide_inputs.latest(table))
+    assert_analysed_alike(plugin, narrow_inputs, wide_inputs)
+
+
+def assert_analysed_alike(plugin: AnalysisPlugin, narrow: Inputs, wide: Inputs) -> None:
+    """`plugin` gives the same frames, summary and parameter choices on both inputs."""
     params: Any = validate_params(plugin, {})
-    narrow, full = plugin.analyze(narrow_inputs, params), plugin.analyze(wide_inputs, params)
+    mine, full = plugin.analyze(narrow, params), plugin.analyze(wide, params)
     for name, frame in full.frames.items():
-        pd.testing.assert_frame_equal(narrow.frames[name], frame, obj=name)
-    assert narrow.summary == full.summary
-    assert plugin.param_choices(narrow_inputs) == plugin.param_choices(wide_inputs)
+        pd.testing.assert_frame_equal(mine.frames[name], frame, obj=name)
+    assert mine.summary == full.summary
+    assert plugin.param_choices(narrow) == plugin.param_choices(wide)
