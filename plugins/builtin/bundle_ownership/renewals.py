@@ -93,7 +93,7 @@ class Renewals:
             self.since_known = self.since.notna().to_numpy()
             self.producers = topics["producer_count"]
         self.consumer_topic = topic_codes[len(topics) :]
-        topic = pd.Series(topic_codes[len(topics) :], index=consumers.index)
+        topic = pd.Series(self.consumer_topic, index=consumers.index)
         names = [consumers[c] for c in CONSUMER_KEY[1:]]
         self.consumer_key = _codes([topic, *names], nulls_match=True)
         self.connected = _times(consumers["connected_since"])
