@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pulsar_lens.plugins.builtin.shared.positions import snapshot_positions
+
 CONSUMER_KEY = ["topic", "subscription", "consumer_name"]
 CONSUMER_COLUMNS = (*CONSUMER_KEY, "connected_since")
 """The columns of `consumers` read here (and by `bundle-ownership`: `columns_of`)."""
@@ -33,15 +35,6 @@ PUBLISHER_SINCE = "oldest_publisher_since"
 def _times(values: pd.Series) -> np.ndarray:
     """Timestamps as numpy datetime64 (NaT for null), for comparing and holding."""
     found: np.ndarray = pd.to_datetime(values, utc=True).dt.tz_localize(None).to_numpy()
-    return found
-
-
-def _positions(frame: pd.DataFrame, polls: Sequence[str]) -> np.ndarray:
-    """Each row's place in `polls` (-1 when its snapshot is not one of them)."""
-    codes, names = frame["snapshot_id"].factorize()
-    place = {sid: i for i, sid in enumerate(polls)}
-    lookup = np.array([place.get(str(n), -1) for n in names] + [-1], dtype=np.int64)
-    found: np.ndarray = lookup[np.asarray(codes)]  # a null id (code -1) takes the last: -1
     return found
 
 
@@ -86,7 +79,9 @@ class Renewals:
         topic_codes = _codes([both], nulls_match=True)
         self.topic_code = topic_codes[: len(topics)]
         self.pair_code, self.pairs = _pairs(topics)
-        self.topic_order, self.topic_bounds = _by_poll(_positions(topics, polls), self.polls)
+        self.topic_order, self.topic_bounds = _by_poll(
+            snapshot_positions(topics, polls), self.polls
+        )
         self.has_since = PUBLISHER_SINCE in topics
         if self.has_since:
             self.since = topics[PUBLISHER_SINCE]
@@ -98,7 +93,7 @@ class Renewals:
         self.consumer_key = _codes([topic, *names], nulls_match=True)
         self.connected = _times(consumers["connected_since"])
         self.consumer_order, self.consumer_bounds = _by_poll(
-            _positions(consumers, polls), self.polls
+            snapshot_positions(consumers, polls), self.polls
         )
         self.last = np.full(
             int(self.consumer_key.max()) + 1 if len(self.consumer_key) else 0,

@@ -23,6 +23,7 @@ from pulsar_lens.plugins.builtin.incident_timeline.frames import (
     row,
     text_of,
 )
+from pulsar_lens.plugins.builtin.shared.positions import snapshot_positions
 
 RECONNECT_COLUMNS = ("topic", "subscription", "consumer_name", "connected_since")
 """The columns of `consumers` incident-timeline reads (its `columns_of`)."""
@@ -85,10 +86,7 @@ def reconnect_rows(
         return []
     key = list(RECONNECT_COLUMNS[:3])
     times = pd.to_datetime(snapshots["collected_at"], utc=True).astype("datetime64[us, UTC]")
-    position = dict(zip(snapshots["snapshot_id"].astype(str), range(len(snapshots)), strict=True))
-    codes, ids = pd.factorize(consumers["snapshot_id"].astype(str))
-    pos_of_id = np.asarray([position.get(i, -1) for i in ids] + [-1], np.int64)
-    pos = pos_of_id[codes]  # code -1 (no id): the -1 appended
+    pos = snapshot_positions(consumers, [str(s) for s in snapshots["snapshot_id"]])
     since = pd.to_datetime(consumers["connected_since"], utc=True)
     group = _group_numbers(consumers, key)
     rows = np.flatnonzero((pos >= 0) & since.notna().to_numpy() & (group >= 0))
