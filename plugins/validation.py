@@ -107,34 +107,38 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
 
 
 def _history_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
-    history_of: object = getattr(cls, "history_of", None)
-    if not isinstance(history_of, Mapping):
-        yield f"history_of: expected a mapping of table name to count, found {history_of!r}"
-        return
-    inputs = getattr(cls, "inputs", ())
-    for table, count in history_of.items():
-        if table not in inputs:
-            yield f"history_of: {table!r} is not one of the declared inputs"
+    problems, items = _per_table(cls, "history_of", "count")
+    yield from problems
+    for table, count in items:
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             yield f"history_of[{table!r}]: expected an integer >= 1, found {count!r}"
 
 
 def _columns_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
-    columns_of: object = getattr(cls, "columns_of", None)
-    if not isinstance(columns_of, Mapping):
-        yield f"columns_of: expected a mapping of table name to column names, found {columns_of!r}"
-        return
-    inputs = getattr(cls, "inputs", ())
-    for table, columns in columns_of.items():
-        if table not in inputs:
-            yield f"columns_of: {table!r} is not one of the declared inputs"
-            continue
+    problems, items = _per_table(cls, "columns_of", "column names")
+    yield from problems
+    for table, columns in items:
         if not isinstance(columns, tuple) or not all(isinstance(c, str) for c in columns):
             yield f"columns_of[{table!r}]: expected a tuple of column names, found {columns!r}"
             continue
         unknown = [c for c in columns if c not in SCHEMAS[table].names]
         if unknown:
             yield f"columns_of[{table!r}]: no such column(s) {unknown} (see docs/tables.md)"
+
+
+def _per_table(
+    cls: type[AnalysisPlugin], attribute: str, what: str
+) -> tuple[list[str], list[tuple[str, object]]]:
+    """A mapping attribute keyed by declared inputs: its problems, and the entries of the
+    declared tables to check further."""
+    found: object = getattr(cls, attribute, None)
+    if not isinstance(found, Mapping):
+        return [f"{attribute}: expected a mapping of table name to {what}, found {found!r}"], []
+    inputs = getattr(cls, "inputs", ())
+    problems = [
+        f"{attribute}: {t!r} is not one of the declared inputs" for t in found if t not in inputs
+    ]
+    return problems, [(t, v) for t, v in found.items() if t in inputs]
 
 
 def _page_problems(page: object, params: type[BaseModel]) -> Iterable[str]:
