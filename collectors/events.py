@@ -26,8 +26,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
+from typing import TypeVar
 
+from pulsar_lens.collectors.answers import collection_paused
 from pulsar_lens.core.counters import increase
 from pulsar_lens.core.model import (
     LOAD_MANAGER_COUNTERS,
@@ -93,27 +96,69 @@ def _skipped_topics(prev: Snapshot, cur: Snapshot, unsure: Unsure) -> set[str]:
     return skipped
 
 
-def _consumer_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[EventRecord]:
-    def group(s: Snapshot) -> dict[tuple[str, str, str], list[ConsumerRecord]]:
-        found: dict[tuple[str, str, str], list[ConsumerRecord]] = {}
-        for c in s.consumers:
-            if c.topic not in skipped:
-                found.setdefault((c.topic, c.subscription, c.consumer_name), []).append(c)
-        return found
+_CONSUMER_KEY = attrgetter("topic", "subscription", "consumer_name")
+_RANGES = attrgetter("hash_ranges")
+_SUBSCRIPTION_KEY = attrgetter("topic", "subscription")
+_ACTIVE = attrgetter("active_consumer_name", "type")
+_ABSENT = object()
+_Row = TypeVar("_Row", ConsumerRecord, SubscriptionRecord)
 
-    before, after = group(prev), group(cur)
+ConsumerKey = tuple[str, str, str]
+Ranges = tuple[HashRange, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Several:
+    """The hash ranges of the consumers that share one topic, subscription and name, in the
+    poll's order (a name given to several clients)."""
+
+    ranges: tuple[Ranges, ...]
+
+
+def _kept(records: Sequence[_Row], skipped: set[str]) -> Sequence[_Row]:
+    return [r for r in records if r.topic not in skipped] if skipped else records
+
+
+def _consumer_ranges(s: Snapshot, skipped: set[str]) -> dict[ConsumerKey, Ranges | _Several]:
+    """Each consumer's hash ranges by (topic, subscription, name), read column-wise: one
+    dict from two `attrgetter` passes, and per-key lists only where a name repeats."""
+    consumers = _kept(s.consumers, skipped)
+    keys = list(map(_CONSUMER_KEY, consumers))
+    ranges = map(_RANGES, consumers)
+    found: dict[ConsumerKey, Ranges | _Several] = dict(zip(keys, ranges, strict=True))
+    if len(found) < len(keys):
+        shared: dict[ConsumerKey, list[Ranges]] = {}
+        for key, consumer in zip(keys, consumers, strict=True):
+            shared.setdefault(key, []).append(consumer.hash_ranges)
+        found.update((k, _Several(tuple(v))) for k, v in shared.items() if len(v) > 1)
+    return found
+
+
+def _listed(value: Ranges | _Several | object) -> list[Ranges]:
+    if value is _ABSENT:
+        return []
+    return list(value.ranges) if isinstance(value, _Several) else [value]  # type: ignore[list-item]
+
+
+def _consumer_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[EventRecord]:
+    """Joins, leaves and hash-range changes. A key whose consumers' ranges are the same in
+    both polls (the same count, the same ranges in the same order) has none of them, so only
+    the keys that differ are sorted and compared one by one."""
+    before, after = _consumer_ranges(prev, skipped), _consumer_ranges(cur, skipped)
+    changed = {k for k, v in after.items() if before.get(k, _ABSENT) != v}
+    changed.update(before.keys() - after.keys())
     at, events = cur.collected_at, []
-    for key in sorted(set(before) | set(after)):
+    for key in sorted(changed):
         topic, sub, name = key
-        olds, news = before.get(key, []), after.get(key, [])
+        olds, news = _listed(before.get(key, _ABSENT)), _listed(after.get(key, _ABSENT))
         subject = f"{topic}/{sub}/{name}"
         base = {"topic": topic, "subscription": sub, "consumer_name": name}
         for _ in range(len(news) - len(olds)):
             events.append(EventRecord(at, "consumer_joined", subject, **base))
         for _ in range(len(olds) - len(news)):
             events.append(EventRecord(at, "consumer_left", subject, **base))
-        old_ranges = Counter(c.hash_ranges for c in olds if c.hash_ranges)
-        new_ranges = Counter(c.hash_ranges for c in news if c.hash_ranges)
+        old_ranges = Counter(r for r in olds if r)
+        new_ranges = Counter(r for r in news if r)
         if olds and news and old_ranges and new_ranges and old_ranges != new_ranges:
             events.append(
                 EventRecord(
@@ -129,15 +174,19 @@ def _consumer_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[E
 
 
 def _active_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[EventRecord]:
-    def keyed(s: Snapshot) -> dict[tuple[str, str], SubscriptionRecord]:
-        return {(x.topic, x.subscription): x for x in s.subscriptions if x.topic not in skipped}
+    """Active consumer changes of Exclusive and Failover subscriptions (the type of the later
+    poll, or of the earlier one when the later does not say), compared column-wise."""
+
+    def keyed(s: Snapshot) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+        subs = _kept(s.subscriptions, skipped)
+        return dict(zip(map(_SUBSCRIPTION_KEY, subs), map(_ACTIVE, subs), strict=True))
 
     before, after = keyed(prev), keyed(cur)
+    moved = [k for k, (name, _) in after.items() if k in before and before[k][0] != name]
     events = []
-    for key in sorted(set(before) & set(after)):
-        old, new = before[key].active_consumer_name, after[key].active_consumer_name
-        kind = after[key].type or before[key].type
-        if old != new and kind in ("Exclusive", "Failover"):
+    for key in sorted(moved):
+        (old, old_kind), (new, new_kind) = before[key], after[key]
+        if (new_kind or old_kind) in ("Exclusive", "Failover"):
             topic, sub = key
             events.append(
                 EventRecord(
@@ -220,14 +269,17 @@ def _tells_bundles(endpoint: str) -> bool:
 
 
 def diff(previous: Snapshot, current: Snapshot) -> list[EventRecord]:
-    """The events that turn `previous` into `current`, stamped with current.collected_at."""
+    """The events that turn `previous` into `current`, stamped with current.collected_at.
+    Keys of every consumer and subscription of both polls are made and none is garbage, so
+    the cyclic collector waits (`collection_paused`)."""
     unsure = _unsure(previous).merge(_unsure(current))
     if unsure.everything:
         return []
-    skipped = _skipped_topics(previous, current, unsure)
-    return [
-        *_bundle_events(previous, current, unsure),
-        *_consumer_events(previous, current, skipped),
-        *_active_events(previous, current, skipped),
-        *_load_manager_events(previous, current),
-    ]
+    with collection_paused():
+        skipped = _skipped_topics(previous, current, unsure)
+        return [
+            *_bundle_events(previous, current, unsure),
+            *_consumer_events(previous, current, skipped),
+            *_active_events(previous, current, skipped),
+            *_load_manager_events(previous, current),
+        ]

@@ -48,7 +48,7 @@ class LoopHealth:
     polls: int = 0
     finished_at: dt.datetime | None = None  # when the last poll's heartbeat came
     duration: float = 0.0  # seconds the last poll took
-    write_seconds: float | None = None  # seconds storing it took; None: not stored
+    write_seconds: float | None = None  # seconds its events and storing took; None: not stored
     detail_budget: int | None = None  # per-topic calls a poll, as set (None: not known)
     retry_in: float | None = None  # the backoff after a poll that reached nothing
     reachable: bool = True

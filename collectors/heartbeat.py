@@ -35,7 +35,8 @@ class Heartbeat:
     write_error: str | None = None  # why the snapshot could not be stored (kept for a retry)
     cluster: str | None = None  # the cluster's name when several are polled side by side
     refused: bool = False  # the first endpoint error was a 401 or 403: credentials, not reach
-    write_seconds: float | None = None  # seconds storing the snapshot took; None: not written
+    # seconds its events and storing it took; None: not written
+    write_seconds: float | None = None
     interval: float | None = None  # seconds between polls, as set (None: not known)
     overrun: Overrun | None = None  # set when the poll and its write took over the interval
 
@@ -93,7 +94,7 @@ def beat_of(
     write_seconds: float | None = None,
 ) -> Heartbeat:
     """The heartbeat of a poll that made `snapshot` in `duration` seconds (and stored it in
-    `write_seconds`, when it was written)."""
+    `write_seconds`, the events diff included, when it was written)."""
     return Heartbeat(
         at=snapshot.collected_at,
         topics=len(snapshot.topics),

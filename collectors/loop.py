@@ -201,10 +201,10 @@ class PollLoop:
             retry_in = None if self._last_poll() else self._backoff()
             beat = beat_of(snapshot, duration, None, 0, reachable=False, retry_in=retry_in)
         else:
+            writing = self._clock()  # the diff counts as storing: at scale it takes seconds
             events = self._events(snapshot)
             self._previous = self._carried(snapshot)
             self._failures = 0
-            writing = self._clock()
             sid, write_error = self._store(snapshot, events)
             written = self._clock() - writing if sid is not None else None
             if sid is not None:

@@ -172,7 +172,7 @@ OVERRUN_ADVICE = (
 LAST_POLL_GAUGES: Mapping[str, str] = {
     "pulsar_lens_last_poll_timestamp_seconds": "Unix time of the last poll, stored or not.",
     "pulsar_lens_poll_duration_seconds": "Seconds the last poll took (its calls and assembly).",
-    "pulsar_lens_poll_write_seconds": "Seconds storing the last poll took.",
+    "pulsar_lens_poll_write_seconds": "Seconds the last poll's events and storing it took.",
     "pulsar_lens_poll_interval_seconds": "Seconds between polls, as set.",
     "pulsar_lens_poll_overrun": (
         f"1 when the last poll with its write took longer than the interval, else 0. "

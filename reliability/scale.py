@@ -14,7 +14,7 @@ bounded polls on the collector's heartbeat lines and the stored results, never f
 Stages of each poll, from what the collector itself reports:
 - answers: the poll's calls (`durations_json["total"]` in the store's index);
 - assembly: the rest of the poll (heartbeat `duration` minus the answers: `build_snapshot`);
-- write: `store.write` (heartbeat `write=`);
+- write: the events diff and `store.write` (heartbeat `write=`);
 - analyses: every light plugin on the new snapshot (the stored results' `seconds`, summed).
 CPU of the collect process is read from /proc at each heartbeat and when the analyses are
 stored (poll + write CPU counts from the previous poll's analyses being done; the first

@@ -1,0 +1,98 @@
+"""`diff` compares consumers and subscriptions column-wise and looks only at the keys that
+differ; its events are exactly those of the key-by-key comparison it replaced
+(tests/collectors/reference_events.py), in the same order: on random pairs of polls with
+consumers that join, leave, share a name (with the same or other ranges, in either order),
+hash ranges empty or not, subscriptions listed twice, active consumers that move on every
+subscription type, and topics left out by a failed stats call or a broker's failed bulk
+answer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import pytest
+
+from pulsar_lens.collectors.events import diff
+from pulsar_lens.core.model import (
+    ConsumerRecord,
+    EndpointError,
+    Snapshot,
+    SubscriptionRecord,
+    TopicRecord,
+)
+from tests.collectors import reference_events as reference
+
+T0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+BROKERS = ("b1:8080", "b2:8080")
+TOPICS = tuple(f"persistent://t/ns/{name}" for name in ("a", "b", "é 名", "d"))
+SUBSCRIPTIONS = ("s", "s ü", "k")
+NAMES = ("c1", "c2", "😀", "")
+RANGES = ((), ((0, 100),), ((101, 65535),), ((0, 10), (20, 30)), ((0, 100),))
+TYPES = ("Exclusive", "Failover", "Shared", "Key_Shared", None)
+
+
+def poll(rng: random.Random, at: dt.datetime, base: Snapshot | None) -> Snapshot:
+    topics = tuple(
+        TopicRecord(t, "t", "t/ns", owner_broker=rng.choice(BROKERS))
+        for t in rng.sample(TOPICS, rng.randint(0, len(TOPICS)))
+    )
+    consumers = list(base.consumers) if base else []
+    if base:  # some leave, some change ranges, a few are listed again
+        consumers = [c for c in consumers if rng.random() > 0.2]
+        consumers = [
+            ConsumerRecord(c.topic, c.subscription, c.consumer_name, hash_ranges=rng.choice(RANGES))
+            if rng.random() < 0.2
+            else c
+            for c in consumers
+        ]
+        if rng.random() < 0.3:
+            rng.shuffle(consumers)
+    for _ in range(rng.randint(0, 8)):
+        consumers.append(
+            ConsumerRecord(
+                rng.choice(TOPICS),
+                rng.choice(SUBSCRIPTIONS),
+                rng.choice(NAMES),
+                hash_ranges=rng.choice(RANGES),
+            )
+        )
+    subscriptions = [
+        SubscriptionRecord(t, s, rng.choice(TYPES), active_consumer_name=rng.choice((*NAMES, None)))
+        for t in TOPICS
+        for s in SUBSCRIPTIONS
+        if rng.random() < 0.7
+    ]
+    subscriptions += rng.sample(subscriptions, min(len(subscriptions), rng.randint(0, 2)))
+    errors = []
+    if rng.random() < 0.2:
+        local = rng.choice(TOPICS).rsplit("/", 1)[1]
+        errors.append(EndpointError(f"GET /admin/v2/persistent/t/ns/{local}/stats", None, "x"))
+    if rng.random() < 0.1:
+        errors.append(
+            EndpointError(f"GET http://{BROKERS[0]}/admin/v2/broker-stats/topics", 500, "x")
+        )
+    return Snapshot(
+        "c",
+        at,
+        topics=topics,
+        subscriptions=tuple(subscriptions),
+        consumers=tuple(consumers),
+        errors=tuple(errors),
+    )
+
+
+@pytest.mark.parametrize("seed", range(400))
+def test_the_columnwise_diff_equals_the_key_by_key_one(seed: int) -> None:
+    rng = random.Random(seed)
+    before = poll(rng, T0, None)
+    after = poll(rng, T0 + dt.timedelta(seconds=30), before if rng.random() < 0.8 else None)
+    assert diff(before, after) == reference.diff(before, after)
+
+
+def test_reordered_consumers_sharing_a_name_are_no_change() -> None:
+    a = ConsumerRecord(TOPICS[0], "k", "c1", hash_ranges=((0, 100),))
+    b = ConsumerRecord(TOPICS[0], "k", "c1", hash_ranges=((101, 200),))
+    before = Snapshot("c", T0, consumers=(a, b))
+    after = Snapshot("c", T0 + dt.timedelta(seconds=30), consumers=(b, a))
+    assert diff(before, after) == reference.diff(before, after) == []
