@@ -12,9 +12,14 @@ Failover or Key_Shared, every partition Failover), its bundles spread over the b
 Generations: the answers of one poll are rendered once, as bytes, and served from them. The
 first GET /admin/v2/clusters after a generation's bulk answers were read starts the next
 one (a poll asks for the clusters once, first), which a background thread rendered while the
-previous poll ran. Between two generations `--change` of the topics change: rates and
-backlog, and a fifth of their consumers leave or come back (a Failover group whose active
-consumer left gets another); one bundle moves to another broker. Only the changed topics
+previous poll ran. With `--render-on-request` that thread starts only on
+`GET /__synth/render` (the scale harness asks once a poll's analyses are stored, so the
+render competes with no poll for the two cores) or, when nobody asked in time, at the start
+of the poll that needs it, which then waits for it (`waited` in the stats).
+
+Between two generations `--change` of the topics change: rates and backlog, and a fifth
+of their consumers leave or come back (a Failover group whose active consumer left gets
+another); one bundle moves to another broker. Only the changed topics
 are rendered again; a broker's body is the join of its bundles' topic fragments.
 
 Memory: the fragments of every topic (one bytes object each, ~1.7 kB) plus two generations
@@ -104,8 +109,11 @@ class SynthCluster:
         change: float,
         seed: int = 7,
         manifests: bool = False,
+        render_on_request: bool = False,
     ) -> None:
         self.keep_manifests = manifests
+        self.render_on_request = render_on_request
+        self.rendering = False  # a render thread is under way
         self.rng = np.random.default_rng(seed)
         self.shape: Shape = make_shape(topics, brokers=len(brokers), rng=self.rng)
         self.brokers = brokers
@@ -387,8 +395,18 @@ class SynthCluster:
             current = self.current
         following = self._step(current)
         with self.ready:
-            self.next = following
+            self.next, self.rendering = following, False
             self.ready.notify_all()
+
+    def render_next(self) -> bool:
+        """Start rendering the next generation unless it is rendered or under way; whether
+        one was started."""
+        with self.lock:
+            if self.next is not None or self.rendering:
+                return False
+            self.rendering = True
+        threading.Thread(target=self.prepare_next, name="render", daemon=True).start()
+        return True
 
     def start_of_poll(self) -> None:
         """A poll began (it asked for the clusters): after a poll read the bulk answers, move
@@ -397,6 +415,11 @@ class SynthCluster:
         with self.ready:
             if not self.bulk_read:
                 return
+        if self.render_on_request:
+            self.render_next()  # asked for too late, or not at all: the poll waits for it
+        with self.ready:
+            if not self.bulk_read:  # another request moved on meanwhile
+                return
             started = time.perf_counter()
             if not self.ready.wait_for(lambda: self.next is not None, timeout=3600):
                 raise RuntimeError("the next generation was not rendered within an hour")
@@ -404,7 +427,8 @@ class SynthCluster:
             assert self.next is not None
             self.current, self.next, self.bulk_read = self.next, None, False
             self.history.append(self._summary(self.current))
-        threading.Thread(target=self.prepare_next, name="render", daemon=True).start()
+        if not self.render_on_request:
+            self.render_next()
 
     def _summary(self, g: Generation) -> dict[str, Any]:
         """What generation `g` holds (and, with `manifests`, its manifest kept)."""
@@ -485,6 +509,9 @@ def answer(cluster: SynthCluster, broker: str, path: str, query: str) -> tuple[s
         if count is None:
             return "not_found", not_found("Topic not found")
         return "partitions", (200, json.dumps({"partitions": count}).encode(), JSON)
+    if path == "/__synth/render":
+        started = cluster.render_next()
+        return "control", (200, json.dumps({"started": started}).encode(), JSON)
     if path == "/__synth/stats":
         return "control", (200, json.dumps(stats_of(cluster)).encode(), JSON)
     if path == "/__synth/manifest":
@@ -513,6 +540,7 @@ def stats_of(cluster: SynthCluster) -> dict[str, Any]:
 def handler_for(cluster: SynthCluster, broker: Callable[[], str]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body leave at once, no 40 ms wait
 
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
@@ -539,20 +567,36 @@ def handler_for(cluster: SynthCluster, broker: Callable[[], str]) -> type[BaseHT
     return Handler
 
 
-def serve(topics: int, brokers: int, change: float, seed: int, *, manifests: bool) -> None:
+def serve(
+    topics: int,
+    brokers: int,
+    change: float,
+    seed: int,
+    *,
+    manifests: bool,
+    render_on_request: bool = False,
+) -> None:
     servers = [
         ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) for _ in range(brokers)
     ]
     ids = [f"127.0.0.1:{s.server_address[1]}" for s in servers]
     started, cpu = time.perf_counter(), time.process_time()
-    cluster = SynthCluster(topics, ids, change=change, seed=seed, manifests=manifests)
+    cluster = SynthCluster(
+        topics,
+        ids,
+        change=change,
+        seed=seed,
+        manifests=manifests,
+        render_on_request=render_on_request,
+    )
     cluster.index  # noqa: B018 -- built once, before any poll asks
     first = cluster.history[0]
     for server, broker_id in zip(servers, ids, strict=True):
         server.RequestHandlerClass = handler_for(cluster, lambda b=broker_id: b)
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
-    threading.Thread(target=cluster.prepare_next, name="render", daemon=True).start()
+    if not render_on_request:
+        cluster.render_next()
     print(
         json.dumps(
             {
@@ -580,9 +624,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--change", type=float, default=0.1, help="share of topics changing a poll")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--manifests", action="store_true", help="keep what each generation served")
+    p.add_argument(
+        "--render-on-request",
+        action="store_true",
+        help="render the next generation only on GET /__synth/render (or when a poll needs it)",
+    )
     args = p.parse_args(argv)
     brokers = args.brokers or default_brokers(args.topics)
-    serve(args.topics, brokers, args.change, args.seed, manifests=args.manifests)
+    serve(
+        args.topics,
+        brokers,
+        args.change,
+        args.seed,
+        manifests=args.manifests,
+        render_on_request=args.render_on_request,
+    )
     return 0
 
 

@@ -6,9 +6,10 @@ and every dashboard page cold.
     make scale SCALE_SIZES=100000,300000
 
 For each size, `benchmarks.synth_server` serves the cluster (its own process: its CPU and
-memory are reported apart, and it renders each poll's answers once), then `pulsar-lens
-collect` polls it (Spark jobs off, the poll deadline, interval and answer cap raised to fit
-the size) until K polls are stored and the light analyses of the last one are. Waits are
+memory are reported apart, and it renders each poll's answers once, between polls: when
+the previous poll's analyses are stored), then `pulsar-lens collect` polls it (Spark jobs
+off, the poll deadline, interval and answer cap raised to fit the size) until K polls are
+stored and the light analyses of the last one are. Waits are
 bounded polls on the collector's heartbeat lines and the stored results, never fixed sleeps.
 
 Stages of each poll, from what the collector itself reports:
@@ -168,6 +169,7 @@ def synth_server(
     argv = [sys.executable, "-m", "benchmarks.synth_server", "--topics", str(topics)]
     argv += ["--change", str(change)] + (["--brokers", str(brokers)] if brokers else [])
     argv += ["--manifests"] if manifests else []
+    argv += ["--render-on-request"]  # the next poll's answers are rendered between polls
     readers: list[threading.Thread] = []
     proc = subprocess.Popen(
         argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -190,6 +192,12 @@ def _get(lines: queue.Queue[tuple[float, str]]) -> tuple[float, str] | None:
         return lines.get_nowait()
     except queue.Empty:
         return None
+
+
+def render_next(admin_url: str) -> None:
+    """Have the server render the next poll's answers now, between two polls, rather than
+    beside the next poll's calls, where its CPU would be the collector's loss."""
+    fetch(f"{admin_url}/__synth/render")
 
 
 def fetch(url: str, timeout: float = 60.0) -> bytes:
@@ -283,9 +291,11 @@ def watch_collect(
     timeout: float,
     *,
     readers: list[threading.Thread],
+    analysed: Callable[[], None] = lambda: None,
 ) -> Run:
     """Follow the collect process until `polls` heartbeats and the light analyses of the
-    last poll are stored; /proc is sampled all along."""
+    last poll are stored; /proc is sampled all along. `analysed()` is called when a poll's
+    analyses are stored (the server then renders the next poll's answers)."""
     assert proc.stdout is not None and proc.stderr is not None
     lines: queue.Queue[tuple[float, str]] = queue.Queue()
     run = Run(watch=ProcessWatch(proc.pid))
@@ -314,6 +324,7 @@ def watch_collect(
             done = results.get(poll.snapshot_id or "", {})
             if poll.done_at is None and poll.snapshot_id and set(light) <= set(done):
                 poll.done_at, poll.done_cpu = time.monotonic(), cpu
+                analysed()
         if proc.poll() is not None:
             tail = "\n".join(said()[-20:])
             raise RuntimeError(f"collect exited {proc.returncode} early:\n{tail}")
@@ -451,7 +462,13 @@ def run_size(
         readers: list[threading.Thread] = []
         try:
             run = watch_collect(
-                collect, store, polls, light, timeout=polls * interval * 3 + 600, readers=readers
+                collect,
+                store,
+                polls,
+                light,
+                timeout=polls * interval * 3 + 600,
+                readers=readers,
+                analysed=lambda: render_next(info["admin_url"]),
             )
             run.polls = run.polls[:polls]  # a poll begun before the stop is not measured
             figures["metrics"] = scrape(port)
