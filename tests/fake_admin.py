@@ -109,6 +109,7 @@ class FakeAdmin:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else each body waits ~40 ms for an ACK
 
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
