@@ -20,9 +20,11 @@ Stages of each poll, from what the collector itself reports:
 CPU of the collect process is read from /proc at each heartbeat and when the analyses are
 stored (poll + write CPU counts from the previous poll's analyses being done; the first
 poll's includes the process start). Peak memory is VmHWM of the collect process (and the sum
-over its process tree). Then /metrics is scraped twice (cold, warm) while the process is up,
-the process is stopped, and every dashboard page is run cold (Streamlit's AppTest, caches
-cleared, as `benchmarks/dashboard.py` does) from the stored results, in a child process.
+over its process tree), also read with each heartbeat and stored analyses (within the half
+second between two reads), so the stage that raised it shows. Then /metrics is scraped
+twice (cold, warm) while the process is up, the process is stopped, and every dashboard page
+is run cold (Streamlit's AppTest, caches cleared, as `benchmarks/dashboard.py` does) from the
+stored results, in a child process.
 
 Figures go to `artifacts/scale/<topics>.json` and a table is printed. `--check` (what the
 CI test uses) also compares the topics, subscriptions and consumers stored for each poll
@@ -242,8 +244,10 @@ class Poll:
     beat: dict[str, Any]
     beat_at: float
     beat_cpu: float
+    beat_peak_mib: float = 0.0  # the collect process's VmHWM when the heartbeat came
     done_at: float | None = None
     done_cpu: float | None = None
+    done_peak_mib: float | None = None  # ... and when the analyses were stored
     snapshot_id: str | None = None
 
 
@@ -316,7 +320,7 @@ def watch_collect(
         while (got := _get(lines)) is not None:
             at, line = got
             if m := BEAT.match(line):
-                run.polls.append(Poll(m.groupdict(), at, cpu))
+                run.polls.append(Poll(m.groupdict(), at, cpu, watch.peak_mib))
         results = stored_results(store) if run.polls else {}
         for i, poll in enumerate(run.polls):
             if poll.snapshot_id is None:
@@ -324,6 +328,7 @@ def watch_collect(
             done = results.get(poll.snapshot_id or "", {})
             if poll.done_at is None and poll.snapshot_id and set(light) <= set(done):
                 poll.done_at, poll.done_cpu = time.monotonic(), cpu
+                poll.done_peak_mib = watch.peak_mib
                 analysed()
         if proc.poll() is not None:
             tail = "\n".join(said()[-20:])
@@ -384,6 +389,11 @@ def stages(store: Path, run: Run, results: dict[str, dict[str, float]]) -> list[
                 ),
                 "analyses_cpu_seconds": (
                     round(poll.done_cpu - poll.beat_cpu, 2) if poll.done_cpu else None
+                ),
+                # VmHWM only grows: a stage that raised it holds the peak so far
+                "peak_mib_after_write": round(poll.beat_peak_mib, 1),
+                "peak_mib_after_analyses": (
+                    round(poll.done_peak_mib, 1) if poll.done_peak_mib is not None else None
                 ),
                 "plugins": {k: round(v, 3) for k, v in sorted(analyses.items())},
                 "families": {k: round(v, 3) for k, v in sorted(durations.items())},
@@ -565,14 +575,16 @@ def table(figures: dict[str, Any]) -> str:
         f"{figures['topics']:,} topics, {len(figures['server_start']['brokers'])} brokers, "
         f"{figures['server_start']['bulk_bytes'] / 1e6:,.0f} MB of broker-stats JSON a poll, "
         f"load average {figures['load_average'][0]:.1f}",
-        "poll | answers | assembly | write | analyses | poll+write CPU | analyses CPU | errors",
+        "poll | answers | assembly | write | analyses | poll+write CPU | analyses CPU | errors"
+        " | peak MiB after write, analyses",
     ]
     for s in figures["stages"]:
         rows.append(
             f"{s['poll']} | {s['answers_seconds']:.1f}s | {s['assembly_seconds']:.1f}s | "
             f"{s['write_seconds'] or 0:.1f}s | {s['analyses_seconds']:.1f}s | "
             f"{_cpu(s['poll_and_write_cpu_seconds'])} | {_cpu(s['analyses_cpu_seconds'])} | "
-            f"{s['errors']}"
+            f"{s['errors']} | {s['peak_mib_after_write']:,.0f}, "
+            f"{s['peak_mib_after_analyses'] or 0:,.0f}"
         )
     c, m, srv = figures["collect"], figures["metrics"], figures["server"]
     rows.append(

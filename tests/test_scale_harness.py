@@ -39,6 +39,9 @@ def test_collect_stores_all_the_synthetic_cluster_served(tmp_path: Path) -> None
     assert second["row_counts"]["consumers"] == generations[1]["consumers"]
     assert second["row_counts"]["events"] > 0  # what changed between the polls became events
     assert all(s["write_seconds"] is not None for s in figures["stages"])
+    for stage in figures["stages"]:  # the peak so far, read after the write and the analyses
+        assert 0 < stage["peak_mib_after_write"] <= stage["peak_mib_after_analyses"]
+    assert figures["stages"][-1]["peak_mib_after_analyses"] <= figures["collect"]["peak_rss_mib"]
     assert figures["metrics"]["families"] > 0
     assert figures["collect"]["peak_rss_mib"] > 0
     pages = figures["pages"]
