@@ -88,9 +88,12 @@ class ClusterView:
         snapshot_ids: Sequence[str] | None = None,
         since: dt.datetime | None = None,
         until: dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """Rows of this cluster, as `Store.read` (tables on their own clock included)."""
-        table = self.store.read(name, snapshot_ids=snapshot_ids, since=since, until=until)
+        table = self.store.read(
+            name, snapshot_ids=snapshot_ids, since=since, until=until, columns=columns
+        )
         if self.cluster is None:
             return table
         return table.filter(pc.equal(table["cluster"], pa.scalar(self.cluster, pa.string())))

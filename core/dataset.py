@@ -245,12 +245,19 @@ def write_rows(table_dir: Path, table: pa.Table, tag: str) -> list[Path]:
     return written
 
 
-def scan(files: Sequence[DataFile], schema: pa.Schema, expr: pc.Expression | None) -> pa.Table:
-    """Read files (missing columns become nulls) with expr pushed down to row groups."""
+def scan(
+    files: Sequence[DataFile],
+    schema: pa.Schema,
+    expr: pc.Expression | None,
+    columns: Sequence[str] | None = None,
+) -> pa.Table:
+    """Read files (missing columns become nulls) with expr pushed down to row groups; of
+    `columns` only (in that order) when given, the others never decoded."""
     if not files:
-        return schema.empty_table()
+        empty = schema.empty_table()
+        return empty if columns is None else empty.select(list(columns))
     dataset = ds.dataset([str(f.path) for f in files], schema=schema, format="parquet")
-    return dataset.to_table(filter=expr)
+    return dataset.to_table(filter=expr, columns=None if columns is None else list(columns))
 
 
 def read_newest(

@@ -184,19 +184,22 @@ class Store(StoreFiles):
         snapshot_ids: Sequence[str] | None = None,
         since: dt.datetime | None = None,
         until: dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """Rows of a table, oldest first, from the given snapshots and/or time range.
 
         `since` and `until` bound `collected_at`, both inclusive. Unknown snapshot ids
-        match nothing.
+        match nothing. `columns` reads only those (and `snapshot_id`, `collected_at` and
+        `cluster`, which every read keeps), in the table's order: the others are not
+        decoded. KeyError for a column the table does not have.
         """
-        schema_for(name)
+        wanted = read_columns(name, columns)
         if snapshot_ids is None:
-            return self._read(name, None, since, until)
+            return self._read(name, None, since, until, columns=wanted)
         found = self._locate(list(dict.fromkeys(snapshot_ids)), since, until)
         if name == INDEX:
-            return found
-        return self._read_snapshots(name, found)
+            return found if wanted is None else found.select(wanted)
+        return self._read_snapshots(name, found, columns=wanted)
 
     def read_latest(self, name: str) -> pa.Table:
         """The rows of the newest stored snapshot (empty if it had none)."""
@@ -241,12 +244,16 @@ class Store(StoreFiles):
             found = found.filter(time_filter(since, until))
         return found.sort_by([("collected_at", "ascending")])
 
-    def _read_snapshots(self, name: str, index: pa.Table) -> pa.Table:
+    def _read_snapshots(
+        self, name: str, index: pa.Table, *, columns: Sequence[str] | None = None
+    ) -> pa.Table:
         """The rows of the snapshots listed in index rows, opening only files that may hold them."""
         if index.num_rows == 0:
-            return schema_for(name).empty_table()
+            empty = schema_for(name).empty_table()
+            return empty if columns is None else empty.select(list(columns))
         times = sorted(index["collected_at"].to_pylist())
-        return self._read(name, index["snapshot_id"].to_pylist(), times[0], times[-1], at=times)
+        ids = index["snapshot_id"].to_pylist()
+        return self._read(name, ids, times[0], times[-1], at=times, columns=columns)
 
     def _read(
         self,
@@ -256,8 +263,10 @@ class Store(StoreFiles):
         until: dt.datetime | None,
         *,
         at: Sequence[dt.datetime] = (),
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
-        """Rows in [since, until], of ids if given; with `at`, only files spanning those times."""
+        """Rows in [since, until], of ids if given; with `at`, only files spanning those times;
+        of `columns` only when given."""
         schema = schema_for(name)
         expr = time_filter(since, until)
         if ids is not None:
@@ -271,7 +280,7 @@ class Store(StoreFiles):
                 files = dataset.list_files(self._table_path(name), since=since, until=until)
             if at:
                 files = [f for f in files if spans_any(f, at)]
-            return self._scan(files, schema, expr)
+            return self._scan(files, schema, expr, columns)
 
         return by_time(self._listing_again(f"table {name!r}", read))
 
@@ -296,6 +305,24 @@ class Store(StoreFiles):
         )
 
     _pause = staticmethod(time.sleep)
+
+
+KEPT_COLUMNS = ("snapshot_id", "collected_at", "cluster")
+"""Read with any choice of columns: what orders rows (`by_time`), cuts a read into
+snapshots and keeps one cluster's rows."""
+
+
+def read_columns(name: str, columns: Sequence[str] | None) -> list[str] | None:
+    """The columns a read of `name` asking for `columns` reads, in the table's order (None:
+    all of them); KeyError naming those the table lacks."""
+    schema = schema_for(name)
+    if columns is None:
+        return None
+    unknown = sorted(set(columns) - set(schema.names))
+    if unknown:
+        raise KeyError(f"table {name!r} has no column(s) {unknown}")
+    keep = {*columns, *KEPT_COLUMNS}
+    return [c for c in schema.names if c in keep]
 
 
 def by_time(table: pa.Table) -> pa.Table:

@@ -96,12 +96,17 @@ class StoreFiles:
         return tags
 
     def _scan(
-        self, files: Sequence[DataFile], schema: pa.Schema, expr: pc.Expression | None
+        self,
+        files: Sequence[DataFile],
+        schema: pa.Schema,
+        expr: pc.Expression | None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
-        """Read files; one that cannot be read as this table (random bytes, empty, another
-        schema, a folder) is moved to quarantine/ and the read goes on without it."""
+        """Read files (of `columns` only, when given); one that cannot be read as this table
+        (random bytes, empty, another schema, a folder) is moved to quarantine/ and the read
+        goes on without it."""
         try:
-            return dataset.scan(files, schema, expr)
+            return dataset.scan(files, schema, expr, columns)
         except (FileNotFoundError, MemoryError):
             raise  # a moved file, or a reader short of memory: no file here is foreign
         except (OSError, pa.ArrowException) as exc:
@@ -116,7 +121,7 @@ class StoreFiles:
                     self.quarantine(f.path, f"{type(exc).__name__}: {exc}")
                 except SnapshotError as refused:  # it stays, and reads go on without it
                     log.warning("%s; reading on without it", refused)
-            return self._scan([f for f in files if f not in bad], schema, expr)
+            return self._scan([f for f in files if f not in bad], schema, expr, columns)
 
     def quarantine(self, path: Path, why: str) -> Path:
         """Move a file (or folder) that does not belong in the store aside, under

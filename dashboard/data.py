@@ -162,9 +162,12 @@ class PastView(ClusterView):
         snapshot_ids: Sequence[str] | None = None,
         since: dt.datetime | None = None,
         until: dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         end = self.upto if until is None or (self.upto and until > self.upto) else until
-        return super().read(name, snapshot_ids=snapshot_ids, since=since, until=end)
+        return super().read(
+            name, snapshot_ids=snapshot_ids, since=since, until=end, columns=columns
+        )
 
 
 def store_for(root: str, *, travel: bool = True) -> Store | ClusterView:

@@ -15,6 +15,9 @@ that read. `SharedReads` is the view those plugins read through, for one pass:
   `consumers` inside the 60 polls an earlier plugin read) is cut from it (`cut`: its rows of
   those snapshots) instead of read; the longer table is then kept while a plugin still to
   run declares it or a window inside it. A longer window is never read for a shorter one;
+- a shared read reads the columns every plugin sharing it (or cutting a read from it)
+  declares in `columns_of` together, or all of them when one declares none: a plugin gets
+  at least its own columns and `window.read_tables` keeps only those;
 - each plugin still gets pandas frames of its own: `window.read_tables` converts the shared
   table per plugin, so a plugin changing its frames (in place, nested values included)
   changes no other plugin's. A third-party plugin runs in a worker process that receives,
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -46,11 +49,23 @@ MAX_SHARED_BYTES = 2 << 30
 100,000 topics are about 0.9 GB; 60 polls of `consumers` there, 3.4 GB, are read twice)."""
 
 
-def planned_reads(plugin: AnalysisPlugin, store: SnapshotStore) -> set[ReadKey]:
+Columns = frozenset[str] | None
+"""The columns a read needs (None: all)."""
+
+
+def planned_reads(plugin: AnalysisPlugin, store: SnapshotStore) -> dict[ReadKey, Columns]:
     """The store reads loading `plugin`'s declared tables on `store` makes (not those of the
-    plugins it requires, which read their stored results)."""
+    plugins it requires, which read their stored results), each with the columns it reads."""
     window = snapshot_window(plugin, store)
-    return {key for read in table_reads(plugin, window) if (key := read.key) is not None}
+    return {
+        key: None if read.columns is None else frozenset(read.columns)
+        for read in table_reads(plugin, window)
+        if (key := read.key) is not None
+    }
+
+
+def _union(a: Columns, b: Columns) -> Columns:
+    return None if a is None or b is None else a | b
 
 
 class SharedReads:
@@ -61,7 +76,7 @@ class SharedReads:
     def __init__(
         self,
         store: SnapshotStore,
-        planned: Sequence[Iterable[ReadKey]],
+        planned: Sequence[Iterable[ReadKey] | Mapping[ReadKey, Columns]],
         *,
         max_bytes: int = MAX_SHARED_BYTES,
     ) -> None:
@@ -78,6 +93,15 @@ class SharedReads:
             self._within[k] for keys in self._planned for k in keys if k in self._within
         )
         self._kept: dict[ReadKey, pa.Table] = {}
+        # per read: the columns of all its readers and of the reads cut from it
+        self._columns: dict[ReadKey, Columns] = {}
+        for keys in planned:
+            for key in keys:
+                wanted = keys[key] if isinstance(keys, Mapping) else None
+                for into in (key, self._within.get(key)):
+                    if into is not None:
+                        known = self._columns.get(into, frozenset())
+                        self._columns[into] = _union(known, wanted)
 
     def __repr__(self) -> str:
         return f"SharedReads({self.store!r})"
@@ -125,7 +149,10 @@ class SharedReads:
         *,
         snapshot_ids: Sequence[str] | None = None,
         since: dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
+        """The read, with at least `columns` (all when None): a planned read has the columns
+        of every plugin sharing it."""
         key = read_key(name, snapshot_ids=snapshot_ids, since=since)
         table = self._kept.get(key)
         if table is not None:
@@ -140,7 +167,10 @@ class SharedReads:
             if not self._still(longer):
                 del self._kept[longer]
             return cut(table, key)
-        table = self.store.read(name, snapshot_ids=snapshot_ids, since=since)
+        asked: Columns = None if columns is None else frozenset(columns)
+        shared = _union(self._columns[key], asked) if key in self._columns else asked
+        chosen = {} if shared is None else {"columns": sorted(shared)}
+        table = self.store.read(name, snapshot_ids=snapshot_ids, since=since, **chosen)
         self.reads += 1
         if self._still(key) and self.kept_bytes + table.nbytes <= self.max_bytes:
             self._kept[key] = table

@@ -33,6 +33,7 @@ from pulsar_lens.core.model import (
     Snapshot,
     records_to_table,
 )
+from pulsar_lens.core.store import read_columns
 
 T0 = dt.datetime(2026, 11, 21, 12, 0, 0, tzinfo=dt.UTC)
 TOPIC = "persistent://public/default/orders"
@@ -148,9 +149,11 @@ class MemoryStore:
         *,
         snapshot_ids: Sequence[str] | None = None,
         since: dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """Rows of `name` from the chosen snapshots, collected at or after `since`, as the
-        store reads them (a timed table such as events is read by time)."""
+        store reads them (a timed table such as events is read by time; `columns` as
+        `Store.read` keeps them)."""
         self.reads.append(name)
         chosen = [
             s
@@ -158,7 +161,9 @@ class MemoryStore:
             if (snapshot_ids is None or snapshot_id(s) in snapshot_ids)
             and (since is None or s.collected_at >= since)
         ]
-        return _table(name, chosen, {})
+        table = _table(name, chosen, {})
+        wanted = read_columns(name, columns)
+        return table if wanted is None else table.select(wanted)
 
 
 # --- a small cluster polled up to now ---------------------------------------------------------

@@ -26,6 +26,7 @@ class SnapshotStore(Protocol):
         *,
         snapshot_ids: Sequence[str] | None = None,
         since: dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table: ...
 
 
@@ -47,11 +48,13 @@ ReadKey = tuple[str, tuple[str, ...] | None, dt.datetime | None, dt.datetime | N
 @dataclass(frozen=True, slots=True)
 class TableRead:
     """One declared table over a plugin's part of its window: `snapshot_ids` (oldest first),
-    or for a timed table the rows `since` the first of them, up to now; no ids, no rows."""
+    or for a timed table the rows `since` the first of them, up to now; no ids, no rows.
+    `columns`: only those are read (the plugin's `columns_of`; None: all)."""
 
     name: str
     snapshot_ids: tuple[str, ...]
     since: dt.datetime | None = None
+    columns: tuple[str, ...] | None = None
 
     @property
     def key(self) -> ReadKey | None:
@@ -65,9 +68,13 @@ class TableRead:
     def load(self, store: SnapshotStore) -> pa.Table:
         if not self.snapshot_ids:
             return SCHEMAS[self.name].empty_table()
+        if self.columns is None:  # as every store reads, a columns argument or not
+            if self.since is not None:
+                return store.read(self.name, since=self.since)
+            return store.read(self.name, snapshot_ids=list(self.snapshot_ids))
         if self.since is not None:
-            return store.read(self.name, since=self.since)
-        return store.read(self.name, snapshot_ids=list(self.snapshot_ids))
+            return store.read(self.name, since=self.since, columns=self.columns)
+        return store.read(self.name, snapshot_ids=list(self.snapshot_ids), columns=self.columns)
 
 
 def read_key(
@@ -92,7 +99,8 @@ def table_reads(plugin: AnalysisPlugin, index: pd.DataFrame) -> list[TableRead]:
         since = None
         if mine and name in TIMED_TABLES:  # rows of the window's time span, up to now
             since = pd.Timestamp(index["collected_at"].iloc[-len(mine)]).to_pydatetime()
-        reads.append(TableRead(name, mine, since))
+        columns = plugin.columns_of.get(name)
+        reads.append(TableRead(name, mine, since, None if columns is None else tuple(columns)))
     return reads
 
 
@@ -105,7 +113,8 @@ def read_tables(
     Each plugin gets frames of its own, converted from the Arrow table here: a store that
     hands several plugins the same (immutable) table (`plugins.sharedreads`) still gives
     each one frames no other plugin's changes reach. Of a table named in `columns_of`, only
-    those columns (and `snapshot_id`, `collected_at`) are converted."""
+    those columns are read and converted (and `snapshot_id`, `collected_at`); a store that
+    hands over more (a read shared with a plugin that wants more) is cut to them."""
     return {
         read.name: _columns(read.load(store), plugin.columns_of.get(read.name)).to_pandas()
         for read in table_reads(plugin, index)

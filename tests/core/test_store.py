@@ -116,6 +116,36 @@ def test_store_read_by_snapshot_ids(tmp_path: Path) -> None:
     assert store.read("topics", snapshot_ids=["sha256:unknown"]).num_rows == 0
 
 
+@pytest.mark.parametrize("how", ["ids", "time", "all"])
+def test_store_read_of_some_columns_is_those_of_the_full_read(tmp_path: Path, how: str) -> None:
+    store = Store(tmp_path)
+    ids = fill(store, 4)
+    window = {"ids": {"snapshot_ids": ids[1:3]}, "time": {"since": T0 + 30 * S}, "all": {}}[how]
+    full = store.read("topics", **window)
+    some = store.read("topics", columns=["msg_rate_in", "topic"], **window)
+    # in the table's order, with the columns every read keeps
+    kept = ["snapshot_id", "collected_at", "cluster", "topic", "msg_rate_in"]
+    assert some.column_names == kept
+    assert some.num_rows > 0
+    assert some.equals(full.select(kept))
+
+
+def test_store_read_of_some_columns_of_nothing_or_the_index(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    empty = store.read("consumers", snapshot_ids=["sha256:00"], columns=["consumer_name"])
+    assert empty.num_rows == 0
+    assert empty.column_names == ["snapshot_id", "collected_at", "cluster", "consumer_name"]
+    ids = fill(store, 2)
+    index = store.read("snapshots", snapshot_ids=ids, columns=["requests"])
+    assert index.column_names == ["snapshot_id", "collected_at", "cluster", "requests"]
+    assert index["snapshot_id"].to_pylist() == ids
+
+
+def test_store_read_of_a_column_the_table_lacks_says_so(tmp_path: Path) -> None:
+    with pytest.raises(KeyError, match=r"no column\(s\) \['nope'\]"):
+        Store(tmp_path).read("topics", columns=["topic", "nope"])
+
+
 def test_store_index_row_describes_the_poll(tmp_path: Path) -> None:
     store = Store(tmp_path)
     failed = dataclasses.replace(unreachable_snapshot(at=T0 + S), requests=4)

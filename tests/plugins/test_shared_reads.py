@@ -38,6 +38,7 @@ class CountingStore(Store):
     def __init__(self, root: Path) -> None:
         super().__init__(root)
         self.reads: Counter[str] = Counter()
+        self.columns: dict[str, tuple[str, ...] | None] = {}  # of each table's last read
 
     def read(
         self,
@@ -46,9 +47,13 @@ class CountingStore(Store):
         snapshot_ids: Sequence[str] | None = None,
         since: dt.datetime | None = None,
         until: dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         self.reads[name] += 1
-        return super().read(name, snapshot_ids=snapshot_ids, since=since, until=until)
+        self.columns[name] = None if columns is None else tuple(columns)
+        return super().read(
+            name, snapshot_ids=snapshot_ids, since=since, until=until, columns=columns
+        )
 
 
 def polled_store(root: Path, polls: int = 3) -> CountingStore:
@@ -234,6 +239,7 @@ class Tables:
         self.tables = tables
         self.reads: list[str] = []
         self.windows: list[Sequence[str] | None] = []
+        self.asked: list[list[str] | None] = []  # the columns of each read (None: all)
 
     def snapshots(self, *, limit: int | None = None) -> pd.DataFrame:
         return pd.DataFrame()
@@ -244,9 +250,11 @@ class Tables:
         *,
         snapshot_ids: Sequence[str] | None = None,
         since: dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         self.reads.append(name)
         self.windows.append(snapshot_ids)
+        self.asked.append(None if columns is None else list(columns))
         return self.tables[name]
 
 
@@ -337,3 +345,76 @@ def test_a_cut_window_is_what_the_store_reads_for_it(tmp_path: Path) -> None:
         for window in windows:
             direct = view.read(name, snapshot_ids=window)
             assert cut(longest, read_key(name, snapshot_ids=window)).equals(direct), window
+
+
+class Narrow(Seen):
+    """Reads two columns of consumers."""
+
+    name = "narrow"
+    columns_of: ClassVar[dict[str, tuple[str, ...]]] = {"consumers": ("topic", "consumer_name")}
+
+
+class OtherNarrow(Seen):
+    """Reads another column of consumers, and the newest poll of topics only."""
+
+    name = "other-narrow"
+    columns_of: ClassVar[dict[str, tuple[str, ...]]] = {"consumers": ("hash_ranges",)}
+    history_of: ClassVar[dict[str, int]] = {"topics": 1}
+
+
+def test_plugins_naming_their_columns_share_one_read_of_their_columns_together(
+    tmp_path: Path,
+) -> None:
+    store = polled_store(tmp_path)
+    Seen.seen = []
+    outcomes = compute_results(store, [Narrow(), OtherNarrow()], results=ResultStore(tmp_path))
+    assert [o.status for o in outcomes] == ["ok", "ok"]
+    assert store.reads == Counter({"topics": 1, "consumers": 1})
+    asked = store.columns["consumers"]
+    assert asked is not None and set(asked) == {"topic", "consumer_name", "hash_ranges"}
+    assert store.columns["topics"] is None  # neither names columns of topics
+    narrow, other = Seen.seen  # each got its own columns of the shared read, and only those
+    full = unshared(store, "consumers", 3)
+    keep = ["snapshot_id", "collected_at"]
+    pd.testing.assert_frame_equal(narrow["consumers"], full[[*keep, "topic", "consumer_name"]])
+    pd.testing.assert_frame_equal(other["consumers"], full[[*keep, "hash_ranges"]])
+    pd.testing.assert_frame_equal(other["topics"], unshared(store, "topics", 1))
+
+
+def test_a_shared_read_is_of_every_column_when_one_of_its_plugins_names_none(
+    tmp_path: Path,
+) -> None:
+    store = polled_store(tmp_path)
+    Seen.seen = []
+    compute_results(store, [Narrow(), Seen()], results=ResultStore(tmp_path))
+    assert store.reads["consumers"] == 1
+    assert store.columns["consumers"] is None
+    narrow, seen = Seen.seen
+    handed = list(narrow["consumers"].columns)
+    assert handed == ["snapshot_id", "collected_at", "topic", "consumer_name"]
+    pd.testing.assert_frame_equal(seen["consumers"], unshared(store, "consumers", 3))
+
+
+def test_a_read_cut_from_a_longer_one_has_its_columns_in_the_longer_read() -> None:
+    table = pa.table({"snapshot_id": ["a", "b"], "x": [1, 2], "y": [3, 4]})
+    store = Tables(t=table)
+    every = read_key("t", snapshot_ids=["a", "b"])
+    newest = read_key("t", snapshot_ids=["b"])
+    shared = SharedReads(store, [{every: frozenset({"x"})}, {newest: frozenset({"y"})}])
+    shared.advance()
+    shared.read("t", snapshot_ids=["a", "b"], columns=["x"])
+    assert store.asked == [["x", "y"]]  # the newest poll's reader wants y: read with x
+    shared.advance()
+    assert shared.read("t", snapshot_ids=["b"], columns=["y"]).to_pylist() == [
+        {"snapshot_id": "b", "x": 2, "y": 4}
+    ]
+    assert store.reads == ["t"]
+
+
+def test_a_read_nobody_planned_reads_the_columns_asked_for() -> None:
+    store = Tables(t=pa.table({"x": [1]}))
+    shared = SharedReads(store, [set()])
+    shared.advance()
+    shared.read("t", snapshot_ids=["a"], columns=["x"])
+    shared.read("t", snapshot_ids=["a"])
+    assert store.asked == [["x"], None]
