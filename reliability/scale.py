@@ -16,7 +16,10 @@ Stages of each poll, from what the collector itself reports:
 - answers: the poll's calls (`durations_json["total"]` in the store's index);
 - assembly: the rest of the poll (heartbeat `duration` minus the answers: `build_snapshot`);
 - write: the events diff and `store.write` (heartbeat `write=`);
-- analyses: every light plugin on the new snapshot (the stored results' `seconds`, summed).
+- analyses: every light plugin on the new snapshot (the stored results' `seconds`, summed);
+- poll start to heartbeat, and to stored analyses: wall time from the poll's `collected_at`
+  to its heartbeat line, and to its analyses found stored (read every half second): every
+  part of the path, whatever the figures above leave out.
 CPU of the collect process is read from /proc at each heartbeat and when the analyses are
 stored (poll + write CPU counts from the previous poll's analyses being done; the first
 poll's includes the process start). Peak memory is VmHWM of the collect process (and the sum
@@ -245,6 +248,7 @@ class Poll:
     beat_at: float
     beat_cpu: float
     beat_peak_mib: float = 0.0  # the collect process's VmHWM when the heartbeat came
+    beat_wall: float = 0.0  # time.time() when the heartbeat line came
     done_at: float | None = None
     done_cpu: float | None = None
     done_peak_mib: float | None = None  # ... and when the analyses were stored
@@ -320,7 +324,8 @@ def watch_collect(
         while (got := _get(lines)) is not None:
             at, line = got
             if m := BEAT.match(line):
-                run.polls.append(Poll(m.groupdict(), at, cpu, watch.peak_mib))
+                wall = time.time() - (time.monotonic() - at)
+                run.polls.append(Poll(m.groupdict(), at, cpu, watch.peak_mib, wall))
         results = stored_results(store) if run.polls else {}
         for i, poll in enumerate(run.polls):
             if poll.snapshot_id is None:
@@ -370,6 +375,11 @@ def stages(store: Path, run: Run, results: dict[str, dict[str, float]]) -> list[
         duration = float(poll.beat["duration"])
         before = run.start_cpu if i == 0 else run.polls[i - 1].done_cpu
         analyses = results.get(poll.snapshot_id or "", {})
+        # from the poll's start (its collected_at) to its heartbeat: the calls, the assembly,
+        # the events and the write, whatever each figure leaves out
+        begun = row["collected_at"].timestamp() if row is not None else math.nan
+        to_beat = poll.beat_wall - begun
+        stored = to_beat + (poll.done_at - poll.beat_at) if poll.done_at else None
         out.append(
             {
                 "poll": i + 1,
@@ -381,6 +391,8 @@ def stages(store: Path, run: Run, results: dict[str, dict[str, float]]) -> list[
                 "assembly_seconds": round(duration - answers, 3),
                 "write_seconds": float(poll.beat["write"]) if poll.beat["write"] else None,
                 "analyses_seconds": round(sum(analyses.values()), 3),
+                "poll_to_heartbeat_seconds": round(to_beat, 2),
+                "poll_to_stored_seconds": round(stored, 2) if stored is not None else None,
                 "analyses_wall_seconds": (
                     round(poll.done_at - poll.beat_at, 2) if poll.done_at else None
                 ),
@@ -576,7 +588,7 @@ def table(figures: dict[str, Any]) -> str:
         f"{figures['server_start']['bulk_bytes'] / 1e6:,.0f} MB of broker-stats JSON a poll, "
         f"load average {figures['load_average'][0]:.1f}",
         "poll | answers | assembly | write | analyses | poll+write CPU | analyses CPU | errors"
-        " | peak MiB after write, analyses",
+        " | peak MiB after write, analyses | poll start to heartbeat, to stored",
     ]
     for s in figures["stages"]:
         rows.append(
@@ -584,7 +596,8 @@ def table(figures: dict[str, Any]) -> str:
             f"{s['write_seconds'] or 0:.1f}s | {s['analyses_seconds']:.1f}s | "
             f"{_cpu(s['poll_and_write_cpu_seconds'])} | {_cpu(s['analyses_cpu_seconds'])} | "
             f"{s['errors']} | {s['peak_mib_after_write']:,.0f}, "
-            f"{s['peak_mib_after_analyses'] or 0:,.0f}"
+            f"{s['peak_mib_after_analyses'] or 0:,.0f} | {s['poll_to_heartbeat_seconds']:.1f}s, "
+            f"{s['poll_to_stored_seconds'] or 0:.1f}s"
         )
     c, m, srv = figures["collect"], figures["metrics"], figures["server"]
     rows.append(

@@ -42,6 +42,8 @@ def test_collect_stores_all_the_synthetic_cluster_served(tmp_path: Path) -> None
     for stage in figures["stages"]:  # the peak so far, read after the write and the analyses
         assert 0 < stage["peak_mib_after_write"] <= stage["peak_mib_after_analyses"]
     assert figures["stages"][-1]["peak_mib_after_analyses"] <= figures["collect"]["peak_rss_mib"]
+    for stage in figures["stages"]:  # the whole path, poll start to stored analyses
+        assert 0 < stage["poll_to_heartbeat_seconds"] <= stage["poll_to_stored_seconds"]
     assert figures["metrics"]["families"] > 0
     assert figures["collect"]["peak_rss_mib"] > 0
     pages = figures["pages"]
