@@ -144,7 +144,14 @@ def test_unload_on_a_single_broker_is_detected_and_measured(
 
 
 def _write_figures() -> None:
-    summary = {
+    """This run's figures of each load manager it drilled; those of a manager it did not
+    (a run with -k) stay as the last run that drilled it wrote them."""
+    try:
+        kept = json.loads(FIGURES.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    summary = kept if isinstance(kept, dict) else {}
+    summary |= {
         manager: {
             "drills": len(values),
             "median_ms": statistics.median(values),
