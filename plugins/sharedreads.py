@@ -169,8 +169,8 @@ class SharedReads:
             return cut(table, key)
         asked: Columns = None if columns is None else frozenset(columns)
         shared = _union(self._columns[key], asked) if key in self._columns else asked
-        chosen = {} if shared is None else {"columns": sorted(shared)}
-        table = self.store.read(name, snapshot_ids=snapshot_ids, since=since, **chosen)
+        wanted = None if shared is None else sorted(shared)
+        table = self.store.read(name, snapshot_ids=snapshot_ids, since=since, columns=wanted)
         self.reads += 1
         if self._still(key) and self.kept_bytes + table.nbytes <= self.max_bytes:
             self._kept[key] = table

@@ -68,10 +68,6 @@ class TableRead:
     def load(self, store: SnapshotStore) -> pa.Table:
         if not self.snapshot_ids:
             return SCHEMAS[self.name].empty_table()
-        if self.columns is None:  # as every store reads, a columns argument or not
-            if self.since is not None:
-                return store.read(self.name, since=self.since)
-            return store.read(self.name, snapshot_ids=list(self.snapshot_ids))
         if self.since is not None:
             return store.read(self.name, since=self.since, columns=self.columns)
         return store.read(self.name, snapshot_ids=list(self.snapshot_ids), columns=self.columns)
