@@ -119,7 +119,7 @@ def drill_report(store: Any, drill: Any, settings: Settings) -> dict[str, Any]:
 
     loaded = discover(plugin_dirs=settings.plugin_dirs, limits=limits_of(settings)).get(PLUGIN)
     params = runner.validate_params(loaded.plugin, {"namespace": drill.plan.namespace})
-    output = runner.run(loaded, store, params, use_cache=False)
+    output = runner.run(loaded, store, params, use_cache=False, views=False)
     frames = output.result.frames
     # the events of this unload: seen by a poll after it, or an outage cut after it began
     # (less one probe interval: the last good ack may come just before the unload call)

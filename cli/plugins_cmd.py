@@ -209,7 +209,7 @@ def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
         return
     try:
         defaults = runner.validate_params(loaded.plugin, None)
-        default_run = runner.run(loaded, store, defaults, use_cache=False)
+        default_run = runner.run(loaded, store, defaults, use_cache=False, views=False)
     except PulsarLensError:
         return
     choices = default_run.choices

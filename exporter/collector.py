@@ -344,9 +344,14 @@ class LensCollector(Collector):
                 break  # closed: nothing will scrape what the other plugins contribute
             name = getattr(plugin, "name", "?")
             try:
-                # the collect process: its results pass stored what is presented here
+                # the collect process: its results pass stored what is presented here;
+                # the views are a page's business
                 result = runner.run(
-                    plugin, source, use_cache=False, stored_only=self._follows_analyses
+                    plugin,
+                    source,
+                    use_cache=False,
+                    stored_only=self._follows_analyses,
+                    views=False,
                 ).result
             except ResultNotReady:  # a Spark analysis before its first job: nothing to say yet
                 continue

@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from pulsar_lens.api_types import kept_records
 from pulsar_lens.collectors.overrun import needed_interval_for
 from pulsar_lens.core.parts import DEFAULT_MAX_SUBSCRIPTIONS
 
@@ -253,7 +254,7 @@ def compute_cluster_families(
             f"Key_Shared hashes draining (drainingHashesCount, Pulsar 4.0); {bound}.",
         ),
     }
-    rows = _rows_by_key(facts.subscriptions)
+    rows = _rows_by_key(facts.subscriptions, keep)
     for name, (column, doc) in columns.items():
         gauge = _gauge(name, doc, SUB_LABELS)
         for key in keep:
@@ -264,10 +265,11 @@ def compute_cluster_families(
     return families
 
 
-def _rows_by_key(frame: pd.DataFrame) -> dict[SubscriptionKey, Mapping[str, Any]]:
-    if frame.empty:
-        return {}
-    return {(str(r["topic"]), str(r["subscription"])): r for r in frame.to_dict("records")}
+def _rows_by_key(
+    frame: pd.DataFrame, keep: Sequence[SubscriptionKey]
+) -> dict[SubscriptionKey, Mapping[str, Any]]:
+    """The row of each kept (topic, subscription), the last one when listed twice."""
+    return {(str(r["topic"]), str(r["subscription"])): r for r in kept_records(frame, set(keep))}
 
 
 def compute_plugin_error_families(plugins: Iterable[str], failed: Iterable[str]) -> list[Metric]:

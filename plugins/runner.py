@@ -174,8 +174,13 @@ def run(
     use_cache: bool = True,
     use_stored: bool = True,
     stored_only: bool = False,
+    views: bool = True,
 ) -> RunOutput:
     """Run `plugin` on the newest snapshots of `store`.
+
+    `views=False`: the result alone, not rendered (`views` is empty), and the memory cache
+    neither read nor filled (it holds drawn outputs, and a render's failures): what the
+    results pass stores and `/metrics` presents. A page renders it when drawn.
 
     `stored_only`: analyse nothing, but return the newest stored result for these params,
     as for a Spark plugin below (what /metrics in the collect process presents, the results
@@ -203,8 +208,9 @@ def run(
         )
     validated = validate_params(instance, params)
     params_json = validated.model_dump(mode="json")
+    use_cache = use_cache and views
     if stored_only or (use_stored and not engine_of(instance).per_poll):
-        return newest_stored(plugin, store, validated)
+        return newest_stored(plugin, store, validated, views=views)
     started = time.perf_counter()
     window = snapshot_window(instance, store)
     ids = tuple(str(s) for s in window["snapshot_id"]) if len(window) else ()
@@ -222,11 +228,12 @@ def run(
     stored = results.read(instance.name, instance.version, params_json, ids) if results else None
     try:
         if stored is not None:
-            output = _from_stored(plugin, validated, stored, time.perf_counter() - started)
+            read_seconds = time.perf_counter() - started
+            output = _from_stored(plugin, validated, stored, read_seconds, views=views)
         else:
             inputs = inputs_for(plugin, store, window=window, use_cache=use_cache)
             load_seconds = time.perf_counter() - started
-            output = run_on_inputs(plugin, inputs, validated)
+            output = run_on_inputs(plugin, inputs, validated, views=views)
             timings = {"load": load_seconds, **output.timings}
             default = params_json == validate_params(instance, None).model_dump(mode="json")
             choices, choices_error = choices_of(plugin, inputs) if default else ({}, None)
@@ -255,10 +262,15 @@ def _remember(cache: OrderedDict[str, Any], key: str, value: Any) -> None:
 
 
 def newest_stored(
-    plugin: AnalysisPlugin | LoadedPlugin, store: SnapshotStore, params: BaseModel
+    plugin: AnalysisPlugin | LoadedPlugin,
+    store: SnapshotStore,
+    params: BaseModel,
+    *,
+    views: bool = True,
 ) -> RunOutput:
     """The newest stored result of `plugin` with `params`, whatever polls it read (a Spark
-    analysis runs as a job; its last result stays shown until the next one lands)."""
+    analysis runs as a job; its last result stays shown until the next one lands); rendered
+    unless `views` is False."""
     instance = instance_of(plugin)
     started = time.perf_counter()
     results = results_for(store)
@@ -276,7 +288,7 @@ def newest_stored(
             f"for the default ones; run it now with `pulsar-lens analyze {instance.name}` "
             "or the page's Run now",
         )
-    return _from_stored(plugin, params, stored, time.perf_counter() - started)
+    return _from_stored(plugin, params, stored, time.perf_counter() - started, views=views)
 
 
 def _from_stored(
@@ -284,20 +296,25 @@ def _from_stored(
     params: BaseModel,
     stored: StoredResult,
     read_seconds: float,
+    *,
+    views: bool = True,
 ) -> RunOutput:
     plugin = instance_of(loaded)
     if stored.result is None:
         raise _stored_failure(plugin.name, stored)
     started = time.perf_counter()
-    views = render(loaded, stored.result, params)
+    drawn = render(loaded, stored.result, params) if views else ()
+    timings = {"read": read_seconds}
+    if views:
+        timings["render"] = time.perf_counter() - started
     return RunOutput(
         plugin=plugin.name,
         version=plugin.version,
         params=params,
         result=stored.result,
-        views=views,
+        views=drawn,
         snapshot_ids=stored.snapshot_ids,
-        timings={"read": read_seconds, "render": time.perf_counter() - started},
+        timings=timings,
         stored=True,
         choices=stored.choices,
         computed_at=stored.computed_at,
@@ -324,21 +341,26 @@ def run_on_inputs(
     plugin: AnalysisPlugin | LoadedPlugin,
     inputs: Inputs | SparkInputs,
     params: Mapping[str, Any] | BaseModel | None = None,
+    *,
+    views: bool = True,
 ) -> RunOutput:
-    """Analyze and render given inputs (no store, no cache): for tests and the dashboard."""
+    """Analyze and render given inputs (no store, no cache): for tests and the dashboard.
+    `views=False` leaves out the render."""
     instance = instance_of(plugin)
     validated = validate_params(instance, params)
     started = time.perf_counter()
     result = analyze(plugin, inputs, validated)
     analyzed = time.perf_counter()
-    views = render(plugin, result, validated)
-    rendered = time.perf_counter()
+    timings = {"analyze": analyzed - started}
+    drawn = render(plugin, result, validated) if views else ()
+    if views:
+        timings["render"] = time.perf_counter() - analyzed
     return RunOutput(
         plugin=instance.name,
         version=instance.version,
         params=validated,
         result=result,
-        views=views,
+        views=drawn,
         snapshot_ids=_snapshot_ids(inputs),
-        timings={"analyze": analyzed - started, "render": rendered - analyzed},
+        timings=timings,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -230,6 +231,27 @@ class MetricsContext:
 
     def keeps(self, topic: object, subscription: object) -> bool:
         return (str(topic), str(subscription)) in self._kept
+
+    def kept_rows(self, frame: pd.DataFrame) -> list[dict[str, Any]]:
+        """The rows of `frame` (with `topic` and `subscription` columns) that `keeps`, as
+        dicts, in the frame's order: only those rows are converted, not every subscription
+        of a large cluster."""
+        return kept_records(frame, self._kept)
+
+
+def kept_records(frame: pd.DataFrame, kept: AbstractSet[tuple[str, str]]) -> list[dict[str, Any]]:
+    """`MetricsContext.kept_rows` for the (topic, subscription) pairs `kept` (as text)."""
+    if frame.empty or not kept:
+        return []
+    pairs = zip(frame["topic"], frame["subscription"], strict=True)
+    picked = [i for i, (t, s) in enumerate(pairs) if (_text(t), _text(s)) in kept]
+    rows: list[dict[str, Any]] = frame.iloc[picked].to_dict("records")
+    return rows
+
+
+def _text(value: object) -> str:
+    """A name as `keeps` sees it in a row of `to_dict("records")`, which makes pd.NA None."""
+    return str(None if value is pd.NA else value)
 
 
 def empty_frame(columns: Sequence[str]) -> pd.DataFrame:

@@ -52,11 +52,8 @@ class BacklogTop(AnalysisPlugin):
             "Backlog of the largest subscriptions.",
             labels=["topic", "subscription"],
         )
-        for row in result.frames["top"].to_dict("records"):
-            if context.keeps(row["topic"], row["subscription"]):
-                gauge.add_metric(
-                    [row["topic"], row["subscription"]], finite(row["msg_backlog"]) or 0
-                )
+        for row in context.kept_rows(result.frames["top"]):
+            gauge.add_metric([row["topic"], row["subscription"]], finite(row["msg_backlog"]) or 0)
         return [gauge]
 
 

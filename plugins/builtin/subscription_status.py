@@ -132,13 +132,12 @@ class SubscriptionStatus(AnalysisPlugin):
             "(subscription-status); bounded like the subscription backlog.",
             labels=["topic", "subscription"],
         )
-        for row in result.frames["status"].to_dict("records"):
-            if context.keeps(row["topic"], row["subscription"]):
-                labels = [str(row["topic"]), str(row["subscription"])]
-                status.add_metric([*labels, str(row["status"])], 1.0)
-                seconds = finite(row["time_lag_s"])
-                if seconds is not None:
-                    lag.add_metric(labels, seconds)
+        for row in context.kept_rows(result.frames["status"]):
+            labels = [str(row["topic"]), str(row["subscription"])]
+            status.add_metric([*labels, str(row["status"])], 1.0)
+            seconds = finite(row["time_lag_s"])
+            if seconds is not None:
+                lag.add_metric(labels, seconds)
         return [status, lag]
 
     def render(self, result: Result, params: Params | None = None) -> list[View]:

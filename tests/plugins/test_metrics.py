@@ -553,3 +553,33 @@ def test_lens_collector_a_plugin_that_failed_to_load_reads_1_on_the_first_scrape
     assert collector.computations == 1
     assert value(found, "pulsar_lens_plugin_errors", plugin=str(tmp_path / "unloadable.py")) == 1
     assert value(found, "pulsar_lens_plugin_errors", plugin="subscription-status") == 0
+
+
+def test_kept_rows_are_the_kept_pairs_rows_in_order_and_nothing_else() -> None:
+    frame = pd.DataFrame(
+        {
+            "topic": ["t1", "t2", "t1", None, "tø 🚀", "t3"],
+            "subscription": ["s", "s", "s", "s", "s", None],
+            "value": [1.0, 2.0, 3.0, 4.0, float("nan"), 6.0],
+        }
+    ).astype({"topic": "string[pyarrow]"})
+    context = MetricsContext(
+        subscriptions=(("t1", "s"), ("None", "s"), ("tø 🚀", "s"), ("t3", "None"))
+    )
+    old = [  # what every metrics() hook did: convert every row, then keep some
+        r for r in frame.to_dict("records") if context.keeps(r["topic"], r["subscription"])
+    ]
+    kept = context.kept_rows(frame)
+    # both t1 rows, in order; a missing topic (pd.NA) is None in a row, so "None" to keeps;
+    # a missing subscription of a str column is NaN, "nan"
+    assert [(r["topic"], r["value"]) for r in kept] == [
+        ("t1", 1.0),
+        ("t1", 3.0),
+        (None, 4.0),
+        ("tø 🚀", kept[3]["value"]),
+    ]
+    assert len(kept) == len(old)
+    for mine, theirs in zip(kept, old, strict=True):
+        assert mine.keys() == theirs.keys()
+        assert all(mine[k] is theirs[k] or mine[k] == theirs[k] or pd.isna(mine[k]) for k in mine)
+    assert MetricsContext().kept_rows(frame) == [] == context.kept_rows(frame.iloc[:0])

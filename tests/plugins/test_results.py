@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from pulsar_lens.api import AnalysisPlugin, Inputs, Metric, Result, View
-from pulsar_lens.core.errors import PluginRunError
+from pulsar_lens.core.errors import PluginContractError, PluginRunError
 from pulsar_lens.core.model import TopicRecord
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import precompute, runner
@@ -142,6 +142,35 @@ def test_a_failure_is_stored_as_that_plugins_failure_for_that_snapshot(tmp_path:
     assert "analyze raised RuntimeError: no luck" in str(outcomes[0].error)
     with pytest.raises(PluginRunError, match=r"no luck.*when this snapshot was analysed"):
         runner.run(Failing(), store)
+
+
+class BadViews(Counting):
+    name = "bad-views"
+    renders: ClassVar[int] = 0
+
+    def render(self, result: Result) -> list[View]:
+        type(self).renders += 1
+        return [Metric("Topics", {"not": "a number"})]  # type: ignore[arg-type]
+
+
+def test_the_pass_stores_results_and_leaves_the_views_to_the_pages(tmp_path: Path) -> None:
+    # a built-in's views are not stored, so the pass does not render them; a page does, and
+    # says what is wrong with them; a third-party plugin's render runs in the pass too
+    # (tests/faults/test_plugin_faults.py: its bad views fail its analysis)
+    store = store_with_polls(tmp_path)
+    BadViews.renders = 0
+    outcomes = compute_results(store, [BadViews()], results=ResultStore(tmp_path))
+    assert [(o.plugin, o.status) for o in outcomes] == [("bad-views", "ok")]
+    assert BadViews.renders == 0
+    bare = runner.run(BadViews(), store, views=False)  # what /metrics asks for
+    assert bare.stored and bare.views == () and bare.result.summary == {"topics": 3}
+    assert "render" not in bare.timings and BadViews.renders == 0
+    with pytest.raises(PluginContractError, match="whose value is a dict"):
+        runner.run(BadViews(), store)  # not served drawn from the bare run's cache
+    assert BadViews.renders == 1
+    analysed = runner.run(BadViews(), store, use_stored=False, use_cache=False, views=False)
+    assert not analysed.stored and analysed.views == () and "render" not in analysed.timings
+    assert precompute._drawn_here(BadViews()) is False
 
 
 def test_results_of_snapshots_retention_removed_are_pruned(tmp_path: Path) -> None:

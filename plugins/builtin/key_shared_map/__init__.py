@@ -208,11 +208,10 @@ class KeySharedMap(AnalysisPlugin):
             "(key-shared-map), else 0; bounded like the subscription backlog.",
             labels=["topic", "subscription"],
         )
-        for row in result.frames["subscriptions"].to_dict("records"):
-            if context.keeps(row["topic"], row["subscription"]):
-                labels = [str(row["topic"]), str(row["subscription"])]
-                imbalance.add_metric(labels, finite(row["imbalance"]) or 0.0)
-                drift.add_metric(labels, 1.0 if bool(row["drift"]) else 0.0)
+        for row in context.kept_rows(result.frames["subscriptions"]):
+            labels = [str(row["topic"]), str(row["subscription"])]
+            imbalance.add_metric(labels, finite(row["imbalance"]) or 0.0)
+            drift.add_metric(labels, 1.0 if bool(row["drift"]) else 0.0)
         return [imbalance, drift]
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
