@@ -146,7 +146,7 @@ def choices_failure(root: str, slug: str, model: type[BaseModel]) -> None:
 
 def hook_failure(root: str, slug: str) -> None:
     """A warning when the plugin's metrics() hook failed at the last /metrics build."""
-    why = data.metrics_hook_errors(root).get(slug)
+    why = data.metrics_hook_errors(root, data.chosen_cluster(root)).get(slug)
     if why:
         st.warning(
             f"/metrics: the `{slug}` plugin's metrics() hook failed: {escape_markdown(why)}. "

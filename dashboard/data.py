@@ -255,10 +255,11 @@ def param_choices_error(root: str, slug: str) -> str | None:
 
 
 @st.cache_data(ttl=INDEX_TTL_SECONDS, max_entries=8, show_spinner=False)
-def metrics_hook_errors(root: str) -> dict[str, str]:
-    """Why each plugin's metrics() hook failed when /metrics last built the families of a
-    snapshot (written by the collect process that serves /metrics), by slug."""
-    failed = read_hook_errors(root).get("failed")
+def metrics_hook_errors(root: str, cluster: str | None) -> dict[str, str]:
+    """Why each plugin's metrics() hook failed when /metrics last built the families of
+    `cluster`'s newest snapshot (written by the collect process that serves /metrics), by
+    slug."""
+    failed = read_hook_errors(root, cluster).get("failed")
     return {str(k): str(v) for k, v in failed.items()} if isinstance(failed, dict) else {}
 
 

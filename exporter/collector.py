@@ -12,7 +12,7 @@ fails, or whose families break the rules (not `pulsar_lens_*`, a name taken), se
 `pulsar_lens_plugin_errors{plugin}` and the scrape goes on without its series. A plugin with
 no hook is there too when the store keeps results: 1 when its stored analysis of the newest
 snapshot failed. The hooks that failed are also written beside the stored results
-(`results/.metrics-hooks.json`), so the dashboard says so on the plugin's page.
+(`results/.metrics-hooks.json`, per cluster), so the dashboard says so on the plugin's page.
 After each poll the recorder reports, a background thread builds the new snapshot's families,
 so a scrape never waits for the analyses: while that thread runs, a scrape answers with the
 previous snapshot's families (Prometheus gives up on a scrape slower than its scrape_timeout).
@@ -38,7 +38,7 @@ from pulsar_lens.core import links
 from pulsar_lens.core.errors import PluginError, ResultNotReady
 from pulsar_lens.core.parts import PluginLimits
 from pulsar_lens.core.secrets import clean
-from pulsar_lens.exporter.facts import hook_errors_path, read_facts
+from pulsar_lens.exporter.facts import hook_entries, hook_errors_path, read_facts
 from pulsar_lens.exporter.families import (
     CLUSTER_LABEL,
     DEFAULT_MAX_SUBSCRIPTIONS,
@@ -315,7 +315,7 @@ class LensCollector(Collector):
         )
         names = [p.name for p in self._loaded()] + self._unloaded
         checked, silent_failed = self._stored_failures(source, self._silent)
-        self._write_hook_errors(sid, hooks)
+        self._write_hook_errors(key, sid, hooks)
         return [
             *cluster,
             *contributed,
@@ -399,13 +399,20 @@ class LensCollector(Collector):
                 failed.append(plugin.name)
         return checked, failed
 
-    def _write_hook_errors(self, sid: str, hooks: Mapping[str, str]) -> None:
+    def _write_hook_errors(self, key: str | None, sid: str, hooks: Mapping[str, str]) -> None:
+        """Say which hooks failed for view `key`'s snapshot `sid`, beside the other clusters'
+        (under `_lock`: one build at a time writes the file)."""
         root = getattr(self._store, "root", None)
         if not isinstance(root, str | os.PathLike):
             return
         path = hook_errors_path(root)
+        try:
+            entries = hook_entries(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):  # none yet, or unreadable: start again
+            entries = {}
         at = self._now().isoformat()
-        text = json.dumps({"snapshot_id": sid, "at": at, "failed": dict(hooks)})
+        entries[key or ""] = {"snapshot_id": sid, "at": at, "failed": dict(hooks)}
+        text = json.dumps({"clusters": entries})
         staging = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
         try:
             links.real_folder(Path(root), path.parent.relative_to(root))  # never through a link

@@ -25,14 +25,31 @@ def hook_errors_path(store_root: str | os.PathLike[str]) -> Path:
     return Path(store_root) / RESULTS_DIR / HOOK_ERRORS
 
 
-def read_hook_errors(store_root: str | os.PathLike[str]) -> dict[str, Any]:
-    """What the last /metrics build wrote: `snapshot_id`, `at` and `failed` (slug -> why the
-    plugin's metrics() hook failed); {} when there is none or it is unreadable."""
+def read_hook_errors(
+    store_root: str | os.PathLike[str], cluster: str | None = None
+) -> dict[str, Any]:
+    """What the last /metrics build of `cluster`'s newest snapshot wrote (None: of the store's,
+    when one collect polls one cluster): `snapshot_id`, `at` and `failed` (slug -> why the
+    plugin's metrics() hook failed). A cluster without an entry of its own gets the store's;
+    {} when there is none or the file is unreadable."""
     try:
         loaded = json.loads(hook_errors_path(store_root).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return loaded if isinstance(loaded, dict) else {}
+    entries = hook_entries(loaded)
+    found = entries.get(cluster or "", entries.get(""))
+    return found if isinstance(found, dict) else {}
+
+
+def hook_entries(loaded: Any) -> dict[str, Any]:
+    """The file's entries by cluster ("" for the store's own). A file of one entry (written
+    before the builds of several clusters were kept apart) is the store's."""
+    if not isinstance(loaded, dict):
+        return {}
+    clusters = loaded.get("clusters")
+    if isinstance(clusters, dict):
+        return {str(k): v for k, v in clusters.items()}
+    return {"": loaded} if "failed" in loaded else {}
 
 
 def read_facts(

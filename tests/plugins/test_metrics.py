@@ -28,6 +28,7 @@ from pulsar_lens.core.model import (
 )
 from pulsar_lens.core.store import Store
 from pulsar_lens.exporter.collector import LensCollector, PollRecorder
+from pulsar_lens.exporter.facts import hook_errors_path, read_hook_errors
 from pulsar_lens.exporter.families import (
     ClusterFacts,
     PollStats,
@@ -446,6 +447,59 @@ def test_lens_collector_of_several_clusters_labels_each_clusters_families(
     # with one cluster the scrape config names it: a plugin may use the label then
     single = LensCollector(store, plugins=[Labeller()], now=lambda: at(5))
     assert value(scrape(single), "pulsar_lens_labelled", cluster="mine") == 1
+
+
+class Picky(Labeller):
+    """A plugin whose hook fails on a cluster whose largest backlog is above 5."""
+
+    name = "picky"
+
+    def analyze(self, data: Inputs, params: Any) -> Result:
+        backlog = int(data.latest("subscriptions")["msg_backlog"].max())
+        return Result(frames={"x": pd.DataFrame()}, summary={"backlog": backlog})
+
+    def metrics(self, result: Result, context: MetricsContext) -> list[Any]:
+        if result.summary["backlog"] > 5:
+            raise ValueError(f"a backlog of {result.summary['backlog']}")
+        return []
+
+
+def test_the_failed_hooks_of_each_cluster_are_kept_apart(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    east = store.write(replace(cluster_snapshot(0, 3), cluster="east"))
+    west = store.write(replace(cluster_snapshot(1, 8), cluster="west"))
+    recorder = PollRecorder(["east", "west"])
+    collector = LensCollector(store, recorder=recorder, plugins=[Picky()], now=lambda: at(5))
+    found = scrape(collector)
+    errors = "pulsar_lens_plugin_errors"
+    assert value(found, errors, plugin="picky", cluster="east") == 0
+    assert value(found, errors, plugin="picky", cluster="west") == 1
+    # the page of each cluster says what its own build said (the last build wrote west's)
+    assert read_hook_errors(tmp_path, "east") == {
+        "snapshot_id": east,
+        "at": at(5).isoformat(),
+        "failed": {},
+    }
+    west_said = read_hook_errors(tmp_path, "west")
+    assert west_said["snapshot_id"] == west
+    assert "a backlog of 8" in west_said["failed"]["picky"]
+    assert read_hook_errors(tmp_path, "north") == {}  # no build of its own, none of the store
+    # one cluster: the store's entry, which a chosen cluster without its own falls back to
+    single = LensCollector(Store(tmp_path / "one"), plugins=[Picky()], now=lambda: at(5))
+    Store(tmp_path / "one").write(cluster_snapshot(0, 9))
+    scrape(single)
+    assert "picky" in read_hook_errors(tmp_path / "one")["failed"]
+    assert read_hook_errors(tmp_path / "one", "any") == read_hook_errors(tmp_path / "one")
+
+
+def test_a_hooks_file_of_one_entry_is_the_stores(tmp_path: Path) -> None:
+    path = hook_errors_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"snapshot_id": "s", "at": "t", "failed": {"p": "why"}}', encoding="utf-8")
+    assert read_hook_errors(tmp_path)["failed"] == {"p": "why"}
+    assert read_hook_errors(tmp_path, "east")["failed"] == {"p": "why"}
+    path.write_text("[1, 2]", encoding="utf-8")
+    assert read_hook_errors(tmp_path) == {}
 
 
 def test_lens_collector_on_an_empty_store_reports_the_loop_only() -> None:
