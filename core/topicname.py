@@ -222,6 +222,8 @@ def _short_name_error(name: str) -> TopicNameError:
 
 
 def _domain(text: str) -> str:
+    if text in DOMAINS:  # as written, which nearly every name is: equal ignoring case, too
+        return text
     for domain in DOMAINS:
         if _equals_ignore_case(domain, text):
             return domain
@@ -250,6 +252,8 @@ def _upper(char: str) -> str:
 def _blank(text: str) -> bool:
     """commons-lang `StringUtils.isBlank`: empty, or only Java whitespace (which, unlike
     Python's, leaves out the no-break spaces and U+0085)."""
+    if text and not text[0].isspace():  # the usual name: its first character decides
+        return False
     return all(c.isspace() and c not in "\u00a0\u2007\u202f\u0085" for c in text)
 
 
@@ -260,7 +264,23 @@ def _lower(char: str) -> str:
     return "i" if char == "\u0130" else char  # Java lower-cases dotted capital I to plain i
 
 
+_VALID_NAMESPACES: set[tuple[str, str | None, str]] = set()
+"""Namespaces `_check_namespace` passed, so the topics of one namespace check it once (at most
+`_KEPT_NAMESPACES` of them; the set starts again when full)."""
+_KEPT_NAMESPACES = 4096
+
+
 def _check_namespace(tenant: str, cluster: str | None, namespace: str) -> None:
+    key = (tenant, cluster, namespace)
+    if key in _VALID_NAMESPACES:
+        return
+    _check_namespace_parts(tenant, cluster, namespace)
+    if len(_VALID_NAMESPACES) >= _KEPT_NAMESPACES:
+        _VALID_NAMESPACES.clear()
+    _VALID_NAMESPACES.add(key)
+
+
+def _check_namespace_parts(tenant: str, cluster: str | None, namespace: str) -> None:
     parts = [tenant, namespace] if cluster is None else [tenant, cluster, namespace]
     if not all(parts):
         raise TopicNameError(
