@@ -5,13 +5,16 @@ PIP-392, both JVM charsets, and names made to confuse."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from pulsar_lens.api import Inputs
 from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
+from pulsar_lens.plugins.builtin.failover_assignment.rows import distinct_pairs
 from pulsar_lens.plugins.runner import validate_params
 from tests.plugins import reference_failover
 from tests.plugins.vectorised_cases import cases
@@ -63,3 +66,15 @@ def test_failover_vectorised_cases_cover_what_they_claim() -> None:
             for mode in ("modulo", "consistent", "either"):
                 facts[mode] += int((groups["mode"] == mode).sum())
     assert all(facts.values()), facts
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_members_pairs_are_those_of_sorting_the_tuples(seed: int) -> None:
+    rng = random.Random(seed)
+    alphabet = ["", "a", "B", "b", "None", "nan", "é", "e\u0301", "Z", "😀", "c-1", "c-10", "c-2"]
+    size = rng.randrange(0, 300)
+    rows = [rng.randrange(0, 40) for _ in range(size)]
+    names = [rng.choice(alphabet) + rng.choice(alphabet) for _ in range(size)]
+    pairs = sorted(set(zip(rows, names, strict=True)))
+    found = distinct_pairs(np.asarray(rows, np.int64), names)
+    assert found == ([r for r, _ in pairs], [n for _, n in pairs])

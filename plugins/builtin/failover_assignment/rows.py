@@ -48,13 +48,26 @@ def members_of(consumers: pd.DataFrame, subs: pd.DataFrame) -> Members:
     found = consumers[["topic", "subscription", "consumer_name"]].merge(
         keys, on=["topic", "subscription"], how="inner"
     )
-    named = map(str, found["consumer_name"].tolist())
-    pairs = sorted(set(zip(found["_row"].tolist(), named, strict=True)))
-    rows = [r for r, _ in pairs]
-    flat = [n for _, n in pairs]
+    rows, flat = distinct_pairs(
+        found["_row"].to_numpy(np.int64), list(map(str, found["consumer_name"].tolist()))
+    )
     bounds = np.searchsorted(np.asarray(rows, np.int64), np.arange(len(subs) + 1)).tolist()
     names = [tuple(flat[bounds[i] : bounds[i + 1]]) for i in range(len(subs))]
     return Members(names, rows, flat)
+
+
+def distinct_pairs(rows: np.ndarray, names: list[str]) -> tuple[list[int], list[str]]:
+    """`sorted(set(zip(rows, names)))` as its rows and its names, sorted as integers: each
+    name becomes its rank among the distinct names (a sort of millions of Python tuples was
+    most of this plugin's `members_of` at 1,000,000 topics)."""
+    distinct = sorted(set(names))
+    rank = {name: i for i, name in enumerate(distinct)}
+    codes = np.fromiter((rank[name] for name in names), np.int64, len(names))
+    order = np.lexsort((codes, rows))
+    rows, codes = rows[order], codes[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (rows[1:] != rows[:-1]) | (codes[1:] != codes[:-1])
+    return rows[first].tolist(), [distinct[c] for c in codes[first].tolist()]
 
 
 def group_rows(subs: pd.DataFrame, members: Members) -> Groups:
