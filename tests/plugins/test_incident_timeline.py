@@ -3,6 +3,7 @@ the tables it reads, over a store built poll by poll."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -352,3 +353,35 @@ def test_safe_link_refuses_other_schemes_and_hosts() -> None:
     assert safe_link("https://example.org/x") == "https://example.org/x"
     for bad in ("javascript:alert(1)", "//evil.example/x", "\\\\evil.example", "data:x", None, ""):
         assert safe_link(bad) is None
+
+
+HEADS = ("persistent://", "non-persistent://", "Persistent://", "", "foo://", "persistent:/")
+PARTS = (
+    "",
+    " ",
+    "a",
+    "t-1",
+    "ns",
+    "\t",
+    "é",
+    "\ud800",
+    "x/y",
+    ":",
+    "//",
+    "p-partition-1",
+    "\u00a0",
+)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_namespaces_are_those_of_reading_every_name(seed: int) -> None:
+    rng = random.Random(seed)
+    names = []
+    for _ in range(400):
+        parts = [rng.choice(PARTS) for _ in range(rng.randrange(1, 5))]
+        names.append(rng.choice(HEADS) + "/".join(parts))
+    names += [f"persistent://t{i % 3}/ns{i % 4}/topic-{i}" for i in range(200)]
+    rng.shuffle(names)
+    every = {ns for ns in map(frames.namespace_of, names) if ns}
+    assert frames.namespaces_in(names) == every
+    assert {"t0/ns0", "t2/ns3"} <= every

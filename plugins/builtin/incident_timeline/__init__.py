@@ -159,7 +159,7 @@ class IncidentTimeline(AnalysisPlugin):
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
         subs = data.latest("subscriptions")
         topics = sorted({str(t) for t in subs["topic"].dropna()})
-        namespaces = sorted({ns for ns in map(frames.namespace_of, topics) if ns})
+        namespaces = sorted(frames.namespaces_in(topics))
         names = sorted({str(s) for s in subs["subscription"].dropna()})
         return {
             "namespace": ["", *namespaces],

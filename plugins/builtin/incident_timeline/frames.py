@@ -8,7 +8,7 @@ Nothing here reads the store or knows a page's URL.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -112,6 +112,28 @@ def namespace_of(topic: str | None) -> str | None:
         return parse_topic_name(topic).namespace
     except TopicNameError:
         return None
+
+
+def namespaces_in(topics: Iterable[str]) -> set[str]:
+    """Every namespace `namespace_of` finds in `topics`, reading one name of each kind.
+
+    What it says of a name whose last part (after the last "/") is ASCII and does not start
+    blank depends only on the text before that "/": every separator, the domain, the tenant
+    and namespace and any "://" are there, and such a local name is neither blank nor a lone
+    surrogate. So one such name is read per distinct head (20 namespaces of a million topics:
+    20 reads); any other name is read itself."""
+    found: set[str] = set()
+    heads: dict[str, str | None] = {}
+    for topic in topics:
+        head, _, last = topic.rpartition("/")
+        if not (last and last.isascii() and not last[0].isspace()):
+            found.add(namespace_of(topic) or "")
+            continue
+        if head not in heads:
+            heads[head] = namespace_of(topic)
+            found.add(heads[head] or "")
+    found.discard("")
+    return found
 
 
 def _who(by: Any, origin: Any) -> str:
