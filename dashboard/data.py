@@ -203,13 +203,23 @@ def _status_of(index: pd.DataFrame) -> frames.PollStatus | None:
 
 
 @st.cache_data(ttl=3600, max_entries=96, show_spinner=False)
-def latest_table(root: str, snapshot_id: str, name: str) -> pd.DataFrame:
-    """Rows of table `name` in snapshot `snapshot_id`."""
-    return get_store(root).read(name, snapshot_ids=[snapshot_id]).to_pandas()
+def latest_table(
+    root: str, snapshot_id: str, name: str, columns: tuple[str, ...] | None = None
+) -> pd.DataFrame:
+    """Rows of table `name` in snapshot `snapshot_id`: only `columns` of it (and the store's
+    `snapshot_id`, `collected_at`, `cluster`) when given."""
+    return get_store(root).read(name, snapshot_ids=[snapshot_id], columns=columns).to_pandas()
 
 
-def tables(root: str, snapshot_id: str, *names: str) -> dict[str, pd.DataFrame]:
-    return {name: latest_table(root, snapshot_id, name) for name in names}
+def tables(
+    root: str,
+    snapshot_id: str,
+    *names: str,
+    columns: Mapping[str, tuple[str, ...]] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """`latest_table` of each of `names`, of only the `columns` given for it."""
+    only = columns or {}
+    return {name: latest_table(root, snapshot_id, name, only.get(name)) for name in names}
 
 
 def run_plugin(root: str, slug: str, params: Mapping[str, Any] | None = None) -> runner.RunOutput:
