@@ -68,12 +68,20 @@ SHEDDER_LOG = re.compile(r".*(?:[Ss]hedd|Found bundle to unload|Only 1 broker).*
 Starts = defaultdict[tuple[str, str], list[object]]
 
 
+class WholeRun(BundleOwnership):
+    """bundle-ownership over every poll of this test: the shedder's wait polls every 3 s for
+    up to 7 minutes, more polls than the 60 the plugin reads, and an early unload would
+    leave its window before the wait ends."""
+
+    history = 1000
+
+
 def shed_starts(recorder: Recorder, since: dt.datetime) -> Starts:
     """`by` of each event after `since` that starts an unload, by (bundle key, broker before):
     a move, or an unload a poll saw, or a reload (the destination the load manager chose
     failed to take the bundle, which went back to its owner: on a busy machine it happens,
     and only the clients' reconnections tell)."""
-    events = recorder.run(BundleOwnership(), namespace=NAMESPACE).result.frames["events"]
+    events = recorder.run(WholeRun(), namespace=NAMESPACE).result.frames["events"]
     found: Starts = defaultdict(list)
     mine = events[events["kind"].isin(STARTS) & (events["at"] > since)].sort_values("at")
     for bundle, before, by in zip(mine["bundle"], mine["before"], mine["by"], strict=True):
@@ -335,7 +343,7 @@ def test_the_shedders_unloads_are_counted_and_told_from_an_admin_unload(
         client.close()
         recorder.close()
 
-    result = recorder.run(BundleOwnership(), namespace=NAMESPACE).result
+    result = recorder.run(WholeRun(), namespace=NAMESPACE).result
     events = result.frames["events"]
     events = events.assign(key=NAMESPACE + "/" + events["bundle"])
 
