@@ -32,6 +32,17 @@ def types(subs: pd.DataFrame) -> dict[tuple[str, str], str]:
     }
 
 
+class AllTypes(dict[tuple[str, str], str]):
+    """`types` behind incident-timeline's `NewestTypes`: every subscription's, whatever the
+    keys asked."""
+
+    def __init__(self, subs: pd.DataFrame) -> None:
+        super().__init__(types(subs))
+
+    def of(self, keys: object) -> dict[tuple[str, str], str]:
+        return self
+
+
 def reconnect_rows(
     consumers: pd.DataFrame, snapshots: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]
 ) -> list[dict[str, Any]]:

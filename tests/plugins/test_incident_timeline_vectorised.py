@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 
 from pulsar_lens.api import Inputs, Result
-from pulsar_lens.plugins.builtin import incident_timeline
 from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from pulsar_lens.plugins.builtin.incident_timeline import IncidentTimeline, clients, frames
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
@@ -31,14 +30,14 @@ THRESHOLDS = (1, 10, 50, 100, 10_000)
 @contextmanager
 def old_builders() -> Iterator[None]:
     """incident-timeline with the row builders it had before they were vectorised."""
-    saved = (clients.backlog_rows, clients.reconnect_rows, incident_timeline._types)
+    saved = (clients.backlog_rows, clients.reconnect_rows, clients.NewestTypes)
     clients.backlog_rows = reference.backlog_rows  # type: ignore[assignment]
     clients.reconnect_rows = reference.reconnect_rows  # type: ignore[assignment]
-    incident_timeline._types = reference.types  # type: ignore[assignment]
+    clients.NewestTypes = reference.AllTypes  # type: ignore[assignment,misc]
     try:
         yield
     finally:
-        clients.backlog_rows, clients.reconnect_rows, incident_timeline._types = saved
+        clients.backlog_rows, clients.reconnect_rows, clients.NewestTypes = saved
 
 
 def with_results(inputs: Inputs) -> Inputs:
@@ -64,11 +63,14 @@ def assert_same_rows(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> No
 @pytest.mark.parametrize(("name", "inputs"), CASES, ids=[name for name, _ in CASES])
 def test_incident_timeline_builders_equal_the_reference(name: str, inputs: Inputs) -> None:
     subs, consumers = inputs.history("subscriptions"), inputs.history("consumers")
-    types = incident_timeline._types(subs)
-    assert types == reference.types(subs)
+    types, every = clients.NewestTypes(subs), reference.types(subs)
+    named = subs[subs["topic"].notna() & subs["subscription"].notna()] if len(subs) else subs
+    keys = {(str(t), str(s)) for t, s in zip(named["topic"], named["subscription"], strict=True)}
+    assert types.of(keys) == {k: v for k, v in every.items() if k in keys}
+    assert types.of({(None, "s"), ("t", None)}) == {}
     assert_same_rows(
         clients.reconnect_rows(consumers, inputs.snapshots, types),
-        reference.reconnect_rows(consumers, inputs.snapshots, types),
+        reference.reconnect_rows(consumers, inputs.snapshots, every),
     )
     for threshold in THRESHOLDS:
         assert_same_rows(
@@ -95,7 +97,7 @@ def test_the_cases_reach_every_vectorised_kind() -> None:
     kinds: set[str] = set()
     for _, inputs in CASES:
         subs, consumers = inputs.history("subscriptions"), inputs.history("consumers")
-        rows = clients.reconnect_rows(consumers, inputs.snapshots, {})
+        rows = clients.reconnect_rows(consumers, inputs.snapshots, clients.NewestTypes(subs))
         rows += clients.backlog_rows(subs, 50)
         kinds |= {r["kind"] for r in rows}
     assert kinds == {"consumer_reconnected", "backlog_over", "backlog_under"}
@@ -120,7 +122,10 @@ def test_backlog_rows_with_missing_values_equal_the_reference(cast: str) -> None
     subs = _odd_subscriptions()
     if cast != "object":
         subs["msg_backlog"] = subs["msg_backlog"].astype("float" if cast == "float" else cast)
-    assert incident_timeline._types(subs) == reference.types(subs)
+    named = {("t1", "s"), ("t2", "s"), ("t3", "s")}
+    assert clients.NewestTypes(subs).of(named) == {
+        k: v for k, v in reference.types(subs).items() if k in named
+    }
     for threshold in (1, 10, 20, 30, 41):
         assert_same_rows(
             clients.backlog_rows(subs, threshold), reference.backlog_rows(subs, threshold)

@@ -100,7 +100,7 @@ class IncidentTimeline(AnalysisPlugin):
         events = data.history("events")
         kinds = events["kind"].astype(str) if len(events) else pd.Series(dtype=str)
         subs = data.history("subscriptions")
-        types = _types(subs)
+        types = clients.NewestTypes(subs)
         stuck = data.result("stuck-hashes").frames
         rows = [
             *frames.poll_rows(data.snapshots),
@@ -166,19 +166,6 @@ class IncidentTimeline(AnalysisPlugin):
             "topic": ["", *topics],
             "subscription": ["", *names],
         }
-
-
-def _types(subs: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """The newest type of each (topic, subscription): its last row in time order."""
-    if subs.empty:
-        return {}
-    typed = subs[["topic", "subscription", "type", "collected_at"]].dropna(subset=["type"])
-    typed = typed.sort_values("collected_at", kind="stable")
-    newest = typed.drop_duplicates(["topic", "subscription"], keep="last")
-    return {
-        (str(t), str(s)): str(k)
-        for t, s, k in zip(newest["topic"], newest["subscription"], newest["type"], strict=True)
-    }
 
 
 def _in_window(found: pd.DataFrame, snapshots: pd.DataFrame, polls: pd.DataFrame) -> pd.DataFrame:

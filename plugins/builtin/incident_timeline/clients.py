@@ -4,7 +4,7 @@ between two polls (`connectedSince`), and backlogs crossing a threshold."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -29,11 +29,47 @@ RECONNECT_COLUMNS = ("topic", "subscription", "consumer_name", "connected_since"
 """The columns of `consumers` incident-timeline reads (its `columns_of`)."""
 
 
-def client_rows(events: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]) -> list[Any]:
+Key = tuple[str | None, str | None]  # (topic, subscription), as a row may name them
+
+
+class NewestTypes:
+    """The newest type of each (topic, subscription) of a window of `subscriptions`, found
+    for the keys asked only: the rows name a few subscriptions, and a dictionary of every
+    one cost seconds at a million."""
+
+    def __init__(self, subscriptions: pd.DataFrame) -> None:
+        self._subs = subscriptions
+
+    def of(self, keys: Collection[Key]) -> dict[Key, str]:
+        """The newest type of each of `keys` that a row gives one (its last row in time
+        order with a type); keys without one (or with a missing name) are left out."""
+        wanted = {(t, s) for t, s in keys if t is not None and s is not None}
+        subs = self._subs
+        if subs.empty or not wanted:
+            return {}
+        topics = subs["topic"]
+        typed = subs[topics.isin(list({t for t, _ in wanted})) & subs["type"].notna()]
+        typed = typed[["topic", "subscription", "type", "collected_at"]]
+        newest = typed.sort_values("collected_at", kind="stable").drop_duplicates(
+            ["topic", "subscription"], keep="last"
+        )
+        found = zip(newest["topic"], newest["subscription"], newest["type"], strict=True)
+        return {(str(t), str(s)): str(k) for t, s, k in found if (str(t), str(s)) in wanted}
+
+
+def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
     """The collector's events of clients and subscriptions: consumers joining and leaving,
     failover's active consumer changing, Key_Shared hash ranges changing."""
     rows = []
-    for e in events.to_dict("records"):
+    records = events.to_dict("records")
+    kinds_by_subscription = types.of(
+        {
+            (text_of(e.get("topic")), text_of(e.get("subscription")))
+            for e in records
+            if str(e["kind"]) in ("consumer_joined", "consumer_left")
+        }
+    )
+    for e in records:
         kind = str(e["kind"])
         topic, sub = text_of(e.get("topic")), text_of(e.get("subscription"))
         where = {"topic": topic, "subscription": sub, "namespace": namespace_of(topic)}
@@ -73,7 +109,7 @@ def client_rows(events: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]) 
 
 
 def reconnect_rows(
-    consumers: pd.DataFrame, snapshots: pd.DataFrame, kinds_by_subscription: Mapping[Any, str]
+    consumers: pd.DataFrame, snapshots: pd.DataFrame, types: NewestTypes
 ) -> list[dict[str, Any]]:
     """Consumers listed in two consecutive polls with a newer `connectedSince` in the second:
     they reconnected in between (an unload, a broker restart, a network cut). The row is at
@@ -100,10 +136,12 @@ def reconnect_rows(
     newest, g, p, s = rows[last], g[last], p[last], stamps[rows[last]]
     again = np.flatnonzero((g[1:] == g[:-1]) & (p[1:] == p[:-1] + 1) & (s[1:] > s[:-1])) + 1
     found = []
-    for r, poll in zip(newest[again].tolist(), p[again].tolist(), strict=True):
+    chosen = newest[again].tolist()
+    named = [tuple(str(consumers[k].iloc[r]) for k in key) for r in chosen]
+    kinds_by_subscription = types.of({(topic, sub) for topic, sub, _ in named})
+    for r, poll, (topic, sub, name) in zip(chosen, p[again].tolist(), named, strict=True):
         when = since.iloc[r]
         at = min(max(when, times.iloc[poll - 1]), times.iloc[poll])
-        topic, sub, name = (str(consumers[k].iloc[r]) for k in key)
         page = _page_of_type(kinds_by_subscription.get((topic, sub)))
         detail = f"{name} connected again at {pd.Timestamp(when).isoformat()}"
         found.append(
