@@ -70,3 +70,23 @@ def test_key_shared_fit_flags_a_subscription_no_candidate_reproduces() -> None:
     fit = fit_consistent(joined([good, bad]), np.arange(2, dtype=np.int64))
     assert fit.drift[0] == 0 and fit.drift[1] > 0
     assert "reproduces" in fit.reasons[1] and not fit.reasons[0]
+
+
+def test_layout_members_of_many_equal_members_one_at_a_time() -> None:
+    """`members_of` (all the chosen at once) gives what `members` gives for each: any order,
+    repeats, subscriptions without consumers, consumers without ranges."""
+    rng = np.random.default_rng(7)
+    subscriptions = [
+        [
+            Member(f"c{s}-{c}", tuple((int(a), int(a) + 3) for a in rng.integers(0, 99, n)), s)
+            for c, n in enumerate(rng.integers(0, 4, rng.integers(0, 5)))
+        ]
+        for s in range(40)
+    ]
+    layout = joined(subscriptions)
+    for chosen in ([], [3], list(range(40)), [9, 2, 9, 0], rng.integers(0, 40, 60).tolist()):
+        assert layout.members_of(chosen) == [layout.members(s) for s in chosen]
+    assert [layout.members(s) for s in range(40)] == [
+        [Member(m.name, tuple(sorted(m.ranges)), m.connected_since) for m in members]
+        for members in subscriptions
+    ]

@@ -319,10 +319,10 @@ def analyze_subscriptions(
     consistent = [s for s, kind in enumerate(kinds) if kind == fitted]
     fit = fit_consistent(layout, np.asarray(consistent, np.int64), points=points, charset=charset)
     flag_other_charset(layout, fit, points=points)
+    others = [s for s, kind in enumerate(kinds) if kind != fitted]
     models = {
-        s: rebuild(kind, layout.members(s), points=points, pulsar=pulsar, charset=charset)
-        for s, kind in enumerate(kinds)
-        if kind != fitted
+        s: rebuild(kinds[s], members, points=points, pulsar=pulsar, charset=charset)
+        for s, members in zip(others, layout.members_of(others), strict=True)
     }
     labels = [label_of(topic, sub) for topic, sub in keys]
     return Analysis(labels, layout, kinds, fit, models)
