@@ -34,6 +34,7 @@ from tests.live.lens_polls import (
     wait_for,
     wait_for_bulk,
 )
+from tests.plugins.failover_frames import assignment
 
 SUB = "fo"
 WORKERS = tuple(f"worker-{i}" for i in range(1, 6))
@@ -155,21 +156,19 @@ def test_failover_assignment_live_skew_and_the_pip392_alternative(
     modulo_setup.poll_settled(WORKERS)
     first = modulo_setup.recorder.run(PLUGIN, subscription=modulo_setup.label())
     group = first.result.frames["groups"].set_index("label").loc[modulo_setup.label()]
-    facts = first.result.summary["selection"]
-    assert set(facts["observed"].values()) == {"worker-1"}  # partition 0 % 5 -> first by name
+    observed = assignment(first.result, "observed")
+    alternative = assignment(first.result, "alternative")
+    assert set(observed.values()) == {"worker-1"}  # partition 0 % 5 -> first by name
     assert (group["mode"], group["unexplained"], group["partitions"]) == ("modulo", 0, 10)
     assert group["imbalance"] == 5.0
-    assert group["partitions_moving"] == sum(
-        name != "worker-1" for name in facts["alternative_assignment"].values()
-    )
+    assert group["partitions_moving"] == sum(name != "worker-1" for name in alternative.values())
     assert group["imbalance_alternative"] < 5.0
 
     consistent_setup.poll_settled(WORKERS)
     second = consistent_setup.recorder.run(PLUGIN, subscription=consistent_setup.label())
-    other = second.result.summary["selection"]
-    assert other["observed"] == facts["alternative_assignment"]  # the broker running PIP-392
-    assert other["mode"] == "consistent"
-    assert other["alternative_assignment"] == facts["observed"]
+    assert assignment(second.result, "observed") == alternative  # the broker running PIP-392
+    assert second.result.summary["selection"]["mode"] == "consistent"
+    assert assignment(second.result, "alternative") == observed
 
 
 def test_failover_assignment_live_on_3_0_is_modulo_without_a_pip392_what_if(
@@ -187,7 +186,7 @@ def test_failover_assignment_live_on_3_0_is_modulo_without_a_pip392_what_if(
         setup.close()
     summary = output.result.summary
     assert (summary["pulsar"], summary["pip_392"]) == ("3.0", False)
-    observed = summary["selection"]["observed"]
+    observed = assignment(output.result, "observed")
     expected = {f"{topic}-partition-{i}": WORKERS[i % len(WORKERS)] for i in range(12)}
     assert observed == expected  # what the 3.0.7 broker chose, as listed by its stats
     group = output.result.frames["groups"].set_index("label").loc[setup.label()]

@@ -18,6 +18,7 @@ from pulsar_lens.plugins.runner import RunOutput, run_on_inputs
 from pulsar_lens.plugins.testing import make_inputs, make_snapshot
 from tests.collectors import recorded
 from tests.markdown import shown
+from tests.plugins.failover_frames import assignment
 
 PLUGIN = FailoverAssignment()
 NS = "persistent://public/default"
@@ -72,7 +73,7 @@ def test_failover_modulo_skew_of_single_partition_topics() -> None:
     assert (group["imbalance"], group["overload"], group["unexplained"]) == (5.0, 5.0, 0)
     ring = rule(SINGLES, consistent=True)
     facts = output.result.summary["selection"]
-    assert facts["alternative_assignment"] == ring
+    assert assignment(output.result, "alternative") == ring
     assert facts["partitions_moving"] == sum(name != "w1" for name in ring.values())
     consumers = output.result.frames["consumers"].set_index("consumer_name")
     assert consumers.loc["w1", "partitions"] == 10
@@ -210,11 +211,11 @@ def test_failover_consumer_names_of_no_consumers_is_empty() -> None:
     assert consumer_names(listed) == {("t", "s"): frozenset("ab"), ("u", "s"): frozenset("a")}
 
 
-def test_failover_summary_names_no_observed_consumer_as_none() -> None:
+def test_failover_partitions_name_no_observed_consumer_as_none() -> None:
     topics = {f"{NS}/pay": 3}
     active = dict(zip(partitions_of(topics), ("w1", None, "w2"), strict=True))
-    selection = analyze([poll_of(active, names=("w1", "w2"))]).result.summary["selection"]
-    assert selection["observed"] == active
+    result = analyze([poll_of(active, names=("w1", "w2"))]).result
+    assert assignment(result, "observed") == active
 
 
 def recorded_snapshot(scenario: str) -> Snapshot:

@@ -285,9 +285,10 @@ def summarize(
         "selected": selected,
     }
     if len(chosen):
+        # the selected group's figures; its partitions, observed and both rules, are the
+        # `partitions` frame's rows of its label (as maps here they were most of a stored
+        # result: tens of megabytes at a million topics)
         row = chosen.iloc[0]
-        parts = frames["partitions"]
-        mine = parts[parts["label"] == selected]
         summary["selection"] = {
             "mode": row["mode"],
             "imbalance": float(row["imbalance"]),
@@ -296,14 +297,5 @@ def summarize(
             if pd.isna(row["imbalance_alternative"])
             else float(row["imbalance_alternative"]),
             "partitions_moving": int(row["partitions_moving"]),
-            # None, not NaN, where the stats named no active consumer: a summary is JSON
-            "observed": {
-                t: None if pd.isna(o) else o
-                for t, o in zip(mine["topic"], mine["observed"], strict=True)
-            },
-            "alternative_assignment": {
-                t: None if pd.isna(a) else a
-                for t, a in zip(mine["topic"], mine["alternative"], strict=True)
-            },
         }
     return summary
