@@ -44,6 +44,18 @@ class Inputs:
     tables: Mapping[str, pd.DataFrame]
     snapshots: pd.DataFrame
     results: Mapping[str, Result] = field(default_factory=dict)
+    # `latest` of each table, found once: `analyze` and `param_choices` each ask for the same
+    # rows, a filter over the whole window every time (seconds at a million topics)
+    _latest: dict[str, pd.DataFrame] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (to a plugin worker) without the rows `latest` kept: they are the tables'."""
+        return {k: v for k, v in self.__dict__.items() if k != "_latest"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _latest={})
 
     def latest_snapshot_id(self) -> str | None:
         """The id of the newest snapshot, or None when there is none."""
@@ -59,14 +71,23 @@ class Inputs:
 
     def latest(self, name: str) -> pd.DataFrame:
         """Rows of table `name` that belong to the newest snapshot only."""
-        frame = self.history(name)
-        newest = self.latest_snapshot_id()
-        if newest is None or "snapshot_id" not in frame:
-            return frame.iloc[0:0]
-        return frame[frame["snapshot_id"] == newest].reset_index(drop=True)
+        kept = self._latest.get(name)
+        if kept is None:
+            kept = self._latest[name] = _rows_of(self.history(name), self.latest_snapshot_id())
+        return kept.copy(deep=False)  # its own frame: a change to it stays there (copy on write)
 
 
 T = TypeVar("T")
+
+
+def _rows_of(frame: pd.DataFrame, snapshot_id: str | None) -> pd.DataFrame:
+    """The rows of `frame` from snapshot `snapshot_id`, numbered from 0."""
+    if snapshot_id is None or "snapshot_id" not in frame:
+        return frame.iloc[0:0]
+    mine = (frame["snapshot_id"] == snapshot_id).to_numpy(dtype=bool, na_value=False)
+    if mine.all():  # a table read at the newest poll only (`history_of` 1): no copy
+        return frame.reset_index(drop=True)
+    return frame[mine].reset_index(drop=True)
 
 
 def _newest_id(snapshots: pd.DataFrame) -> str | None:

@@ -3,6 +3,7 @@ exactly as when the runner read those tables over their whole window."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -59,3 +60,29 @@ def assert_analysed_alike(plugin: AnalysisPlugin, narrow: Inputs, wide: Inputs) 
         pd.testing.assert_frame_equal(mine.frames[name], frame, obj=name)
     assert mine.summary == full.summary
     assert plugin.param_choices(narrow) == plugin.param_choices(wide)
+
+
+def test_inputs_latest_is_found_once_and_each_caller_gets_its_own_frame() -> None:
+    """`latest` filters a table once per `Inputs`; a caller that changes what it got changes
+    nothing another caller gets; a worker's pickled copy carries no kept rows."""
+    snapshots = pd.DataFrame({"snapshot_id": ["a", "b"]})
+    topics = pd.DataFrame(
+        {"snapshot_id": pd.array(["a", "b", None, "b"], dtype="string"), "n": [1, 2, 3, 4]}
+    )
+    only_b = pd.DataFrame({"snapshot_id": ["b", "b"], "n": [5, 6]})
+    data = Inputs({"topics": topics, "brokers": only_b}, snapshots)
+    first = data.latest("topics")
+    assert first["n"].tolist() == [2, 4] and list(first.index) == [0, 1]
+    first["n"] = 0
+    first["extra"] = 1
+    again = data.latest("topics")
+    assert again["n"].tolist() == [2, 4] and "extra" not in again
+    assert again is not first
+    assert data.latest("brokers")["n"].tolist() == [5, 6]  # every row newest: no filter
+    assert set(data._latest) == {"topics", "brokers"}
+    copied = pickle.loads(pickle.dumps(data))
+    assert copied._latest == {} and "_latest" not in data.__getstate__()
+    assert copied.latest("topics")["n"].tolist() == [2, 4]
+    assert topics["n"].tolist() == [1, 2, 3, 4]
+    empty = Inputs({"topics": topics}, snapshots.iloc[0:0])
+    assert empty.latest("topics").empty
