@@ -148,7 +148,10 @@ def required_results(
     results: dict[str, Result] = {}
     for required in plugin.requirements:
         try:
-            results[required.name] = run(required, store, None, use_cache=use_cache).result
+            # drawn only to be kept in the memory cache, for the requirement's own page; with
+            # no cache (the results pass) the result alone: its charts were drawn for nothing
+            output = run(required, store, None, use_cache=use_cache, views=use_cache)
+            results[required.name] = output.result
         except PluginError as exc:
             raise PluginRunError(
                 plugin.name,

@@ -208,6 +208,29 @@ def test_an_in_process_plugin_gets_the_default_result_of_what_it_requires(
     assert len(status_calls) == 1  # computed once, then read from the cache
 
 
+def test_the_results_pass_reads_a_requirement_without_drawing_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status_calls: list[int]
+) -> None:
+    """With no memory cache (the results pass), a requirement's views are not drawn: only
+    its result is needed, and nothing would keep them."""
+    drawn: list[int] = []
+    render = SubscriptionStatus.render
+
+    def counted(self: SubscriptionStatus, result: Result, params: Any = None) -> list[View]:
+        drawn.append(1)
+        return render(self, result, params)
+
+    monkeypatch.setattr(SubscriptionStatus, "render", counted)
+    registry = with_builtins(monkeypatch, "StatusCounts")
+    store = Store(stalled_store(tmp_path / "store"))
+    results = ResultStore(store.root)
+    outcomes = compute_results(store, list(registry), results=results)
+    assert {o.plugin: o.status for o in outcomes}["status-counts"] == "ok"
+    assert (len(status_calls), drawn) == (1, [])  # analysed once, stored, read, never drawn
+    output = runner.run(registry.get("status-counts"), store, use_stored=False)
+    assert output.result.summary == {"worst": "STALL"} and drawn == [1]  # a page's cache
+
+
 def test_a_drop_in_plugin_reads_the_required_frames_in_its_worker(
     tmp_path: Path, status_calls: list[int]
 ) -> None:
