@@ -25,6 +25,7 @@ ROUTABLE = ROUTABLE_HIGH - ROUTABLE_LOW + 1
 SLOTS = 65537  # owner arrays cover 0..65536: auto split's top range ends at 65536
 AUTO_SPLIT_TOP = 65536
 STICKY_TOP = 65535
+Run = tuple[int, int, int]  # (first hash, last hash, how many ranges cover them)
 WIDE_HIGH = 2**31 - 1
 
 Kind = SelectorKind | str  # plus "unknown" when the ranges fit no 4.0 selector
@@ -179,25 +180,27 @@ def owner_array(ranges_per_owner: Sequence[Iterable[HashRange]]) -> I64:
     return owners
 
 
-def runs(values: I64, *, low: int = 0) -> list[tuple[int, int, int]]:
-    """Maximal runs `(start, end, value)` of equal values, hashes counted from `low`."""
-    if not len(values):
-        return []
-    cuts = np.flatnonzero(np.diff(values)) + 1
-    starts = np.concatenate([[0], cuts])
-    ends = np.append(cuts - 1, len(values) - 1)
-    return [(int(s) + low, int(e) + low, int(values[s])) for s, e in zip(starts, ends, strict=True)]
-
-
-def coverage_counts(ranges: Iterable[HashRange], *, high: int = STICKY_TOP) -> I64:
-    """How many ranges cover each hash 0..high."""
-    delta = np.zeros(high + 2, np.int64)
+def coverage_runs(ranges: Iterable[HashRange], *, high: int = STICKY_TOP) -> list[Run]:
+    """How many of `ranges` cover each hash 0..high, as maximal runs `(start, end, count)`
+    in hash order. From the ranges' ends alone: an array of every hash, summed and cut into
+    runs, cost a third of sticky-ranges at 300,000 topics (tens of thousands of groups with
+    a few ranges each)."""
+    steps: dict[int, int] = {}
     for start, end in ranges:
         lo, hi = max(start, 0), min(end, high)
         if lo <= hi:
-            delta[lo] += 1
-            delta[hi + 1] -= 1
-    return np.cumsum(delta)[: high + 1]
+            steps[lo] = steps.get(lo, 0) + 1
+            steps[hi + 1] = steps.get(hi + 1, 0) - 1
+    found: list[Run] = []
+    count = at = 0
+    for point in sorted(steps):
+        if point > high or not steps[point]:
+            continue
+        if point > at:
+            found.append((at, point - 1, count))
+        count, at = count + steps[point], point
+    found.append((at, high, count))
+    return found
 
 
 def ranges_text(ranges: Iterable[HashRange]) -> str:

@@ -52,9 +52,8 @@ from pulsar_lens.api import (
 )
 from pulsar_lens.core.hashing import PulsarLine
 from pulsar_lens.core.keyshared.ranges import (
-    coverage_counts,
+    coverage_runs,
     ranges_text,
-    runs,
     share_stats,
 )
 from pulsar_lens.core.keyshared.rebuild import seeded_sticky
@@ -172,12 +171,12 @@ def coverage_frames(
     }
     for group in groups:
         hashes = by_topic.get(group.topic, np.zeros(0, np.int64))
-        counts = coverage_counts(r for m in group.members for r in m.ranges)
-        every_gap = [(s, e) for s, e, c in runs(counts) if c == 0]
+        counts = coverage_runs(r for m in group.members for r in m.ranges)
+        every_gap = [(s, e) for s, e, c in counts if c == 0]
         taker = gap_taker(group, pulsar)
         taken = {(s, e): taker(s) for s, e in every_gap}
         gaps = [g for g in every_gap if taken[g] is None]  # the gaps that stall
-        overlaps = [(s, e, c) for s, e, c in runs(counts) if c > 1]
+        overlaps = [(s, e, c) for s, e, c in counts if c > 1]
         rows["gaps"].extend(
             gap_row(group.label, s, e, hashes, taken[(s, e)], space=space) for s, e in every_gap
         )
