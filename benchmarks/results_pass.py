@@ -66,7 +66,6 @@ def old_pass() -> Iterator[None]:
     order was left unsorted."""
     from pulsar_lens.core import store as store_module
     from pulsar_lens.plugins import sharedreads
-    from pulsar_lens.plugins.builtin import incident_timeline
     from pulsar_lens.plugins.builtin.incident_timeline import clients
     from pulsar_lens.plugins.builtin.key_shared_map import frames
     from tests.plugins import reference_incident_timeline, reference_key_shared_map
@@ -74,7 +73,7 @@ def old_pass() -> Iterator[None]:
     swaps = [
         (clients, "backlog_rows", reference_incident_timeline.backlog_rows),
         (clients, "reconnect_rows", reference_incident_timeline.reconnect_rows),
-        (incident_timeline, "_types", reference_incident_timeline.types),
+        (clients, "NewestTypes", reference_incident_timeline.AllTypes),
         (frames, "_model_columns", reference_key_shared_map.model_columns),
         (sharedreads, "containing_reads", lambda keys: {}),
         (store_module, "by_time", lambda table: table.sort_by([("collected_at", "ascending")])),
