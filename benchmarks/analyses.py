@@ -28,6 +28,9 @@ many minutes). The `pass` case times a whole results pass of the built-ins, as t
 process runs it after a poll, old and new (`benchmarks/results_pass.py`: old with the
 incident-timeline and key-shared-map analyses of before they were vectorised, and no window cut
 from a longer one), with its table reads counted; the stored results of both are checked equal.
+The `kept` case times what a collect process does with the results it keeps (60 of each light
+plugin): pruning them after each pass and reading the newest, old with every list of choices
+inside meta.json, new with the long ones beside it (also `benchmarks/results_pass.py`).
 """
 
 from __future__ import annotations
@@ -203,12 +206,12 @@ def _with_old_groups(step: Callable[..., Any]) -> Callable[..., Any]:
     return old
 
 
-CASES = ("failover", "failover-own-names", "status", "sticky", "pass")
+CASES = ("failover", "failover-own-names", "status", "sticky", "pass", "kept")
 
 
 def scale_rows(store: Store, cases: Sequence[str] = CASES, *, new_only: bool = False) -> list[str]:
     """The cases of `--topics` asked for, in order."""
-    from benchmarks.results_pass import pass_case
+    from benchmarks.results_pass import kept_case, pass_case
     from tests.plugins import reference_failover, reference_subscription_status
 
     status, sticky, failover = SubscriptionStatus(), StickyRanges(), FailoverAssignment()
@@ -222,8 +225,8 @@ def scale_rows(store: Store, cases: Sequence[str] = CASES, *, new_only: bool = F
     }
     lines: list[str] = []
     for case in cases:
-        if case == "pass":
-            lines += pass_case(Path(store.root))
+        if case in ("pass", "kept"):
+            lines += (pass_case if case == "pass" else kept_case)(Path(store.root))
             print("\n".join(lines[-2:]), flush=True)
             continue
         plugin, old, distinct = every[case]

@@ -34,7 +34,7 @@ from pulsar_lens.core.errors import PluginError, SettingsError
 from pulsar_lens.core.parts import PluginLimits, use_charset_setting
 from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.store import Store
-from pulsar_lens.dashboard import frames
+from pulsar_lens.dashboard import forms, frames
 from pulsar_lens.exporter.facts import read_hook_errors
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.engines import engine_of
@@ -242,15 +242,21 @@ def plugin_loaded(slug: str) -> bool:
 @st.cache_data(ttl=3600, max_entries=64, show_spinner=False)
 def _param_choices(
     root: str, snapshot_id: str, slug: str
-) -> tuple[dict[str, list[str]], str | None]:
+) -> tuple[dict[str, Sequence[str]], str | None]:
     try:
         output = run_plugin(root, slug)  # the default run the page reuses from the cache
     except PluginError:  # the page shows the failure when it runs; the form needs no choices
         return {}, None
-    return {name: list(values) for name, values in output.choices.items()}, output.choices_error
+    # a list too long for a select box stays as stored (its count alone is shown: a million
+    # topic names are not read for that)
+    listed = {
+        name: values if len(values) > forms.MAX_CHOICES else list(values)
+        for name, values in output.choices.items()
+    }
+    return listed, output.choices_error
 
 
-def param_choices(root: str, slug: str) -> dict[str, list[str]]:
+def param_choices(root: str, slug: str) -> dict[str, Sequence[str]]:
     """The plugin's allowed values for its str params, which come with its default-params
     result (stored, or analysed now and cached for the page's own run)."""
     status = poll_status(root)

@@ -5,12 +5,13 @@ writes what came out here (`plugins.precompute`); the dashboard, `/metrics` and 
 analyze` then read it instead of analysing the cluster again. A failed run is stored too, as
 that plugin's failure for that snapshot.
 
-Layout, inside the snapshot store: `results/<slug>/<key>/` holding `meta.json` and one
-`<frame>.parquet` per output frame, where `key` is `pulsar_lens.core.digest.cache_key(slug, version,
-params, snapshot ids)`, so a new plugin version, other parameters or another snapshot window
-never read a stale result. Each entry is written into a hidden sibling folder and renamed
-into place: a reader sees a whole entry or none. Entries whose newest snapshot has left the
-store (retention) are pruned.
+Layout, inside the snapshot store: `results/<slug>/<key>/` holding `meta.json`, one
+`<frame>.parquet` per output frame and, when a param has more than INLINE_CHOICES allowed
+values, `param.choices.parquet` with those lists. `key` is
+`pulsar_lens.core.digest.cache_key(slug, version, params, snapshot ids)`, so a new plugin
+version, other parameters or another snapshot window never read a stale result. Each entry is
+written into a hidden sibling folder and renamed into place: a reader sees a whole entry or
+none. Entries whose newest snapshot has left the store (retention) are pruned.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ log = logging.getLogger(__name__)
 
 RESULTS_DIR = "results"
 META = "meta.json"
+CHOICES = "param.choices.parquet"  # a frame's file name never holds a "." before ".parquet"
+INLINE_CHOICES = 100
+"""The most allowed values of one param that meta.json keeps itself. Longer lists (every topic
+of a cluster: a million names, 40 MB of JSON) go to CHOICES and are read only when asked for:
+meta.json is read for every listing, pruning and `/metrics` scrape, and a page needs only the
+count of a list too long for a select box."""
 Status = Literal["ok", "failed"]
 
 
@@ -92,6 +99,7 @@ class ResultStore:
                 table = pa.Table.from_pandas(_without_attrs(frame))
                 pq.write_table(table, staging / f"{_safe(name)}.parquet")
             meta = _meta(stored, list(frames))
+            _write_choices(staging / CHOICES, stored.choices, meta)
             meta["computed_at"] = stored.computed_at or dt.datetime.now(dt.UTC).isoformat()
             (staging / META).write_text(json.dumps(meta, default=_plain))
             if final.is_symlink():
@@ -224,7 +232,7 @@ def _load(entry: Path) -> StoredResult | None:
         result=Result(frames=frames, summary=meta["summary"]) if ok else None,
         error=None if ok else str(meta["error"]),
         failure=None if ok or not isinstance(meta.get("failure"), dict) else meta["failure"],
-        choices={str(k): [str(v) for v in vs] for k, vs in meta.get("choices", {}).items()},
+        choices=_choices_of(entry, meta),
         computed_at=meta.get("computed_at"),
         choices_error=_text_or_none(meta.get("choices_error")),
     )
@@ -243,9 +251,88 @@ def _meta(stored: StoredResult, frames: list[str]) -> dict[str, Any]:
         "failure": _redacted(dict(stored.failure)) if stored.failure is not None else None,
         "summary": _redacted(dict(stored.result.summary)) if stored.result is not None else {},
         "frames": frames,
-        "choices": {k: list(v) for k, v in stored.choices.items()},
+        "choices": {},  # `_write_choices` fills it
         "choices_error": redact(stored.choices_error) if stored.choices_error else None,
     }
+
+
+def _write_choices(path: Path, choices: Mapping[str, Sequence[str]], meta: dict[str, Any]) -> None:
+    """Each param's allowed values into `meta["choices"]`, or, when there are more than
+    INLINE_CHOICES of them, None there, their count in `meta["choice_counts"]` and the values
+    in the file `path` (param and value columns)."""
+    inline: dict[str, list[str] | None] = {}
+    counts: dict[str, int] = {}
+    params: list[str] = []
+    values: list[str] = []
+    for name, listed in choices.items():
+        texts = [str(v) for v in listed]
+        if len(texts) <= INLINE_CHOICES:
+            inline[str(name)] = texts
+            continue
+        inline[str(name)], counts[str(name)] = None, len(texts)
+        params += [str(name)] * len(texts)
+        values += texts
+    meta["choices"] = inline
+    if counts:
+        meta["choice_counts"] = counts
+        param_column = pa.array(params, pa.string()).dictionary_encode()
+        pq.write_table(
+            pa.table({"param": param_column, "value": pa.array(values, pa.string())}), path
+        )
+
+
+def _choices_of(entry: Path, meta: Mapping[str, Any]) -> dict[str, Sequence[str]]:
+    """The choices meta.json lists, those kept in CHOICES as `StoredValues` (read on use)."""
+    counts = meta.get("choice_counts") or {}
+    return {
+        str(name): [str(v) for v in listed]
+        if listed is not None
+        else StoredValues(entry / CHOICES, str(name), int(counts.get(name, 0)))
+        for name, listed in (meta.get("choices") or {}).items()
+    }
+
+
+class StoredValues(Sequence[str]):
+    """The allowed values of one param kept in an entry's CHOICES file: its length is known
+    from meta.json, its values are read the first time they are used. An entry gone since
+    (pruned) or damaged gives no values, logged: a param is then typed, never a crash."""
+
+    def __init__(self, path: Path, param: str, count: int) -> None:
+        self._path, self._param, self._count = path, param, count
+        self._values: list[str] | None = None
+
+    def values(self) -> list[str]:
+        if self._values is None:
+            try:
+                table = pq.read_table(self._path, filters=[("param", "==", self._param)])
+                self._values = [str(v) for v in table.column("value").to_pylist()]
+            except Exception as exc:
+                log.warning("the stored choices %s are unreadable (%s)", self._path, exc)
+                self._values = []
+            self._count = len(self._values)
+        return self._values
+
+    def __len__(self) -> int:
+        return self._count if self._values is None else len(self._values)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.values()[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.values()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredValues | list | tuple):
+            return self.values() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, which have none
+
+    def __repr__(self) -> str:
+        return f"StoredValues({self._param!r}, {len(self):,} values)"
 
 
 def _text_or_none(value: Any) -> str | None:

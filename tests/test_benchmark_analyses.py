@@ -1,6 +1,7 @@
 """benchmarks/analyses.py runs at a tiny size: with `--topics`, every case compares old and new
 results (equal) and prints wall, CPU and the ratio for reading and analysing, and for a whole
-results pass with its table reads."""
+results pass with its table reads, and for pruning and reading the results a collect process
+keeps."""
 
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ def test_analyses_benchmark_at_scale_runs_tiny(
     out = capsys.readouterr().out
     assert out.count("results equal") == len(analyses.CASES)
     figures = [line for line in out.splitlines() if "CPU ratio" in line]
-    assert len(figures) == 2 * (len(analyses.CASES) - 1) + 1  # the pass: one line
+    assert len(figures) == 2 * (len(analyses.CASES) - 2) + 2  # the pass and kept: one line
     assert all(line.count(" s wall") == 2 and line.count(" s CPU") == 2 for line in figures)
     whole = [line for line in figures if line.lstrip().startswith("pass ")]
     assert len(whole) == 1
     assert re.search(r"whole results pass \(\d+ light plugins\): results equal", out)
     old, new = (int(n) for n in whole[0].split("table reads ")[1].split(" -> "))
     assert new < old
+    (kept,) = [line for line in figures if line.lstrip().startswith("kept ")]
+    assert re.search(r"\d+ kept results of each of \d+ light plugins: results equal", out)
+    assert re.search(r"MB on disk \d+\.\d -> \d+\.\d$", kept)

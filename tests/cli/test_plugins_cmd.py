@@ -10,6 +10,9 @@ import pytest
 from pulsar_lens.cli.main import main
 from pulsar_lens.core.model import SubscriptionRecord
 from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.precompute import compute_results
+from pulsar_lens.plugins.registry import discover
+from pulsar_lens.plugins.results import CHOICES, ResultStore
 from pulsar_lens.plugins.testing import TOPIC, make_snapshot
 
 
@@ -125,6 +128,27 @@ def test_plugins_cmd_analyze_bad_param(
     store = stalled_store(tmp_path / "store")
     assert main(["analyze", "subscription-status", "--store", str(store), "--param", param]) == 2
     assert text in capsys.readouterr().err
+
+
+def test_plugins_cmd_analyze_checks_a_param_against_a_long_stored_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A list of choices too long for meta.json (one per topic) is read to check a param."""
+    root = tmp_path / "store"
+    store = Store(root)
+    topics = [f"persistent://public/default/t{i:03d}" for i in range(150)]
+    subs = tuple(SubscriptionRecord(t, "billing", type="Shared", consumer_count=1) for t in topics)
+    store.write(make_snapshot(0, subscriptions=subs))
+    registry = discover(entry_points=False)
+    compute_results(store, [registry.get("incident-timeline")], results=ResultStore(root))
+    (entry, meta), *_ = ResultStore(root).entries("incident-timeline")
+    assert meta["choice_counts"] == {"topic": 151} and (entry / CHOICES).exists()
+
+    args = ["analyze", "incident-timeline", "--store", str(root), "--param"]
+    assert main([*args, f"topic={topics[149]}"]) == 0
+    assert main([*args, "topic=persistent://public/default/nope"]) == 2
+    err = capsys.readouterr().err
+    assert "is not in the stored snapshots" in err and "(151 in all)" in err
 
 
 def test_plugins_cmd_analyze_empty_store(

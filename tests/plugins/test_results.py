@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import pickle
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +22,7 @@ from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import precompute, runner
 from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
 from pulsar_lens.plugins.registry import discover
-from pulsar_lens.plugins.results import ResultStore, StoredResult
+from pulsar_lens.plugins.results import ResultStore, StoredResult, StoredValues
 from pulsar_lens.plugins.testing import make_snapshot
 
 
@@ -90,6 +92,37 @@ def test_a_damaged_entry_is_a_miss_not_a_crash(tmp_path: Path) -> None:
     entry = results.write(StoredResult("p", "1", {}, ("s1",), "ok", 0.1, Result({}, {})))
     (entry / "meta.json").write_bytes(b"\x00garbage")
     assert results.read("p", "1", {}, ("s1",)) is None
+
+
+def test_a_long_list_of_choices_is_kept_beside_meta_json_and_read_when_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    results = ResultStore(tmp_path)
+    topics = [f"persistent://public/default/t{i}" for i in range(5_000)]
+    choices = {"namespace": ["", "public/default"], "topic": ["", *topics]}
+    entry = results.write(
+        StoredResult("p", "1", {}, ("s1",), "ok", 0.1, Result({}, {}), choices=choices)
+    )
+    meta_text = (entry / "meta.json").read_text()
+    meta = json.loads(meta_text)
+    # meta.json (read by every listing, prune and scrape) holds the short list and a count
+    assert meta["choices"] == {"namespace": ["", "public/default"], "topic": None}
+    assert meta["choice_counts"] == {"topic": 5_001} and len(meta_text) < 2_000
+
+    back = results.read("p", "1", {}, ("s1",))
+    assert back is not None and back.choices == choices
+    values = results.read("p", "1", {}, ("s1",)).choices["topic"]  # type: ignore[union-attr]
+    assert isinstance(values, StoredValues) and len(values) == 5_001
+    assert values[1] == topics[0] and values[-2:] == topics[-2:] and topics[77] in values
+    assert pickle.loads(pickle.dumps(values)) == ["", *topics]  # a page's cache pickles it
+
+    # pruned between reading meta.json and using the list: no values, said, never a crash
+    later = results.read("p", "1", {}, ("s1",)).choices["topic"]  # type: ignore[union-attr]
+    shutil.rmtree(entry)
+    assert len(later) == 5_001  # the count is meta.json's
+    with caplog.at_level("WARNING"):
+        assert list(later) == [] and len(later) == 0
+    assert "are unreadable" in caplog.text
 
 
 def test_each_snapshot_is_analysed_once_and_every_reader_gets_the_stored_result(
