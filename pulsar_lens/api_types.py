@@ -7,10 +7,10 @@ re-exports every one; this module holds them so that the contract's base class r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import pandas as pd
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # a plugin's render imports altair; discovering plugins does 
 
 
 NoteLevel = Literal["info", "warning", "error"]
+T = TypeVar("T")
 
 PANELS: tuple[str, ...] = ("unload-drill", "collector-health")
 """The dashboard's own panels a plugin's `Page` may show above its views (`Page.panels`):
@@ -49,13 +50,23 @@ class Inputs:
     _latest: dict[str, pd.DataFrame] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled (to a plugin worker) without the rows `latest` kept: they are the tables'."""
-        return {k: v for k, v in self.__dict__.items() if k != "_latest"}
+        """Pickled (to a plugin worker) without what `latest` and `derived` kept: both are
+        found again from the tables."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_latest", "_derived")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _latest={})
+        self.__dict__.update(state, _latest={}, _derived={})
+
+    def derived(self, key: str, compute: Callable[[], T]) -> T:
+        """`compute()`, called once per `Inputs` and `key`: one run hands `analyze` and
+        `param_choices` the same `Inputs`, so what both derive from it (a plugin's groups of
+        subscriptions) is found once. Treat the value as read-only: both callers get it."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return cast(T, self._derived[key])
 
     def latest_snapshot_id(self) -> str | None:
         """The id of the newest snapshot, or None when there is none."""
@@ -75,9 +86,6 @@ class Inputs:
         if kept is None:
             kept = self._latest[name] = _rows_of(self.history(name), self.latest_snapshot_id())
         return kept.copy(deep=False)  # its own frame: a change to it stays there (copy on write)
-
-
-T = TypeVar("T")
 
 
 def _rows_of(frame: pd.DataFrame, snapshot_id: str | None) -> pd.DataFrame:

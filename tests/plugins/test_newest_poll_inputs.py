@@ -13,11 +13,12 @@ import pytest
 from pulsar_lens.api import AnalysisPlugin, Inputs
 from pulsar_lens.core.model import DrainingHashRecord
 from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.builtin import failover_assignment
 from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
 from pulsar_lens.plugins.builtin.sticky_ranges import StickyRanges
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
-from pulsar_lens.plugins.runner import load_inputs, validate_params
+from pulsar_lens.plugins.runner import load_inputs, run, validate_params
 from pulsar_lens.plugins.testing import make_snapshot
 from tests.plugins.vectorised_cases import cluster_polls
 
@@ -86,3 +87,34 @@ def test_inputs_latest_is_found_once_and_each_caller_gets_its_own_frame() -> Non
     assert topics["n"].tolist() == [1, 2, 3, 4]
     empty = Inputs({"topics": topics}, snapshots.iloc[0:0])
     assert empty.latest("topics").empty
+
+
+def test_what_analyze_and_param_choices_derive_alike_is_found_once_a_run(store: Store) -> None:
+    """`Inputs.derived` computes a value once per `Inputs` and key; the runner hands analyze and
+    param_choices the same `Inputs`, so failover-assignment finds its groups once a run; a
+    worker's pickled copy finds them again."""
+    calls: list[str] = []
+
+    def counted(key: str) -> Any:
+        calls.append(key)
+        return [key]
+
+    data = Inputs({}, pd.DataFrame({"snapshot_id": ["a"]}))
+    assert data.derived("x", lambda: counted("x")) is data.derived("x", lambda: counted("x"))
+    assert data.derived("y", lambda: counted("y")) == ["y"] and calls == ["x", "y"]
+    copied = pickle.loads(pickle.dumps(data))
+    assert copied.derived("x", lambda: counted("x")) == ["x"] and calls == ["x", "y", "x"]
+
+    found = []
+    real = failover_assignment.group_rows
+
+    def group_rows(*args: Any) -> Any:
+        found.append(1)
+        return real(*args)
+
+    plugin = FailoverAssignment()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(failover_assignment, "group_rows", group_rows)
+        output = run(plugin, store, None, use_cache=False, use_stored=False, views=False)
+    assert len(found) == 1 and output.choices["subscription"][1:]
+    assert output.choices == plugin.param_choices(load_inputs(plugin, store))
