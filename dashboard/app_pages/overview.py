@@ -20,7 +20,7 @@ components.plugin_failures_banner()
 with components.guarded("The overview"):
     names = ("brokers", "bundles", "topics", "subscriptions")
     # of the large tables, only what the counts and the namespaces use
-    columns = {"topics": ("namespace", "topic", "backlog_size"), "subscriptions": ("type",)}
+    columns = {"topics": ("namespace", "backlog_size"), "subscriptions": ("type",)}
     snap = data.tables(root, status.snapshot_id, *names, columns=columns)
     counts = frames.compute_counts(snap, status.row_counts)
     row = st.columns(6)

@@ -59,6 +59,14 @@ def test_compute_namespaces_counts_bundles_owners_and_topics(scenario: Store) ->
     assert row["owners"] == "broker-a:8080, broker-b:8080"
 
 
+def test_compute_namespaces_counts_topics_from_their_namespace_and_backlog_alone() -> None:
+    """The Overview reads no topic names: a topic without a backlog figure still counts."""
+    bundles = pd.DataFrame({"namespace": ["t/n"], "bundle": ["0x0_0xf"], "owner_broker": ["b:1"]})
+    topics = pd.DataFrame({"namespace": ["t/n", "t/n"], "backlog_size": [5.0, None]})
+    (row,) = frames.compute_namespaces(bundles, topics).to_dict("records")
+    assert (row["topics"], row["backlog_bytes"], row["owners"]) == (2, 5.0, "b:1")
+
+
 def test_page_plan_gives_plugins_with_a_page_their_own_and_the_rest_a_generic_one() -> None:
     registry = discover(entry_points=False, plugin_dirs=())
     plan = navigation.page_plan(registry)
