@@ -215,14 +215,11 @@ def seeded_sticky(
     members: Sequence[Member], *, pulsar: PulsarLine = "4.0"
 ) -> tuple[StickySelector | None, list[Consumer]]:
     """A sticky selector holding the observed ranges (None if they overlap)."""
-    selector = StickySelector(pulsar=pulsar)
     handles = [Consumer(m.name, m.ranges) for m in members]
     try:
-        for handle in handles:
-            selector.add(handle)
+        return StickySelector.holding(handles, pulsar=pulsar), handles
     except ModelError:
         return None, handles
-    return selector, handles
 
 
 def rebuild(
