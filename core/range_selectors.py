@@ -191,7 +191,7 @@ class StickySelector(Selector):
         """A selector in an observed state: `consumers` joined in this order, each with the
         ranges it asked for; `ModelError` as `add` raises it when ranges are invalid or
         conflict. What-ifs start from here; no join's impact is computed on the way (two
-        `assignments()` a join: most of key-shared-map's time at 100,000 topics)."""
+        `assignments()` and the moves a join, half the time of a rebuild from stats)."""
         selector = cls(pulsar=pulsar)
         for consumer in consumers:
             selector._place(consumer)

@@ -295,7 +295,7 @@ def _choices_of(entry: Path, meta: Mapping[str, Any]) -> dict[str, Sequence[str]
 class StoredValues(Sequence[str]):
     """The allowed values of one param kept in an entry's CHOICES file: its length is known
     from meta.json, its values are read the first time they are used. An entry gone since
-    (pruned) or damaged gives no values, logged: a param is then typed, never a crash."""
+    (pruned) or damaged gives no values, logged, never a crash."""
 
     def __init__(self, path: Path, param: str, count: int) -> None:
         self._path, self._param, self._count = path, param, count

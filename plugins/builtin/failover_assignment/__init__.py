@@ -176,7 +176,7 @@ class FailoverAssignment(AnalysisPlugin):
 
 def _groups(data: Inputs) -> tuple[pd.DataFrame, Members, Groups]:
     """The newest poll's Failover subscriptions, their consumers and their groups, found once
-    for `analyze` and `param_choices` (a sixth of the plugin's time when found twice)."""
+    for `analyze` and `param_choices` (a fifth of the plugin's time when found twice)."""
 
     def find() -> tuple[pd.DataFrame, Members, Groups]:
         subs = failover_subscriptions(data.latest("subscriptions"))
