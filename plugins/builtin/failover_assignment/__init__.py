@@ -84,6 +84,17 @@ class FailoverAssignment(AnalysisPlugin):
     inputs = ("subscriptions", "consumers", "brokers")
     history = 30
     history_of = {"consumers": 1, "brokers": 1}  # only the newest poll of these is read
+    # 30 polls of subscriptions: half the bytes and time of reading and converting every column
+    columns_of = {
+        "subscriptions": (
+            "topic",
+            "subscription",
+            "type",
+            "consumer_count",
+            "active_consumer_name",
+        ),
+        "consumers": ("topic", "subscription", "consumer_name"),
+    }
     outputs = ("groups", "partitions", "consumers", "matrix", "timeline")
     page = Page(
         title="Failover",
