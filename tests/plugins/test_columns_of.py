@@ -9,7 +9,7 @@ from typing import ClassVar
 import pytest
 
 from pulsar_lens.api import AnalysisPlugin, Inputs, Result
-from pulsar_lens.core.model import SCHEMAS
+from pulsar_lens.core.model import SCHEMAS, DrainingHashRecord
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
@@ -21,7 +21,7 @@ from pulsar_lens.plugins.testing import make_snapshot
 from tests.plugins.test_newest_poll_inputs import assert_analysed_alike
 from tests.plugins.vectorised_cases import cluster_polls
 
-PLUGINS = (BundleOwnership, IncidentTimeline, FailoverAssignment)
+PLUGINS = (BundleOwnership, IncidentTimeline, FailoverAssignment, StuckHashes)
 REQUIRED: dict[str, type[AnalysisPlugin]] = {
     p.name: p for p in (BundleOwnership, UnloadLatency, StuckHashes)
 }
@@ -43,7 +43,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     store = Store(Path(tmp_path_factory.mktemp("store")))
     for i, poll in enumerate(cluster_polls(5, 60, 6, "4.0.7")):
         polled = {k: v for k, v in poll.items() if k != "key_samples"}
-        store.write(make_snapshot(i * 30.0, **polled))
+        subs = polled["subscriptions"]
+        draining = [  # hashes that drain, some for good (stuck-hashes' rows)
+            DrainingHashRecord(s.topic, s.subscription, "w1", 7 + (i % 2) * j, 2, i)
+            for j, s in enumerate(subs[:6])
+        ]
+        store.write(make_snapshot(i * 30.0, **polled, draining_hashes=draining))
     return store
 
 

@@ -101,6 +101,29 @@ class StuckHashes(AnalysisPlugin):
     inputs = ("draining_hashes", "consumers", "subscriptions")
     history = 60
     history_of = {"consumers": 1}  # only the newest poll of consumers is read
+    # 60 polls of subscriptions: 8 of their 26 columns
+    columns_of = {
+        "subscriptions": (
+            "topic",
+            "subscription",
+            "type",
+            "consumer_count",
+            "unacked_messages",
+            "msg_in_replay",
+            "last_acked_at",
+            "consumers_after_mark_delete_position",
+        ),
+        "consumers": (
+            "topic",
+            "subscription",
+            "consumer_name",
+            "connected_since",
+            "unacked_messages",
+            "read_position_when_joining",
+            "last_acked_at",
+            "hash_ranges",  # the newest poll's only: who would receive a waiting hash
+        ),
+    }
     outputs = ("hashes", "history", "violations", "held_back", "key_shared")
     page = Page(
         title="Stuck hashes",
