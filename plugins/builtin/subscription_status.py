@@ -89,6 +89,33 @@ class SubscriptionStatus(AnalysisPlugin):
     inputs = ("subscriptions", "consumers")
     history = 30
     history_of = {"consumers": 1}  # only the newest poll of consumers is read
+    columns_of = {  # what the status reads of 30 polls of subscriptions (15 of 26 columns)
+        "subscriptions": (
+            "topic",
+            "subscription",
+            "type",
+            "msg_backlog",
+            "unacked_messages",
+            "msg_rate_out",
+            "msg_ack_rate",
+            "blocked_on_unacked",
+            "consumer_count",
+            "is_durable",
+            "last_consumed_at",
+            "last_acked_at",
+            "earliest_msg_publish_time_in_backlog",
+        ),
+        "consumers": (
+            "topic",
+            "subscription",
+            "unacked_messages",
+            "blocked_on_unacked",
+            "msg_rate_out",
+            "msg_ack_rate",
+            "last_acked_at",
+            "last_consumed_at",
+        ),
+    }
     outputs = ("status", "backlog")
     page = Page(
         title="Subscriptions",

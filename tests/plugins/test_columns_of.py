@@ -15,13 +15,14 @@ from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
 from pulsar_lens.plugins.builtin.incident_timeline import IncidentTimeline
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
+from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
 from pulsar_lens.plugins.builtin.unload_latency import UnloadLatency
 from pulsar_lens.plugins.runner import load_inputs, validate_params
 from pulsar_lens.plugins.testing import make_snapshot
 from tests.plugins.test_newest_poll_inputs import assert_analysed_alike
 from tests.plugins.vectorised_cases import cluster_polls
 
-PLUGINS = (BundleOwnership, IncidentTimeline, FailoverAssignment, StuckHashes)
+PLUGINS = (BundleOwnership, IncidentTimeline, FailoverAssignment, StuckHashes, SubscriptionStatus)
 REQUIRED: dict[str, type[AnalysisPlugin]] = {
     p.name: p for p in (BundleOwnership, UnloadLatency, StuckHashes)
 }

@@ -66,7 +66,10 @@ class IncidentTimeline(AnalysisPlugin):
     version = "1.0"
     engine = "light"
     inputs = ("events", "subscriptions", "consumers")
-    columns_of = {"consumers": clients.RECONNECT_COLUMNS}  # not the hash ranges: the costliest
+    columns_of = {
+        "consumers": clients.RECONNECT_COLUMNS,  # not the hash ranges: the costliest
+        "subscriptions": ("topic", "subscription", "type", "msg_backlog"),  # 4 of 26
+    }
     requires = ("bundle-ownership", "unload-latency", "stuck-hashes")
     history = WINDOW
     outputs = ("events",)
