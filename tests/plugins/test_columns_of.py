@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import zlib
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
 from pulsar_lens.api import AnalysisPlugin, Inputs, Result
-from pulsar_lens.core.model import SCHEMAS, DrainingHashRecord
+from pulsar_lens.core.model import SCHEMAS, BundleRecord, DrainingHashRecord, TopicRecord
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
@@ -38,6 +40,42 @@ def inputs_of(plugin: AnalysisPlugin, store: Store) -> Inputs:
     return Inputs(loaded.tables, loaded.snapshots, results)
 
 
+HALVES = (
+    ("0x00000000_0x80000000", 0, 0x80000000),
+    ("0x80000000_0xffffffff", 0x80000000, 0xFFFFFFFF),
+)
+
+
+def topics_of(subscriptions: list[Any], poll: int) -> tuple[list[TopicRecord], list[BundleRecord]]:
+    """The topics of a poll's subscriptions, in two bundles a namespace whose owner moves every
+    other poll, and producers that reconnect every third poll."""
+    since = dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=90 * (poll // 3))
+    owner = [f"b{(poll // 2 + k) % 2 + 1}:8080" for k in range(2)]
+    topics, namespaces = {}, set()
+    for sub in subscriptions:
+        tenant, local = sub.topic.split("://")[1].split("/")[:2]
+        namespace, half = f"{tenant}/{local}", zlib.crc32(sub.topic.encode()) % 2
+        namespaces.add((tenant, namespace))
+        topics[sub.topic] = TopicRecord(
+            sub.topic,
+            tenant,
+            namespace,
+            bundle=HALVES[half][0],
+            owner_broker=owner[half],
+            msg_rate_in=float(poll % 5),
+            msg_rate_out=float(poll % 3),
+            producer_count=1,
+            subscription_count=1,
+            oldest_publisher_since=since,
+        )
+    bundles = [
+        BundleRecord(namespace, tenant, name, low, high, owner_broker=owner[k])
+        for tenant, namespace in sorted(namespaces)
+        for k, (name, low, high) in enumerate(HALVES)
+    ]
+    return list(topics.values()), bundles
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     """Polls of consumers that come, go and reconnect (`connectedSince` moving on)."""
@@ -49,7 +87,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
             DrainingHashRecord(s.topic, s.subscription, "w1", 7 + (i % 2) * j, 2, i)
             for j, s in enumerate(subs[:6])
         ]
-        store.write(make_snapshot(i * 30.0, **polled, draining_hashes=draining))
+        topics, bundles = topics_of(polled["subscriptions"], i)
+        store.write(
+            make_snapshot(
+                i * 30.0, **polled, draining_hashes=draining, topics=topics, bundles=bundles
+            )
+        )
     return store
 
 

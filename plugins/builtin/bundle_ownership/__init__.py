@@ -95,7 +95,20 @@ class BundleOwnership(AnalysisPlugin):
     version = "1.0"
     engine = "light"
     inputs = ("bundles", "topics", "consumers", "events", "brokers")
-    columns_of = {"consumers": CONSUMER_COLUMNS}  # not the hash ranges: the costliest column
+    columns_of = {
+        "consumers": CONSUMER_COLUMNS,  # not the hash ranges: the costliest column
+        "topics": (  # 9 of the 20 columns of 60 polls of every topic
+            "topic",
+            "namespace",
+            "bundle",
+            "owner_broker",
+            "msg_rate_in",
+            "msg_rate_out",
+            "producer_count",
+            "subscription_count",
+            "oldest_publisher_since",
+        ),
+    }
     history = 60
     outputs = ("bundles", "brokers", "topics", "timeline", "events", "load_manager")
     # drawn on the Bundles & unloads page of `unload-latency`, which builds on this result
