@@ -49,6 +49,10 @@ from pulsar_lens.lab.runtime import (
 
 log = logging.getLogger(__name__)
 
+BIND_ATTEMPTS = 3
+PORT_TAKEN = "Address already in use"
+"""What the JVM's log says when a port `free_port` picked was taken before it bound it."""
+
 # The broker's own defaults differ from the shipped standalone.conf; these mirror the latter,
 # trimmed to a broker-only standalone, and refresh stats quickly so polls see fresh data.
 BASE_SETTINGS: Mapping[str, str] = {
@@ -178,20 +182,36 @@ class LocalPulsar:
         shutil.copy(RUNTIME_DIR / "log4j2.properties", conf / "log4j2.properties")
 
     def start(self, *, timeout: float = 180.0) -> LocalPulsar:
-        """Start the broker and wait until `public/default` exists; raise with the log tail."""
+        """Start the broker and wait until `public/default` exists; raise with the log tail.
+
+        A port `free_port` chose can be taken by another process before the JVM binds it (on
+        a busy machine, between two brokers starting side by side): when every port and the
+        data directory are this broker's own choice, such a start is tried again, up to
+        BIND_ATTEMPTS times, on new ports and a new data directory."""
         java = find_java(self.version)
         lib = ensure_runtime(self.version)
-        if self.data_dir is None:
-            self.data_dir = Path(tempfile.mkdtemp(prefix="pulsar-lens-standalone-"))
-            self._own_data_dir = True
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.web_port = self.web_port or free_port()
-        self.broker_port = self.broker_port or free_port()
-        self.bookie_port = self.bookie_port or free_port()
-        if self.web_tls:
-            self.web_tls_port = self.web_tls_port or free_port()
-        self._write_conf()
-        return self._spawn_ready(java, lib, timeout)
+        ours = not (self.web_port or self.broker_port or self.bookie_port or self.web_tls_port)
+        ours = ours and self.data_dir is None
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            if self.data_dir is None:
+                self.data_dir = Path(tempfile.mkdtemp(prefix="pulsar-lens-standalone-"))
+                self._own_data_dir = True
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.web_port = self.web_port or free_port()
+            self.broker_port = self.broker_port or free_port()
+            self.bookie_port = self.bookie_port or free_port()
+            if self.web_tls:
+                self.web_tls_port = self.web_tls_port or free_port()
+            self._write_conf()
+            try:
+                return self._spawn_ready(java, lib, timeout)
+            except LocalPulsarError as exc:
+                if not (ours and attempt < BIND_ATTEMPTS and PORT_TAKEN in str(exc)):
+                    raise
+                log.warning("a port was taken before Pulsar bound it; starting on new ports")
+                self.data_dir = None  # `stop()` removed it: a fresh one, no half-made cluster
+                self.web_port = self.broker_port = self.bookie_port = self.web_tls_port = 0
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _spawn_ready(self, java: str, lib: Path, timeout: float) -> LocalPulsar:
         """Start the JVM and wait until it serves; one that does not is stopped."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pulsar_lens.core.errors import LocalPulsarError
-from pulsar_lens.lab import runtime
+from pulsar_lens.lab import localpulsar, runtime
 from pulsar_lens.lab.localpulsar import JVM_FLAGS, LocalPulsar
 from pulsar_lens.lab.runtime import find_java, java_supported
 
@@ -135,3 +135,44 @@ def test_assembly_passes_each_release_its_logging_binding(
     assert "-Dpulsar.version=3.0.7" in lines[0].split()
     assert "-Dlog4j.slf4j.binding=log4j-slf4j-impl" in lines[0].split()
     assert "-Dlog4j.slf4j.binding=log4j-slf4j2-impl" in lines[1].split()
+
+
+@pytest.mark.parametrize(
+    ("given", "words", "attempts"),
+    [
+        ({}, "java.net.BindException: Address already in use", 2),  # ours: new ports, new dir
+        ({"web_port": 18080}, "java.net.BindException: Address already in use", 1),  # chosen
+        ({}, "java.lang.OutOfMemoryError", 1),  # not a port taken: said at once
+    ],
+)
+def test_a_start_whose_port_was_taken_meanwhile_starts_again_on_new_ports(
+    given: dict[str, int], words: str, attempts: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A port `free_port` chose can be taken before the JVM binds it (brokers starting side by
+    side on a busy machine): a standalone whose ports and data directory are all its own starts
+    again, on new ones; one given a port, or failing otherwise, raises at once."""
+    seen: list[tuple[int, int, int, Path]] = []
+
+    def spawn_ready(self: LocalPulsar, java: str, lib: Path, timeout: float) -> LocalPulsar:
+        assert self.data_dir is not None and self.data_dir.is_dir()
+        seen.append((self.web_port, self.broker_port, self.bookie_port, self.data_dir))
+        if len(seen) == 1:
+            self.stop()  # what the real one does before raising
+            raise LocalPulsarError(f"Pulsar exited with code 1 while starting; log tail:\n{words}")
+        return self
+
+    monkeypatch.setattr(localpulsar, "find_java", lambda version: "java")
+    monkeypatch.setattr(localpulsar, "ensure_runtime", lambda version: Path("lib"))
+    monkeypatch.setattr(LocalPulsar, "_spawn_ready", spawn_ready)
+    broker = LocalPulsar(**given)  # type: ignore[arg-type]
+    if attempts == 1:
+        with pytest.raises(LocalPulsarError, match=words.split(": ")[-1]):
+            broker.start()
+        assert len(seen) == 1
+        return
+    assert broker.start() is broker and len(seen) == 2
+    (first_ports, first_dir), (again_ports, again_dir) = [(s[:3], s[3]) for s in seen]
+    assert again_dir != first_dir and not first_dir.exists() and again_dir.is_dir()
+    assert first_ports != again_ports and all(again_ports)
+    broker.stop()
+    assert not again_dir.exists()
