@@ -70,6 +70,9 @@ from pulsar_lens.plugins.builtin.failover_assignment.rows import (
 )
 from pulsar_lens.plugins.builtin.shared.versions import broker_line
 
+SUBSCRIPTION_COLUMNS = ("topic", "subscription", "type", "consumer_count", "active_consumer_name")
+CONSUMER_COLUMNS = ("topic", "subscription", "consumer_name")
+
 
 class FailoverAssignment(AnalysisPlugin):
     name = "failover-assignment"
@@ -85,16 +88,7 @@ class FailoverAssignment(AnalysisPlugin):
     history = 30
     history_of = {"consumers": 1, "brokers": 1}  # only the newest poll of these is read
     # 30 polls of subscriptions: half the bytes and time of reading and converting every column
-    columns_of = {
-        "subscriptions": (
-            "topic",
-            "subscription",
-            "type",
-            "consumer_count",
-            "active_consumer_name",
-        ),
-        "consumers": ("topic", "subscription", "consumer_name"),
-    }
+    columns_of = {"subscriptions": SUBSCRIPTION_COLUMNS, "consumers": CONSUMER_COLUMNS}
     outputs = ("groups", "partitions", "consumers", "matrix", "timeline")
     page = Page(
         title="Failover",
