@@ -42,7 +42,9 @@ from pulsar_lens.lab.cluster_conf import (
 )
 from pulsar_lens.lab.cluster_ready import broker_ready, cluster_ready, zk_ok
 from pulsar_lens.lab.processes import (
+    BIND_ATTEMPTS,
     JVM_FLAGS,
+    PORT_TAKEN,
     free_port,
     log_tail,
     port_open,
@@ -139,7 +141,22 @@ class LocalPulsarCluster:
 
     def start(self, *, timeout: float = 240.0) -> LocalPulsarCluster:
         """Start every process and wait until the cluster is usable from each broker; raise
-        with the log tail of whichever process failed."""
+        with the log tail of whichever process failed. When a port `free_port` chose was
+        taken before its process bound it and every port and the data directory are the
+        cluster's own choice, it starts again on new ones (BIND_ATTEMPTS times at most)."""
+        ours = not (self.zk_port or self.bookie_port) and self.data_dir is None
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout)
+            except LocalPulsarError as exc:
+                if not (ours and attempt < BIND_ATTEMPTS and PORT_TAKEN in str(exc)):
+                    raise
+                log.warning("a port was taken before the cluster bound it; starting on new ports")
+                self.data_dir = None  # `stop()` removed it: a fresh one, no half-made metadata
+                self.zk_port = self.bookie_port = 0
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _start_once(self, timeout: float) -> LocalPulsarCluster:
         began = time.monotonic()
         deadline = began + timeout
         java = find_java(self.version)

@@ -28,7 +28,9 @@ from pathlib import Path
 
 from pulsar_lens.core.errors import LocalPulsarError
 from pulsar_lens.lab.processes import (
+    BIND_ATTEMPTS,
     JVM_FLAGS,
+    PORT_TAKEN,
     alive,
     free_port,
     get_json,
@@ -48,10 +50,6 @@ from pulsar_lens.lab.runtime import (
 )
 
 log = logging.getLogger(__name__)
-
-BIND_ATTEMPTS = 3
-PORT_TAKEN = "Address already in use"
-"""What the JVM's log says when a port `free_port` picked was taken before it bound it."""
 
 # The broker's own defaults differ from the shipped standalone.conf; these mirror the latter,
 # trimmed to a broker-only standalone, and refresh stats quickly so polls see fresh data.

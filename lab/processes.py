@@ -58,6 +58,12 @@ JVM_FLAGS: tuple[str, ...] = (
 )
 
 
+BIND_ATTEMPTS = 3
+PORT_TAKEN = "Address already in use"
+"""What a JVM's log says when a port `free_port` picked was taken before it bound it: a start
+whose ports are all its own choice is tried again on new ones, BIND_ATTEMPTS times at most."""
+
+
 def free_port() -> int:
     """A TCP port of 127.0.0.1 free now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -8,6 +8,7 @@ import pytest
 
 from pulsar_lens.core.errors import LocalPulsarError
 from pulsar_lens.lab import localpulsar, runtime
+from pulsar_lens.lab.cluster import LocalPulsarCluster
 from pulsar_lens.lab.localpulsar import JVM_FLAGS, LocalPulsar
 from pulsar_lens.lab.runtime import find_java, java_supported
 
@@ -176,3 +177,31 @@ def test_a_start_whose_port_was_taken_meanwhile_starts_again_on_new_ports(
     assert first_ports != again_ports and all(again_ports)
     broker.stop()
     assert not again_dir.exists()
+
+
+@pytest.mark.parametrize(("zk_port", "attempts"), [(0, 2), (2181, 1)])
+def test_a_cluster_whose_port_was_taken_meanwhile_starts_again_on_new_ports(
+    zk_port: int, attempts: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two-broker cluster does the same as a standalone: its own ports, started again;
+    a port given by the caller, not."""
+    seen: list[int] = []
+
+    def start_once(self: LocalPulsarCluster, timeout: float) -> LocalPulsarCluster:
+        seen.append(self.zk_port)
+        if len(seen) == 1:
+            self.zk_port = self.zk_port or 41_000  # as the real one chooses its ports
+            raise LocalPulsarError(
+                "ZooKeeper exited with code 1 while starting; log tail:\n"
+                "java.net.BindException: Address already in use"
+            )
+        return self
+
+    monkeypatch.setattr(LocalPulsarCluster, "_start_once", start_once)
+    cluster = LocalPulsarCluster(zk_port=zk_port)
+    if attempts == 1:
+        with pytest.raises(LocalPulsarError, match="Address already in use"):
+            cluster.start()
+    else:
+        assert cluster.start() is cluster
+    assert seen == [zk_port, 0][:attempts]
