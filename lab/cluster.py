@@ -42,13 +42,12 @@ from pulsar_lens.lab.cluster_conf import (
 )
 from pulsar_lens.lab.cluster_ready import broker_ready, cluster_ready, zk_ok
 from pulsar_lens.lab.processes import (
-    BIND_ATTEMPTS,
     JVM_FLAGS,
-    PORT_TAKEN,
     free_port,
     log_tail,
     port_open,
     spawn,
+    start_retrying,
     wait_until,
 )
 from pulsar_lens.lab.runtime import (
@@ -143,18 +142,14 @@ class LocalPulsarCluster:
         """Start every process and wait until the cluster is usable from each broker; raise
         with the log tail of whichever process failed. When a port `free_port` chose was
         taken before its process bound it and every port and the data directory are the
-        cluster's own choice, it starts again on new ones (BIND_ATTEMPTS times at most)."""
+        cluster's own choice, it starts again on new ones (`start_retrying`)."""
         ours = not (self.zk_port or self.bookie_port) and self.data_dir is None
-        for attempt in range(1, BIND_ATTEMPTS + 1):
-            try:
-                return self._start_once(timeout)
-            except LocalPulsarError as exc:
-                if not (ours and attempt < BIND_ATTEMPTS and PORT_TAKEN in str(exc)):
-                    raise
-                log.warning("a port was taken before the cluster bound it; starting on new ports")
-                self.data_dir = None  # `stop()` removed it: a fresh one, no half-made metadata
-                self.zk_port = self.bookie_port = 0
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        return start_retrying(lambda: self._start_once(timeout), ours=ours, forget=self._forget)
+
+    def _forget(self) -> None:
+        """After a failed start (`stop()` removed its own data directory): new ones next."""
+        self.data_dir = None
+        self.zk_port = self.bookie_port = 0
 
     def _start_once(self, timeout: float) -> LocalPulsarCluster:
         began = time.monotonic()

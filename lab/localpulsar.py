@@ -28,15 +28,14 @@ from pathlib import Path
 
 from pulsar_lens.core.errors import LocalPulsarError
 from pulsar_lens.lab.processes import (
-    BIND_ATTEMPTS,
     JVM_FLAGS,
-    PORT_TAKEN,
     alive,
     free_port,
     get_json,
     kill_group,
     log_tail,
     spawn,
+    start_retrying,
     terminate_group,
     wait_until,
 )
@@ -184,32 +183,34 @@ class LocalPulsar:
 
         A port `free_port` chose can be taken by another process before the JVM binds it (on
         a busy machine, between two brokers starting side by side): when every port and the
-        data directory are this broker's own choice, such a start is tried again, up to
-        BIND_ATTEMPTS times, on new ports and a new data directory."""
+        data directory are this broker's own choice, it starts again on new ones
+        (`start_retrying`)."""
         java = find_java(self.version)
         lib = ensure_runtime(self.version)
         ours = not (self.web_port or self.broker_port or self.bookie_port or self.web_tls_port)
-        ours = ours and self.data_dir is None
-        for attempt in range(1, BIND_ATTEMPTS + 1):
-            if self.data_dir is None:
-                self.data_dir = Path(tempfile.mkdtemp(prefix="pulsar-lens-standalone-"))
-                self._own_data_dir = True
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            self.web_port = self.web_port or free_port()
-            self.broker_port = self.broker_port or free_port()
-            self.bookie_port = self.bookie_port or free_port()
-            if self.web_tls:
-                self.web_tls_port = self.web_tls_port or free_port()
-            self._write_conf()
-            try:
-                return self._spawn_ready(java, lib, timeout)
-            except LocalPulsarError as exc:
-                if not (ours and attempt < BIND_ATTEMPTS and PORT_TAKEN in str(exc)):
-                    raise
-                log.warning("a port was taken before Pulsar bound it; starting on new ports")
-                self.data_dir = None  # `stop()` removed it: a fresh one, no half-made cluster
-                self.web_port = self.broker_port = self.bookie_port = self.web_tls_port = 0
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        return start_retrying(
+            lambda: self._start_once(java, lib, timeout),
+            ours=ours and self.data_dir is None,
+            forget=self._forget_ports,
+        )
+
+    def _start_once(self, java: str, lib: Path, timeout: float) -> LocalPulsar:
+        if self.data_dir is None:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="pulsar-lens-standalone-"))
+            self._own_data_dir = True
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.web_port = self.web_port or free_port()
+        self.broker_port = self.broker_port or free_port()
+        self.bookie_port = self.bookie_port or free_port()
+        if self.web_tls:
+            self.web_tls_port = self.web_tls_port or free_port()
+        self._write_conf()
+        return self._spawn_ready(java, lib, timeout)
+
+    def _forget_ports(self) -> None:
+        """After a failed start (`stop()` removed its own data directory): new ones next."""
+        self.data_dir = None
+        self.web_port = self.broker_port = self.bookie_port = self.web_tls_port = 0
 
     def _spawn_ready(self, java: str, lib: Path, timeout: float) -> LocalPulsar:
         """Start the JVM and wait until it serves; one that does not is stopped."""

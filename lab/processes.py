@@ -19,10 +19,12 @@ import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from pulsar_lens.core.errors import LocalPulsarError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 JVM_CHARSET = "UTF-8"
 """The broker hashes consumer names with `String.getBytes()`, i.e. the JVM's default charset.
@@ -62,6 +64,22 @@ BIND_ATTEMPTS = 3
 PORT_TAKEN = "Address already in use"
 """What a JVM's log says when a port `free_port` picked was taken before it bound it: a start
 whose ports are all its own choice is tried again on new ones, BIND_ATTEMPTS times at most."""
+
+
+def start_retrying(start: Callable[[], T], *, ours: bool, forget: Callable[[], None]) -> T:
+    """`start()`; when the process it starts lost a port to another before binding it (its
+    log says PORT_TAKEN) and `ours` (every port and the data directory were chosen here, so
+    nothing the caller named changes), `forget()` drops them and it starts again on new
+    ones, BIND_ATTEMPTS times at most. Any other failure is raised at once."""
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        try:
+            return start()
+        except LocalPulsarError as exc:
+            if not (ours and attempt < BIND_ATTEMPTS and PORT_TAKEN in str(exc)):
+                raise
+            log.warning("a port was taken before it was bound; starting again on new ports")
+            forget()
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def free_port() -> int:
