@@ -11,7 +11,8 @@
    batches and the compiled hash in Python (its fallback), against a pandas UDF calling `mmh3`
    once per key for the same value (all equal on a sample key by key, and in sum). Where the
    time goes: the same keys made and summed in the JVM alone, and sent through Arrow batches
-   to Python and back unhashed; and the compiled hash alone on them in one process. Cold is
+   to Python and back unhashed; the compiled hash alone on them in one process; and keys held
+   in Spark (made once, persisted in its memory), summed and hashed by ours. Cold is
    the first run of each, warm the best of the next two; the UDF's set-up (compiling the jar
    when missing, adding it to the session, registering it) is timed apart.
 3. Scale curve: synthetic stores (`benchmarks/synth_store.py`) of a `--topics`-topic cluster
@@ -289,6 +290,7 @@ def child_hashing(keys: int) -> dict[str, Any]:
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
 
@@ -323,6 +325,11 @@ def child_hashing(keys: int) -> dict[str, Any]:
         "arrow_hash": lambda: _one(with_sticky_hash(frame, "key", path="arrow").agg(F.sum("hash"))),
         "udf": lambda: _one(frame.select(per_row("key").alias("hash")).agg(F.sum("hash"))),
     }
+    # keys held in Spark: made once, kept in its memory, so a stage reads them and nothing else
+    held: Any = frame.persist(StorageLevel.MEMORY_ONLY)
+    held.count()
+    stages["held"] = lambda: _one(held.agg(F.sum(F.length("key"))))
+    stages["held_ours"] = lambda: _one(with_sticky_hash(held, "key", path="jvm").agg(F.sum("hash")))
     ids = pa.array(np.arange(keys, dtype=np.int64) * KEY_MULTIPLIER % KEY_MODULUS)
     local = pc.binary_join_element_wise("order-", pc.cast(ids, pa.string()), "")
     stages["alone"] = lambda: int(sticky_key_hash_array(local).sum(dtype=np.int64))
@@ -334,7 +341,8 @@ def child_hashing(keys: int) -> dict[str, Any]:
             value = run()
             times.append(time.perf_counter() - started)
         out[name] = {"cold": times[0], "warm": min(times[1:]), "value": int(value)}
-    sums = {out[n]["value"] for n in ("ours", "arrow_hash", "udf", "alone")}
+    held.unpersist()
+    sums = {out[n]["value"] for n in ("ours", "held_ours", "arrow_hash", "udf", "alone")}
     assert len(sums) == 1, "sums differ"
     return out
 
@@ -397,6 +405,13 @@ def report_hashing(keys: int) -> None:
         f"the round trip. Values equal key by key on {h['sample']:,} keys (JVM, Arrow, per-row "
         f"UDF, scalar hash) and in sum on all."
     )
+    held, held_ours = h["held"], h["held_ours"]
+    print(
+        f"on keys held in Spark's memory, warm: reading them {held[w]:.1f} s, ours "
+        f"{held_ours[w]:.1f} s ({keys / held_ours[w] / 1e6:.2f} M keys/s, "
+        f"{udf[w] / held_ours[w]:.1f}x the per-row UDF on made keys); cold "
+        f"{keys / held_ours['cold'] / 1e6:.2f} M keys/s"
+    )
     print(
         f"peak RSS: Python driver {h['child_mb']:.0f} MB, JVM {h['jvm_mb']:.0f} MB, "
         f"Python workers {h['workers_mb']:.0f} MB"
@@ -414,6 +429,8 @@ HASH_STAGES = {
     "arrow_hash": "with_sticky_hash through Arrow batches, compiled hash (the fallback)",
     "udf": "baseline: pandas UDF, mmh3 once per key",
     "alone": "the compiled hash alone, one process, no Spark",
+    "held": "keys held in Spark's memory, summed (read only)",
+    "held_ours": "ours on the keys held in Spark's memory",
 }
 
 
