@@ -178,7 +178,11 @@ def run() -> int:
     command leaves behind (pandas, pyarrow and the models: 0.1-0.2 s of each short command
     such as `plugins`). atexit handlers, log handlers and the flush of stdout still run, and
     objects leave by reference count as before. Not for `main()` called in-process (a test's),
-    whose heap would never be collected again."""
+    whose heap would never be collected again; for the same reason only this lets a collect
+    loop freeze the heap after each stored snapshot (`collectors.heap`)."""
+    from pulsar_lens.collectors.heap import allow_freezing
+
+    allow_freezing()
     code = main()
     gc.freeze()
     return code

@@ -28,6 +28,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from pulsar_lens.collectors.answers import collection_paused
+from pulsar_lens.collectors.heap import settle_after_poll
 from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn, beat_of, is_unreachable
 from pulsar_lens.collectors.overrun import overrun_of
 from pulsar_lens.collectors.restore import restore_latest
@@ -192,6 +194,17 @@ class PollLoop:
 
     def poll_once(self) -> Heartbeat:
         """One poll: store it (unless unreachable), housekeep, report the heartbeat."""
+        with collection_paused():  # see `_poll_and_store`
+            beat = self._poll_and_store()
+        if beat.snapshot_id is not None:
+            settle_after_poll()  # the analyses of it then skip what the heap holds
+        self._on_heartbeat(beat)
+        return beat
+
+    def _poll_and_store(self) -> Heartbeat:
+        """`poll_once` up to its heartbeat, with Python's cyclic garbage collector held off:
+        a poll makes millions of records, their tables, their digest and the diff, and almost
+        none of it is garbage (see `collectors.heap`)."""
         started = self._clock()
         snapshot = self._safe_poll()
         duration = self._clock() - started
@@ -229,7 +242,6 @@ class PollLoop:
         beat = dataclasses.replace(beat, interval=self.interval)
         if self.cluster:
             beat = dataclasses.replace(beat, cluster=self.cluster)
-        self._on_heartbeat(beat)
         return beat
 
     def _store(

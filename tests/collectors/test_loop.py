@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import gc
 import random
 import threading
 from collections.abc import Callable, Sequence
@@ -233,6 +234,52 @@ def test_loop_diffs_each_snapshot_against_the_previous(tmp_path: Path) -> None:
     events = loop.store.read("events")
     assert events["snapshot_id"].to_pylist() == [beats[2].snapshot_id, beats[3].snapshot_id]
     assert [b.events for b in beats] == [0, 0, 1, 1]
+
+
+def test_loop_holds_the_garbage_collector_off_from_the_poll_to_the_stored_snapshot(
+    tmp_path: Path,
+) -> None:
+    assert gc.isenabled()
+    fake = FakeTime()
+    seen: list[tuple[str, bool]] = []
+    polls = scripted_poll(fake, [ok, ok])
+
+    def poll() -> Snapshot:
+        seen.append(("poll", gc.isenabled()))
+        return polls()
+
+    def diff(previous: Snapshot, current: Snapshot) -> list[EventRecord]:
+        seen.append(("diff", gc.isenabled()))
+        return []
+
+    def on_heartbeat(beat: Heartbeat) -> None:  # the analyses start here: collected again
+        seen.append(("heartbeat", gc.isenabled()))
+
+    store = Store(tmp_path / "store")
+    write = store.write
+
+    def watched_write(snapshot: Snapshot, **kw: Any) -> str:
+        seen.append(("write", gc.isenabled()))
+        return write(snapshot, **kw)
+
+    store.write = watched_write  # type: ignore[method-assign]
+    loop = PollLoop(
+        poll,
+        store,
+        interval=30.0,
+        jitter=0.0,
+        max_polls=2,
+        clock=fake.clock,
+        sleep=fake.sleep,
+        now=fake.wall,
+        diff=diff,
+        on_heartbeat=on_heartbeat,
+    )
+    loop.run()
+    first = [("poll", False), ("write", False), ("heartbeat", True)]
+    then = [("poll", False), ("diff", False), ("write", False), ("heartbeat", True)]
+    assert seen == first + then
+    assert gc.isenabled()
 
 
 def test_loop_heartbeat_line(tmp_path: Path) -> None:

@@ -1,0 +1,113 @@
+"""The heap a collect process freezes after each stored snapshot: only when its entry point
+allows it, swept at most once every SWEEP_EVERY seconds, a reference cycle freed late but
+never lost."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pulsar_lens.collectors import heap
+from pulsar_lens.collectors.answers import collection_paused
+from pulsar_lens.collectors.loop import PollLoop
+from pulsar_lens.core.store import Store
+from tests.collectors.test_loop import FakeTime, ok, scripted_poll
+
+
+class Node:
+    """An object that can sit in a reference cycle and be watched by a weak reference."""
+
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+@pytest.fixture
+def freezing() -> Iterator[None]:
+    heap.allow_freezing()
+    try:
+        yield
+    finally:
+        heap.allow_freezing(False)
+        gc.unfreeze()  # the test process's heap as it was
+
+
+def cycle() -> weakref.ref[Node]:
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
+@pytest.mark.usefixtures("freezing")
+def test_a_cycle_frozen_with_the_heap_is_freed_by_the_next_sweep() -> None:
+    now = [0.0]
+    gc.collect()
+    gc.disable()  # the cycle is garbage before the freeze, not yet collected
+    try:
+        garbage = cycle()
+    finally:
+        gc.enable()
+    assert heap.settle_after_poll(lambda: now[0])  # the count starts here
+    assert gc.get_freeze_count() > 0
+    gc.collect()
+    assert garbage() is not None  # frozen: the collector's passes skip it
+    now[0] += heap.SWEEP_EVERY - 1
+    assert heap.settle_after_poll(lambda: now[0])
+    gc.collect()
+    assert garbage() is not None  # no sweep yet
+    now[0] += 1
+    assert heap.settle_after_poll(lambda: now[0])  # the sweep: unfrozen, collected, frozen
+    assert garbage() is None
+
+
+@pytest.mark.usefixtures("freezing")
+def test_nothing_is_frozen_while_the_collector_is_held_off() -> None:
+    with collection_paused():
+        assert not heap.settle_after_poll()
+    assert gc.get_freeze_count() == 0
+
+
+def test_nothing_is_frozen_unless_the_entry_point_allows_it() -> None:
+    assert not heap.settle_after_poll()
+    assert gc.get_freeze_count() == 0
+
+
+@pytest.mark.usefixtures("freezing")
+def test_the_loop_freezes_the_heap_after_each_stored_snapshot_before_its_heartbeat(
+    tmp_path: Path,
+) -> None:
+    fake = FakeTime()
+    frozen: list[int] = []
+    loop = PollLoop(
+        scripted_poll(fake, [ok, ok]),
+        Store(tmp_path / "store"),
+        interval=30.0,
+        jitter=0.0,
+        max_polls=2,
+        clock=fake.clock,
+        sleep=fake.sleep,
+        now=fake.wall,
+        on_heartbeat=lambda beat: frozen.append(gc.get_freeze_count()),
+    )
+    assert loop.run() == 2
+    assert len(frozen) == 2
+    assert all(count > 0 for count in frozen)
+
+
+def test_the_loop_in_process_leaves_the_heap_unfrozen(tmp_path: Path) -> None:
+    fake = FakeTime()
+    loop = PollLoop(
+        scripted_poll(fake, [ok]),
+        Store(tmp_path / "store"),
+        interval=30.0,
+        jitter=0.0,
+        max_polls=1,
+        clock=fake.clock,
+        sleep=fake.sleep,
+        now=fake.wall,
+    )
+    assert loop.run() == 1
+    assert gc.get_freeze_count() == 0
