@@ -35,32 +35,45 @@ def freezing() -> Iterator[None]:
         gc.unfreeze()  # the test process's heap as it was
 
 
-def cycle() -> weakref.ref[Node]:
+def linked() -> Node:
     a, b = Node(), Node()
     a.other, b.other = b, a
-    return weakref.ref(a)
+    return a
+
+
+def cycle() -> weakref.ref[Node]:
+    return weakref.ref(linked())
 
 
 @pytest.mark.usefixtures("freezing")
-def test_a_cycle_frozen_with_the_heap_is_freed_by_the_next_sweep() -> None:
-    now = [0.0]
+def test_a_cycle_the_poll_dropped_is_freed_before_the_freeze() -> None:
     gc.collect()
-    gc.disable()  # the cycle is garbage before the freeze, not yet collected
+    gc.disable()  # as during a poll: the cycle is garbage, not yet collected
     try:
         garbage = cycle()
     finally:
         gc.enable()
-    assert heap.settle_after_poll(lambda: now[0])  # the count starts here
+    assert garbage() is not None
+    assert heap.settle_after_poll()
+    assert garbage() is None
     assert gc.get_freeze_count() > 0
+
+
+@pytest.mark.usefixtures("freezing")
+def test_a_frozen_cycle_dropped_later_is_freed_by_the_next_sweep() -> None:
+    now = [0.0]
+    held = linked()  # alive when frozen
+    kept = weakref.ref(held)
+    assert heap.settle_after_poll(lambda: now[0])  # the count starts here
+    del held  # garbage now, but frozen: the collector's passes skip it
     gc.collect()
-    assert garbage() is not None  # frozen: the collector's passes skip it
+    assert kept() is not None
     now[0] += heap.SWEEP_EVERY - 1
     assert heap.settle_after_poll(lambda: now[0])
-    gc.collect()
-    assert garbage() is not None  # no sweep yet
+    assert kept() is not None  # no sweep yet
     now[0] += 1
     assert heap.settle_after_poll(lambda: now[0])  # the sweep: unfrozen, collected, frozen
-    assert garbage() is None
+    assert kept() is None
 
 
 @pytest.mark.usefixtures("freezing")
