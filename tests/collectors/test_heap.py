@@ -13,9 +13,8 @@ import pytest
 
 from pulsar_lens.collectors import heap
 from pulsar_lens.collectors.answers import collection_paused
-from pulsar_lens.collectors.loop import PollLoop
-from pulsar_lens.core.store import Store
-from tests.collectors.test_loop import FakeTime, ok, scripted_poll
+from pulsar_lens.collectors.heartbeat import Heartbeat
+from tests.collectors.test_loop import FakeTime, make_loop, ok
 
 
 class Node:
@@ -92,35 +91,18 @@ def test_nothing_is_frozen_unless_the_entry_point_allows_it() -> None:
 def test_the_loop_freezes_the_heap_after_each_stored_snapshot_before_its_heartbeat(
     tmp_path: Path,
 ) -> None:
-    fake = FakeTime()
     frozen: list[int] = []
-    loop = PollLoop(
-        scripted_poll(fake, [ok, ok]),
-        Store(tmp_path / "store"),
-        interval=30.0,
-        jitter=0.0,
-        max_polls=2,
-        clock=fake.clock,
-        sleep=fake.sleep,
-        now=fake.wall,
-        on_heartbeat=lambda beat: frozen.append(gc.get_freeze_count()),
-    )
+
+    def on_heartbeat(beat: Heartbeat) -> None:
+        frozen.append(gc.get_freeze_count())
+
+    loop, _ = make_loop(tmp_path, FakeTime(), [ok, ok], on_heartbeat=on_heartbeat)
     assert loop.run() == 2
     assert len(frozen) == 2
     assert all(count > 0 for count in frozen)
 
 
 def test_the_loop_in_process_leaves_the_heap_unfrozen(tmp_path: Path) -> None:
-    fake = FakeTime()
-    loop = PollLoop(
-        scripted_poll(fake, [ok]),
-        Store(tmp_path / "store"),
-        interval=30.0,
-        jitter=0.0,
-        max_polls=1,
-        clock=fake.clock,
-        sleep=fake.sleep,
-        now=fake.wall,
-    )
+    loop, _ = make_loop(tmp_path, FakeTime(), [ok])
     assert loop.run() == 1
     assert gc.get_freeze_count() == 0

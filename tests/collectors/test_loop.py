@@ -42,12 +42,16 @@ class FakeTime:
 
 
 def scripted_poll(
-    fake: FakeTime, script: Sequence[Callable[[dt.datetime], Snapshot]]
+    fake: FakeTime,
+    script: Sequence[Callable[[dt.datetime], Snapshot]],
+    before: Callable[[], object] = lambda: None,
 ) -> Callable[[], Snapshot]:
-    """A poll that returns script[i](now) on call i, taking POLL_SECONDS each time."""
+    """A poll that returns script[i](now) on call i, taking POLL_SECONDS each time; it calls
+    `before()` first."""
     calls = iter(script)
 
     def poll() -> Snapshot:
+        before()
         at = fake.wall()
         fake.now += POLL_SECONDS
         return next(calls)(at)
@@ -67,6 +71,7 @@ def make_loop(
     tmp_path: Path,
     fake: FakeTime,
     script: Sequence[Callable[[dt.datetime], Snapshot]],
+    before: Callable[[], object] = lambda: None,
     **kw: object,
 ) -> tuple[PollLoop, list[Heartbeat]]:
     beats: list[Heartbeat] = []
@@ -80,7 +85,7 @@ def make_loop(
         "on_heartbeat": beats.append,
     }
     options.update(kw)
-    loop = PollLoop(scripted_poll(fake, script), Store(tmp_path / "store"), **options)  # type: ignore[arg-type]
+    loop = PollLoop(scripted_poll(fake, script, before), Store(tmp_path / "store"), **options)  # type: ignore[arg-type]
     return loop, beats
 
 
@@ -240,13 +245,7 @@ def test_loop_holds_the_garbage_collector_off_from_the_poll_to_the_stored_snapsh
     tmp_path: Path,
 ) -> None:
     assert gc.isenabled()
-    fake = FakeTime()
     seen: list[tuple[str, bool]] = []
-    polls = scripted_poll(fake, [ok, ok])
-
-    def poll() -> Snapshot:
-        seen.append(("poll", gc.isenabled()))
-        return polls()
 
     def diff(previous: Snapshot, current: Snapshot) -> list[EventRecord]:
         seen.append(("diff", gc.isenabled()))
@@ -255,26 +254,21 @@ def test_loop_holds_the_garbage_collector_off_from_the_poll_to_the_stored_snapsh
     def on_heartbeat(beat: Heartbeat) -> None:  # the analyses start here: collected again
         seen.append(("heartbeat", gc.isenabled()))
 
-    store = Store(tmp_path / "store")
-    write = store.write
+    loop, _ = make_loop(
+        tmp_path,
+        FakeTime(),
+        [ok, ok],
+        before=lambda: seen.append(("poll", gc.isenabled())),
+        diff=diff,
+        on_heartbeat=on_heartbeat,
+    )
+    write = loop.store.write
 
     def watched_write(snapshot: Snapshot, **kw: Any) -> str:
         seen.append(("write", gc.isenabled()))
         return write(snapshot, **kw)
 
-    store.write = watched_write  # type: ignore[method-assign]
-    loop = PollLoop(
-        poll,
-        store,
-        interval=30.0,
-        jitter=0.0,
-        max_polls=2,
-        clock=fake.clock,
-        sleep=fake.sleep,
-        now=fake.wall,
-        diff=diff,
-        on_heartbeat=on_heartbeat,
-    )
+    loop.store.write = watched_write  # type: ignore[method-assign]
     loop.run()
     first = [("poll", False), ("write", False), ("heartbeat", True)]
     then = [("poll", False), ("diff", False), ("write", False), ("heartbeat", True)]
