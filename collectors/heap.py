@@ -43,9 +43,8 @@ def allow_freezing(allowed: bool = True) -> None:
 def settle_after_poll(clock: Callable[[], float] = time.monotonic) -> bool:
     """Collect what is not frozen and freeze the heap after a stored snapshot; the collection
     sweeps the whole heap when SWEEP_EVERY has passed since the last sweep (the first call only
-    starts the count). Nothing unless freezing is
-    allowed or while the collector is off; True when it froze. Several loops of one process
-    (one per cluster) share the one heap and its sweeps."""
+    starts the count). Nothing unless freezing is allowed, nor while the collector is held off;
+    True when it froze. The loops of one process (one per cluster) share its heap and sweeps."""
     global _last_sweep
     with _lock:
         if not _allowed or not gc.isenabled():
