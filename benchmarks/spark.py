@@ -328,12 +328,15 @@ def child_hashing(keys: int) -> dict[str, Any]:
     # keys held in Spark: made once, kept in its memory, so a stage reads them and nothing else
     held: Any = frame.persist(StorageLevel.MEMORY_ONLY)
     held.count()
+    # MEMORY_ONLY drops what does not fit and makes it again when read: say how much is held
+    infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+    cached = (sum(i.numCachedPartitions() for i in infos), sum(i.numPartitions() for i in infos))
     stages["held"] = lambda: _one(held.agg(F.sum(F.length("key"))))
     stages["held_ours"] = lambda: _one(with_sticky_hash(held, "key", path="jvm").agg(F.sum("hash")))
     ids = pa.array(np.arange(keys, dtype=np.int64) * KEY_MULTIPLIER % KEY_MODULUS)
     local = pc.binary_join_element_wise("order-", pc.cast(ids, pa.string()), "")
     stages["alone"] = lambda: int(sticky_key_hash_array(local).sum(dtype=np.int64))
-    out: dict[str, Any] = {"sample": len(rows), "setup": setup}
+    out: dict[str, Any] = {"sample": len(rows), "setup": setup, "held_partitions": cached}
     for name, run in stages.items():
         times = []
         for _ in range(3):
@@ -410,7 +413,8 @@ def report_hashing(keys: int) -> None:
         f"on keys held in Spark's memory, warm: reading them {held[w]:.1f} s, ours "
         f"{held_ours[w]:.1f} s ({keys / held_ours[w] / 1e6:.2f} M keys/s, "
         f"{udf[w] / held_ours[w]:.1f}x the per-row UDF on made keys); cold "
-        f"{keys / held_ours['cold'] / 1e6:.2f} M keys/s"
+        f"{keys / held_ours['cold'] / 1e6:.2f} M keys/s; partitions held in memory "
+        f"{h['held_partitions'][0]} of {h['held_partitions'][1]}"
     )
     print(
         f"peak RSS: Python driver {h['child_mb']:.0f} MB, JVM {h['jvm_mb']:.0f} MB, "

@@ -26,3 +26,4 @@ def test_spark_hashing_benchmark_runs_tiny(capsys: pytest.CaptureFixture[str]) -
                           r"path: ([0-9.]+)x; ours ([0-9.]+) M keys/s", out)  # fmt: skip
         assert ratio, f"no {when} ratios:\n{out}"
     assert "the Java UDF's set-up" in out
+    assert re.search(r"partitions held in memory \d+ of \d+", out), out
