@@ -69,16 +69,21 @@ def metric(page: Page, label: str) -> Any:
     return page.get_by_test_id("stMetric").filter(has_text=label)
 
 
+def expect_metric(page: Page, label: str, value: str) -> None:
+    """The metric `label` shows `value`, and only it: until a rerun ends, the last run's copy
+    of a metric can still be on the page beside the new one (whichever `settle` saw)."""
+    labelled = metric(page, label).filter(has_text=re.compile(rf"^{label}"))
+    shown = labelled.filter(has_text=re.compile(rf"^{label}\s*{value}$"))
+    expect(shown).to_have_count(1, timeout=TIMEOUT_MS)
+    expect(labelled).to_have_count(1, timeout=TIMEOUT_MS)
+
+
 def expect_state(page: Page, consumers: int, draining: str) -> None:
     """The Key_Shared page's headline, once the run is over (a rerun keeps the last run's
     elements until it ends): `consumers` and `draining` hashes, from the stored result."""
     settle(page)
-    expect(metric(page, "Consumers")).to_contain_text(
-        re.compile(rf"Consumers\s*{consumers}$"), timeout=TIMEOUT_MS
-    )
-    expect(metric(page, "Draining hashes")).to_contain_text(
-        re.compile(rf"Draining hashes\s*{draining}$"), timeout=TIMEOUT_MS
-    )
+    expect_metric(page, "Consumers", str(consumers))
+    expect_metric(page, "Draining hashes", draining)
     expect(page.get_by_text(PRECOMPUTED).first).to_be_visible(timeout=TIMEOUT_MS)
 
 
@@ -86,9 +91,7 @@ def expect_stuck(page: Page, *, draining: str, stuck: str) -> None:
     """The Stuck hashes page's headline, from the stored result."""
     settle(page)
     for label, value in (("Draining hashes", draining), ("Stuck", stuck)):
-        expect(metric(page, label).filter(has_text=re.compile(rf"^{label}"))).to_contain_text(
-            re.compile(rf"{label}\s*{value}$"), timeout=TIMEOUT_MS
-        )
+        expect_metric(page, label, value)
     expect(page.get_by_text(PRECOMPUTED).first).to_be_visible(timeout=TIMEOUT_MS)
 
 
