@@ -1,14 +1,14 @@
-"""The Overview's frames: the newest poll's status and the snapshot's headline counts.
+"""The Overview's frames: the newest poll's status, its errors and the calls that failed.
 
-Store facts only (how many brokers, bundles, topics; which polls failed): every analysis
-lives in its plugin. No Streamlit here: `data.py` caches, pages draw, tests call directly.
+Store facts only (when the poll ran, which calls failed): every analysis lives in its plugin,
+the counts, brokers and namespaces the Overview shows in `cluster-overview`. No Streamlit
+here: `data.py` caches, pages draw, tests call directly.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -128,57 +128,3 @@ def format_age(seconds: float) -> str:
     if s < 86400:
         return f"{s // 3600}h {s % 3600 // 60}m"
     return f"{s // 86400}d {s % 86400 // 3600}h"
-
-
-def compute_counts(
-    tables: Mapping[str, pd.DataFrame], row_counts: Mapping[str, float] | None = None
-) -> dict[str, int]:
-    """Headline counts of one snapshot. A table not given is counted from `row_counts` (the
-    rows per table the store's index keeps), so the Overview never reads the consumers."""
-    subs = tables.get("subscriptions", pd.DataFrame())
-    bundles = tables.get("bundles", pd.DataFrame())
-    stored = row_counts or {}
-
-    def rows(name: str) -> int:
-        return len(tables[name]) if name in tables else int(stored.get(name, 0))
-
-    return {
-        "brokers": rows("brokers"),
-        "namespaces": int(bundles["namespace"].nunique()) if len(bundles) else 0,
-        "bundles": rows("bundles"),
-        "topics": rows("topics"),
-        "subscriptions": rows("subscriptions"),
-        "consumers": rows("consumers"),
-        "key_shared": int((subs["type"] == "Key_Shared").sum()) if len(subs) else 0,
-        "draining_hashes": rows("draining_hashes"),
-    }
-
-
-def compute_namespaces(bundles: pd.DataFrame, topics: pd.DataFrame) -> pd.DataFrame:
-    """Per namespace: bundles, bundles owned, owners, topics, backlog."""
-    columns = ["namespace", "bundles", "owned", "owners", "topics", "backlog_bytes"]
-    if bundles.empty and topics.empty:
-        return pd.DataFrame(columns=columns)
-    per_bundle = bundles.groupby("namespace").agg(
-        bundles=("bundle", "size"),
-        owned=("owner_broker", "count"),
-        owners=("owner_broker", lambda s: ", ".join(sorted(set(s.dropna())))),
-    )
-    # rows counted on backlog_size ("size" counts nulls too): the page need not read the
-    # topics' names, most of the table's bytes at a million topics
-    per_topic = topics.groupby("namespace").agg(
-        topics=("backlog_size", "size"), backlog_bytes=("backlog_size", "sum")
-    )
-    out = per_bundle.join(per_topic, how="outer").reset_index()
-    out[["bundles", "owned", "topics"]] = out[["bundles", "owned", "topics"]].fillna(0).astype(int)
-    return out[columns].sort_values("namespace").reset_index(drop=True)
-
-
-def compute_brokers(brokers: pd.DataFrame, bundles: pd.DataFrame) -> pd.DataFrame:
-    """Brokers with the bundles they own in this snapshot."""
-    columns = ["broker_id", "version", "is_leader", "owned_bundles", "num_topics", "msg_rate_in"]
-    if brokers.empty:
-        return pd.DataFrame(columns=columns)
-    owned = bundles.groupby("owner_broker").size() if len(bundles) else pd.Series(dtype=int)
-    out = brokers.assign(owned_bundles=brokers["broker_id"].map(owned).fillna(0).astype(int))
-    return out[columns].reset_index(drop=True)

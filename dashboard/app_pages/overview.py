@@ -17,34 +17,16 @@ status = require_snapshot(root)
 poll_banner(root)
 components.plugin_failures_banner()
 
-with components.guarded("The overview"):
-    names = ("brokers", "bundles", "topics", "subscriptions")
-    # of the large tables, only what the counts and the namespaces use
-    columns = {"topics": ("namespace", "backlog_size"), "subscriptions": ("type",)}
-    snap = data.tables(root, status.snapshot_id, *names, columns=columns)
-    counts = frames.compute_counts(snap, status.row_counts)
-    row = st.columns(6)
-    for column, (label, key) in zip(
-        row,
-        [
-            ("Brokers", "brokers"),
-            ("Namespaces", "namespaces"),
-            ("Bundles", "bundles"),
-            ("Topics", "topics"),
-            ("Subscriptions", "subscriptions"),
-            ("Consumers", "consumers"),
-        ],
-        strict=True,
-    ):
-        column.metric(label, counts[key])
-    st.subheader("Brokers")
-    st.dataframe(frames.compute_brokers(snap["brokers"], snap["bundles"]), hide_index=True)
-    st.subheader("Namespaces and bundles")
-    st.dataframe(frames.compute_namespaces(snap["bundles"], snap["topics"]), hide_index=True)
-    st.caption(
-        f"{counts['key_shared']} Key_Shared subscription(s); "
-        f"{counts['draining_hashes']} hash(es) draining right now."
-    )
+OVERVIEW_PLUGIN = "cluster-overview"
+"""The analysis the Overview presents: the counts, brokers and namespaces of the snapshot."""
+
+with components.guarded("The cluster overview"):
+    if data.plugin_loaded(OVERVIEW_PLUGIN):
+        components.draw_analysed(root, OVERVIEW_PLUGIN, {})
+    else:
+        components.plugin_missing(OVERVIEW_PLUGIN)
+
+with components.guarded("The poll's errors"):  # shown even when the analysis failed
     which = "the newest poll" if data.upto(root) is None else "this poll"
     st.subheader(f"Errors of {which}")
     if status.errors.empty:

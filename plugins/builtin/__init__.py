@@ -10,6 +10,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "pulsar_lens.plugins.builtin.bundle_ownership:BundleOwnership",
     "pulsar_lens.plugins.builtin.unload_latency:UnloadLatency",
     "pulsar_lens.plugins.builtin.subscription_status:SubscriptionStatus",
+    "pulsar_lens.plugins.builtin.cluster_overview:ClusterOverview",
     "pulsar_lens.plugins.builtin.stuck_hashes:StuckHashes",
     "pulsar_lens.plugins.builtin.key_shared_map:KeySharedMap",
     "pulsar_lens.plugins.builtin.sticky_ranges:StickyRanges",

@@ -47,26 +47,6 @@ def test_format_age(seconds: float, text: str) -> None:
     assert frames.format_age(seconds) == text
 
 
-def test_compute_namespaces_counts_bundles_owners_and_topics(scenario: Store) -> None:
-    out = frames.compute_namespaces(_latest(scenario, "bundles"), _latest(scenario, "topics"))
-    row = out.iloc[0]
-    assert (row["namespace"], row["bundles"], row["owned"], row["topics"]) == (
-        "public/default",
-        4,
-        4,
-        6,
-    )
-    assert row["owners"] == "broker-a:8080, broker-b:8080"
-
-
-def test_compute_namespaces_counts_topics_from_their_namespace_and_backlog_alone() -> None:
-    """The Overview reads no topic names: a topic without a backlog figure still counts."""
-    bundles = pd.DataFrame({"namespace": ["t/n"], "bundle": ["0x0_0xf"], "owner_broker": ["b:1"]})
-    topics = pd.DataFrame({"namespace": ["t/n", "t/n"], "backlog_size": [5.0, None]})
-    (row,) = frames.compute_namespaces(bundles, topics).to_dict("records")
-    assert (row["topics"], row["backlog_bytes"], row["owners"]) == (2, 5.0, "b:1")
-
-
 def test_page_plan_gives_plugins_with_a_page_their_own_and_the_rest_a_generic_one() -> None:
     registry = discover(entry_points=False, plugin_dirs=())
     plan = navigation.page_plan(registry)
@@ -85,7 +65,7 @@ def test_page_plan_gives_plugins_with_a_page_their_own_and_the_rest_a_generic_on
     assert set(history) == spark and "stuck-hash-history" in spark
     assert history["stuck-hash-history"] == "stuck-hash-history"
     generic = {p.target for p in plan.get("Analyses", ())}
-    generic_too = {"sticky-ranges", "bundle-ownership"}
+    generic_too = {"sticky-ranges", "bundle-ownership", "cluster-overview"}
     assert generic == {p.name for p in registry if p.plugin.page is None} == generic_too
     assert all(p.kind == "analysis" for p in plan.get("Analyses", ()))
     assert [p.title for p in plan["About"]] == ["Plugins"]
