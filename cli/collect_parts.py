@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the loop (pandas), the analyses (altair, the plugins) load 
     from pulsar_lens.core.store import Store
     from pulsar_lens.plugins.results import ResultStore
     from pulsar_lens.plugins.spark.worker import WorkerProcess
+    from pulsar_lens.plugins.splitpass import Splitter
 
 # `serve` gives the collect process 10 s to stop: the job worker's Spark session gets half
 JOBS_GRACE = 5.0
@@ -77,6 +78,7 @@ def compute_per_cluster(
     clusters: Sequence[str],
     *,
     stop: Callable[[], bool] = lambda: False,
+    splitter: Splitter | None = None,
 ) -> None:
     """Every light plugin on each cluster's own newest snapshots, then prune the stored
     results (`prune_results`); the plugins not started once `stop()` is true are left out."""
@@ -89,7 +91,7 @@ def compute_per_cluster(
         # every plugin of this round on the same newest snapshot, though polls go on: else
         # at a short interval each plugin meets another poll and no snapshot gets them all
         view = ClusterView(store, cluster).pinned()
-        if len(run_pass(view, light, results, stop=stop)) < len(light):
+        if len(run_pass(view, light, results, stop=stop, splitter=splitter)) < len(light):
             return  # stopped
     prune_results(store, light, results)  # over the whole store: every cluster's are live
 
@@ -118,20 +120,27 @@ class Analyses:
         from pulsar_lens.plugins.registry import discover
         from pulsar_lens.plugins.results import ResultStore
         from pulsar_lens.plugins.spark.worker import WorkerProcess
+        from pulsar_lens.plugins.splitpass import Splitter
 
         registry = discover(plugin_dirs=settings.plugin_dirs, limits=limits_of(settings))
         for failure in registry.failures:
             print(f"pulsar-lens collect: {failure}", file=sys.stderr, flush=True)
         results = ResultStore(store.root)
         plugins = list(registry)
+        # a long pass goes on two cores (`plugins.splitpass`) unless the settings say not to
+        splitter = Splitter() if settings.analyses_helper else None
         if clusters:
             self._worker = ResultsWorker(
-                lambda stop: compute_per_cluster(store, plugins, results, clusters, stop=stop),
+                lambda stop: compute_per_cluster(
+                    store, plugins, results, clusters, stop=stop, splitter=splitter
+                ),
                 then=then,
             )
         else:
             self._worker = ResultsWorker(
-                lambda stop: compute_results(store, plugins, results=results, stop=stop),
+                lambda stop: compute_results(
+                    store, plugins, results=results, stop=stop, splitter=splitter
+                ),
                 then=then,
             )
         self._jobs: WorkerProcess | None = None

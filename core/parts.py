@@ -25,6 +25,7 @@ PLUGIN_IMPORT_TIMEOUT_ENV = "PULSAR_LENS_PLUGIN_IMPORT_TIMEOUT"
 DEFAULT_PLUGIN_TIMEOUT = 60.0
 DEFAULT_PLUGIN_IMPORT_TIMEOUT = 10.0
 DEFAULT_PLUGIN_MEMORY = 1024 * 1024 * 1024
+ANALYSES_HELPER_ENV = "PULSAR_LENS_ANALYSES_HELPER"  # 0: every light analysis in-process
 
 # -- Spark --------------------------------------------------------------------------------------
 

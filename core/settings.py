@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.oidc import LoginValues
 from pulsar_lens.core.parts import (
+    ANALYSES_HELPER_ENV,
     BIND_ENV,
     DEFAULT_BIND_ADDRESS,
     DEFAULT_MAX_RESPONSE,
@@ -142,6 +143,7 @@ class Settings:
     jvm_charset: str = ""
     bind_address: str = DEFAULT_BIND_ADDRESS
     login: LoginValues = field(default_factory=LoginValues)
+    analyses_helper: bool = True  # a long results pass may put part of it in a helper process
     loaded: Loaded | None = field(default=None, repr=False, compare=False)
     # the parts a malformed variable may spoil: read through the properties below, which raise
     # that variable's error where the part is used
@@ -215,6 +217,7 @@ class Settings:
             jvm_charset=(env.get(JVM_CHARSET_ENV) or "").strip(),
             bind_address=(env.get(BIND_ENV) or "").strip() or DEFAULT_BIND_ADDRESS,
             login=LoginValues.from_env(env),
+            analyses_helper=(env.get(ANALYSES_HELPER_ENV) or "").strip() != "0",
             loaded=loaded,
             _plugin_limits=_checked(PluginLimits.from_env, env),
             _spark=_checked(lambda e: SparkSettings.from_env(e, master=c.spark_master), env),

@@ -156,6 +156,17 @@ def _ctx() -> Any:
     return _context
 
 
+def context() -> Any:
+    """The forkserver context this module's workers come from (libraries preloaded, no
+    credential in its environment): for other short-lived helpers of ours too."""
+    return _ctx()
+
+
+def start_process(process: Any) -> None:
+    """Start a process of `context()` as this module starts its workers (`_start`)."""
+    _start(process)
+
+
 def call(plugin: str, locator: Locator, method: str, args: tuple[Any, ...], limits: Limits) -> Any:
     """`method(*args)` of a fresh instance of the located plugin class, in a worker."""
     return _run(plugin, locator, method, args, limits, limits.timeout, what=method)

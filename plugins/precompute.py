@@ -24,6 +24,7 @@ from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
 from pulsar_lens.plugins.results import ResultStore, StoredResult
 from pulsar_lens.plugins.sharedreads import SharedReads, planned_reads
+from pulsar_lens.plugins.splitpass import Splitter, run_split
 
 log = logging.getLogger(__name__)
 KEEP_LIGHT_RESULTS = 60  # stored results of each light plugin, per version and parameters
@@ -45,6 +46,7 @@ def compute_results(
     *,
     results: ResultStore,
     stop: Callable[[], bool] = lambda: False,
+    splitter: Splitter | None = None,
 ) -> list[Outcome]:
     """Run and store every plugin whose engine analyses it after each poll (light: `per_poll`)
     on the newest snapshots; prune results retention removed. The others (Spark) are left to
@@ -57,7 +59,7 @@ def compute_results(
     light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
     # every plugin on the snapshot that was newest when the round began, though polls go on
     pinned = ClusterView(store, None).pinned() if isinstance(store, Store) else store
-    outcomes = run_pass(pinned, light, results, stop=stop)
+    outcomes = run_pass(pinned, light, results, stop=stop, splitter=splitter)
     if len(outcomes) == len(light):  # not stopped
         prune_results(store, light, results)
     return outcomes
@@ -69,10 +71,38 @@ def run_pass(
     results: ResultStore,
     *,
     stop: Callable[[], bool] = lambda: False,
+    splitter: Splitter | None = None,
 ) -> list[Outcome]:
     """`store_run` of each of `light` in order on `view` (pinned: one snapshot for all), the
     plugins not started once `stop()` is true left out. A table window several of them
-    declare is read once (`SharedReads`); what it keeps is dropped when the pass ends."""
+    declare is read once (`SharedReads`); what it keeps is dropped when the pass ends.
+    Given a `splitter` that wants it, part of them run in a helper process beside the rest
+    (`plugins.splitpass`)."""
+    if splitter is None:
+        return _run_here(view, light, results, stop=stop)
+    if splitter.wanted(view, light):
+        assert isinstance(view, ClusterView)
+        outcomes = run_split(
+            view,
+            light,
+            lambda part: _run_here(view, part, results, stop=stop),
+            results_store=results.root.parent,
+            seconds=splitter.seconds,
+            stop=stop,
+        )
+    else:
+        outcomes = _run_here(view, light, results, stop=stop)
+    splitter.remember(outcomes)
+    return outcomes
+
+
+def _run_here(
+    view: runner.SnapshotStore,
+    light: Sequence[AnalysisPlugin | LoadedPlugin],
+    results: ResultStore,
+    *,
+    stop: Callable[[], bool],
+) -> list[Outcome]:
     shared = SharedReads(view, [planned_reads(instance_of(p), view) for p in light])
     outcomes: list[Outcome] = []
     try:

@@ -84,13 +84,15 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, every: float =
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds) of a process; None once it is gone."""
+    """(parent pid, CPU seconds) of a process, with that of its children it has reaped (the
+    analyses' helper processes, once gone, count in the forkserver that forked them); None
+    once it is gone."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2 :].split()
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK
+    return int(fields[1]), sum(int(f) for f in fields[11:15]) / TICK
 
 
 def _hwm_mib(pid: int) -> float:
@@ -221,7 +223,7 @@ def _seconds(value: float) -> str:
 
 
 def collect_env(
-    info: dict[str, Any], store: Path, interval: float, metrics_port: int
+    info: dict[str, Any], store: Path, interval: float, metrics_port: int, *, helper: bool = True
 ) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
     cap = max(64, math.ceil(info["largest_body"] * 1.5 / MIB))
@@ -235,6 +237,7 @@ def collect_env(
         "PULSAR_LENS_SPARK_JOBS": "0",
         "PULSAR_LENS_METRICS_PORT": str(metrics_port),
         "PULSAR_LENS_LOG_LEVEL": "WARNING",
+        "PULSAR_LENS_ANALYSES_HELPER": "1" if helper else "0",
         "PYTHONFAULTHANDLER": "1",
     }
 
@@ -461,6 +464,7 @@ def run_size(
     work: Path,
     pages: bool,
     check: bool,
+    helper: bool = True,
 ) -> dict[str, Any]:
     interval = interval or max(15.0, topics * 0.002)
     store = work / "store"
@@ -470,13 +474,14 @@ def run_size(
         "polls": polls,
         "change": change,
         "interval_seconds": interval,
+        "analyses_helper": helper,
         "load_average": os.getloadavg(),
     }
     with synth_server(topics, brokers=brokers, change=change, manifests=check) as (server, info):
         figures["server_start"] = info
         server_cpu_before = (_stat(server.pid) or (0, 0.0))[1]
         port = free_port()
-        env = collect_env(info, store, interval, port)
+        env = collect_env(info, store, interval, port, helper=helper)
         argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--store", str(store)]
         collect = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -627,6 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--brokers", type=int, default=None, help="default: 1 per 50,000 topics, ≥ 3")
     p.add_argument("--interval", type=float, default=None, help="seconds; default 2 ms a topic")
     p.add_argument("--no-pages", action="store_true")
+    p.add_argument("--no-helper", action="store_true", help="every analysis in the collect process")
     p.add_argument("--check", action="store_true", help="compare the store with what was served")
     p.add_argument("--out", type=Path, default=ARTIFACTS)
     p.add_argument("--pages-of", type=Path, help=argparse.SUPPRESS)
@@ -647,6 +653,7 @@ def main(argv: list[str] | None = None) -> int:
                 work=Path(work),
                 pages=not args.no_pages,
                 check=args.check,
+                helper=not args.no_helper,
             )
         (args.out / f"{size}.json").write_text(json.dumps(figures, indent=1, default=str))
         print(table(figures), flush=True)

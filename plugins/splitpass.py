@@ -1,0 +1,262 @@
+"""A results pass on two cores: part of the light plugins analysed in a helper process.
+
+The light pass runs every plugin one after the other on one pinned snapshot. Between polls
+the collect process has nothing else to do, yet the pass kept one core busy and left the
+other idle: at 100,000 topics some 4 s of analyses on a 2-core machine. `Splitter` hands part
+of the plugins to a helper process forked for the pass (from the forkserver that already
+serves third-party plugins, its libraries preloaded) and runs the rest here, side by side:
+
+- plugins that build on one another (`requires`) stay in one part, so each still reads the
+  result just stored for the other; third-party plugins stay here (they run in workers of
+  their own anyway);
+- the parts are balanced by what each plugin took in the previous pass; a pass splits only
+  when that pass took `min_seconds` or more and the process may use two CPUs or more
+  (affinity and the cgroup's CPU quota), since forking a helper costs a few tenths of a second;
+- the helper reads the same pinned view (store root, cluster, `upto`), writes its results into
+  the same `ResultStore` (each entry renamed into place: no two writers meet), and sends back
+  its outcomes. Should it fail to start or die, its plugins are analysed here after the
+  others, and the pass says so in the log; a stop asked for mid-pass reaches it too.
+
+Each part shares its own table reads (`SharedReads`): tables both parts read are read twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing.connection
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pulsar_lens.api import AnalysisPlugin
+from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
+
+log = logging.getLogger(__name__)
+
+Plugin = AnalysisPlugin | LoadedPlugin
+MIN_SECONDS = 2.0
+"""A pass splits only when the previous one took this long: below it the fork costs more
+than the second core gives back."""
+STOP_GRACE = 10.0
+"""Seconds a helper asked to stop may take to finish the plugin it is in before it is killed."""
+
+
+def usable_cpus() -> float:
+    """CPUs this process may use: its affinity, capped by a cgroup v2 CPU quota (`cpu.max`,
+    as a container's `--cpus` sets it)."""
+    try:
+        cpus = float(len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        cpus = float(os.cpu_count() or 1)
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, int(quota) / int(period))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
+def parts(
+    plugins: Sequence[Plugin], seconds: Mapping[str, float]
+) -> tuple[list[Plugin], list[Plugin]]:
+    """(here, helper): `plugins` in two parts of about equal `seconds` (a plugin not timed
+    yet counts as the mean of the others), each in the given order. Plugins linked by
+    `requires` share a part; a third-party plugin's group stays here."""
+    names = [instance_of(p).name for p in plugins]
+    group = {name: name for name in names}
+
+    def root(name: str) -> str:
+        while group[name] != name:
+            name = group[name]
+        return name
+
+    for plugin in plugins:
+        for required in instance_of(plugin).requires:
+            if required in group:
+                group[root(required)] = root(instance_of(plugin).name)
+    known = [s for n in names if (s := seconds.get(n)) is not None and math.isfinite(s)]
+    default = sum(known) / len(known) if known else 1.0
+    weight: dict[str, float] = {}
+    stays: set[str] = set()
+    for plugin, name in zip(plugins, names, strict=True):
+        top = root(name)
+        weight[top] = weight.get(top, 0.0) + max(seconds.get(name, default), 0.0)
+        if getattr(plugin, "isolated", False):
+            stays.add(top)
+    here_load = sum(weight[g] for g in stays)
+    helper_load = 0.0
+    helper: set[str] = set()
+    for top in sorted(set(weight) - stays, key=lambda g: (-weight[g], g)):
+        if helper_load < here_load:
+            helper.add(top)
+            helper_load += weight[top]
+        else:
+            here_load += weight[top]
+    here = [p for p, n in zip(plugins, names, strict=True) if root(n) not in helper]
+    there = [p for p, n in zip(plugins, names, strict=True) if root(n) in helper]
+    return here, there
+
+
+class Splitter:
+    """Splits the passes of one collect process (see the module docstring); remembers what
+    each plugin took so the next pass is balanced on it."""
+
+    def __init__(self, *, min_seconds: float = MIN_SECONDS, cpus: float | None = None) -> None:
+        self.min_seconds = min_seconds
+        self.cpus = usable_cpus() if cpus is None else cpus
+        self.seconds: dict[str, float] = {}
+        self.last_pass_seconds = 0.0
+
+    def wanted(self, view: object, plugins: Sequence[Plugin]) -> bool:
+        """Whether this pass splits: two CPUs or more, a pinned view of a store, plugins a
+        helper may take, and a previous pass long enough."""
+        return (
+            self.cpus >= 2
+            and isinstance(view, ClusterView)
+            and view.upto is not None  # both processes on the same snapshots
+            and type(view.store) is Store
+            and self.last_pass_seconds >= self.min_seconds
+            and len(plugins) > 1
+        )
+
+    def remember(self, outcomes: Sequence[Any]) -> None:
+        """The seconds of each plugin's outcome, for the next split."""
+        ran = [o for o in outcomes if o.status in ("ok", "failed")]
+        for outcome in ran:
+            self.seconds[outcome.plugin] = outcome.seconds
+        if ran:
+            self.last_pass_seconds = sum(o.seconds for o in ran)
+
+
+def run_split(
+    view: ClusterView,
+    plugins: Sequence[Plugin],
+    here_pass: Callable[[Sequence[Plugin]], list[Any]],
+    *,
+    results_store: Path,
+    seconds: Mapping[str, float],
+    stop: Callable[[], bool],
+) -> list[Any]:
+    """The outcomes of `plugins` on `view`, in their order: one part through `here_pass` in
+    this process, the other in a helper process beside it (`parts`)."""
+    here, there = parts(plugins, seconds)
+    if not there:
+        return here_pass(plugins)
+    helper = _Helper.start(view, there, results_store)
+    if helper is None:
+        return here_pass(plugins)
+    try:
+        outcomes = here_pass(here)
+        theirs = helper.wait(stop)
+    finally:
+        helper.close()
+    if theirs is None:
+        if stop():
+            return _in_order(plugins, outcomes)
+        names = ", ".join(instance_of(p).name for p in there)
+        log.warning("the analyses helper process failed (%s); analysing %s here", helper.why, names)
+        theirs = here_pass(there)
+    return _in_order(plugins, [*outcomes, *theirs])
+
+
+def _in_order(plugins: Sequence[Plugin], outcomes: Sequence[Any]) -> list[Any]:
+    rank = {instance_of(p).name: i for i, p in enumerate(plugins)}
+    return sorted(outcomes, key=lambda o: rank.get(o.plugin, len(rank)))
+
+
+class _Helper:
+    """One helper process for one pass."""
+
+    def __init__(self, process: Any, receive: Any, stopping: Any) -> None:
+        self.process = process
+        self.receive = receive
+        self.stopping = stopping
+        self.why = ""
+
+    @classmethod
+    def start(
+        cls, view: ClusterView, plugins: Sequence[Plugin], results_store: Path
+    ) -> _Helper | None:
+        from pulsar_lens.plugins import isolation
+
+        ctx = isolation.context()
+        receive, send = ctx.Pipe(duplex=False)
+        stopping = ctx.Event()
+        args = (str(view.store.root), view.cluster, view.upto, list(plugins), str(results_store))
+        process = ctx.Process(
+            target=_helper_main, args=(*args, stopping, send), name="analyses-helper", daemon=True
+        )
+        try:
+            isolation.start_process(process)
+        except OSError as exc:
+            log.warning("the analyses helper process could not start: %s", exc)
+            receive.close()
+            send.close()
+            return None
+        send.close()
+        return cls(process, receive, stopping)
+
+    def wait(self, stop: Callable[[], bool]) -> list[Any] | None:
+        """Its outcomes; None when it died, or was stopped before it sent them."""
+        stopped_at: float | None = None
+        while True:
+            ready = multiprocessing.connection.wait([self.receive, self.process.sentinel], 0.5)
+            if self.receive in ready:
+                try:
+                    answer: list[Any] = self.receive.recv()
+                except (EOFError, OSError):  # it ended without an answer
+                    self._ended()
+                    return None
+                return answer
+            if self.process.sentinel in ready and not self.receive.poll():
+                self._ended()
+                return None
+            if stop() and stopped_at is None:
+                self.stopping.set()
+                stopped_at = time.monotonic()
+            if stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE:
+                self.why = "stopped"
+                return None
+
+    def _ended(self) -> None:
+        """Say why it ended (`why`) once it is gone."""
+        self.process.join(5)
+        code = self.process.exitcode
+        self.why = (
+            f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        )
+
+    def close(self) -> None:
+        self.receive.close()
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+
+
+def _helper_main(
+    root: str,
+    cluster: str | None,
+    upto: Any,
+    plugins: list[Plugin],
+    results_store: str,
+    stopping: Any,
+    send: Any,
+) -> None:
+    """In the helper: the pass of `plugins` on the same pinned view; the outcomes sent back."""
+    from pulsar_lens.core.settings import drop_credentials
+    from pulsar_lens.plugins.precompute import run_pass
+    from pulsar_lens.plugins.results import ResultStore
+
+    drop_credentials()  # it needs none: it reads the store and writes results
+    try:
+        view = ClusterView(Store(root), cluster, upto=upto)
+        results = ResultStore(results_store)
+        send.send(run_pass(view, plugins, results, stop=stopping.is_set))
+    finally:
+        send.close()

@@ -1,0 +1,167 @@
+"""A long results pass goes on two cores (`plugins.splitpass`): part of the light plugins in a
+helper process, with the results a pass in one process stores."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from benchmarks.synth_store import generate
+from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.engines import engine_of
+from pulsar_lens.plugins.precompute import compute_results, requirements_first, run_pass
+from pulsar_lens.plugins.registry import LoadedPlugin, discover, instance_of
+from pulsar_lens.plugins.results import ResultStore
+from pulsar_lens.plugins.splitpass import Splitter, parts, usable_cpus
+from tests.plugins.split_plugins import AlsoWhere, Follower, WhereAmI
+
+
+def _names(plugins) -> list[str]:
+    return [instance_of(p).name for p in plugins]
+
+
+def _plugin(name: str, requires: tuple[str, ...] = (), isolated: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(name=name, requires=requires, isolated=isolated)
+
+
+def test_plugins_that_build_on_one_another_share_a_part_and_the_parts_are_balanced() -> None:
+    plugins = [
+        _plugin("owner"),
+        _plugin("latency", ("owner",)),
+        _plugin("timeline", ("owner", "latency")),
+        _plugin("map"),
+        _plugin("status"),
+        _plugin("failover"),
+    ]
+    seconds = {"owner": 0.9, "latency": 0.1, "timeline": 1.0, "map": 1.0, "status": 0.5}
+    here, there = parts(plugins, seconds)  # failover untimed: the mean, 0.7
+    assert {"owner", "latency", "timeline"} <= set(_names(here)) or {
+        "owner",
+        "latency",
+        "timeline",
+    } <= set(_names(there))
+    assert sorted(_names(here) + _names(there)) == sorted(_names(plugins))
+    load = {**seconds, "failover": 0.7}
+    difference = abs(sum(load[n] for n in _names(here)) - sum(load[n] for n in _names(there)))
+    assert difference <= 0.3 + 1e-9
+    for part in (here, there):  # each part in the pass's order
+        assert _names(part) == [n for n in _names(plugins) if n in _names(part)]
+
+
+def test_a_third_party_plugin_and_what_it_builds_on_stay_here() -> None:
+    plugins = [_plugin("base"), _plugin("theirs", ("base",), isolated=True), _plugin("other")]
+    here, there = parts(plugins, {"base": 5.0, "theirs": 5.0, "other": 1.0})
+    assert (_names(here), _names(there)) == (["base", "theirs"], ["other"])
+
+
+def test_a_single_group_is_not_split() -> None:
+    plugins = [_plugin("a"), _plugin("b", ("a",))]
+    here, there = parts(plugins, {})
+    assert (_names(here), there) == (["a", "b"], [])
+
+
+def test_the_process_may_use_at_least_one_cpu() -> None:
+    assert usable_cpus() > 0
+
+
+def _store(tmp_path: Path) -> Store:
+    generate(tmp_path, topics=40, days=2 * 30 / 86400)
+    return Store(tmp_path)
+
+
+def _pids(results: ResultStore, plugin: str) -> set[int]:
+    return {
+        int(stored.result.frames["pid"]["pid"].iloc[0])
+        for entry, _ in results.entries(plugin)
+        if (stored := results.newest(plugin, "1", {})) is not None and stored.result is not None
+    }
+
+
+def test_a_split_pass_runs_part_of_the_plugins_in_a_helper_process(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    results = ResultStore(store.root)
+    where = LoadedPlugin(WhereAmI(), "test", "1")
+    follower = LoadedPlugin(Follower(), "test", "1", requirements=(where,))
+    plugins = [where, follower, LoadedPlugin(AlsoWhere(), "test", "1")]
+    splitter = Splitter(min_seconds=0.0, cpus=2)
+    view = ClusterView(store, None).pinned()
+    outcomes = run_pass(view, plugins, results, splitter=splitter)
+    assert [(o.plugin, o.status) for o in outcomes] == [
+        ("where-am-i", "ok"),
+        ("follower", "ok"),
+        ("also-where", "ok"),
+    ]
+    here = _pids(results, "where-am-i")
+    assert here == _pids(results, "follower")  # built on it: the same process
+    assert here == {os.getpid()}
+    (helper,) = _pids(results, "also-where")
+    assert helper != os.getpid()
+    assert set(splitter.seconds) == {"where-am-i", "follower", "also-where"}
+
+
+def test_no_split_below_two_cpus_or_for_a_short_previous_pass(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    view = ClusterView(store, None).pinned()
+    plugins = [WhereAmI(), AlsoWhere()]
+    assert not Splitter(min_seconds=0.0, cpus=1).wanted(view, plugins)
+    short = Splitter(min_seconds=60.0, cpus=2)
+    assert not short.wanted(view, plugins)
+    run_pass(view, plugins, ResultStore(store.root), splitter=short)  # remembered, not split
+    assert short.last_pass_seconds < 60.0
+    assert _pids(ResultStore(store.root), "also-where") == {os.getpid()}
+
+
+def test_when_the_helper_dies_its_plugins_are_analysed_here(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = _store(tmp_path)
+    results = ResultStore(store.root)
+    home = os.getpid()
+    plugins = [WhereAmI(home), AlsoWhere(home)]  # either exits any process but this one
+    view = ClusterView(store, None).pinned()
+    with caplog.at_level(logging.WARNING, logger="pulsar_lens.plugins.splitpass"):
+        outcomes = run_pass(view, plugins, results, splitter=Splitter(min_seconds=0.0, cpus=2))
+    assert [(o.plugin, o.status) for o in outcomes] == [("where-am-i", "ok"), ("also-where", "ok")]
+    assert _pids(results, "where-am-i") == _pids(results, "also-where") == {home}
+    assert "exit code 3" in caplog.text and "analysing" in caplog.text
+
+
+def test_every_built_in_stores_the_same_result_split_as_in_one_process(tmp_path: Path) -> None:
+    generate(tmp_path / "split", topics=200, days=4 * 30 / 86400)
+    shutil.copytree(tmp_path / "split", tmp_path / "one")
+    plugins = list(discover(entry_points=False))
+    split, one = Store(tmp_path / "split"), Store(tmp_path / "one")
+    splitter = Splitter(min_seconds=0.0, cpus=2)
+    outcomes = compute_results(split, plugins, results=ResultStore(split.root), splitter=splitter)
+    compute_results(one, plugins, results=ResultStore(one.root))
+    light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
+    assert [o.plugin for o in outcomes] == _names(light)
+    for plugin in light:
+        instance = instance_of(plugin)
+        params = runner.validate_params(instance, None).model_dump(mode="json")
+        ids = [str(s) for s in runner.snapshot_window(instance, one)["snapshot_id"]]
+        a, b = (
+            ResultStore(root).read(instance.name, instance.version, params, ids)
+            for root in (split.root, one.root)
+        )
+        assert a is not None and b is not None, instance.name
+        assert (a.status, a.error) == (b.status, b.error) == ("ok", None), instance.name
+        assert a.result is not None and b.result is not None
+        assert a.result.summary == b.result.summary, instance.name
+        for name, frame in b.result.frames.items():
+            pd.testing.assert_frame_equal(a.result.frames[name], frame, obj=instance.name)
+
+
+def test_the_helper_is_on_unless_the_settings_turn_it_off() -> None:
+    from pulsar_lens.core.settings import Settings
+
+    assert Settings.from_env({}).analyses_helper
+    assert not Settings.from_env({"PULSAR_LENS_ANALYSES_HELPER": "0"}).analyses_helper
