@@ -23,11 +23,12 @@ from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.precompute import compute_results, requirements_first, store_run
-from pulsar_lens.plugins.registry import discover, instance_of
+from pulsar_lens.plugins.registry import discover
 from pulsar_lens.plugins.results import ResultStore
 from pulsar_lens.plugins.sharedreads import SharedReads, cut
 from pulsar_lens.plugins.testing import make_snapshot
 from pulsar_lens.plugins.window import read_key
+from tests.plugins.same_results import assert_same_results
 
 TOPICS = [f"persistent://public/default/t{i}" for i in range(4)]
 
@@ -214,22 +215,7 @@ def test_the_pass_stores_what_each_plugin_stored_reading_on_its_own(tmp_path: Pa
         store_run(pinned, plugin, ResultStore(alone.root))
     assert sum(shared.reads.values()) < sum(alone.reads.values())
     assert shared.reads["consumers"] < alone.reads["consumers"]
-    for plugin in light:
-        instance = instance_of(plugin)
-        params = runner.validate_params(instance, None).model_dump(mode="json")
-        ids = [str(s) for s in runner.snapshot_window(instance, alone)["snapshot_id"]]
-        one, other = (
-            ResultStore(root).read(instance.name, instance.version, params, ids)
-            for root in (shared.root, alone.root)
-        )
-        assert one is not None and other is not None, instance.name
-        assert (one.status, one.error) == (other.status, other.error), instance.name
-        assert one.status == "ok", (instance.name, one.error)
-        assert one.result is not None and other.result is not None
-        assert one.result.summary == other.result.summary, instance.name
-        assert list(one.result.frames) == list(other.result.frames), instance.name
-        for name, frame in other.result.frames.items():
-            pd.testing.assert_frame_equal(one.result.frames[name], frame, obj=instance.name)
+    assert_same_results(light, shared.root, alone.root, alone)
 
 
 class Tables:

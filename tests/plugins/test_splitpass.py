@@ -9,18 +9,17 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-import pandas as pd
 import pytest
 
 from benchmarks.synth_store import generate
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.store import Store
-from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.precompute import compute_results, requirements_first, run_pass
 from pulsar_lens.plugins.registry import LoadedPlugin, discover, instance_of
 from pulsar_lens.plugins.results import ResultStore
 from pulsar_lens.plugins.splitpass import Splitter, parts, usable_cpus
+from tests.plugins.same_results import assert_same_results
 from tests.plugins.split_plugins import AlsoWhere, Follower, WhereAmI
 
 
@@ -144,20 +143,7 @@ def test_every_built_in_stores_the_same_result_split_as_in_one_process(tmp_path:
     compute_results(one, plugins, results=ResultStore(one.root))
     light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
     assert [o.plugin for o in outcomes] == _names(light)
-    for plugin in light:
-        instance = instance_of(plugin)
-        params = runner.validate_params(instance, None).model_dump(mode="json")
-        ids = [str(s) for s in runner.snapshot_window(instance, one)["snapshot_id"]]
-        a, b = (
-            ResultStore(root).read(instance.name, instance.version, params, ids)
-            for root in (split.root, one.root)
-        )
-        assert a is not None and b is not None, instance.name
-        assert (a.status, a.error) == (b.status, b.error) == ("ok", None), instance.name
-        assert a.result is not None and b.result is not None
-        assert a.result.summary == b.result.summary, instance.name
-        for name, frame in b.result.frames.items():
-            pd.testing.assert_frame_equal(a.result.frames[name], frame, obj=instance.name)
+    assert_same_results(light, split.root, one.root, one)
 
 
 def test_the_helper_is_on_unless_the_settings_turn_it_off() -> None:
