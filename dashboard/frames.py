@@ -34,7 +34,6 @@ class PollStatus:
     polls: int
     errors: pd.DataFrame = field(repr=False)
     durations: dict[str, float] = field(default_factory=dict)
-    row_counts: dict[str, float] = field(default_factory=dict)  # rows per table
 
 
 def compute_poll_status(
@@ -57,7 +56,6 @@ def compute_poll_status(
         polls=len(index),
         errors=parse_errors(row.get("errors_json")),
         durations=_json_object(row.get("durations_json")),
-        row_counts=_json_object(row.get("row_counts_json")),
     )
 
 
