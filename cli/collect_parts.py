@@ -129,6 +129,8 @@ class Analyses:
         plugins = list(registry)
         # a long pass goes on two cores (`plugins.splitpass`) unless the settings say not to
         splitter = Splitter() if settings.analyses_helper else None
+        if splitter is not None:
+            splitter.seed(results, [p for p in plugins if engine_of(p).per_poll])
         if clusters:
             self._worker = ResultsWorker(
                 lambda stop: compute_per_cluster(

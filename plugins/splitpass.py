@@ -35,6 +35,7 @@ from pulsar_lens.api import AnalysisPlugin
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
+from pulsar_lens.plugins.results import ResultStore
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,26 @@ class Splitter:
             and self.last_pass_seconds >= self.min_seconds
             and len(plugins) > 1
         )
+
+    def seed(self, results: ResultStore, plugins: Sequence[Plugin]) -> None:
+        """What each of `plugins` took when its newest stored result was computed (a collect
+        process started again on a store): its first pass is then split like the next ones,
+        instead of running on one core first (minutes at a million topics)."""
+        from pulsar_lens.plugins.runner import validate_params
+
+        newest: dict[str, tuple[str, float]] = {}
+        for plugin in plugins:
+            instance = instance_of(plugin)
+            defaults = validate_params(instance, None).model_dump(mode="json")
+            for _, meta in results.entries(instance.name):
+                at, seconds = str(meta.get("computed_at") or ""), meta.get("seconds")
+                if meta.get("params") != defaults or not isinstance(seconds, int | float):
+                    continue  # a page's other parameters: not what a pass runs
+                if at >= newest.get(instance.name, ("", 0.0))[0]:
+                    newest[instance.name] = (at, float(seconds))
+        self.seconds.update({name: seconds for name, (_, seconds) in newest.items()})
+        if newest:
+            self.last_pass_seconds = sum(seconds for _, seconds in newest.values())
 
     def remember(self, outcomes: Sequence[Any]) -> None:
         """The seconds of each plugin's outcome, for the next split."""

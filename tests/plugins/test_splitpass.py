@@ -151,3 +151,20 @@ def test_the_helper_is_on_unless_the_settings_turn_it_off() -> None:
 
     assert Settings.from_env({}).analyses_helper
     assert not Settings.from_env({"PULSAR_LENS_ANALYSES_HELPER": "0"}).analyses_helper
+
+
+def test_a_new_splitter_learns_from_the_stored_results_of_an_earlier_process(
+    tmp_path: Path,
+) -> None:
+    """A collect process started again on a store splits its first pass already."""
+    store = _store(tmp_path)
+    results = ResultStore(store.root)
+    plugins = [WhereAmI(), AlsoWhere()]
+    view = ClusterView(store, None).pinned()
+    first = run_pass(view, plugins, results, splitter=Splitter(min_seconds=60.0, cpus=2))
+    again = Splitter(min_seconds=1e-6, cpus=2)
+    assert not again.wanted(view, plugins)  # nothing timed yet
+    again.seed(results, plugins)
+    assert again.seconds == pytest.approx({o.plugin: o.seconds for o in first})
+    assert again.last_pass_seconds == pytest.approx(sum(o.seconds for o in first))
+    assert again.wanted(view, plugins)
