@@ -167,7 +167,7 @@ def run_split(
     """The outcomes of `plugins` on `view`, in their order: one part through `here_pass` in
     this process, the other in a helper process beside it (`parts`)."""
     here, there = parts(plugins, seconds)
-    if not there:
+    if not there or stop():  # stopping: no process started for plugins that will not run
         return here_pass(plugins)
     helper = _Helper.start(view, there, results_store)
     if helper is None:
@@ -215,8 +215,10 @@ class _Helper:
         )
         try:
             isolation.start_process(process)
-        except OSError as exc:
-            log.warning("the analyses helper process could not start: %s", exc)
+        except (OSError, EOFError) as exc:
+            # the forkserver is gone or going: a stop signal sent to the whole process group
+            # (`serve` stopping, Ctrl-C) reached it too; the pass goes on here
+            log.warning("the analyses helper process could not start: %r", exc)
             receive.close()
             send.close()
             return None

@@ -168,3 +168,46 @@ def test_a_new_splitter_learns_from_the_stored_results_of_an_earlier_process(
     assert again.seconds == pytest.approx({o.plugin: o.seconds for o in first})
     assert again.last_pass_seconds == pytest.approx(sum(o.seconds for o in first))
     assert again.wanted(view, plugins)
+
+
+def test_a_helper_that_cannot_start_leaves_the_pass_to_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stop signal sent to the whole process group ends the forkserver too: starting a
+    helper then reads an unexpected EOF from it. The pass goes on here."""
+    from pulsar_lens.plugins import isolation
+
+    def gone(process: object) -> None:
+        raise EOFError("unexpected EOF")
+
+    monkeypatch.setattr(isolation, "start_process", gone)
+    store = _store(tmp_path)
+    results = ResultStore(store.root)
+    plugins = [WhereAmI(), AlsoWhere()]
+    view = ClusterView(store, None).pinned()
+    with caplog.at_level(logging.WARNING, logger="pulsar_lens.plugins.splitpass"):
+        outcomes = run_pass(view, plugins, results, splitter=Splitter(min_seconds=0.0, cpus=2))
+    assert [(o.plugin, o.status) for o in outcomes] == [("where-am-i", "ok"), ("also-where", "ok")]
+    assert _pids(results, "also-where") == {os.getpid()}
+    assert "could not start" in caplog.text
+
+
+def test_a_pass_asked_to_stop_starts_no_helper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pulsar_lens.plugins import isolation
+
+    def never(process: object) -> None:
+        raise AssertionError("a helper was started for a pass that is stopping")
+
+    monkeypatch.setattr(isolation, "start_process", never)
+    store = _store(tmp_path)
+    view = ClusterView(store, None).pinned()
+    outcomes = run_pass(
+        view,
+        [WhereAmI(), AlsoWhere()],
+        ResultStore(store.root),
+        stop=lambda: True,
+        splitter=Splitter(min_seconds=0.0, cpus=2),
+    )
+    assert outcomes == []
