@@ -43,8 +43,9 @@ Plugin = AnalysisPlugin | LoadedPlugin
 MIN_SECONDS = 2.0
 """A pass splits only when the previous one took this long: below it the fork costs more
 than the second core gives back."""
-STOP_GRACE = 10.0
-"""Seconds a helper asked to stop may take to finish the plugin it is in before it is killed."""
+STOP_GRACE = 3.0
+"""Seconds a helper asked to stop may take to finish the plugin it is in before it is killed:
+within the 5 s the collect process gives its results thread when it stops."""
 
 
 def usable_cpus() -> float:
