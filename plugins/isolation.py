@@ -14,7 +14,7 @@ does the same and sends back what a function says of the imported module (the li
 `pulsar-lens plugins` learns of a drop-in this way, and imports it nowhere else).
 
 Workers start without any credential: no token, password, OAuth2 setting or settings file
-in their environment (`_start`).
+in their environment (`start_process`).
 
 Arguments and answers cross by pickle: inputs (pandas frames), params as a dict (the
 worker rebuilds them with the plugin's own `Params`), results and views. What a plugin
@@ -148,23 +148,14 @@ def home_of(cls: type) -> str | None:
 _context: Any = None
 
 
-def _ctx() -> Any:
+def context() -> Any:
+    """The forkserver context workers come from (libraries preloaded, no credential in its
+    environment): this module's, and other short-lived helpers of ours (`plugins.splitpass`)."""
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD)
     return _context
-
-
-def context() -> Any:
-    """The forkserver context this module's workers come from (libraries preloaded, no
-    credential in its environment): for other short-lived helpers of ours too."""
-    return _ctx()
-
-
-def start_process(process: Any) -> None:
-    """Start a process of `context()` as this module starts its workers (`_start`)."""
-    _start(process)
 
 
 def call(plugin: str, locator: Locator, method: str, args: tuple[Any, ...], limits: Limits) -> Any:
@@ -200,13 +191,13 @@ def _run(
     *,
     what: str,
 ) -> Any:
-    ctx = _ctx()
+    ctx = context()
     receive, send = ctx.Pipe(duplex=False)
     worker = ctx.Process(
         target=_worker, args=(locator, method, args, limits.memory, send), daemon=True
     )
     try:
-        _start(worker)
+        start_process(worker)
     except OSError as exc:
         # not the plugin's doing: the forkserver is gone, e.g. a stop signal sent to the
         # whole process group reached it while this process finished its work
@@ -246,7 +237,7 @@ _start_lock = threading.Lock()
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 
 
-def _start(worker: Any) -> None:
+def start_process(worker: Any) -> None:
     """Start a worker without it re-running our `__main__` (multiprocessing would run the
     parent's main script in the child: the Streamlit app, a pytest run, the CLI).
 
@@ -282,7 +273,7 @@ def warm() -> None:
     with a drop-in folder took the two imports one after the other."""
     from multiprocessing import forkserver
 
-    _ctx()
+    context()
     with _start_lock, _as_forkserver_parent():
         forkserver.ensure_running()
 
@@ -290,7 +281,7 @@ def warm() -> None:
 @contextlib.contextmanager
 def _as_forkserver_parent() -> Iterator[None]:
     """No `__main__` of ours and no credential in the environment, while a forkserver may
-    be started (see `_start`)."""
+    be started (see `start_process`)."""
     main = sys.modules.get("__main__")
     sys.modules["__main__"] = types.ModuleType("__main__")
     try:
@@ -330,7 +321,7 @@ def _exit(worker: Any) -> str:
 
 
 def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, send: Any) -> None:
-    # the forkserver was started without credentials (`_start`); should other code of this
+    # the forkserver was started without credentials (`start_process`); should other code of this
     # process have started it first, at least none is left in the worker's environment
     drop_credentials()
     os.dup2(2, 1)  # what a plugin prints goes to stderr: stdout carries `analyze --json`

@@ -143,7 +143,7 @@ def test_a_worker_that_cannot_start_is_reported_without_a_traceback(
     def refused(worker: object) -> None:
         raise ConnectionRefusedError(111, "Connection refused")
 
-    monkeypatch.setattr(isolation, "_start", refused)
+    monkeypatch.setattr(isolation, "start_process", refused)
     with pytest.raises(PluginRunError, match="could not start its worker process: Conn"):
         runner.run(registry.get("works"), store, use_cache=False, use_stored=False)
     assert "Traceback" not in caplog.text and not caplog.records
