@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the loop (pandas), the analyses (altair, the plugins) load 
     from pulsar_lens.collectors.loop import CarryFn, DiffFn, PollFn, PollLoop
     from pulsar_lens.collectors.loop_group import LoopGroup
     from pulsar_lens.core.store import Store
+    from pulsar_lens.plugins.precompute import Outcome
     from pulsar_lens.plugins.results import ResultStore
     from pulsar_lens.plugins.spark.worker import WorkerProcess
     from pulsar_lens.plugins.splitpass import Splitter
@@ -79,21 +80,37 @@ def compute_per_cluster(
     *,
     stop: Callable[[], bool] = lambda: False,
     splitter: Splitter | None = None,
-) -> None:
+) -> dict[str, list[Outcome]]:
     """Every light plugin on each cluster's own newest snapshots, then prune the stored
-    results (`prune_results`); the plugins not started once `stop()` is true are left out."""
+    results (`prune_results`); the plugins not started once `stop()` is true are left out.
+    Returns each cluster's outcomes (none for the clusters a stop left out)."""
     from pulsar_lens.core.clusterview import ClusterView
     from pulsar_lens.plugins.engines import engine_of
     from pulsar_lens.plugins.precompute import prune_results, requirements_first, run_pass
 
     light = [p for p in requirements_first(plugins) if engine_of(p).per_poll]
+    outcomes: dict[str, list[Outcome]] = {}
     for cluster in clusters:
         # every plugin of this round on the same newest snapshot, though polls go on: else
         # at a short interval each plugin meets another poll and no snapshot gets them all
         view = ClusterView(store, cluster).pinned()
-        if len(run_pass(view, light, results, stop=stop, splitter=splitter)) < len(light):
-            return  # stopped
+        outcomes[cluster] = run_pass(view, light, results, stop=stop, splitter=splitter)
+        if len(outcomes[cluster]) < len(light):
+            return outcomes  # stopped
     prune_results(store, light, results)  # over the whole store: every cluster's are live
+    return outcomes
+
+
+def loaded_plugins(settings: Settings, command: str) -> list[Any]:
+    """The plugins of `settings` (folders and limits), each one that failed to load said on
+    stderr as `pulsar-lens COMMAND: ...`."""
+    from pulsar_lens.plugins.isolation import limits_of
+    from pulsar_lens.plugins.registry import discover
+
+    registry = discover(plugin_dirs=settings.plugin_dirs, limits=limits_of(settings))
+    for failure in registry.failures:
+        print(f"pulsar-lens {command}: {failure}", file=sys.stderr, flush=True)
+    return list(registry)
 
 
 class Analyses:
@@ -115,18 +132,13 @@ class Analyses:
         """`then`: called once the stored results of a new snapshot are in (/metrics reads
         them then rather than analysing beside this)."""
         from pulsar_lens.plugins.engines import engine_of
-        from pulsar_lens.plugins.isolation import limits_of
         from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
-        from pulsar_lens.plugins.registry import discover
         from pulsar_lens.plugins.results import ResultStore
         from pulsar_lens.plugins.spark.worker import WorkerProcess
         from pulsar_lens.plugins.splitpass import Splitter
 
-        registry = discover(plugin_dirs=settings.plugin_dirs, limits=limits_of(settings))
-        for failure in registry.failures:
-            print(f"pulsar-lens collect: {failure}", file=sys.stderr, flush=True)
         results = ResultStore(store.root)
-        plugins = list(registry)
+        plugins = loaded_plugins(settings, "collect")
         # a long pass goes on two cores (`plugins.splitpass`) unless the settings say not to
         splitter = Splitter() if settings.analyses_helper else None
         if splitter is not None:

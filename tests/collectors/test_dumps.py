@@ -17,6 +17,10 @@ from pulsar_lens.collectors.dumps import capture_folders, read_capture
 from pulsar_lens.core.errors import DumpRefused
 from pulsar_lens.core.store import Store
 from pulsar_lens.core.unsure import unsure_of
+from pulsar_lens.plugins.engines import engine_of
+from pulsar_lens.plugins.registry import discover
+from pulsar_lens.plugins.results import ResultStore
+from tests.crashing_plugin import SLUG, write_plugin
 
 BROKER = "10.0.0.1:8080"
 NS = "acme/orders"
@@ -187,6 +191,40 @@ def test_the_import_command_stores_what_it_reads_and_nothing_of_a_refused_captur
     assert "imported 1 of 2" in out
     index = Store(store).snapshots()
     assert index["collected_at"].dt.minute.tolist() == [39]
+
+
+def test_the_import_command_stores_the_analyses_of_the_newest_snapshot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = tmp_path / "dump"
+    make_capture(dump)
+    make_capture(dump, name="2026-12-02T04-40-37Z")
+    store = tmp_path / "store"
+    assert main(["import", str(dump), "--store", str(store)]) == 0
+    out, err = capsys.readouterr()
+    light = [p.name for p in discover() if engine_of(p).per_poll]
+    assert f"analysed the newest snapshot of prod: {len(light)} of {len(light)} analyses" in out
+    newest = Store(store).latest_snapshot_id()
+    stored = {
+        str(meta["plugin"])
+        for _, meta in ResultStore(store).entries()
+        if (meta.get("snapshot_ids") or [None])[-1] == newest
+    }
+    assert stored == set(light), err
+
+
+def test_an_analysis_that_fails_on_import_is_said_and_the_snapshot_stays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin = write_plugin(tmp_path / "plugins")
+    monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(plugin.parent))
+    make_capture(tmp_path / "dump")
+    store = tmp_path / "store"
+    assert main(["import", str(tmp_path / "dump"), "--store", str(store)]) == 0
+    out, err = capsys.readouterr()
+    assert "analyses stored" in out and out.rstrip().endswith(f"; failed: {SLUG}")
+    assert f"analysis {SLUG} failed" in err and "ZeroDivisionError" in err
+    assert len(Store(store).snapshots()) == 1
 
 
 def test_the_import_command_refuses_a_folder_without_captures(tmp_path: Path) -> None:
