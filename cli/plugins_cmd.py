@@ -203,6 +203,7 @@ def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
     The choices come with the plugin's default-params result; without one (a Spark plugin
     whose job has not run yet) nothing is checked."""
     from pulsar_lens.plugins import runner
+    from pulsar_lens.plugins.results import StoredValues
 
     given = {key: value for key, value in raw.items() if value}
     if not given:
@@ -222,6 +223,13 @@ def check_choices(loaded: Any, store: Any, raw: Mapping[str, str]) -> None:
     for key, value in given.items():
         allowed = choices.get(key)
         if allowed is None or value in allowed:
+            continue
+        if isinstance(allowed, StoredValues) and allowed.lost:  # pruned since it was read
+            print(
+                f"pulsar-lens: warning: --param {key} of {loaded.name} is not checked: its "
+                "stored choices went while they were read (a newer analysis replaced them)",
+                file=sys.stderr,
+            )
             continue
         known = ", ".join(repr(v) for v in allowed[:MAX_SHOWN]) or "none"
         if len(allowed) > MAX_SHOWN:

@@ -295,11 +295,13 @@ def _choices_of(entry: Path, meta: Mapping[str, Any]) -> dict[str, Sequence[str]
 class StoredValues(Sequence[str]):
     """The allowed values of one param kept in an entry's CHOICES file: its length is known
     from meta.json, its values are read the first time they are used. An entry gone since
-    (pruned) or damaged gives no values, logged, never a crash."""
+    (pruned) or damaged gives no values, logged, never a crash, and is `lost`: a caller that
+    checks a value against them knows the check cannot be made."""
 
     def __init__(self, path: Path, param: str, count: int) -> None:
         self._path, self._param, self._count = path, param, count
         self._values: list[str] | None = None
+        self.lost = False
 
     def values(self) -> list[str]:
         if self._values is None:
@@ -308,7 +310,7 @@ class StoredValues(Sequence[str]):
                 self._values = [str(v) for v in table.column("value").to_pylist()]
             except Exception as exc:
                 log.warning("the stored choices %s are unreadable (%s)", self._path, exc)
-                self._values = []
+                self._values, self.lost = [], True
             self._count = len(self._values)
         return self._values
 

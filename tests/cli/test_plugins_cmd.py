@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,10 @@ import pytest
 from pulsar_lens.cli.main import main
 from pulsar_lens.core.model import SubscriptionRecord
 from pulsar_lens.core.store import Store
+from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.precompute import compute_results
 from pulsar_lens.plugins.registry import discover
-from pulsar_lens.plugins.results import CHOICES, ResultStore
+from pulsar_lens.plugins.results import CHOICES, ResultStore, StoredValues
 from pulsar_lens.plugins.testing import TOPIC, make_snapshot
 
 
@@ -149,6 +151,35 @@ def test_plugins_cmd_analyze_checks_a_param_against_a_long_stored_list(
     assert main([*args, "topic=persistent://public/default/nope"]) == 2
     err = capsys.readouterr().err
     assert "is not in the stored snapshots" in err and "(151 in all)" in err
+
+
+def test_plugins_cmd_analyze_leaves_a_param_unchecked_when_its_stored_list_went(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector prunes the entry between reading its meta.json and its list: the value
+    cannot be checked, which is said, rather than refused against an empty list."""
+    root = tmp_path / "store"
+    store = Store(root)
+    topics = [f"persistent://public/default/t{i:03d}" for i in range(150)]
+    subs = tuple(SubscriptionRecord(t, "billing", type="Shared", consumer_count=1) for t in topics)
+    store.write(make_snapshot(0, subscriptions=subs))
+    compute_results(
+        store, [discover(entry_points=False).get("incident-timeline")], results=ResultStore(root)
+    )
+
+    read = StoredValues.values
+
+    def pruned_first(self: StoredValues) -> list[str]:
+        shutil.rmtree(root / "results", ignore_errors=True)  # the collector prunes it now
+        return read(self)
+
+    runner.clear_cache()  # the stored entry is read, as by a command run after the collector
+    monkeypatch.setattr(StoredValues, "values", pruned_first)
+    args = ["analyze", "incident-timeline", "--store", str(root), "--param"]
+    assert main([*args, "topic=persistent://public/default/nope"]) == 0
+    err = capsys.readouterr().err
+    assert "--param topic of incident-timeline is not checked" in err
+    assert "is not in the stored snapshots" not in err
 
 
 def test_plugins_cmd_analyze_empty_store(
