@@ -188,3 +188,33 @@ def test_stuck_empty_inputs() -> None:
     output = analyze([])
     assert all(frame.empty for frame in output.result.frames.values())
     assert output.result.summary["draining"] == 0
+
+
+def test_stuck_hashes_of_one_topic_or_subscription() -> None:
+    other_topic = f"{TOPIC}-2"
+    elsewhere = (
+        ConsumerRecord(other_topic, SUB, "c9", hash_ranges=((1, 65535),), unacked_messages=4),
+        SubscriptionRecord(other_topic, SUB, type="Key_Shared"),
+        SubscriptionRecord(TOPIC, "orders-shared", type="Shared"),
+    )
+    snaps = [
+        poll(
+            i * 10,
+            drain("c1", 40000, 3, 2 + i),
+            DrainingHashRecord(other_topic, SUB, "c9", 7, 4, 1 + i),
+            consumers=(C1, C2, elsewhere[0]),
+            subscriptions=(SUBSCRIPTION, *elsewhere[1:]),
+        )
+        for i in range(3)
+    ]
+    every = analyze(snaps, polls=3).result
+    assert every.summary["stuck_hashes"] == [7, 40000]
+    mine = analyze(snaps, polls=3, topic=TOPIC).result
+    assert mine.summary["stuck_hashes"] == [40000]
+    assert set(mine.frames["history"]["topic"]) == {TOPIC}
+    named = analyze(snaps, polls=3, topic=other_topic, subscription=SUB).result
+    assert named.summary["stuck_hashes"] == [7]
+    assert analyze(snaps, polls=3, subscription="orders-shared").result.summary["draining"] == 0
+    # the controls offer the Key_Shared subscriptions' topics and names
+    choices = PLUGIN.param_choices(make_inputs(snaps, PLUGIN.inputs))
+    assert choices == {"topic": ["", TOPIC, other_topic], "subscription": ["", SUB]}

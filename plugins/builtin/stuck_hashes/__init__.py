@@ -31,7 +31,7 @@ read position they joined at (`consumersAfterMarkDeletePosition`, `readPositionW
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -96,7 +96,7 @@ class StuckHashes(AnalysisPlugin):
         "Key_Shared hashes that keep draining with no acknowledgement progress while messages "
         "wait for them, who holds them, and consumers held back by the classic dispatcher."
     )
-    version = "1.1"
+    version = "1.2"
     engine = "light"
     inputs = ("draining_hashes", "consumers", "subscriptions")
     history = 60
@@ -133,9 +133,14 @@ class StuckHashes(AnalysisPlugin):
         caption="A hash drains when its range moved to another consumer while the old one "
         "still held unacknowledged messages of it; new messages with that hash wait until "
         "they are acked.",
+        controls=("topic", "subscription"),
     )
 
     class Params(BaseModel):
+        topic: str = Field("", title="Topic", description="Only this topic; empty for all")
+        subscription: str = Field(
+            "", title="Subscription", description="Only this subscription; empty for all"
+        )
         polls: int = Field(3, ge=2, le=60, description="Polls without progress before 'stuck'")
         seconds: float = Field(
             120.0,
@@ -145,12 +150,19 @@ class StuckHashes(AnalysisPlugin):
         )
 
     def analyze(self, data: Inputs, params: Params) -> Result:
+        def only(frame: pd.DataFrame) -> pd.DataFrame:
+            return chosen(frame, params.topic, params.subscription)
+
         order = snapshot_order(data.snapshots)
-        draining = with_positions(data.history("draining_hashes"), order)
+        draining = with_positions(only(data.history("draining_hashes")), order)
+        consumers, subscriptions = (
+            only(data.latest("consumers")),
+            only(data.latest("subscriptions")),
+        )
         hashes = compute_hashes(draining, order, polls=params.polls, seconds=params.seconds)
-        hashes = with_holder_facts(hashes, data.latest("consumers"), data.latest("subscriptions"))
+        hashes = with_holder_facts(hashes, consumers, subscriptions)
         violations = compute_violations(draining)
-        held = compute_held_back(data.history("subscriptions"), data.latest("consumers"), order)
+        held = compute_held_back(only(data.history("subscriptions")), consumers, order)
         history = draining[[*HASH_KEY, "collected_at", "unack_msgs", "blocked_attempts"]]
         return Result(
             frames={
@@ -158,7 +170,7 @@ class StuckHashes(AnalysisPlugin):
                 "history": history.reset_index(drop=True),
                 "violations": violations,
                 "held_back": held,
-                "key_shared": key_shared_pairs(data.latest("subscriptions")),
+                "key_shared": key_shared_pairs(subscriptions),
             },
             summary={
                 "draining": len(hashes),
@@ -213,6 +225,25 @@ class StuckHashes(AnalysisPlugin):
         if len(result.frames["held_back"]):
             views.append(Table(result.frames["held_back"], title="Held back (classic dispatcher)"))
         return views
+
+    def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
+        """The topics and names of the Key_Shared subscriptions of the newest poll."""
+        subs = data.latest("subscriptions")
+        keyed = subs[subs["type"] == "Key_Shared"]
+        return {
+            "topic": ["", *sorted({str(t) for t in keyed["topic"].dropna()})],
+            "subscription": ["", *sorted({str(s) for s in keyed["subscription"].dropna()})],
+        }
+
+
+def chosen(frame: pd.DataFrame, topic: str, subscription: str) -> pd.DataFrame:
+    """The rows of `topic` and `subscription` (each, when not empty)."""
+    keep = pd.Series(True, index=frame.index)
+    if topic:
+        keep &= frame["topic"] == topic
+    if subscription:
+        keep &= frame["subscription"] == subscription
+    return frame if bool(keep.all()) else frame[keep]
 
 
 def key_shared_pairs(subscriptions: pd.DataFrame) -> pd.DataFrame:
