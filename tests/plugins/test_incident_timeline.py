@@ -30,7 +30,8 @@ from pulsar_lens.dashboard.navigation import OVERVIEW, page_plan
 from pulsar_lens.dashboard.views import safe_link
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.builtin.incident_timeline import frames
-from pulsar_lens.plugins.builtin.incident_timeline.links import PAGES, key_shared_label, link
+from pulsar_lens.plugins.builtin.incident_timeline.links import PAGES, link
+from pulsar_lens.plugins.builtin.shared.labels import subscription_label
 from pulsar_lens.plugins.registry import discover
 from pulsar_lens.plugins.testing import at, make_snapshot
 from tests.hostile_names import HOSTILE
@@ -218,7 +219,7 @@ def test_incident_timeline_names_the_explaining_page_and_poll(
         kind: parse_qs(urlsplit(url).query).get("subscription")
         for kind, url in zip(events["kind"], events["link"], strict=True)
     }
-    assert control["consumer_left"] == [key_shared_label(TOPIC, "billing")]
+    assert control["consumer_left"] == [subscription_label(TOPIC, "billing")]
     assert control["active_consumer_changed"] == [f"fo @ {FO_TOPIC}"]
     assert control["backlog_over"] == ["billing"]
 
@@ -316,9 +317,9 @@ def test_incident_timeline_link_encodes_every_value() -> None:
 
 
 def test_incident_timeline_key_shared_label_is_the_pages_own() -> None:
-    from pulsar_lens.plugins.builtin.key_shared_map import label_of
+    from pulsar_lens.plugins.builtin import key_shared_map
 
-    assert key_shared_label(TOPIC, "a | b") == label_of(TOPIC, "a | b")
+    assert key_shared_map.subscription_label is subscription_label
 
 
 @pytest.mark.parametrize(

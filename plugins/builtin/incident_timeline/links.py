@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pulsar_lens.plugins.builtin.shared.failover import group_label
+from pulsar_lens.plugins.builtin.shared.labels import subscription_label
 
 PAGES: Mapping[str, str] = {
     "unload-latency": "bundles",
@@ -35,11 +36,6 @@ LINK_FIELDS = ("namespace", "topic", "subscription")
 """Row fields a link may pass on to the page it opens."""
 
 
-def key_shared_label(topic: str, subscription: str) -> str:
-    """A subscription as the Key_Shared page's `subscription` control names it."""
-    return f"{topic} | {subscription}"
-
-
 def _controls(page: str, fields: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The query parameters that set the opened page's controls (`dashboard.urlstate`) to the
     row's namespace, topic or subscription, each in the form that page's control takes: the
@@ -50,7 +46,7 @@ def _controls(page: str, fields: Mapping[str, Any]) -> list[tuple[str, str]]:
     if page == PAGES["unload-latency"]:
         return [("namespace", text["namespace"])] if "namespace" in text else []
     if page == PAGES["key-shared-map"]:
-        return [("subscription", key_shared_label(topic, sub))] if topic and sub else []
+        return [("subscription", subscription_label(topic, sub))] if topic and sub else []
     if page == PAGES["failover-assignment"]:
         return [("subscription", group_label(sub, [(topic, sub)]))] if topic and sub else []
     return [(n, text[n]) for n in ("topic", "subscription") if n in text]

@@ -43,7 +43,6 @@ from pulsar_lens.plugins.builtin.key_distribution.frames import (
     OUTPUTS,
     empty_counts,
     finish,
-    label_of,
     model_of,
 )
 from pulsar_lens.plugins.builtin.key_distribution.reference import GROUP_KEY, members_in_order
@@ -52,6 +51,7 @@ from pulsar_lens.plugins.builtin.key_distribution.whatif import (
     plan_frame,
     what_if_frame,
 )
+from pulsar_lens.plugins.builtin.shared.labels import subscription_label
 
 BROKER_POINTS = 100  # subscriptionKeySharedConsistentHashingReplicaPoints' default
 
@@ -118,7 +118,9 @@ class KeyDistribution(AnalysisPlugin):
     def param_choices(self, data: Any) -> dict[str, list[str]]:
         subs = data.history("subscriptions")
         rows = subs.filter(subs["type"] == "Key_Shared").select("topic", "subscription")
-        labels = {label_of(r["topic"], r["subscription"]) for r in rows.distinct().collect()}
+        labels = {
+            subscription_label(r["topic"], r["subscription"]) for r in rows.distinct().collect()
+        }
         return {"subscription": ["", *sorted(labels)]}
 
 

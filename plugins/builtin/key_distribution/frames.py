@@ -63,10 +63,6 @@ BIN_COLUMNS = ["label", "bin_start", "bin_end", "messages"]
 OUTPUTS = ("consumers", "skew", "hot_keys", "hash_bins", "what_if", "sticky_plan")
 
 
-def label_of(topic: str, subscription: str) -> str:
-    return f"{topic} | {subscription}"
-
-
 def empty_counts() -> dict[str, pd.DataFrame]:
     return {name: empty_frame(columns) for name, columns in COUNT_COLUMNS.items()}
 

@@ -38,10 +38,10 @@ from pulsar_lens.plugins.builtin.key_distribution.frames import (
     WIDE_BIN_WIDTH,
     empty_counts,
     finish,
-    label_of,
     model_of,
 )
 from pulsar_lens.plugins.builtin.key_distribution.whatif import plan_frame, what_if_frame
+from pulsar_lens.plugins.builtin.shared.labels import subscription_label
 
 GROUP_KEY = ["snapshot_id", "topic", "subscription"]
 SELECTOR_COLUMNS = [*GROUP_KEY, "label", "collected_at", "members", "selector", "reduction"]
@@ -157,7 +157,7 @@ def pandas_counts(
     """The counted frames of `frames.COUNT_COLUMNS`, on pandas."""
     subs = subscriptions[subscriptions["type"] == "Key_Shared"]
     pairs = zip(subs["topic"], subs["subscription"], strict=True)
-    subs = subs.assign(label=[label_of(t, s) for t, s in pairs])
+    subs = subs.assign(label=[subscription_label(t, s) for t, s in pairs])
     sampled = subs.merge(samples[["snapshot_id", "topic"]].drop_duplicates(), on=GROUP_KEY[:2])
     lines = brokers[COUNT_COLUMNS["lines"]].reset_index(drop=True)
     if sampled.empty:

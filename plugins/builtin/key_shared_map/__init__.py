@@ -74,14 +74,11 @@ from pulsar_lens.plugins.builtin.key_shared_map.what_if import (
     lookup_row,
     what_if_frames,
 )
+from pulsar_lens.plugins.builtin.shared.labels import subscription_label
 from pulsar_lens.plugins.builtin.shared.versions import BrokerLine, broker_line
 
 KEY_SAMPLE_POLLS = 12
 """How many recent polls of key samples the traffic per consumer counts."""
-
-
-def label_of(topic: str, subscription: str) -> str:
-    return f"{topic} | {subscription}"
 
 
 class KeySharedMap(AnalysisPlugin):
@@ -216,7 +213,10 @@ class KeySharedMap(AnalysisPlugin):
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
         subs = key_shared_subscriptions(data.latest("subscriptions"))
-        labels = [label_of(t, s) for t, s in zip(subs["topic"], subs["subscription"], strict=True)]
+        labels = [
+            subscription_label(t, s)
+            for t, s in zip(subs["topic"], subs["subscription"], strict=True)
+        ]
         keyed = data.latest("consumers").merge(
             subs[["topic", "subscription"]], on=["topic", "subscription"], how="inner"
         )
@@ -252,7 +252,9 @@ def draining_frame(draining: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
     keyed = draining.merge(subs[["topic", "subscription"]], on=["topic", "subscription"])
     if keyed.empty:
         return frame_of([], DRAINING_COLUMNS)
-    labels = [label_of(t, s) for t, s in zip(keyed["topic"], keyed["subscription"], strict=True)]
+    labels = [
+        subscription_label(t, s) for t, s in zip(keyed["topic"], keyed["subscription"], strict=True)
+    ]
     out = keyed.assign(label=labels)[DRAINING_COLUMNS]
     return out.sort_values(["label", "hash"]).reset_index(drop=True)
 
@@ -324,7 +326,7 @@ def analyze_subscriptions(
         s: rebuild(kinds[s], members, points=points, pulsar=pulsar, charset=charset)
         for s, members in zip(others, layout.members_of(others), strict=True)
     }
-    labels = [label_of(topic, sub) for topic, sub in keys]
+    labels = [subscription_label(topic, sub) for topic, sub in keys]
     return Analysis(labels, layout, kinds, fit, models)
 
 
