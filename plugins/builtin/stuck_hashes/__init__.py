@@ -238,12 +238,14 @@ class StuckHashes(AnalysisPlugin):
 
 def chosen(frame: pd.DataFrame, topic: str, subscription: str) -> pd.DataFrame:
     """The rows of `topic` and `subscription` (each, when not empty)."""
+    if not topic and not subscription:
+        return frame  # the default: every row, nothing compared
     keep = pd.Series(True, index=frame.index)
     if topic:
         keep &= frame["topic"] == topic
     if subscription:
         keep &= frame["subscription"] == subscription
-    return frame if bool(keep.all()) else frame[keep]
+    return frame[keep]
 
 
 def key_shared_pairs(subscriptions: pd.DataFrame) -> pd.DataFrame:
