@@ -53,10 +53,14 @@ def params_form(
 
 
 def widget_options(choices: Mapping[str, Sequence[str]] | None, name: str) -> Sequence[str] | None:
-    """The values field `name`'s selectbox offers, or None when it is not one (no choices, or
-    more than MAX_CHOICES of them: then it is a text box)."""
+    """The values field `name`'s selectbox offers, or None when it is not one (no choices,
+    more than MAX_CHOICES of them, or a stored list that went while it was read: then it is
+    a text box)."""
     options = (choices or {}).get(name)
-    return None if options is None or len(options) > MAX_CHOICES else options
+    if options is None or len(options) > MAX_CHOICES:
+        return None
+    values = list(options)  # a list kept beside a stored result is read here
+    return None if getattr(options, "lost", False) else values
 
 
 def widget_value(field: FieldInfo, options: Sequence[str] | None, text: str) -> Any:

@@ -60,3 +60,14 @@ def test_a_failing_param_choices_shows_on_the_page(
     ), warnings
     assert [m.value for m in at.metric] == ["all"]
     assert not at.selectbox and len(at.text_input) == 1  # typed, not picked
+
+
+def test_a_stored_list_gone_while_read_makes_a_text_box(tmp_path: Path) -> None:
+    """The collector pruned the entry after the page read its meta.json: a select box of no
+    values would refuse every value, a text box takes one."""
+    from pulsar_lens.dashboard.forms import widget_options
+    from pulsar_lens.plugins.results import StoredValues
+
+    gone = StoredValues(tmp_path / "pruned" / "choices.parquet", "topic", 600)
+    assert widget_options({"topic": gone}, "topic") is None and gone.lost
+    assert widget_options({"topic": ["", "a"]}, "topic") == ["", "a"]
