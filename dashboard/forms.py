@@ -46,8 +46,9 @@ def params_form(
         if only is not None and name not in only:
             continue
         options = widget_options(choices, name)
-        if options is None and (choices or {}).get(name) is not None:
-            field = _with_hint(field, f"{len((choices or {})[name]):,} values: type one")
+        listed = (choices or {}).get(name)
+        if options is None and listed:  # too many to offer (a list gone has none to count)
+            field = _with_hint(field, f"{len(listed):,} values: type one")
         values[name] = _field_widget(name, field, options, key=f"{key}_{name}")
     return values
 
