@@ -224,6 +224,24 @@ def test_incident_timeline_names_the_explaining_page_and_poll(
     assert control["backlog_over"] == ["billing"]
 
 
+def test_incident_timeline_links_set_controls_the_opened_page_has(events: pd.DataFrame) -> None:
+    """Every name a link puts in its query (but `at` and `cluster`) is a control of the page
+    it opens, so the page shows the row's namespace, topic or subscription."""
+    registry = discover()
+    slug_of = {path: slug for slug, path in PAGES.items()}
+    checked = set()
+    for page, url in zip(events["page"], events["link"], strict=True):
+        names = set(parse_qs(urlsplit(url).query)) - {"at", "cluster"}
+        # the Subscriptions page has no topic or subscription control yet: its rows are
+        # linked with both, and the page shows every subscription, the row's among them
+        if slug_of[page] in ("overview", "subscription-status") or not names:
+            continue
+        opened = registry.get(slug_of[page]).plugin.page
+        assert opened is not None and names <= set(opened.controls), (page, names)
+        checked.add(page)
+    assert checked == {"stuck-hashes", "key-shared", "failover", "bundles"}
+
+
 def test_incident_timeline_pages_are_where_the_dashboard_serves_them() -> None:
     served = {
         spec.target: spec.url_path
