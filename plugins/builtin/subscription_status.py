@@ -1,6 +1,7 @@
 """`subscription-status`: Burrow-style health of every subscription over recent snapshots.
 
-Each subscription is judged on a window of its last `window` snapshots (oldest to newest).
+Each subscription is judged on a window of its last `window` snapshots (oldest to newest);
+`topic` and `subscription` (empty: all) keep the subscriptions of one topic or of one name.
 The first rule that matches wins:
 
 1. **ERROR** - the broker stopped dispatching because of unacknowledged messages: in the
@@ -27,7 +28,7 @@ ask the broker for it), and 0 when the backlog is empty.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,6 +53,7 @@ from pulsar_lens.api import (
     finite,
     parse_topic_name,
 )
+from pulsar_lens.plugins.builtin.shared.choices import chosen, offered
 
 if TYPE_CHECKING:
     import altair as alt
@@ -84,7 +86,7 @@ class SubscriptionStatus(AnalysisPlugin):
         "OK / WARN / STALL / STOP / ERROR for every subscription from its backlog, dispatch and "
         "acknowledgements over recent snapshots, with the time lag of its oldest message."
     )
-    version = "1.0"
+    version = "1.1"
     engine = "light"
     inputs = ("subscriptions", "consumers")
     history = 30
@@ -123,16 +125,22 @@ class SubscriptionStatus(AnalysisPlugin):
         url_path="subscriptions",
         order=50,
         caption="Every subscription with its status, backlog and time lag, worst first.",
+        controls=("topic", "subscription"),
     )
 
     class Params(BaseModel):
+        topic: str = Field("", title="Topic", description="Only this topic; empty for all")
+        subscription: str = Field(
+            "", title="Subscription", description="Only this subscription; empty for all"
+        )
         window: int = Field(5, ge=2, le=30, description="Snapshots per evaluation window")
         include_system: bool = Field(
             False, description="Include system topics (names starting with __)"
         )
 
     def analyze(self, data: Inputs, params: Params) -> Result:
-        subs = with_window(data.history("subscriptions"), data.snapshots, window=params.window)
+        subs = chosen(data.history("subscriptions"), params.topic, params.subscription)
+        subs = with_window(subs, data.snapshots, window=params.window)
         if not params.include_system:
             subs = without_system(subs)
         blocked = blocked_consumers(data.latest("consumers"))
@@ -186,6 +194,10 @@ class SubscriptionStatus(AnalysisPlugin):
             )
         )
         return views
+
+    def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
+        """The topics and subscription names of the newest poll."""
+        return offered(data.latest("subscriptions"))
 
 
 def is_system_topic(topic: str) -> bool:

@@ -42,7 +42,7 @@ def test_plugins_cmd_lists_builtins_as_json(capsys: pytest.CaptureFixture[str]) 
     assert status == {
         "name": "subscription-status",
         "title": "Subscription status",
-        "version": "1.0",
+        "version": "1.1",
         "engine": "light",
         "api_version": 1,
         "requires": [],
@@ -75,7 +75,7 @@ def test_plugins_cmd_shows_api_versions_and_requirements(
     monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(tmp_path))
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out
-    assert "  subscription-status    1.0      light  api 1  Subscription status\n" in out
+    assert "  subscription-status    1.1      light  api 1  Subscription status\n" in out
     assert f"from {tmp_path / 'builds.py'}\n{'':<24} requires subscription-status\n" in out
 
 
@@ -90,7 +90,7 @@ def test_plugins_cmd_analyze_prints_json_frames(
     out = json.loads(capsys.readouterr().out)
     assert (out["plugin"], out["version"], len(out["snapshot_ids"])) == (
         "subscription-status",
-        "1.0",
+        "1.1",
         3,
     )
     assert out["summary"]["worst"] == "STALL"
@@ -105,7 +105,7 @@ def test_plugins_cmd_analyze_prints_tables(
     monkeypatch.setenv("PULSAR_LENS_STORE", str(stalled_store(tmp_path / "store")))
     assert main(["analyze", "subscription-status"]) == 0
     out = capsys.readouterr().out
-    assert "subscription-status 1.0 on 3 snapshot(s)" in out
+    assert "subscription-status 1.1 on 3 snapshot(s)" in out
     assert "== status (1 rows)" in out and "STALL" in out
 
 
@@ -120,7 +120,7 @@ def test_plugins_cmd_analyze_unknown_slug(capsys: pytest.CaptureFixture[str]) ->
     ("param", "text"),
     [
         ("window=1", "window: Input should be greater than or equal to 2"),
-        ("windo=3", "unknown windo; known: window, include_system"),
+        ("windo=3", "unknown windo; known: topic, subscription, window, include_system"),
         ("window", "--param takes KEY=VALUE, found 'window'"),
     ],
 )

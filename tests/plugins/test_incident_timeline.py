@@ -232,14 +232,12 @@ def test_incident_timeline_links_set_controls_the_opened_page_has(events: pd.Dat
     checked = set()
     for page, url in zip(events["page"], events["link"], strict=True):
         names = set(parse_qs(urlsplit(url).query)) - {"at", "cluster"}
-        # the Subscriptions page has no topic or subscription control yet: its rows are
-        # linked with both, and the page shows every subscription, the row's among them
-        if slug_of[page] in ("overview", "subscription-status") or not names:
+        if slug_of[page] == "overview" or not names:
             continue
         opened = registry.get(slug_of[page]).plugin.page
         assert opened is not None and names <= set(opened.controls), (page, names)
         checked.add(page)
-    assert checked == {"stuck-hashes", "key-shared", "failover", "bundles"}
+    assert checked == {"stuck-hashes", "key-shared", "failover", "bundles", "subscriptions"}
 
 
 def test_incident_timeline_pages_are_where_the_dashboard_serves_them() -> None:

@@ -199,7 +199,8 @@ def test_an_in_process_plugin_gets_the_default_result_of_what_it_requires(
     assert output.result.frames["counts"].to_dict("records") == [{"status": "STALL", "n": 1}]
     assert output.views == (Metric("Worst", "STALL"),)
     status = runner.run(registry.get("subscription-status"), store)
-    assert status.cached and status.params.model_dump() == {"window": 5, "include_system": False}
+    defaults = registry.get("subscription-status").plugin.Params()
+    assert status.cached and status.params == defaults
     two = runner.run(registry.get("two-levels"), store).result.frames["rows"]
     assert dict(zip(two["plugin"], two["rows"], strict=True)) == {
         "status-counts": 1,

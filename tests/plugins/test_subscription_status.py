@@ -154,3 +154,29 @@ def test_status_empty_store_gives_empty_frames() -> None:
     output = run_on_inputs(PLUGIN, make_inputs([], PLUGIN.inputs))
     assert output.result.frames["status"].empty
     assert output.result.summary["worst"] == "OK"
+
+
+def test_status_of_one_topic_or_subscription() -> None:
+    other = f"{TOPIC}-2"
+    rows = (
+        sub(msg_backlog=0),
+        sub(subscription="audit", msg_backlog=4, consumer_count=0),
+        sub(topic=other, msg_backlog=7, blocked_on_unacked=True),
+    )
+    snaps = [make_snapshot(i * 10.0, subscriptions=rows) for i in range(2)]
+
+    def judged(**params: Any) -> list[tuple[str, str, str]]:
+        output = run_on_inputs(PLUGIN, make_inputs(snaps, PLUGIN.inputs), params)
+        frame = output.result.frames["status"]
+        assert set(output.result.frames["backlog"]["topic"]) <= set(frame["topic"])
+        return list(zip(frame["topic"], frame["subscription"], frame["status"], strict=True))
+
+    assert len(judged()) == 3
+    assert judged(topic=TOPIC) == [(TOPIC, "audit", "STOP"), (TOPIC, "billing", "OK")]
+    assert judged(subscription="billing") == [(other, "billing", "ERROR"), (TOPIC, "billing", "OK")]
+    assert judged(topic=other, subscription="billing") == [(other, "billing", "ERROR")]
+    assert judged(topic=other, subscription="audit") == []
+    # the controls offer every topic and subscription name of the newest poll
+    choices = PLUGIN.param_choices(make_inputs(snaps, PLUGIN.inputs))
+    assert choices == {"topic": ["", TOPIC, other], "subscription": ["", "audit", "billing"]}
+    assert PLUGIN.page is not None and PLUGIN.page.controls == ("topic", "subscription")

@@ -44,6 +44,7 @@ from pulsar_lens.api import (
 from pulsar_lens.plugins.builtin.incident_timeline import clients, frames
 from pulsar_lens.plugins.builtin.incident_timeline.links import with_links
 from pulsar_lens.plugins.builtin.incident_timeline.views import chart_events
+from pulsar_lens.plugins.builtin.shared.choices import offered
 
 WINDOW = 60
 COLLECTED_KINDS = ("consumer_joined", "consumer_left", "active_consumer_changed")
@@ -160,15 +161,9 @@ class IncidentTimeline(AnalysisPlugin):
         return views
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
-        subs = data.latest("subscriptions")
-        topics = sorted({str(t) for t in subs["topic"].dropna()})
-        namespaces = sorted(frames.namespaces_in(topics))
-        names = sorted({str(s) for s in subs["subscription"].dropna()})
-        return {
-            "namespace": ["", *namespaces],
-            "topic": ["", *topics],
-            "subscription": ["", *names],
-        }
+        names = offered(data.latest("subscriptions"))
+        namespaces = sorted(frames.namespaces_in(names["topic"][1:]))
+        return {"namespace": ["", *namespaces], **names}
 
 
 def _in_window(found: pd.DataFrame, snapshots: pd.DataFrame, polls: pd.DataFrame) -> pd.DataFrame:

@@ -56,6 +56,7 @@ from pulsar_lens.api import (
     escape_markdown,
 )
 from pulsar_lens.core.secrets import clean
+from pulsar_lens.plugins.builtin.shared.choices import chosen, offered
 from pulsar_lens.plugins.builtin.stuck_hashes.classic import compute_held_back
 from pulsar_lens.plugins.builtin.stuck_hashes.violations import compute_violations, listed_names
 from pulsar_lens.plugins.builtin.stuck_hashes.waiting import waiting_consumers
@@ -229,23 +230,7 @@ class StuckHashes(AnalysisPlugin):
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
         """The topics and names of the Key_Shared subscriptions of the newest poll."""
         subs = data.latest("subscriptions")
-        keyed = subs[subs["type"] == "Key_Shared"]
-        return {
-            "topic": ["", *sorted({str(t) for t in keyed["topic"].dropna()})],
-            "subscription": ["", *sorted({str(s) for s in keyed["subscription"].dropna()})],
-        }
-
-
-def chosen(frame: pd.DataFrame, topic: str, subscription: str) -> pd.DataFrame:
-    """The rows of `topic` and `subscription` (each, when not empty)."""
-    if not topic and not subscription:
-        return frame  # the default: every row, nothing compared
-    keep = pd.Series(True, index=frame.index)
-    if topic:
-        keep &= frame["topic"] == topic
-    if subscription:
-        keep &= frame["subscription"] == subscription
-    return frame[keep]
+        return offered(subs[subs["type"] == "Key_Shared"])
 
 
 def key_shared_pairs(subscriptions: pd.DataFrame) -> pd.DataFrame:
