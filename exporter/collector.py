@@ -42,6 +42,7 @@ from pulsar_lens.exporter.facts import hook_entries, hook_errors_path, read_fact
 from pulsar_lens.exporter.families import (
     CLUSTER_LABEL,
     DEFAULT_MAX_SUBSCRIPTIONS,
+    PollStats,
     compute_cluster_families,
     compute_cluster_health_families,
     compute_collector_families,
@@ -139,9 +140,12 @@ class LensCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         now = self._now()
-        views = self._views()
+        # one tally for the whole scrape: a cluster whose first poll is counted between two
+        # reads of it would get its poll health without the snapshot that poll stored
+        tally = self._recorder.by_cluster()
+        views = self._views(tally)
         newest = {key: self._newest(source) for key, source in views.items()}
-        families = self._health(newest, now)
+        families = self._health(tally, newest, now)
         families.append(self._quarantined())
         families.extend(compute_dashboard_families(self._dashboard_url))
         built = {
@@ -155,10 +159,10 @@ class LensCollector(Collector):
             families.extend(self._labelled(built))
         return families
 
-    def _views(self) -> dict[str | None, SnapshotStore]:
+    def _views(self, tally: Mapping[str, PollStats]) -> dict[str | None, SnapshotStore]:
         """What the snapshot families are built from: the store (key None), or the view of
-        each cluster the recorder tallies when it polls several."""
-        clusters = sorted(self._recorder.by_cluster())
+        each cluster of the recorder's `tally` when it polls several."""
+        clusters = sorted(tally)
         if not clusters:
             return {None: self._store}
         from pulsar_lens.core.clusterview import ClusterView
@@ -173,9 +177,14 @@ class LensCollector(Collector):
             log.exception("labelling the families of each cluster for /metrics failed")
             return []
 
-    def _health(self, newest: Mapping[str | None, Newest | None], now: dt.datetime) -> list[Metric]:
-        """The poll health families: per cluster when the polls name their clusters."""
-        of = self._recorder.by_cluster()
+    def _health(
+        self,
+        of: Mapping[str, PollStats],
+        newest: Mapping[str | None, Newest | None],
+        now: dt.datetime,
+    ) -> list[Metric]:
+        """The poll health families (per cluster of the tally `of` when the polls name their
+        clusters), with the age of each view's `newest` snapshot."""
         at = {key: found[1] if found else None for key, found in newest.items()}
         if not of:
             return compute_collector_families(self._recorder.stats(), newest_at=at[None], now=now)
@@ -215,7 +224,7 @@ class LensCollector(Collector):
             moved = True
             while moved and not self._closing.is_set():
                 moved = False
-                for key, source in self._views().items():
+                for key, source in self._views(self._recorder.by_cluster()).items():
                     newest = self._newest(source)
                     if self._closing.is_set() or newest is None or done.get(key) == newest[0]:
                         continue

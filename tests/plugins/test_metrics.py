@@ -492,6 +492,38 @@ def test_the_failed_hooks_of_each_cluster_are_kept_apart(tmp_path: Path) -> None
     assert read_hook_errors(tmp_path / "one", "any") == read_hook_errors(tmp_path / "one")
 
 
+def test_a_poll_counted_during_a_scrape_comes_with_the_snapshot_it_stored(
+    tmp_path: Path,
+) -> None:
+    """A scrape reads the tally of polls once: a cluster whose poll is stored and counted
+    while a scrape is under way has, in each scrape, its count with the age of the snapshot
+    that poll stored, or neither."""
+    store = Store(tmp_path)
+
+    class Landing(PollRecorder):
+        """East's first poll is stored and counted when the tally is read a second time."""
+
+        reads = 0
+
+        def by_cluster(self) -> dict[str, PollStats]:
+            self.reads += 1
+            if self.reads == 2:
+                store.write(replace(cluster_snapshot(0, 3), cluster="east"))
+                self.record(
+                    at=at(0), duration=1.0, requests=3, errors=0, failed=False, cluster="east"
+                )
+            return super().by_cluster()
+
+    recorder = Landing(["east", "west"])
+    collector = LensCollector(store, recorder=recorder, plugins=[], now=lambda: at(5))
+    for _ in range(2):
+        found = scrape(collector)
+        polls = value(found, "pulsar_lens_polls_total", cluster="east")
+        aged = ("pulsar_lens_snapshot_age_seconds", frozenset({("cluster", "east")})) in found
+        assert aged == (polls == 1), (polls, aged)
+    assert value(found, "pulsar_lens_snapshot_age_seconds", cluster="east") == 5.0
+
+
 def test_a_hooks_file_of_one_entry_is_the_stores(tmp_path: Path) -> None:
     path = hook_errors_path(tmp_path)
     path.parent.mkdir(parents=True)
