@@ -225,9 +225,8 @@ def top_subscriptions(subscriptions: pd.DataFrame, limit: int) -> list[Subscript
     )
     frame = frame.assign(_b=pd.to_numeric(frame["msg_backlog"]).fillna(0))
     frame = frame.sort_values(["_b", "topic", "subscription"], ascending=[False, True, True])
-    return [(str(t), str(s)) for t, s in zip(frame["topic"], frame["subscription"], strict=True)][
-        :limit
-    ]
+    frame = frame.head(limit)  # only these become Python text (not a million topics' names)
+    return [(str(t), str(s)) for t, s in zip(frame["topic"], frame["subscription"], strict=True)]
 
 
 def compute_cluster_families(
