@@ -7,12 +7,13 @@ and the families every loaded plugin contributes through its `metrics(result, co
 (read from its stored result of the newest snapshot) are built at most once per new snapshot
 id. When the recorder tallies several clusters, all of that is done for each cluster's newest
 snapshot (read through a `ClusterView`) and every family carries `cluster`.
-Built-ins and third-party plugins go through the same hook; a plugin whose analysis or hook
-fails, or whose families break the rules (not `pulsar_lens_*`, a name taken), sets
-`pulsar_lens_plugin_errors{plugin}` and the scrape goes on without its series. A plugin with
-no hook is there too when the store keeps results: 1 when its stored analysis of the newest
-snapshot failed. The hooks that failed are also written beside the stored results
-(`results/.metrics-hooks.json`, per cluster), so the dashboard says so on the plugin's page.
+Built-ins and third-party plugins go through the same hook (`pulsar_lens.exporter.contributions`);
+a plugin whose analysis or hook fails, or whose families break the rules (not `pulsar_lens_*`,
+a name taken), sets `pulsar_lens_plugin_errors{plugin}` and the scrape goes on without its
+series. A plugin with no hook is there too when the store keeps results: 1 when its stored
+analysis of the newest snapshot failed. The hooks that failed are also written beside the
+stored results (`results/.metrics-hooks.json`, per cluster), so the dashboard says so on the
+plugin's page.
 After each poll the recorder reports, a background thread builds the new snapshot's families,
 so a scrape never waits for the analyses: while that thread runs, a scrape answers with the
 previous snapshot's families (Prometheus gives up on a scrape slower than its scrape_timeout).
@@ -22,7 +23,6 @@ Where it listens and its HTTP server: `pulsar_lens.exporter.server`.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import threading
@@ -34,11 +34,15 @@ import pandas as pd
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pulsar_lens.core import links
-from pulsar_lens.core.errors import PluginError, ResultNotReady
 from pulsar_lens.core.parts import PluginLimits
-from pulsar_lens.core.secrets import clean
-from pulsar_lens.exporter.facts import hook_entries, hook_errors_path, read_facts
+from pulsar_lens.exporter.contributions import (
+    contributions,
+    discovered,
+    names_of,
+    stored_failures,
+    write_hook_errors,
+)
+from pulsar_lens.exporter.facts import read_facts
 from pulsar_lens.exporter.families import (
     CLUSTER_LABEL,
     DEFAULT_MAX_SUBSCRIPTIONS,
@@ -57,33 +61,6 @@ if TYPE_CHECKING:  # the analyses (and altair with them) load at the first scrap
     from pulsar_lens.plugins.runner import SnapshotStore
 
 log = logging.getLogger(__name__)
-
-PREFIX = "pulsar_lens_"
-
-
-def exporting_plugins(
-    plugin_dirs: Sequence[str | os.PathLike[str]] = (), limits: PluginLimits | None = None
-) -> tuple[list[Any], list[str]]:
-    """Every loaded plugin with a `metrics` hook (built-in, entry point or drop-in from
-    `plugin_dirs`, as `discover` takes them with `limits`), and the names of plugins that
-    failed to load."""
-    loaded, _, unloaded = _discovered(plugin_dirs, limits)
-    return loaded, unloaded
-
-
-def _discovered(
-    plugin_dirs: Sequence[str | os.PathLike[str]] = (), limits: PluginLimits | None = None
-) -> tuple[list[Any], list[Any], list[str]]:
-    """The loaded plugins with a `metrics` hook, the light ones without, and the names of
-    plugins that failed to load."""
-    from pulsar_lens.api import AnalysisPlugin
-    from pulsar_lens.plugins.engines import engine_of
-    from pulsar_lens.plugins.registry import discover
-
-    registry = discover(plugin_dirs=plugin_dirs, limits=limits)
-    hooked = [p for p in registry if type(p.plugin).metrics is not AnalysisPlugin.metrics]
-    silent = [p for p in registry if p not in hooked and engine_of(p).per_poll]
-    return hooked, silent, [f.plugin or f.source for f in registry.failures]
 
 
 Newest = tuple[str, dt.datetime, Mapping[str, Any]]  # snapshot id, collected at, index row
@@ -319,11 +296,19 @@ class LensCollector(Collector):
         cluster = compute_cluster_families(facts, keep=keep)
         context = MetricsContext(subscriptions=tuple(keep), max_groups=self._max)
         reserved = () if key is None else (CLUSTER_LABEL,)
-        contributed, failed, hooks = self._contributed(
-            source, context, taken=_names(cluster), reserved=reserved
+        plugins = self._loaded()  # discovers on the first call, which fills `_unloaded`
+        contributed, failed, hooks = contributions(
+            plugins,
+            source,
+            context,
+            taken=names_of(cluster),
+            reserved=reserved,
+            stored_only=self._follows_analyses,
+            closing=self._closing,
         )
-        names = [p.name for p in self._loaded()] + self._unloaded
-        checked, silent_failed = self._stored_failures(source, self._silent)
+        failed = [*self._unloaded, *failed]
+        names = [p.name for p in plugins] + self._unloaded
+        checked, silent_failed = stored_failures(source, self._silent)
         self._write_hook_errors(key, sid, hooks)
         return [
             *cluster,
@@ -333,121 +318,14 @@ class LensCollector(Collector):
 
     def _loaded(self) -> list[Any]:
         if self._plugins is None:
-            self._plugins, self._silent, self._unloaded = _discovered(
+            self._plugins, self._silent, self._unloaded = discovered(
                 self._plugin_dirs, self._plugin_limits
             )
         return self._plugins
 
-    def _contributed(
-        self, source: SnapshotStore, context: Any, *, taken: set[str], reserved: Sequence[str]
-    ) -> tuple[list[Metric], list[str], dict[str, str]]:
-        """The plugins' families, the plugins that failed, and why each failed hook did."""
-        from pulsar_lens.plugins import runner
-
-        families: list[Metric] = []
-        plugins = self._loaded()  # discovers on the first call, which fills `_unloaded`
-        failed = list(self._unloaded)
-        hooks: dict[str, str] = {}
-        for plugin in plugins:
-            if self._closing.is_set():
-                break  # closed: nothing will scrape what the other plugins contribute
-            name = getattr(plugin, "name", "?")
-            try:
-                # the collect process: its results pass stored what is presented here;
-                # the views are a page's business
-                result = runner.run(
-                    plugin,
-                    source,
-                    use_cache=False,
-                    stored_only=self._follows_analyses,
-                    views=False,
-                ).result
-            except ResultNotReady:  # a Spark analysis before its first job: nothing to say yet
-                continue
-            except Exception as exc:  # one failing plugin must not break the scrape
-                log.warning("/metrics: plugin %s contributed no series: %s", name, exc)
-                failed.append(name)
-                continue
-            try:
-                mine = runner.metrics(plugin, result, context)
-                _check_families(mine, taken, reserved=reserved)
-            except Exception as exc:  # its hook: the analysis itself is fine
-                log.warning("/metrics: the metrics() hook of plugin %s failed: %s", name, exc)
-                failed.append(name)
-                why = exc.detail if isinstance(exc, PluginError) else str(exc)
-                hooks[name] = clean(why, limit=500)
-                continue
-            taken |= _names(mine)
-            families.extend(mine)
-        return families, failed, hooks
-
-    def _stored_failures(
-        self, source: SnapshotStore, plugins: Sequence[Any]
-    ) -> tuple[list[str], list[str]]:
-        """Of the plugins without a hook: those whose stored result of the newest snapshot
-        can be read, and those of them whose stored analysis failed (none without results)."""
-        from pulsar_lens.plugins import runner
-
-        results = runner.results_for(source)
-        if results is None:
-            return [], []
-        checked: list[str] = []
-        failed: list[str] = []
-        for loaded in plugins:
-            plugin = loaded.plugin
-            try:
-                window = runner.snapshot_window(plugin, source)
-                ids = [str(s) for s in window["snapshot_id"]]
-                params = runner.validate_params(plugin, None).model_dump(mode="json")
-                stored = results.read(plugin.name, plugin.version, params, ids)
-            except Exception as exc:  # reading it must not break the scrape
-                log.warning("/metrics: the stored result of %s is unreadable: %s", plugin.name, exc)
-                continue
-            checked.append(plugin.name)
-            if stored is not None and stored.status == "failed":
-                failed.append(plugin.name)
-        return checked, failed
-
     def _write_hook_errors(self, key: str | None, sid: str, hooks: Mapping[str, str]) -> None:
-        """Say which hooks failed for view `key`'s snapshot `sid`, beside the other clusters'
-        (under `_lock`: one build at a time writes the file)."""
+        """Say which hooks failed for view `key`'s snapshot `sid` (under `_lock`: one build at
+        a time writes the file); nothing for a store with no folder."""
         root = getattr(self._store, "root", None)
-        if not isinstance(root, str | os.PathLike):
-            return
-        path = hook_errors_path(root)
-        try:
-            entries = hook_entries(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):  # none yet, or unreadable: start again
-            entries = {}
-        at = self._now().isoformat()
-        entries[key or ""] = {"snapshot_id": sid, "at": at, "failed": dict(hooks)}
-        text = json.dumps({"clusters": entries})
-        staging = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
-        try:
-            links.real_folder(Path(root), path.parent.relative_to(root))  # never through a link
-            staging.write_text(text, encoding="utf-8")
-            os.replace(staging, path)
-        except OSError as exc:  # e.g. a read-only store: /metrics still answers
-            log.warning("could not write %s: %s", path, exc)
-
-
-def _names(families: Sequence[Metric]) -> set[str]:
-    return {f.name for f in families}
-
-
-def _check_families(families: Any, taken: set[str], *, reserved: Sequence[str] = ()) -> None:
-    """A plugin's families: Prometheus metric families named pulsar_lens_*, none taken, no
-    sample labelled with a `reserved` label (`cluster`, which the exporter sets itself)."""
-    if not isinstance(families, list | tuple):
-        raise TypeError(f"metrics() must return a list of metric families, found {type(families)}")
-    seen: set[str] = set()
-    for family in families:
-        if not isinstance(family, Metric):
-            raise TypeError(f"metrics() returned {type(family).__name__}, not a metric family")
-        if not family.name.startswith(PREFIX):
-            raise ValueError(f"metric {family.name!r} must be named {PREFIX}*")
-        if family.name in taken or family.name in seen:
-            raise ValueError(f"metric {family.name!r} is already exported")
-        if clash := sorted({k for s in family.samples for k in s.labels} & set(reserved)):
-            raise ValueError(f"metric {family.name!r} has the label {clash[0]!r}, set by /metrics")
-        seen.add(family.name)
+        if isinstance(root, str | os.PathLike):
+            write_hook_errors(Path(root), key, sid, hooks, at=self._now().isoformat())
