@@ -368,19 +368,27 @@ def drop_credentials() -> None:
 
 @contextlib.contextmanager
 def without_credentials_while(add: Mapping[str, str]) -> Iterator[None]:
-    """This process's environment without credentials and with `add` laid over, restored
-    after: for a child that inherits it and cannot be given one (multiprocessing's
-    forkserver), so neither its `os.environ` nor /proc/<pid>/environ holds a credential."""
-    saved = {name: os.environ.get(name) for name in (*os.environ, *add)}
-    for name, value in saved.items():
-        if value is not None and is_credential_var(name, value):
-            del os.environ[name]
-    os.environ.update(add)
+    """The environment a child started meanwhile inherits, without credentials and with `add`
+    laid over, restored after: for a child that cannot be given one (multiprocessing's
+    forkserver), so neither its `os.environ` nor /proc/<pid>/environ holds a credential.
+
+    Only the process's C environment changes (`os.unsetenv`, `os.putenv`), which is what a
+    child started without an explicit environment inherits; `os.environ` stays as it is,
+    since other threads read it meanwhile: requests walks it for proxy settings at every
+    call, and a key taken out from under that walk made a poll fail with a KeyError."""
+    current = dict(os.environ)
+    touched = [n for n, v in current.items() if is_credential_var(n, v)]
+    for name in touched:
+        os.unsetenv(name)
+    for name, value in add.items():
+        os.putenv(name, value)
+    touched += list(add)
     try:
         yield
-    finally:  # only what was changed: other threads read the environment meanwhile
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            elif os.environ.get(name) != value:
-                os.environ[name] = value
+    finally:  # back to what os.environ says now (another thread may have set a name since)
+        for name in touched:
+            now = os.environ.get(name)
+            if now is None:
+                os.unsetenv(name)
+            else:
+                os.putenv(name, now)

@@ -3,7 +3,11 @@ the parsers, the environment of a child rendered from it, credentials left out."
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import threading
 
 import pytest
 
@@ -40,14 +44,58 @@ def test_child_environ_leaves_credentials_out_unless_asked(
     assert full["PULSAR_ADMIN_TOKEN"] == "t0k3n-for-the-child-test"
 
 
-def test_without_credentials_while_restores_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+def inherited() -> dict[str, str]:
+    """The environment a child started without one of its own gets."""
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    found: dict[str, str] = json.loads(done.stdout)
+    return found
+
+
+def test_without_credentials_while_a_child_inherits_none_and_nothing_else_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("PULSAR_ADMIN_TOKEN", "t0k3n-for-the-forkserver-test")
     monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
     before = dict(os.environ)
     with without_credentials_while({"ARROW_DEFAULT_MEMORY_POOL": "system"}):
-        assert "PULSAR_ADMIN_TOKEN" not in os.environ
-        assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "system"
+        child = inherited()
+        assert "PULSAR_ADMIN_TOKEN" not in child
+        assert child["ARROW_DEFAULT_MEMORY_POOL"] == "system"
+        assert dict(os.environ) == before  # this process's own view is left alone
+    child = inherited()
+    assert child["PULSAR_ADMIN_TOKEN"] == "t0k3n-for-the-forkserver-test"
+    assert "ARROW_DEFAULT_MEMORY_POOL" not in child
     assert dict(os.environ) == before
+
+
+def test_without_credentials_while_never_breaks_a_thread_reading_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A poll thread walks os.environ (requests' proxy lookup) while a forkserver starts."""
+    monkeypatch.setenv("PULSAR_ADMIN_TOKEN", "t0k3n-for-the-thread-test")
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    problems: list[BaseException] = []
+    stop = threading.Event()
+
+    def walk() -> None:
+        while not stop.is_set():
+            try:
+                dict(os.environ.items())
+            except Exception as exc:  # KeyError, or a dict changed during iteration
+                problems.append(exc)
+                return
+
+    reader = threading.Thread(target=walk)
+    reader.start()
+    try:
+        for _ in range(2000):
+            with without_credentials_while({"ARROW_DEFAULT_MEMORY_POOL": "system"}):
+                pass
+    finally:
+        stop.set()
+        reader.join(timeout=30)
+    assert problems == []
 
 
 def test_one_duration_parser_names_the_variable() -> None:
