@@ -13,8 +13,10 @@ import pandas as pd
 
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.drill import DrillPlan, owner_of, run_drill
+from pulsar_lens.collectors.events import diff
 from pulsar_lens.collectors.namespaces import bundle_for, parse_boundaries
 from pulsar_lens.collectors.poll import poll
+from pulsar_lens.collectors.restore import restore_latest
 from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.mutations import MutationSettings
 from pulsar_lens.core.store import Store
@@ -85,15 +87,17 @@ def test_incident_timeline_live_lists_an_unload_drill_in_order(
                     break
                 assert attempt + 1 < ATTEMPTS, f"the bundle never moved to {other}: {run.steps}"
             # a poll that lists it connected again, if the drill's last poll came too early
-            # (the bulk stats list the new connection a refresh after the per-topic stats)
-            store.write(
-                wait_for(
-                    lambda: _listing(poll(lens, namespaces=[namespace]), "tl-watch", since),
-                    what="a poll that lists tl-watch connected again",
-                    timeout=120,
-                    every=1.0,
-                )
+            # (the bulk stats list the new connection a refresh after the per-topic stats),
+            # stored with what changed since the drill's last poll, as a collector stores it:
+            # a drill poll that fell inside the reconnect left it out, and this one joins it
+            relisted = wait_for(
+                lambda: _listing(poll(lens, namespaces=[namespace]), "tl-watch", since),
+                what="a poll that lists tl-watch connected again",
+                timeout=120,
+                every=1.0,
             )
+            last = restore_latest(store, relisted.cluster, before=relisted.collected_at)
+            store.write(relisted, events=diff(last, relisted) if last is not None else ())
         producer.close()
         consumer.close()
     finally:
