@@ -43,10 +43,12 @@ from pulsar_lens.lab.cluster_conf import (
 from pulsar_lens.lab.cluster_ready import broker_ready, cluster_ready, zk_ok
 from pulsar_lens.lab.processes import (
     JVM_FLAGS,
+    PORT_TAKEN,
     free_port,
     log_tail,
     port_open,
     spawn,
+    start_failed,
     start_retrying,
     wait_until,
 )
@@ -59,6 +61,11 @@ from pulsar_lens.lab.runtime import (
 )
 
 log = logging.getLogger(__name__)
+
+BROKER_START_ATTEMPTS = 2
+"""Starts of one broker of a cluster before its failure is raised (`_wait_broker`). A broker
+whose extensible load manager fails to start (its system topics or leader election late on
+a loaded machine) exits, for its supervisor to start it again (apache/pulsar#23297)."""
 
 
 @dataclass
@@ -183,7 +190,7 @@ class LocalPulsarCluster:
             for broker in brokers:
                 self._spawn_broker(java, lib, broker)
             for broker in brokers:
-                self._wait(partial(broker_ready, broker), broker, deadline, "broker")
+                self._wait_broker(java, lib, broker, deadline)
         except BaseException:
             self.stop()
             raise
@@ -307,11 +314,13 @@ class LocalPulsarCluster:
                 check=False,
             )
         if done.returncode != 0:
-            tail = log_tail(log_path, 30)
-            raise LocalPulsarError(
-                f"cluster metadata setup exited with code {done.returncode}; log tail:\n{tail}",
-                process="metadata-setup",
+            raise start_failed(
+                f"cluster metadata setup exited with code {done.returncode}",
+                name="metadata-setup",
+                tail=partial(log_tail, log_path, 30),
                 log_path=log_path,
+                pid=None,
+                port=None,
                 exit_code=done.returncode,
             )
 
@@ -365,6 +374,24 @@ class LocalPulsarCluster:
         return self._spawn(broker, argv)
 
     # --- readiness ----------------------------------------------------------------------
+
+    def _wait_broker(self, java: str, lib: Path, broker: ClusterProcess, deadline: float) -> None:
+        """Wait until `broker` is ready; one that exits while starting (for another reason
+        than a port taken, which `start_retrying` answers with new ports) is started again,
+        BROKER_START_ATTEMPTS times in all, as a broker's supervisor would. Its log of the
+        failed start is kept (`keep_log`) and its first ERROR line is logged."""
+        for attempt in range(1, BROKER_START_ATTEMPTS + 1):
+            try:
+                self._wait(partial(broker_ready, broker), broker, deadline, "broker")
+                return
+            except LocalPulsarError as exc:
+                exited = exc.exit_code is not None and PORT_TAKEN not in str(exc)
+                if not exited or attempt == BROKER_START_ATTEMPTS:
+                    raise
+                said = str(exc).split("; log tail:", 1)[0]
+                log.warning("%s; starting it again (attempt %d)", said, attempt + 1)
+            broker.log_path.unlink(missing_ok=True)  # kept: the next start's log is its own
+            self._spawn_broker(java, lib, broker)
 
     def ready(self) -> bool:
         """Every broker lists every other one, and each answers for `public/default`."""

@@ -12,16 +12,20 @@ import contextlib
 import json
 import logging
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
 from pulsar_lens.core.errors import LocalPulsarError
+from pulsar_lens.lab.runtime import cache_root
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -127,6 +131,76 @@ def log_tail(path: Path, lines: int) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+ERROR_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} ERROR ")
+"""A line the JVMs log at ERROR (`lab/pulsar_runtime/log4j2.properties`'s pattern)."""
+
+
+def first_error(path: Path) -> str | None:
+    """The first ERROR line of a log and the exception line under it, if any: why a JVM
+    that exits while starting gave up, which its shutdown's own errors at the tail hide."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for i, line in enumerate(lines):
+        if ERROR_LINE.match(line):
+            after = lines[i + 1] if i + 1 < len(lines) else ""
+            is_cause = after[:1].isalpha()  # not a logged line (a time) nor a stack frame
+            return f"{line.strip()} / {after.strip()}" if is_cause else line.strip()
+    return None
+
+
+KEPT_LOGS = 50
+"""How many logs of failed starts `keep_log` keeps (the newest)."""
+
+
+def keep_log(path: Path, name: str) -> Path | None:
+    """A copy of the whole log `path` in `kept-logs` of the cache (a process's own data
+    directory goes with its `stop()`), named by time and `name`; only the newest KEPT_LOGS
+    are kept. None when it cannot be copied (the error still has the tail)."""
+    folder = cache_root() / "kept-logs"
+    stamp = datetime.now().strftime("%Y%m%dT%H%M%S.%f")
+    kept = folder / f"{stamp}-{os.getpid()}-{name}.log"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, kept)
+        for old in sorted(folder.glob("*.log"))[:-KEPT_LOGS]:
+            old.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("could not keep the log of %s: %s", name, exc)
+        return None
+    return kept
+
+
+def start_failed(
+    message: str,
+    *,
+    name: str,
+    tail: Callable[[], str],
+    log_path: Path | None,
+    pid: int | None,
+    port: int | None,
+    exit_code: int | None = None,
+) -> LocalPulsarError:
+    """The error of a process that failed to start: `message`, its log's first ERROR line,
+    where its whole log was kept (the error's `log_path`), and the tail."""
+    kept = keep_log(log_path, name) if log_path is not None else None
+    parts = [message]
+    error = first_error(log_path) if log_path is not None else None
+    if error:
+        parts.append(f"first ERROR: {error}")
+    if kept is not None:
+        parts.append(f"whole log: {kept}")
+    return LocalPulsarError(
+        "; ".join(parts) + f"; log tail:\n{tail()}",
+        process=name,
+        pid=pid,
+        port=port,
+        log_path=kept or log_path,
+        exit_code=exit_code,
+    )
+
+
 def wait_until(
     check: Callable[[], bool],
     process: subprocess.Popen[bytes] | None,
@@ -138,27 +212,21 @@ def wait_until(
     log_path: Path | None = None,
     port: int | None = None,
 ) -> None:
-    """Poll `check` every half second until it holds; raise with the log tail when the
-    process exits first (`name` exited ...) or `deadline` (a `time.monotonic()`) passes
-    (`late` says what was waited for). `log_path` and `port` go into the error's fields."""
+    """Poll `check` every half second until it holds; raise `start_failed` when the process
+    exits first (`name` exited ...) or `deadline` (a `time.monotonic()`) passes (`late` says
+    what was waited for). `port` goes into the error's fields."""
     pid = process.pid if process is not None else None
     while time.monotonic() < deadline:
         if process is None or process.poll() is not None:
             code = process.returncode if process is not None else None
-            raise LocalPulsarError(
-                f"{name} exited with code {code} while starting; log tail:\n{tail()}",
-                process=name,
-                pid=pid,
-                port=port,
-                log_path=log_path,
-                exit_code=code,
+            message = f"{name} exited with code {code} while starting"
+            raise start_failed(
+                message, name=name, tail=tail, log_path=log_path, pid=pid, port=port, exit_code=code
             )
         if check():
             return
         time.sleep(0.5)
-    raise LocalPulsarError(
-        f"{late}; log tail:\n{tail()}", process=name, pid=pid, port=port, log_path=log_path
-    )
+    raise start_failed(late, name=name, tail=tail, log_path=log_path, pid=pid, port=port)
 
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:
