@@ -51,9 +51,8 @@ from pulsar_lens.api import (
     View,
     empty_frame,
     finite,
-    parse_topic_name,
 )
-from pulsar_lens.plugins.builtin.shared.choices import chosen, offered
+from pulsar_lens.plugins.builtin.shared.choices import chosen, offered, without_system
 
 if TYPE_CHECKING:
     import altair as alt
@@ -198,24 +197,6 @@ class SubscriptionStatus(AnalysisPlugin):
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
         """The topics and subscription names of the newest poll."""
         return offered(data.latest("subscriptions"))
-
-
-def is_system_topic(topic: str) -> bool:
-    if "__" not in topic:  # most names: no parse needed
-        return False
-    try:
-        return parse_topic_name(topic).local.startswith("__")
-    except ValueError:
-        return False
-
-
-def without_system(subs: pd.DataFrame) -> pd.DataFrame:
-    """The rows whose topic is not a system topic; each distinct name with `__` parsed once."""
-    maybe = subs["topic"].str.contains("__", regex=False).fillna(False).astype(bool)
-    if not maybe.any():
-        return subs
-    system = [t for t in subs.loc[maybe, "topic"].unique() if is_system_topic(t)]
-    return subs[~subs["topic"].isin(system)].reset_index(drop=True)
 
 
 def with_window(subs: pd.DataFrame, snapshots: pd.DataFrame, *, window: int) -> pd.DataFrame:

@@ -267,6 +267,34 @@ def test_incident_timeline_filters_keep_rows_that_name_no_such_thing(store: Stor
     assert set(kinds(elsewhere)) == {"load_manager_unloaded", "poll_partial", "poll_missing"}
 
 
+SYSTEM = "persistent://public/default/__change_events"
+
+
+def test_incident_timeline_leaves_system_topics_out_unless_asked(tmp_path: Path) -> None:
+    """A broker's own reader of `__change_events` joins and leaves like any client; an
+    operator asks for those rows, or picks that topic, to see them."""
+    store = Store(tmp_path)
+    for i in range(3):
+        events = _events(i)
+        if i == 2:
+            name = "reader-fZCBz"
+            events.append(
+                EventRecord(
+                    at(TIMES[i]), "consumer_joined", f"{SYSTEM}/r/{name}", None, SYSTEM, "r", name
+                )
+            )
+        store.write(_poll(i), events=events)
+    plain = timeline(store)
+    assert SYSTEM not in set(plain["topic"].dropna())
+    assert kinds(plain).count("consumer_joined") == 1  # c1's, on an ordinary topic
+    for asked in ({"include_system": True}, {"topic": SYSTEM}):
+        shown = timeline(store, **asked)
+        mine = shown[shown["topic"] == SYSTEM]
+        assert list(mine["kind"]) == ["consumer_joined"] and list(mine["subject"]) == [
+            "reader-fZCBz"
+        ]
+
+
 def test_incident_timeline_offers_the_names_it_saw(store: Store) -> None:
     plugin = discover().get("incident-timeline")
     choices = plugin.plugin.param_choices(runner.load_inputs(plugin, store))

@@ -44,7 +44,7 @@ from pulsar_lens.api import (
 from pulsar_lens.plugins.builtin.incident_timeline import clients, frames
 from pulsar_lens.plugins.builtin.incident_timeline.links import with_links
 from pulsar_lens.plugins.builtin.incident_timeline.views import chart_events
-from pulsar_lens.plugins.builtin.shared.choices import offered
+from pulsar_lens.plugins.builtin.shared.choices import is_system_topic, offered, without_system
 
 WINDOW = 60
 COLLECTED_KINDS = ("consumer_joined", "consumer_left", "active_consumer_changed")
@@ -64,7 +64,7 @@ class IncidentTimeline(AnalysisPlugin):
         "outages, draining hashes, failover flaps, consumers joining and leaving, backlogs "
         "over a threshold, partial and missing polls; each links to the page that explains it."
     )
-    version = "1.0"
+    version = "1.1"
     engine = "light"
     inputs = ("events", "subscriptions", "consumers")
     columns_of = {
@@ -97,6 +97,11 @@ class IncidentTimeline(AnalysisPlugin):
             ge=1,
             le=10**15,
             description="A subscription backlog reaching this many messages is an event",
+        )
+        include_system: bool = Field(
+            False,
+            description="Include the events of system topics (names starting with __); "
+            "a system topic chosen as the topic is shown either way",
         )
 
     def analyze(self, data: Inputs, params: Params) -> Result:
@@ -180,7 +185,10 @@ def _in_window(found: pd.DataFrame, snapshots: pd.DataFrame, polls: pd.DataFrame
 def _filtered(found: pd.DataFrame, params: IncidentTimeline.Params) -> pd.DataFrame:
     """Rows of the chosen namespace, topic and subscription. A row without one of these
     (a poll, a load manager's counter; a bundle has no topic) is kept; a topic also keeps
-    its namespace's rows that name no topic (its bundle's moves)."""
+    its namespace's rows that name no topic (its bundle's moves). System topics' rows (the
+    broker's own readers of `__change_events` joining and leaving) only when asked for."""
+    if not (params.include_system or is_system_topic(params.topic)):
+        found = without_system(found)
     namespace = params.namespace or (frames.namespace_of(params.topic) if params.topic else "")
     keep = pd.Series(True, index=found.index)
     for column, wanted in (

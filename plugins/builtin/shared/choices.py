@@ -1,9 +1,12 @@
 """The topic and subscription controls of the pages that list subscriptions: the values a
-control offers (`offered`) and the rows a choice keeps (`chosen`). Empty means every one."""
+control offers (`offered`) and the rows a choice keeps (`chosen`; empty means every one),
+and the rows left when system topics are not asked for (`without_system`)."""
 
 from __future__ import annotations
 
 import pandas as pd
+
+from pulsar_lens.api import parse_topic_name
 
 
 def offered(subscriptions: pd.DataFrame) -> dict[str, list[str]]:
@@ -25,3 +28,27 @@ def chosen(frame: pd.DataFrame, topic: str, subscription: str) -> pd.DataFrame:
     if subscription:
         keep &= frame["subscription"] == subscription
     return frame[keep]
+
+
+def is_system_topic(topic: str) -> bool:
+    """Whether `topic` is one of Pulsar's own (its local name starts with `__`: the
+    namespace's `__change_events`, the transaction and load-balancer topics)."""
+    if "__" not in topic:  # most names: no parse needed
+        return False
+    try:
+        return parse_topic_name(topic).local.startswith("__")
+    except ValueError:
+        return False
+
+
+def without_system(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose `topic` is not a system topic (a row naming no topic stays); each
+    distinct name with `__` is parsed once."""
+    topics = frame["topic"]
+    if not (pd.api.types.is_object_dtype(topics) or pd.api.types.is_string_dtype(topics)):
+        return frame  # no names at all (a column of NaN)
+    maybe = topics.str.contains("__", regex=False).fillna(False).astype(bool)
+    if not maybe.any():
+        return frame
+    system = [t for t in frame.loc[maybe, "topic"].unique() if is_system_topic(t)]
+    return frame[~frame["topic"].isin(system)].reset_index(drop=True)
