@@ -197,8 +197,9 @@ def test_an_admin_error_is_its_endpoint_then_its_detail() -> None:
 
 
 def test_a_local_pulsar_that_exits_while_starting_names_process_pid_and_log(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PULSAR_LENS_CACHE_DIR", str(tmp_path / "cache"))
     log_path = tmp_path / "broker.log"
     log_path.write_text("the end\n")
     process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
@@ -216,5 +217,8 @@ def test_a_local_pulsar_that_exits_while_starting_names_process_pid_and_log(
         )
     error = caught.value
     assert (error.process, error.pid, error.port) == ("broker-0", process.pid, 8080)
-    assert (error.log_path, error.exit_code) == (log_path, 3)
-    assert str(error) == "broker-0 exited with code 3 while starting; log tail:\nthe end"
+    kept = error.log_path  # the log goes with the data directory: a copy is kept
+    assert kept is not None and kept.parent == tmp_path / "cache" / "kept-logs"
+    assert kept.read_text() == "the end\n" and error.exit_code == 3
+    said = f"broker-0 exited with code 3 while starting; whole log: {kept}; log tail:\nthe end"
+    assert str(error) == said
