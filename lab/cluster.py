@@ -151,9 +151,11 @@ class LocalPulsarCluster:
         taken before its process bound it and every port and the data directory are the
         cluster's own choice, it starts again on new ones (`start_retrying`)."""
         ours = not (self.zk_port or self.bookie_port) and self.data_dir is None
-        return start_retrying(lambda: self._start_once(timeout), ours=ours, forget=self._forget)
+        return start_retrying(
+            lambda: self._start_once(timeout), ours=ours, forget=self._forget_ports
+        )
 
-    def _forget(self) -> None:
+    def _forget_ports(self) -> None:
         """After a failed start (`stop()` removed its own data directory): new ones next."""
         self.data_dir = None
         self.zk_port = self.bookie_port = 0
