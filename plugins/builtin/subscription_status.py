@@ -24,6 +24,10 @@ snapshot after the first, or a `lastAckedTimestamp` that advanced. A non-durable
 (a reader) never acknowledges, so for it dispatch counts as acknowledgement. Time lag is the
 newest `collected_at` minus `earliestMsgPublishTimeInBacklog` (unknown when the poll did not
 ask the broker for it), and 0 when the backlog is empty.
+
+Frames: `status`, a row per subscription of the newest snapshot, worst first; `backlog`, the
+backlog over the window of the `CHART_LINES` first of them, which the chart draws (choose a
+topic or a subscription to chart others).
 """
 
 from __future__ import annotations
@@ -85,7 +89,7 @@ class SubscriptionStatus(AnalysisPlugin):
         "OK / WARN / STALL / STOP / ERROR for every subscription from its backlog, dispatch and "
         "acknowledgements over recent snapshots, with the time lag of its oldest message."
     )
-    version = "1.1"
+    version = "1.2"
     engine = "light"
     inputs = ("subscriptions", "consumers")
     history = 30
@@ -144,7 +148,7 @@ class SubscriptionStatus(AnalysisPlugin):
             subs = without_system(subs)
         blocked = blocked_consumers(data.latest("consumers"))
         status = compute_status(subs, blocked, newest=data.latest_snapshot_id())
-        backlog = subs[["collected_at", *KEY, "msg_backlog"]].reset_index(drop=True)
+        backlog = backlog_of(subs, status.head(CHART_LINES))
         counts = {s: int((status["status"] == s).sum()) for s in STATUSES}
         worst = next((s for s in STATUSES if counts[s]), "OK")
         return Result(
@@ -200,12 +204,22 @@ class SubscriptionStatus(AnalysisPlugin):
 
 
 def with_window(subs: pd.DataFrame, snapshots: pd.DataFrame, *, window: int) -> pd.DataFrame:
-    """Rows of the newest `window` snapshots only, oldest first."""
+    """Rows of the newest `window` snapshots only, in the order read."""
     if snapshots.empty:
         return subs.iloc[0:0]
     ids = list(snapshots["snapshot_id"].tail(window))
-    kept = subs[subs["snapshot_id"].isin(ids)]
-    return kept.sort_values(["collected_at", *KEY], kind="stable").reset_index(drop=True)
+    return subs[subs["snapshot_id"].isin(ids)].reset_index(drop=True)
+
+
+def backlog_of(subs: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
+    """The backlog over the window of the subscriptions in `shown` (the chart's), oldest
+    first: a few rows, not the window's every row."""
+    columns = ["collected_at", *KEY, "msg_backlog"]
+    if shown.empty:
+        return subs.loc[[], columns].reset_index(drop=True)
+    near = subs.loc[subs["topic"].isin(shown["topic"].unique()), columns]
+    rows = near.merge(shown[KEY].drop_duplicates(), on=KEY, how="inner")
+    return rows.sort_values(["collected_at", *KEY], kind="stable").reset_index(drop=True)
 
 
 def blocked_consumers(consumers: pd.DataFrame) -> set[tuple[str, str]]:
@@ -241,17 +255,18 @@ def compute_status(
         backlog_change=facts["msg_backlog"] - facts["first_backlog"],
         time_lag_s=time_lags(facts),
     )
-    order = frame["status"].map({s: i for i, s in enumerate(STATUSES)})
+    order = pd.Categorical(status, categories=STATUSES).codes
     frame = frame.assign(_o=order).sort_values(["_o", *KEY]).reset_index(drop=True)
     return frame.reindex(columns=STATUS_COLUMNS)
 
 
 def compute_facts(subs: pd.DataFrame) -> pd.DataFrame:
     """Per subscription: its newest row plus what the rules need from the whole window (rows
-    oldest first), in the order of the subscriptions' first rows."""
+    in any order), in the order of the subscriptions' first rows."""
     rows = subs.assign(msg_backlog=subs["msg_backlog"].fillna(0).astype("int64"))
     group = rows.groupby(KEY, sort=False).ngroup().to_numpy()
-    order = np.argsort(group, kind="stable")  # each subscription's rows together, in order
+    when = rows["collected_at"].to_numpy(dtype="datetime64[us]")
+    order = np.lexsort((when, group))  # each subscription's rows together, oldest first
     group = group[order]
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     ends = np.r_[starts[1:], len(group)] - 1
@@ -336,12 +351,19 @@ def judge_all(facts: pd.DataFrame, consumer_blocked: np.ndarray) -> tuple[list[s
         never_empty & (facts["min_step"].to_numpy() >= 0) & (backlog > first),
         np.ones(len(facts), bool),
     ]
-    rule = np.argmax(np.vstack(matched), axis=0).tolist()
-    reasons = [
-        RULES[r][1].format(backlog=b, first=f, count=c) if "{" in RULES[r][1] else RULES[r][1]
-        for r, b, f, c in zip(rule, backlog.tolist(), first.tolist(), count.tolist(), strict=True)
-    ]
-    return [RULES[r][0] for r in rule], reasons
+    rule = np.argmax(np.vstack(matched), axis=0)
+    statuses = np.array([status for status, _ in RULES], dtype=object)[rule]
+    reasons = np.array([reason for _, reason in RULES], dtype=object)[rule]
+    for r in np.flatnonzero(np.char.find([reason for _, reason in RULES], "{") >= 0):
+        at = np.flatnonzero(rule == r)  # only the rows whose reason names a figure
+        template = RULES[r][1]
+        reasons[at] = [
+            template.format(backlog=b, first=f, count=c)
+            for b, f, c in zip(
+                backlog[at].tolist(), first[at].tolist(), count[at].tolist(), strict=True
+            )
+        ]
+    return statuses.tolist(), reasons.tolist()
 
 
 def _advanced(facts: pd.DataFrame, name: str, last: str) -> np.ndarray:
