@@ -220,7 +220,7 @@ def scale_rows(store: Store, cases: Sequence[str] = CASES, *, new_only: bool = F
     every: dict[str, tuple[AnalysisPlugin, tuple[Analysis, Choices], bool]] = {
         "failover": (failover, old_failover, False),
         "failover-own-names": (failover, old_failover, True),
-        "status": (status, (reference_subscription_status.analyze, lambda _: {}), False),
+        "status": (status, (reference_subscription_status.analyze_charted, lambda _: {}), False),
         "sticky": (sticky, old_sticky, False),
     }
     lines: list[str] = []

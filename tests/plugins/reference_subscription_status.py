@@ -1,17 +1,24 @@
 """subscription-status's analysis as it was before it was vectorised (plugin version 1.0):
 one dict and one `judge` call per subscription. Kept only as the reference the vectorised path
 must equal frame for frame (tests/plugins/test_subscription_status_vectorised.py,
-benchmarks/analyses.py); not product code."""
+benchmarks/analyses.py); not product code. Since 1.2 the plugin's backlog frame holds only the
+rows its chart draws: `analyze_charted` is the reference cut the same way."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pulsar_lens.api import Inputs, Result, empty_frame, parse_topic_name
-from pulsar_lens.plugins.builtin.subscription_status import KEY, STATUS_COLUMNS, STATUSES
+from pulsar_lens.plugins.builtin.subscription_status import (
+    CHART_LINES,
+    KEY,
+    STATUS_COLUMNS,
+    STATUSES,
+)
 
 
 def analyze(data: Inputs, params: Any) -> Result:
@@ -29,6 +36,18 @@ def analyze(data: Inputs, params: Any) -> Result:
         frames={"status": status, "backlog": backlog},
         summary={"subscriptions": len(status), "worst": worst, "counts": counts},
     )
+
+
+def analyze_charted(data: Inputs, params: Any) -> Result:
+    """`analyze`, its backlog frame cut to the rows of the status table's first CHART_LINES
+    subscriptions (those the chart draws), in the order they had."""
+    result = analyze(data, params)
+    backlog, status = result.frames["backlog"], result.frames["status"]
+    shown = set(status[KEY].head(CHART_LINES).itertuples(index=False))
+    keys = backlog[KEY].itertuples(index=False)
+    drawn = np.fromiter((key in shown for key in keys), dtype=bool, count=len(backlog))
+    result.frames["backlog"] = backlog[drawn].reset_index(drop=True)
+    return result
 
 
 def is_system_topic(topic: str) -> bool:
