@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from pulsar_lens.lab.localpulsar import free_port
 from tests.waits import wait_until_ok
@@ -32,6 +32,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 VIEWPORT = {"width": 1400, "height": 1500}
+EXPECT_TIMEOUT_MS = 60_000
+"""How long an `expect` waits for what it checks when the test names no time. Playwright's
+default, 5 s, was too short beside a loaded test run (load 10-17): a Key_Shared page opened
+from a link had not drawn its "Draining hashes" heading after 5 s."""
+expect.set_options(timeout=EXPECT_TIMEOUT_MS)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
