@@ -354,9 +354,10 @@ def judge_all(facts: pd.DataFrame, consumer_blocked: np.ndarray) -> tuple[list[s
     rule = np.argmax(np.vstack(matched), axis=0)
     statuses = np.array([status for status, _ in RULES], dtype=object)[rule]
     reasons = np.array([reason for _, reason in RULES], dtype=object)[rule]
-    for r in np.flatnonzero(np.char.find([reason for _, reason in RULES], "{") >= 0):
+    for r, (_, template) in enumerate(RULES):
+        if "{" not in template:
+            continue
         at = np.flatnonzero(rule == r)  # only the rows whose reason names a figure
-        template = RULES[r][1]
         reasons[at] = [
             template.format(backlog=b, first=f, count=c)
             for b, f, c in zip(
