@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,9 @@ from pulsar_lens.core.settings import Settings
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.registry import discover
-from pulsar_lens.plugins.spark.jobs import JobQueue
+from pulsar_lens.plugins.spark.jobs import ENDED, JobQueue
 from pulsar_lens.plugins.testing import make_snapshot
+from tests.live.lens_polls import wait_for
 from tests.pages import plugin_page
 
 pytestmark = pytest.mark.spark
@@ -49,8 +49,8 @@ def _store(root: Path) -> Store:
 
 
 JOBS_CEILING = 600
-"""Seconds the two jobs may take, one after the other: one took 151 s alone beside a loaded
-test run (load 10-14), so 240 s for both was too short there."""
+"""Seconds the two jobs may take, one after the other: one took 151 s from being queued to its
+end beside a loaded test run (load 10-14), so 240 s for both was too short there."""
 
 
 @pytest.mark.timeout(JOBS_CEILING + 300)
@@ -72,17 +72,20 @@ def test_the_job_worker_of_collect_runs_built_in_and_drop_in_spark_plugins(
     analyses = Analyses(store, settings=settings)
     try:
         queue = JobQueue(store.root)
-        deadline = time.monotonic() + JOBS_CEILING
         wanted = ("topic-rate-history", "stuck-hash-history")
-        while time.monotonic() < deadline:
-            ended = [queue.latest(slug) for slug in wanted]
-            if all(job is not None and job.ended for job in ended):
-                break
-            time.sleep(1)
-        states = {s: job and (job.state, job.error) for s, job in zip(wanted, ended, strict=True)}
-        assert all(job is not None and job.state == "done" for job in ended), (
-            f"both jobs done within {JOBS_CEILING}s: {states}"
+
+        def states() -> dict[str, tuple[str, str | None] | None]:
+            jobs = {slug: queue.latest(slug) for slug in wanted}
+            return {slug: job and (job.state, job.error) for slug, job in jobs.items()}
+
+        def ended() -> dict[str, tuple[str, str | None] | None] | None:
+            now = states()
+            return now if all(s is not None and s[0] in ENDED for s in now.values()) else None
+
+        done = wait_for(
+            ended, what="both jobs to end", timeout=JOBS_CEILING, every=1.0, seen=states
         )
+        assert all(s is not None and s[0] == "done" for s in done.values()), done
         assert queue.worker_running()
     finally:
         analyses.close()
