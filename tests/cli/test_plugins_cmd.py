@@ -12,10 +12,13 @@ from pulsar_lens.cli.main import main
 from pulsar_lens.core.model import SubscriptionRecord
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
+from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
 from pulsar_lens.plugins.precompute import compute_results
 from pulsar_lens.plugins.registry import discover
 from pulsar_lens.plugins.results import CHOICES, ResultStore, StoredValues
 from pulsar_lens.plugins.testing import TOPIC, make_snapshot
+
+VERSION = SubscriptionStatus.version  # the listing and the results name the plugin's own version
 
 
 def stalled_store(root: Path) -> Path:
@@ -42,7 +45,7 @@ def test_plugins_cmd_lists_builtins_as_json(capsys: pytest.CaptureFixture[str]) 
     assert status == {
         "name": "subscription-status",
         "title": "Subscription status",
-        "version": "1.1",
+        "version": VERSION,
         "engine": "light",
         "api_version": 1,
         "requires": [],
@@ -75,7 +78,7 @@ def test_plugins_cmd_shows_api_versions_and_requirements(
     monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(tmp_path))
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out
-    assert "  subscription-status    1.1      light  api 1  Subscription status\n" in out
+    assert f"  subscription-status    {VERSION:<8} light  api 1  Subscription status\n" in out
     assert f"from {tmp_path / 'builds.py'}\n{'':<24} requires subscription-status\n" in out
 
 
@@ -90,7 +93,7 @@ def test_plugins_cmd_analyze_prints_json_frames(
     out = json.loads(capsys.readouterr().out)
     assert (out["plugin"], out["version"], len(out["snapshot_ids"])) == (
         "subscription-status",
-        "1.1",
+        VERSION,
         3,
     )
     assert out["summary"]["worst"] == "STALL"
@@ -105,7 +108,7 @@ def test_plugins_cmd_analyze_prints_tables(
     monkeypatch.setenv("PULSAR_LENS_STORE", str(stalled_store(tmp_path / "store")))
     assert main(["analyze", "subscription-status"]) == 0
     out = capsys.readouterr().out
-    assert "subscription-status 1.1 on 3 snapshot(s)" in out
+    assert f"subscription-status {VERSION} on 3 snapshot(s)" in out
     assert "== status (1 rows)" in out and "STALL" in out
 
 

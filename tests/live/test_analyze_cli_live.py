@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from tests.lens_cli import run_lens
 from tests.live.lens_polls import new_topic, pulsar_client
 
@@ -82,5 +83,5 @@ def test_analyze_cli_live_stuck_hashes(live_store: Path) -> None:
 def test_analyze_cli_live_text_output(live_store: Path) -> None:
     done = run_lens("analyze", "bundle-ownership", "--store", str(live_store))
     assert done.returncode == 0, done.stderr
-    assert "bundle-ownership 1.0 on 2 snapshot(s)" in done.stdout
+    assert f"bundle-ownership {BundleOwnership.version} on 2 snapshot(s)" in done.stdout
     assert "== bundles (" in done.stdout
