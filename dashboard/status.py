@@ -87,12 +87,15 @@ def poll_banner(root: str) -> None:
     def _banner() -> None:
         status = data.poll_status(root)
         if status is not None:
-            draw_banner(status, interval=data.poll_interval_seconds())
+            past = data.upto(root) is not None
+            draw_banner(status, interval=data.poll_interval_seconds(), past=past)
 
     _banner()
 
 
-def draw_banner(status: PollStatus, *, interval: float) -> None:
+def draw_banner(status: PollStatus, *, interval: float, past: bool = False) -> None:
+    """The shown snapshot's line, and its warnings; `past` when the sidebar chose a snapshot
+    other than the newest (then only the chosen one's being partial is said)."""
     st.caption(
         f"Cluster {escape_markdown(status.cluster)} · "
         f"snapshot {status.collected_at:%Y-%m-%d %H:%M:%S} UTC "
@@ -105,9 +108,10 @@ def draw_banner(status: PollStatus, *, interval: float) -> None:
             "and can it reach the admin API?"
         )
     if status.partial:
+        which = "This" if past else "The newest"
         st.warning(
-            f"The newest snapshot is partial: {partial_reason(status)}, so some tables may "
-            "be incomplete. They are listed below."
+            f"{which} snapshot is partial: {partial_reason(status)}, so some tables may be "
+            "incomplete. They are listed below."
         )
 
 

@@ -10,6 +10,7 @@ import pyarrow as pa
 from streamlit.testing.v1 import AppTest
 
 from pulsar_lens.core.markdown import WORD_JOINER
+from pulsar_lens.core.model import EndpointError
 from pulsar_lens.core.store import Store
 from pulsar_lens.dashboard.data import SNAPSHOT_KEY, PastView
 from pulsar_lens.dashboard.spark_jobs import NOT_TRAVELLED
@@ -120,6 +121,26 @@ def test_timetravel_banner_names_the_time_and_goes_back_to_newest(store_dir: Pat
     assert metric(at, "Topics") == "5"
     assert at.sidebar.selectbox(key=SNAPSHOT_KEY).value == ""
     assert "at" not in at.query_params
+
+
+def test_timetravel_a_past_partial_poll_is_called_this_snapshot_not_the_newest(
+    store_dir: Path,
+) -> None:
+    """The banner of a partial poll shown from the past says that snapshot is partial: the
+    newest, whole, is named partial nowhere."""
+    store = Store(store_dir)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    failed = EndpointError("GET http://b1:8080/admin/v2/broker-stats/topics", 503, "Unavailable")
+    store.write(make_snapshot(at=now - AGO, topics=2, errors=(failed,)))
+    store.write(make_snapshot(at=now - dt.timedelta(seconds=1), topics=5))
+    first, _ = (str(s) for s in store.snapshots()["snapshot_id"])
+    past = app(at=first)
+    assert not past.exception
+    warnings = [w.value for w in past.warning]
+    assert any(w.startswith("This snapshot is partial: 1 admin call(s) failed") for w in warnings)
+    assert not any("newest snapshot is partial" in w for w in warnings), warnings
+    newest = app()
+    assert not [w.value for w in newest.warning if "partial" in w.value]
 
 
 def test_timetravel_malformed_at_is_named_and_the_newest_shown(store_dir: Path) -> None:
