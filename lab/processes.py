@@ -100,6 +100,51 @@ def port_open(port: int) -> bool:
     return False
 
 
+LISTEN = "0A"  # a listening socket's state in /proc/net/tcp
+
+
+def listening_inodes(port: int) -> set[str] | None:
+    """The socket inodes listening on TCP `port` (any address), from /proc/net/tcp and tcp6;
+    None where the system has no such table to read."""
+    found: set[str] = set()
+    read_any = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        read_any = True
+        for row in rows:
+            fields = row.split()
+            if (
+                len(fields) > 9
+                and fields[3] == LISTEN
+                and int(fields[1].rsplit(":", 1)[1], 16) == port
+            ):
+                found.add(fields[9])
+    return found if read_any else None
+
+
+def group_holds_port(pgid: int, port: int) -> bool | None:
+    """Whether a process of process group `pgid` holds the socket listening on `port`; None
+    when this system cannot tell (no /proc). False when nothing listens there, or another
+    process does: a readiness check answered on that port would not be the group's."""
+    inodes = listening_inodes(port)
+    if inodes is None:
+        return None
+    sockets = {f"socket:[{inode}]" for inode in inodes}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # the group is field 5 of stat; the command (field 2) may hold spaces or brackets
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            if any(os.readlink(fd) in sockets for fd in (entry / "fd").iterdir()):
+                return True
+    return False
+
+
 def get_json(url: str, timeout: float = 2.0, *, token: str | None = None) -> object:
     """A readiness check's GET: the decoded JSON answer (None for an empty body)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -214,7 +259,9 @@ def wait_until(
 ) -> None:
     """Poll `check` every half second until it holds; raise `start_failed` when the process
     exits first (`name` exited ...) or `deadline` (a `time.monotonic()`) passes (`late` says
-    what was waited for). `port` goes into the error's fields."""
+    what was waited for). `port` goes into the error's fields, and the check counts only
+    while the process's own group listens on it: an answer from another server that took
+    the port first (the process then exits, its log saying PORT_TAKEN) is not a start."""
     pid = process.pid if process is not None else None
     while time.monotonic() < deadline:
         if process is None or process.poll() is not None:
@@ -223,7 +270,7 @@ def wait_until(
             raise start_failed(
                 message, name=name, tail=tail, log_path=log_path, pid=pid, port=port, exit_code=code
             )
-        if check():
+        if check() and (port is None or pid is None or group_holds_port(pid, port) is not False):
             return
         time.sleep(0.5)
     raise start_failed(late, name=name, tail=tail, log_path=log_path, pid=pid, port=port)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,15 @@ from pulsar_lens.core.errors import LocalPulsarError
 from pulsar_lens.lab import processes
 from pulsar_lens.lab.cluster import BROKER_START_ATTEMPTS, LocalPulsarCluster
 from pulsar_lens.lab.cluster_conf import ClusterProcess
-from pulsar_lens.lab.processes import first_error, keep_log, log_tail, spawn, wait_until
+from pulsar_lens.lab.processes import (
+    first_error,
+    free_port,
+    group_holds_port,
+    keep_log,
+    log_tail,
+    spawn,
+    wait_until,
+)
 
 FAILED_START = [
     "10:00:00.001 INFO  PulsarService - Starting Pulsar Broker service",
@@ -152,3 +161,60 @@ def test_a_broker_that_exits_while_starting_is_started_again_once(
         with pytest.raises(LocalPulsarError, match=raised):
             cluster._wait_broker("java", Path("lib"), broker, time.monotonic() + 60)
     assert spawned == [""] * starts  # each new start writes a log of its own
+
+
+LISTENER = """
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen()
+print("listening", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_port_answered_by_another_process_is_not_the_started_ones(tmp_path: Path) -> None:
+    """A readiness check that passes because another server took the port first (the JVM
+    then exits saying its address is in use) is not a start: the wait goes on until the
+    process exits, and its exit is the error, so the start is tried again on new ports."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = spawn(
+            [sys.executable, "-c", "import time; time.sleep(3)"],
+            cwd=tmp_path,
+            log_path=tmp_path / "late.log",
+        )
+        assert group_holds_port(process.pid, port) is False
+        with pytest.raises(LocalPulsarError, match="exited with code 0 while starting"):
+            wait_until(
+                lambda: True,  # the other server answers every check
+                process,
+                deadline=time.monotonic() + 120,
+                name="broker-1",
+                late="timed out",
+                tail=lambda: "",
+                port=port,
+            )
+
+
+def test_a_port_the_process_listens_on_is_its_own(tmp_path: Path) -> None:
+    port = free_port()
+    log_path = tmp_path / "listener.log"
+    process = spawn(
+        [sys.executable, "-c", LISTENER, str(port), "120"], cwd=tmp_path, log_path=log_path
+    )
+    try:
+        wait_until(
+            lambda: "listening" in log_path.read_text(),
+            process,
+            deadline=time.monotonic() + 120,
+            name="listener",
+            late="the listener did not listen",
+            tail=lambda: log_tail(log_path, 5),
+            port=port,
+        )
+        assert group_holds_port(process.pid, port) is True
+        assert group_holds_port(process.pid, free_port()) is False  # nothing listens there
+    finally:
+        process.kill()
+        process.wait(30)
