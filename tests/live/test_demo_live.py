@@ -145,6 +145,7 @@ def test_demo_partition_topics_are_recognised(demo_store: Path) -> None:
     assert parts == list(range(6))
 
 
+@pytest.mark.timeout(1500)  # five Spark jobs in turn, each up to 150 s seen on a loaded machine
 def test_demo_history_pages_show_what_the_spark_jobs_computed(
     demo_store: Path, app: AppTest
 ) -> None:
