@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import re
 import shutil
 import signal
@@ -86,8 +87,37 @@ def start_retrying(start: Callable[[], T], *, ours: bool, forget: Callable[[], N
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
+LOWEST_PORT = 10000  # the ports picked lie between this and the system's ephemeral range
+PICKS = 50  # ports tried there before the OS is asked for one of its own
+_handed_out: set[int] = set()  # never the same port twice in one process (its taker may be slow)
+
+
+def ephemeral_range() -> tuple[int, int] | None:
+    """The ports the system gives to `bind(0)` and outgoing connections; None when unknown."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return None
+
+
 def free_port() -> int:
-    """A TCP port of 127.0.0.1 free now (the OS picks it)."""
+    """A TCP port of 127.0.0.1 free now, below the system's ephemeral range when there is
+    room: a port picked for a JVM to bind later cannot then go to another server's `bind(0)`
+    or to an outgoing connection meanwhile (in the ephemeral range both take ports at any
+    moment). Where the range is unknown or leaves no room, the OS picks one."""
+    span = ephemeral_range()
+    if span is not None and span[0] > LOWEST_PORT + PICKS:
+        for port in random.sample(range(LOWEST_PORT, span[0]), PICKS):
+            if port in _handed_out:  # free again, but perhaps not yet bound by its taker
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

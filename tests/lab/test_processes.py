@@ -218,3 +218,16 @@ def test_a_port_the_process_listens_on_is_its_own(tmp_path: Path) -> None:
     finally:
         process.kill()
         process.wait(30)
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice() -> None:
+    """Ports the lab picks for a JVM to bind later are out of reach of `bind(0)` servers and
+    outgoing connections, and one process never picks the same port twice."""
+    span = processes.ephemeral_range()
+    assert span is not None  # Linux: /proc/sys/net/ipv4/ip_local_port_range
+    picked = [free_port() for _ in range(200)]
+    assert len(set(picked)) == len(picked)
+    assert all(processes.LOWEST_PORT <= p < span[0] for p in picked)
+    with socket.socket() as server:  # a server of another kind takes its port from the range
+        server.bind(("127.0.0.1", 0))
+        assert server.getsockname()[1] >= span[0]
