@@ -42,9 +42,9 @@ from pulsar_lens.lab.cluster_conf import (
 )
 from pulsar_lens.lab.cluster_ready import broker_ready, cluster_ready, zk_ok
 from pulsar_lens.lab.processes import (
-    JVM_FLAGS,
     PORT_TAKEN,
     free_port,
+    jvm_flags,
     log_tail,
     port_open,
     spawn,
@@ -255,7 +255,7 @@ class LocalPulsarCluster:
         conf = self.data_dir / "conf"
         return [
             java,
-            *JVM_FLAGS,
+            *jvm_flags(self.data_dir),
             *heap,
             f"-Dlog4j.configurationFile={conf / 'log4j2.properties'}",
             "-cp",

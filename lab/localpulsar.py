@@ -28,10 +28,10 @@ from pathlib import Path
 
 from pulsar_lens.core.errors import LocalPulsarError
 from pulsar_lens.lab.processes import (
-    JVM_FLAGS,
     alive,
     free_port,
     get_json,
+    jvm_flags,
     kill_group,
     log_tail,
     spawn,
@@ -140,7 +140,7 @@ class LocalPulsar:
         conf = self.data_dir / "conf"
         return [
             java,
-            *JVM_FLAGS,
+            *jvm_flags(self.data_dir),
             *self.jvm_options,
             f"-Dlog4j.configurationFile={conf / 'log4j2.properties'}",
             f"-Dpulsar.config.file={conf / 'standalone.conf'}",

@@ -65,6 +65,15 @@ JVM_FLAGS: tuple[str, ...] = (
 )
 
 
+def jvm_flags(data_dir: Path) -> list[str]:
+    """JVM_FLAGS, and a temporary directory inside `data_dir` (made here): the native
+    libraries RocksDB, Netty and LZ4 unpack there go with the data directory, even from a
+    JVM that was killed and so could not delete its own."""
+    tmp = data_dir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return [*JVM_FLAGS, f"-Djava.io.tmpdir={tmp}"]
+
+
 BIND_ATTEMPTS = 3
 PORT_TAKEN = "Address already in use"
 """What a JVM's log says when a port `free_port` picked was taken before it bound it: a start

@@ -9,7 +9,8 @@ import pytest
 from pulsar_lens.core.errors import LocalPulsarError
 from pulsar_lens.lab import localpulsar, runtime
 from pulsar_lens.lab.cluster import LocalPulsarCluster
-from pulsar_lens.lab.localpulsar import JVM_FLAGS, LocalPulsar
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.lab.processes import JVM_FLAGS
 from pulsar_lens.lab.runtime import find_java, java_supported
 
 
@@ -67,6 +68,8 @@ def test_command_pins_loopback_charset_and_extra_jvm_options(tmp_path: Path) -> 
     assert cmd.index("-Dfile.encoding=US-ASCII") > cmd.index("-Dfile.encoding=UTF-8")
     assert cmd[cmd.index("-a") + 1] == "127.0.0.1"
     assert "org.apache.pulsar.PulsarStandaloneStarter" in cmd
+    # what the JVM unpacks (RocksDB's, Netty's native libraries) goes with its data directory
+    assert f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in cmd and (tmp_path / "tmp").is_dir()
 
 
 @pytest.mark.parametrize(

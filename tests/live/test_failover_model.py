@@ -29,7 +29,8 @@ from pulsar_lens.core.failover import (
     select_active_consumer,
 )
 from pulsar_lens.core.hashing import murmur3_31
-from pulsar_lens.lab.localpulsar import JVM_FLAGS, LocalPulsar
+from pulsar_lens.lab.localpulsar import LocalPulsar
+from pulsar_lens.lab.processes import JVM_FLAGS
 from pulsar_lens.lab.runtime import find_java
 from tests.brokers import BrokerPool
 from tests.live.failover_clients import FailoverClient
