@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,27 @@ FAILED_START = [
 ]
 
 
+def wait_a_while(
+    check: Callable[[], bool],
+    process: subprocess.Popen[bytes],
+    name: str,
+    *,
+    log_path: Path | None = None,
+    port: int | None = None,
+) -> None:
+    """`wait_until` as the lab calls it, with two minutes to go and the log's tail if any."""
+    wait_until(
+        check,
+        process,
+        deadline=time.monotonic() + 120,
+        name=name,
+        late=f"timed out waiting for {name}",
+        tail=lambda: log_tail(log_path, 30) if log_path else "",
+        log_path=log_path,
+        port=port,
+    )
+
+
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PULSAR_LENS_CACHE_DIR", str(tmp_path / "cache"))
@@ -51,15 +74,7 @@ def test_a_jvm_that_exits_while_starting_is_told_by_its_first_error_and_its_whol
     script = f"import sys; sys.stdout.write({chr(10).join(FAILED_START) + chr(10)!r}); sys.exit(1)"
     process = spawn([sys.executable, "-c", script], cwd=tmp_path, log_path=log_path)
     with pytest.raises(LocalPulsarError) as caught:
-        wait_until(
-            lambda: False,
-            process,
-            deadline=time.monotonic() + 120,
-            name="broker-1",
-            late="timed out",
-            tail=lambda: log_tail(log_path, 30),
-            log_path=log_path,
-        )
+        wait_a_while(lambda: False, process, "broker-1", log_path=log_path)
     error = caught.value
     message = str(error)
     assert error.exit_code == 1 and error.process == "broker-1"
@@ -186,15 +201,7 @@ def test_a_port_answered_by_another_process_is_not_the_started_ones(tmp_path: Pa
         )
         assert group_holds_port(process.pid, port) is False
         with pytest.raises(LocalPulsarError, match="exited with code 0 while starting"):
-            wait_until(
-                lambda: True,  # the other server answers every check
-                process,
-                deadline=time.monotonic() + 120,
-                name="broker-1",
-                late="timed out",
-                tail=lambda: "",
-                port=port,
-            )
+            wait_a_while(lambda: True, process, "broker-1", port=port)  # the other answers
 
 
 def test_a_port_the_process_listens_on_is_its_own(tmp_path: Path) -> None:
@@ -204,15 +211,7 @@ def test_a_port_the_process_listens_on_is_its_own(tmp_path: Path) -> None:
         [sys.executable, "-c", LISTENER, str(port), "120"], cwd=tmp_path, log_path=log_path
     )
     try:
-        wait_until(
-            lambda: "listening" in log_path.read_text(),
-            process,
-            deadline=time.monotonic() + 120,
-            name="listener",
-            late="the listener did not listen",
-            tail=lambda: log_tail(log_path, 5),
-            port=port,
-        )
+        wait_a_while(lambda: "listening" in log_path.read_text(), process, "listener", port=port)
         assert group_holds_port(process.pid, port) is True
         assert group_holds_port(process.pid, free_port()) is False  # nothing listens there
     finally:
