@@ -178,6 +178,12 @@ def test_a_broker_that_exits_while_starting_is_started_again_once(
     assert spawned == [""] * starts  # each new start writes a log of its own
 
 
+EXIT_WHEN_TOLD = """
+import os, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+"""
+
 LISTENER = """
 import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen()
@@ -194,14 +200,24 @@ def test_a_port_answered_by_another_process_is_not_the_started_ones(tmp_path: Pa
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
+        told = tmp_path / "exit-now"  # the process lives until the third check has passed
         process = spawn(
-            [sys.executable, "-c", "import time; time.sleep(3)"],
+            [sys.executable, "-c", EXIT_WHEN_TOLD, str(told)],
             cwd=tmp_path,
             log_path=tmp_path / "late.log",
         )
         assert group_holds_port(process.pid, port) is False
+        checks = []
+
+        def the_other_answers() -> bool:
+            checks.append(1)
+            if len(checks) == 3:
+                told.touch()
+            return True
+
         with pytest.raises(LocalPulsarError, match="exited with code 0 while starting"):
-            wait_a_while(lambda: True, process, "broker-1", port=port)  # the other answers
+            wait_a_while(the_other_answers, process, "broker-1", port=port)
+        assert len(checks) >= 3  # each check passed, and none counted as the start
 
 
 def test_a_port_the_process_listens_on_is_its_own(tmp_path: Path) -> None:
