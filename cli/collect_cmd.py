@@ -250,10 +250,11 @@ def run(args: argparse.Namespace) -> int:
             )
         with stop_on_sigterm(loop, analyses):
             loop.run()
-        if (args.once or args.max_polls) and not loop.stopped:
-            # a bounded run leaves its results stored, like its snapshots; one stopped by
-            # SIGTERM leaves at once (an orchestrator's grace period is short)
-            analyses.finish()
+            if (args.once or args.max_polls) and not loop.stopped:
+                # a bounded run leaves its results stored, like its snapshots; one stopped by
+                # SIGTERM leaves at once (an orchestrator's grace period is short), during
+                # this wait too
+                analyses.finish()
     finally:
         if analyses is not None:
             analyses.close()

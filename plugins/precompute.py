@@ -234,6 +234,9 @@ def _drawn_here(plugin: AnalysisPlugin | LoadedPlugin) -> bool:
     return bool(getattr(plugin, "isolated", False))
 
 
+DRAIN_SLICE = 0.5  # seconds between two looks of a drain at whether the worker is stopping
+
+
 class ResultsWorker:
     """Computes results on a background thread, always for the newest written snapshot.
 
@@ -255,6 +258,7 @@ class ResultsWorker:
         self._wanted = 0  # submissions so far
         self._done = 0  # submissions covered by a finished computation
         self._stopping = False
+        self._running = False  # a computation is under way
         self._thread = threading.Thread(target=self._run, name="results", daemon=True)
         self._thread.start()
 
@@ -264,9 +268,18 @@ class ResultsWorker:
             self._changed.notify_all()
 
     def drain(self, timeout: float | None = None) -> bool:
-        """Wait until every submission so far is computed; False on timeout."""
+        """Wait until every submission so far is computed; False on timeout, or when the
+        worker is stopping and no computation is under way any more (what is still pending
+        then never runs). `interrupt()` comes from a signal handler, which cannot wake this
+        wait: it looks again every DRAIN_SLICE seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
-            return self._changed.wait_for(lambda: self._done >= self._wanted, timeout)
+            while self._done < self._wanted:
+                left = None if deadline is None else deadline - time.monotonic()
+                if (self._stopping and not self._running) or (left is not None and left <= 0):
+                    return False
+                self._changed.wait(DRAIN_SLICE if left is None else min(DRAIN_SLICE, left))
+            return True
 
     def stopping(self) -> bool:
         return self._stopping
@@ -289,6 +302,7 @@ class ResultsWorker:
                 if self._stopping:
                     return
                 target = self._wanted
+                self._running = True
             try:
                 self._compute(self.stopping)
             except Exception:  # never let the worker die: the next snapshot tries again
@@ -300,4 +314,5 @@ class ResultsWorker:
                     log.exception("what follows the analyses of the newest snapshot failed")
             with self._changed:
                 self._done = target
+                self._running = False
                 self._changed.notify_all()

@@ -16,6 +16,7 @@ from pulsar_lens.cli.main import build_parser, main
 from pulsar_lens.core.model import EndpointError, Snapshot
 from pulsar_lens.core.store import Store
 from pulsar_lens.lab.localpulsar import free_port
+from pulsar_lens.plugins.precompute import ResultsWorker
 from tests.core.snapshots import make_snapshot, unreachable_snapshot
 
 
@@ -197,6 +198,36 @@ def test_collect_stops_between_polls_on_sigterm(
     assert args.func(args) == 0
     assert len(polls) == 2
     assert len(Store(tmp_path).snapshots()) == 2
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_collect_stops_on_sigterm_while_a_bounded_run_stores_its_last_analyses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--max-polls` waits for the last poll's analyses under the SIGTERM handler: a stop
+    signal then ends the wait and the process exits 0, instead of the default action."""
+    drain = ResultsWorker.drain
+    signalled: list[bool] = []
+
+    def drain_after_sigterm(self: ResultsWorker, timeout: float | None = None) -> bool:
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, "no handler while draining"
+        os.kill(os.getpid(), signal.SIGTERM)  # what `docker stop` sends
+        signalled.append(True)
+        return drain(self, timeout)
+
+    monkeypatch.setattr(ResultsWorker, "drain", drain_after_sigterm)
+    args = parse(
+        "--max-polls",
+        "1",
+        "--admin-url",
+        "http://b:8080",
+        "--store",
+        str(tmp_path),
+        source=FakeSource(lambda at: make_snapshot(at=at)),
+    )
+    assert args.func(args) == 0
+    assert signalled == [True]
+    assert len(Store(tmp_path).snapshots()) == 1
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 

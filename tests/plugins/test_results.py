@@ -254,6 +254,29 @@ def test_the_worker_coalesces_submissions_and_drains() -> None:
     assert 1 <= len(calls) <= 5
 
 
+def test_a_drain_ends_when_the_worker_is_interrupted() -> None:
+    """`collect --max-polls` drains its last analyses under its SIGTERM handler, which can
+    only `interrupt()` (no lock in a signal handler): the drain must see that and return."""
+    started, release = threading.Event(), threading.Event()
+
+    def compute(stop: Callable[[], bool]) -> None:
+        started.set()
+        release.wait(120)
+
+    worker = ResultsWorker(compute)
+    worker.submit()
+    assert started.wait(60)
+    worker.submit()  # pending behind the computation under way: never computed once stopping
+    outcome: list[bool] = []
+    draining = threading.Thread(target=lambda: outcome.append(worker.drain()))
+    draining.start()
+    worker.interrupt()
+    release.set()  # the computation under way ends; the drain waits for it, not for the next
+    draining.join(timeout=60)
+    assert not draining.is_alive() and outcome == [False]
+    worker.stop()
+
+
 def test_a_stopping_worker_leaves_the_plugins_not_started_yet(tmp_path: Path) -> None:
     """A stopping collect process must not wait for a whole round of analyses."""
     store = store_with_polls(tmp_path)
