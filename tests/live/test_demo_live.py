@@ -92,8 +92,9 @@ def stuck_poll(store: Path) -> dict[str, object]:
     """The sidebar's choice of the newest poll in which payments-stuck held draining hashes.
     The demo makes them (payments-ok joins while payments-stuck holds a message of every
     account), but a reconnection of the demo's client ends them: the loaded machine once saw
-    the client close its connection during an unload of another bundle, and both payments
-    consumers subscribed again, so later polls had none."""
+    the client's connection close during an unload of another bundle (which side closed it,
+    the broker's log does not say), and both payments consumers subscribed again, so later
+    polls had none."""
     consumers = Store(store).read("consumers").to_pandas()
     held = consumers[
         (consumers["consumer_name"] == "payments-stuck")
