@@ -128,6 +128,25 @@ class Collector:
             found += match(line)
         return seen
 
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
+    ) -> None:
+        """Stopped at the end of the block (its stderr then in `stderr`). When the block
+        failed, a failure to stop is added to that failure as a note, never in its place: the
+        first thing that went wrong is the one to read."""
+        if error is None:
+            self.finish()
+            return
+        try:
+            self.finish()
+        except AssertionError as stopping:
+            error.add_note(f"and then: {stopping}")
+        else:
+            error.add_note(f"collect's stderr:\n{self.stderr[-6000:]}")
+
     def finish(self) -> str:
         """Stop it as `docker stop` would and return its stderr."""
         if self.proc.poll() is None:

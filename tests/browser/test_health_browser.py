@@ -41,27 +41,28 @@ def test_overview_shows_the_refused_writes_and_the_overrun_in_the_browser(
         (disk / "store").mkdir()
         link.symlink_to(disk / "store")
         slowly(fake)
-        collector = Collector(link, fake.url)
-        try:
-            collector.beats(1, stored)
-            remount(disk, "ro")
-            collector.beats(2, not_stored)
-            app = serve(link, PULSAR_LENS_POLL_INTERVAL="1s")
-            page.goto(app.url, timeout=TIMEOUT_MS)
-            expect(page.locator("h1").first).to_have_text("Overview", timeout=TIMEOUT_MS)
-            refused = page.get_by_text(re.compile(r"^The store refused the last \d+ write"))
-            expect(refused).to_be_visible(timeout=TIMEOUT_MS)
-            expect(refused).to_contain_text("EROFS: Read-only file system")
-            expect(refused).to_contain_text("snapshots are kept in memory (up to 5) and retried")
-            overran = page.get_by_text(re.compile(r"^The last poll took [\d.]+s, over the 1s"))
-            expect(overran).to_be_visible(timeout=TIMEOUT_MS)
-            expect(overran).to_contain_text("PULSAR_LENS_POLL_INTERVAL")
-            sidebar = page.locator("[data-testid='stSidebar']")
-            expect(sidebar.get_by_text(re.compile("Store refuses writes"))).to_be_visible()
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / "overview-health.png"), full_page=True)
-        finally:
-            if app is not None:
-                app.stop()
-            stderr = collector.finish()
-    assert "Traceback" not in stderr, stderr
+        with Collector(link, fake.url) as collector:
+            try:
+                collector.beats(1, stored)
+                remount(disk, "ro")
+                collector.beats(2, not_stored)
+                app = serve(link, PULSAR_LENS_POLL_INTERVAL="1s")
+                page.goto(app.url, timeout=TIMEOUT_MS)
+                expect(page.locator("h1").first).to_have_text("Overview", timeout=TIMEOUT_MS)
+                refused = page.get_by_text(re.compile(r"^The store refused the last \d+ write"))
+                expect(refused).to_be_visible(timeout=TIMEOUT_MS)
+                expect(refused).to_contain_text("EROFS: Read-only file system")
+                expect(refused).to_contain_text(
+                    "snapshots are kept in memory (up to 5) and retried"
+                )
+                overran = page.get_by_text(re.compile(r"^The last poll took [\d.]+s, over the 1s"))
+                expect(overran).to_be_visible(timeout=TIMEOUT_MS)
+                expect(overran).to_contain_text("PULSAR_LENS_POLL_INTERVAL")
+                sidebar = page.locator("[data-testid='stSidebar']")
+                expect(sidebar.get_by_text(re.compile("Store refuses writes"))).to_be_visible()
+                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(SCREENSHOTS / "overview-health.png"), full_page=True)
+            finally:
+                if app is not None:
+                    app.stop()
+    assert "Traceback" not in collector.stderr, collector.stderr

@@ -65,24 +65,21 @@ def outage(mount: Path, begin: Callable[[], None], end: Callable[[], None], why:
     """Collect, `begin` the fault, see three polls not stored and why, `end` it, see the
     kept snapshots written."""
     store = mount / "store"
-    with FakeAdmin() as fake:
-        collector = Collector(store, fake.url)
-        try:
-            collector.beats(1, stored)
-            begin()
-            seen = collector.beats(3, lambda line: "not_stored" in line)
-            failed = [line for line in seen if "not_stored" in line]
-            for line in failed:
-                assert " not_stored (could not write snapshot " in line
-                assert line.endswith(f" under {store}: {why})"), line
-            assert_readers_see_whole_files(store, settle=60.0)  # the analyses may be writing
-            ended = time.monotonic()
-            end()
-            collector.beats(1, stored)
-            resumed = time.monotonic() - ended
-            polls = len(collector.lines)
-        finally:
-            stderr = collector.finish()
+    with FakeAdmin() as fake, Collector(store, fake.url) as collector:
+        collector.beats(1, stored)
+        begin()
+        seen = collector.beats(3, lambda line: "not_stored" in line)
+        failed = [line for line in seen if "not_stored" in line]
+        for line in failed:
+            assert " not_stored (could not write snapshot " in line
+            assert line.endswith(f" under {store}: {why})"), line
+        assert_readers_see_whole_files(store, settle=60.0)  # the analyses may be writing
+        ended = time.monotonic()
+        end()
+        collector.beats(1, stored)
+        resumed = time.monotonic() - ended
+        polls = len(collector.lines)
+    stderr = collector.stderr
     assert collector.proc.returncode == 0, stderr
     assert "Traceback" not in stderr, stderr
     assert f"{why}" in stderr  # the log line of each failed write

@@ -57,20 +57,17 @@ def test_collect_health_is_503_naming_the_refused_writes_and_200_before_and_afte
 ) -> None:
     store = tmpfs / "store"
     port = free_port()
-    with FakeAdmin() as fake:
-        collector = Collector(store, fake.url, extra=["--metrics-port", str(port)])
-        try:
-            collector.beats(1, stored)
-            wait_health(port, lambda a: a[0] == 200, "200 once a poll was stored")
-            remount(tmpfs, "ro")
-            collector.beats(1, not_stored)
-            status, body = wait_health(port, lambda a: a[0] == 503, "503 once writes fail")
-            remount(tmpfs, "rw")
-            collector.beats(1, stored)
-            healed, _ = wait_health(port, lambda a: a[0] == 200, "200 once writes resumed")
-        finally:
-            stderr = collector.finish()
-    assert "Traceback" not in stderr, stderr
+    extra = ["--metrics-port", str(port)]
+    with FakeAdmin() as fake, Collector(store, fake.url, extra=extra) as collector:
+        collector.beats(1, stored)
+        wait_health(port, lambda a: a[0] == 200, "200 once a poll was stored")
+        remount(tmpfs, "ro")
+        collector.beats(1, not_stored)
+        status, body = wait_health(port, lambda a: a[0] == 503, "503 once writes fail")
+        remount(tmpfs, "rw")
+        collector.beats(1, stored)
+        healed, _ = wait_health(port, lambda a: a[0] == 200, "200 once writes resumed")
+    assert "Traceback" not in collector.stderr, collector.stderr
     answer = json.loads(body)
     assert answer["status"] == "failing"
     (problem,) = answer["problems"]
