@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from tempfile import gettempdir
 from typing import TYPE_CHECKING
 
 from pulsar_lens.core.parts import DEFAULT_SPARK_LOCAL_MEMORY as DEFAULT_LOCAL_MEMORY
@@ -145,11 +146,13 @@ def _build(master: str) -> SparkSession:
         builder = builder.remote(master)
     else:
         builder = builder.master(master).config("spark.ui.enabled", "true" if spark.ui else "false")
-        # Spark's log in the product's shape, without its start-up banner on the console.
+        # Spark's log in the product's shape, without its start-up banner on the console;
+        # its scratch folders (spark-*, blockmgr-*) and unpacked native libraries in the
+        # temporary folder this process was given (TMPDIR), not always /tmp: a killed driver
+        # leaves them there.
         log4j = Path(__file__).with_name("log4j2.properties")
-        builder = builder.config(
-            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}"
-        )
+        options = f'-Dlog4j2.configurationFile={log4j.as_uri()} "-Djava.io.tmpdir={gettempdir()}"'
+        builder = builder.config("spark.driver.extraJavaOptions", options)
         # Progress goes to the job's status (and the CLI's own bar), not Spark's console bar.
         builder = builder.config("spark.ui.showConsoleProgress", "false")
         if master.startswith("local"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -145,6 +146,15 @@ def test_the_master_comes_from_the_environment_and_a_bad_one_is_named() -> None:
     assert master_from_env({"PULSAR_LENS_SPARK_MASTER": "sc://127.0.0.1:15002"}).startswith("sc")
     with pytest.raises(SettingsError, match="PULSAR_LENS_SPARK_MASTER='http://x'"):
         master_from_env({"PULSAR_LENS_SPARK_MASTER": "http://x"})
+
+
+def test_a_local_session_keeps_its_scratch_files_in_the_process_temporary_folder(
+    spark: object,
+) -> None:
+    """The part's TMPDIR (scripts/test.sh gives each part its own), not the JVM's /tmp."""
+    jvm_system = spark.sparkContext._jvm.java.lang.System  # type: ignore[attr-defined]
+    assert jvm_system.getProperty("java.io.tmpdir") == tempfile.gettempdir()
+    assert list(Path(tempfile.gettempdir()).glob("blockmgr-*")), "the block manager's folder"
 
 
 def test_the_run_shares_one_session(spark: object) -> None:
