@@ -25,6 +25,7 @@ import requests
 from pulsar_lens.core.errors import CollectorError
 from pulsar_lens.core.hashing import topic_bundle_hash
 from pulsar_lens.core.logs import pulsar_client
+from pulsar_lens.core.topicname import parse_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class DemoSettings:
     audit_per_second: float = 1.0
     event_partitions: int = 6
     stuck_after: float = 8.0  # seconds before a second payments consumer takes hashes away
+    restuck_every: float = 30.0  # how often the broker is asked whether payments still drains
     churn_every: float = 25.0  # a consumer joins, then leaves, on this period
     unload_every: float = 45.0  # one bundle unloaded per period; 0 disables
     customers: int = 200
@@ -152,7 +154,7 @@ class DemoWorkloads:
             accounts.__next__,
             self.settings.payments_per_second,
         )
-        self._spawn("payments-join", self._join_later, topic, "payments-by-account", "payments-ok")
+        self._spawn("payments-join", self._keep_stuck, topic, "payments-by-account", "payments-ok")
 
     def _start_events(self) -> None:
         topic = self.topic(EVENTS)
@@ -250,17 +252,47 @@ class DemoWorkloads:
         with self._held_lock:
             self.held += 1
 
-    def _join_later(self, topic: str, subscription: str, name: str) -> None:
-        """payments-ok joins after `stuck_after`, and not before payments-stuck holds a
-        message of every account (a slow start would leave it nothing to drain), at most
-        a minute later."""
+    def _keep_stuck(self, topic: str, subscription: str, name: str) -> None:
+        """payments-ok joins after `stuck_after`, once payments-stuck holds a message of
+        every account: the hashes that move to payments-ok are then stuck draining.
+
+        Then, every `restuck_every`, the broker is asked whether the subscription still has
+        draining hashes. A reconnection of the demo's client (an unload of the topic's
+        bundle, a closed connection) subscribes both consumers again; when payments-ok is
+        back first it is given payments-stuck's held messages, acknowledges them, and
+        nothing is stuck after. payments-ok then leaves and joins again the same way."""
         if self._stop.wait(self.settings.stuck_after):
             return
+        consumer = self._join_once_held(topic, subscription, name, since=0)
+        while consumer is not None and not self._stop.wait(self.settings.restuck_every):
+            if self.draining_hashes(topic, subscription) != 0:  # stuck, or not known
+                continue
+            log.info("demo: %s drains no hashes any more; %s leaves and joins again", topic, name)
+            held = self.held
+            consumer.close()
+            consumer = self._join_once_held(topic, subscription, name, since=held)
+
+    def _join_once_held(self, topic: str, subscription: str, name: str, *, since: int) -> Any:
+        """Subscribe `name` once payments-stuck has been handed a message of every account
+        since its count was `since` (a slow start would leave it nothing to drain), at most a
+        minute later; None when the demo stops meanwhile."""
         give_up = time.monotonic() + 60.0
-        while self.held < ACCOUNTS and time.monotonic() < give_up:
+        while self.held < since + ACCOUNTS and time.monotonic() < give_up:
             if self._stop.wait(0.2):
-                return
-        self._subscribe(topic, subscription, name, key_shared=True)
+                return None
+        return self._subscribe(topic, subscription, name, key_shared=True)
+
+    def draining_hashes(self, topic: str, subscription: str) -> int | None:
+        """The broker's drainingHashesCount of `subscription` on `topic` (Pulsar 4.0's topic
+        stats), None when the broker did not say."""
+        url = f"{self.admin_url}{parse_topic_name(topic).admin_path}/stats"
+        try:
+            stats = self._http.get(url, timeout=10).json()
+            count = stats["subscriptions"][subscription]["drainingHashesCount"]
+        except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
+            log.debug("demo: no draining hashes count of %s: %s", topic, exc)
+            return None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
 
     def _unload_loop(self) -> None:
         for bundle in itertools.cycle(self._unloadable_bundles()):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -23,17 +24,28 @@ from pulsar_lens.core.store import Store
 from pulsar_lens.dashboard.data import SNAPSHOT_KEY
 from pulsar_lens.lab.demo import EVENTS, ORDERS, PAYMENTS, DemoSettings, DemoWorkloads
 from pulsar_lens.lab.localpulsar import LocalPulsar
+from tests.live.lens_polls import wait_for
 from tests.pages import plugin_page
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 POLLS = 8
 
 
+@dataclass(frozen=True)
+class DemoRun:
+    store: Path
+    draining: int  # the broker's drainingHashesCount of payments-by-account after the polls
+
+
 @pytest.fixture(scope="module")
-def demo_store(pulsar: LocalPulsar, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def demo_run(pulsar: LocalPulsar, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
     namespace = f"public/lens-demo-{uuid.uuid4().hex[:6]}"
     settings = DemoSettings(
-        namespace=namespace, stuck_after=4.0, churn_every=1000.0, unload_every=6.0
+        namespace=namespace,
+        stuck_after=4.0,
+        churn_every=1000.0,
+        unload_every=6.0,
+        restuck_every=3.0,
     )
     root = tmp_path_factory.mktemp("demo") / "store"
     client = AdminClient(pulsar.admin_url)
@@ -49,9 +61,26 @@ def demo_store(pulsar: LocalPulsar, tmp_path_factory: pytest.TempPathFactory) ->
             )
             loop.run()
             assert demo.unloads >= 1
+            # the showcase holds (or comes back after a reconnection of the demo's client)
+            topic = demo.topic(PAYMENTS)
+
+            def draining() -> int | None:
+                return demo.draining_hashes(topic, "payments-by-account") or None
+
+            count = wait_for(
+                draining,
+                what="the broker to report draining hashes on payments-by-account",
+                timeout=180.0,
+                every=1.0,
+            )
     finally:
         client.close()
-    yield root
+    yield DemoRun(root, count)
+
+
+@pytest.fixture(scope="module")
+def demo_store(demo_run: DemoRun) -> Path:
+    return demo_run.store
 
 
 @pytest.fixture
@@ -117,6 +146,13 @@ def test_demo_key_shared_page_shows_stuck_payments_hashes(demo_store: Path, app:
     assert int(_metrics(page)["Draining hashes"]) > 0
     draining = _frame(page, "consumer_name", "hash", "unack_msgs")
     assert set(draining["consumer_name"]) == {"payments-stuck"}
+
+
+def test_demo_payments_drain_hashes_at_the_broker_after_the_polls(demo_run: DemoRun) -> None:
+    """The demo's own reading of the broker's stats (what it acts on to keep the showcase)
+    sees payments-by-account draining, as the stored polls did."""
+    assert demo_run.draining > 0
+    stuck_poll(demo_run.store)
 
 
 def test_demo_key_lookup_names_a_connected_consumer(app: AppTest) -> None:
