@@ -33,6 +33,7 @@ SPARK_MASTER_ENV = "PULSAR_LENS_SPARK_MASTER"
 SPARK_UI_ENV = "PULSAR_LENS_SPARK_UI"
 SPARK_LOG_LEVEL_ENV = "PULSAR_LENS_SPARK_LOG_LEVEL"  # Spark's own log level (ERROR by default)
 SPARK_DRIVER_MEMORY_ENV = "PULSAR_LENS_SPARK_DRIVER_MEMORY"  # local mode's heap
+SPARK_JAVA_OPTIONS_ENV = "PULSAR_LENS_SPARK_JAVA_OPTIONS"  # more options of the driver's JVM
 SPARK_JOBS_ENV = "PULSAR_LENS_SPARK_JOBS"  # 0: the collect process starts no job worker
 SPARK_EVERY_ENV = "PULSAR_LENS_SPARK_EVERY"
 SPARK_JOB_TIMEOUT_ENV = "PULSAR_LENS_SPARK_JOB_TIMEOUT"
@@ -141,7 +142,8 @@ def spark_master(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SparkSettings:
-    """The Spark engine: the session (master, web UI, Spark's log level, local mode's heap)
+    """The Spark engine: the session (master, web UI, Spark's log level, local mode's heap,
+    more options of the driver's JVM)
     and the job worker (started at all, how often it runs the scheduled jobs, how long one
     job may take). `every` is None when not set (the worker's default applies)."""
 
@@ -149,6 +151,7 @@ class SparkSettings:
     ui: bool = False
     log_level: str = DEFAULT_SPARK_LOG_LEVEL
     driver_memory: str = DEFAULT_SPARK_LOCAL_MEMORY
+    java_options: str = ""
     jobs: bool = True
     every: float | None = None
     job_timeout: float = DEFAULT_SPARK_JOB_TIMEOUT
@@ -163,6 +166,7 @@ class SparkSettings:
             ui=_text(environ, SPARK_UI_ENV) == "1",
             log_level=_text(environ, SPARK_LOG_LEVEL_ENV) or DEFAULT_SPARK_LOG_LEVEL,
             driver_memory=_text(environ, SPARK_DRIVER_MEMORY_ENV) or DEFAULT_SPARK_LOCAL_MEMORY,
+            java_options=_text(environ, SPARK_JAVA_OPTIONS_ENV) or "",
             jobs=environ.get(SPARK_JOBS_ENV, "1") != "0",
             every=duration_seconds(environ, SPARK_EVERY_ENV, 0.0) if every else None,
             job_timeout=duration_seconds(environ, SPARK_JOB_TIMEOUT_ENV, DEFAULT_SPARK_JOB_TIMEOUT),

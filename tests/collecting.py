@@ -4,7 +4,6 @@ read-only: both stop root, which chmod does not)."""
 
 from __future__ import annotations
 
-import os
 import queue
 import signal
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lens_cli import ROOT
+from tests.lens_cli import ROOT, clean_environ
 
 TMPFS_SIZE = "4m"
 MAX_POLLS = 60  # the bound of each run; every test stops its collector well before
@@ -68,7 +67,7 @@ class Collector:
     def __init__(
         self, store: Path, admin_url: str, *, extra: Sequence[str] = (), max_polls: int = MAX_POLLS
     ) -> None:
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+        clean = clean_environ()
         argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--interval", "1s"]
         argv += ["--max-polls", str(max_polls), "--store", str(store), *extra]
         self.proc = subprocess.Popen(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,8 +11,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from pulsar_lens.core import secrets
+from pulsar_lens.core.parts import SPARK_JAVA_OPTIONS_ENV
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.brokers import SHEDDING_SETTINGS, BrokerPool
+from tests.lens_cli import RUN_SETTINGS
 from tests.parts import add_option, keep_part
 from tests.shuffle import SEED_VARIABLE, shuffle_seed, shuffled
 
@@ -22,6 +25,11 @@ settings.register_profile(
 )
 settings.load_profile("lens")
 
+TEST_SPARK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""The test run's Spark drivers compile with C1 only: its Spark work is many small jobs, each
+over in seconds, for which C2's compilations cost more than they save (tests/spark's
+unload-history module took 118 CPU seconds of its process tree with this, 228 without, side by
+side on a loaded 2-core machine). An operator's default stays the JVM's own."""
 IMAGE_TESTS = Path(__file__).parent / "deploy" / "test_image.py"
 SHEDDING_TESTS = Path(__file__).parent / "live" / "test_load_manager_live.py"
 POOL = pytest.StashKey[BrokerPool]()
@@ -29,6 +37,15 @@ POOL = pytest.StashKey[BrokerPool]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The Spark JVM options of the run: for the sessions of this process, and for the
+    commands it starts (tests/lens_cli.py keeps the variable in their environment)."""
+    from pulsar_lens.plugins.spark import session
+
+    options = os.environ.setdefault(SPARK_JAVA_OPTIONS_ENV, TEST_SPARK_JAVA_OPTIONS)
+    session.configure(dataclasses.replace(session.configured(), java_options=options))
 
 
 @pytest.hookimpl(trylast=True)
@@ -79,13 +96,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No test sees the developer's PULSAR_* settings.
+    """No test sees the developer's PULSAR_* settings (but the run's own, RUN_SETTINGS).
 
     A collect process started by a test runs no Spark job worker (a JVM per test would not
     fit two cores); the tests of the jobs turn it on.
     """
     for key in list(os.environ):
-        if key.startswith("PULSAR_") and key != "PULSAR_LENS_CACHE_DIR":
+        if key.startswith("PULSAR_") and key not in ("PULSAR_LENS_CACHE_DIR", *RUN_SETTINGS):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("PULSAR_LENS_SPARK_JOBS", "0")
     yield

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.lens_cli import clean_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -13,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_example_tests(folder: str, *, timeout: float) -> str:
     """`pytest -q` in examples/<folder>, with no Pulsar Lens setting of this run; the output
     of a passing run (a failing one fails the calling test with it)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    env = clean_environ()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q"],
         cwd=ROOT / "examples" / folder,

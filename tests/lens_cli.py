@@ -10,7 +10,17 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from pulsar_lens.core.parts import SPARK_JAVA_OPTIONS_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
+RUN_SETTINGS = (SPARK_JAVA_OPTIONS_ENV,)
+"""The settings of the test run itself (tests/conftest.py) that its subprocesses keep."""
+
+
+def clean_environ() -> dict[str, str]:
+    """This process's environment without the Pulsar Lens and Pulsar settings of whoever runs
+    the tests (PULSAR_*), but for the test run's own (RUN_SETTINGS)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_") or k in RUN_SETTINGS}
 
 
 def run_lens(
@@ -19,7 +29,7 @@ def run_lens(
     """The command's exit code and output. One that outlives `timeout` is stopped with SIGABRT
     (with PYTHONFAULTHANDLER on, every thread's stack goes to its stderr) and the test fails
     showing where it hung."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    clean = clean_environ()
     argv = [sys.executable, "-m", "pulsar_lens.cli.main", *args]
     with subprocess.Popen(
         argv,

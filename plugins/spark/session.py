@@ -149,9 +149,11 @@ def _build(master: str) -> SparkSession:
         # Spark's log in the product's shape, without its start-up banner on the console;
         # its scratch folders (spark-*, blockmgr-*) and unpacked native libraries in the
         # temporary folder this process was given (TMPDIR), not always /tmp: a killed driver
-        # leaves them there.
+        # leaves them there; then the operator's own options (PULSAR_LENS_SPARK_JAVA_OPTIONS).
         log4j = Path(__file__).with_name("log4j2.properties")
         options = f'-Dlog4j2.configurationFile={log4j.as_uri()} "-Djava.io.tmpdir={gettempdir()}"'
+        if spark.java_options:
+            options = f"{options} {spark.java_options}"
         builder = builder.config("spark.driver.extraJavaOptions", options)
         # Progress goes to the job's status (and the CLI's own bar), not Spark's console bar.
         builder = builder.config("spark.ui.showConsoleProgress", "false")

@@ -250,14 +250,13 @@ def revealed(cluster: ClusterSettings) -> list[str]:
 
 
 def test_collect_schedules_the_spark_jobs_of_each_cluster(tmp_path: Path) -> None:
-    import os
     import signal
     import subprocess
     import sys
 
     from pulsar_lens.plugins.spark.jobs import JobQueue
     from tests.fake_admin import FakeAdmin
-    from tests.lens_cli import ROOT
+    from tests.lens_cli import ROOT, clean_environ
 
     store = tmp_path / "store"
     queue = JobQueue(store)
@@ -266,7 +265,7 @@ def test_collect_schedules_the_spark_jobs_of_each_cluster(tmp_path: Path) -> Non
         config.write_text(
             "".join(f'[[clusters]]\nname = "{c}"\nadmin_url = "{admin.url}"\n' for c in CLUSTERS)
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+        env = clean_environ()
         argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--config", str(config)]
         argv += ["--store", str(store), "--interval", "1s"]
         with subprocess.Popen(

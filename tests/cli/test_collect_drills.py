@@ -22,7 +22,7 @@ import pytest
 from pulsar_lens.collectors.drill_queue import DrillQueue, DrillStatus
 from pulsar_lens.core.mutations import ALLOW_MUTATIONS, DASHBOARD_MUTATIONS
 from tests.fake_admin import FakeAdmin
-from tests.lens_cli import ROOT
+from tests.lens_cli import ROOT, clean_environ
 
 BUNDLE = "public/default/0x00000000_0x40000000"
 ADA = "ada@example.com"
@@ -38,7 +38,7 @@ class Collecting:
 @contextmanager
 def collecting(store: Path, admin_url: str, env: dict[str, str]) -> Iterator[Collecting]:
     """`pulsar-lens collect` polling every second until the block ends; then stopped."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    clean = clean_environ()
     settings = {"PULSAR_ADMIN_URL": admin_url, "PULSAR_SERVICE_URL": NOWHERE, **env}
     argv = [
         sys.executable,

@@ -17,6 +17,7 @@ import pytest
 from pulsar_lens.cli.main import main
 from pulsar_lens.cli.supervisor import Child, ChildFailed, say, supervise
 from pulsar_lens.lab.localpulsar import free_port
+from tests.lens_cli import clean_environ
 from tests.waits import answers_ok
 
 UNREACHABLE = "http://127.0.0.1:9"  # discard port: nothing answers; collect keeps retrying
@@ -154,7 +155,7 @@ def test_serve_browses_an_existing_store_offline_without_an_admin_url(tmp_path: 
     store = tmp_path / "store"
     Store(store).write(make_snapshot())
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    env = clean_environ()
     argv = [PY, "-m", "pulsar_lens.cli.main", "serve", "--port", str(port), "--store", str(store)]
     argv += ["--metrics-port", "0"]
     with subprocess.Popen(
@@ -181,7 +182,7 @@ def test_serve_offline_serves_metrics_of_the_stored_polls(tmp_path: Path) -> Non
     store = tmp_path / "store"
     Store(store).write(make_snapshot())
     port, metrics = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    env = clean_environ()
     argv = [PY, "-m", "pulsar_lens.cli.main", "serve", "--port", str(port), "--store", str(store)]
     argv += ["--metrics-port", str(metrics)]
     with subprocess.Popen(

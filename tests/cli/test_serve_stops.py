@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pulsar_lens.lab.localpulsar import free_port
 from tests.fake_admin import FakeAdmin
-from tests.lens_cli import ROOT
+from tests.lens_cli import ROOT, clean_environ
 
 POLLS = 3  # enough for the analyses of a poll to be under way when serve is stopped
 
@@ -20,7 +20,7 @@ POLLS = 3  # enough for the analyses of a poll to be under way when serve is sto
 def test_serve_stops_collect_promptly_while_it_analyses(tmp_path: Path) -> None:
     port, metrics = free_port(), free_port()
     with FakeAdmin() as fake:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+        env = clean_environ()
         argv = [sys.executable, "-m", "pulsar_lens.cli.main", "serve", "--admin-url", fake.url]
         argv += ["--port", str(port), "--metrics-port", str(metrics), "--interval", "2s"]
         with subprocess.Popen(

@@ -19,7 +19,7 @@ from pulsar_lens.core.store import Store
 from pulsar_lens.lab.localpulsar import free_port
 from tests.cli.test_collect_survival import BULK, hostile_bulk, hostile_stats
 from tests.fake_admin import FakeAdmin, Seen, echo_headers
-from tests.lens_cli import ROOT
+from tests.lens_cli import ROOT, clean_environ
 from tests.plugins.test_isolation import BEHAVIOURS, TEMPLATE
 
 TOKEN = "SRVtok-Kk3j8-Pp1"
@@ -68,7 +68,7 @@ def test_serve_keeps_serving_through_every_hostile_case(tmp_path: Path) -> None:
     with FakeAdmin() as fake:
         hostile(fake)
         env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")},
+            **clean_environ(),
             "PULSAR_ADMIN_URL": fake.url,
             "PULSAR_ADMIN_TOKEN": TOKEN,
             "PULSAR_LENS_PLUGIN_DIRS": str(plugins),

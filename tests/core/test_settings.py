@@ -54,6 +54,7 @@ def test_settings_defaults_without_environment() -> None:
     assert settings.retention == dt.timedelta(days=7)
     assert settings.plugin_dirs == ()
     assert settings.spark_master == "local[2]"
+    assert settings.spark.java_options == ""
     assert settings.admin_token is None
 
 
@@ -66,6 +67,7 @@ def test_settings_read_every_variable() -> None:
         "PULSAR_LENS_RETENTION": "30d",
         "PULSAR_LENS_PLUGIN_DIRS": os.pathsep.join(["/plugins", "", "/more"]),
         "PULSAR_LENS_SPARK_MASTER": "spark://master:7077",
+        "PULSAR_LENS_SPARK_JAVA_OPTIONS": " -XX:TieredStopAtLevel=1 -Dx=y ",
         "PULSAR_ADMIN_TOKEN_FILE": "/run/token",
     }
     settings = Settings.from_env(env)
@@ -76,6 +78,7 @@ def test_settings_read_every_variable() -> None:
     assert settings.retention == dt.timedelta(days=30)
     assert settings.plugin_dirs == (Path("/plugins"), Path("/more"))
     assert settings.spark_master == "spark://master:7077"
+    assert settings.spark.java_options == "-XX:TieredStopAtLevel=1 -Dx=y"
     assert settings.admin_token_file == Path("/run/token")
 
 

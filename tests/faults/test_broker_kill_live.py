@@ -45,6 +45,7 @@ from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from tests.brokers import CLUSTER_SETTINGS, BrokerPool
+from tests.lens_cli import clean_environ
 from tests.live.lens_polls import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +91,7 @@ class Collector:
         argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--admin-url", admin_url]
         argv += ["--store", str(store), "--interval", f"{INTERVAL:g}s"]
         argv += ["--metrics-port", str(self.metrics_port), *extra]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+        env = clean_environ()
         self.proc = subprocess.Popen(
             argv,
             cwd=ROOT,

@@ -7,7 +7,6 @@ wait in), it reports them and exits 1."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ from pulsar_lens.collectors.drill import owner_of
 from pulsar_lens.collectors.probe import PROBE_SUBSCRIPTION, probe_topic
 from pulsar_lens.lab.cluster import LocalPulsarCluster
 from tests.brokers import BrokerPool
-from tests.lens_cli import ROOT, run_lens
+from tests.lens_cli import ROOT, clean_environ, run_lens
 
 DRILL_SECONDS = 300.0  # the drill's own --timeout is 120 s; the process gets more
 
@@ -90,7 +89,7 @@ def test_drill_unload_exits_1_when_messages_are_lost(
     cluster: LocalPulsarCluster, tmp_path: Path
 ) -> None:
     bundle = first_bundle(cluster.admin_url)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    env = clean_environ()
     env |= drill_env(cluster, tmp_path)
     argv = [sys.executable, "-m", "pulsar_lens.cli.main", "drill", "unload", "--bundle", bundle]
     argv += ["--rate", "200", "--json"]  # ~20 messages in each 100 ms without a subscription

@@ -9,7 +9,6 @@ without progress) those hashes as stuck. The admin token is a sentinel: it never
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pulsar_lens.core.hashing import murmur3_31
 from pulsar_lens.core.store import Store
 from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
+from tests.lens_cli import clean_environ
 from tests.live.lens_polls import (
     listed_consumers,
     new_topic,
@@ -109,7 +109,7 @@ def test_metrics_live_scrape_matches_the_broker_and_the_store(
         port = free_port()
         store_dir = tmp_path / "store"
         env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")},
+            **clean_environ(),
             "PULSAR_ADMIN_TOKEN": SENTINEL,
         }
         argv = [

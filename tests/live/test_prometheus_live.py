@@ -16,7 +16,6 @@ labels and annotations are the production ones.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import yaml
 from pulsar_lens.core.hashing import murmur3_31
 from pulsar_lens.lab.localpulsar import LocalPulsar, free_port
 from tests.deploy.prometheus_server import PrometheusServer, wait_until
+from tests.lens_cli import clean_environ
 from tests.live.lens_polls import (
     listed_consumers,
     new_topic,
@@ -160,7 +160,7 @@ def test_prometheus_live_stuck_hash_alert_fires_then_resolves(
         )
 
         port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+        env = clean_environ()
         argv = [
             sys.executable,
             "-m",

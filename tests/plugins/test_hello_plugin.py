@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pulsar_lens.plugins.registry import discover
+from tests.lens_cli import clean_environ
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello-plugin"
@@ -51,7 +52,7 @@ def hello_on_path(hello_target: Path) -> Iterator[None]:
 
 
 def _env(target: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    env = clean_environ()
     env["PYTHONPATH"] = os.pathsep.join([str(target), str(ROOT)])
     return env
 

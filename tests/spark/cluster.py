@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pulsar_lens.core.parts import SPARK_JAVA_OPTIONS_ENV
+
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
 RUNNER = "tests.spark.run_on_master"
@@ -92,10 +94,19 @@ def spark_defaults() -> str:
     partitions for a small store (Spark's 200 cost more than the data), and a default
     filesystem that is HDFS, as on a cluster with Hadoop settings, and that nothing serves: the
     store must still be read from its path."""
-    return (
+    defaults = (
         "spark.sql.shuffle.partitions 8\n"
         f"spark.hadoop.fs.defaultFS hdfs://{LOOPBACK}:{free_port()}\n"
     )
+    options = run_java_options()
+    if options:  # the test run's (tests/conftest.py): its drivers and executors alike
+        defaults += f"spark.driver.extraJavaOptions {options}\n"
+        defaults += f"spark.executor.extraJavaOptions {options}\n"
+    return defaults
+
+
+def run_java_options() -> str:
+    return os.environ.get(SPARK_JAVA_OPTIONS_ENV, "")
 
 
 def spark_env(folder: Path, **extra: str) -> dict[str, str]:
@@ -106,13 +117,16 @@ def spark_env(folder: Path, **extra: str) -> dict[str, str]:
     conf.mkdir(exist_ok=True)
     if not (conf / "spark-defaults.conf").exists():
         (conf / "spark-defaults.conf").write_text(spark_defaults())
-    # as deployed: no test-only Spark behaviour, no settings of the test process
+    # as deployed: no test-only Spark behaviour, no settings of the test process but the
+    # JVM options of the test run (its master and worker daemons take them too)
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("PULSAR_LENS_") and k != "SPARK_TESTING"
+        if (not k.startswith("PULSAR_LENS_") or k == SPARK_JAVA_OPTIONS_ENV)
+        and k != "SPARK_TESTING"
     }
     env.update(
+        SPARK_DAEMON_JAVA_OPTS=run_java_options(),
         SPARK_HOME=str(spark_home()),
         SPARK_LOCAL_IP=LOOPBACK,
         SPARK_LOCAL_DIRS=str(scratch),

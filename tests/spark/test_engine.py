@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import random
 import tempfile
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from pulsar_lens.core.errors import JvmHashUnavailable, LocalPulsarError, SettingsError
 from pulsar_lens.core.hashing import sticky_key_hash
+from pulsar_lens.core.parts import SPARK_JAVA_OPTIONS_ENV
 from pulsar_lens.core.store import STORE_SCHEMAS, Store
 from pulsar_lens.plugins.spark import hashing, jvm
 from pulsar_lens.plugins.spark.hashing import with_sticky_hash
@@ -155,6 +157,16 @@ def test_a_local_session_keeps_its_scratch_files_in_the_process_temporary_folder
     jvm_system = spark.sparkContext._jvm.java.lang.System  # type: ignore[attr-defined]
     assert jvm_system.getProperty("java.io.tmpdir") == tempfile.gettempdir()
     assert list(Path(tempfile.gettempdir()).glob("blockmgr-*")), "the block manager's folder"
+
+
+def test_the_runs_java_options_reach_the_drivers_jvm(spark: object) -> None:
+    """PULSAR_LENS_SPARK_JAVA_OPTIONS (tests/conftest.py sets the run's) is among the JVM's
+    own arguments."""
+    options = os.environ[SPARK_JAVA_OPTIONS_ENV]
+    assert options
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()  # type: ignore[attr-defined]
+    arguments = list(bean.getInputArguments())
+    assert set(options.split()) <= set(arguments), arguments
 
 
 def test_the_run_shares_one_session(spark: object) -> None:

@@ -22,6 +22,7 @@ from pulsar_lens.plugins.results import ResultStore
 from pulsar_lens.plugins.spark.jobs import JobQueue, JobStatus, now
 from pulsar_lens.plugins.spark.worker import JobWorker, WorkerProcess
 from pulsar_lens.plugins.testing import make_snapshot
+from tests.lens_cli import clean_environ
 
 pytestmark = pytest.mark.spark
 
@@ -197,7 +198,7 @@ def test_results_of_a_spark_plugin_are_bounded(spark: object, tmp_path: Path) ->
 
 
 def _child_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
+    env = clean_environ()
     env["PYTHONPATH"] = str(REPO)
     env.update(extra)
     return env

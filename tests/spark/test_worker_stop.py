@@ -13,6 +13,7 @@ from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.spark.jobs import JobQueue
 from pulsar_lens.plugins.spark.worker import WorkerProcess
 from tests.core.snapshots import make_snapshot
+from tests.lens_cli import RUN_SETTINGS
 
 pytestmark = pytest.mark.spark
 
@@ -52,7 +53,7 @@ def test_sigterm_stops_the_worker_in_the_middle_of_a_job(
     (plugins / "slow.py").write_text(PLUGIN.format(slug=SLUG, marker=str(marker)))
     store = Store(tmp_path / "store")
     store.write(make_snapshot())
-    for key in [k for k in os.environ if k.startswith("PULSAR_")]:
+    for key in [k for k in os.environ if k.startswith("PULSAR_") and k not in RUN_SETTINGS]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(plugins))
     monkeypatch.setenv("PULSAR_LENS_SPARK_EVERY", "1h")
