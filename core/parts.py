@@ -166,7 +166,7 @@ class SparkSettings:
             ui=_text(environ, SPARK_UI_ENV) == "1",
             log_level=_text(environ, SPARK_LOG_LEVEL_ENV) or DEFAULT_SPARK_LOG_LEVEL,
             driver_memory=_text(environ, SPARK_DRIVER_MEMORY_ENV) or DEFAULT_SPARK_LOCAL_MEMORY,
-            java_options=_text(environ, SPARK_JAVA_OPTIONS_ENV) or "",
+            java_options=_text(environ, SPARK_JAVA_OPTIONS_ENV),
             jobs=environ.get(SPARK_JOBS_ENV, "1") != "0",
             every=duration_seconds(environ, SPARK_EVERY_ENV, 0.0) if every else None,
             job_timeout=duration_seconds(environ, SPARK_JOB_TIMEOUT_ENV, DEFAULT_SPARK_JOB_TIMEOUT),
