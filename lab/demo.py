@@ -286,8 +286,8 @@ class DemoWorkloads:
         """The broker's drainingHashesCount of `subscription` on `topic` (Pulsar 4.0's topic
         stats), None when the broker did not say."""
         url = f"{self.admin_url}{parse_topic_name(topic).admin_path}/stats"
-        try:
-            stats = self._http.get(url, timeout=10).json()
+        try:  # not self._http: the unload thread uses that session
+            stats = requests.get(url, timeout=10).json()
             count = stats["subscriptions"][subscription]["drainingHashesCount"]
         except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
             log.debug("demo: no draining hashes count of %s: %s", topic, exc)

@@ -98,8 +98,5 @@ def test_the_draining_count_is_read_from_the_subscriptions_topic_stats() -> None
 
         fake.rule(path, answer)
         demo = DemoWorkloads("pulsar://127.0.0.1:1", fake.url)
-        try:
-            read = [demo.draining_hashes(demo.topic(PAYMENTS), SUBSCRIPTION) for _ in range(4)]
-        finally:
-            demo._http.close()
+        read = [demo.draining_hashes(demo.topic(PAYMENTS), SUBSCRIPTION) for _ in range(4)]
     assert read == [12, None, None, None]
