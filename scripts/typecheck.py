@@ -26,10 +26,9 @@ def work_folder() -> Path:
     return cache / "pulsar-lens" / "mypy" / checkout
 
 
-def link_tree(work: Path) -> Path:
-    """`work`/pulsar_lens: the top-level modules and one link per mapped part."""
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    mapping: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
+def link_tree(work: Path, mapping: dict[str, str]) -> Path:
+    """`work`/pulsar_lens: the top-level modules and one link per part of `mapping` (the
+    package-dir of pyproject.toml)."""
     package = work / "pulsar_lens"
     shutil.rmtree(package, ignore_errors=True)
     package.mkdir(parents=True)
@@ -45,7 +44,7 @@ def main(argv: list[str]) -> int:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     checked: list[str] = config["tool"]["mypy"]["files"]
     work = work_folder()
-    package = link_tree(work)
+    package = link_tree(work, config["tool"]["setuptools"]["package-dir"])
     files = [str(package / p.name) for p in sorted(package.glob("*.py"))]
     files += [str(package / part) for part in checked]
     mypy = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml")]

@@ -122,8 +122,8 @@ def stuck_poll(store: Path) -> dict[str, object]:
     The demo makes them (payments-ok joins while payments-stuck holds a message of every
     account), but a reconnection of the demo's client ends them: the loaded machine once saw
     the client's connection close during an unload of another bundle (which side closed it,
-    the broker's log does not say), and both payments consumers subscribed again, so later
-    polls had none."""
+    the broker's log does not say), and both payments consumers subscribed again, so the
+    polls after had none until the demo saw that and made them again (`restuck_every`)."""
     consumers = Store(store).read("consumers").to_pandas()
     held = consumers[
         (consumers["consumer_name"] == "payments-stuck")

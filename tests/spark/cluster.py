@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pulsar_lens.core.parts import SPARK_JAVA_OPTIONS_ENV
+from tests.lens_cli import RUN_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
@@ -122,8 +123,7 @@ def spark_env(folder: Path, **extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if (not k.startswith("PULSAR_LENS_") or k == SPARK_JAVA_OPTIONS_ENV)
-        and k != "SPARK_TESTING"
+        if (not k.startswith("PULSAR_LENS_") or k in RUN_SETTINGS) and k != "SPARK_TESTING"
     }
     env.update(
         SPARK_DAEMON_JAVA_OPTS=run_java_options(),
