@@ -170,10 +170,6 @@ def require_admin_url(command: str, given: str | None, settings: Settings) -> st
 
 
 def run(args: argparse.Namespace) -> int:
-    from pulsar_lens.collectors.health import HealthRecorder
-    from pulsar_lens.collectors.loop import PollLoop
-    from pulsar_lens.core.store import Store
-
     settings = settings_of(args)
     # the deadline not set follows the interval (the flag's too): `Settings.poll_deadline_at`
     every = args.interval or settings.poll_interval
@@ -187,11 +183,17 @@ def run(args: argparse.Namespace) -> int:
     admin_url = require_admin_url("collect", args.admin_url, settings)
     if not admin_url:
         return 2
-    store = Store(check_root(args.store or settings.store_dir, writable=True))
+    root = check_root(args.store or settings.store_dir, writable=True)
     timing = poll_timing(args, settings)
     if timing is None:
         return 2
     interval, retention = timing
+    # only now the loop's imports (pandas, pyarrow): a refused command is quick to say so
+    from pulsar_lens.collectors.health import HealthRecorder
+    from pulsar_lens.collectors.loop import PollLoop
+    from pulsar_lens.core.store import Store
+
+    store = Store(root)
     health = HealthRecorder(
         store.root,
         interval=interval.total_seconds(),

@@ -69,6 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    settings = settings_of(args)  # before the drill's imports: a refusal costs no pandas
     from pulsar_lens.collectors.admin import AdminClient
     from pulsar_lens.collectors.client_auth import client_token
     from pulsar_lens.collectors.drill import DrillPlan, run_drill
@@ -76,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
     from pulsar_lens.core.store import Store
     from pulsar_lens.core.storeroot import check_root
 
-    settings = settings_of(args)
     plan = DrillPlan.parse(
         args.bundle, to=args.to, rate=args.rate, timeout=args.timeout, keep_topic=args.keep_topic
     )

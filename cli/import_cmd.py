@@ -47,10 +47,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    settings = settings_of(args)  # before the store's imports: a refusal costs no pyarrow
     from pulsar_lens.collectors.dumps import capture_folders, read_capture
     from pulsar_lens.core.store import Store
 
-    settings = settings_of(args)
     if args.cluster is not None:
         try:
             named_entity("cluster", args.cluster)

@@ -246,6 +246,7 @@ def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
+    settings = settings_of(args)  # before the store's imports: a refusal costs no pyarrow
     from pulsar_lens.core.store import (
         Store,  # keep `pulsar-lens plugins` free of the store's imports
     )
@@ -253,7 +254,6 @@ def run_analyze(args: argparse.Namespace) -> int:
     from pulsar_lens.plugins import runner
     from pulsar_lens.plugins.engines import BY_NAME, engine_of
 
-    settings = settings_of(args)
     loaded = _discover(settings).get(args.slug)
     if args.engine and BY_NAME[args.engine] is not engine_of(loaded):
         print(

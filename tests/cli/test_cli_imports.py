@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from pulsar_lens.cli.main import build_parser
 
@@ -138,3 +140,73 @@ def test_the_health_check_imports_the_standard_library_only() -> None:
     assert not first_seen(results)
     pulsar_lens = {m for _, modules in results for m in modules if m.startswith("pulsar_lens.")}
     assert not {m for m in pulsar_lens if m.split(".")[1] not in ("cli", "core")}, pulsar_lens
+
+
+# Refusals: settings that do not load, and collect's own checks before it polls. Each is a
+# case of a test elsewhere (tests/cli), some of them dozens of times; none needs the data stack.
+RUN_REFUSALS = """
+import contextlib, io, json, sys
+start = set(sys.modules)
+from pulsar_lens.cli.main import main
+for case in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(case)
+    print(json.dumps([case, sorted(set(sys.modules) - start), code, err.getvalue()]))
+"""
+DATA_STACK = ("pandas", "pyarrow", "numpy", "pyspark", "streamlit", "altair")
+
+
+def refusals(cases: list[list[str]], env: Mapping[str, str]) -> dict[str, tuple[int, str]]:
+    """Each case run in one child, in turn -> (its exit code, what it said); asserts that none
+    of them imported the data stack."""
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_REFUSALS, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+        env=env,
+    )
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [case for case, *_ in results] == cases
+    seen = first_seen([(case, modules) for case, modules, *_ in results])
+    assert not {m: c for m, c in seen.items() if m in DATA_STACK}, seen
+    return {" ".join(case): (code, said) for case, _, code, said in results}
+
+
+def test_a_command_that_refuses_its_settings_says_so_before_importing_the_data_stack(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "PULSAR_LENS_POLL_INTERVAL": "soon", "PULSAR_LENS_STORE": str(tmp_path)}
+    cases = [
+        ["collect", "--once"],
+        ["import", str(tmp_path)],
+        ["analyze", "subscription-status"],
+        ["drill", "unload", "--bundle", "public/default/0x00000000_0x40000000"],
+    ]
+    for case, (code, said) in refusals(cases, env).items():
+        assert code == 2, (case, said)
+        assert "PULSAR_LENS_POLL_INTERVAL: 'soon' is not a duration" in said, (case, said)
+
+
+def test_collect_refusing_its_admin_url_or_retention_imports_no_data_stack(
+    tmp_path: Path,
+) -> None:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PULSAR_ADMIN_URL", "PULSAR_LENS_CONFIG")
+    }
+    env["PULSAR_LENS_STORE"] = str(tmp_path)
+    said = refusals(
+        [
+            ["collect", "--once"],
+            ["collect", "--once", "--admin-url", "ftp://127.0.0.1:1"],
+            ["collect", "--once", "--admin-url", "http://127.0.0.1:1", "--retention", "1s"],
+        ],
+        env,
+    )
+    assert {case: code for case, (code, _) in said.items()} == dict.fromkeys(said, 2)
+    assert "no admin URL" in said["collect --once"][1]
+    assert "admin URL" in said["collect --once --admin-url ftp://127.0.0.1:1"][1]
+    retention = said["collect --once --admin-url http://127.0.0.1:1 --retention 1s"][1]
+    assert "--retention" in retention
