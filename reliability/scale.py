@@ -44,7 +44,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -56,6 +55,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from pulsar_lens.lab.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts" / "scale"
@@ -210,12 +211,6 @@ def render_next(admin_url: str) -> None:
 def fetch(url: str, timeout: float = 60.0) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as answer:  # loopback only
         return bytes(answer.read())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _seconds(value: float) -> str:
@@ -480,7 +475,7 @@ def run_size(
     with synth_server(topics, brokers=brokers, change=change, manifests=check) as (server, info):
         figures["server_start"] = info
         server_cpu_before = (_stat(server.pid) or (0, 0.0))[1]
-        port = free_port()
+        port = free_port()  # below the ephemeral range: nothing takes it before collect
         env = collect_env(info, store, interval, port, helper=helper)
         argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--store", str(store)]
         collect = subprocess.Popen(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pulsar_lens.core.parts import SPARK_JAVA_OPTIONS_ENV
+from pulsar_lens.lab.processes import free_port
 from tests.lens_cli import RUN_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,12 +83,6 @@ def spark_home() -> Path:
     from pyspark.find_spark_home import _find_spark_home
 
     return Path(_find_spark_home())
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
 
 
 def spark_defaults() -> str:
