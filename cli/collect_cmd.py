@@ -41,6 +41,8 @@ from pulsar_lens.core.settings import (
 from pulsar_lens.core.storeroot import check_root
 
 if TYPE_CHECKING:  # the loop and the store (pandas), pydantic load once a collect runs
+    from pathlib import Path
+
     from pulsar_lens.core.config import ClusterSettings
     from pulsar_lens.core.model import Snapshot
 
@@ -57,13 +59,14 @@ def admin_source(
     (the environment's; no settings: the defaults); a named cluster's snapshots carry its
     name instead of the one its brokers report."""
     from pulsar_lens.collectors.admin import AdminClient
-    from pulsar_lens.collectors.poll import DetailRotation, carry_forward, diff, poll
 
     settings = settings or Settings()
     cluster = cluster or settings.cluster
     client = AdminClient.from_settings(
         cluster, admin_url=admin_url, max_response_bytes=settings.max_response
-    )
+    )  # refuses an unusable credential: before the poll's imports, which are the heavy ones
+    from pulsar_lens.collectors.poll import DetailRotation, carry_forward, diff, poll
+
     rotation = DetailRotation()  # one per loop: successive polls detail different topics
     name = cluster.name if cluster else None
 
@@ -187,6 +190,29 @@ def run(args: argparse.Namespace) -> int:
     timing = poll_timing(args, settings)
     if timing is None:
         return 2
+    factory: SourceFactory = args.source_factory
+    if settings.config_file is None:
+        source = factory(admin_url, args.namespaces)
+    else:
+        cluster = settings.clusters[0]
+        source = factory(admin_url, args.namespaces, cluster=cluster, settings=settings)
+    try:
+        return _collect(args, settings, admin_url, root, timing, source)
+    finally:
+        source.close()
+
+
+def _collect(
+    args: argparse.Namespace,
+    settings: Settings,
+    admin_url: str,
+    root: Path,
+    timing: tuple[dt.timedelta, dt.timedelta],
+    source: Source,
+) -> int:
+    """`run` once its settings, its store's folder and its source (credentials included) are
+    known good: the loop, its endpoints and hooks, until the polls end; 0, or 1 when no poll
+    was stored."""
     interval, retention = timing
     # only now the loop's imports (pandas, pyarrow): a refused command is quick to say so
     from pulsar_lens.collectors.health import HealthRecorder
@@ -207,17 +233,11 @@ def run(args: argparse.Namespace) -> int:
         plugin_dirs=settings.plugin_dirs,
         plugin_limits=settings.plugin_limits,
     )
-    factory: SourceFactory = args.source_factory
     wrap_poll, wrap_beat = sampling_hooks(args, settings, store)
     probes = probe_hooks(args, settings, store, admin_url)
     if probes is not None:
         wrap_poll = _then(wrap_poll, probes.wrap)
         wrap_beat = _then(wrap_beat, probes.after)
-    if settings.config_file is None:
-        source = factory(admin_url, args.namespaces)
-    else:
-        cluster = settings.clusters[0]
-        source = factory(admin_url, args.namespaces, cluster=cluster, settings=settings)
     printer = HeartbeatPrinter()
     analyses: Analyses | None = None
     drills = None
@@ -265,7 +285,6 @@ def run(args: argparse.Namespace) -> int:
         if drills is not None:
             drills.close()
         metrics.close()
-        source.close()
     if loop.last_success is None and printer.last and printer.last.write_error:
         # the write error names the snapshot and the store: "could not write snapshot … under …"
         print(f"pulsar-lens collect: {printer.last.write_error}", file=sys.stderr)

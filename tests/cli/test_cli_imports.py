@@ -210,3 +210,21 @@ def test_collect_refusing_its_admin_url_or_retention_imports_no_data_stack(
     assert "admin URL" in said["collect --once --admin-url ftp://127.0.0.1:1"][1]
     retention = said["collect --once --admin-url http://127.0.0.1:1 --retention 1s"][1]
     assert "--retention" in retention
+
+
+def test_collect_refusing_its_credentials_imports_no_data_stack(tmp_path: Path) -> None:
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PULSAR_ADMIN", "PULSAR_LENS"))
+    }
+    base |= {"PULSAR_LENS_STORE": str(tmp_path), "PULSAR_ADMIN_URL": "http://127.0.0.1:9"}
+    cases = {
+        "PULSAR_ADMIN_TOKEN_FILE": {"PULSAR_ADMIN_TOKEN_FILE": "/dev/zero"},
+        "PULSAR_ADMIN_TOKEN": {"PULSAR_ADMIN_TOKEN": "caf\u00e9-token"},
+        "PULSAR_LENS_OAUTH2_PRIVATE_KEY": {
+            "PULSAR_LENS_OAUTH2_PRIVATE_KEY": "/dev/zero",
+            "PULSAR_LENS_OAUTH2_ISSUER_URL": "http://127.0.0.1:9",
+        },
+    }
+    for setting, env in cases.items():
+        [(code, said)] = refusals([["collect", "--once"]], base | env).values()
+        assert code == 2 and setting in said, (setting, said)
