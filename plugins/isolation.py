@@ -198,9 +198,10 @@ def _run(
     )
     try:
         start_process(worker)
-    except OSError as exc:
+    except (OSError, EOFError) as exc:
         # not the plugin's doing: the forkserver is gone, e.g. a stop signal sent to the
-        # whole process group reached it while this process finished its work
+        # whole process group reached it while this process finished its work (before the
+        # request reached it: an OSError; after, before it answered with the pid: EOFError)
         send.close()
         receive.close()
         detail = f"{what} could not start its worker process: {type(exc).__name__}: {exc}"

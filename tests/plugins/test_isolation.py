@@ -4,8 +4,12 @@ failure; built-ins and everything else go on."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -147,3 +151,54 @@ def test_a_worker_that_cannot_start_is_reported_without_a_traceback(
     with pytest.raises(PluginRunError, match="could not start its worker process: Conn"):
         runner.run(registry.get("works"), store, use_cache=False, use_stored=False)
     assert "Traceback" not in caplog.text and not caplog.records
+
+
+def test_a_forkserver_that_dies_while_a_worker_starts_is_reported_without_a_traceback(
+    bad_plugins: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The race a stop signal to the process group can make: the forkserver took the request
+    for a worker, then died before it answered with the worker's pid (multiprocessing raises
+    EOFError there, not an OSError). Made here for real: the forkserver is stopped, a worker is
+    asked of it (the request waits in its socket), and it is killed once the asking thread
+    waits for the answer."""
+    from multiprocessing import forkserver
+
+    store = store_with_polls(tmp_path / "store")
+    registry = discover_from_settings()
+    isolation.warm()
+    pid = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            runner.run(registry.get("works"), store, use_cache=False, use_stored=False)
+        except BaseException as exc:
+            raised.append(exc)
+
+    asking = threading.Thread(target=run)
+    try:
+        asking.start()
+        deadline = time.monotonic() + 120
+        while not _waits_in(asking, "read_signed"):
+            assert asking.is_alive() and time.monotonic() < deadline, raised
+            time.sleep(0.05)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    asking.join(120)
+    assert not asking.is_alive()
+    [error] = raised
+    assert isinstance(error, PluginRunError), error
+    assert "could not start its worker process: EOFError" in str(error)
+    assert "Traceback" not in caplog.text and not caplog.records
+
+
+def _waits_in(thread: threading.Thread, function: str) -> bool:
+    """Whether `function` is on `thread`'s stack now."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
