@@ -11,8 +11,9 @@ one part, "brokers", and the rest in the other, "rest":
   their order, and the brokers' JVMs share one process's turn rather than both cores at once;
 - the Spark tier (tests/spark/) goes to "brokers" too, to even the parts out, but for the
   modules in `SPARK_IN_REST`: with the broker tests grown to most of the brokers part's time,
-  those (about five minutes of a loaded run) even it out the other way. Both processes then
-  hold one local Spark session each;
+  those even it out the other way (about 2 of a loaded run's 51 minutes, once the test run's
+  Spark ran on C1 only and the brokers part's share of Spark work shrank; the hashing
+  benchmark's 3 minutes went back then). Both processes then hold one local Spark session each;
 - every other module goes to "rest".
 
 `--lens-part=brokers|rest` keeps that part's tests and deselects the others; without it (or with
@@ -36,7 +37,6 @@ POOL_FIXTURE = "broker_pool"
 SPARK_TIER = Path(__file__).parent / "spark"
 SPARK_IN_REST = frozenset(
     {
-        "test_benchmark_spark.py",
         "test_bundle_load_history.py",
         "test_failover_history.py",
         "test_key_distribution_lines.py",
