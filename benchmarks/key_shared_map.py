@@ -60,9 +60,11 @@ def inputs_of(selectors: list[ConsistentHashingSelector]) -> Inputs:
             for i, (c, r) in enumerate(ranges.items())
         ]
     common = {"snapshot_id": "bench", "collected_at": T0, "cluster": "bench"}
+    made = {"subscriptions": subs, "consumers": rows}
+    # every table the plugin declares, empty where the benchmark has no rows for it
     tables = {
-        "subscriptions": records_to_table("subscriptions", subs, **common).to_pandas(),
-        "consumers": records_to_table("consumers", rows, **common).to_pandas(),
+        name: records_to_table(name, made.get(name, []), **common).to_pandas()
+        for name in KeySharedMap.inputs
     }
     index = pd.DataFrame({k: [v] for k, v in common.items()})
     return Inputs(tables=tables, snapshots=index)
