@@ -1,8 +1,10 @@
 """What latency probes cost the process that runs them, and how `unload-latency` grows with them.
 
     .venv/bin/python -m benchmarks.probes [--probes 4] [--seconds 60] [--sizes 1h,1d,7d]
+        [--admin-url URL --service-url URL --broker-pid PID]
 
-1. Overhead: a real standalone on 127.0.0.1 (`pulsar_lens.lab.localpulsar`). A child process runs a
+1. Overhead: a real standalone on 127.0.0.1 (`pulsar_lens.lab.localpulsar`), or a running
+   test broker named by the three flags (its JVM's pid for the broker's CPU). A child process runs a
    `ProbeRunner` on `--probes` bundles (those of `public/default`; a namespace of its own
    with that many bundles when there are more) at the default rate for `--seconds`, writing
    to a Store through `store_sink`; a baseline child does the same setup (imports, client,
@@ -26,6 +28,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -58,11 +61,16 @@ def child_probe(args: argparse.Namespace, *, send: bool) -> dict[str, Any]:
     from pulsar_lens.collectors.probe import ProbeRunner, ProbeTarget
     from pulsar_lens.collectors.probe_loop import store_sink
     from pulsar_lens.core.logs import pulsar_client
+    from pulsar_lens.core.mutations import MutationSettings
     from pulsar_lens.core.store import Store
 
     store = Store(args.store)
     targets = [ProbeTarget(*t) for t in json.loads(args.targets)]
-    runner = ProbeRunner(args.service_url, targets, store_sink(store, "standalone"))
+    # the parent sets PULSAR_LENS_ALLOW_MUTATIONS=1 for its children: probes create topics
+    mutations = MutationSettings.from_env(os.environ)
+    runner = ProbeRunner(
+        args.service_url, targets, store_sink(store, "standalone"), mutations=mutations
+    )
     if not send:
         client = pulsar_client(args.service_url)
     cpu0, wall0 = _self_cpu(resource), time.monotonic()
@@ -208,15 +216,17 @@ def _proc_cpu(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def overhead(probes: int, seconds: float) -> dict[str, Any]:
-    """Run the baseline and the probe child against a fresh local broker; their figures."""
+def overhead(probes: int, seconds: float, broker: Any = None) -> dict[str, Any]:
+    """Run the baseline and the probe child against a fresh local broker, or `broker` (one
+    already running, with its `admin_url`, `service_url` and `pid`); their figures."""
     from pulsar_lens.collectors.admin import AdminClient
     from pulsar_lens.collectors.probe import ProbeRunner
     from pulsar_lens.collectors.probe_loop import targets_of
     from pulsar_lens.core.store import Store
     from pulsar_lens.lab.localpulsar import LocalPulsar
 
-    with LocalPulsar() as broker, tempfile.TemporaryDirectory() as scratch:
+    started = contextlib.nullcontext(broker) if broker is not None else LocalPulsar()
+    with started as broker, tempfile.TemporaryDirectory() as scratch:
         admin = AdminClient(broker.admin_url)
         namespace = "public/default"
         bounds = admin.get_json(f"/admin/v2/namespaces/{namespace}/bundles")["boundaries"]
@@ -390,9 +400,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-mib", type=float, default=8192.0, help="per growth run, RSS")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-growth", action="store_true")
+    parser.add_argument("--admin-url", help="a running test broker's, instead of a fresh one")
+    parser.add_argument("--broker-pid", type=int, help="with --admin-url: its JVM, for its CPU")
     parser.add_argument("--child", choices=("probe", "baseline", "growth"), help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
-    parser.add_argument("--service-url", help=argparse.SUPPRESS)
+    parser.add_argument("--service-url", help="with --admin-url: its binary protocol URL")
     parser.add_argument("--targets", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=("window", "whole"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -405,8 +417,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not 1 <= args.probes <= 64 or args.seconds <= 0:
         parser.error("--probes must be 1..64 and --seconds positive")
+    running = None
+    if args.admin_url or args.service_url or args.broker_pid:
+        if not (args.admin_url and args.service_url and args.broker_pid):
+            parser.error("--admin-url, --service-url and --broker-pid go together")
+        running = argparse.Namespace(
+            admin_url=args.admin_url, service_url=args.service_url, pid=args.broker_pid
+        )
     if not args.skip_overhead:
-        print_overhead(overhead(args.probes, args.seconds))
+        print_overhead(overhead(args.probes, args.seconds, running))
     if not args.skip_growth:
         print("\nunload-latency, cold, in a child process per run")
         print(
