@@ -136,16 +136,17 @@ def bench_auto_split(count: int) -> None:
     print(f"  ratio scan / heap           {t_scan / t_heap:8.1f} x")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keys", type=int, default=10_000_000)
     parser.add_argument("--consumers", type=int, default=1000)
     parser.add_argument("--split-consumers", type=int, default=5000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     bench_hashing(args.keys)
     bench_what_if(args.consumers)
     bench_auto_split(args.split_consumers)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,8 +1,9 @@
 """Store reads on a realistic history, against a naive pyarrow.dataset scan of the same files.
 
-    .venv/bin/python benchmarks/store_reads.py [--snapshots 2000] [--topics 1000]
+    .venv/bin/python benchmarks/store_reads.py [--snapshots 2000] [--topics 1000] [--step 30]
 
-Writes `snapshots` polls of `topics` topic rows, 30 s apart, into a temporary store, then
+Writes `snapshots` polls of `topics` topic rows, `step` seconds apart (from noon: the default
+history closes a day), into a temporary store, then
 times read_latest, read_history and a one-hour range read, before and after compacting the
 closed day. The baseline, measured in the same run, is what a reader without the store's
 file pruning would do: open the whole hive dataset and filter by snapshot id.
@@ -47,12 +48,12 @@ def topic_rows(topics: int) -> pa.Table:
     return records_to_table("topics", records, snapshot_id="", collected_at=START, cluster="c")
 
 
-def fill(root: Path, snapshots: int, topics: int) -> list[str]:
+def fill(root: Path, snapshots: int, topics: int, step: dt.timedelta = STEP) -> list[str]:
     """Write the history straight through the layout functions (as Store.write lays it out)."""
     base = topic_rows(topics)
     ids = []
     for n in range(snapshots):
-        at = START + n * STEP
+        at = START + n * step
         sid = "sha256:" + hashlib.sha256(str(n).encode()).hexdigest()
         tag = sid[7:23]  # as Store.write names a snapshot's files
         table = base.set_column(0, "snapshot_id", pa.array([sid] * topics, pa.string()))
@@ -105,15 +106,16 @@ def report(label: str, root: Path, ids: list[str], topics: int) -> None:
         print(f"  {name:28s} {seconds * 1000:8.1f} ms   {baseline / seconds:7.1f}x faster")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--snapshots", type=int, default=2000)
     parser.add_argument("--topics", type=int, default=1000)
-    args = parser.parse_args()
+    parser.add_argument("--step", type=float, default=STEP.total_seconds(), help="seconds")
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="store-bench-") as tmp:
         root = Path(tmp)
         started = time.perf_counter()
-        ids = fill(root, args.snapshots, args.topics)
+        ids = fill(root, args.snapshots, args.topics, dt.timedelta(seconds=args.step))
         print(
             f"wrote {args.snapshots} snapshots x {args.topics} topic rows "
             f"in {time.perf_counter() - started:.1f} s"
@@ -121,11 +123,13 @@ def main() -> None:
         report("one file per poll", root, ids, args.topics)
         store = Store(root)
         started = time.perf_counter()
-        for day in store.days("topics")[:-1]:
+        closed = store.days("topics")[:-1]
+        for day in closed:
             store.compact(day)
-        print(f"\ncompacted closed days in {time.perf_counter() - started:.1f} s")
+        print(f"\ncompacted {len(closed)} closed day(s) in {time.perf_counter() - started:.1f} s")
         report("closed days compacted", root, ids, args.topics)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
