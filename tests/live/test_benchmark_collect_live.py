@@ -21,8 +21,8 @@ def test_collect_benchmark_runs_tiny_on_the_runs_broker(
     assert collect.main(argv) == 0
     out = capsys.readouterr().out
     assert "created 12 topics x 2 subscriptions" in out
-    # its namespace only: the 12 topics, and the namespace's system topic when the broker made
-    # one (the per-topic listing leaves that out)
+    # its namespace only: the 12 topics, and its topic-policies system topic `__change_events`
+    # once the broker made it (the poll's bulk stats list it; the topic listing leaves it out)
     polled = re.search(r"topics in the cluster\s+(\d+)\n", out)
     assert polled and 12 <= int(polled[1]) <= 13, out
     assert re.search(r"poll\(\)\s+median\s+[0-9.]+ s\s+\d+ requests", out), out
