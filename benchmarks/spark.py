@@ -286,7 +286,7 @@ def store_for(topics: int, days: float) -> tuple[Path, dict[str, Any]]:
     return root, facts
 
 
-def child_hashing(keys: int) -> dict[str, Any]:
+def child_hashing(keys: int, partitions: int = 8) -> dict[str, Any]:
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -304,7 +304,7 @@ def child_hashing(keys: int) -> dict[str, Any]:
     jvm.register(spark)
     setup = {"seconds": time.perf_counter() - started, "compiled": not compiled}
     number = (F.col("id") * KEY_MULTIPLIER) % KEY_MODULUS
-    frame: Any = spark.range(keys, numPartitions=8).select(
+    frame: Any = spark.range(keys, numPartitions=partitions).select(
         F.concat(F.lit("order-"), number.cast("string")).alias("key")
     )
 
@@ -368,10 +368,13 @@ def _identity(batches: Any) -> Any:
     yield from batches
 
 
-def report_hashing(keys: int) -> None:
-    print(f"\nHashing {keys:,} keys in Spark, local[2] (cold: first run; warm: best of 2 more)")
+def report_hashing(keys: int, partitions: int = 8) -> None:
+    print(
+        f"\nHashing {keys:,} keys in {partitions} partitions in Spark, local[2] "
+        "(cold: first run; warm: best of 2 more)"
+    )
     before = os.getloadavg()
-    h = run_child(["hashing", str(keys)])
+    h = run_child(["hashing", str(keys), str(partitions)])
     after = os.getloadavg()
     print(f"load average (1, 5, 15 min) before {_loads(before)}, after {_loads(after)}")
     if "failed" in h:
@@ -547,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.spark")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--keys", type=int, default=20_000_000)
+    parser.add_argument("--partitions", type=int, default=8, help="of the hashed keys")
     parser.add_argument("--topics", type=int, default=10_000)
     parser.add_argument("--days", default="0.25,1,7")
     parser.add_argument("--pandas-memory", default="8g", help="RLIMIT_AS of the pandas runs")
@@ -561,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         if kind == "session":
             answer = child_session()
         elif kind == "hashing":
-            answer = child_hashing(int(rest[0]))
+            answer = child_hashing(int(rest[0]), int(rest[1]))
         elif kind == "key-distribution":
             answer = child_key_distribution(rest[0])
         else:
@@ -577,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{started['child_mb']:.0f} MB, JVM {started['jvm_mb']:.0f} MB"
     )
     if not args.skip_hashing:
-        report_hashing(args.keys)
+        report_hashing(args.keys, args.partitions)
     if not args.skip_key_distribution:
         report_key_distribution()
     if not args.skip_scale:

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.spark
 
 
 def test_spark_hashing_benchmark_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
-    assert bench.main(["--keys", "20000", "--skip-scale", "--skip-key-distribution"]) == 0
+    argv = ["--keys", "20000", "--partitions", "2", "--skip-scale", "--skip-key-distribution"]
+    assert bench.main(argv) == 0
     out = capsys.readouterr().out
     assert "failed" not in out, out
     rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.count("|") == 6}
