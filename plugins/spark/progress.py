@@ -5,6 +5,11 @@ carry the job group `group` (a Spark Connect client tags its operations instead)
 thread reads the session's status tracker every `every` seconds and calls `on_update` with
 the stages and tasks done and known so far. Spark Connect has no status tracker on the
 client: there the session's progress handler reports the same numbers.
+
+The status tracker is fed by Spark's listener bus, which runs behind the jobs: an action can
+return before the tracker has heard of its last tasks, or even of its job (seen on a loaded
+machine: a finished job reported with 5 of its 7 tasks). So the report at the block's end first
+waits, bounded, for the listener bus to deliver every event posted so far.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+DRAIN_SECONDS = 30.0  # how long the last report waits for Spark's listener bus
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +66,21 @@ def tracked(session: Any, group: str, on_update: OnUpdate, *, every: float = 0.5
     finally:
         stop.set()
         thread.join(timeout=every * 4)
+        _drain(context, DRAIN_SECONDS)
         poll()
         context.setLocalProperty("spark.jobGroup.id", None)
         context.setLocalProperty("spark.job.description", None)
+
+
+def _drain(context: Any, seconds: float) -> bool:
+    """Wait until Spark's listener bus has delivered every event posted so far (the status
+    tracker then knows every task that ended); False when it did not within `seconds`."""
+    try:
+        context._jsc.sc().listenerBus().waitUntilEmpty(int(seconds * 1000))
+    except Exception as exc:  # a timeout, or a Spark without this (internal) call
+        log.debug("Spark's listener bus did not drain: %s", exc)
+        return False
+    return True
 
 
 def _classic_counts(tracker: Any, group: str, seen: dict[int, tuple[int, int]]) -> Counts:

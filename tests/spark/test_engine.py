@@ -7,6 +7,7 @@ import os
 import random
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -86,6 +87,20 @@ def test_a_read_of_many_files_starts_no_spark_job(spark: object, tmp_path: Path)
     assert len(many.live_files("topics")) == 40 < int(session.DRIVER_LISTING_LIMIT)
     assert seen[-1] == progress.Counts()  # no job: the files were looked up on the driver
     assert frame.count() == 40
+
+
+def test_the_last_progress_report_counts_every_task_of_the_job(spark: Any) -> None:
+    from pulsar_lens.plugins.spark import progress
+
+    assert progress._drain(spark._sc, 60.0)  # Spark's internal call is there and answers
+    seen: list[progress.Counts] = []
+    with progress.tracked(spark, "every-task", seen.append, every=3600):
+        from pyspark.sql import functions as F
+
+        spark.range(0, 1000, numPartitions=7).groupBy(F.col("id") % 3).count().collect()
+    last = seen[-1]
+    assert last.tasks_total >= 7 and last.tasks_done == last.tasks_total
+    assert last.stages_done == last.stages_total >= 1
 
 
 def test_a_table_without_files_is_empty_with_its_schema(spark: object, store: Store) -> None:
