@@ -1,7 +1,8 @@
 """The one canonical serialisation of our values, and the digests built on it.
 
-Snapshot ids and plugin cache keys are `sha256:<hex>` over `canonical_json()`. Changing the
-serialisation changes every id: a new algorithm gets a new prefix and new golden vectors.
+Plugin cache keys are `sha256:<hex>` over `canonical_json()`; snapshot ids are `sha256t:<hex>`
+over the snapshot's tables as Arrow (`snapshot_id`). Changing either changes every id: a new
+algorithm gets a new prefix and new golden vectors.
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+
+from pulsar_lens.core import tabledigest
 from pulsar_lens.core.model import POLLED_TABLES, Snapshot
-from pulsar_lens.core.tablejson import records_json
 
 DIGEST_PREFIX = "sha256:"
+SNAPSHOT_ID_PREFIX = "sha256t:"
+"""Snapshot ids: SHA-256 of the tables' values (`snapshot_id`). Ids written before them are
+`sha256:` over canonical JSON (DIGEST_PREFIX); both name a stored poll."""
+SNAPSHOT_ID_PREFIXES = (SNAPSHOT_ID_PREFIX, DIGEST_PREFIX)
+SNAPSHOT_ID_DOMAIN = b"pulsar-lens snapshot id 2\n"
 
 
 def format_timestamp(value: dt.datetime) -> str:
@@ -117,8 +125,9 @@ def digest(obj: Any) -> str:
     return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
 
 
-def snapshot_id(snapshot: Snapshot) -> str:
-    """The id of one poll: a digest of cluster, collected_at, every polled table and errors.
+def snapshot_id(snapshot: Snapshot, tables: Mapping[str, pa.Table] | None = None) -> str:
+    """The id of one poll: `sha256t:<hex>`, a digest of cluster, collected_at, errors and
+    every polled table's values.
 
     `collected_at` is covered so that two polls that saw identical content still get distinct
     ids: the store keys rows, history windows and plugin caches by snapshot id, and folding
@@ -126,37 +135,20 @@ def snapshot_id(snapshot: Snapshot) -> str:
     that an id names exactly what was seen. `durations` and `requests` are left out: they
     measure our own poll, not the cluster.
 
-    It is `digest()` of the object {"cluster", "collected_at", "errors", one key per polled
-    table} (`reference_snapshot_id`), hashed piece by piece: each table's text comes from
-    `tablejson.records_json`, the same bytes written column by column, or `canonical_json`.
+    The tables are digested from their Arrow form (`core.tabledigest`), which the store
+    builds anyway: pass `tables` (`snapshot.content_tables()`) when you have them. Ids of
+    this form replaced `sha256:` over the snapshot's canonical JSON, which cost more than
+    building and writing the tables together; stores keep the ids they were written with.
     """
-    payload = _snapshot_payload(snapshot)
-    hasher = hashlib.sha256()
-    separator = b"{"
-    for key in sorted(payload):
-        hasher.update(separator + json.dumps(key, ensure_ascii=False).encode() + b":")
-        value = payload[key]
-        data = records_json(value) if key in POLLED_TABLES else None
-        hasher.update(canonical_json(value).encode("utf-8") if data is None else data)
-        separator = b","
-    hasher.update(b"}")
-    return DIGEST_PREFIX + hasher.hexdigest()
-
-
-def reference_snapshot_id(snapshot: Snapshot) -> str:
-    """`snapshot_id` as one `digest()` of the whole payload: what the fast path must equal."""
-    return digest(_snapshot_payload(snapshot))
-
-
-def _snapshot_payload(snapshot: Snapshot) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "cluster": snapshot.cluster,
-        "collected_at": snapshot.collected_at,
-        "errors": snapshot.errors,
-    }
-    for name in POLLED_TABLES:
-        payload[name] = snapshot.records(name)
-    return payload
+    if tables is None:
+        tables = snapshot.content_tables()
+    hasher = hashlib.sha256(SNAPSHOT_ID_DOMAIN)
+    tabledigest.update_text(hasher, snapshot.cluster)
+    tabledigest.update_text(hasher, format_timestamp(snapshot.collected_at))
+    tabledigest.update_text(hasher, canonical_json(snapshot.errors))
+    for name in sorted(POLLED_TABLES):
+        tabledigest.update(hasher, name, tables[name])
+    return SNAPSHOT_ID_PREFIX + hasher.hexdigest()
 
 
 def cache_key(plugin: str, version: str, params: Any, snapshot_ids: Sequence[str]) -> str:

@@ -3,7 +3,7 @@
 
 A poll yields one `Snapshot`; each table holds one row per entity for that poll. Column names
 are snake_case; Pulsar's camelCase stops at the collectors' `parse_*` functions. Every stored
-row also carries `snapshot_id`, `collected_at` and `cluster` (added by `Snapshot.table`).
+row also carries `snapshot_id`, `collected_at` and `cluster` (added by `records_to_table`).
 """
 
 from __future__ import annotations
@@ -287,6 +287,10 @@ def _schema_for(record_type: type) -> pa.Schema:
 
 
 SCHEMAS: Mapping[str, pa.Schema] = {name: _schema_for(t) for name, t in RECORD_TYPES.items()}
+CONTENT_SCHEMAS: Mapping[str, pa.Schema] = {
+    name: pa.schema(list(schema)[len(COMMON_FIELDS) :]) for name, schema in SCHEMAS.items()
+}
+"""The record fields of each table: what a `content_table` holds."""
 
 
 def _cell(value: Any) -> Any:
@@ -308,6 +312,40 @@ def _hash_ranges(values: list[Any]) -> pa.Array | list[Any]:
     return pa.ListArray.from_arrays(offsets, struct, type=HASH_RANGE_TYPE)
 
 
+def content_table(name: str, records: Sequence[Any]) -> pa.Table:
+    """The Arrow table `name` of these records: their fields only, without the common columns.
+
+    Refuses (ValueError) a naive datetime, whose instant is ambiguous: Arrow would read it as
+    UTC without a word."""
+    schema = CONTENT_SCHEMAS[name]
+    columns: dict[str, list[Any] | pa.Array] = {}
+    # column by column: one C-level pass per field (attrgetter), no call per cell
+    for f in schema:
+        values = list(map(attrgetter(f.name), records))
+        if f.type == HASH_RANGE_TYPE:
+            columns[f.name] = _hash_ranges(values)
+        else:
+            if f.type == UTC_TS and None in set(map(attrgetter("tzinfo"), filter(None, values))):
+                raise ValueError(f"{name}.{f.name}: a naive datetime has no time zone; use UTC")
+            columns[f.name] = values
+    return pa.table(columns, schema=schema)
+
+
+def with_common_columns(
+    table: pa.Table, *, snapshot_id: str, collected_at: dt.datetime, cluster: str
+) -> pa.Table:
+    """`table` (a `content_table`) with the common columns in front, as the store keeps it."""
+    count = table.num_rows
+    common = [
+        pa.repeat(pa.scalar(snapshot_id, pa.string()), count),
+        pa.repeat(pa.scalar(collected_at, UTC_TS), count),
+        pa.repeat(pa.scalar(cluster, pa.string()), count),
+    ]
+    return pa.Table.from_arrays(
+        [*common, *table.columns], schema=pa.schema([*COMMON_FIELDS, *table.schema])
+    )
+
+
 def records_to_table(
     name: str,
     records: Sequence[Any],
@@ -317,19 +355,12 @@ def records_to_table(
     cluster: str,
 ) -> pa.Table:
     """Build the Arrow table `name` from records, adding the common columns."""
-    schema = SCHEMAS[name]
-    count = len(records)
-    columns: dict[str, list[Any] | pa.Array] = {
-        "snapshot_id": pa.repeat(pa.scalar(snapshot_id, pa.string()), count),
-        "collected_at": pa.repeat(pa.scalar(collected_at, UTC_TS), count),
-        "cluster": pa.repeat(pa.scalar(cluster, pa.string()), count),
-    }
-    # column by column: one C-level pass per field (attrgetter), no call per cell
-    for f in schema:
-        if f.name not in columns:
-            values = list(map(attrgetter(f.name), records))
-            columns[f.name] = _hash_ranges(values) if f.type == HASH_RANGE_TYPE else values
-    return pa.table(columns, schema=schema)
+    return with_common_columns(
+        content_table(name, records),
+        snapshot_id=snapshot_id,
+        collected_at=collected_at,
+        cluster=cluster,
+    )
 
 
 def empty_table(name: str) -> pa.Table:
@@ -365,3 +396,8 @@ class Snapshot:
         if name not in POLLED_TABLES:
             raise KeyError(f"a snapshot has no table {name!r}; it has {', '.join(POLLED_TABLES)}")
         return tuple(getattr(self, name))
+
+    def content_tables(self) -> dict[str, pa.Table]:
+        """Every polled table as Arrow, the record fields only: what the store writes (with
+        the common columns added) and what the snapshot id digests."""
+        return {name: content_table(name, self.records(name)) for name in POLLED_TABLES}

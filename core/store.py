@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from pulsar_lens.core import dataset
 from pulsar_lens.core.digest import snapshot_id
 from pulsar_lens.core.errors import SnapshotError
-from pulsar_lens.core.model import POLLED_TABLES, EventRecord, Snapshot, records_to_table
+from pulsar_lens.core.model import EventRecord, Snapshot, content_table, with_common_columns
 from pulsar_lens.core.storefiles import StoreFiles
 from pulsar_lens.core.storelayout import (
     INDEX,
@@ -76,10 +76,18 @@ class Store(StoreFiles):
         All or nothing: when any file cannot be written (disk full, a value Arrow refuses)
         the files already written for it are removed and SnapshotError says why.
         """
-        sid = snapshot_id(snapshot)
+        try:
+            tables = snapshot.content_tables()  # built once: digested, then written
+            sid = snapshot_id(snapshot, tables)
+        except (ValueError, OverflowError, TypeError, pa.ArrowException) as exc:
+            raise SnapshotError(
+                f"could not write the snapshot of {snapshot.collected_at.isoformat()} under "
+                f"{self.root}: a value the store cannot hold: {write_failure(exc)}",
+                path=self.root,
+            ) from exc
         written: list[Path] = []
         try:
-            self._write(snapshot, sid, events, written)
+            self._write(snapshot, sid, tables, events, written)
         except (OSError, ValueError, OverflowError, pa.ArrowException) as exc:
             for path in written:
                 # a disk turned read-only midway keeps them: the retry replaces them
@@ -93,19 +101,20 @@ class Store(StoreFiles):
         return sid
 
     def _write(
-        self, snapshot: Snapshot, sid: str, events: Sequence[EventRecord], written: list[Path]
+        self,
+        snapshot: Snapshot,
+        sid: str,
+        tables: Mapping[str, pa.Table],
+        events: Sequence[EventRecord],
+        written: list[Path],
     ) -> None:
         counts: dict[str, int] = {}
-        tables = {name: snapshot.records(name) for name in POLLED_TABLES}
+        content = dict(tables)
         if events:
-            tables["events"] = tuple(events)
-        for name, records in tables.items():
-            table = records_to_table(
-                name,
-                records,
-                snapshot_id=sid,
-                collected_at=snapshot.collected_at,
-                cluster=snapshot.cluster,
+            content["events"] = content_table("events", events)
+        for name, rows in content.items():
+            table = with_common_columns(
+                rows, snapshot_id=sid, collected_at=snapshot.collected_at, cluster=snapshot.cluster
             )
             counts[name] = table.num_rows
             written += dataset.write_rows(self._table_path(name), table, tag(sid))

@@ -13,7 +13,7 @@ import re
 import pandas as pd
 import streamlit as st
 
-from pulsar_lens.core.digest import DIGEST_PREFIX
+from pulsar_lens.core.digest import SNAPSHOT_ID_PREFIX, SNAPSHOT_ID_PREFIXES
 from pulsar_lens.core.markdown import escape_markdown
 from pulsar_lens.dashboard import data
 from pulsar_lens.dashboard.frames import format_age
@@ -21,7 +21,9 @@ from pulsar_lens.dashboard.frames import format_age
 AT_PARAM = "at"
 NEWEST = ""
 MAX_CHOICES = 500  # the newest snapshots offered (the one in the URL is offered whatever its age)
-SNAPSHOT_ID = re.compile(re.escape(DIGEST_PREFIX) + r"[0-9a-f]{64}")
+SNAPSHOT_ID = re.compile(
+    "(?:" + "|".join(map(re.escape, SNAPSHOT_ID_PREFIXES)) + ")[0-9a-f]{64}"
+)  # the ids of polls stored before `sha256t:` ids too
 PROBLEM_KEY = "sidebar_at_problem"  # why the `at` asked for is not shown, said on the page
 WRITTEN_KEY = "sidebar_at_url"  # the `at` this session last wrote into the URL
 
@@ -73,7 +75,7 @@ def unknown_snapshot(wanted: str) -> str:
     if not SNAPSHOT_ID.fullmatch(wanted):
         return (
             f"The link asks for snapshot {wanted[:80]!r}, which is not a snapshot id "
-            f"({DIGEST_PREFIX}<64 hex digits); showing the newest snapshot."
+            f"({SNAPSHOT_ID_PREFIX}<64 hex digits); showing the newest snapshot."
         )
     return (
         f"Snapshot {wanted[:80]} is not in this store for the cluster shown (pruned by "
