@@ -7,6 +7,7 @@ import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from pulsar_lens.core.markdown import WORD_JOINER
@@ -153,9 +154,10 @@ def test_timetravel_malformed_at_is_named_and_the_newest_shown(store_dir: Path) 
     assert "at" not in at.query_params
 
 
-def test_timetravel_unknown_at_is_named_and_the_newest_shown(store_dir: Path) -> None:
+@pytest.mark.parametrize("prefix", ["sha256t:", "sha256:"])  # ids stored before sha256t: too
+def test_timetravel_unknown_at_is_named_and_the_newest_shown(store_dir: Path, prefix: str) -> None:
     write_two_polls(store_dir)
-    pruned = "sha256:" + "0" * 64
+    pruned = prefix + "0" * 64
     at = app(at=pruned)
     assert not at.exception
     (warning,) = [w.value for w in at.warning]
