@@ -68,7 +68,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 import pulsar_lens.core.store  # noqa: E402
 from pulsar_lens.core.digest import digest  # noqa: E402
 from pulsar_lens.core.model import (  # noqa: E402
-    COMMON_FIELDS,
+    POLLED_TABLES,
     BrokerRecord,
     BundleRecord,
     ConsumerRecord,
@@ -76,7 +76,7 @@ from pulsar_lens.core.model import (  # noqa: E402
     Snapshot,
     SubscriptionRecord,
     TopicRecord,
-    records_to_table,
+    content_table,
 )
 from pulsar_lens.core.selectors import ConsistentHashingSelector, Consumer  # noqa: E402
 from pulsar_lens.core.store import Store  # noqa: E402
@@ -205,31 +205,25 @@ def synthetic_snapshot(cluster: Cluster, poll: int, at: dt.datetime) -> Snapshot
 @contextlib.contextmanager
 def reused_tables(cluster: Cluster, at: dt.datetime) -> Iterator[None]:
     """Within: `Store.write` converts the cluster's static records to Arrow once, not every
-    poll, and ids a snapshot by its cluster and time instead of a digest of every record.
+    poll, and ids a snapshot by its cluster and time instead of a digest of every table.
 
     At 100,000 topics those two steps take ~30 s a poll; the files written are the same.
     """
-    tables = {
-        name: records_to_table(
-            name, getattr(cluster, name), snapshot_id="", collected_at=at, cluster=CLUSTER
-        )
-        for name in STATIC_TABLES
-    }
+    tables = {name: content_table(name, getattr(cluster, name)) for name in STATIC_TABLES}
 
-    def to_table(name: str, records: Sequence[Any], **common: Any) -> pa.Table:
-        table = tables.get(name)
-        if table is None or table.num_rows != len(records):
-            return records_to_table(name, records, **common)
-        for f in COMMON_FIELDS:
-            value = pa.repeat(pa.scalar(common[f.name], f.type), table.num_rows)
-            table = table.set_column(table.schema.get_field_index(f.name), f, value)
-        return table
+    def content_tables(snapshot: Snapshot) -> dict[str, pa.Table]:
+        found = {}
+        for name in POLLED_TABLES:
+            records, table = snapshot.records(name), tables.get(name)
+            same = table is not None and table.num_rows == len(records)
+            found[name] = table if same else content_table(name, records)
+        return found
 
-    def snapshot_id(snapshot: Snapshot) -> str:
+    def snapshot_id(snapshot: Snapshot, tables: Any = None) -> str:
         return digest({"cluster": snapshot.cluster, "collected_at": snapshot.collected_at})
 
     with (
-        mock.patch.object(pulsar_lens.core.store, "records_to_table", to_table),
+        mock.patch.object(Snapshot, "content_tables", content_tables),
         mock.patch.object(pulsar_lens.core.store, "snapshot_id", snapshot_id),
     ):
         yield
