@@ -90,13 +90,13 @@ def test_a_read_of_many_files_starts_no_spark_job(spark: object, tmp_path: Path)
 
 
 def test_the_last_progress_report_counts_every_task_of_the_job(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
     from pulsar_lens.plugins.spark import progress
 
     assert progress._drain(spark._sc, 60.0)  # Spark's internal call is there and answers
     seen: list[progress.Counts] = []
     with progress.tracked(spark, "every-task", seen.append, every=3600):
-        from pyspark.sql import functions as F
-
         spark.range(0, 1000, numPartitions=7).groupBy(F.col("id") % 3).count().collect()
     last = seen[-1]
     assert last.tasks_total >= 7 and last.tasks_done == last.tasks_total
