@@ -27,19 +27,19 @@ import dataclasses
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import compress
 from operator import attrgetter
-from typing import TypeVar
+from typing import Any
 
 from pulsar_lens.collectors.answers import collection_paused
 from pulsar_lens.core.counters import increase
 from pulsar_lens.core.model import (
     LOAD_MANAGER_COUNTERS,
-    ConsumerRecord,
     EventRecord,
     HashRange,
     Snapshot,
-    SubscriptionRecord,
 )
+from pulsar_lens.core.tablerows import TableRows, range_tuples
 from pulsar_lens.core.unsure import Unsure, unsure_of
 
 EVENT_KINDS: Mapping[str, str] = {
@@ -91,17 +91,18 @@ def _bundle_events(prev: Snapshot, cur: Snapshot, unsure: Unsure) -> list[EventR
 
 def _skipped_topics(prev: Snapshot, cur: Snapshot, unsure: Unsure) -> set[str]:
     skipped = set(unsure.topics)
-    for snap in (prev, cur):
-        skipped |= {t.topic for t in snap.topics if t.owner_broker in unsure.bulk_brokers}
+    if unsure.bulk_brokers:
+        for snap in (prev, cur):
+            topics, owners = _columns(snap.topics, ("topic", "owner_broker"))
+            skipped.update(
+                t for t, o in zip(topics, owners, strict=True) if o in unsure.bulk_brokers
+            )
     return skipped
 
 
-_CONSUMER_KEY = attrgetter("topic", "subscription", "consumer_name")
-_RANGES = attrgetter("hash_ranges")
-_SUBSCRIPTION_KEY = attrgetter("topic", "subscription")
-_ACTIVE = attrgetter("active_consumer_name", "type")
+_CONSUMER_FIELDS = ("topic", "subscription", "consumer_name", "hash_ranges")
+_ACTIVE_FIELDS = ("topic", "subscription", "active_consumer_name", "type")
 _ABSENT = object()
-_Row = TypeVar("_Row", ConsumerRecord, SubscriptionRecord)
 
 ConsumerKey = tuple[str, str, str]
 Ranges = tuple[HashRange, ...]
@@ -115,21 +116,37 @@ class _Several:
     ranges: tuple[Ranges, ...]
 
 
-def _kept(records: Sequence[_Row], skipped: set[str]) -> Sequence[_Row]:
-    return [r for r in records if r.topic not in skipped] if skipped else records
+def _columns(rows: Sequence[Any], names: Sequence[str]) -> list[list[Any]]:
+    """The values of fields `names` of every row, read from the table when the rows are held
+    as Arrow (`TableRows`: no record is made), else one `attrgetter` pass each."""
+    if isinstance(rows, TableRows):
+        table = rows.table
+        return [
+            range_tuples(table.column(n)) if n == "hash_ranges" else table.column(n).to_pylist()
+            for n in names
+        ]
+    return [list(map(attrgetter(n), rows)) for n in names]
+
+
+def _kept_columns(rows: Sequence[Any], names: Sequence[str], skipped: set[str]) -> list[list[Any]]:
+    """`_columns` of the rows whose topic (the first name) is not skipped."""
+    found = _columns(rows, names)
+    if not skipped:
+        return found
+    keep = [t not in skipped for t in found[0]]
+    return [list(compress(values, keep)) for values in found]
 
 
 def _consumer_ranges(s: Snapshot, skipped: set[str]) -> dict[ConsumerKey, Ranges | _Several]:
     """Each consumer's hash ranges by (topic, subscription, name), read column-wise: one
-    dict from two `attrgetter` passes, and per-key lists only where a name repeats."""
-    consumers = _kept(s.consumers, skipped)
-    keys = list(map(_CONSUMER_KEY, consumers))
-    ranges = map(_RANGES, consumers)
+    dict from the key and range columns, and per-key lists only where a name repeats."""
+    topics, subs, names, ranges = _kept_columns(s.consumers, _CONSUMER_FIELDS, skipped)
+    keys = list(zip(topics, subs, names, strict=True))
     found: dict[ConsumerKey, Ranges | _Several] = dict(zip(keys, ranges, strict=True))
     if len(found) < len(keys):
         shared: dict[ConsumerKey, list[Ranges]] = {}
-        for key, consumer in zip(keys, consumers, strict=True):
-            shared.setdefault(key, []).append(consumer.hash_ranges)
+        for key, held in zip(keys, ranges, strict=True):
+            shared.setdefault(key, []).append(held)
         found.update((k, _Several(tuple(v))) for k, v in shared.items() if len(v) > 1)
     return found
 
@@ -178,8 +195,10 @@ def _active_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[Eve
     poll, or of the earlier one when the later does not say), compared column-wise."""
 
     def keyed(s: Snapshot) -> dict[tuple[str, str], tuple[str | None, str | None]]:
-        subs = _kept(s.subscriptions, skipped)
-        return dict(zip(map(_SUBSCRIPTION_KEY, subs), map(_ACTIVE, subs), strict=True))
+        topics, subs, active, kinds = _kept_columns(s.subscriptions, _ACTIVE_FIELDS, skipped)
+        return dict(
+            zip(zip(topics, subs, strict=True), zip(active, kinds, strict=True), strict=True)
+        )
 
     before, after = keyed(prev), keyed(cur)
     moved = [k for k, (name, _) in after.items() if k in before and before[k][0] != name]

@@ -9,18 +9,17 @@ rules of `pulsar_lens.collectors.events.diff` hold as they did when it was polle
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
-from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.errors import SnapshotError
-from pulsar_lens.core.model import POLLED_TABLES, RECORD_TYPES, Snapshot, parse_errors
+from pulsar_lens.core.model import POLLED_TABLES, Snapshot, parse_errors
 from pulsar_lens.core.store import Store
+from pulsar_lens.core.tablerows import records_from_table
 
 
 def restore_latest(
@@ -52,21 +51,6 @@ def restore_latest(
         ) from exc
 
 
-def records_from_table(name: str, table: pa.Table) -> tuple[Any, ...]:
-    """The records of a stored table (the inverse of core.model.records_to_table)."""
-    record_type = RECORD_TYPES[name]
-    fields = [f.name for f in dataclasses.fields(record_type)]
-    rows = table.select(fields).to_pylist()
-    return tuple(record_type(**{k: _value(v) for k, v in row.items()}) for row in rows)
-
-
 def _durations(text: object) -> dict[str, float]:
     loaded = json.loads(str(text)) if text else {}
     return {str(k): float(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
-
-
-def _value(value: Any) -> Any:
-    """A stored cell as its record holds it: hash ranges become tuples of (start, end)."""
-    if isinstance(value, list):
-        return tuple((int(r["start"]), int(r["end"])) for r in value)
-    return value

@@ -317,6 +317,10 @@ def content_table(name: str, records: Sequence[Any]) -> pa.Table:
 
     Refuses (ValueError) a naive datetime, whose instant is ambiguous: Arrow would read it as
     UTC without a word."""
+    held = getattr(records, "held_table", None)  # rows built as Arrow (core.tablerows)
+    table = held(name) if held is not None else None
+    if table is not None:
+        return table
     schema = CONTENT_SCHEMAS[name]
     columns: dict[str, list[Any] | pa.Array] = {}
     # column by column: one C-level pass per field (attrgetter), no call per cell
@@ -380,10 +384,11 @@ class Snapshot:
     collected_at: dt.datetime
     brokers: tuple[BrokerRecord, ...] = ()
     bundles: tuple[BundleRecord, ...] = ()
-    topics: tuple[TopicRecord, ...] = ()
-    subscriptions: tuple[SubscriptionRecord, ...] = ()
-    consumers: tuple[ConsumerRecord, ...] = ()
-    draining_hashes: tuple[DrainingHashRecord, ...] = ()
+    # tuples of records, or the same rows held as Arrow (`core.tablerows.TableRows`)
+    topics: Sequence[TopicRecord] = ()
+    subscriptions: Sequence[SubscriptionRecord] = ()
+    consumers: Sequence[ConsumerRecord] = ()
+    draining_hashes: Sequence[DrainingHashRecord] = ()
     errors: tuple[EndpointError, ...] = ()
     durations: Mapping[str, float] = field(default_factory=dict)
     requests: int = 0
@@ -392,10 +397,12 @@ class Snapshot:
     def partial(self) -> bool:
         return bool(self.errors)
 
-    def records(self, name: str) -> tuple[Any, ...]:
+    def records(self, name: str) -> Sequence[Any]:
+        """The rows of table `name`, as held: a tuple of records or `core.tablerows.TableRows`."""
         if name not in POLLED_TABLES:
             raise KeyError(f"a snapshot has no table {name!r}; it has {', '.join(POLLED_TABLES)}")
-        return tuple(getattr(self, name))
+        rows: Sequence[Any] = getattr(self, name)
+        return rows
 
     def content_tables(self) -> dict[str, pa.Table]:
         """Every polled table as Arrow, the record fields only: what the store writes (with
