@@ -65,9 +65,11 @@ def admin_source(
     client = AdminClient.from_settings(
         cluster, admin_url=admin_url, max_response_bytes=settings.max_response
     )  # refuses an unusable credential: before the poll's imports, which are the heavy ones
+    from pulsar_lens.collectors.bulkparts import PartPool
     from pulsar_lens.collectors.poll import DetailRotation, carry_forward, diff, poll
 
     rotation = DetailRotation()  # one per loop: successive polls detail different topics
+    parts = PartPool()  # large bulk answers are read in worker processes, kept between polls
     name = cluster.name if cluster else None
 
     def poll_once() -> Snapshot:
@@ -78,10 +80,15 @@ def admin_source(
             detail_budget=settings.detail_budget,
             max_brokers=settings.max_brokers,
             rotation=rotation,
+            build=parts.build,
         )
         return dataclasses.replace(snapshot, cluster=name) if name else snapshot
 
-    return Source(poll=poll_once, diff=diff, carry=carry_forward, close=client.close)
+    def close() -> None:
+        client.close()
+        parts.close()
+
+    return Source(poll=poll_once, diff=diff, carry=carry_forward, close=close)
 
 
 def duration_arg(text: str) -> dt.timedelta:

@@ -5,7 +5,6 @@ Kept apart from `poll()` so recorded answers can be assembled in tests exactly a
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import logging
 from collections import defaultdict
@@ -20,6 +19,7 @@ from pulsar_lens.collectors.brokers import (
     parse_lb_counters,
     parse_owned_bundles,
 )
+from pulsar_lens.collectors.bulkparts import PART_TABLES, BrokerPart, part_of_entries
 from pulsar_lens.collectors.fields import check_keys, field_warnings, json_kind, reading
 from pulsar_lens.collectors.namespaces import (
     NamespaceListing,
@@ -30,18 +30,22 @@ from pulsar_lens.collectors.namespaces import (
     parse_bundles,
 )
 from pulsar_lens.collectors.notes import FIELD, Notes, refuse, within
+from pulsar_lens.collectors.partmerge import (
+    merge_noted,
+    rows_table,
+    topic_table,
+    with_broker_totals,
+    with_topic_totals,
+)
 from pulsar_lens.collectors.topics import TopicStats, iter_partitions, topic_refusal
 from pulsar_lens.collectors.typedrecords import subscriptions_of, topic_of
 from pulsar_lens.core.model import (
     BrokerRecord,
     BundleRecord,
-    ConsumerRecord,
-    DrainingHashRecord,
     EndpointError,
     Snapshot,
-    SubscriptionRecord,
-    TopicRecord,
 )
+from pulsar_lens.core.tablerows import TableRows
 from pulsar_lens.core.topicname import TopicName, parse_topic_name
 
 log = logging.getLogger(__name__)
@@ -60,7 +64,8 @@ class PollAnswers:
     lb_metrics: dict[str, Any] = field(default_factory=dict)  # broker -> broker-stats/metrics
     versions: dict[str, str | None] = field(default_factory=dict)
     owned: dict[str, Any] = field(default_factory=dict)  # broker -> ownedNamespaces answer
-    bulk: dict[str, list[TopicStats] | None] = field(default_factory=dict)
+    bulk: dict[str, list[TopicStats] | None] = field(default_factory=dict)  # parsed here
+    parts: dict[str, BrokerPart | None] = field(default_factory=dict)  # built in a worker
     namespaces: tuple[str, ...] = ()
     namespaces_complete: bool = True  # False when a tenant or namespace listing failed
     listings: dict[str, NamespaceListing] = field(default_factory=dict)
@@ -73,8 +78,8 @@ class PollAnswers:
 
 
 def bulk_by_topic(answers: PollAnswers) -> dict[str, TopicStats]:
-    """One bulk entry per topic; if two brokers report a topic (mid-transfer), the first
-    broker in id order wins."""
+    """One bulk entry per topic of the parsed answers (`answers.bulk`); if two brokers report
+    a topic (mid-transfer), the first broker in id order wins."""
     found: dict[str, TopicStats] = {}
     for broker in sorted(answers.bulk):
         for entry in answers.bulk[broker] or ():
@@ -82,16 +87,42 @@ def bulk_by_topic(answers: PollAnswers) -> dict[str, TopicStats]:
     return found
 
 
-def wanted_namespaces(answers: PollAnswers, bulk: Mapping[str, TopicStats]) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class Filed:
+    """Where the bulk answers filed a topic: the first broker in id order that reports it."""
+
+    broker: str
+    bundle: str | None
+    namespace: str
+
+
+def broker_parts(answers: PollAnswers) -> dict[str, BrokerPart]:
+    """The part of each broker whose bulk answer was read, by broker id: built in a worker
+    (`answers.parts`), or here from the entries parsed in this process (`answers.bulk`)."""
+    namespaces = frozenset(answers.namespaces) if answers.namespaces_complete else None
+    parts = {b: p for b, p in answers.parts.items() if p is not None}
+    for broker, entries in answers.bulk.items():
+        if entries is not None and broker not in parts:
+            parts[broker] = part_of_entries(entries, broker, namespaces)
+    return dict(sorted(parts.items()))
+
+
+def filed_topics(parts: Mapping[str, BrokerPart]) -> dict[str, Filed]:
+    found: dict[str, Filed] = {}
+    for broker, part in parts.items():
+        columns = [part.index.column(n).to_pylist() for n in ("topic", "bundle", "namespace")]
+        for topic, bundle, namespace in zip(*columns, strict=True):
+            if topic not in found:
+                found[topic] = Filed(broker, bundle, namespace)
+    return found
+
+
+def wanted_namespaces(answers: PollAnswers, filed: Mapping[str, Filed]) -> list[str]:
     """The polled namespaces, plus those only the brokers' bulk answers revealed (when the
     tenant listing failed)."""
     names = set(answers.namespaces)
     if not answers.namespaces_complete:
-        for entry in bulk.values():
-            try:
-                names.add(parse_topic_name(entry.topic).namespace)
-            except ValueError:
-                continue
+        names.update(f.namespace for f in filed.values())
     return sorted(names)
 
 
@@ -109,18 +140,21 @@ def _bundles(
     answers: PollAnswers,
     namespaces: list[str],
     owners: Mapping[str, Mapping[str, str]],
-    bulk: Mapping[str, TopicStats],
+    filed: Mapping[str, Filed],
 ) -> dict[str, dict[str, BundleRecord]]:
     """{namespace: {bundle: record}}; when a namespace's bundle listing failed, the bundles
     that brokers own or report topics in stand in for it."""
     result: dict[str, dict[str, BundleRecord]] = {}
+    unlisted = [ns for ns in namespaces if not _listed_bundles(answers, ns)]
+    reported: dict[str, set[str]] = defaultdict(set)
+    if unlisted:
+        for f in filed.values():
+            if f.bundle:
+                reported[f.namespace].add(f.bundle)
     for ns in namespaces:
-        listing = answers.listings.get(ns)
-        listed = {b.bundle: b for b in (listing.bundles if listing and listing.bundles else ())}
+        listed = _listed_bundles(answers, ns)
         if not listed:
-            keys = set(owners.get(ns, {}))
-            keys |= {f"{e.bundle}" for e in bulk.values() if e.bundle and _ns_of(e.topic) == ns}
-            for key in keys:
+            for key in set(owners.get(ns, {})) | reported[ns]:
                 parsed = parse_bundle_key(f"{ns}/{key}")
                 if parsed:
                     listed[key] = BundleRecord(ns, ns.split("/")[0], key, parsed[2], parsed[3])
@@ -131,27 +165,26 @@ def _bundles(
     return result
 
 
-def _ns_of(topic: str) -> str | None:
-    try:
-        return parse_topic_name(topic).namespace
-    except ValueError:
-        return None
+def _listed_bundles(answers: PollAnswers, ns: str) -> dict[str, BundleRecord]:
+    listing = answers.listings.get(ns)
+    return {b.bundle: b for b in (listing.bundles if listing and listing.bundles else ())}
 
 
 def _topic_names(
-    answers: PollAnswers, namespaces: list[str], bulk: Mapping[str, TopicStats]
+    answers: PollAnswers, namespaces: list[str], filed: Mapping[str, Filed]
 ) -> list[TopicName]:
     """The topics of the polled namespaces: those the brokers report (checked as they were
     parsed) and those the namespaces list, refused when no topic of that namespace."""
     wanted = set(namespaces)
-    names: set[str] = set(bulk)
+    checked: set[str] = set(filed)  # the parsers checked them
     for listing in answers.listings.values():
-        names.update(_listed(listing.namespace, listing.topics or ()))
-    for parent, count in answers.partition_counts.items():
-        names.update(iter_partitions(parent, count))
+        checked.update(_listed(listing.namespace, listing.topics or ()))
+    counted = {
+        p for parent, n in answers.partition_counts.items() for p in iter_partitions(parent, n)
+    }
     parsed = []
-    for name in sorted(names):
-        why = topic_refusal(name)
+    for name in sorted(checked | counted):
+        why = None if name in checked else topic_refusal(name)
         if why is not None:  # a partition of a parent refused on its own
             refuse("topic", f"{why}; left out", name)
             continue
@@ -174,89 +207,26 @@ def _listed(namespace: str, topics: Sequence[str]) -> Iterator[str]:
                 refuse("topic", f"{why}; left out", name)
 
 
-def _topic_record(
+def _placement(
     name: TopicName,
-    entry: TopicStats | None,
+    entry: Filed | None,
     answers: PollAnswers,
     bundles: Mapping[str, Mapping[str, BundleRecord]],
-) -> TopicRecord:
+) -> tuple[str | None, str | None]:
+    """A topic's bundle and owner broker."""
     listing = answers.listings.get(name.namespace)
     boundaries = listing.boundaries if listing else None
     bundle = bundle_of_full_name(name.topic, boundaries) if boundaries else None
     if bundle is None and entry is not None:
         bundle = entry.bundle
-    if entry is not None and entry.bundle and bundle != entry.bundle:
-        # the bulk answer can be a stats period old (e.g. from before a split); the
-        # boundaries were read in this poll, so they win
-        log.debug("%s: bulk stats say bundle %s, boundaries %s", name.topic, entry.bundle, bundle)
+    # the bulk answer can be a stats period old (e.g. from before a split); the boundaries
+    # were read in this poll, so they win
     # ownership is read live; the bulk answer's broker only stands in when it is unknown
     record = bundles.get(name.namespace, {}).get(bundle) if bundle is not None else None
     owner = record.owner_broker if record is not None else None
     if owner is None and entry is not None:
         owner = entry.broker
-    return topic_of(name, entry.stats if entry else None, bundle=bundle, owner=owner)
-
-
-def _with_topic_totals(
-    bundles: dict[str, dict[str, BundleRecord]], topics: list[TopicRecord]
-) -> list[BundleRecord]:
-    counts: dict[tuple[str, str], int] = defaultdict(int)
-    rate_in: dict[tuple[str, str], float] = defaultdict(float)
-    rate_out: dict[tuple[str, str], float] = defaultdict(float)
-    seen_rates: set[tuple[str, str]] = set()
-    for t in topics:
-        if t.bundle is None:
-            continue
-        key = (t.namespace, t.bundle)
-        counts[key] += 1
-        if t.msg_rate_in is not None:
-            seen_rates.add(key)
-            rate_in[key] += t.msg_rate_in
-            rate_out[key] += t.msg_rate_out or 0.0
-    out = []
-    for ns in sorted(bundles):
-        for rec in bundles[ns].values():
-            key = (ns, rec.bundle)
-            loaded = key in seen_rates
-            out.append(
-                replace(
-                    rec,
-                    topic_count=counts.get(key, 0),
-                    msg_rate_in=rate_in[key] if loaded else None,
-                    msg_rate_out=rate_out[key] if loaded else None,
-                )
-            )
-    return out
-
-
-def _with_broker_totals(
-    brokers: list[BrokerRecord], topics: list[TopicRecord], consumers: list[ConsumerRecord]
-) -> list[BrokerRecord]:
-    """Fill the counts and rates a load report would give from the topics each broker serves,
-    where the load manager keeps no report (NoopLoadManager answers 204); a report wins."""
-    owner_of = {t.topic: t.owner_broker for t in topics}
-    n_topics: dict[str | None, int] = defaultdict(int)
-    rate_in: dict[str | None, float] = defaultdict(float)
-    rate_out: dict[str | None, float] = defaultdict(float)
-    n_consumers: dict[str | None, int] = defaultdict(int)
-    for t in topics:
-        n_topics[t.owner_broker] += 1
-        rate_in[t.owner_broker] += t.msg_rate_in or 0.0
-        rate_out[t.owner_broker] += t.msg_rate_out or 0.0
-    for c in consumers:
-        n_consumers[owner_of.get(c.topic)] += 1
-    return [
-        replace(
-            b,
-            num_topics=b.num_topics if b.num_topics is not None else n_topics[b.broker_id],
-            msg_rate_in=b.msg_rate_in if b.msg_rate_in is not None else rate_in[b.broker_id],
-            msg_rate_out=b.msg_rate_out if b.msg_rate_out is not None else rate_out[b.broker_id],
-            num_consumers=(
-                b.num_consumers if b.num_consumers is not None else n_consumers[b.broker_id]
-            ),
-        )
-        for b in brokers
-    ]
+    return bundle, owner
 
 
 def _brokers(answers: PollAnswers) -> list[BrokerRecord]:
@@ -284,9 +254,14 @@ def build_snapshot(answers: PollAnswers) -> Snapshot:
 
     A field no column can hold becomes null, and the snapshot's errors say which; so do
     the items of the answers that were refused or cut, counted (`answers.notes`)."""
-    notes = copy.deepcopy(answers.notes)  # built twice from the same answers, counted once
-    with field_warnings(notes) as found, collection_paused():  # millions of records, no garbage
-        snapshot = _build(answers)
+    with collection_paused():  # millions of records, no garbage
+        parts = broker_parts(answers)
+        notes = Notes()  # what parsing the bulk answers noted came first, then the rest
+        for part in parts.values():
+            notes.merge(part.notes)
+        notes.merge(answers.notes)  # a copy: built twice from the same answers, counted once
+        with field_warnings(notes) as found:
+            snapshot = _build(answers, parts)
     lines = notes.lines()
     if not found and not lines:
         return snapshot
@@ -295,42 +270,71 @@ def build_snapshot(answers: PollAnswers) -> Snapshot:
     return replace(snapshot, errors=(*snapshot.errors, *warnings))
 
 
-def _build(answers: PollAnswers) -> Snapshot:
-    bulk = bulk_by_topic(answers)
-    namespaces = wanted_namespaces(answers, bulk)
-    bundles = _bundles(answers, namespaces, _ownership(answers, namespaces), bulk)
-    topics: list[TopicRecord] = []
-    subs: list[SubscriptionRecord] = []
-    consumers: list[ConsumerRecord] = []
-    draining: list[DrainingHashRecord] = []
-    for name in _topic_names(answers, namespaces, bulk):
-        entry = bulk.get(name.topic)
-        with reading(name.topic):
-            topics.append(_topic_record(name, entry, answers, bundles))
-            detailed = answers.topic_stats.get(name.topic)
-            if detailed:
-                check_keys(detailed, "topic stats")
-            stats = detailed or (entry.stats if entry else None)
-            if stats is not None:
-                rows = subscriptions_of(name.topic, stats)
-                subs.extend(rows.subscriptions)
-                consumers.extend(rows.consumers)
-                draining.extend(rows.draining_hashes)
+def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Snapshot:
+    filed = filed_topics(parts)
+    namespaces = wanted_namespaces(answers, filed)
+    bundles = _bundles(answers, namespaces, _ownership(answers, namespaces), filed)
+    names = _topic_names(answers, namespaces, filed)
+    detailed = {t: s for t, s in answers.topic_stats.items() if s}
+    here = _rows_here(answers, names, parts, filed, detailed)
+    placed = [_placement(n, filed.get(n.topic), answers, bundles) for n in names]
+    topics = topic_table(parts, filed, here["topics"], names, placed)
+    place = {n.topic: i for i, n in enumerate(names)}
+    rows = {
+        name: rows_table(name, parts, filed, place, detailed, here[name])
+        for name in ("subscriptions", "consumers", "draining_hashes")
+    }
     with reading("brokers"):
         brokers = _brokers(answers)
     return Snapshot(
         cluster=answers.cluster,
         collected_at=answers.collected_at,
-        brokers=tuple(_with_broker_totals(brokers, topics, consumers)),
-        bundles=tuple(_with_topic_totals(bundles, topics)),
-        topics=tuple(topics),
-        subscriptions=tuple(subs),
-        consumers=tuple(consumers),
-        draining_hashes=tuple(draining),
+        brokers=tuple(with_broker_totals(brokers, topics, rows["consumers"])),
+        bundles=tuple(with_topic_totals(bundles, topics)),
+        topics=TableRows("topics", topics),
+        subscriptions=TableRows("subscriptions", rows["subscriptions"]),
+        consumers=TableRows("consumers", rows["consumers"]),
+        draining_hashes=TableRows("draining_hashes", rows["draining_hashes"]),
         errors=tuple(answers.errors),
         durations=dict(answers.durations),
         requests=answers.requests,
     )
+
+
+def _rows_here(
+    answers: PollAnswers,
+    names: Sequence[TopicName],
+    parts: Mapping[str, BrokerPart],
+    filed: Mapping[str, Filed],
+    detailed: Mapping[str, Mapping[str, Any]],
+) -> dict[str, list[Any]]:
+    """The rows no broker's part holds: topics no bulk answer reports (listed, or partitions
+    counted), and the subscriptions of topics whose per-topic stats were read. What the
+    parts' rows noted is counted here too, topic by topic, for the rows kept."""
+    rows: dict[str, list[Any]] = {name: [] for name in PART_TABLES}
+    for name in names:
+        stats = detailed.get(name.topic)
+        entry = filed.get(name.topic)
+        topic_noted, subs_noted = (
+            parts[entry.broker].noted.get(name.topic, (None, None)) if entry else (None, None)
+        )
+        if topic_noted is not None:
+            merge_noted(topic_noted)
+        if stats is None:
+            if subs_noted is not None:
+                merge_noted(subs_noted)
+            if entry is not None:
+                continue
+        with reading(name.topic):
+            if entry is None:
+                rows["topics"].append(topic_of(name, None, bundle=None, owner=None))
+            if stats is not None:
+                check_keys(stats, "topic stats")
+                found = subscriptions_of(name.topic, stats)
+                rows["subscriptions"].extend(found.subscriptions)
+                rows["consumers"].extend(found.consumers)
+                rows["draining_hashes"].extend(found.draining_hashes)
+    return rows
 
 
 def namespace_listing(ns: str, bundles: Any, topics: Any, parted: Any) -> NamespaceListing:

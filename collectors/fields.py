@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from pulsar_lens.collectors.notes import Notes, cut, duplicates_of, noting, refuse, shown, within
@@ -42,32 +43,61 @@ name can be administered; consumer names and other texts get the same bound."""
 _ABSENT = object()
 
 
-class _Lines:
+@dataclass
+class WarningLines:
     """The warning lines of one block: the first MAX_WARNINGS kept, the rest only counted."""
 
-    def __init__(self, found: list[str]) -> None:
-        self.found = found
-        self.extra = 0
+    found: list[str] = field(default_factory=list)
+    extra: int = 0
+
+    def add(self, other: WarningLines) -> None:
+        """`other`'s lines after these, as if read after them in one block."""
+        room = max(0, MAX_WARNINGS - len(self.found))
+        self.found.extend(other.found[:room])
+        self.extra += max(0, len(other.found) - room) + other.extra
+
+    @property
+    def total(self) -> int:
+        return len(self.found) + self.extra
+
+    def lines(self) -> list[str]:
+        more = [f"... and {self.extra} more out-of-range field(s)"] if self.extra else []
+        return [*self.found, *more]
 
 
-_warnings: ContextVar[_Lines | None] = ContextVar("field_warnings", default=None)
+_warnings: ContextVar[WarningLines | None] = ContextVar("field_warnings", default=None)
 _where: ContextVar[str] = ContextVar("field_where", default="")
 
 
 @contextmanager
-def field_warnings(notes: Notes | None = None) -> Iterator[list[str]]:
+def field_warning_lines(notes: Notes | None = None) -> Iterator[WarningLines]:
     """Collect the out-of-range fields read inside the block (at most MAX_WARNINGS, then
-    one line counting the rest), and the items refused or cut into `notes` when given."""
-    found: list[str] = []
-    lines = _Lines(found)
+    only counted), and the items refused or cut into `notes` when given."""
+    lines = WarningLines()
     token = _warnings.set(lines)
     try:
         with noting(notes) if notes is not None else nullcontext():
-            yield found
+            yield lines
     finally:
         _warnings.reset(token)
-        if lines.extra:
-            found.append(f"... and {lines.extra} more out-of-range field(s)")
+
+
+@contextmanager
+def field_warnings(notes: Notes | None = None) -> Iterator[list[str]]:
+    """`field_warning_lines` as the lines a snapshot's errors hold (one counting the rest)."""
+    found: list[str] = []
+    try:
+        with field_warning_lines(notes) as lines:
+            yield found
+    finally:
+        found.extend(lines.lines())
+
+
+def add_warnings(other: WarningLines) -> None:
+    """`other`'s lines (read elsewhere, e.g. in a worker process) into the current block."""
+    lines = _warnings.get()
+    if lines is not None:
+        lines.add(other)
 
 
 class reading:

@@ -36,8 +36,10 @@ class Notes:
 
     tallies: dict[tuple[str, str, str], _Tally] = field(default_factory=dict)
     other_kinds: int = 0
+    total: int = 0  # items noted, of every kind
 
     def add(self, action: str, what: str, why: str, example: Iterator[str] | None) -> None:
+        self.total += 1
         key = (action, what, why)
         tally = self.tallies.get(key)
         if tally is None:
@@ -48,6 +50,20 @@ class Notes:
         tally.count += 1
         if example is not None and len(tally.examples) < MAX_EXAMPLES:
             tally.examples.append(" ".join(example))
+
+    def merge(self, other: Notes) -> None:
+        """`other`'s tallies after these, as if noted after them (e.g. in a worker process)."""
+        self.total += other.total
+        for key, theirs in other.tallies.items():
+            tally = self.tallies.get(key)
+            if tally is None:
+                if len(self.tallies) >= MAX_KINDS:
+                    self.other_kinds += theirs.count
+                    continue
+                tally = self.tallies[key] = _Tally()
+            tally.count += theirs.count
+            tally.examples.extend(theirs.examples[: MAX_EXAMPLES - len(tally.examples)])
+        self.other_kinds += other.other_kinds
 
     def lines(self) -> list[tuple[str, str]]:
         """(action, text) per kind: "<what>: <why> (<count> time(s), e.g. ...)"."""
@@ -73,6 +89,11 @@ def noting(notes: Notes) -> Iterator[Notes]:
         yield notes
     finally:
         _notes.reset(token)
+
+
+def current_notes() -> Notes | None:
+    """The notes being collected (inside `noting`), if any."""
+    return _notes.get()
 
 
 class within:

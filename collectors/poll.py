@@ -39,6 +39,12 @@ from pulsar_lens.collectors.brokers import (
     collect_owned_bundles,
     collect_version,
 )
+from pulsar_lens.collectors.bulkparts import (
+    BrokerPart,
+    PartBuilder,
+    collect_broker_part,
+    part_of_answer,
+)
 from pulsar_lens.collectors.events import EVENT_KINDS, carry_forward, diff
 from pulsar_lens.collectors.namespaces import (
     collect_bundles,
@@ -52,11 +58,8 @@ from pulsar_lens.collectors.namespaces import (
 from pulsar_lens.collectors.notes import noting
 from pulsar_lens.collectors.recorder import Recorder
 from pulsar_lens.collectors.topics import (
-    TopicStats,
-    collect_broker_topic_stats,
     collect_topic_stats,
 )
-from pulsar_lens.collectors.typedrecords import backlog_of, needs_details, parse_bulk
 from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.names import (
     NameRefused,
@@ -121,6 +124,7 @@ class _Poll:
         self.detail_budget = DEFAULT_DETAIL_BUDGET
         self.max_brokers = DEFAULT_MAX_BROKERS
         self.rotation = DetailRotation()
+        self.build: PartBuilder = part_of_answer
 
     def call(self, family: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Job:
         return lambda: self.rec.call(family, fn, self.client, *args, timeout=self.t, **kw)
@@ -186,9 +190,12 @@ class _Poll:
 
     def bulk(self) -> None:
         a, jobs = self.answers, {}
+        polled = frozenset(a.namespaces) if a.namespaces_complete else None
         for b in a.broker_ids:
             url = a.web_urls[b]
-            jobs[("bulk", b)] = self.call("broker_topic_stats", collect_broker_topic_stats, url)
+            jobs[("bulk", b)] = self.call(
+                "broker_topic_stats", collect_broker_part, url, b, polled, build=self.build
+            )
             jobs[("owned", b)] = self.call(
                 "owned_namespaces", collect_owned_bundles, a.cluster, b, url
             )
@@ -205,8 +212,7 @@ class _Poll:
     def _keep_bulk(self, done: Mapping[tuple[str, str], Any]) -> None:
         a = self.answers
         for b in a.broker_ids:
-            raw = done[("bulk", b)]
-            a.bulk[b] = None if raw is None else parse_bulk(raw, b)
+            a.parts[b] = done[("bulk", b)]
             a.owned[b] = done[("owned", b)]
             a.load_reports[b] = done[("report", b)]
             a.lb_metrics[b] = done[("lb", b)]
@@ -220,19 +226,12 @@ class _Poll:
         for b in a.broker_ids:
             if not a.load_reports.get(b):
                 jobs[("version", b)] = self.call("version", collect_version, a.web_urls[b])
-        wanted = set(a.namespaces)
-        candidates = [
-            (b, e)
-            for b, entries in sorted(a.bulk.items())
-            for e in entries or ()
-            if (ns := _namespace(e.topic)) is not None
-            and not (a.namespaces_complete and ns not in wanted)
-        ]
+        candidates = _candidates(a.parts)  # the parts hold the polled namespaces only
         lagging = _most_backlogged(candidates, self.lag_topics)
         needing: dict[str, str] = {}
-        for b, e in candidates:  # a topic two brokers report is asked of the first
-            if needs_details(e.stats) or e.topic in lagging:
-                needing.setdefault(e.topic, b)
+        for b, topic, needs, _ in candidates:  # a topic two brokers report is asked of the first
+            if needs or topic in lagging:
+                needing.setdefault(topic, b)
         chosen = self.rotation.pick(sorted(needing), self.detail_budget, first=sorted(lagging))
         if len(chosen) < len(needing):
             self.rec.note(
@@ -295,19 +294,25 @@ class DetailRotation:
         return chosen
 
 
-def _most_backlogged(candidates: Sequence[tuple[str, TopicStats]], limit: int) -> set[str]:
+Candidate = tuple[str, str, bool, int]
+"""(broker, topic, whether its stats lack what only per-topic stats give, its backlog)"""
+
+
+def _candidates(parts: Mapping[str, BrokerPart | None]) -> list[Candidate]:
+    """The topics of the brokers' parts, broker by broker in id order."""
+    found: list[Candidate] = []
+    for broker, part in sorted(parts.items()):
+        if part is not None:
+            index = part.index
+            columns = [index.column(n).to_pylist() for n in ("topic", "needs_details", "backlog")]
+            found.extend((broker, *row) for row in zip(*columns, strict=True))
+    return found
+
+
+def _most_backlogged(candidates: Sequence[Candidate], limit: int) -> set[str]:
     """The `limit` topics with the largest subscription backlog (for time lag); bounded cost."""
-    ranked = sorted(
-        ((backlog_of(e.stats), e.topic) for _, e in candidates), key=lambda x: (-x[0], x[1])
-    )
+    ranked = sorted(((c[3], c[1]) for c in candidates), key=lambda x: (-x[0], x[1]))
     return {topic for backlog, topic in ranked[:limit] if backlog > 0}
-
-
-def _namespace(topic: str) -> str | None:
-    try:
-        return parse_topic_name(topic).namespace
-    except ValueError:
-        return None
 
 
 def poll(
@@ -322,6 +327,7 @@ def poll(
     detail_budget: int = DEFAULT_DETAIL_BUDGET,
     rotation: DetailRotation | None = None,
     max_brokers: int = DEFAULT_MAX_BROKERS,
+    build: PartBuilder = part_of_answer,
 ) -> Snapshot:
     """One Snapshot of the cluster behind `client`; never raises for an endpoint failure.
 
@@ -333,6 +339,8 @@ def poll(
     `deadline` (seconds) bounds the whole poll; `detail_budget` the per-topic calls, chosen
     by `rotation` (pass the same one to every poll of a loop); `max_brokers` the brokers
     that get per-broker calls. Names no request path can carry are refused, not asked for.
+    `build` turns each broker's bulk answer into its part (`PartPool.build`: in worker
+    processes; by default in this one).
     `Snapshot.requests` counts the HTTP requests sent (retries included);
     `Snapshot.durations` sums the seconds of each endpoint family's calls (they overlap, so
     families can add up to more than `total`, the poll's wall time).
@@ -347,6 +355,7 @@ def poll(
             run.lag_topics = max(0, lag_topics)
             run.detail_budget = detail_budget
             run.max_brokers = max_brokers
+            run.build = build
             run.rotation = rotation or DetailRotation()
             run.discover(cluster, namespaces)
             run.bulk()

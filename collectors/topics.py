@@ -35,7 +35,7 @@ from pulsar_lens.collectors.fields import (
     parse_hash_ranges,
 )
 from pulsar_lens.collectors.notes import refuse, within
-from pulsar_lens.collectors.typedstats import BulkTopic, TypedBulk, decode_broker_stats
+from pulsar_lens.collectors.typedstats import BulkTopic
 from pulsar_lens.core.errors import AdminApiError
 from pulsar_lens.core.model import (
     ConsumerRecord,
@@ -59,20 +59,6 @@ class TopicStats:
     broker: str | None
     bundle: str | None
     stats: Mapping[str, Any] | BulkTopic
-
-
-def collect_broker_topic_stats(client: AdminClient, web_url: str, *, timeout: float) -> Any:
-    """GET /admin/v2/broker-stats/topics, sent to the broker at `web_url`.
-
-    Answer: {namespace: {bundle: {"persistent"|"non-persistent": {topic: stats}}}}, read
-    into Structs (`TypedBulk`) when that reads it exactly, else as every answer is read.
-    """
-    path = "/admin/v2/broker-stats/topics"
-    payload = client.get_json(path, base_url=web_url, timeout=timeout, decode=decode_broker_stats)
-    # null too: no broker answers it, and it tells nothing
-    if not isinstance(payload, (dict, TypedBulk)):
-        raise AdminApiError("GET", path, None, repr(payload), "expected a JSON object")
-    return payload
 
 
 def parse_broker_topic_stats(payload: Mapping[str, Any], broker: str) -> list[TopicStats]:

@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.answers import decode_json
+from pulsar_lens.collectors.bulkparts import BrokerPart, collect_broker_part, part_of_payload
 from pulsar_lens.collectors.fields import field_warnings, reading
 from pulsar_lens.collectors.notes import Notes
-from pulsar_lens.collectors.topics import collect_broker_topic_stats, parse_broker_topic_stats
+from pulsar_lens.collectors.topics import parse_broker_topic_stats
 from pulsar_lens.collectors.typedrecords import (
     backlog_of,
     needs_details,
@@ -244,17 +245,19 @@ def test_a_plain_bulk_answer_is_read_typed() -> None:
     [(PLAIN, True), (PLAIN.replace(b'"msgRateIn": 1', b'"msgRateIn": true'), False)],
 )
 def test_the_collector_asks_for_the_typed_reading(body: bytes, typed: bool) -> None:
-    """`collect_broker_topic_stats` reads the answer typed through a real AdminClient, and
-    the body it would not read exactly as every answer is read."""
+    """`collect_broker_part` builds the answer read through a real AdminClient (typed, or
+    when that would not read it exactly as every answer is read) into the part that the
+    tolerant reading makes."""
     url = "http://broker-1:8080"
     with responses.RequestsMock() as mock:
         mock.get(f"{url}/admin/v2/broker-stats/topics", body=body)
         client = AdminClient("http://broker-0:8080", backoff=0.0)
-        payload = collect_broker_topic_stats(client, url, timeout=5.0)
-    assert (type(payload) is TypedBulk) is typed
-    assert read(body, lambda _: payload, parse_bulk) == read(
-        body, decode_json, parse_broker_topic_stats
-    )
+        part = collect_broker_part(client, url, "broker-1:8080", None, timeout=5.0)
+    assert (type(decode_broker_stats(body)) is TypedBulk) is typed
+    tolerant = part_of_payload(decode_json(body), "broker-1:8080", None)
+    assert isinstance(tolerant, BrokerPart) and part.index.equals(tolerant.index)
+    assert all(part.tables[n].equals(t) for n, t in tolerant.tables.items())
+    assert part.tables["topics"].num_rows > 0
 
 
 def test_a_bulk_answer_with_escapes_is_read_typed() -> None:

@@ -1,0 +1,333 @@
+"""Each broker's bulk answer built into the tables of a snapshot on its own, in a worker
+process when the poll has a pool (`PartPool`).
+
+The `broker-stats/topics` answers are most of a poll's work: at 100,000 topics some 173 MB of
+JSON decoded, 400,000 records made and turned into Arrow columns, one interpreted call after
+another under one lock. Each broker's answer is independent of the others', so a worker
+process decodes it, parses it and builds its topics' rows (`part_of_answer`); the poll gets
+back a `BrokerPart`, Arrow tables and what the parsers noted, and lets go of the answer's
+Python objects with the worker's memory. The assembly (`collectors.assemble`) then places
+the topics (bundle, owner), drops what another broker or a per-topic call answers for, and
+sorts the rows, column-wise.
+
+A part holds every topic of its answer in name order (the first of a name given twice), but
+those of namespaces the poll did not ask for. What its parsers refused, cut or found out of
+range is kept per topic (`Noted`), so the snapshot counts it for the rows it keeps, in the
+order a one-process assembly would: a poll's rows, ids and errors are the same either way.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.answers import collection_paused
+from pulsar_lens.collectors.fields import WarningLines, field_warning_lines, reading
+from pulsar_lens.collectors.notes import Notes, noting
+from pulsar_lens.collectors.topics import TopicStats
+from pulsar_lens.collectors.typedrecords import (
+    backlog_of,
+    needs_details,
+    parse_bulk,
+    subscriptions_of,
+    topic_of,
+)
+from pulsar_lens.collectors.typedstats import TypedBulk, decode_broker_stats
+from pulsar_lens.core.errors import AdminApiError, CollectorError
+from pulsar_lens.core.model import content_table
+from pulsar_lens.core.settings import drop_credentials
+from pulsar_lens.core.topicname import TopicName, parse_topic_name
+
+PART_TABLES = ("topics", "subscriptions", "consumers", "draining_hashes")
+INDEX_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("namespace", pa.string(), nullable=False),
+        pa.field("bundle", pa.string()),  # as the answer files the topic
+        pa.field("needs_details", pa.bool_(), nullable=False),  # `needs_details` of its stats
+        pa.field("backlog", pa.int64(), nullable=False),  # its largest subscription backlog
+    ]
+)
+"""One row per topic of a part, in the order of its rows in `topics`."""
+POOL_MIN_BYTES = 4 * 1024 * 1024
+"""Answers smaller than this (some 2,500 topics) are built in the poll's own process."""
+
+
+@dataclass(frozen=True)
+class Noted:
+    """What making one topic's record, or its subscriptions, noted: refusals and cuts, and
+    out-of-range fields. A part keeps them per topic, so the assembly counts those of the
+    rows it keeps, where it keeps them: a topic another broker files or whose per-topic stats
+    were read noted nothing, as before parts. They are made once more on their own for the
+    few topics that note anything, so the others cost a counter's read."""
+
+    notes: Notes
+    warnings: WarningLines
+
+    @staticmethod
+    def of(make: Callable[[], object], topic: str) -> Noted:
+        notes = Notes()
+        with field_warning_lines(notes) as warnings, reading(topic):
+            make()
+        return Noted(notes, warnings)
+
+
+@dataclass(frozen=True)
+class BrokerPart:
+    """What one broker's bulk answer holds, as tables: `index` and `tables["topics"]` one row
+    per topic (by name), the other tables the rows of those topics in the same order.
+    `notes`: what parsing the answer noted; `noted`: what making each topic's rows noted, by
+    topic, (record, subscriptions), for the topics that noted anything."""
+
+    broker: str
+    index: pa.Table
+    tables: Mapping[str, pa.Table]
+    notes: Notes = field(default_factory=Notes)
+    noted: Mapping[str, tuple[Noted | None, Noted | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NotAnObject:
+    """An answer that is JSON but not an object: `shown` is its repr, as the error says it."""
+
+    shown: str
+
+
+PartBuilder = Callable[[bytes, str, "frozenset[str] | None"], "BrokerPart | NotAnObject"]
+"""`part_of_answer`, in this process or a pool's (`PartPool.build`)."""
+
+
+def part_of_answer(
+    body: bytes, broker: str, namespaces: frozenset[str] | None
+) -> BrokerPart | NotAnObject:
+    """The part of a broker's answer body (ValueError when it is not JSON); `namespaces`,
+    when given, are those polled: topics of others are left out."""
+    return part_of_payload(decode_broker_stats(body), broker, namespaces)
+
+
+def part_of_payload(
+    payload: Any, broker: str, namespaces: frozenset[str] | None
+) -> BrokerPart | NotAnObject:
+    """`part_of_answer` of an answer decoded already; its objects are let go once parsed."""
+    if not isinstance(payload, (dict, TypedBulk)):  # null too: it tells nothing
+        return NotAnObject(repr(payload))
+    notes = Notes()
+    with noting(notes):
+        entries = parse_bulk(payload, broker)
+    del payload
+    return part_of_entries(entries, broker, namespaces, notes)
+
+
+def part_of_entries(
+    entries: Sequence[TopicStats],
+    broker: str,
+    namespaces: frozenset[str] | None,
+    notes: Notes | None = None,
+) -> BrokerPart:
+    """The part of a broker's answer already parsed into `entries` (in the answer's order);
+    `notes`, what parsing it noted."""
+    kept = _kept(entries, namespaces)
+    with field_warning_lines(Notes()):  # read again, as ever, when the records are made
+        index = {
+            "topic": [e.topic for e, _ in kept],
+            "namespace": [n.namespace for _, n in kept],
+            "bundle": [e.bundle for e, _ in kept],
+            "needs_details": [needs_details(e.stats) for e, _ in kept],
+            "backlog": [backlog_of(e.stats) for e, _ in kept],
+        }
+    rows: dict[str, list[Any]] = {name: [] for name in PART_TABLES}
+    noted: dict[str, tuple[Noted | None, Noted | None]] = {}
+    watch = Notes()  # only tells whether a topic noted anything: see `Noted`
+    with field_warning_lines(watch) as lines, collection_paused():
+        for entry, name in kept:
+            before = (watch.total, lines.total)
+            with reading(entry.topic):
+                topic = topic_of(name, entry.stats, bundle=entry.bundle, owner=entry.broker)
+                between = (watch.total, lines.total)
+                found = subscriptions_of(entry.topic, entry.stats)
+            if between != before or (watch.total, lines.total) != between:
+                noted[entry.topic] = _noted_again(entry, name, before, between, watch, lines)
+            rows["topics"].append(topic)
+            rows["subscriptions"].extend(found.subscriptions)
+            rows["consumers"].extend(found.consumers)
+            rows["draining_hashes"].extend(found.draining_hashes)
+        tables = {name: content_table(name, records) for name, records in rows.items()}
+    return BrokerPart(
+        broker,
+        pa.table(index, schema=INDEX_SCHEMA),
+        tables,
+        notes=Notes() if notes is None else notes,
+        noted=noted,
+    )
+
+
+def _noted_again(
+    entry: TopicStats,
+    name: TopicName,
+    before: tuple[int, int],
+    between: tuple[int, int],
+    watch: Notes,
+    lines: WarningLines,
+) -> tuple[Noted | None, Noted | None]:
+    """What a topic's record and its subscriptions noted, each made again on its own."""
+    topic = subscriptions = None
+    if between != before:
+        topic = Noted.of(
+            lambda: topic_of(name, entry.stats, bundle=entry.bundle, owner=entry.broker),
+            entry.topic,
+        )
+    if (watch.total, lines.total) != between:
+        subscriptions = Noted.of(lambda: subscriptions_of(entry.topic, entry.stats), entry.topic)
+    return topic, subscriptions
+
+
+def _kept(entries: Sequence[TopicStats], namespaces: frozenset[str] | None) -> list[Any]:
+    """(entry, parsed name) of the topics a part holds, by name; a name given twice keeps
+    its first entry, as `assemble.bulk_by_topic` does across brokers."""
+    seen: set[str] = set()
+    kept = []
+    for entry in sorted(entries, key=lambda e: e.topic):
+        if entry.topic in seen:
+            continue
+        seen.add(entry.topic)
+        name = parse_topic_name(entry.topic)  # the parsers refused the names that do not parse
+        if namespaces is None or name.namespace in namespaces:
+            kept.append((entry, name))
+    return kept
+
+
+@dataclass(frozen=True)
+class PartDecoder:
+    """How `collect_broker_part` reads a broker's answer: its body built by `build` (in a
+    worker process when that is a `PartPool`'s); `payload` builds an answer decoded already
+    (a recorded one) in this process."""
+
+    build: PartBuilder
+    broker: str
+    namespaces: frozenset[str] | None
+
+    def __call__(self, body: bytes) -> BrokerPart | NotAnObject:
+        return self.build(body, self.broker, self.namespaces)
+
+    def payload(self, decoded: Any) -> BrokerPart | NotAnObject:
+        return part_of_payload(decoded, self.broker, self.namespaces)
+
+
+def collect_broker_part(
+    client: AdminClient,
+    web_url: str,
+    broker: str,
+    namespaces: frozenset[str] | None,
+    *,
+    timeout: float,
+    build: PartBuilder = part_of_answer,
+) -> BrokerPart:
+    """GET /admin/v2/broker-stats/topics of the broker at `web_url`, built into its part by
+    `build`. Answer: {namespace: {bundle: {"persistent"|"non-persistent": {topic: stats}}}};
+    anything but an object is an error (null too: no broker answers it, and it tells
+    nothing)."""
+    path = "/admin/v2/broker-stats/topics"
+    decode = PartDecoder(build, broker, namespaces)
+    part = client.get_json(path, base_url=web_url, timeout=timeout, decode=decode)
+    if not isinstance(part, BrokerPart):
+        shown = part.shown if isinstance(part, NotAnObject) else repr(part)
+        raise AdminApiError("GET", path, None, shown, "expected a JSON object")
+    return part
+
+
+# --- the pool --------------------------------------------------------------------------------
+
+
+class PartPool:
+    """Worker processes that build the parts of a poll's bulk answers, one answer each.
+
+    Started fresh (`spawn`: the collect process runs threads, which a fork would copy
+    mid-lock), without credentials in their environment, and kept for the next polls. A
+    worker that dies fails the parts it was building (said among the poll's errors) and the
+    pool starts again at the next answer."""
+
+    def __init__(self, workers: int | None = None, *, min_bytes: int = POOL_MIN_BYTES) -> None:
+        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+        self.min_bytes = min_bytes
+        self._executor: concurrent.futures.ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ProcessPoolExecutor(
+                    self.workers,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=drop_credentials,
+                )
+            return self._executor
+
+    def warm(self) -> None:
+        """Start the workers now (each imports the collector once), not in the first poll."""
+        pool = self._pool()
+        for future in [pool.submit(_ready) for _ in range(self.workers)]:
+            future.result()
+
+    def build(
+        self, body: bytes, broker: str, namespaces: frozenset[str] | None
+    ) -> BrokerPart | NotAnObject:
+        """`part_of_answer` in a worker (ValueError when the body is not JSON); a body under
+        `min_bytes` in this process, which costs less than sending it."""
+        if len(body) < self.min_bytes:
+            return part_of_answer(body, broker, namespaces)
+        pool = self._pool()
+        try:
+            return pool.submit(_part_in_worker, body, broker, namespaces).result()
+        except BrokenProcessPool as exc:
+            self._discard(pool)
+            raise CollectorError(
+                f"the broker-stats answer of {broker} could not be read: its worker process "
+                "ended (out of memory?)"
+            ) from exc
+
+    def _discard(self, pool: concurrent.futures.ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._executor is pool:
+                self._executor = None
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._executor = self._executor, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ready() -> bool:
+    return True
+
+
+def _part_in_worker(
+    body: bytes, broker: str, namespaces: frozenset[str] | None
+) -> BrokerPart | NotAnObject:
+    """`part_of_answer`, then the memory its decoded answer and records took given back to
+    the system: a worker kept between polls would otherwise hold its largest answer's worth
+    (the C allocator keeps what Python frees, Arrow's pool what the tables did not keep)."""
+    try:
+        return part_of_answer(body, broker, namespaces)
+    finally:
+        pa.default_memory_pool().release_unused()
+        _trim()
+
+
+def _trim() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to call
+        return
+    libc.malloc_trim(0)

@@ -1,0 +1,147 @@
+"""Each broker's bulk answer built into its part in a worker process (`PartPool`) is the part
+built in the poll's own process, and a poll with the pool stores the same snapshot: over
+HTTP, from the synthetic cluster's brokers, tables compared as the store builds them and
+errors line by line. A worker that dies fails that answer's call, said among the errors,
+and the next poll gets a fresh pool; a body that is not JSON, or JSON but not an object,
+fails it as it always did."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pyarrow as pa
+import pytest
+
+from benchmarks.synth_server import CLUSTER, SynthCluster, handler_for
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.bulkparts import (
+    BrokerPart,
+    NotAnObject,
+    PartPool,
+    part_of_answer,
+)
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.errors import CollectorError
+from pulsar_lens.core.tablerows import TableRows
+from tests.collectors.test_decode_paths import assert_same_snapshots
+
+BROKERS = 3
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[PartPool]:
+    parts = PartPool(2, min_bytes=0)  # every answer to a worker, however small
+    yield parts
+    parts.close()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[SynthCluster, str]]:
+    """The scale harness's synthetic cluster, each broker on its own loopback port."""
+    servers = [
+        ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) for _ in range(BROKERS)
+    ]
+    ids = [f"127.0.0.1:{s.server_address[1]}" for s in servers]
+    synth = SynthCluster(1_500, ids, change=0.1, seed=11)
+    synth.index  # noqa: B018 -- built before any poll asks
+    for server, broker in zip(servers, ids, strict=True):
+        server.RequestHandlerClass = handler_for(synth, lambda b=broker: b)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    synth.render_next()
+    try:
+        yield synth, f"http://{ids[0]}"
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def same_parts(a: BrokerPart, b: BrokerPart) -> None:
+    assert a.broker == b.broker
+    assert a.index.equals(b.index)
+    assert a.tables.keys() == b.tables.keys()
+    for name, table in a.tables.items():
+        assert table.equals(b.tables[name]), name
+    assert a.notes.lines() == b.notes.lines()
+    assert a.noted == b.noted
+
+
+def test_a_worker_builds_the_part_this_process_builds(
+    pool: PartPool, cluster: tuple[SynthCluster, str]
+) -> None:
+    synth, _ = cluster
+    for broker, body in synth.current.bulk.items():
+        for polled in (None, frozenset(synth.namespaces[:3])):
+            there, here = pool.build(body, broker, polled), part_of_answer(body, broker, polled)
+            assert isinstance(there, BrokerPart) and isinstance(here, BrokerPart)
+            same_parts(there, here)
+            assert there.tables["consumers"].num_rows > 0
+            namespaces = set(there.index.column("namespace").to_pylist())
+            assert namespaces <= (polled or namespaces) and namespaces
+
+
+def test_a_poll_with_the_pool_stores_what_a_poll_without_it_does(
+    pool: PartPool, cluster: tuple[SynthCluster, str]
+) -> None:
+    synth, url = cluster
+    for _ in range(2):  # two generations: topics, consumers and a bundle's owner move
+        # the cluster named, so no call moves the server on to its next generation meanwhile
+        with AdminClient(url) as client:
+            alone = poll(client, concurrency=4, cluster=CLUSTER)
+        with AdminClient(url) as client:
+            pooled = poll(client, concurrency=4, cluster=CLUSTER, build=pool.build)
+        assert isinstance(pooled.consumers, TableRows)
+        assert len(pooled.topics) == len(synth.names)
+        assert_same_snapshots(alone, pooled)
+        synth.start_of_poll()
+
+
+def test_a_body_not_json_or_not_an_object_fails_as_before(pool: PartPool) -> None:
+    with pytest.raises(ValueError):
+        pool.build(b"<html>not json</html>", "b:8080", None)
+    assert pool.build(b"[1, 2]", "b:8080", None) == NotAnObject("[1, 2]")
+    assert part_of_answer(b"null", "b:8080", None) == NotAnObject("None")
+    empty = pool.build(b"{}", "b:8080", None)
+    assert isinstance(empty, BrokerPart) and empty.index.num_rows == 0
+
+
+def test_a_worker_that_dies_fails_its_answer_and_the_pool_starts_again() -> None:
+    parts = PartPool(1, min_bytes=0)
+    try:
+        executor = parts._pool()
+        with pytest.raises(Exception):  # noqa: B017 -- the worker is gone, whatever it says
+            executor.submit(os._exit, 9).result()
+        with pytest.raises(CollectorError, match="worker process ended"):
+            parts.build(b"{}", "b:8080", None)
+        part = parts.build(b"{}", "b:8080", None)
+        assert isinstance(part, BrokerPart) and parts._executor is not executor
+    finally:
+        parts.close()
+
+
+def test_small_answers_stay_in_this_process() -> None:
+    parts = PartPool(1)  # the default floor: nothing this small is sent
+    try:
+        assert isinstance(parts.build(b"{}", "b:8080", None), BrokerPart)
+        assert parts._executor is None
+    finally:
+        parts.close()
+
+
+def test_table_rows_read_as_the_records_they_hold(cluster: tuple[SynthCluster, str]) -> None:
+    synth, _ = cluster
+    broker, body = next(iter(synth.current.bulk.items()))
+    part = part_of_answer(body, broker, None)
+    assert isinstance(part, BrokerPart)
+    rows = TableRows("consumers", part.tables["consumers"])
+    records = rows.records()
+    assert len(rows) == len(records) > 0 and rows and rows == records and records == rows
+    assert rows[0] == records[0] and rows[-2:] == records[-2:] and list(rows) == list(records)
+    again = TableRows("consumers", pa.concat_tables([rows.table.slice(0, 5), rows.table.slice(5)]))
+    assert again == rows and not TableRows("consumers", rows.table.slice(0, 0))
+    with pytest.raises(ValueError, match="columns of its records"):
+        TableRows("topics", rows.table)
