@@ -23,6 +23,8 @@ from pulsar_lens.collectors.bulkparts import (
     PartPool,
     part_of_answer,
 )
+from pulsar_lens.collectors.fields import MAX_WARNINGS, WarningLines, field_warning_lines, warn
+from pulsar_lens.collectors.notes import Notes, refuse
 from pulsar_lens.collectors.poll import poll
 from pulsar_lens.core.errors import CollectorError
 from pulsar_lens.core.tablerows import TableRows
@@ -145,3 +147,31 @@ def test_table_rows_read_as_the_records_they_hold(cluster: tuple[SynthCluster, s
     assert again == rows and not TableRows("consumers", rows.table.slice(0, 0))
     with pytest.raises(ValueError, match="columns of its records"):
         TableRows("topics", rows.table)
+
+
+def test_notes_and_warnings_noted_apart_merge_as_if_noted_in_one_block() -> None:
+    """A part's per-topic notes, merged in order, read as the same items noted one after the
+    other: counts, the first examples, the kinds past the limit, the warnings past theirs."""
+    items = [(f"kind {i % 60}", f"item {i}") for i in range(400)]
+    texts = [f"field {i} out of range" for i in range(MAX_WARNINGS + 30)]
+
+    def note(chosen: list[tuple[str, str]], said: list[str]) -> None:
+        for what, name in chosen:
+            refuse(what, "is wrong; left out", name)
+        for text in said:
+            warn(text)
+
+    one = Notes()
+    with field_warning_lines(one) as lines:
+        note(items, texts)
+    merged, merged_lines = Notes(), WarningLines()
+    for start in range(0, 400, 37):
+        part = Notes()
+        with field_warning_lines(part) as some:
+            note(items[start : start + 37], texts[start // 4 : (start + 37) // 4])
+        merged.merge(part)
+        merged_lines.add(some)
+    assert merged.lines() == one.lines() and merged.total == one.total == 400
+    assert merged.other_kinds == one.other_kinds > 0
+    assert merged_lines.lines() == lines.lines()
+    assert merged_lines.extra == lines.extra > 0
