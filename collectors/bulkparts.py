@@ -21,7 +21,6 @@ from __future__ import annotations
 import concurrent.futures
 import ctypes
 import multiprocessing
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -43,6 +42,7 @@ from pulsar_lens.collectors.typedrecords import (
     topic_of,
 )
 from pulsar_lens.collectors.typedstats import TypedBulk, decode_broker_stats
+from pulsar_lens.core.cpus import usable_cpus
 from pulsar_lens.core.errors import AdminApiError, CollectorError
 from pulsar_lens.core.model import content_table
 from pulsar_lens.core.settings import drop_credentials
@@ -61,6 +61,9 @@ INDEX_SCHEMA = pa.schema(
 """One row per topic of a part, in the order of its rows in `topics`."""
 POOL_MIN_BYTES = 4 * 1024 * 1024
 """Answers smaller than this (some 2,500 topics) are built in the poll's own process."""
+MAX_WORKERS = 4
+"""Workers at most, whatever the CPUs: each holds about the largest answer it built (some
+500 MiB for 33,000 topics) between polls."""
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,8 @@ class PartPool:
     pool starts again at the next answer."""
 
     def __init__(self, workers: int | None = None, *, min_bytes: int = POOL_MIN_BYTES) -> None:
-        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+        default = min(MAX_WORKERS, int(usable_cpus()))
+        self.workers = max(1, workers if workers is not None else default)
         self.min_bytes = min_bytes
         self._executor: concurrent.futures.ProcessPoolExecutor | None = None
         self._lock = threading.Lock()

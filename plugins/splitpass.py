@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing.connection
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 from pulsar_lens.api import AnalysisPlugin
 from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.cpus import usable_cpus
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
 from pulsar_lens.plugins.results import ResultStore
@@ -46,22 +46,6 @@ than the second core gives back."""
 STOP_GRACE = 3.0
 """Seconds a helper asked to stop may take to finish the plugin it is in before it is killed:
 within the 5 s the collect process gives its results thread when it stops."""
-
-
-def usable_cpus() -> float:
-    """CPUs this process may use: its affinity, capped by a cgroup v2 CPU quota (`cpu.max`,
-    as a container's `--cpus` sets it)."""
-    try:
-        cpus = float(len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        cpus = float(os.cpu_count() or 1)
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota != "max":
-            cpus = min(cpus, int(quota) / int(period))
-    except (OSError, ValueError):
-        pass
-    return cpus
 
 
 def parts(

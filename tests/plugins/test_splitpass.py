@@ -13,12 +13,13 @@ import pytest
 
 from benchmarks.synth_store import generate
 from pulsar_lens.core.clusterview import ClusterView
+from pulsar_lens.core.cpus import usable_cpus
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.precompute import compute_results, requirements_first, run_pass
 from pulsar_lens.plugins.registry import LoadedPlugin, discover, instance_of
 from pulsar_lens.plugins.results import ResultStore
-from pulsar_lens.plugins.splitpass import Splitter, parts, usable_cpus
+from pulsar_lens.plugins.splitpass import Splitter, parts
 from tests.plugins.same_results import assert_same_results
 from tests.plugins.split_plugins import AlsoWhere, Follower, WhereAmI
 
