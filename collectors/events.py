@@ -28,7 +28,6 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress
-from operator import attrgetter
 from typing import Any
 
 from pulsar_lens.collectors.answers import collection_paused
@@ -39,7 +38,7 @@ from pulsar_lens.core.model import (
     HashRange,
     Snapshot,
 )
-from pulsar_lens.core.tablerows import TableRows, range_tuples
+from pulsar_lens.core.tablerows import columns_of
 from pulsar_lens.core.unsure import Unsure, unsure_of
 
 EVENT_KINDS: Mapping[str, str] = {
@@ -93,7 +92,7 @@ def _skipped_topics(prev: Snapshot, cur: Snapshot, unsure: Unsure) -> set[str]:
     skipped = set(unsure.topics)
     if unsure.bulk_brokers:
         for snap in (prev, cur):
-            topics, owners = _columns(snap.topics, ("topic", "owner_broker"))
+            topics, owners = columns_of(snap.topics, ("topic", "owner_broker"))
             skipped.update(
                 t for t, o in zip(topics, owners, strict=True) if o in unsure.bulk_brokers
             )
@@ -116,21 +115,9 @@ class _Several:
     ranges: tuple[Ranges, ...]
 
 
-def _columns(rows: Sequence[Any], names: Sequence[str]) -> list[list[Any]]:
-    """The values of fields `names` of every row, read from the table when the rows are held
-    as Arrow (`TableRows`: no record is made), else one `attrgetter` pass each."""
-    if isinstance(rows, TableRows):
-        table = rows.table
-        return [
-            range_tuples(table.column(n)) if n == "hash_ranges" else table.column(n).to_pylist()
-            for n in names
-        ]
-    return [list(map(attrgetter(n), rows)) for n in names]
-
-
 def _kept_columns(rows: Sequence[Any], names: Sequence[str], skipped: set[str]) -> list[list[Any]]:
-    """`_columns` of the rows whose topic (the first name) is not skipped."""
-    found = _columns(rows, names)
+    """`columns_of` the rows whose topic (the first name) is not skipped."""
+    found = columns_of(rows, names)
     if not skipped:
         return found
     keep = [t not in skipped for t in found[0]]

@@ -27,6 +27,7 @@ from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.model import Snapshot, records_to_table
 from pulsar_lens.core.secrets import Secret
 from pulsar_lens.core.store import Store
+from pulsar_lens.core.tablerows import columns_of
 from pulsar_lens.core.values import DEFAULT_MAX_TOPICS as DEFAULT_MAX_TOPICS
 
 log = logging.getLogger(__name__)
@@ -59,13 +60,14 @@ def choose_topics(
     shell-style pattern, e.g. `persistent://public/demo/*` or `public/demo/orders*`.
     """
     if pattern is None:
-        names = {s.topic for s in snapshot.subscriptions if s.type == "Key_Shared"}
+        topics, kinds = columns_of(snapshot.subscriptions, ("topic", "type"))
+        names = {t for t, kind in zip(topics, kinds, strict=True) if kind == "Key_Shared"}
     else:
-        names = {t.topic for t in snapshot.topics if _matches(pattern, t.topic)}
-        names |= {
-            t.topic
-            for t in snapshot.topics
-            if t.partitioned_topic and _matches(pattern, t.partitioned_topic)
+        topics, parents = columns_of(snapshot.topics, ("topic", "partitioned_topic"))
+        names = {
+            t
+            for t, parent in zip(topics, parents, strict=True)
+            if _matches(pattern, t) or (parent and _matches(pattern, parent))
         }
     ordered = sorted(names)
     if not ordered or limit < 1:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 from typing import Any, overload
 
 import pyarrow as pa
@@ -105,3 +106,15 @@ def range_tuples(column: pa.ChunkedArray | pa.Array) -> list[tuple[tuple[int, in
     return [
         tuple(pairs[a - base : b - base]) if b > a else () for a, b in itertools.pairwise(offsets)
     ]
+
+
+def columns_of(rows: Sequence[Any], names: Sequence[str]) -> list[list[Any]]:
+    """The values of fields `names` of every row, as the records hold them: read from the
+    table when the rows are held as Arrow (no record is made), else one pass each."""
+    if isinstance(rows, TableRows):
+        table = rows.table
+        return [
+            range_tuples(table.column(n)) if n == "hash_ranges" else table.column(n).to_pylist()
+            for n in names
+        ]
+    return [list(map(attrgetter(n), rows)) for n in names]

@@ -7,6 +7,7 @@ fails it as it always did."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import threading
 from collections.abc import Iterator
@@ -26,11 +27,14 @@ from pulsar_lens.collectors.bulkparts import (
 from pulsar_lens.collectors.fields import MAX_WARNINGS, WarningLines, field_warning_lines, warn
 from pulsar_lens.collectors.notes import Notes, refuse
 from pulsar_lens.collectors.poll import poll
+from pulsar_lens.collectors.sampling import choose_topics
 from pulsar_lens.core.errors import CollectorError
+from pulsar_lens.core.model import Snapshot
 from pulsar_lens.core.tablerows import TableRows
 from tests.collectors.test_decode_paths import assert_same_snapshots
 
 BROKERS = 3
+AT = dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +179,20 @@ def test_notes_and_warnings_noted_apart_merge_as_if_noted_in_one_block() -> None
     assert merged.other_kinds == one.other_kinds > 0
     assert merged_lines.lines() == lines.lines()
     assert merged_lines.extra == lines.extra > 0
+
+
+def test_key_sampling_chooses_the_same_topics_from_rows_held_as_tables(
+    cluster: tuple[SynthCluster, str],
+) -> None:
+    synth, _ = cluster
+    broker, body = next(iter(synth.current.bulk.items()))
+    part = part_of_answer(body, broker, None)
+    assert isinstance(part, BrokerPart)
+    held = {n: TableRows(n, part.tables[n]) for n in ("topics", "subscriptions")}
+    tables = Snapshot("c", AT, **held)  # type: ignore[arg-type]
+    records = Snapshot("c", AT, **{n: rows.records() for n, rows in held.items()})
+    patterns = (None, "persistent://*/ns-1*", "*-partition-1*", "tenant-*/ns-2/*", "*/events-0")
+    for pattern in patterns:
+        chosen = choose_topics(tables, pattern=pattern, limit=50, offset=7)
+        assert chosen == choose_topics(records, pattern=pattern, limit=50, offset=7)
+    assert choose_topics(tables, limit=50)
