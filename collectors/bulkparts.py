@@ -42,10 +42,10 @@ from pulsar_lens.collectors.typedrecords import (
     topic_of,
 )
 from pulsar_lens.collectors.typedstats import TypedBulk, decode_broker_stats
+from pulsar_lens.core.childstart import starting_child
 from pulsar_lens.core.cpus import usable_cpus
 from pulsar_lens.core.errors import AdminApiError, CollectorError
 from pulsar_lens.core.model import content_table
-from pulsar_lens.core.settings import drop_credentials
 from pulsar_lens.core.topicname import TopicName, parse_topic_name
 
 PART_TABLES = ("topics", "subscriptions", "consumers", "draining_hashes")
@@ -255,9 +255,9 @@ class PartPool:
     """Worker processes that build the parts of a poll's bulk answers, one answer each.
 
     Started fresh (`spawn`: the collect process runs threads, which a fork would copy
-    mid-lock), without credentials in their environment, and kept for the next polls. A
-    worker that dies fails the parts it was building (said among the poll's errors) and the
-    pool starts again at the next answer."""
+    mid-lock) by `starting_child` (no `__main__` of ours run again, no credential in their
+    environment), and kept for the next polls. A worker that dies fails the parts it was
+    building (said among the poll's errors) and the pool starts again at the next answer."""
 
     def __init__(self, workers: int | None = None, *, min_bytes: int = POOL_MIN_BYTES) -> None:
         default = min(MAX_WORKERS, int(usable_cpus()))
@@ -270,17 +270,24 @@ class PartPool:
         with self._lock:
             if self._executor is None:
                 self._executor = concurrent.futures.ProcessPoolExecutor(
-                    self.workers,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=drop_credentials,
+                    self.workers, mp_context=multiprocessing.get_context("spawn")
                 )
             return self._executor
 
     def warm(self) -> None:
         """Start the workers now (each imports the collector once), not in the first poll."""
         pool = self._pool()
-        for future in [pool.submit(_ready) for _ in range(self.workers)]:
+        for future in [self._submit(pool, _ready) for _ in range(self.workers)]:
             future.result()
+
+    @staticmethod
+    def _submit(
+        pool: concurrent.futures.ProcessPoolExecutor, fn: Callable[..., Any], *args: Any
+    ) -> concurrent.futures.Future[Any]:
+        """`pool.submit`, which starts a worker when none is idle: without our `__main__`
+        and without credentials (`starting_child`)."""
+        with starting_child():
+            return pool.submit(fn, *args)
 
     def build(
         self, body: bytes, broker: str, namespaces: frozenset[str] | None
@@ -291,7 +298,9 @@ class PartPool:
             return part_of_answer(body, broker, namespaces)
         pool = self._pool()
         try:
-            return pool.submit(_part_in_worker, body, broker, namespaces).result()
+            found: BrokerPart | NotAnObject
+            found = self._submit(pool, _part_in_worker, body, broker, namespaces).result()
+            return found
         except BrokenProcessPool as exc:
             self._discard(pool)
             raise CollectorError(

@@ -24,7 +24,6 @@ where its frames are, with the file and line in the plugin's own code.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -34,14 +33,13 @@ import multiprocessing.connection
 import os
 import resource
 import sys
-import threading
 import time
-import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pulsar_lens.core.childstart import starting_child
 from pulsar_lens.core.config import GLOBAL_ENV
 from pulsar_lens.core.errors import PluginRunError, SettingsError, origin_of
 from pulsar_lens.core.parts import DEFAULT_PLUGIN_IMPORT_TIMEOUT as DEFAULT_IMPORT_TIMEOUT
@@ -51,7 +49,7 @@ from pulsar_lens.core.parts import PLUGIN_IMPORT_TIMEOUT_ENV as IMPORT_TIMEOUT_E
 from pulsar_lens.core.parts import PLUGIN_MEMORY_ENV as MEMORY_ENV
 from pulsar_lens.core.parts import PLUGIN_TIMEOUT_ENV as TIMEOUT_ENV
 from pulsar_lens.core.parts import PluginLimits as Limits
-from pulsar_lens.core.settings import Settings, drop_credentials, without_credentials_while
+from pulsar_lens.core.settings import Settings, drop_credentials
 
 __all__ = [
     "DEFAULT_IMPORT_TIMEOUT",
@@ -232,9 +230,6 @@ def _run(
     raise PluginRunError(plugin, detail, phase=what, origin=payload)
 
 
-_start_lock = threading.Lock()
-
-
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 
 
@@ -251,7 +246,7 @@ def start_process(worker: Any) -> None:
     the default limit a plugin's first Arrow allocation failed. Workers fork from it, so they
     inherit that environment.
     """
-    with _start_lock, _as_forkserver_parent():
+    with starting_child({ARROW_POOL_ENV: "system"}):
         worker.start()
 
 
@@ -275,22 +270,8 @@ def warm() -> None:
     from multiprocessing import forkserver
 
     context()
-    with _start_lock, _as_forkserver_parent():
+    with starting_child({ARROW_POOL_ENV: "system"}):
         forkserver.ensure_running()
-
-
-@contextlib.contextmanager
-def _as_forkserver_parent() -> Iterator[None]:
-    """No `__main__` of ours and no credential in the environment, while a forkserver may
-    be started (see `start_process`)."""
-    main = sys.modules.get("__main__")
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        with without_credentials_while({ARROW_POOL_ENV: "system"}):
-            yield
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
 
 
 def _wait(receive: Any, worker: Any, timeout: float) -> tuple[str, Any] | None:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
 import threading
+import types
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -196,3 +199,28 @@ def test_key_sampling_chooses_the_same_topics_from_rows_held_as_tables(
         chosen = choose_topics(tables, pattern=pattern, limit=50, offset=7)
         assert chosen == choose_topics(records, pattern=pattern, limit=50, offset=7)
     assert choose_topics(tables, limit=50)
+
+
+def environment() -> dict[str, str]:
+    return dict(os.environ)
+
+
+def test_workers_start_whatever_runs_as_main_and_see_no_credential(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test run or an app may have a script of its own as `__main__`, which a spawned
+    child would run again (and here die of); a token in the environment stays out."""
+    script = tmp_path / "main.py"
+    script.write_text("raise SystemExit('the main script ran again in a worker')\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setenv("PULSAR_ADMIN_TOKEN", "token-that-stays-out")
+    parts = PartPool(1, min_bytes=0)
+    try:
+        assert isinstance(parts.build(b"{}", "b:8080", None), BrokerPart)
+        seen = parts._submit(parts._pool(), environment).result()
+        assert "PULSAR_ADMIN_TOKEN" not in seen and "token-that-stays-out" not in str(seen)
+        assert sys.modules["__main__"] is main
+    finally:
+        parts.close()
