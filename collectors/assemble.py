@@ -6,7 +6,6 @@ Kept apart from `poll()` so recorded answers can be assembled in tests exactly a
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,8 +46,6 @@ from pulsar_lens.core.model import (
 )
 from pulsar_lens.core.tablerows import TableRows
 from pulsar_lens.core.topicname import TopicName, parse_topic_name
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -145,14 +142,13 @@ def _bundles(
     """{namespace: {bundle: record}}; when a namespace's bundle listing failed, the bundles
     that brokers own or report topics in stand in for it."""
     result: dict[str, dict[str, BundleRecord]] = {}
-    unlisted = [ns for ns in namespaces if not _listed_bundles(answers, ns)]
+    listings = {ns: _listed_bundles(answers, ns) for ns in namespaces}
     reported: dict[str, set[str]] = defaultdict(set)
-    if unlisted:
+    if not all(listings.values()):
         for f in filed.values():
             if f.bundle:
                 reported[f.namespace].add(f.bundle)
-    for ns in namespaces:
-        listed = _listed_bundles(answers, ns)
+    for ns, listed in listings.items():
         if not listed:
             for key in set(owners.get(ns, {})) | reported[ns]:
                 parsed = parse_bundle_key(f"{ns}/{key}")

@@ -140,7 +140,9 @@ def part_of_entries(
     """The part of a broker's answer already parsed into `entries` (in the answer's order);
     `notes`, what parsing it noted."""
     kept = _kept(entries, namespaces)
-    with field_warning_lines(Notes()):  # read again, as ever, when the records are made
+    # what these readings find is noted where the records are made, not here (nor was it
+    # when the poll chose its per-topic calls from the entries)
+    with field_warning_lines(Notes()):
         index = {
             "topic": [e.topic for e, _ in kept],
             "namespace": [n.namespace for _, n in kept],
