@@ -123,7 +123,7 @@ def test_a_worker_that_dies_fails_its_answer_and_the_pool_starts_again() -> None
     try:
         executor = parts._pool()
         with pytest.raises(Exception):  # noqa: B017 -- the worker is gone, whatever it says
-            executor.submit(os._exit, 9).result()
+            parts._submit(executor, os._exit, 9).result()
         with pytest.raises(CollectorError, match="worker process ended"):
             parts.build(b"{}", "b:8080", None)
         part = parts.build(b"{}", "b:8080", None)
