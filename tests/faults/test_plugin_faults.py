@@ -45,7 +45,7 @@ from tests.pages import PAGE_SLUGS, plugin_page
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "dashboard" / "app.py"
 FIGURES = ROOT / "artifacts" / "plugin-faults.json"
-TIMEOUT_S = 2
+TIMEOUT_S = 6
 MEMORY_MIB = 256
 PAGE_TIMEOUT = 60.0
 
