@@ -44,7 +44,7 @@ from pulsar_lens.core.model import (
     EndpointError,
     Snapshot,
 )
-from pulsar_lens.core.tablerows import TableRows
+from pulsar_lens.core.tablerows import TableRows, table_columns
 from pulsar_lens.core.topicname import TopicName, parse_topic_name
 
 
@@ -107,7 +107,7 @@ def broker_parts(answers: PollAnswers) -> dict[str, BrokerPart]:
 def filed_topics(parts: Mapping[str, BrokerPart]) -> dict[str, Filed]:
     found: dict[str, Filed] = {}
     for broker, part in parts.items():
-        columns = [part.index.column(n).to_pylist() for n in ("topic", "bundle", "namespace")]
+        columns = table_columns(part.index, ("topic", "bundle", "namespace"))
         for topic, bundle, namespace in zip(*columns, strict=True):
             if topic not in found:
                 found[topic] = Filed(broker, bundle, namespace)

@@ -21,6 +21,7 @@ from pulsar_lens.collectors.bulkparts import BrokerPart, Noted
 from pulsar_lens.collectors.fields import add_warnings
 from pulsar_lens.collectors.notes import current_notes
 from pulsar_lens.core.model import BrokerRecord, BundleRecord, content_table
+from pulsar_lens.core.tablerows import table_columns
 from pulsar_lens.core.topicname import TopicName
 
 
@@ -105,7 +106,7 @@ def with_topic_totals(
     rate_out: dict[tuple[str, str], float] = defaultdict(float)
     seen_rates: set[tuple[str, str]] = set()
     columns = ("namespace", "bundle", "msg_rate_in", "msg_rate_out")
-    for ns, bundle, into, out in zip(*_columns(topics, columns), strict=True):
+    for ns, bundle, into, out in zip(*table_columns(topics, columns), strict=True):
         if bundle is None:
             continue
         key = (ns, bundle)
@@ -135,7 +136,7 @@ def with_broker_totals(
 ) -> list[BrokerRecord]:
     """Fill the counts and rates a load report would give from the topics each broker serves,
     where the load manager keeps no report (NoopLoadManager answers 204); a report wins."""
-    names, owners, ins, outs = _columns(
+    names, owners, ins, outs = table_columns(
         topics, ("topic", "owner_broker", "msg_rate_in", "msg_rate_out")
     )
     owner_of = dict(zip(names, owners, strict=True))
@@ -161,7 +162,3 @@ def with_broker_totals(
         )
         for b in brokers
     ]
-
-
-def _columns(table: pa.Table, names: Sequence[str]) -> list[list[Any]]:
-    return [table.column(n).to_pylist() for n in names]

@@ -68,6 +68,7 @@ from pulsar_lens.core.names import (
     namespace_path,
     shown_name,
 )
+from pulsar_lens.core.tablerows import table_columns
 from pulsar_lens.core.topicname import parse_topic_name
 from pulsar_lens.core.values import DEFAULT_MAX_BROKERS
 
@@ -303,8 +304,7 @@ def _candidates(parts: Mapping[str, BrokerPart | None]) -> list[Candidate]:
     found: list[Candidate] = []
     for broker, part in sorted(parts.items()):
         if part is not None:
-            index = part.index
-            columns = [index.column(n).to_pylist() for n in ("topic", "needs_details", "backlog")]
+            columns = table_columns(part.index, ("topic", "needs_details", "backlog"))
             found.extend((broker, *row) for row in zip(*columns, strict=True))
     return found
 

@@ -112,9 +112,14 @@ def columns_of(rows: Sequence[Any], names: Sequence[str]) -> list[list[Any]]:
     """The values of fields `names` of every row, as the records hold them: read from the
     table when the rows are held as Arrow (no record is made), else one pass each."""
     if isinstance(rows, TableRows):
-        table = rows.table
-        return [
-            range_tuples(table.column(n)) if n == "hash_ranges" else table.column(n).to_pylist()
-            for n in names
-        ]
+        return table_columns(rows.table, names)
     return [list(map(attrgetter(n), rows)) for n in names]
+
+
+def table_columns(table: pa.Table, names: Sequence[str]) -> list[list[Any]]:
+    """The values of columns `names` of `table` as Python values, hash ranges as records
+    hold them."""
+    return [
+        range_tuples(table.column(n)) if n == "hash_ranges" else table.column(n).to_pylist()
+        for n in names
+    ]
