@@ -276,12 +276,6 @@ class PartPool:
                 )
             return self._executor
 
-    def warm(self) -> None:
-        """Start the workers now (each imports the collector once), not in the first poll."""
-        pool = self._pool()
-        for future in [self._submit(pool, _ready) for _ in range(self.workers)]:
-            future.result()
-
     @staticmethod
     def _submit(
         pool: concurrent.futures.ProcessPoolExecutor, fn: Callable[..., Any], *args: Any
@@ -321,10 +315,6 @@ class PartPool:
             pool, self._executor = self._executor, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _ready() -> bool:
-    return True
 
 
 def _part_in_worker(
