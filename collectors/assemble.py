@@ -73,6 +73,12 @@ class PollAnswers:
     requests: int = 0
     notes: Notes = field(default_factory=Notes)  # what the parsers refused or cut so far
 
+    @property
+    def polled(self) -> frozenset[str] | None:
+        """The namespaces a broker part keeps, or None for all (when a listing failed, the
+        bulk answers name namespaces the poll did not list)."""
+        return frozenset(self.namespaces) if self.namespaces_complete else None
+
 
 def bulk_by_topic(answers: PollAnswers) -> dict[str, TopicStats]:
     """One bulk entry per topic of the parsed answers (`answers.bulk`); if two brokers report
@@ -96,11 +102,10 @@ class Filed:
 def broker_parts(answers: PollAnswers) -> dict[str, BrokerPart]:
     """The part of each broker whose bulk answer was read, by broker id: built in a worker
     (`answers.parts`), or here from the entries parsed in this process (`answers.bulk`)."""
-    namespaces = frozenset(answers.namespaces) if answers.namespaces_complete else None
     parts = {b: p for b, p in answers.parts.items() if p is not None}
     for broker, entries in answers.bulk.items():
         if entries is not None and broker not in parts:
-            parts[broker] = part_of_entries(entries, broker, namespaces)
+            parts[broker] = part_of_entries(entries, broker, answers.polled)
     return dict(sorted(parts.items()))
 
 

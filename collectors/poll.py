@@ -191,11 +191,10 @@ class _Poll:
 
     def bulk(self) -> None:
         a, jobs = self.answers, {}
-        polled = frozenset(a.namespaces) if a.namespaces_complete else None
         for b in a.broker_ids:
             url = a.web_urls[b]
             jobs[("bulk", b)] = self.call(
-                "broker_topic_stats", collect_broker_part, url, b, polled, build=self.build
+                "broker_topic_stats", collect_broker_part, url, b, a.polled, build=self.build
             )
             jobs[("owned", b)] = self.call(
                 "owned_namespaces", collect_owned_bundles, a.cluster, b, url
