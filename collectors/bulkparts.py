@@ -4,7 +4,8 @@ process when the poll has a pool (`PartPool`).
 The `broker-stats/topics` answers are most of a poll's work: at 100,000 topics some 173 MB of
 JSON decoded, 400,000 records made and turned into Arrow columns, one interpreted call after
 another under one lock. Each broker's answer is independent of the others', so a worker
-process decodes it, parses it and builds its topics' rows (`part_of_answer`); the poll gets
+process decodes it, parses it and builds its topics' rows (`part_of_answer`), as tuples
+of the records' fields turned into columns, never as records; the poll gets
 back a `BrokerPart`, Arrow tables and what the parsers noted, and lets go of the answer's
 Python objects with the worker's memory. The assembly (`collectors.assemble`) then places
 the topics (bundle, owner), drops what another broker or a per-topic call answers for, and
@@ -35,17 +36,20 @@ from pulsar_lens.collectors.fields import WarningLines, field_warning_lines, rea
 from pulsar_lens.collectors.notes import Notes, noting
 from pulsar_lens.collectors.topics import TopicStats
 from pulsar_lens.collectors.typedrecords import (
+    Row,
     backlog_of,
     needs_details,
     parse_bulk,
+    subscription_rows,
     subscriptions_of,
     topic_of,
+    topic_row,
 )
 from pulsar_lens.collectors.typedstats import TypedBulk, decode_broker_stats
 from pulsar_lens.core.childstart import starting_child
 from pulsar_lens.core.cpus import usable_cpus
 from pulsar_lens.core.errors import AdminApiError, CollectorError
-from pulsar_lens.core.model import content_table
+from pulsar_lens.core.model import rows_content_table
 from pulsar_lens.core.topicname import TopicName, parse_topic_name
 
 PART_TABLES = ("topics", "subscriptions", "consumers", "draining_hashes")
@@ -150,23 +154,23 @@ def part_of_entries(
             "needs_details": [needs_details(e.stats) for e, _ in kept],
             "backlog": [backlog_of(e.stats) for e, _ in kept],
         }
-    rows: dict[str, list[Any]] = {name: [] for name in PART_TABLES}
+    rows: dict[str, list[Row]] = {name: [] for name in PART_TABLES}
     noted: dict[str, tuple[Noted | None, Noted | None]] = {}
     watch = Notes()  # only tells whether a topic noted anything: see `Noted`
     with field_warning_lines(watch) as lines, collection_paused():
+        # rows as tuples, never records: each is a column's cell once the part is built
         for entry, name in kept:
             before = (watch.total, lines.total)
-            with reading(entry.topic):
-                topic = topic_of(name, entry.stats, bundle=entry.bundle, owner=entry.broker)
-                between = (watch.total, lines.total)
-                found = subscriptions_of(entry.topic, entry.stats)
+            topic = topic_row(name, entry.stats, bundle=entry.bundle, owner=entry.broker)
+            between = (watch.total, lines.total)
+            found = subscription_rows(entry.topic, entry.stats)
             if between != before or (watch.total, lines.total) != between:
                 noted[entry.topic] = _noted_again(entry, name, before, between, watch, lines)
             rows["topics"].append(topic)
             rows["subscriptions"].extend(found.subscriptions)
             rows["consumers"].extend(found.consumers)
             rows["draining_hashes"].extend(found.draining_hashes)
-        tables = {name: content_table(name, records) for name, records in rows.items()}
+        tables = {name: rows_content_table(name, table) for name, table in rows.items()}
     return BrokerPart(
         broker,
         pa.table(index, schema=INDEX_SCHEMA),

@@ -291,6 +291,10 @@ CONTENT_SCHEMAS: Mapping[str, pa.Schema] = {
     name: pa.schema(list(schema)[len(COMMON_FIELDS) :]) for name, schema in SCHEMAS.items()
 }
 """The record fields of each table: what a `content_table` holds."""
+_ROW_GETTERS: Mapping[type, Any] = {
+    record_type: attrgetter(*(f.name for f in dataclasses.fields(record_type)))
+    for record_type in RECORD_TYPES.values()
+}
 
 
 def _cell(value: Any) -> Any:
@@ -321,18 +325,39 @@ def content_table(name: str, records: Sequence[Any]) -> pa.Table:
     table = held(name) if held is not None else None
     if table is not None:
         return table
-    schema = CONTENT_SCHEMAS[name]
-    columns: dict[str, list[Any] | pa.Array] = {}
     # column by column: one C-level pass per field (attrgetter), no call per cell
-    for f in schema:
-        values = list(map(attrgetter(f.name), records))
+    fields = CONTENT_SCHEMAS[name].names
+    return _columns_table(name, [list(map(attrgetter(f), records)) for f in fields])
+
+
+def row_of(record: Any) -> tuple[Any, ...]:
+    """A record's fields as a tuple, in their order: a row of `rows_content_table`."""
+    row: tuple[Any, ...] = _ROW_GETTERS[type(record)](record)
+    return row
+
+
+def rows_content_table(name: str, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
+    """`content_table` of rows given as tuples of a record's fields, in their order: what a
+    record holds, without making one (a frozen record costs some 3 µs to make, a tuple 0.05)."""
+    width = len(CONTENT_SCHEMAS[name])
+    if any(len(row) != width for row in rows):
+        raise ValueError(f"a row of {name} holds its {width} fields")
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
+    return _columns_table(name, columns)
+
+
+def _columns_table(name: str, columns: Sequence[list[Any]]) -> pa.Table:
+    """The content table `name` of its columns' Python values, in the schema's order."""
+    schema = CONTENT_SCHEMAS[name]
+    arrays: dict[str, list[Any] | pa.Array] = {}
+    for f, values in zip(schema, columns, strict=True):
         if f.type == HASH_RANGE_TYPE:
-            columns[f.name] = _hash_ranges(values)
+            arrays[f.name] = _hash_ranges(values)
         else:
             if f.type == UTC_TS and None in set(map(attrgetter("tzinfo"), filter(None, values))):
                 raise ValueError(f"{name}.{f.name}: a naive datetime has no time zone; use UTC")
-            columns[f.name] = values
-    return pa.table(columns, schema=schema)
+            arrays[f.name] = values
+    return pa.table(arrays, schema=schema)
 
 
 def with_common_columns(

@@ -10,6 +10,7 @@ read exactly takes the tolerant path; `read_typed` counts how many did not (`eve
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -30,10 +31,13 @@ from pulsar_lens.collectors.typedrecords import (
     backlog_of,
     needs_details,
     parse_bulk,
+    subscription_rows,
     subscriptions_of,
     topic_of,
+    topic_row,
 )
 from pulsar_lens.collectors.typedstats import TypedBulk, decode_broker_stats
+from pulsar_lens.core.model import row_of
 from pulsar_lens.core.topicname import parse_topic_name
 
 TEXT = st.text(
@@ -204,14 +208,44 @@ def read(body: bytes, decode: Callable[[bytes], Any], parse: Callable[..., Any])
     return rows, list(found), notes.lines()
 
 
+def read_rows(body: bytes, decode: Callable[[bytes], Any], parse: Callable[..., Any]) -> Any:
+    """`read` made as a broker's part makes its rows: tuples of the records' fields."""
+    notes = Notes()
+    with field_warnings(notes) as found:
+        rows: list[Any] = []
+        for entry in parse(decode(body), "127.0.0.1:8080"):
+            name = parse_topic_name(entry.topic)
+            with reading(entry.topic):
+                rows.append(topic_row(name, entry.stats, bundle=entry.bundle, owner="b"))
+                rows.append(fields_of(subscription_rows(entry.topic, entry.stats)))
+    return rows, list(found), notes.lines()
+
+
+def as_rows(read_records: Any) -> Any:
+    """What `read` found, with each record as the tuple of its fields (as `read_rows`)."""
+    records, found, lines = read_records
+    rows = [
+        row_of(r) if i % 3 == 0 else tuple(tuple(map(row_of, rs)) for rs in fields_of(r))
+        for i, r in enumerate(records)
+        if i % 3 != 2
+    ]
+    return rows, found, lines
+
+
+def fields_of(found: Any) -> tuple[Any, ...]:
+    """A dataclass's fields as they are (`dataclasses.astuple` copies them deeply)."""
+    return tuple(getattr(found, f.name) for f in dataclasses.fields(found))
+
+
 @settings(max_examples=300, deadline=None)
 @given(bulk_bodies())
 def test_typed_bulk_reads_as_the_tolerant_path(body: bytes) -> None:
     typed = type(decode_broker_stats(body)) is TypedBulk
     event(("read typed" if typed else "tolerant path") + (", escapes" if b"\\" in body else ""))
-    assert read(body, decode_broker_stats, parse_bulk) == read(
-        body, decode_json, parse_broker_topic_stats
-    )
+    tolerant = read(body, decode_json, parse_broker_topic_stats)
+    assert read(body, decode_broker_stats, parse_bulk) == tolerant
+    assert read_rows(body, decode_broker_stats, parse_bulk) == as_rows(tolerant)
+    assert read_rows(body, decode_json, parse_broker_topic_stats) == as_rows(tolerant)
 
 
 PLAIN = json.dumps(
