@@ -22,7 +22,7 @@ from pulsar_lens.collectors.bulkparts import PART_TABLES, BrokerPart, part_of_en
 from pulsar_lens.collectors.fields import check_keys, field_warnings, json_kind, reading
 from pulsar_lens.collectors.namespaces import (
     NamespaceListing,
-    bundle_of_full_name,
+    bundles_of_full_names,
     owned_bundles_by_namespace,
     parse_boundaries,
     parse_bundle_key,
@@ -208,26 +208,37 @@ def _listed(namespace: str, topics: Sequence[str]) -> Iterator[str]:
                 refuse("topic", f"{why}; left out", name)
 
 
-def _placement(
-    name: TopicName,
-    entry: Filed | None,
+def _placements(
+    names: Sequence[TopicName],
+    filed: Mapping[str, Filed],
     answers: PollAnswers,
     bundles: Mapping[str, Mapping[str, BundleRecord]],
-) -> tuple[str | None, str | None]:
-    """A topic's bundle and owner broker."""
-    listing = answers.listings.get(name.namespace)
-    boundaries = listing.boundaries if listing else None
-    bundle = bundle_of_full_name(name.topic, boundaries) if boundaries else None
-    if bundle is None and entry is not None:
-        bundle = entry.bundle
-    # the bulk answer can be a stats period old (e.g. from before a split); the boundaries
-    # were read in this poll, so they win
-    # ownership is read live; the bulk answer's broker only stands in when it is unknown
-    record = bundles.get(name.namespace, {}).get(bundle) if bundle is not None else None
-    owner = record.owner_broker if record is not None else None
-    if owner is None and entry is not None:
-        owner = entry.broker
-    return bundle, owner
+) -> list[tuple[str | None, str | None]]:
+    """Each topic's bundle and owner broker; each namespace's topics placed in one search."""
+    by_namespace: dict[str, list[int]] = defaultdict(list)
+    for i, name in enumerate(names):
+        by_namespace[name.namespace].append(i)
+    placed: list[str | None] = [None] * len(names)
+    for namespace, at in by_namespace.items():
+        listing = answers.listings.get(namespace)
+        if listing is not None and listing.boundaries:
+            found = bundles_of_full_names([names[i].topic for i in at], listing.boundaries)
+            for i, bundle in zip(at, found, strict=True):
+                placed[i] = bundle
+    result = []
+    for name, bundle in zip(names, placed, strict=True):
+        entry = filed.get(name.topic)
+        if bundle is None and entry is not None:
+            bundle = entry.bundle
+        # the bulk answer can be a stats period old (e.g. from before a split); the
+        # boundaries were read in this poll, so they win; ownership is read live, the bulk
+        # answer's broker only stands in when it is unknown
+        record = bundles.get(name.namespace, {}).get(bundle) if bundle is not None else None
+        owner = record.owner_broker if record is not None else None
+        if owner is None and entry is not None:
+            owner = entry.broker
+        result.append((bundle, owner))
+    return result
 
 
 def _brokers(answers: PollAnswers) -> list[BrokerRecord]:
@@ -278,7 +289,7 @@ def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Snapshot:
     names = _topic_names(answers, namespaces, filed)
     detailed = {t: s for t, s in answers.topic_stats.items() if s}
     here = _rows_here(answers, names, parts, filed, detailed)
-    placed = [_placement(n, filed.get(n.topic), answers, bundles) for n in names]
+    placed = _placements(names, filed, answers, bundles)
     topics = topic_table(parts, filed, here["topics"], names, placed)
     place = {n.topic: i for i, n in enumerate(names)}
     rows = {

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.fields import as_dict, as_text
@@ -128,11 +131,21 @@ def bundle_of_full_name(topic: str, boundaries: tuple[int, ...]) -> str | None:
     """`bundle_for` of a canonical full name (`TopicName.topic`) and boundaries that
     `parse_boundaries` gave (so checked already): no parse, no check, per topic of a poll.
     None for the one hash no bundle holds (0xffffffff: the broker cannot serve that topic)."""
-    try:
-        index = bundles_model.bundle_index(boundaries, topic_bundle_hash(topic))
-    except ModelError:
-        return None
-    return bundles_model.bundle_name(boundaries[index], boundaries[index + 1])
+    (bundle,) = bundles_of_full_names([topic], boundaries)
+    return bundle
+
+
+def bundles_of_full_names(topics: Sequence[str], boundaries: tuple[int, ...]) -> list[str | None]:
+    """`bundle_of_full_name` of each of `topics`, in one binary search of them all (a
+    namespace's topics of a poll): `core.bundles.bundle_index`'s rule, a hash equal to a
+    boundary opening that bundle, none for a hash outside 0x00000000..0xfffffffe."""
+    names = [bundles_model.bundle_name(a, b) for a, b in itertools.pairwise(boundaries)]
+    hashes = np.fromiter(map(topic_bundle_hash, topics), dtype=np.int64, count=len(topics))
+    index = np.searchsorted(np.asarray(boundaries, dtype=np.int64), hashes, side="right") - 1
+    full = (hashes >= bundles_model.FULL_LOWER) & (hashes < bundles_model.FULL_UPPER)
+    index[~full | (index < 0) | (index >= len(names))] = len(names)  # the None below
+    choices = [*names, None]
+    return [choices[i] for i in index.tolist()]
 
 
 @dataclass(frozen=True, slots=True)

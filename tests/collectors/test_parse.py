@@ -19,6 +19,7 @@ from pulsar_lens.collectors.fields import field_warnings, parse_hash_ranges
 from pulsar_lens.collectors.namespaces import (
     bundle_for,
     bundle_of_full_name,
+    bundles_of_full_names,
     parse_boundaries,
     parse_bundles,
 )
@@ -284,6 +285,12 @@ def test_bundle_of_full_name_is_bundle_for_without_the_parse() -> None:
     # the one hash no bundle holds: the broker fails that topic's lookup; the poll goes on
     unplaceable = forge_name("persistent://public/default/edge-", 0xFFFFFFFF)
     assert bundle_of_full_name(unplaceable, boundaries) is None
+    # all of a namespace's names in one search place each as one name's search does
+    names += [unplaceable, forge_name("persistent://public/default/edge-", 0)]
+    assert bundles_of_full_names(names, boundaries) == [
+        bundle_of_full_name(n, boundaries) for n in names
+    ]
+    assert bundles_of_full_names([], boundaries) == []
 
 
 def test_lookup_bundle_answer_is_a_bare_string_not_json(recording: Recording) -> None:
