@@ -179,7 +179,7 @@ def _topic_names(
     wanted = set(namespaces)
     checked: set[str] = set(filed)  # the parsers checked them
     for listing in answers.listings.values():
-        checked.update(_listed(listing.namespace, listing.topics or ()))
+        checked.update(_listed(listing.namespace, listing.topics or (), filed))
     counted = {
         p for parent, n in answers.partition_counts.items() for p in iter_partitions(parent, n)
     }
@@ -195,10 +195,15 @@ def _topic_names(
     return parsed
 
 
-def _listed(namespace: str, topics: Sequence[str]) -> Iterator[str]:
-    """The topics a namespace listing named, but those it cannot hold."""
+def _listed(namespace: str, topics: Sequence[str], filed: Mapping[str, Filed]) -> Iterator[str]:
+    """The topics a namespace listing named, but those it cannot hold (a name a broker's
+    answer filed was checked and parsed there already: only its namespace is compared)."""
     with within(namespace):
         for name in topics:
+            known = filed.get(name)
+            if known is not None and known.namespace == namespace:
+                yield name
+                continue
             why = topic_refusal(name)
             if why is None and parse_topic_name(name).namespace != namespace:
                 why = "is listed in another namespace than its name says"

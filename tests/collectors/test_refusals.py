@@ -166,6 +166,12 @@ CASES: list[Case] = [
         lambda p: p.append("persistent://other/ns/t"),
         "topic: is listed in another namespace",
     ),
+    Case(  # a topic a broker files, listed by a namespace it is not in
+        "listing-filed-elsewhere",
+        LISTING,
+        lambda p: p.append(AUDIT),
+        "topic: is listed in another namespace",
+    ),
     Case(
         "listing-not-utf8",
         LISTING,
