@@ -11,6 +11,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pyarrow as pa
+
 from pulsar_lens.collectors.answers import collection_paused
 from pulsar_lens.collectors.brokers import (
     LoadManagerCounters,
@@ -31,6 +33,7 @@ from pulsar_lens.collectors.namespaces import (
 from pulsar_lens.collectors.notes import FIELD, Notes, refuse, within
 from pulsar_lens.collectors.partmerge import (
     merge_noted,
+    part_topics,
     rows_table,
     topic_table,
     with_broker_totals,
@@ -295,10 +298,11 @@ def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Snapshot:
     detailed = {t: s for t, s in answers.topic_stats.items() if s}
     here = _rows_here(answers, names, parts, filed, detailed)
     placed = _placements(names, filed, answers, bundles)
-    topics = topic_table(parts, filed, here["topics"], names, placed)
-    place = {n.topic: i for i, n in enumerate(names)}
+    ordered = pa.array([n.topic for n in names], pa.string())
+    kept = part_topics(parts, ordered, detailed)
+    topics = topic_table(parts, kept, here["topics"], ordered, placed)
     rows = {
-        name: rows_table(name, parts, filed, place, detailed, here[name])
+        name: rows_table(name, parts, kept, here[name], ordered)
         for name in ("subscriptions", "consumers", "draining_hashes")
     }
     with reading("brokers"):

@@ -10,10 +10,11 @@ a topic in the order they were built, as `assemble.build_snapshot` has always gi
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Container, Mapping, Sequence
-from dataclasses import replace
-from typing import Any, Protocol
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -22,12 +23,6 @@ from pulsar_lens.collectors.fields import add_warnings
 from pulsar_lens.collectors.notes import current_notes
 from pulsar_lens.core.model import BrokerRecord, BundleRecord, content_table
 from pulsar_lens.core.tablerows import table_columns
-from pulsar_lens.core.topicname import TopicName
-
-
-class FiledAt(Protocol):
-    @property
-    def broker(self) -> str: ...
 
 
 def merge_noted(noted: Noted) -> None:
@@ -38,27 +33,53 @@ def merge_noted(noted: Noted) -> None:
     add_warnings(noted.warnings)
 
 
+@dataclass(frozen=True)
+class PartTopics:
+    """A part's topics (its index's order) as the snapshot takes them: `filed`, the topics
+    whose row is this part's (no broker before it in id order reports them); `place`, each
+    one's place among the snapshot's names (-1: not one of them); `rows`, the topics whose
+    subscriptions, consumers and draining hashes are this part's (filed here, among the
+    names, their per-topic stats not read)."""
+
+    topics: pa.ChunkedArray
+    filed: np.ndarray
+    place: np.ndarray
+    rows: np.ndarray
+
+
+def part_topics(
+    parts: Mapping[str, BrokerPart], names: pa.Array, detailed: Collection[str]
+) -> dict[str, PartTopics]:
+    """`PartTopics` of each part, column-wise; `names` are the snapshot's, in order."""
+    read = pa.array(sorted(detailed), pa.string())
+    found: dict[str, PartTopics] = {}
+    earlier: list[pa.Array] = []
+    for broker, part in parts.items():
+        topics = part.index.column("topic")
+        before = pa.chunked_array(earlier, pa.string())
+        filed = np.invert(pc.is_in(topics, value_set=before).to_numpy(zero_copy_only=False))
+        place = pc.index_in(topics, value_set=names).fill_null(-1).to_numpy().astype(np.int64)
+        own = np.invert(pc.is_in(topics, value_set=read).to_numpy(zero_copy_only=False))
+        found[broker] = PartTopics(topics, filed, place, filed & (place >= 0) & own)
+        earlier.extend(topics.chunks)
+    return found
+
+
 def topic_table(
     parts: Mapping[str, BrokerPart],
-    filed: Mapping[str, FiledAt],
+    kept: Mapping[str, PartTopics],
     here: Sequence[Any],
-    names: Sequence[TopicName],
+    names: pa.Array,
     placed: Sequence[tuple[str | None, str | None]],
 ) -> pa.Table:
     """One row per name, in their order: the part's row of the broker that files it, else
     the record made `here`; bundle and owner as `placed` says (one per name)."""
-    pieces, at, offset = [], {}, 0
-    for broker, part in parts.items():
-        for row, topic in enumerate(part.index.column("topic").to_pylist()):
-            if filed[topic].broker == broker:
-                at[topic] = offset + row
-        pieces.append(part.tables["topics"])
-        offset += part.tables["topics"].num_rows
-    for row, record in enumerate(here):
-        at[record.topic] = offset + row
-    pieces.append(content_table("topics", here))
-    whole = pa.concat_tables(pieces)
-    table = whole.take(pa.array([at[n.topic] for n in names], pa.int64()))
+    pieces = [part.tables["topics"].filter(kept[b].filed) for b, part in parts.items()]
+    whole = pa.concat_tables([*pieces, content_table("topics", here)])
+    at = pc.index_in(names, value_set=whole.column("topic"))
+    if at.null_count:
+        raise ValueError("a topic of the snapshot has no row")  # a bug: every name has one
+    table = whole.take(at)
     for column, values in (
         ("bundle", [p[0] for p in placed]),
         ("owner_broker", [p[1] for p in placed]),
@@ -71,30 +92,40 @@ def topic_table(
 def rows_table(
     name: str,
     parts: Mapping[str, BrokerPart],
-    filed: Mapping[str, FiledAt],
-    place: Mapping[str, int],
-    detailed: Container[str],
+    kept: Mapping[str, PartTopics],
     here: Sequence[Any],
+    names: pa.Array,
 ) -> pa.Table:
     """Table `name` (subscriptions, consumers, draining hashes): each part's rows of the
-    snapshot's topics (`place`: each one's place among them) that it files and that are not
-    `detailed`, and the records made `here`, in topic order (stably: a topic's rows keep
-    their order)."""
+    topics whose rows it gives (`PartTopics.rows`) and the records made `here`, in the
+    names' order (stably: a topic's rows keep their order)."""
     pieces: list[pa.Table] = []
-    places: list[int] = []
+    places: list[np.ndarray] = []
     for broker, part in parts.items():
         table = part.tables[name]
         if table.num_rows:
-            topics = table.column("topic").to_pylist()
-            keep = [t in place and t not in detailed and filed[t].broker == broker for t in topics]
-            pieces.append(table.filter(pa.array(keep, pa.bool_())))
-            places.extend(place[t] for t, k in zip(topics, keep, strict=True) if k)
-    pieces.append(content_table(name, here))
-    if not places:
-        return pieces[-1]
-    places.extend(place[record.topic] for record in here)
-    whole = pa.concat_tables(pieces)
-    return whole.take(pc.sort_indices(pa.array(places, pa.int64()))).combine_chunks()
+            keep, place = _per_row(table.column("topic"), kept[broker])
+            pieces.append(table.filter(keep))
+            places.append(place[keep])
+    mine = content_table(name, here)
+    if not sum(map(len, places)):
+        return mine
+    at = pc.index_in(mine.column("topic"), value_set=names).fill_null(-1).to_numpy()
+    whole = pa.concat_tables([*pieces, mine])
+    order = np.argsort(np.concatenate([*places, at.astype(np.int64)]), kind="stable")
+    return whole.take(pa.array(order)).combine_chunks()
+
+
+def _per_row(topics: pa.ChunkedArray, part: PartTopics) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each row is kept and its topic's place: a part's rows are grouped by topic in
+    its index's order, so each run of a topic takes that topic's answer."""
+    runs = pc.run_end_encode(topics.combine_chunks())
+    lengths = np.diff(runs.run_ends.to_numpy(), prepend=0)
+    at = pc.index_in(runs.values, value_set=part.topics)
+    if at.null_count:
+        raise ValueError("a part holds rows of a topic it does not index")
+    at_np = at.to_numpy()
+    return np.repeat(part.rows[at_np], lengths), np.repeat(part.place[at_np], lengths)
 
 
 def with_topic_totals(
