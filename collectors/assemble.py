@@ -333,7 +333,15 @@ def _rows_here(
     counted), and the subscriptions of topics whose per-topic stats were read. What the
     parts' rows noted is counted here too, topic by topic, for the rows kept."""
     rows: dict[str, list[Any]] = {name: [] for name in PART_TABLES}
+    # the rest are a part's rows that noted nothing: nothing to do here (most of a poll)
+    asked = {n.topic for n in names}
+    busy = asked - filed.keys()
+    busy.update(detailed)
+    for part in parts.values():
+        busy.update(part.noted)
     for name in names:
+        if name.topic not in busy:
+            continue
         stats = detailed.get(name.topic)
         entry = filed.get(name.topic)
         topic_noted, subs_noted = (
