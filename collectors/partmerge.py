@@ -167,6 +167,10 @@ def with_broker_totals(
 ) -> list[BrokerRecord]:
     """Fill the counts and rates a load report would give from the topics each broker serves,
     where the load manager keeps no report (NoopLoadManager answers 204); a report wins."""
+    if all(
+        None not in (b.num_topics, b.msg_rate_in, b.msg_rate_out, b.num_consumers) for b in brokers
+    ):
+        return brokers  # every figure reported: nothing to count
     names, owners, ins, outs = table_columns(
         topics, ("topic", "owner_broker", "msg_rate_in", "msg_rate_out")
     )
