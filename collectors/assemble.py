@@ -174,9 +174,20 @@ def _listed_bundles(answers: PollAnswers, ns: str) -> dict[str, BundleRecord]:
     return {b.bundle: b for b in (listing.bundles if listing and listing.bundles else ())}
 
 
+@dataclass(frozen=True)
+class SnapshotNames:
+    """The snapshot's topics in name order, each one's namespace, and the parsed names of
+    those no broker's part files (only their rows are made here; at a million topics,
+    parsing every name again cost more than the rest of the assembly)."""
+
+    topics: list[str]
+    namespaces: list[str]
+    parsed: dict[str, TopicName]
+
+
 def _topic_names(
     answers: PollAnswers, namespaces: list[str], filed: Mapping[str, Filed]
-) -> list[TopicName]:
+) -> SnapshotNames:
     """The topics of the polled namespaces: those the brokers report (checked as they were
     parsed) and those the namespaces list, refused when no topic of that namespace."""
     wanted = set(namespaces)
@@ -186,16 +197,22 @@ def _topic_names(
     counted = {
         p for parent, n in answers.partition_counts.items() for p in iter_partitions(parent, n)
     }
-    parsed = []
+    found = SnapshotNames([], [], {})
     for name in sorted(checked | counted):
-        why = None if name in checked else topic_refusal(name)
-        if why is not None:  # a partition of a parent refused on its own
-            refuse("topic", f"{why}; left out", name)
-            continue
-        topic = parse_topic_name(name)
-        if topic.namespace in wanted:  # a broker also reports namespaces left unpolled
-            parsed.append(topic)
-    return parsed
+        entry = filed.get(name)
+        if entry is not None:
+            namespace = entry.namespace
+        else:
+            why = None if name in checked else topic_refusal(name)
+            if why is not None:  # a partition of a parent refused on its own
+                refuse("topic", f"{why}; left out", name)
+                continue
+            topic = found.parsed[name] = parse_topic_name(name)
+            namespace = topic.namespace
+        if namespace in wanted:  # a broker also reports namespaces left unpolled
+            found.topics.append(name)
+            found.namespaces.append(namespace)
+    return found
 
 
 def _listed(namespace: str, topics: Sequence[str], filed: Mapping[str, Filed]) -> Iterator[str]:
@@ -217,31 +234,31 @@ def _listed(namespace: str, topics: Sequence[str], filed: Mapping[str, Filed]) -
 
 
 def _placements(
-    names: Sequence[TopicName],
+    names: SnapshotNames,
     filed: Mapping[str, Filed],
     answers: PollAnswers,
     bundles: Mapping[str, Mapping[str, BundleRecord]],
 ) -> list[tuple[str | None, str | None]]:
     """Each topic's bundle and owner broker; each namespace's topics placed in one search."""
     by_namespace: dict[str, list[int]] = defaultdict(list)
-    for i, name in enumerate(names):
-        by_namespace[name.namespace].append(i)
-    placed: list[str | None] = [None] * len(names)
+    for i, namespace in enumerate(names.namespaces):
+        by_namespace[namespace].append(i)
+    placed: list[str | None] = [None] * len(names.topics)
     for namespace, at in by_namespace.items():
         listing = answers.listings.get(namespace)
         if listing is not None and listing.boundaries:
-            found = bundles_of_full_names([names[i].topic for i in at], listing.boundaries)
+            found = bundles_of_full_names([names.topics[i] for i in at], listing.boundaries)
             for i, bundle in zip(at, found, strict=True):
                 placed[i] = bundle
     result = []
-    for name, bundle in zip(names, placed, strict=True):
-        entry = filed.get(name.topic)
+    for name, namespace, bundle in zip(names.topics, names.namespaces, placed, strict=True):
+        entry = filed.get(name)
         if bundle is None and entry is not None:
             bundle = entry.bundle
         # the bulk answer can be a stats period old (e.g. from before a split); the
         # boundaries were read in this poll, so they win; ownership is read live, the bulk
         # answer's broker only stands in when it is unknown
-        record = bundles.get(name.namespace, {}).get(bundle) if bundle is not None else None
+        record = bundles.get(namespace, {}).get(bundle) if bundle is not None else None
         owner = record.owner_broker if record is not None else None
         if owner is None and entry is not None:
             owner = entry.broker
@@ -298,7 +315,7 @@ def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Snapshot:
     detailed = {t: s for t, s in answers.topic_stats.items() if s}
     here = _rows_here(answers, names, parts, filed, detailed)
     placed = _placements(names, filed, answers, bundles)
-    ordered = pa.array([n.topic for n in names], pa.string())
+    ordered = pa.array(names.topics, pa.string())
     kept = part_topics(parts, ordered, detailed)
     topics = topic_table(parts, kept, here["topics"], ordered, placed)
     rows = {
@@ -324,7 +341,7 @@ def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Snapshot:
 
 def _rows_here(
     answers: PollAnswers,
-    names: Sequence[TopicName],
+    names: SnapshotNames,
     parts: Mapping[str, BrokerPart],
     filed: Mapping[str, Filed],
     detailed: Mapping[str, Mapping[str, Any]],
@@ -334,18 +351,17 @@ def _rows_here(
     parts' rows noted is counted here too, topic by topic, for the rows kept."""
     rows: dict[str, list[Any]] = {name: [] for name in PART_TABLES}
     # the rest are a part's rows that noted nothing: nothing to do here (most of a poll)
-    asked = {n.topic for n in names}
-    busy = asked - filed.keys()
+    busy = set(names.parsed)  # not filed: their topic rows are made here
     busy.update(detailed)
     for part in parts.values():
         busy.update(part.noted)
-    for name in names:
-        if name.topic not in busy:
+    for name in names.topics:
+        if name not in busy:
             continue
-        stats = detailed.get(name.topic)
-        entry = filed.get(name.topic)
+        stats = detailed.get(name)
+        entry = filed.get(name)
         topic_noted, subs_noted = (
-            parts[entry.broker].noted.get(name.topic, (None, None)) if entry else (None, None)
+            parts[entry.broker].noted.get(name, (None, None)) if entry else (None, None)
         )
         if topic_noted is not None:
             merge_noted(topic_noted)
@@ -354,12 +370,13 @@ def _rows_here(
                 merge_noted(subs_noted)
             if entry is not None:
                 continue
-        with reading(name.topic):
+        with reading(name):
             if entry is None:
-                rows["topics"].append(topic_of(name, None, bundle=None, owner=None))
+                topic = names.parsed[name]
+                rows["topics"].append(topic_of(topic, None, bundle=None, owner=None))
             if stats is not None:
                 check_keys(stats, "topic stats")
-                found = subscriptions_of(name.topic, stats)
+                found = subscriptions_of(name, stats)
                 rows["subscriptions"].extend(found.subscriptions)
                 rows["consumers"].extend(found.consumers)
                 rows["draining_hashes"].extend(found.draining_hashes)

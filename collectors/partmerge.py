@@ -50,18 +50,26 @@ class PartTopics:
 def part_topics(
     parts: Mapping[str, BrokerPart], names: pa.Array, detailed: Collection[str]
 ) -> dict[str, PartTopics]:
-    """`PartTopics` of each part, column-wise; `names` are the snapshot's, in order."""
+    """`PartTopics` of each part, column-wise; `names` are the snapshot's, in order. Every
+    part's topics are looked up together, so each lookup builds its hash table once."""
+    chunks = [chunk for part in parts.values() for chunk in part.index.column("topic").chunks]
+    every = pa.chunked_array(chunks, pa.string())
+    count = len(every)
+    # a topic's first place among every part's topics (parts in broker id order): its filer
+    first = pc.index_in(every, value_set=every).to_numpy(zero_copy_only=False)
+    filed = first == np.arange(count)
+    place = pc.index_in(every, value_set=names).fill_null(-1).to_numpy(zero_copy_only=False)
     read = pa.array(sorted(detailed), pa.string())
+    own = np.invert(pc.is_in(every, value_set=read).to_numpy(zero_copy_only=False))
+    rows = filed & (place >= 0) & own
     found: dict[str, PartTopics] = {}
-    earlier: list[pa.Array] = []
+    start = 0
     for broker, part in parts.items():
         topics = part.index.column("topic")
-        before = pa.chunked_array(earlier, pa.string())
-        filed = np.invert(pc.is_in(topics, value_set=before).to_numpy(zero_copy_only=False))
-        place = pc.index_in(topics, value_set=names).fill_null(-1).to_numpy().astype(np.int64)
-        own = np.invert(pc.is_in(topics, value_set=read).to_numpy(zero_copy_only=False))
-        found[broker] = PartTopics(topics, filed, place, filed & (place >= 0) & own)
-        earlier.extend(topics.chunks)
+        end = start + len(topics)
+        at = slice(start, end)
+        found[broker] = PartTopics(topics, filed[at], place[at].astype(np.int64), rows[at])
+        start = end
     return found
 
 
