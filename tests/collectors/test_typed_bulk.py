@@ -194,40 +194,41 @@ def escaped(text: str, chars: str) -> str:
     return _STRING.sub(within, text)
 
 
-def read(body: bytes, decode: Callable[[bytes], Any], parse: Callable[..., Any]) -> Any:
-    """What the records of `body` are and what was said reading them."""
+def read(
+    body: bytes,
+    decode: Callable[[bytes], Any],
+    parse: Callable[..., Any],
+    *,
+    as_parts_do: bool = False,
+) -> Any:
+    """What the records of `body` are and what was said reading them; `as_parts_do`: the
+    rows made as a broker's part makes them, tuples of the records' fields."""
     notes = Notes()
     with field_warnings(notes) as found:
         rows: list[Any] = []
         for entry in parse(decode(body), "127.0.0.1:8080"):
             name = parse_topic_name(entry.topic)
             with reading(entry.topic):
-                rows.append(topic_of(name, entry.stats, bundle=entry.bundle, owner="b"))
-                rows.append(subscriptions_of(entry.topic, entry.stats))
+                if as_parts_do:
+                    rows.append(topic_row(name, entry.stats, bundle=entry.bundle, owner="b"))
+                    rows.append(fields_of(subscription_rows(entry.topic, entry.stats)))
+                else:
+                    rows.append(topic_of(name, entry.stats, bundle=entry.bundle, owner="b"))
+                    rows.append(subscriptions_of(entry.topic, entry.stats))
                 rows.append((backlog_of(entry.stats), needs_details(entry.stats)))
     return rows, list(found), notes.lines()
 
 
-def read_rows(body: bytes, decode: Callable[[bytes], Any], parse: Callable[..., Any]) -> Any:
-    """`read` made as a broker's part makes its rows: tuples of the records' fields."""
-    notes = Notes()
-    with field_warnings(notes) as found:
-        rows: list[Any] = []
-        for entry in parse(decode(body), "127.0.0.1:8080"):
-            name = parse_topic_name(entry.topic)
-            with reading(entry.topic):
-                rows.append(topic_row(name, entry.stats, bundle=entry.bundle, owner="b"))
-                rows.append(fields_of(subscription_rows(entry.topic, entry.stats)))
-    return rows, list(found), notes.lines()
-
-
 def as_rows(read_records: Any) -> Any:
-    """What `read` found, with each record as the tuple of its fields (as `read_rows`)."""
+    """What `read` found, each record as the tuple of its fields (as parts make them)."""
     records, found, lines = read_records
     rows = [
-        row_of(r) if i % 3 == 0 else tuple(tuple(map(row_of, rs)) for rs in fields_of(r))
+        row_of(r)
+        if i % 3 == 0
+        else tuple(tuple(map(row_of, rs)) for rs in fields_of(r))
+        if i % 3 == 1
+        else r
         for i, r in enumerate(records)
-        if i % 3 != 2
     ]
     return rows, found, lines
 
@@ -244,8 +245,11 @@ def test_typed_bulk_reads_as_the_tolerant_path(body: bytes) -> None:
     event(("read typed" if typed else "tolerant path") + (", escapes" if b"\\" in body else ""))
     tolerant = read(body, decode_json, parse_broker_topic_stats)
     assert read(body, decode_broker_stats, parse_bulk) == tolerant
-    assert read_rows(body, decode_broker_stats, parse_bulk) == as_rows(tolerant)
-    assert read_rows(body, decode_json, parse_broker_topic_stats) == as_rows(tolerant)
+    for decode, parse in (
+        (decode_broker_stats, parse_bulk),
+        (decode_json, parse_broker_topic_stats),
+    ):
+        assert read(body, decode, parse, as_parts_do=True) == as_rows(tolerant)
 
 
 PLAIN = json.dumps(
