@@ -127,18 +127,11 @@ def bundle_for(topic: str, boundaries: Sequence[int]) -> str:
     return bundles_model.topic_bundle(boundaries, topic).name
 
 
-def bundle_of_full_name(topic: str, boundaries: tuple[int, ...]) -> str | None:
-    """`bundle_for` of a canonical full name (`TopicName.topic`) and boundaries that
-    `parse_boundaries` gave (so checked already): no parse, no check, per topic of a poll.
-    None for the one hash no bundle holds (0xffffffff: the broker cannot serve that topic)."""
-    (bundle,) = bundles_of_full_names([topic], boundaries)
-    return bundle
-
-
 def bundles_of_full_names(topics: Sequence[str], boundaries: tuple[int, ...]) -> list[str | None]:
-    """`bundle_of_full_name` of each of `topics`, in one binary search of them all (a
-    namespace's topics of a poll): `core.bundles.bundle_index`'s rule, a hash equal to a
-    boundary opening that bundle, none for a hash outside 0x00000000..0xfffffffe."""
+    """`bundle_for` of each canonical full name (`TopicName.topic`) given, with boundaries
+    that `parse_boundaries` gave (so checked already): no parse, no check, one binary search
+    of them all (a namespace's topics of a poll), `core.bundles.bundle_index`'s rule. None for
+    the one hash no bundle holds (0xffffffff: the broker cannot serve that topic)."""
     names = [bundles_model.bundle_name(a, b) for a, b in itertools.pairwise(boundaries)]
     hashes = np.fromiter(map(topic_bundle_hash, topics), dtype=np.int64, count=len(topics))
     index = np.searchsorted(np.asarray(boundaries, dtype=np.int64), hashes, side="right") - 1

@@ -18,7 +18,6 @@ from pulsar_lens.collectors.brokers import (
 from pulsar_lens.collectors.fields import field_warnings, parse_hash_ranges
 from pulsar_lens.collectors.namespaces import (
     bundle_for,
-    bundle_of_full_name,
     bundles_of_full_names,
     parse_boundaries,
     parse_bundles,
@@ -272,23 +271,21 @@ def test_bundle_for_agrees_with_the_brokers_recorded_lookups(recording: Recordin
         topic = f"{domain}://{tenant}/{ns}/{local}"
         said = body(recording.default, entry["path"]).strip()
         assert bundle_for(topic, boundaries[f"{tenant}/{ns}"]) == said
-        assert bundle_of_full_name(topic, boundaries[f"{tenant}/{ns}"]) == said
+        assert bundles_of_full_names([topic], boundaries[f"{tenant}/{ns}"]) == [said]
 
 
-def test_bundle_of_full_name_is_bundle_for_without_the_parse() -> None:
+def test_bundles_of_full_names_are_bundle_for_without_the_parse() -> None:
     boundaries = parse_boundaries(load("default", "/admin/v2/namespaces/public/default/bundles"))
     names = [f"persistent://public/default/t-{i}" for i in range(2000)]
     names += [forge_name("persistent://public/default/edge-", b) for b in boundaries[1:-1]]
-    assert [bundle_of_full_name(n, boundaries) for n in names] == [
-        bundle_for(n, boundaries) for n in names
-    ]
+    names.append(forge_name("persistent://public/default/edge-", 0))
+    # all of a namespace's names in one search place each as one name's search does
+    assert bundles_of_full_names(names, boundaries) == [bundle_for(n, boundaries) for n in names]
     # the one hash no bundle holds: the broker fails that topic's lookup; the poll goes on
     unplaceable = forge_name("persistent://public/default/edge-", 0xFFFFFFFF)
-    assert bundle_of_full_name(unplaceable, boundaries) is None
-    # all of a namespace's names in one search place each as one name's search does
-    names += [unplaceable, forge_name("persistent://public/default/edge-", 0)]
-    assert bundles_of_full_names(names, boundaries) == [
-        bundle_of_full_name(n, boundaries) for n in names
+    assert bundles_of_full_names([unplaceable, names[0]], boundaries) == [
+        None,
+        bundle_for(names[0], boundaries),
     ]
     assert bundles_of_full_names([], boundaries) == []
 
