@@ -2,7 +2,7 @@
 process when the poll has a pool (`PartPool`).
 
 The `broker-stats/topics` answers are most of a poll's work: at 100,000 topics some 173 MB of
-JSON decoded, 400,000 records made and turned into Arrow columns, one interpreted call after
+JSON decoded, 400,000 rows made and turned into Arrow columns, one interpreted call after
 another under one lock. Each broker's answer is independent of the others', so a worker
 process decodes it, parses it and builds its topics' rows (`part_of_answer`), as tuples
 of the records' fields turned into columns, never as records; the poll gets
@@ -144,7 +144,7 @@ def part_of_entries(
     """The part of a broker's answer already parsed into `entries` (in the answer's order);
     `notes`, what parsing it noted."""
     kept = _kept(entries, namespaces)
-    # what these readings find is noted where the records are made, not here (nor was it
+    # what these readings find is noted where the rows are made, not here (nor was it
     # when the poll chose its per-topic calls from the entries)
     with field_warning_lines(Notes()):
         index = {
@@ -324,7 +324,7 @@ class PartPool:
 def _part_in_worker(
     body: bytes, broker: str, namespaces: frozenset[str] | None
 ) -> BrokerPart | NotAnObject:
-    """`part_of_answer`, then the memory its decoded answer and records took given back to
+    """`part_of_answer`, then the memory its decoded answer and rows took given back to
     the system: a worker kept between polls would otherwise hold its largest answer's worth
     (the C allocator keeps what Python frees, Arrow's pool what the tables did not keep)."""
     try:
