@@ -197,18 +197,19 @@ def _topic_names(
     counted = {
         p for parent, n in answers.partition_counts.items() for p in iter_partitions(parent, n)
     }
-    found = SnapshotNames([], [], {})
-    for name in sorted(checked | counted):
+    parsed: dict[str, TopicName] = {}
+    for name in (checked | counted) - filed.keys():
+        why = None if name in checked else topic_refusal(name)
+        if why is not None:  # a partition of a parent refused on its own
+            refuse("topic", f"{why}; left out", name)
+            continue
+        topic = parse_topic_name(name)  # a short name ("orders") stands for its full one
+        if topic.namespace in wanted and topic.topic not in filed:
+            parsed[topic.topic] = topic
+    found = SnapshotNames([], [], parsed)
+    for name in sorted(filed.keys() | parsed.keys()):
         entry = filed.get(name)
-        if entry is not None:
-            namespace = entry.namespace
-        else:
-            why = None if name in checked else topic_refusal(name)
-            if why is not None:  # a partition of a parent refused on its own
-                refuse("topic", f"{why}; left out", name)
-                continue
-            topic = found.parsed[name] = parse_topic_name(name)
-            namespace = topic.namespace
+        namespace = entry.namespace if entry is not None else parsed[name].namespace
         if namespace in wanted:  # a broker also reports namespaces left unpolled
             found.topics.append(name)
             found.namespaces.append(namespace)

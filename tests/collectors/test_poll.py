@@ -229,6 +229,27 @@ def test_poll_namespace_deleted_mid_poll_is_a_404_entry(mock: responses.Requests
     assert any(t.topic == ORDERS for t in snap.topics)
 
 
+def test_poll_listing_short_names_stand_for_their_full_names(
+    mock: responses.RequestsMock,
+) -> None:
+    """A listing that names topics by their short form (no broker does; a proxy might): the
+    topic a broker files is one topic, not two, and a new one is kept under its full name."""
+    listing = "/admin/v2/persistent/public/default"
+    register(mock, "default", skip=frozenset({listing}))
+    mock.get(
+        BASE + listing,
+        json=[*load("default", listing, "includeSystemTopic=true"), "orders", "fresh"],
+    )
+    snap = run(mock)
+    assert snap.errors == ()
+    names = [t.topic for t in snap.topics]
+    assert len(names) == len(set(names))
+    assert ORDERS in names and "persistent://public/default/fresh" in names
+    assert not [n for n in names if not n.startswith("persistent://")]
+    orders = next(t for t in snap.topics if t.topic == ORDERS)
+    assert orders.msg_rate_in is not None  # the broker's row, not one made for the listing
+
+
 def test_poll_timeout_on_ownership_keeps_topic_owners(mock: responses.RequestsMock) -> None:
     owned = f"/admin/v2/brokers/standalone/{BROKER}/ownedNamespaces"
     register(mock, "default", skip=frozenset({owned}))

@@ -117,6 +117,9 @@ def snapshot_of(**tables: Any) -> Snapshot:
         {PARTITIONED: ["persistent://public/default/p"], PARTS: {"partitions": 10**9}},
     )
 ).via("a billion partitions to list")
+@example(("default", False, {"/admin/v2/persistent/public/default": ["NaN"]})).via(
+    "a listing's short name, which no part files"
+)
 def test_poll_of_damaged_answers_stores_well_formed_rows(
     damaged: tuple[str, bool, dict[str, Any]],
 ) -> None:
