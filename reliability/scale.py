@@ -43,6 +43,7 @@ import math
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -630,6 +631,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-helper", action="store_true", help="every analysis in the collect process")
     p.add_argument("--check", action="store_true", help="compare the store with what was served")
     p.add_argument("--out", type=Path, default=ARTIFACTS)
+    p.add_argument(
+        "--keep", action="store_true", help="keep each size's store as OUT/store-SIZE, to open"
+    )
     p.add_argument("--pages-of", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.pages_of:
@@ -650,6 +654,10 @@ def main(argv: list[str] | None = None) -> int:
                 check=args.check,
                 helper=not args.no_helper,
             )
+            if args.keep:
+                kept = args.out / f"store-{size}"
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(Path(work) / "store", kept)
         (args.out / f"{size}.json").write_text(json.dumps(figures, indent=1, default=str))
         print(table(figures), flush=True)
         for problem in figures.get("problems", []):
