@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pulsar_lens.core.arrowpool import ARROW_POOL_ENV
 from pulsar_lens.core.childstart import starting_child
 from pulsar_lens.core.config import GLOBAL_ENV
 from pulsar_lens.core.errors import PluginRunError, SettingsError, origin_of
@@ -230,9 +231,6 @@ def _run(
     raise PluginRunError(plugin, detail, phase=what, origin=payload)
 
 
-ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
-
-
 def start_process(worker: Any) -> None:
     """Start a worker without it re-running our `__main__` (multiprocessing would run the
     parent's main script in the child: the Streamlit app, a pytest run, the CLI).
@@ -241,10 +239,10 @@ def start_process(worker: Any) -> None:
     environment `without_credentials_while` makes: without any credential
     (`core.secrets.is_credential_var`), since a plugin is someone else's code and the
     forkserver's start environment is what its workers see, in `os.environ` and in
-    /proc/self/environ alike; with Arrow's system allocator, since the default one (mimalloc)
-    reserves a 1 GiB arena at its first allocation, which counts against RLIMIT_DATA, so under
-    the default limit a plugin's first Arrow allocation failed. Workers fork from it, so they
-    inherit that environment.
+    /proc/self/environ alike; with Arrow's system allocator, whatever `core.arrowpool` chose
+    for our own processes: mimalloc reserves a 1 GiB arena at its first allocation, which
+    counts against RLIMIT_DATA, so under the default limit a plugin's first Arrow allocation
+    failed. Workers fork from it, so they inherit that environment.
     """
     with starting_child({ARROW_POOL_ENV: "system"}):
         worker.start()
