@@ -2,7 +2,7 @@
 
 pyarrow's wheels make mimalloc Arrow's default memory pool. In a fresh process it spent most
 of its time in the kernel: reading the same two Parquet files of 126 MB (the consumers of two
-polls of 100,000 topics) took 0.9-1.0 s the first time and 0.7 s the second with mimalloc,
+polls of 100,000 topics) took 0.9-1.0 s the first time and 0.7-0.9 s the second with mimalloc,
 0.1-0.15 s with jemalloc or the C library's malloc; the process spent 5.4 s of system time
 against 0.4 s. A poll builds its tables in fresh memory each time (the bulk parts' workers
 give theirs back after each answer), and so does each light analysis. docs/performance.md,
@@ -18,8 +18,6 @@ reserved up front uses up.
 
 from __future__ import annotations
 
-import sys
-
 from pulsar_lens.core.settings import export
 
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
@@ -29,14 +27,6 @@ ARROW_POOL = "jemalloc"
 
 def choose_arrow_pool() -> None:
     """Make `ARROW_POOL` Arrow's allocator in this process and the children it starts,
-    unless the environment chose one already. When pyarrow was imported before (a caller
-    that embeds the CLI), its default pool is switched too, unless that is not mimalloc."""
+    unless the environment chose one already. Arrow reads the choice when pyarrow is
+    imported: a process that imported it before keeps the pool it has."""
     export({ARROW_POOL_ENV: ARROW_POOL})
-    arrow = sys.modules.get("pyarrow")
-    if arrow is None or arrow.default_memory_pool().backend_name != "mimalloc":
-        return
-    make = {"jemalloc": arrow.jemalloc_memory_pool, "system": arrow.system_memory_pool}
-    try:
-        arrow.set_memory_pool(make[ARROW_POOL]())
-    except (KeyError, NotImplementedError):  # a build without it: the default stays
-        return
