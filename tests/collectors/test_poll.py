@@ -232,8 +232,9 @@ def test_poll_namespace_deleted_mid_poll_is_a_404_entry(mock: responses.Requests
 def test_poll_listing_short_names_stand_for_their_full_names(
     mock: responses.RequestsMock,
 ) -> None:
-    """A listing that names topics by their short form (no broker does; a proxy might): the
-    topic a broker files is one topic, not two, and a new one is kept under its full name."""
+    """A listing that names topics by their short form (the recorded brokers list full
+    names): the topic a broker files is one topic, not two, and a new one is kept under its
+    full name."""
     listing = "/admin/v2/persistent/public/default"
     register(mock, "default", skip=frozenset({listing}))
     mock.get(
