@@ -220,17 +220,15 @@ def read(
 
 
 def as_rows(read_records: Any) -> Any:
-    """What `read` found, each record as the tuple of its fields (as parts make them)."""
+    """What `read` found, each record as the tuple of its fields (as parts make them); `read`
+    gives three items a topic: its record, its subscription records, its backlog readings."""
     records, found, lines = read_records
-    rows = [
-        row_of(r)
-        if i % 3 == 0
-        else tuple(tuple(map(row_of, rs)) for rs in fields_of(r))
-        if i % 3 == 1
-        else r
-        for i, r in enumerate(records)
-    ]
-    return rows, found, lines
+    each = (
+        row_of,
+        lambda subs: tuple(tuple(map(row_of, rs)) for rs in fields_of(subs)),
+        lambda readings: readings,
+    )
+    return [each[i % 3](r) for i, r in enumerate(records)], found, lines
 
 
 def fields_of(found: Any) -> tuple[Any, ...]:
