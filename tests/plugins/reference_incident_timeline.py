@@ -1,6 +1,8 @@
 """incident-timeline's row builders as they were before they were vectorised (plugin version
 1.0): a pandas group per subscription for the backlog rows, a dict of every subscription row
-for the types, and a pandas group-by and shift over every consumer row for the reconnects.
+for the types, and a pandas group-by and shift over every consumer row for the reconnects;
+the collector's client events as records, the draining episodes a pandas group per holder and
+the timeline's links made one row at a time (plugin version 1.1).
 Kept only as the reference the vectorised builders must equal row for row
 (tests/plugins/test_incident_timeline_vectorised.py, benchmarks/results_pass.py); not product
 code."""
@@ -9,15 +11,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import pandas as pd
 
+from pulsar_lens.core.secrets import clean
 from pulsar_lens.plugins.builtin.incident_timeline.clients import _page_of_type
 from pulsar_lens.plugins.builtin.incident_timeline.frames import (
+    BROKER,
     CLIENT,
+    FAILOVER,
+    KEY_SHARED,
+    MAX_TEXT,
+    STUCK,
     SUBSCRIPTIONS,
+    _runs,
+    _stuck_counts,
     namespace_of,
     row,
+    text_of,
+)
+from pulsar_lens.plugins.builtin.incident_timeline.links import (
+    LINK_FIELDS,
+    PAGES,
+    _controls,
+    poll_after,
 )
 
 
@@ -109,4 +127,135 @@ def backlog_rows(subscriptions: pd.DataFrame, threshold: int) -> list[dict[str, 
                     )
                 )
             over_before = over
+    return rows
+
+
+def link(page: str, snapshot: Any, cluster: Any, fields: Mapping[str, Any]) -> str:
+    """`<page>?at=<snapshot>&cluster=<cluster>&<its controls>` with every value
+    percent-encoded."""
+    query: list[tuple[str, str]] = []
+    if snapshot is not None:
+        query.append(("at", str(snapshot)))
+    if cluster:
+        query.append(("cluster", str(cluster)))
+    query.extend(_controls(page, fields))
+    encoded = urlencode(query, quote_via=quote, safe="")
+    return f"{quote(page, safe='-_.~')}?{encoded}" if encoded else quote(page, safe="-_.~")
+
+
+def with_links(rows: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with `page`, `snapshot_id` and `link`, a link made per row (`link`)."""
+    times = pd.to_datetime(snapshots["collected_at"], utc=True).astype("datetime64[us, UTC]")
+    ids = snapshots["snapshot_id"].astype(str)
+    clusters = dict(zip(ids, snapshots.get("cluster", pd.Series([None] * len(ids))), strict=True))
+    out = rows.drop(columns="explained_by")
+    out["page"] = rows["explained_by"].map(PAGES).astype(object)
+    out["snapshot_id"] = poll_after(times, ids, rows["at"])
+    out["link"] = [
+        link(page, sid, clusters.get(sid), row)
+        for page, sid, row in zip(
+            out["page"], out["snapshot_id"], out[list(LINK_FIELDS)].to_dict("records"), strict=True
+        )
+    ]
+    return out
+
+
+def client_rows(events: pd.DataFrame, types: Any) -> list[Any]:
+    """The collector's events of clients and subscriptions: consumers joining and leaving,
+    failover's active consumer changing, Key_Shared hash ranges changing."""
+    rows = []
+    records = events.to_dict("records")
+    kinds_by_subscription = types.of(
+        {
+            (text_of(e.get("topic")), text_of(e.get("subscription")))
+            for e in records
+            if str(e["kind"]) in ("consumer_joined", "consumer_left")
+        }
+    )
+    for e in records:
+        kind = str(e["kind"])
+        topic, sub = text_of(e.get("topic")), text_of(e.get("subscription"))
+        where = {"topic": topic, "subscription": sub, "namespace": namespace_of(topic)}
+        before, after = text_of(e.get("before")), text_of(e.get("after"))
+        if kind in ("consumer_joined", "consumer_left"):
+            page = _page_of_type(kinds_by_subscription.get((topic, sub)))
+            rows.append(
+                row(
+                    e["at"],
+                    kind,
+                    CLIENT,
+                    page,
+                    subject=text_of(e.get("consumer_name")),
+                    detail=f"{e.get('consumer_name')} {kind.split('_')[1]}",
+                    **where,
+                )
+            )
+        elif kind == "active_consumer_changed":
+            detail = f"active consumer {before or '-'} -> {after or '-'}"
+            rows.append(row(e["at"], kind, BROKER, FAILOVER, subject=after, detail=detail, **where))
+        elif kind == "hash_ranges_changed":
+            detail = (
+                f"hash ranges {clean(before, limit=MAX_TEXT)} -> {clean(after, limit=MAX_TEXT)}"
+            )
+            rows.append(
+                row(
+                    e["at"],
+                    kind,
+                    BROKER,
+                    KEY_SHARED,
+                    subject=text_of(e.get("consumer_name")),
+                    detail=detail,
+                    **where,
+                )
+            )
+    return rows
+
+
+def draining_rows(
+    history: pd.DataFrame, hashes: pd.DataFrame, snapshots: pd.DataFrame
+) -> list[dict[str, Any]]:
+    """Episodes of draining hashes per holder, from `stuck-hashes`' `history`: one starts at
+    the first poll with a hash draining for that consumer (at the window's first poll when it
+    was already draining then), and ends at the first poll with none. The newest poll's state
+    (`stuck`, `idle`) comes from its `hashes`."""
+    times = pd.to_datetime(snapshots["collected_at"], utc=True).sort_values().tolist()
+    if history.empty or not times:
+        return []
+    position = {t: i for i, t in enumerate(times)}
+    key = ["topic", "subscription", "consumer_name"]
+    stuck = _stuck_counts(hashes, key)
+    rows = []
+    seen = history.assign(at=pd.to_datetime(history["collected_at"], utc=True))
+    for (topic, sub, holder), polls in seen.groupby(key, sort=True):
+        counts = polls.groupby("at").size()
+        present = sorted(position[t] for t in counts.index if t in position)
+        for start, end in _runs(present):
+            n = int(counts.loc[times[start]])
+            where = {"topic": topic, "subscription": sub, "namespace": namespace_of(topic)}
+            already = " (already draining at the window's first poll)" if start == 0 else ""
+            rows.append(
+                row(
+                    times[start],
+                    "draining_started",
+                    CLIENT,
+                    STUCK,
+                    subject=holder,
+                    detail=f"{n} hash(es) draining for {holder}{already}",
+                    **where,
+                )
+            )
+            if end + 1 < len(times):
+                rows.append(
+                    row(
+                        times[end + 1],
+                        "draining_ended",
+                        CLIENT,
+                        STUCK,
+                        subject=holder,
+                        detail=f"no hash drains for {holder} any more",
+                        **where,
+                    )
+                )
+            elif stuck.get((topic, sub, holder)):
+                rows[-1]["detail"] += f"; {stuck[(topic, sub, holder)]} stuck now"
     return rows

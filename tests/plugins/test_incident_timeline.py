@@ -30,7 +30,7 @@ from pulsar_lens.dashboard.navigation import OVERVIEW, page_plan
 from pulsar_lens.dashboard.views import safe_link
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.builtin.incident_timeline import frames
-from pulsar_lens.plugins.builtin.incident_timeline.links import PAGES, link
+from pulsar_lens.plugins.builtin.incident_timeline.links import LINK_FIELDS, PAGES, links
 from pulsar_lens.plugins.builtin.shared.labels import subscription_label
 from pulsar_lens.plugins.registry import discover
 from pulsar_lens.plugins.testing import at, make_snapshot
@@ -351,6 +351,12 @@ def test_incident_timeline_renders_a_chart_with_links_and_a_linked_table(
     table = next(v for v in output.views if isinstance(v, Table))
     assert table.links == ("link",)
     assert table.frame["kind"].iloc[0] == "poll_missing"  # newest first
+
+
+def link(page: str, snapshot: str, cluster: str | None, fields: dict[str, Any]) -> str:
+    """The link `links` makes of one row."""
+    frame = pd.DataFrame([{n: fields.get(n) for n in LINK_FIELDS}], dtype=object)
+    return links(pd.Series([page]), pd.Series([snapshot]), {snapshot: cluster}, frame)[0]
 
 
 def test_incident_timeline_link_encodes_every_value() -> None:

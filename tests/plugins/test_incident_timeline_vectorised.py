@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from pulsar_lens.api import Inputs, Result
+from pulsar_lens.plugins.builtin import incident_timeline as timeline
 from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from pulsar_lens.plugins.builtin.incident_timeline import IncidentTimeline, clients, frames
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
@@ -30,14 +31,31 @@ THRESHOLDS = (1, 10, 50, 100, 10_000)
 @contextmanager
 def old_builders() -> Iterator[None]:
     """incident-timeline with the row builders it had before they were vectorised."""
-    saved = (clients.backlog_rows, clients.reconnect_rows, clients.NewestTypes)
+    saved = (
+        clients.backlog_rows,
+        clients.reconnect_rows,
+        clients.NewestTypes,
+        clients.client_rows,
+        timeline.with_links,
+        frames.draining_rows,
+    )
     clients.backlog_rows = reference.backlog_rows  # type: ignore[assignment]
     clients.reconnect_rows = reference.reconnect_rows  # type: ignore[assignment]
     clients.NewestTypes = reference.AllTypes  # type: ignore[assignment,misc]
+    clients.client_rows = reference.client_rows
+    timeline.with_links = reference.with_links
+    frames.draining_rows = reference.draining_rows
     try:
         yield
     finally:
-        clients.backlog_rows, clients.reconnect_rows, clients.NewestTypes = saved
+        (
+            clients.backlog_rows,
+            clients.reconnect_rows,
+            clients.NewestTypes,
+            clients.client_rows,
+            timeline.with_links,
+            frames.draining_rows,
+        ) = saved
 
 
 def with_results(inputs: Inputs) -> Inputs:
@@ -130,3 +148,130 @@ def test_backlog_rows_with_missing_values_equal_the_reference(cast: str) -> None
         assert_same_rows(
             clients.backlog_rows(subs, threshold), reference.backlog_rows(subs, threshold)
         )
+
+
+NAMES = ("orders", "a&b=c?d#e", "é vents %20", "日本語 topic", "emoji 😀", "", None, np.nan)
+KINDS = (
+    "consumer_joined",
+    "consumer_left",
+    "active_consumer_changed",
+    "hash_ranges_changed",
+    "load_manager_unloaded",
+    "bundle_owner_changed",
+)
+
+
+def _events(rng: np.random.Generator, count: int) -> pd.DataFrame:
+    """Collector events of every kind `client_rows` reads and some it does not, with hostile,
+    empty and missing names, topics that are not Pulsar names and texts over the limit."""
+    topics = [
+        f"persistent://t/ns/{NAMES[i]}" if i < 5 else NAMES[i]
+        for i in rng.integers(0, len(NAMES), count)
+    ]
+
+    def texts(values: tuple[Any, ...]) -> list[Any]:
+        return [values[i] for i in rng.integers(0, len(values), count)]
+
+    ranges = ("[0, 65535]", "[[0, 10], [11, 20]] " * 30, None)
+    return pd.DataFrame(
+        {
+            "at": pd.Timestamp("2026-01-01", tz="UTC")
+            + pd.to_timedelta(rng.integers(0, 3600, count), unit="s"),
+            "kind": texts(KINDS),
+            "topic": topics,
+            "subscription": texts(NAMES),
+            "consumer_name": texts(NAMES),
+            "before": texts((*NAMES, *ranges)),
+            "after": texts((*NAMES, *ranges)),
+        }
+    )
+
+
+@pytest.mark.parametrize("strings", ["object", "string[pyarrow]", "str"])
+@pytest.mark.parametrize("count", [0, 1, 50, 2000])
+def test_client_rows_equal_the_reference(count: int, strings: str) -> None:
+    rng = np.random.default_rng(count)
+    events = _events(rng, count)
+    if strings != "object":
+        for name in ("kind", "topic", "subscription", "consumer_name", "before", "after"):
+            events[name] = events[name].astype(strings)
+    named = events[["topic", "subscription"]].dropna()
+    kinds = ("Key_Shared", "Failover", "Exclusive", "Shared", None)
+    subs = named.assign(
+        type=[kinds[i % len(kinds)] for i in range(len(named))],
+        collected_at=pd.Timestamp("2026-01-01", tz="UTC"),
+    )
+    new = clients.client_rows(events, clients.NewestTypes(subs))
+    assert_same_rows(new, reference.client_rows(events, reference.AllTypes(subs)))
+    if count > 50:
+        pages = {frames.KEY_SHARED, frames.FAILOVER, frames.SUBSCRIPTIONS}
+        assert {r["explained_by"] for r in new} == pages
+        assert {r["kind"] for r in new} == set(KINDS[:4])
+
+
+@pytest.mark.parametrize("count", [0, 1, 50, 2000])
+def test_links_equal_the_reference(count: int) -> None:
+    """Rows explained by every page, polls with and without a cluster, hostile and missing
+    names: the same page, poll and link for each row as made one row at a time."""
+    rng = np.random.default_rng(count)
+    events = _events(rng, count)
+    pages = list(timeline.links.PAGES)
+    rows = events[["at", "kind", "topic", "subscription"]].assign(
+        namespace=[("t/ns", "t/a&b", "", None)[i] for i in rng.integers(0, 4, count)],
+        source="client",
+        subject=None,
+        detail="",
+        explained_by=[pages[i] for i in rng.integers(0, len(pages), count)],
+    )
+    snapshots = pd.DataFrame(
+        {
+            "snapshot_id": ["sha256t:a", "s b", "s/c"],
+            "collected_at": pd.to_datetime(
+                ["2026-01-01T00:10Z", "2026-01-01T00:30Z", "2026-01-01T00:50Z"], utc=True
+            ),
+            "cluster": ["c 1", None, "c&2"],
+        }
+    )
+    new = timeline.links.with_links(rows, snapshots)
+    old = reference.with_links(rows, snapshots)
+    pd.testing.assert_frame_equal(new, old)
+    if count > 50:
+        assert set(new["page"]) == set(timeline.links.PAGES.values())
+
+
+@pytest.mark.parametrize("count", [0, 1, 40, 150])
+def test_draining_rows_equal_the_reference(count: int) -> None:
+    """Holders draining over runs of polls with gaps, at the first and the newest poll, with
+    hostile and missing names, some stuck now; a history time no poll has."""
+    rng = np.random.default_rng(count)
+    times = pd.date_range("2026-01-01", periods=12, freq="30s", tz="UTC")
+    snapshots = pd.DataFrame(
+        {"snapshot_id": [f"s{i}" for i in range(len(times))], "collected_at": times}
+    )
+    holders = [(t, s, c) for t in NAMES[:4] for s in ("sub", None) for c in ("c1", "é 😀", None)]
+    chosen = [holders[i] for i in rng.integers(0, len(holders), count)]
+    at = [times[i] for i in rng.integers(0, len(times), count)]
+    if count:
+        at[-1] = times[0] - pd.Timedelta(seconds=5)  # before the window: no poll of it
+    history = pd.DataFrame(
+        {
+            "topic": [h[0] for h in chosen],
+            "subscription": [h[1] for h in chosen],
+            "consumer_name": [h[2] for h in chosen],
+            "hash": rng.integers(1, 65536, count),
+            "collected_at": at,
+            "unack_msgs": rng.integers(0, 9, count),
+            "blocked_attempts": rng.integers(0, 9, count),
+        }
+    )
+    hashes = history.drop_duplicates(["topic", "subscription", "consumer_name"]).assign(
+        state=[
+            ("stuck", "idle")[i % 2]
+            for i in range(len(history.drop_duplicates(["topic", "subscription", "consumer_name"])))
+        ]
+    )
+    new = frames.draining_rows(history, hashes, snapshots)
+    assert_same_rows(new, reference.draining_rows(history, hashes, snapshots))
+    if count >= 150:
+        assert {r["kind"] for r in new} == {"draining_started", "draining_ended"}
+        assert any("stuck now" in r["detail"] for r in new)

@@ -7,6 +7,7 @@ Nothing here reads the store or knows a page's URL.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -204,12 +205,17 @@ def draining_rows(
     stuck = _stuck_counts(hashes, key)
     rows = []
     seen = history.assign(at=pd.to_datetime(history["collected_at"], utc=True))
-    for (topic, sub, holder), polls in seen.groupby(key, sort=True):
-        counts = polls.groupby("at").size()
-        present = sorted(position[t] for t in counts.index if t in position)
+    # one count per holder and poll, holders in name order and polls in time order
+    counts = seen.groupby([*key, "at"], sort=True).size()
+    for (topic, sub, holder), polls in itertools.groupby(
+        zip(counts.index, counts.tolist(), strict=True), lambda entry: entry[0][:3]
+    ):
+        by_time = {index[3]: n for index, n in polls}
+        present = sorted(position[t] for t in by_time if t in position)
+        namespace = namespace_of(topic)
         for start, end in _runs(present):
-            n = int(counts.loc[times[start]])
-            where = {"topic": topic, "subscription": sub, "namespace": namespace_of(topic)}
+            n = int(by_time[times[start]])
+            where = {"topic": topic, "subscription": sub, "namespace": namespace}
             already = " (already draining at the window's first poll)" if start == 0 else ""
             rows.append(
                 row(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -65,19 +65,6 @@ def poll_after(times: pd.Series, ids: pd.Series, at: pd.Series) -> pd.Series:
     return pd.Series(sorted_ids[where], index=at.index, dtype=object)
 
 
-def link(page: str, snapshot: Any, cluster: Any, fields: Mapping[str, Any]) -> str:
-    """`<page>?at=<snapshot>&cluster=<cluster>&<its controls>` with every value
-    percent-encoded."""
-    query: list[tuple[str, str]] = []
-    if snapshot is not None:
-        query.append(("at", str(snapshot)))
-    if cluster:
-        query.append(("cluster", str(cluster)))
-    query.extend(_controls(page, fields))
-    encoded = urlencode(query, quote_via=quote, safe="")
-    return f"{quote(page, safe='-_.~')}?{encoded}" if encoded else quote(page, safe="-_.~")
-
-
 def with_links(rows: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
     """`rows` with `page`, `snapshot_id` (the poll after each) and `link`, without the
     `explained_by` slug."""
@@ -87,10 +74,56 @@ def with_links(rows: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
     out = rows.drop(columns="explained_by")
     out["page"] = rows["explained_by"].map(PAGES).astype(object)
     out["snapshot_id"] = poll_after(times, ids, rows["at"])
-    out["link"] = [
-        link(page, sid, clusters.get(sid), row)
-        for page, sid, row in zip(
-            out["page"], out["snapshot_id"], out[list(LINK_FIELDS)].to_dict("records"), strict=True
-        )
-    ]
+    out["link"] = links(out["page"], out["snapshot_id"], clusters, out[list(LINK_FIELDS)])
     return out
+
+
+def links(
+    pages: pd.Series, snapshot_ids: pd.Series, clusters: Mapping[Any, Any], fields: pd.DataFrame
+) -> list[str]:
+    """Each row's link: `<page>?at=<snapshot>&cluster=<its cluster>&<its controls>`
+    (`_controls`), every value percent-encoded; each distinct text is encoded once, since a
+    window's rows name the same polls, clusters and topics over and over (hundreds of
+    thousands of rows at 100,000 topics)."""
+    encoded: dict[Any, str] = {}
+    paths: dict[Any, str] = {}
+    labels: dict[tuple[str, str, str], str] = {}
+
+    def q(text: str) -> str:
+        found = encoded.get(text)
+        if found is None:
+            found = encoded[text] = quote(text, safe="")
+        return found
+
+    def control(page: str, topic: str, sub: str) -> str:
+        """The subscription control of the Key_Shared and Failover pages (`_controls`)."""
+        key = (page, topic, sub)
+        found = labels.get(key)
+        if found is None:
+            found = labels[key] = _controls(page, {"topic": topic, "subscription": sub})[0][1]
+        return found
+
+    made = []
+    columns = [
+        [v if isinstance(v, str) and v else None for v in fields[n].to_numpy(dtype=object)]
+        for n in LINK_FIELDS
+    ]
+    for page, sid, namespace, topic, sub in zip(pages, snapshot_ids, *columns, strict=True):
+        query = []
+        if sid is not None:
+            query.append("at=" + q(str(sid)))
+        if cluster := clusters.get(sid):
+            query.append("cluster=" + q(str(cluster)))
+        if page == PAGES["unload-latency"]:
+            if namespace:
+                query.append("namespace=" + q(namespace))
+        elif page in (PAGES["key-shared-map"], PAGES["failover-assignment"]):
+            if topic and sub:
+                query.append("subscription=" + q(control(page, topic, sub)))
+        else:
+            query.extend(f"{n}={q(v)}" for n, v in (("topic", topic), ("subscription", sub)) if v)
+        path = paths.get(page)
+        if path is None:
+            path = paths[page] = quote(page, safe="-_.~")
+        made.append(f"{path}?{'&'.join(query)}" if query else path)
+    return made
