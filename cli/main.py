@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from pulsar_lens import version
-from pulsar_lens.core.arrowpool import choose_arrow_pool
+from pulsar_lens.core.allocators import choose_allocators
 from pulsar_lens.core.errors import PulsarLensError
 from pulsar_lens.core.logs import setup_logging
 from pulsar_lens.core.parts import use_charset_setting
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "names, keys and consumer names are UTF-8 text"
             )
     args = parser.parse_args(given)
-    choose_arrow_pool()  # before anything imports pyarrow
+    choose_allocators(process_environ())  # before anything imports pyarrow
     try:
         args.settings = load_settings(args)
         levels = args.settings.logs if args.settings is not None else None

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pulsar_lens.core.arrowpool import ARROW_POOL_ENV
+from pulsar_lens.core.allocators import ARROW_POOL_ENV
 from pulsar_lens.core.childstart import starting_child
 from pulsar_lens.core.config import GLOBAL_ENV
 from pulsar_lens.core.errors import PluginRunError, SettingsError, origin_of
@@ -239,7 +239,7 @@ def start_process(worker: Any) -> None:
     environment `without_credentials_while` makes: without any credential
     (`core.secrets.is_credential_var`), since a plugin is someone else's code and the
     forkserver's start environment is what its workers see, in `os.environ` and in
-    /proc/self/environ alike; with Arrow's system allocator, whatever `core.arrowpool` chose
+    /proc/self/environ alike; with Arrow's system allocator, whatever `core.allocators` chose
     for our own processes: mimalloc reserves a 1 GiB arena at its first allocation, which
     counts against RLIMIT_DATA, so under the default limit a plugin's first Arrow allocation
     failed. Workers fork from it, so they inherit that environment.

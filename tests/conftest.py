@@ -11,7 +11,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from pulsar_lens.core import secrets
-from pulsar_lens.core.arrowpool import ARROW_POOL, ARROW_POOL_ENV
+from pulsar_lens.core.allocators import (
+    ARROW_POOL,
+    ARROW_POOL_ENV,
+    MMAP_THRESHOLD,
+    MMAP_THRESHOLD_ENV,
+)
 from pulsar_lens.core.parts import SPARK_JAVA_OPTIONS_ENV
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.brokers import SHEDDING_SETTINGS, BrokerPool
@@ -100,15 +105,17 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No test sees the developer's PULSAR_* settings (but the run's own, RUN_SETTINGS).
 
     A collect process started by a test runs no Spark job worker (a JVM per test would not
-    fit two cores); the tests of the jobs turn it on. Arrow's allocator is the one the CLI
-    chooses (`core.arrowpool`) from the first test on, not only from the first test that
-    runs a command in this process (which sets it for the rest of the run).
+    fit two cores); the tests of the jobs turn it on. Arrow's allocator and glibc's mmap
+    threshold are the ones the CLI chooses (`core.allocators`) from the first test on, not only
+    from the first test that runs a command in this process (which sets them for the rest of
+    the run).
     """
     for key in list(os.environ):
         if key.startswith("PULSAR_") and key not in ("PULSAR_LENS_CACHE_DIR", *RUN_SETTINGS):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("PULSAR_LENS_SPARK_JOBS", "0")
     monkeypatch.setenv(ARROW_POOL_ENV, os.environ.get(ARROW_POOL_ENV, ARROW_POOL))
+    monkeypatch.setenv(MMAP_THRESHOLD_ENV, os.environ.get(MMAP_THRESHOLD_ENV, str(MMAP_THRESHOLD)))
     yield
 
 

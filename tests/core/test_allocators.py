@@ -1,0 +1,103 @@
+"""The allocators of our processes (`core.allocators`): the CLI chooses Arrow's pool and glibc's
+mmap threshold before a command runs, its children inherit them, and a choice in the
+environment is kept. (Plugin workers keep the system allocator their memory limit needs:
+tests/faults/test_plugin_faults.py.)"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+
+from pulsar_lens.core.allocators import (
+    ARROW_POOL,
+    ARROW_POOL_ENV,
+    MMAP_THRESHOLD,
+    MMAP_THRESHOLD_ENV,
+)
+
+# a command that imports pyarrow (`hash` hashes with it), then what Arrow and glibc do in this
+# process and in a spawned child of the collector's part pool
+CHILD = """
+import json, sys
+from pulsar_lens.cli.main import main
+main(["hash", "--json", "k"])
+from pulsar_lens.collectors.bulkparts import PartPool
+from tests.core.test_allocators import allocators
+parts = PartPool(1)
+try:
+    worker = PartPool._submit(parts._pool(), allocators).result(timeout=120)
+finally:
+    parts.close()
+print(json.dumps([allocators(), worker]), file=sys.stderr)
+"""
+
+
+def allocators() -> dict[str, object]:
+    """Arrow's pool; whether glibc serves 3 MiB and 8 MiB from its heap (below the threshold)
+    or from a mapping of their own; the threshold's variable."""
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    heaps = []
+    maps = Path("/proc/self/maps").read_text(encoding="ascii")
+    for line in maps.splitlines():
+        if line.endswith("[heap]"):
+            low, high = (int(x, 16) for x in line.split()[0].split("-"))
+            heaps.append((low, high))
+    in_heap = {}
+    for size in (3 << 20, 8 << 20):
+        address = libc.malloc(size)
+        assert address
+        in_heap[size >> 20] = any(low <= address < high for low, high in heaps)
+        libc.free(address)
+    return {
+        "arrow": pa.default_memory_pool().backend_name,
+        "heap_3": in_heap[3],
+        "heap_8": in_heap[8],
+        "threshold": os.environ.get(MMAP_THRESHOLD_ENV),
+    }
+
+
+def run_child(env: dict[str, str]) -> list[dict[str, object]]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    found: list[dict[str, object]] = json.loads(done.stderr.strip().splitlines()[-1])
+    return found
+
+
+def unset(*names: str) -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in names}
+
+
+def test_a_command_and_its_children_use_the_chosen_allocators() -> None:
+    chosen = {"arrow": ARROW_POOL, "heap_3": True, "heap_8": False}
+    found = run_child(unset(ARROW_POOL_ENV, MMAP_THRESHOLD_ENV))
+    assert found == [{**chosen, "threshold": str(MMAP_THRESHOLD)}] * 2
+
+
+def test_allocators_chosen_in_the_environment_are_kept() -> None:
+    env = {**os.environ, ARROW_POOL_ENV: "system", MMAP_THRESHOLD_ENV: str(16 << 20)}
+    chosen = {"arrow": "system", "heap_3": True, "heap_8": True, "threshold": str(16 << 20)}
+    assert run_child(env) == [chosen] * 2
+
+
+def test_without_the_choice_glibc_maps_3_mib_of_its_own() -> None:
+    """What the first test tells apart: a fresh process's glibc maps 3 MiB of its own."""
+    done = subprocess.run(
+        [sys.executable, "-c", f"from {__name__} import allocators; print(allocators())"],
+        env=unset(MMAP_THRESHOLD_ENV),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "'heap_3': False" in done.stdout
