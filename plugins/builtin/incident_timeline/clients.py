@@ -39,6 +39,8 @@ class NewestTypes:
 
     def __init__(self, subscriptions: pd.DataFrame) -> None:
         self._subs = subscriptions
+        self._found: dict[Key, str] = {}  # the newest type of each subscription of...
+        self._read: set[Any] = set()  # ...these topics, read once whoever asks
 
     def of(self, keys: Collection[Key]) -> dict[Key, str]:
         """The newest type of each of `keys` that a row gives one (its last row in time
@@ -47,14 +49,17 @@ class NewestTypes:
         subs = self._subs
         if subs.empty or not wanted:
             return {}
-        topics = subs["topic"]
-        typed = subs[topics.isin(list({t for t, _ in wanted})) & subs["type"].notna()]
-        typed = typed[["topic", "subscription", "type", "collected_at"]]
-        newest = typed.sort_values("collected_at", kind="stable").drop_duplicates(
-            ["topic", "subscription"], keep="last"
-        )
-        found = zip(newest["topic"], newest["subscription"], newest["type"], strict=True)
-        return {(str(t), str(s)): str(k) for t, s, k in found if (str(t), str(s)) in wanted}
+        unread = list({t for t, _ in wanted} - self._read)
+        if unread:
+            typed = subs[subs["topic"].isin(unread) & subs["type"].notna()]
+            typed = typed[["topic", "subscription", "type", "collected_at"]]
+            newest = typed.sort_values("collected_at", kind="stable").drop_duplicates(
+                ["topic", "subscription"], keep="last"
+            )
+            found = zip(newest["topic"], newest["subscription"], newest["type"], strict=True)
+            self._found.update(((str(t), str(s)), str(k)) for t, s, k in found)
+            self._read.update(unread)
+        return {key: self._found[key] for key in wanted if key in self._found}
 
 
 def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
