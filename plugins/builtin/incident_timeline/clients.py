@@ -66,8 +66,8 @@ def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
     """The collector's events of clients and subscriptions: consumers joining and leaving,
     failover's active consumer changing, Key_Shared hash ranges changing.
 
-    Column by column, each topic's namespace read once: a window holds some hundred thousand
-    such events at 100,000 topics."""
+    Column by column, each topic's namespace and each hash-range text read once: a window
+    holds some hundred thousand such events at 100,000 topics."""
     count = len(events)
 
     def column(name: str) -> list[Any]:  # a missing value as a record holds it (pd.NA: None)
@@ -83,45 +83,44 @@ def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
     kinds_by_subscription = types.of(
         {(t, s) for t, s, k in zip(topics, subs, kinds, strict=True) if k in joins}
     )
+    changes = ("active_consumer_changed", "hash_ranges_changed")
+    kept = [i for i, kind in enumerate(kinds) if kind in joins or kind in changes]
     namespaces: dict[str | None, str | None] = {}
+    cleaned: dict[str | None, str] = {}
     rows = []
-    for at, kind, topic, sub, name, before_value, after_value in zip(
-        list(events["at"]) if count else [],
-        kinds,
-        topics,
-        subs,
-        names,
-        befores,
-        afters,
-        strict=True,
-    ):
+    # each row as `frames.row` makes it, its keys in `ROW_COLUMNS` order
+    for i, at in zip(kept, events["at"].take(kept).tolist() if kept else [], strict=True):
+        kind, topic, sub = kinds[i], topics[i], subs[i]
         if topic not in namespaces:
             namespaces[topic] = namespace_of(topic)
-        where = {"topic": topic, "subscription": sub, "namespace": namespaces[topic]}
-        before, after = text_of(before_value), text_of(after_value)
         if kind in joins:
-            page = _page_of_type(kinds_by_subscription.get((topic, sub)))
-            rows.append(
-                row(
-                    at,
-                    kind,
-                    CLIENT,
-                    page,
-                    subject=text_of(name),
-                    detail=f"{name} {kind.split('_')[1]}",
-                    **where,
-                )
-            )
+            source, page = CLIENT, _page_of_type(kinds_by_subscription.get((topic, sub)))
+            subject, detail = text_of(names[i]), f"{names[i]} {kind.split('_')[1]}"
         elif kind == "active_consumer_changed":
-            detail = f"active consumer {before or '-'} -> {after or '-'}"
-            rows.append(row(at, kind, BROKER, FAILOVER, subject=after, detail=detail, **where))
-        elif kind == "hash_ranges_changed":
-            detail = (
-                f"hash ranges {clean(before, limit=MAX_TEXT)} -> {clean(after, limit=MAX_TEXT)}"
-            )
-            rows.append(
-                row(at, kind, BROKER, KEY_SHARED, subject=text_of(name), detail=detail, **where)
-            )
+            before, subject = text_of(befores[i]), text_of(afters[i])
+            source, page = BROKER, FAILOVER
+            detail = f"active consumer {before or '-'} -> {subject or '-'}"
+        else:
+            texts = []
+            for value in (text_of(befores[i]), text_of(afters[i])):
+                if value not in cleaned:
+                    cleaned[value] = clean(value, limit=MAX_TEXT)
+                texts.append(cleaned[value])
+            source, page, subject = BROKER, KEY_SHARED, text_of(names[i])
+            detail = f"hash ranges {texts[0]} -> {texts[1]}"
+        rows.append(
+            {
+                "at": at,
+                "kind": kind,
+                "source": source,
+                "namespace": namespaces[topic],
+                "topic": topic,
+                "subscription": sub,
+                "subject": subject,
+                "detail": detail,
+                "explained_by": page,
+            }
+        )
     return rows
 
 

@@ -82,48 +82,71 @@ def links(
     pages: pd.Series, snapshot_ids: pd.Series, clusters: Mapping[Any, Any], fields: pd.DataFrame
 ) -> list[str]:
     """Each row's link: `<page>?at=<snapshot>&cluster=<its cluster>&<its controls>`
-    (`_controls`), every value percent-encoded; each distinct text is encoded once, since a
-    window's rows name the same polls, clusters and topics over and over (hundreds of
+    (`_controls`), every value percent-encoded.
+
+    By column: each query parameter is a column of `&name=value` texts (empty where the row
+    has none), each distinct value encoded once, and a row's query is its parameters in that
+    order; a window's rows name the same polls, clusters and topics over and over (hundreds of
     thousands of rows at 100,000 topics)."""
-    encoded: dict[Any, str] = {}
-    paths: dict[Any, str] = {}
-    labels: dict[tuple[str, str, str], str] = {}
-
-    def q(text: str) -> str:
-        found = encoded.get(text)
-        if found is None:
-            found = encoded[text] = quote(text, safe="")
-        return found
-
-    def control(page: str, topic: str, sub: str) -> str:
-        """The subscription control of the Key_Shared and Failover pages (`_controls`)."""
-        key = (page, topic, sub)
-        found = labels.get(key)
-        if found is None:
-            found = labels[key] = _controls(page, {"topic": topic, "subscription": sub})[0][1]
-        return found
-
-    made = []
-    columns = [
-        [v if isinstance(v, str) and v else None for v in fields[n].to_numpy(dtype=object)]
+    count = len(pages)
+    page = pages.to_numpy(dtype=object)
+    sid = snapshot_ids.to_numpy(dtype=object)
+    text = {
+        n: np.array(
+            [v if isinstance(v, str) and v else None for v in fields[n].to_numpy(dtype=object)],
+            dtype=object,
+        )
         for n in LINK_FIELDS
-    ]
-    for page, sid, namespace, topic, sub in zip(pages, snapshot_ids, *columns, strict=True):
-        query = []
-        if sid is not None:
-            query.append("at=" + q(str(sid)))
-        if cluster := clusters.get(sid):
-            query.append("cluster=" + q(str(cluster)))
-        if page == PAGES["unload-latency"]:
-            if namespace:
-                query.append("namespace=" + q(namespace))
-        elif page in (PAGES["key-shared-map"], PAGES["failover-assignment"]):
-            if topic and sub:
-                query.append("subscription=" + q(control(page, topic, sub)))
-        else:
-            query.extend(f"{n}={q(v)}" for n, v in (("topic", topic), ("subscription", sub)) if v)
-        path = paths.get(page)
+    }
+    topic, sub = text["topic"], text["subscription"]
+    cluster = np.array([clusters.get(s) for s in sid.tolist()], dtype=object)
+    bundles = page == PAGES["unload-latency"]
+    labelled = (page == PAGES["key-shared-map"]) | (page == PAGES["failover-assignment"])
+    named = _present(topic) & _present(sub)
+    labels = np.full(count, None, dtype=object)
+    if (chosen := labelled & named).any():
+        found: dict[tuple[str, str, str], str] = {}
+        for i in np.flatnonzero(chosen).tolist():
+            key = (page[i], topic[i], sub[i])
+            if key not in found:
+                fields_of = {"topic": key[1], "subscription": key[2]}
+                found[key] = _controls(key[0], fields_of)[0][1]
+            labels[i] = found[key]
+    plain = ~bundles & ~labelled
+    query = _parameter("at", sid, _present(sid), str)
+    query += _parameter("cluster", cluster, cluster.astype(bool), str)
+    namespace = text["namespace"]
+    query += _parameter("namespace", namespace, bundles & _present(namespace))
+    query += _parameter("subscription", labels, labelled & named)
+    query += _parameter("topic", topic, plain & _present(topic))
+    query += _parameter("subscription", sub, plain & _present(sub))
+    paths: dict[Any, str] = {}
+    made = []
+    for name, tail in zip(page.tolist(), query.tolist(), strict=True):
+        path = paths.get(name)
         if path is None:
-            path = paths[page] = quote(page, safe="-_.~")
-        made.append(f"{path}?{'&'.join(query)}" if query else path)
+            path = paths[name] = quote(name, safe="-_.~")
+        made.append(f"{path}?{tail[1:]}" if tail else path)
+    return made
+
+
+def _present(values: np.ndarray) -> np.ndarray:
+    """Per row: the value is not None."""
+    return np.fromiter((v is not None for v in values.tolist()), bool, len(values))
+
+
+def _parameter(name: str, values: np.ndarray, where: np.ndarray, as_text: Any = None) -> np.ndarray:
+    """`&name=<value percent-encoded>` on the rows `where` says, empty on the others; each
+    distinct value encoded once (`as_text` turns a value into text first)."""
+    made = np.full(len(values), "", dtype=object)
+    rows = np.flatnonzero(where)
+    if len(rows):
+        encoded: dict[Any, str] = {}
+        for i in rows.tolist():
+            value = values[i]
+            found = encoded.get(value)
+            if found is None:
+                text = value if as_text is None else as_text(value)
+                found = encoded[value] = f"&{name}={quote(text, safe='')}"
+            made[i] = found
     return made
