@@ -88,7 +88,12 @@ def run_clusters(args: argparse.Namespace, settings: Settings) -> int:
             sources.append(source)
         spark_jobs = not (args.once or args.max_polls)  # as with one cluster
         analyses = Analyses(
-            store, spark_jobs=spark_jobs, clusters=names, settings=settings, then=metrics.analysed
+            store,
+            spark_jobs=spark_jobs,
+            clusters=names,
+            settings=settings,
+            then=metrics.analysed,
+            on_pass=(health.record_analyses, metrics.record_analyses),
         )
         lock = threading.Lock()
         for cluster, source, probe in zip(settings.clusters, sources, probes, strict=True):

@@ -257,6 +257,7 @@ def _collect(
             spark_jobs=not (args.once or args.max_polls),
             settings=settings,
             then=metrics.analysed,
+            on_pass=(health.record_analyses, metrics.record_analyses),
         )
         loop = PollLoop(
             wrap_poll(source.poll),

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the loop (pandas), the analyses (altair, the plugins) load 
     from pulsar_lens.collectors.heartbeat import Heartbeat
     from pulsar_lens.collectors.loop import CarryFn, DiffFn, PollFn, PollLoop
     from pulsar_lens.collectors.loop_group import LoopGroup
+    from pulsar_lens.core.passes import PassProgress
     from pulsar_lens.core.store import Store
     from pulsar_lens.plugins.precompute import Outcome
     from pulsar_lens.plugins.results import ResultStore
@@ -128,9 +129,12 @@ class Analyses:
         clusters: Sequence[str] = (),
         settings: Settings,
         then: Callable[[], object] | None = None,
+        on_pass: Sequence[Callable[[PassProgress], object]] = (),
     ) -> None:
         """`then`: called once the stored results of a new snapshot are in (/metrics reads
-        them then rather than analysing beside this)."""
+        them then rather than analysing beside this). Before it, each of `on_pass` is handed
+        the passes so far (`ResultsWorker.progress()`): the health file and /metrics say how
+        long the last took and how many polls went unanalysed."""
         from pulsar_lens.plugins.engines import engine_of
         from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
         from pulsar_lens.plugins.results import ResultStore
@@ -143,19 +147,27 @@ class Analyses:
         splitter = Splitter() if settings.analyses_helper else None
         if splitter is not None:
             splitter.seed(results, [p for p in plugins if engine_of(p).per_poll])
+
+        def after_pass() -> None:
+            progress = self._worker.progress()
+            for record in on_pass:
+                record(progress)
+            if then is not None:
+                then()
+
         if clusters:
             self._worker = ResultsWorker(
                 lambda stop: compute_per_cluster(
                     store, plugins, results, clusters, stop=stop, splitter=splitter
                 ),
-                then=then,
+                then=after_pass,
             )
         else:
             self._worker = ResultsWorker(
                 lambda stop: compute_results(
                     store, plugins, results=results, stop=stop, splitter=splitter
                 ),
-                then=then,
+                then=after_pass,
             )
         self._jobs: WorkerProcess | None = None
         spark = [p.name for p in plugins if not engine_of(p).per_poll]
@@ -177,7 +189,7 @@ class Analyses:
         def both(beat: Heartbeat) -> None:
             on_heartbeat(beat)
             if beat.snapshot_id is not None:
-                self._worker.submit()
+                self._worker.submit(beat.cluster)
 
         return both
 

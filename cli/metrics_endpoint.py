@@ -20,6 +20,7 @@ from pulsar_lens.core.parts import MetricsSettings, PluginLimits, parse_port
 if TYPE_CHECKING:  # the exporter's collector and the store (pandas) load once a command runs
     from pulsar_lens.collectors.health import HealthRecorder
     from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn
+    from pulsar_lens.core.passes import PassProgress
     from pulsar_lens.core.store import Store
     from pulsar_lens.exporter.server import MetricsServer
 
@@ -59,16 +60,21 @@ class MetricsEndpoint:
         plugin_limits: PluginLimits | None = None,
         follows_analyses: bool = True,
     ) -> None:
-        """`follows_analyses`: a collect process's, whose results pass calls `analysed()`;
-        False (offline): the families, the plugins' included, are computed at a scrape.
+        """`follows_analyses`: a collect process's, whose results pass calls `analysed()`
+        and `record_analyses()` (its families read 0 until the first pass ends); False
+        (offline): the families, the plugins' included, are computed at a scrape, and none
+        tells of results passes.
         `settings` with the port to serve on (`MetricsSettings.with_port` lays the
         command line's over the settings'); third-party plugins load from `plugin_dirs`
         and run under `plugin_limits`."""
+        from pulsar_lens.core.passes import PassProgress
         from pulsar_lens.exporter.collector import LensCollector, PollRecorder
 
         self.settings = settings
         self.health = health
         self.recorder = PollRecorder(clusters)
+        if follows_analyses:
+            self.recorder.record_passes(PassProgress())
         self.collector = LensCollector(
             store,
             recorder=self.recorder,
@@ -99,6 +105,10 @@ class MetricsEndpoint:
         scrape path, when there is an endpoint to scrape them (none: nothing is built)."""
         if self.server is not None:
             self.collector.refresh()
+
+    def record_analyses(self, progress: PassProgress) -> None:
+        """The results passes so far, once one has ended (`ResultsWorker.progress()`)."""
+        self.recorder.record_passes(progress)
 
     def record(self, beat: Heartbeat) -> None:
         self.recorder.record(

@@ -2,10 +2,12 @@
 the verdict its /health endpoint answers with.
 
 After each heartbeat `HealthRecorder` notes, per polling loop (per cluster), when the poll
-ended, how long it took against the interval, and how many writes in a row the store refused,
-then replaces a small JSON file atomically: `collector-health.json` in the store folder and a
-copy in a folder of this user's under the system's temporary directory, which still takes
-writes when the store's disk is full or read-only. A reader takes the newer of the two.
+ended, how long it took against the interval, and how many writes in a row the store refused;
+after each results pass, for the whole process, how long it took and how many polls it left
+unanalysed (`core.passes`). Each time it replaces a small JSON file atomically:
+`collector-health.json` in the store folder and a copy in a folder of this user's under the
+system's temporary directory, which still takes writes when the store's disk is full or
+read-only. A reader takes the newer of the two.
 
 A loop is late when no poll ended within its wait (the interval, or the backoff after a poll
 that reached nothing) plus two intervals and the poll deadline: its thread died or hangs.
@@ -27,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from pulsar_lens.collectors.heartbeat import Heartbeat, HeartbeatFn
+from pulsar_lens.collectors.lag import AnalysesLag, lag_of
 from pulsar_lens.collectors.loop import MAX_UNWRITTEN
 from pulsar_lens.collectors.overrun import Overrun, overrun_of, spell_seconds
+from pulsar_lens.core.passes import PassProgress
 from pulsar_lens.core.secrets import clean
 
 log = logging.getLogger(__name__)
@@ -80,11 +84,13 @@ class LoopHealth:
 
 @dataclass(frozen=True, slots=True)
 class HealthReport:
-    """The collect process's loops, as written at `written_at`."""
+    """The collect process's loops and results passes, as written at `written_at`."""
 
     started_at: dt.datetime
     written_at: dt.datetime
     loops: tuple[LoopHealth, ...]
+    # None: nothing known (no pass ended yet, or a file of a version that did not say)
+    analyses: PassProgress | None = None
 
     def loop_of(self, cluster: str | None) -> LoopHealth | None:
         """The loop of `cluster`; with None, or a process polling one cluster, the first."""
@@ -140,6 +146,20 @@ def overrun_notice(loop: LoopHealth) -> str | None:
     return None if overrun is None else overrun.text()
 
 
+def analyses_lag(report: HealthReport) -> AnalysesLag | None:
+    """The last results pass's lag behind the polls (`lag_of`) against the shortest interval
+    of the loops, or None: it fit and left no poll out, or nothing is known."""
+    if report.analyses is None or not report.loops:
+        return None
+    return lag_of(report.analyses, min(loop.interval for loop in report.loops))
+
+
+def analyses_notice(report: HealthReport) -> str | None:
+    """What analyses falling behind the polls mean and what to change, or None."""
+    lag = analyses_lag(report)
+    return None if lag is None else lag.text()
+
+
 def silence_notice(loop: LoopHealth, *, started_at: dt.datetime, now: dt.datetime) -> str | None:
     """What a loop with no poll ended in time means (its thread died or hangs), or None."""
     since = loop.finished_at or started_at
@@ -154,7 +174,8 @@ def silence_notice(loop: LoopHealth, *, started_at: dt.datetime, now: dt.datetim
 
 def judge(report: HealthReport, *, now: dt.datetime) -> Verdict:
     """Problems: a loop that is late, or whose store refuses writes. Notes: a poll over its
-    interval, an admin API that could not be reached (restarting would not help)."""
+    interval, an admin API that could not be reached, analyses that fall behind the polls
+    (restarting would help none of them)."""
     problems: list[str] = []
     notes: list[str] = []
     for loop in report.loops:
@@ -165,6 +186,8 @@ def judge(report: HealthReport, *, now: dt.datetime) -> Verdict:
             notes.append(named + overrun)
         if not loop.reachable:
             notes.append(named + "the last poll reached no admin endpoint")
+    if (lag := analyses_notice(report)) is not None:
+        notes.append(lag)
     return Verdict(problems=tuple(problems), notes=tuple(notes))
 
 
@@ -184,7 +207,8 @@ def read_health(store_root: str | os.PathLike[str]) -> HealthReport | None:
 
 
 class HealthRecorder:
-    """Keeps each loop's health from its heartbeats and writes it after each one."""
+    """Keeps each loop's health from its heartbeats, and the results passes', and writes it
+    after each heartbeat and each pass."""
 
     def __init__(
         self,
@@ -207,11 +231,18 @@ class HealthRecorder:
             for c in clusters
         }
         self._unwritable: set[Path] = set()
+        self._analyses: PassProgress | None = None
 
     def record(self, beat: Heartbeat) -> None:
         with self._lock:
             key = beat.cluster if beat.cluster in self._loops else next(iter(self._loops))
             self._loops[key] = self._loops[key].after(beat, self._now())
+            self._write(self.report())
+
+    def record_analyses(self, progress: PassProgress) -> None:
+        """The results passes so far, once one has ended (`ResultsWorker.progress()`)."""
+        with self._lock:
+            self._analyses = progress
             self._write(self.report())
 
     def wrap(self, on_heartbeat: HeartbeatFn) -> HeartbeatFn:
@@ -225,7 +256,10 @@ class HealthRecorder:
 
     def report(self) -> HealthReport:
         return HealthReport(
-            started_at=self._started_at, written_at=self._now(), loops=tuple(self._loops.values())
+            started_at=self._started_at,
+            written_at=self._now(),
+            loops=tuple(self._loops.values()),
+            analyses=self._analyses,
         )
 
     def answer(self) -> tuple[int, str]:
@@ -253,11 +287,14 @@ class HealthRecorder:
 
 def to_json(report: HealthReport) -> dict[str, Any]:
     loops = [{k: _plain(v) for k, v in dataclasses.asdict(loop).items()} for loop in report.loops]
-    return {
+    written: dict[str, Any] = {
         "started_at": _plain(report.started_at),
         "written_at": _plain(report.written_at),
         "loops": loops,
     }
+    if report.analyses is not None:
+        written["analyses"] = {k: _plain(v) for k, v in dataclasses.asdict(report.analyses).items()}
+    return written
 
 
 def from_json(loaded: Mapping[str, Any]) -> HealthReport:
@@ -280,7 +317,21 @@ def from_json(loaded: Mapping[str, Any]) -> HealthReport:
     started, written = _time(loaded["started_at"]), _time(loaded["written_at"])
     if started is None or written is None:
         raise ValueError("a health report needs started_at and written_at")
-    return HealthReport(started_at=started, written_at=written, loops=tuple(loops))
+    analyses = _passes(loaded["analyses"]) if loaded.get("analyses") is not None else None
+    return HealthReport(
+        started_at=started, written_at=written, loops=tuple(loops), analyses=analyses
+    )
+
+
+def _passes(item: Mapping[str, Any]) -> PassProgress:
+    """The `analyses` entry `to_json` wrote; fields it lacks read as nothing counted."""
+    return PassProgress(
+        passes=int(item.get("passes", 0)),
+        finished_at=_time(item.get("finished_at")),
+        seconds=float(item.get("seconds", 0.0)),
+        skipped=int(item.get("skipped", 0)),
+        skipped_total=int(item.get("skipped_total", 0)),
+    )
 
 
 def _read(path: Path) -> HealthReport | None:

@@ -107,7 +107,12 @@ def overrun_of(
 def needed_interval_for(spent: float) -> float:
     """The interval a poll whose calls, assembly and write took `spent` seconds needs with its
     analyses, rounded up: to 10 s below 2 minutes, to a minute from there."""
-    seconds = NEEDED_FACTOR * spent
+    return rounded_interval(NEEDED_FACTOR * spent)
+
+
+def rounded_interval(seconds: float) -> float:
+    """`seconds` rounded up to an interval one would set: to 10 s below 2 minutes, to a
+    minute from there."""
     step = 10 if seconds < 120 else 60
     return float(max(step, math.ceil(seconds / step) * step))
 

@@ -1,8 +1,9 @@
 """The /metrics endpoint: a Prometheus collector over the store, and the HTTP server for it.
 
-At each scrape `LensCollector` reports the loop's own polls (from a `PollRecorder`), the
-dashboard's external URL when configured (`pulsar_lens_dashboard_info`, for alert links) and the
-age of the newest stored snapshot; the cluster families (see `pulsar_lens.exporter.families`)
+At each scrape `LensCollector` reports the loop's own polls and the results passes that
+analysed them (from a `PollRecorder`, which the collect process tells of both), the
+dashboard's external URL when configured (`pulsar_lens_dashboard_info`, for alert links) and
+the age of the newest stored snapshot; the cluster families (see `pulsar_lens.exporter.families`)
 and the families every loaded plugin contributes through its `metrics(result, context)` hook
 (read from its stored result of the newest snapshot) are built at most once per new snapshot
 id. When the recorder tallies several clusters, all of that is done for each cluster's newest
@@ -47,6 +48,7 @@ from pulsar_lens.exporter.families import (
     CLUSTER_LABEL,
     DEFAULT_MAX_SUBSCRIPTIONS,
     PollStats,
+    compute_analysis_pass_families,
     compute_cluster_families,
     compute_cluster_health_families,
     compute_collector_families,
@@ -123,6 +125,7 @@ class LensCollector(Collector):
         views = self._views(tally)
         newest = {key: self._newest(source) for key, source in views.items()}
         families = self._health(tally, newest, now)
+        families.extend(compute_analysis_pass_families(self._recorder.passes()))
         families.append(self._quarantined())
         families.extend(compute_dashboard_families(self._dashboard_url))
         built = {

@@ -1,9 +1,10 @@
 """Prometheus metric families from the newest snapshot, plugin results and the loop's own polls.
 
 Pure functions: facts in, `prometheus_client` metric families out: the collector's own
-health, the newest snapshot's counts and per-subscription broker stats, and which plugins
-failed. What the analyses found comes from each plugin's own `metrics()` hook;
-`pulsar_lens.exporter.collector` gathers both and serves them on /metrics.
+health (its polls, and the results passes that analyse them), the newest snapshot's counts
+and per-subscription broker stats, and which plugins failed. What the analyses found comes
+from each plugin's own `metrics()` hook; `pulsar_lens.exporter.collector` gathers both and
+serves them on /metrics.
 Per-subscription series are bounded to the subscriptions with the largest backlog, so a
 cluster with many subscriptions cannot blow up the scrape. Labels carry only topic,
 subscription, group, status, kind, plugin and cluster names: never a URL or a credential.
@@ -28,8 +29,10 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from pulsar_lens.api_types import kept_records
+from pulsar_lens.collectors.lag import PASS_MARGIN
 from pulsar_lens.collectors.overrun import needed_interval_for
 from pulsar_lens.core.parts import DEFAULT_MAX_SUBSCRIPTIONS
+from pulsar_lens.core.passes import PassProgress
 
 __all__ = [
     "CLUSTER_LABEL",
@@ -37,6 +40,7 @@ __all__ = [
     "ClusterFacts",
     "PollStats",
     "SubscriptionKey",
+    "compute_analysis_pass_families",
     "compute_cluster_families",
     "compute_cluster_health_families",
     "compute_collector_families",
@@ -214,6 +218,48 @@ def _last_poll_values(
         "pulsar_lens_snapshot_age_seconds": (now - newest).total_seconds() if newest else None,
     }
     return {name: None if v is None else float(v) for name, v in values.items()}
+
+
+LAG_ADVICE = (
+    "A pass longer than the poll interval leaves polls unanalysed (only the newest waiting "
+    f"one is analysed next): raise PULSAR_LENS_POLL_INTERVAL to {PASS_MARGIN:g} times "
+    "pulsar_lens_analysis_pass_seconds or more, or run fewer light plugins "
+    "(docs/configuration.md, Sizing for large clusters)."
+)
+
+
+def compute_analysis_pass_families(progress: PassProgress | None) -> list[Metric]:
+    """The collect process's results passes, for all its clusters (no `cluster` label): how
+    many ended, how many polls they left unanalysed, and the last one's end and seconds.
+    Nothing for None (a process that runs none); the gauges once a pass has ended."""
+    if progress is None:
+        return []
+    passes = CounterMetricFamily(
+        "pulsar_lens_analysis_passes",
+        "Results passes (the light analyses of the newest poll) ended since the collect "
+        "process started.",
+    )
+    passes.add_metric([], progress.passes)
+    unanalysed = CounterMetricFamily(
+        "pulsar_lens_unanalysed_snapshots",
+        f"Stored polls the light analyses never analysed since the collect process started: a "
+        f"newer one replaced them while a pass ran. {LAG_ADVICE}",
+    )
+    unanalysed.add_metric([], progress.skipped_total)
+    families: list[Metric] = [passes, unanalysed]
+    if progress.finished_at is not None:
+        seconds = _gauge(
+            "pulsar_lens_analysis_pass_seconds",
+            f"Seconds the last results pass took (wall). {LAG_ADVICE}",
+        )
+        seconds.add_metric([], progress.seconds)
+        ended = _gauge(
+            "pulsar_lens_last_analysis_pass_timestamp_seconds",
+            "Unix time the last results pass ended.",
+        )
+        ended.add_metric([], progress.finished_at.timestamp())
+        families += [seconds, ended]
+    return families
 
 
 def top_subscriptions(subscriptions: pd.DataFrame, limit: int) -> list[SubscriptionKey]:

@@ -1,5 +1,6 @@
 """The collect loop's own polls as /metrics reports them: a thread-safe tally, read at each
-scrape (per cluster when one collector polls several)."""
+scrape (per cluster when one collector polls several), and the results passes that analyse
+them (for the whole process)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from pulsar_lens.core.passes import PassProgress
 from pulsar_lens.exporter.families import PollStats
 
 
@@ -19,6 +21,7 @@ class PollRecorder:
         self._lock = threading.Lock()
         self._stats = PollStats()
         self._of: dict[str, PollStats] = {name: PollStats() for name in clusters}
+        self._passes: PassProgress | None = None
         self._listeners: list[Callable[[], None]] = []
 
     def on_record(self, listener: Callable[[], None]) -> None:
@@ -65,6 +68,17 @@ class PollRecorder:
             listeners = list(self._listeners)
         for listener in listeners:
             listener()
+
+    def record_passes(self, progress: PassProgress) -> None:
+        """The results passes of this process so far (no listener is called: a pass stores
+        no snapshot)."""
+        with self._lock:
+            self._passes = progress
+
+    def passes(self) -> PassProgress | None:
+        """The results passes recorded last; None in a process that runs none."""
+        with self._lock:
+            return self._passes
 
     def stats(self) -> PollStats:
         with self._lock:

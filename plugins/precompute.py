@@ -8,16 +8,18 @@ through `pulsar_lens.plugins.runner.run`.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pulsar_lens.api import AnalysisPlugin
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.errors import PluginError
+from pulsar_lens.core.passes import PassProgress
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.engines import engine_of
@@ -243,7 +245,15 @@ class ResultsWorker:
     `submit()` after each write; snapshots written while a computation runs coalesce into
     one more computation. `drain()` waits until nothing is pending (for `collect --once`).
     `compute` is handed `stopping`, to cut a computation short once `stop()` was called;
-    `then`, if given, is called after each computation, finished or failed.
+    `then`, if given, is called after each computation, finished or failed, once
+    `progress()` counts it.
+
+    Coalescing leaves snapshots unanalysed: of the submissions of one cluster waiting when a
+    computation ends, all but the newest never get theirs. `progress()` counts them against
+    the computation that ran while they waited (its `skipped`), since that one's length is
+    what to fix. A submission that came after a computation began, but before it read its
+    cluster's newest snapshot, was analysed by it yet still counts: the count can be one too
+    high per cluster and computation, mostly with several clusters (each is read in turn).
     """
 
     def __init__(
@@ -259,13 +269,23 @@ class ResultsWorker:
         self._done = 0  # submissions covered by a finished computation
         self._stopping = False
         self._running = False  # a computation is under way
+        self._waiting: dict[str | None, int] = {}  # submissions not taken yet, by cluster
+        self._progress = PassProgress()
         self._thread = threading.Thread(target=self._run, name="results", daemon=True)
         self._thread.start()
 
-    def submit(self) -> None:
+    def submit(self, cluster: str | None = None) -> None:
+        """A snapshot of `cluster` was written: only a newer one of the same cluster replaces
+        it (one computation analyses every cluster's newest)."""
         with self._changed:
             self._wanted += 1
+            self._waiting[cluster] = self._waiting.get(cluster, 0) + 1
             self._changed.notify_all()
+
+    def progress(self) -> PassProgress:
+        """The computations so far: the last one's end, its seconds and what it left out."""
+        with self._changed:
+            return self._progress
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every submission so far is computed; False on timeout, or when the
@@ -303,10 +323,15 @@ class ResultsWorker:
                     return
                 target = self._wanted
                 self._running = True
+                # replaced before this one began (while the last one's `then` ran)
+                left_out = _replaced(self._waiting)
+                self._waiting = {}
+            started = time.monotonic()
             try:
                 self._compute(self.stopping)
             except Exception:  # never let the worker die: the next snapshot tries again
                 log.exception("computing the analyses of the newest snapshot failed")
+            self._count(time.monotonic() - started, left_out)
             if self._then is not None and not self._stopping:
                 try:
                     self._then()
@@ -316,3 +341,23 @@ class ResultsWorker:
                 self._done = target
                 self._running = False
                 self._changed.notify_all()
+
+    def _count(self, seconds: float, left_out: int) -> None:
+        """Count a computation that took `seconds`: the snapshots replaced while it ran (and
+        `left_out` before it began) are never analysed; the newest of each cluster is next."""
+        with self._changed:
+            skipped = left_out + _replaced(self._waiting)
+            self._waiting = dict.fromkeys(self._waiting, 1)
+            self._progress = replace(
+                self._progress,
+                passes=self._progress.passes + 1,
+                finished_at=dt.datetime.now(dt.UTC),
+                seconds=seconds,
+                skipped=skipped,
+                skipped_total=self._progress.skipped_total + skipped,
+            )
+
+
+def _replaced(waiting: Mapping[str | None, int]) -> int:
+    """Of the submissions `waiting` (a count per cluster), those a newer one replaced."""
+    return sum(count - 1 for count in waiting.values() if count > 1)

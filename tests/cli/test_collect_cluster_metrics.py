@@ -151,7 +151,13 @@ class BackloggedSources(GatedSources):
         return Source(poll=poll)
 
 
-STORE_WIDE = {"pulsar_lens_store_quarantined_files"}  # the one store, not a cluster's
+STORE_WIDE = {  # the one store, and the one results pass that analyses every cluster's polls
+    "pulsar_lens_store_quarantined_files",
+    "pulsar_lens_analysis_passes",
+    "pulsar_lens_unanalysed_snapshots",
+    "pulsar_lens_analysis_pass_seconds",
+    "pulsar_lens_last_analysis_pass_timestamp_seconds",
+}
 
 
 def test_collect_metrics_label_every_family_of_each_cluster(tmp_path: Path) -> None:

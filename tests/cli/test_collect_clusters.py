@@ -15,6 +15,7 @@ import pytest
 
 from pulsar_lens.cli.collect_cmd import Source
 from pulsar_lens.cli.main import build_parser
+from pulsar_lens.collectors.health import read_health
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.config import CLUSTER_KEYS, ClusterSettings
 from pulsar_lens.core.model import Snapshot
@@ -98,6 +99,18 @@ def test_collect_analyses_each_clusters_snapshot_on_its_own(tmp_path: Path) -> N
     assert analysed, "no plugin result was stored"
     for plugin, newest_ids in analysed.items():
         assert newest_ids == set(newest.values()), plugin
+
+
+def test_collect_counts_a_poll_replaced_only_by_one_of_its_own_cluster(tmp_path: Path) -> None:
+    """One results pass analyses every cluster's newest snapshot: east's poll and west's,
+    however they fall into passes, leave none unanalysed in the health file."""
+    sources = Sources({"http://east:8080": 2, "http://west:8080": 4})
+    args = parse(tmp_path, "--once", sources=sources)
+    assert args.func(args) == 0
+    report = read_health(tmp_path / "store")
+    assert report is not None and report.analyses is not None
+    assert report.analyses.passes in (1, 2)
+    assert (report.analyses.skipped, report.analyses.skipped_total) == (0, 0)
 
 
 def test_collect_goes_on_when_one_cluster_is_unreachable_and_exits_1_naming_it(

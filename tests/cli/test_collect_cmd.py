@@ -13,6 +13,7 @@ import pytest
 
 from pulsar_lens.cli.collect_cmd import Source
 from pulsar_lens.cli.main import build_parser, main
+from pulsar_lens.collectors.health import read_health
 from pulsar_lens.core.model import EndpointError, Snapshot
 from pulsar_lens.core.store import Store
 from pulsar_lens.lab.localpulsar import free_port
@@ -56,6 +57,20 @@ def test_collect_once_stores_a_snapshot_and_prints_its_heartbeat(
     assert Store(tmp_path).latest_snapshot_id() is not None
     assert source.calls == [("http://broker:8080", None)]
     assert source.closed
+
+
+def test_collect_once_writes_its_results_pass_into_the_health_file(tmp_path: Path) -> None:
+    started = dt.datetime.now(dt.UTC)
+    args = parse(
+        "--once", "--admin-url", "http://broker:8080", "--store", str(tmp_path), source=FakeSource()
+    )
+    assert args.func(args) == 0
+    report = read_health(tmp_path)
+    assert report is not None and report.analyses is not None
+    progress = report.analyses
+    assert (progress.passes, progress.skipped, progress.skipped_total) == (1, 0, 0)
+    assert progress.seconds > 0
+    assert progress.finished_at is not None and started <= progress.finished_at
 
 
 def test_collect_without_an_admin_url_exits_2_with_a_hint(

@@ -10,6 +10,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from pulsar_lens.cli.metrics_endpoint import HEALTH_PATH, MetricsEndpoint
 from pulsar_lens.collectors.health import HealthRecorder
 from pulsar_lens.collectors.loop import Heartbeat
@@ -91,3 +93,42 @@ def test_an_overrun_is_a_health_note_and_metrics_families_saying_what_to_change(
         "pulsar_lens_poll_needed_interval_seconds 180.0",
     ):
         assert sample in metrics.splitlines(), sample
+
+
+def test_analyses_behind_the_polls_are_a_health_note_and_metrics_families(
+    tmp_path: Path,
+) -> None:
+    """The collect process tells the health file and /metrics of each results pass: both
+    answer what it recorded, and /metrics never analyses to say it."""
+    from pulsar_lens.core.passes import PassProgress
+
+    health = HealthRecorder(tmp_path, interval=8.0, deadline=120.0)
+    port = free_port()
+    endpoint = MetricsEndpoint(Store(tmp_path), MetricsSettings(port=port), health=health)
+    endpoint.start()
+    url = f"http://127.0.0.1:{port}"
+    ended = dt.datetime.now(dt.UTC)
+    progress = PassProgress(passes=61, finished_at=ended, seconds=20.0, skipped=2, skipped_total=8)
+    try:
+        before = get(url + "/metrics")[2]
+        on_time = Heartbeat(
+            at=ended, topics=3, subscriptions=2, requests=9, errors=0, duration=0.5,
+            snapshot_id="sha256:ab", interval=8.0,
+        )  # fmt: skip
+        endpoint.wrap(health.wrap(lambda beat: None))(on_time)
+        for record in (health.record_analyses, endpoint.record_analyses):
+            record(progress)
+        verdict = get(url + HEALTH_PATH)
+        metrics = get(url + "/metrics")[2]
+    finally:
+        endpoint.close()
+    assert "pulsar_lens_unanalysed_snapshots_total 0.0" in before.splitlines()
+    assert verdict[0] == 200  # a note, not a problem: restarting would not help
+    (note,) = json.loads(verdict[2])["notes"]
+    assert note.startswith("the analyses of the newest poll took 20s, over the 8s interval")
+    assert "every 30s or more (--interval or PULSAR_LENS_POLL_INTERVAL)" in note
+    found = {s.name: s.value for f in text_string_to_metric_families(metrics) for s in f.samples}
+    assert found["pulsar_lens_analysis_passes_total"] == 61
+    assert found["pulsar_lens_unanalysed_snapshots_total"] == 8
+    assert found["pulsar_lens_analysis_pass_seconds"] == 20
+    assert found["pulsar_lens_last_analysis_pass_timestamp_seconds"] == ended.timestamp()

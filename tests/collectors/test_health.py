@@ -13,14 +13,17 @@ import pytest
 from pulsar_lens.collectors.health import (
     HEALTH_FILE,
     HealthRecorder,
+    analyses_notice,
     health_paths,
     judge,
     overrun_notice,
     read_health,
+    to_json,
     write_notice,
 )
 from pulsar_lens.collectors.heartbeat import Heartbeat
 from pulsar_lens.collectors.loop import MAX_UNWRITTEN
+from pulsar_lens.core.passes import PassProgress
 
 T0 = dt.datetime(2026, 3, 4, 12, 5, tzinfo=dt.UTC)
 EROFS = "could not write snapshot sha256:ab under /data/store: EROFS: Read-only file system"
@@ -230,3 +233,62 @@ def test_health_file_unreadable_is_no_report(tmp_path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     assert read_health(tmp_path) is None
+
+
+def long_pass(clock: Clock) -> PassProgress:
+    """A results pass of 20 s that left 2 polls unanalysed, 8 since the start."""
+    return PassProgress(passes=61, finished_at=clock(), seconds=20.0, skipped=2, skipped_total=8)
+
+
+def test_health_file_keeps_the_results_passes_and_reads_them_back(tmp_path: Path) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    health.record(beat())
+    clock.advance(20)
+    health.record_analyses(long_pass(clock))
+    report = read_health(tmp_path)
+    assert report == health.report()
+    assert report is not None and report.analyses == long_pass(clock)
+    assert report.written_at == clock()  # a pass rewrites the file, not only a poll
+
+
+def test_health_file_without_the_results_passes_still_reads(tmp_path: Path) -> None:
+    """A file an older collect process wrote has no `analyses`: nothing is known of them."""
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    health.record(beat())
+    health.record_analyses(long_pass(clock))
+    written = to_json(health.report())
+    del written["analyses"]
+    for path in health_paths(tmp_path):
+        path.write_text(json.dumps(written))
+    report = read_health(tmp_path)
+    assert report is not None and report.analyses is None
+    assert report.loops == health.report().loops
+    assert analyses_notice(report) is None
+
+
+def test_health_analyses_behind_the_polls_are_a_note_saying_what_to_change(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    health = HealthRecorder(tmp_path, interval=8.0, deadline=120.0, now=clock)
+    health.record(beat())
+    health.record_analyses(long_pass(clock))
+    status, body = health.answer()
+    assert status == 200  # a note, not a problem: restarting would not help
+    (note,) = json.loads(body)["notes"]
+    assert note.startswith("the analyses of the newest poll took 20s, over the 8s interval")
+    assert "2 poll(s) written meanwhile went unanalysed" in note
+    assert "every 30s or more (--interval or PULSAR_LENS_POLL_INTERVAL)" in note
+
+
+def test_health_analyses_that_keep_up_are_no_note(tmp_path: Path) -> None:
+    clock = Clock()
+    health = recorder(tmp_path, clock)
+    health.record(beat())
+    health.record_analyses(
+        PassProgress(passes=3, finished_at=clock(), seconds=12.0, skipped=0, skipped_total=4)
+    )
+    assert analyses_notice(health.report()) is None  # past skips alone say nothing now
+    assert json.loads(health.answer()[1])["notes"] == []

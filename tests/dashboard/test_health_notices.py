@@ -1,6 +1,7 @@
 """The Overview's and the sidebar's notices of the collect process's health: a store that
-refuses writes and a poll over its interval, read from the health file the collect process
-writes, shown even when no snapshot was ever stored, and not once that file is stale."""
+refuses writes, a poll over its interval and analyses that fall behind the polls, read from the
+health file the collect process writes, shown even when no snapshot was ever stored, and not
+once that file is stale."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from streamlit.testing.v1 import AppTest
 
 from pulsar_lens.collectors.health import HealthRecorder
 from pulsar_lens.collectors.loop import Heartbeat
+from pulsar_lens.core.passes import PassProgress
 from pulsar_lens.dashboard.health_notices import (
     compute_notices,
     compute_short_notices,
+    current_lag,
     current_loop,
 )
 from tests.dashboard.scenario import write_scenario
@@ -141,3 +144,71 @@ def test_health_notices_timeline_page_says_the_store_refuses_writes(
     assert not at.exception
     assert any(t.startswith("The store refused the last 3 write(s)") for t in texts(at.main.error))
     assert "**Events over time**" in [m.value for m in at.markdown]
+
+
+def passes(seconds: float, skipped: int, total: int) -> PassProgress:
+    return PassProgress(
+        passes=61,
+        finished_at=dt.datetime.now(dt.UTC),
+        seconds=seconds,
+        skipped=skipped,
+        skipped_total=total,
+    )
+
+
+def lagging(root: Path, progress: PassProgress, *, interval: float = 8.0) -> HealthRecorder:
+    """The health of a collector polling on time whose results passes are `progress`."""
+    root.mkdir(parents=True, exist_ok=True)
+    health = HealthRecorder(root, interval=interval, deadline=120.0)
+    health.record(beat())
+    health.record_analyses(progress)
+    return health
+
+
+def test_health_notices_overview_says_the_analyses_fall_behind_and_what_to_set(
+    store_dir: Path, app: AppRunner
+) -> None:
+    write_scenario(store_dir)
+    lagging(store_dir, passes(20.0, skipped=2, total=8))
+    at = app()
+    assert not at.exception
+    (behind,) = [t for t in texts(at.main.warning) if "analyses" in t]
+    assert behind.startswith(
+        "The analyses of the newest poll took 20s, over the 8s interval, so 2 poll(s) written "
+        "meanwhile went unanalysed, replaced by a newer one (8 since the collect process "
+        "started): poll less often, every 30s or more (--interval or PULSAR_LENS_POLL_INTERVAL)"
+    )
+    short = (
+        "Analyses took 20s against the 8s interval, 2 poll(s) unanalysed: poll every 30s or more."
+    )
+    assert short in texts(at.sidebar.warning)
+
+
+def test_health_notices_analyses_that_keep_up_say_nothing(tmp_path: Path) -> None:
+    health = lagging(tmp_path, passes(7.9, skipped=0, total=8))
+    report = health.report()
+    loop = current_loop(report, None, now=dt.datetime.now(dt.UTC))
+    lag = current_lag(report, loop)
+    assert lag is None
+    assert compute_notices(loop, lag) == compute_short_notices(loop, lag) == []
+
+
+def test_health_notices_analyses_that_left_polls_out_are_said_within_the_interval(
+    tmp_path: Path,
+) -> None:
+    health = lagging(tmp_path, passes(6.5, skipped=1, total=1))
+    report = health.report()
+    loop = current_loop(report, None, now=dt.datetime.now(dt.UTC))
+    (notice,) = compute_notices(loop, current_lag(report, loop))
+    assert notice[0] == "warning"
+    assert notice[1].startswith("The analyses of the newest poll took 6.5s, within the 8s")
+    assert "1 poll(s) written meanwhile went unanalysed" in notice[1]
+    assert "PULSAR_LENS_POLL_INTERVAL" in notice[1]
+
+
+def test_health_notices_of_analyses_in_a_stale_health_file_are_not_shown(tmp_path: Path) -> None:
+    health = lagging(tmp_path, passes(20.0, skipped=2, total=8))
+    report = health.report()
+    later = report.written_at + dt.timedelta(hours=2)
+    loop = current_loop(report, None, now=later)
+    assert loop is None and current_lag(report, loop) is None

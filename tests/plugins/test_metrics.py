@@ -26,12 +26,14 @@ from pulsar_lens.core.model import (
     SubscriptionRecord,
     TopicRecord,
 )
+from pulsar_lens.core.passes import PassProgress
 from pulsar_lens.core.store import Store
 from pulsar_lens.exporter.collector import LensCollector, PollRecorder
 from pulsar_lens.exporter.facts import hook_errors_path, read_hook_errors
 from pulsar_lens.exporter.families import (
     ClusterFacts,
     PollStats,
+    compute_analysis_pass_families,
     compute_cluster_families,
     compute_collector_families,
     compute_plugin_error_families,
@@ -140,6 +142,45 @@ def test_collector_families_a_poll_within_its_interval_is_no_overrun() -> None:
     assert value(found, "pulsar_lens_poll_overrun") == 0
     assert value(found, "pulsar_lens_overrun_polls_total") == 0
     assert value(found, "pulsar_lens_poll_needed_interval_seconds") == 10
+
+
+def test_analysis_pass_families_report_the_last_pass_and_the_unanalysed_polls() -> None:
+    progress = PassProgress(passes=61, finished_at=at(30), seconds=20.5, skipped=2, skipped_total=8)
+    text = exposition(compute_analysis_pass_families(progress))
+    found = samples(text)
+    assert found == {
+        ("pulsar_lens_analysis_passes_total", frozenset()): 61,
+        ("pulsar_lens_unanalysed_snapshots_total", frozenset()): 8,
+        ("pulsar_lens_analysis_pass_seconds", frozenset()): 20.5,
+        ("pulsar_lens_last_analysis_pass_timestamp_seconds", frozenset()): at(30).timestamp(),
+    }
+    (help_line,) = [
+        x
+        for x in text.splitlines()
+        if x.startswith("# HELP pulsar_lens_unanalysed_snapshots_total ")
+    ]
+    assert "PULSAR_LENS_POLL_INTERVAL" in help_line
+
+
+def test_analysis_pass_families_before_the_first_pass_have_only_the_totals() -> None:
+    found = samples(exposition(compute_analysis_pass_families(PassProgress())))
+    assert found == {
+        ("pulsar_lens_analysis_passes_total", frozenset()): 0,
+        ("pulsar_lens_unanalysed_snapshots_total", frozenset()): 0,
+    }
+    assert compute_analysis_pass_families(None) == []  # a process that runs no passes
+
+
+def test_lens_collector_serves_the_recorded_passes_unlabelled_beside_each_cluster() -> None:
+    recorder = PollRecorder(["east", "west"])
+    recorder.record_passes(
+        PassProgress(passes=4, finished_at=at(3), seconds=9.0, skipped=1, skipped_total=3)
+    )
+    collector = LensCollector(MemoryStore(), recorder=recorder, plugins=[], now=lambda: at(4))
+    found = scrape(collector)
+    assert value(found, "pulsar_lens_unanalysed_snapshots_total") == 3
+    assert value(found, "pulsar_lens_analysis_pass_seconds") == 9
+    assert value(found, "pulsar_lens_analysis_passes_total") == 4
 
 
 def test_top_subscriptions_keeps_the_largest_backlogs_ties_by_name() -> None:
@@ -541,6 +582,7 @@ def test_lens_collector_on_an_empty_store_reports_the_loop_only() -> None:
     found = scrape(collector)
     assert value(found, "pulsar_lens_failed_polls_total") == 1
     assert "pulsar_lens_snapshot_age_seconds" not in {k[0] for k in found}
+    assert "pulsar_lens_analysis_passes_total" not in {k[0] for k in found}  # none recorded
 
 
 def test_lens_collector_runs_the_builtin_analyses_by_default() -> None:
