@@ -28,34 +28,28 @@ CASES = list(cases((*TABLES, "draining_hashes")))
 THRESHOLDS = (1, 10, 50, 100, 10_000)
 
 
+OLD_BUILDERS: tuple[tuple[Any, str, Any], ...] = (
+    (clients, "backlog_rows", reference.backlog_rows),
+    (clients, "reconnect_rows", reference.reconnect_rows),
+    (clients, "NewestTypes", reference.AllTypes),
+    (clients, "client_rows", reference.client_rows),
+    (timeline, "with_links", reference.with_links),
+    (frames, "draining_rows", reference.draining_rows),
+)
+"""(module, name, the builder it had before it was vectorised) of each builder replaced."""
+
+
 @contextmanager
 def old_builders() -> Iterator[None]:
     """incident-timeline with the row builders it had before they were vectorised."""
-    saved = (
-        clients.backlog_rows,
-        clients.reconnect_rows,
-        clients.NewestTypes,
-        clients.client_rows,
-        timeline.with_links,
-        frames.draining_rows,
-    )
-    clients.backlog_rows = reference.backlog_rows  # type: ignore[assignment]
-    clients.reconnect_rows = reference.reconnect_rows  # type: ignore[assignment]
-    clients.NewestTypes = reference.AllTypes  # type: ignore[assignment,misc]
-    clients.client_rows = reference.client_rows
-    timeline.with_links = reference.with_links
-    frames.draining_rows = reference.draining_rows
+    saved = [(module, name, getattr(module, name)) for module, name, _ in OLD_BUILDERS]
     try:
+        for module, name, old in OLD_BUILDERS:
+            setattr(module, name, old)
         yield
     finally:
-        (
-            clients.backlog_rows,
-            clients.reconnect_rows,
-            clients.NewestTypes,
-            clients.client_rows,
-            timeline.with_links,
-            frames.draining_rows,
-        ) = saved
+        for module, name, current in saved:
+            setattr(module, name, current)
 
 
 def with_results(inputs: Inputs) -> Inputs:
