@@ -77,26 +77,18 @@ def old_pass() -> Iterator[None]:
     order was left unsorted."""
     from pulsar_lens.core import store as store_module
     from pulsar_lens.plugins import sharedreads
-    from pulsar_lens.plugins.builtin.incident_timeline import clients
     from pulsar_lens.plugins.builtin.key_shared_map import frames
     from tests.plugins import reference_incident_timeline, reference_key_shared_map
+    from tests.plugins.swaps import swapped
 
     swaps = [
-        (clients, "backlog_rows", reference_incident_timeline.backlog_rows),
-        (clients, "reconnect_rows", reference_incident_timeline.reconnect_rows),
-        (clients, "NewestTypes", reference_incident_timeline.AllTypes),
+        *reference_incident_timeline.REPLACED,
         (frames, "_model_columns", reference_key_shared_map.model_columns),
         (sharedreads, "containing_reads", lambda keys: {}),
         (store_module, "by_time", lambda table: table.sort_by([("collected_at", "ascending")])),
     ]
-    saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
-    try:
-        for module, name, old in swaps:
-            setattr(module, name, old)
+    with swapped(swaps):
         yield
-    finally:
-        for module, name, new in saved:
-            setattr(module, name, new)
 
 
 def pass_case(root: Path) -> list[str]:

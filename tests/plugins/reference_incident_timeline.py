@@ -16,6 +16,8 @@ from urllib.parse import quote, urlencode
 import pandas as pd
 
 from pulsar_lens.core.secrets import clean
+from pulsar_lens.plugins.builtin import incident_timeline as timeline
+from pulsar_lens.plugins.builtin.incident_timeline import clients, frames
 from pulsar_lens.plugins.builtin.incident_timeline.clients import _page_of_type
 from pulsar_lens.plugins.builtin.incident_timeline.frames import (
     BROKER,
@@ -259,3 +261,14 @@ def draining_rows(
             elif stuck.get((topic, sub, holder)):
                 rows[-1]["detail"] += f"; {stuck[(topic, sub, holder)]} stuck now"
     return rows
+
+
+REPLACED: tuple[tuple[Any, str, Any], ...] = (
+    (clients, "backlog_rows", backlog_rows),
+    (clients, "reconnect_rows", reconnect_rows),
+    (clients, "NewestTypes", AllTypes),
+    (clients, "client_rows", client_rows),
+    (timeline, "with_links", with_links),
+    (frames, "draining_rows", draining_rows),
+)
+"""(module, name, the builder it had before it was vectorised) of each builder kept here."""

@@ -5,8 +5,7 @@ coming, going and reconnecting, backlogs crossing thresholds, missing values, ho
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from pulsar_lens.plugins.builtin.unload_latency import UnloadLatency
 from pulsar_lens.plugins.runner import validate_params
 from tests.plugins import reference_incident_timeline as reference
+from tests.plugins.swaps import swapped
 from tests.plugins.vectorised_cases import cases
 
 TABLES = ("subscriptions", "consumers", "events", "bundles", "topics", "brokers", "probes")
@@ -28,28 +28,9 @@ CASES = list(cases((*TABLES, "draining_hashes")))
 THRESHOLDS = (1, 10, 50, 100, 10_000)
 
 
-OLD_BUILDERS: tuple[tuple[Any, str, Any], ...] = (
-    (clients, "backlog_rows", reference.backlog_rows),
-    (clients, "reconnect_rows", reference.reconnect_rows),
-    (clients, "NewestTypes", reference.AllTypes),
-    (clients, "client_rows", reference.client_rows),
-    (timeline, "with_links", reference.with_links),
-    (frames, "draining_rows", reference.draining_rows),
-)
-"""(module, name, the builder it had before it was vectorised) of each builder replaced."""
-
-
-@contextmanager
-def old_builders() -> Iterator[None]:
+def old_builders() -> AbstractContextManager[None]:
     """incident-timeline with the row builders it had before they were vectorised."""
-    saved = [(module, name, getattr(module, name)) for module, name, _ in OLD_BUILDERS]
-    try:
-        for module, name, old in OLD_BUILDERS:
-            setattr(module, name, old)
-        yield
-    finally:
-        for module, name, current in saved:
-            setattr(module, name, current)
+    return swapped(reference.REPLACED)
 
 
 def with_results(inputs: Inputs) -> Inputs:
