@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -38,29 +37,46 @@ print(json.dumps([allocators(), worker]), file=sys.stderr)
 """
 
 
+class MallInfo2(ctypes.Structure):
+    """glibc's `struct mallinfo2` (malloc.h, glibc 2.33 and later)."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
 def allocators() -> dict[str, object]:
-    """Arrow's pool; whether glibc serves 3 MiB and 8 MiB from its heap (below the threshold)
-    or from a mapping of their own; the threshold's variable."""
+    """Arrow's pool; whether glibc serves 3 MiB and 8 MiB from its arenas (below the mmap
+    threshold) or as a mapping of their own (`hblks`, the mapped blocks, grows by one); the
+    threshold's variable."""
     libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    heaps = []
-    maps = Path("/proc/self/maps").read_text(encoding="ascii")
-    for line in maps.splitlines():
-        if line.endswith("[heap]"):
-            low, high = (int(x, 16) for x in line.split()[0].split("-"))
-            heaps.append((low, high))
-    in_heap = {}
+    libc.mallinfo2.restype = MallInfo2
+    from_arena = {}
     for size in (3 << 20, 8 << 20):
+        before = libc.mallinfo2().hblks
         address = libc.malloc(size)
         assert address
-        in_heap[size >> 20] = any(low <= address < high for low, high in heaps)
+        from_arena[size >> 20] = libc.mallinfo2().hblks == before
         libc.free(address)
     return {
         "arrow": pa.default_memory_pool().backend_name,
-        "heap_3": in_heap[3],
-        "heap_8": in_heap[8],
+        "arena_3": from_arena[3],
+        "arena_8": from_arena[8],
         "threshold": os.environ.get(MMAP_THRESHOLD_ENV),
     }
 
@@ -79,14 +95,14 @@ def unset(*names: str) -> dict[str, str]:
 
 
 def test_a_command_and_its_children_use_the_chosen_allocators() -> None:
-    chosen = {"arrow": ARROW_POOL, "heap_3": True, "heap_8": False}
+    chosen = {"arrow": ARROW_POOL, "arena_3": True, "arena_8": False}
     found = run_child(unset(ARROW_POOL_ENV, MMAP_THRESHOLD_ENV))
     assert found == [{**chosen, "threshold": str(MMAP_THRESHOLD)}] * 2
 
 
 def test_allocators_chosen_in_the_environment_are_kept() -> None:
     env = {**os.environ, ARROW_POOL_ENV: "system", MMAP_THRESHOLD_ENV: str(16 << 20)}
-    chosen = {"arrow": "system", "heap_3": True, "heap_8": True, "threshold": str(16 << 20)}
+    chosen = {"arrow": "system", "arena_3": True, "arena_8": True, "threshold": str(16 << 20)}
     assert run_child(env) == [chosen] * 2
 
 
@@ -100,4 +116,4 @@ def test_without_the_choice_glibc_maps_3_mib_of_its_own() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert "'heap_3': False" in done.stdout
+    assert "'arena_3': False" in done.stdout
