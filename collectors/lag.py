@@ -13,13 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pulsar_lens.collectors.overrun import INTERVAL_ENV, rounded_interval, spell_seconds
+from pulsar_lens.core.config import GLOBAL_ENV
 from pulsar_lens.core.passes import PassProgress
 
 PASS_MARGIN = 1.5
 """The interval a results pass needs over what it took: its length varies from poll to poll
 with what runs beside it (the next poll, a Spark job), and a pass that only just fits leaves
 the next snapshot waiting whenever it runs long."""
-PLUGIN_DIRS_ENV = "PULSAR_LENS_PLUGIN_DIRS"
+PLUGIN_DIRS_ENV = GLOBAL_ENV["plugin_dirs"]
 
 
 @dataclass(frozen=True, slots=True)
