@@ -102,7 +102,8 @@ def links(
     cluster = np.array([clusters.get(s) for s in sid.tolist()], dtype=object)
     bundles = page == PAGES["unload-latency"]
     labelled = (page == PAGES["key-shared-map"]) | (page == PAGES["failover-assignment"])
-    named = _present(topic) & _present(sub)
+    has = {n: _present(values) for n, values in text.items()}
+    named = has["topic"] & has["subscription"]
     labels = np.full(count, None, dtype=object)
     if (chosen := labelled & named).any():
         found: dict[tuple[str, str, str], str] = {}
@@ -115,11 +116,10 @@ def links(
     plain = ~bundles & ~labelled
     query = _parameter("at", sid, _present(sid), str)
     query += _parameter("cluster", cluster, cluster.astype(bool), str)
-    namespace = text["namespace"]
-    query += _parameter("namespace", namespace, bundles & _present(namespace))
+    query += _parameter("namespace", text["namespace"], bundles & has["namespace"])
     query += _parameter("subscription", labels, labelled & named)
-    query += _parameter("topic", topic, plain & _present(topic))
-    query += _parameter("subscription", sub, plain & _present(sub))
+    query += _parameter("topic", topic, plain & has["topic"])
+    query += _parameter("subscription", sub, plain & has["subscription"])
     paths: dict[Any, str] = {}
     made = []
     for name, tail in zip(page.tolist(), query.tolist(), strict=True):
