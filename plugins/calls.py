@@ -28,6 +28,7 @@ from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
 from pulsar_lens.plugins.validation import check_result, check_views
 
 log = logging.getLogger(__name__)
+PARAMS_SECOND = isolation.PARAMS_SECOND
 
 
 def _isolated(plugin: AnalysisPlugin | LoadedPlugin) -> bool:
@@ -41,7 +42,7 @@ def _call(loaded: AnalysisPlugin | LoadedPlugin, method: str, *args: Any) -> Any
     # it runs in the job worker's process, apart from dashboard and collector.
     if not _isolated(loaded) or method in engine_of(plugin).in_process:
         return getattr(plugin, method)(*args)
-    if method in ("analyze", "render") and len(args) == 2:  # the worker rebuilds the params
+    if method in PARAMS_SECOND and len(args) == 2:  # the worker rebuilds the params
         args = (args[0], args[1].model_dump(mode="json"))
     locator = isolation.locate(type(plugin))
     return isolation.call(plugin.name, locator, method, args, limits_of(loaded))
@@ -106,6 +107,21 @@ def analyze(
             log.exception("plugin %s failed in analyze", plugin.name)
         raise _raised(plugin, "analyze", exc) from exc
     check_result(plugin, result)
+    return cast(Result, result)
+
+
+def step(loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs, params: BaseModel) -> Result:
+    """The plugin's `step` on one poll and the one before it (isolated like analyze); a
+    Result of exactly its `step_outputs`."""
+    plugin = instance_of(loaded)
+    try:
+        result = _call(loaded, "step", inputs, params)
+    except PluginError:
+        raise
+    except Exception as exc:
+        log.exception("plugin %s failed in step", plugin.name)
+        raise _raised(plugin, "step", exc) from exc
+    check_result(plugin, result, plugin.step_outputs, "step")
     return cast(Result, result)
 
 

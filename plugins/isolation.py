@@ -91,6 +91,9 @@ PRELOAD = [
     "pulsar_lens.plugins.listing",
 ]
 DROPIN_PREFIX = "pulsar_lens_dropin_"
+PARAMS_SECOND = ("analyze", "step", "render")
+"""Hooks called as (data, params): the params cross to a worker as JSON and are validated
+into the plugin's `Params` there."""
 
 
 @dataclass(frozen=True)
@@ -315,7 +318,7 @@ def _worker(locator: Locator, method: str, args: tuple[Any, ...], memory: int, s
             send.send(("ok", args[0](cls) if args else None))
             return
         instance = cls()
-        if method in ("analyze", "render") and len(args) == 2:
+        if method in PARAMS_SECOND and len(args) == 2:
             data, params = args
             args = (data, cls.Params.model_validate(params))
         send.send(("ok", getattr(instance, method)(*args)))

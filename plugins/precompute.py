@@ -27,6 +27,7 @@ from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
 from pulsar_lens.plugins.results import ResultStore, StoredResult
 from pulsar_lens.plugins.sharedreads import SharedReads, planned_reads
 from pulsar_lens.plugins.splitpass import Splitter, run_split
+from pulsar_lens.plugins.steps import prune_steps
 
 log = logging.getLogger(__name__)
 KEEP_LIGHT_RESULTS = 60  # stored results of each light plugin, per version and parameters
@@ -132,11 +133,13 @@ def prune_results(
     """Delete the results of snapshots retention removed, and all but the newest
     KEEP_LIGHT_RESULTS of each light plugin (per version and parameters): pages, /metrics
     and the CLI read the newest, an older one is analysed again if asked for. Kept for every
-    poll, they were most of the store (0.7 GB a day at a 30 s interval)."""
+    poll, they were most of the store (0.7 GB a day at a 30 s interval). The steps light
+    plugins keep (`plugins.steps`) go once no window holds their poll."""
     try:
         results.prune({str(s) for s in store.snapshots()["snapshot_id"]})
         for plugin in light:
             results.keep_newest(instance_of(plugin).name, KEEP_LIGHT_RESULTS)
+        prune_steps(store, light)
     except Exception as exc:  # pruning is housekeeping: report it, keep the results
         log.warning("pruning stored results failed: %s", exc)
 

@@ -76,8 +76,9 @@ def result_key(
 class ResultStore:
     """The `results/` folder of a snapshot store."""
 
-    def __init__(self, store_root: str | os.PathLike[str]) -> None:
-        self.root = Path(store_root) / RESULTS_DIR
+    def __init__(self, store_root: str | os.PathLike[str], *, folder: str = RESULTS_DIR) -> None:
+        self.folder = folder  # another folder of the store in this format: `plugins.steps`
+        self.root = Path(store_root) / folder
 
     def __repr__(self) -> str:
         return f"ResultStore({str(self.root)!r})"
@@ -90,7 +91,7 @@ class ResultStore:
         key = result_key(stored.plugin, stored.version, stored.params, stored.snapshot_ids)
         final = self._entry(stored.plugin, key)
         # made level by level: a linked results/ or plugin folder would take it out of the store
-        folder = links.real_folder(self.root.parent, Path(RESULTS_DIR, stored.plugin))
+        folder = links.real_folder(self.root.parent, Path(self.folder, stored.plugin))
         staging = folder / f".{key}.{os.urandom(6).hex()}"
         staging.mkdir()
         try:
@@ -119,7 +120,7 @@ class ResultStore:
         a symbolic link)."""
         key = result_key(plugin, version, params, snapshot_ids)
         try:
-            links.refuse_links_below(self.root.parent, Path(RESULTS_DIR, plugin, key))
+            links.refuse_links_below(self.root.parent, Path(self.folder, plugin, key))
         except links.LinkRefused as exc:
             links.warn_link(exc.path)
             return None
@@ -188,10 +189,11 @@ class ResultStore:
                 except (OSError, ValueError):
                     continue
 
-    def prune(self, live_snapshot_ids: Collection[str]) -> int:
-        """Delete entries whose newest snapshot is no longer stored; how many went."""
+    def prune(self, live_snapshot_ids: Collection[str], *, plugin: str | None = None) -> int:
+        """Delete entries (of `plugin`, when given) whose newest snapshot is not among
+        `live_snapshot_ids`; how many went."""
         removed = 0
-        for entry, meta in list(self.entries()):
+        for entry, meta in list(self.entries(plugin)):
             ids = meta.get("snapshot_ids") or []
             if ids and ids[-1] not in live_snapshot_ids:
                 shutil.rmtree(entry, ignore_errors=True)

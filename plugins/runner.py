@@ -28,6 +28,7 @@ from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.params import validate_params
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
 from pulsar_lens.plugins.results import ResultStore, StoredResult
+from pulsar_lens.plugins.steps import step_tables, with_steps
 from pulsar_lens.plugins.window import SnapshotStore, read_tables, snapshot_window, window_size
 
 __all__ = [
@@ -104,12 +105,16 @@ def load_inputs(
     pandas frames whatever the plugin's engine.
 
     Given a `LoadedPlugin`, also the results of its requirements (`required_results`); a bare
-    `AnalysisPlugin` has none resolved, so its `Inputs.results` stay empty.
+    `AnalysisPlugin` has none resolved, so its `Inputs.results` stay empty. A plugin with
+    steps also gets its `step_inputs` over its window, and `run_on_inputs` computes every
+    step from them (the whole-window path: tests and benchmarks).
     """
     instance = instance_of(plugin)
     results = required_results(plugin, store, use_cache=use_cache)
     index = snapshot_window(instance, store) if window is None else window
-    return Inputs(tables=read_tables(instance, store, index), snapshots=index, results=results)
+    stepping = step_tables(instance, store, index) if instance.step_inputs else None
+    tables = read_tables(instance, store, index)
+    return Inputs(tables=tables, snapshots=index, results=results, step_tables=stepping)
 
 
 def inputs_for(
@@ -235,6 +240,7 @@ def run(
             output = _from_stored(plugin, validated, stored, read_seconds, views=views)
         else:
             inputs = inputs_for(plugin, store, window=window, use_cache=use_cache)
+            inputs = with_steps(plugin, inputs, validated, store=store, keep=not use_stored)
             load_seconds = time.perf_counter() - started
             output = run_on_inputs(plugin, inputs, validated, views=views)
             timings = {"load": load_seconds, **output.timings}
@@ -352,6 +358,7 @@ def run_on_inputs(
     instance = instance_of(plugin)
     validated = validate_params(instance, params)
     started = time.perf_counter()
+    inputs = with_steps(plugin, inputs, validated)  # unless `run` read them from the store
     result = analyze(plugin, inputs, validated)
     analyzed = time.perf_counter()
     timings = {"analyze": analyzed - started}

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from pulsar_lens.api import Inputs
+from pulsar_lens.api import AnalysisPlugin, Inputs
 from pulsar_lens.core.digest import canonical_json, snapshot_id
 from pulsar_lens.core.model import (
     SCHEMAS,
@@ -87,6 +87,12 @@ def _table(
         elif name in SCHEMAS and hasattr(snap, name):
             parts.append(table_of(name, snap))
     return pa.concat_tables(parts) if parts else SCHEMAS[name].empty_table()
+
+
+def read_by(plugin: AnalysisPlugin | type[AnalysisPlugin]) -> tuple[str, ...]:
+    """Every table the plugin reads: its `inputs`, then its `step_inputs` (for `make_inputs`,
+    so that `run_on_inputs` can compute its steps)."""
+    return tuple(dict.fromkeys((*plugin.inputs, *plugin.step_inputs)))
 
 
 def make_inputs(

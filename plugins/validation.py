@@ -22,6 +22,7 @@ from pulsar_lens.api import (
     ENGINES,
     OLDEST_API_VERSION,
     PANELS,
+    STEPS_API_VERSION,
     AnalysisPlugin,
     Chart,
     Columns,
@@ -34,7 +35,7 @@ from pulsar_lens.api import (
     Tabs,
 )
 from pulsar_lens.core.errors import PluginContractError, PluginLoadError, origin_of
-from pulsar_lens.core.model import SCHEMAS, TABLES
+from pulsar_lens.core.model import SCHEMAS, TABLES, TIMED_TABLES
 from pulsar_lens.plugins.engines import BY_NAME
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
@@ -95,6 +96,7 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
     yield from _columns_of_problems(cls)
     yield from _output_problems(getattr(cls, "outputs", None))
     yield from _requires_problems(getattr(cls, "requires", None), name)
+    yield from _step_problems(cls, engine)
     for method in ("analyze", "render"):
         if getattr(cls, method) is getattr(AnalysisPlugin, method):
             yield f"{method}: expected the plugin to define {method}(), found only the base one"
@@ -115,7 +117,7 @@ def _history_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
 
 
 def _columns_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
-    problems, items = _per_table(cls, "columns_of", "column names")
+    problems, items = _per_table(cls, "columns_of", "column names", steps=True)
     yield from problems
     for table, columns in items:
         if not isinstance(columns, tuple) or not all(isinstance(c, str) for c in columns):
@@ -127,18 +129,25 @@ def _columns_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
 
 
 def _per_table(
-    cls: type[AnalysisPlugin], attribute: str, what: str
+    cls: type[AnalysisPlugin], attribute: str, what: str, *, steps: bool = False
 ) -> tuple[list[str], list[tuple[str, object]]]:
-    """A mapping attribute keyed by declared inputs: its problems, and the entries of the
-    declared tables to check further."""
+    """A mapping attribute keyed by declared inputs (and `step_inputs`, with `steps`): its
+    problems, and the entries of the declared tables to check further."""
     found: object = getattr(cls, attribute, None)
     if not isinstance(found, Mapping):
         return [f"{attribute}: expected a mapping of table name to {what}, found {found!r}"], []
-    inputs = getattr(cls, "inputs", ())
+    inputs = _tuple(getattr(cls, "inputs", ()))
+    where = "inputs"
+    if steps:
+        inputs, where = (*inputs, *_tuple(getattr(cls, "step_inputs", ()))), "inputs or step_inputs"
     problems = [
-        f"{attribute}: {t!r} is not one of the declared inputs" for t in found if t not in inputs
+        f"{attribute}: {t!r} is not one of the declared {where}" for t in found if t not in inputs
     ]
     return problems, [(t, v) for t, v in found.items() if t in inputs]
+
+
+def _tuple(value: object) -> tuple[Any, ...]:
+    return value if isinstance(value, tuple) else ()
 
 
 def _page_problems(page: object, params: type[BaseModel]) -> Iterable[str]:
@@ -192,15 +201,49 @@ def _table_problems(inputs: Any) -> Iterable[str]:
         yield f"inputs: expected tables among {', '.join(TABLES)}, found {', '.join(unknown)}"
 
 
-def _output_problems(outputs: Any) -> Iterable[str]:
+def _output_problems(outputs: Any, attribute: str = "outputs") -> Iterable[str]:
     if (
         not isinstance(outputs, tuple)
         or not outputs
         or not all(isinstance(o, str) for o in outputs)
     ):
-        yield f"outputs: expected a non-empty tuple of frame names, found {outputs!r}"
+        yield f"{attribute}: expected a non-empty tuple of frame names, found {outputs!r}"
     elif len(set(outputs)) != len(outputs):
-        yield f"outputs: expected unique frame names, found {outputs!r}"
+        yield f"{attribute}: expected unique frame names, found {outputs!r}"
+
+
+def _step_problems(cls: type[AnalysisPlugin], engine: object) -> Iterable[str]:
+    """`step_inputs`, `step_outputs` and `step` come together, on snapshot tables, for a
+    plugin analysed after each poll, written for the plugin API that has them."""
+    tables: object = getattr(cls, "step_inputs", ())
+    outputs: object = getattr(cls, "step_outputs", ())
+    defined = cls.step is not AnalysisPlugin.step
+    if tables == () and outputs == () and not defined:
+        return
+    if not isinstance(tables, tuple) or not tables or not all(isinstance(t, str) for t in tables):
+        yield f"step_inputs: expected a non-empty tuple of table names, found {tables!r}"
+    elif unknown := [t for t in tables if t not in TABLES or t in TIMED_TABLES]:
+        yield (
+            f"step_inputs: expected snapshot tables (not {', '.join(TIMED_TABLES)}), "
+            f"found {', '.join(map(repr, unknown))}"
+        )
+    yield from _output_problems(outputs, "step_outputs")
+    if not defined:
+        yield "step: expected the plugin to define step() for its step_inputs"
+    named: object = getattr(cls, "step_params", ())
+    fields = getattr(getattr(cls, "Params", None), "model_fields", {})
+    if not isinstance(named, tuple) or not all(isinstance(n, str) for n in named):
+        yield f"step_params: expected a tuple of Params field names, found {named!r}"
+    elif unknown := [n for n in named if n not in fields]:
+        yield f"step_params: {', '.join(map(repr, unknown))} are not Params fields"
+    if isinstance(engine, str) and engine in BY_NAME and not BY_NAME[engine].per_poll:
+        yield f"step_inputs: steps are for plugins analysed after each poll, not {engine!r} ones"
+    declared = getattr(cls, "api_version", None)
+    if isinstance(declared, int) and declared < STEPS_API_VERSION:
+        yield (
+            f"step_inputs: steps came with plugin API {STEPS_API_VERSION}; declare "
+            f"api_version = {STEPS_API_VERSION}"
+        )
 
 
 def _api_version_problems(declared: Any) -> Iterable[str]:
@@ -241,18 +284,25 @@ def _requires_problems(requires: Any, name: Any) -> Iterable[str]:
 VIEW_TYPES = (Chart, Table, Metric, Note, Section, Columns, Tabs)
 
 
-def check_result(plugin: AnalysisPlugin, result: Any) -> None:
-    """`result` is a Result holding exactly the declared outputs, each a DataFrame."""
+def check_result(
+    plugin: AnalysisPlugin,
+    result: Any,
+    outputs: tuple[str, ...] | None = None,
+    method: str = "analyze",
+) -> None:
+    """`result` is a Result holding exactly the declared outputs (`outputs`, or the
+    `step_outputs` of a `step`), each a DataFrame."""
     if not isinstance(result, Result):
         raise PluginContractError(
             plugin.name,
-            f"analyze must return pulsar_lens.api.Result, found {type(result).__name__}",
+            f"{method} must return pulsar_lens.api.Result, found {type(result).__name__}",
         )
-    expected, found = set(plugin.outputs), set(result.frames)
+    expected, found = set(plugin.outputs if outputs is None else outputs), set(result.frames)
     if expected != found:
+        declared = "outputs" if method == "analyze" else f"{method}_outputs"
         raise PluginContractError(
             plugin.name,
-            f"analyze must return exactly the declared outputs; expected "
+            f"{method} must return exactly the declared {declared}; expected "
             f"{sorted(expected)}, found {sorted(found)}",
         )
     for name, frame in result.frames.items():

@@ -112,7 +112,7 @@ def read_tables(
     those columns are read and converted (and `snapshot_id`, `collected_at`); a store that
     hands over more (a read shared with a plugin that wants more) is cut to them."""
     return {
-        read.name: _columns(read.load(store), plugin.columns_of.get(read.name)).to_pandas()
+        read.name: keep_columns(read.load(store), plugin.columns_of.get(read.name)).to_pandas()
         for read in table_reads(plugin, index)
     }
 
@@ -120,7 +120,7 @@ def read_tables(
 ALWAYS_READ = ("snapshot_id", "collected_at")
 
 
-def _columns(table: pa.Table, wanted: Sequence[str] | None) -> pa.Table:
+def keep_columns(table: pa.Table, wanted: Sequence[str] | None) -> pa.Table:
     """`table` with only the `wanted` columns (and `ALWAYS_READ`), in its own order."""
     if wanted is None:
         return table

@@ -86,6 +86,7 @@ __all__ = [
     "OLDEST_API_VERSION",
     "OTHER_CHARSET",
     "PANELS",
+    "STEPS_API_VERSION",
     "AnalysisPlugin",
     "Assignments",
     "BaseModel",
@@ -143,13 +144,18 @@ __all__ = [
     "topic_bundles",
 ]
 
-API_VERSION = 1
+API_VERSION = 2
 """The plugin API this version of Pulsar Lens offers. It goes up when the contract changes in a
 way an older plugin cannot follow; a plugin declares the one it was written for in
 `AnalysisPlugin.api_version`, and one written for a newer API is refused at load time."""
 
 OLDEST_API_VERSION = 1
 """The oldest plugin API this version still runs; a plugin declaring an older one is refused."""
+
+STEPS_API_VERSION = 2
+"""The plugin API that brought steps (`AnalysisPlugin.step`): a plugin that declares
+`step_inputs` declares this API or a newer one, so an older Pulsar Lens refuses it rather than
+running its `analyze` without the steps."""
 
 Engine = Literal["light", "spark"]
 """`light` runs `analyze` on pandas frames (`Inputs`); `spark` on Spark DataFrames
@@ -173,6 +179,15 @@ class AnalysisPlugin:
     must return; `page` asks for a dashboard page of the plugin's own; `requires` are the
     slugs of plugins whose default-parameter result `analyze` reads (`Inputs.result`);
     `api_version` is the plugin API (`API_VERSION`) the plugin was written for.
+
+    A light plugin whose analysis compares each poll with the one before it over a long
+    window may declare `step_inputs` (snapshot tables, `columns_of` applies) and
+    `step_outputs`, and define `step`: what one poll says against the poll before it. Each
+    poll's step is computed once and kept beside the stored results, so a pass reads two polls
+    of those tables, not `history` of them; `analyze` reads every poll's step frames through
+    `Inputs.steps` (docs/plugins.md, "Steps"). `step_params` names the `Params` fields a step
+    depends on: steps are kept per their values only, so other params (a page's filters) read
+    the same steps.
     """
 
     api_version: ClassVar[int] = 1  # 1, not API_VERSION: a plugin that omits it predates it
@@ -189,6 +204,9 @@ class AnalysisPlugin:
     outputs: ClassVar[tuple[str, ...]]
     page: ClassVar[Page | None] = None
     requires: ClassVar[tuple[str, ...]] = ()
+    step_inputs: ClassVar[tuple[str, ...]] = ()
+    step_outputs: ClassVar[tuple[str, ...]] = ()
+    step_params: ClassVar[tuple[str, ...]] = ()
 
     class Params(BaseModel):
         """No parameters; override with your own fields (they drive the dashboard form)."""
@@ -204,6 +222,16 @@ class AnalysisPlugin:
     def analyze(self, data: Inputs, params: Any) -> Result:
         """Compute the output frames from the input tables; pure, no I/O."""
         raise NotImplementedError(f"{type(self).__name__} does not implement analyze()")
+
+    def step(self, data: Inputs, params: Any) -> Result:
+        """What one poll says against the poll before it, as the `step_outputs` frames; pure,
+        no I/O. `data.snapshots` holds the poll before (when the window has one) and the poll,
+        oldest first; `data.history(t)` their rows of each of `step_inputs`. The window's first
+        poll comes alone. The frames must follow from these two polls and `params` only: a
+        step is computed once and read back by every later pass whose window holds the poll,
+        with any params whose `step_params` fields are the same.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
     def render(self, result: Result, params: Any = None) -> list[View]:
         """Turn a result into views; no Streamlit calls. `params` are the validated `Params`

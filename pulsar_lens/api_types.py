@@ -45,6 +45,12 @@ class Inputs:
     tables: Mapping[str, pd.DataFrame]
     snapshots: pd.DataFrame
     results: Mapping[str, Result] = field(default_factory=dict)
+    stepped: Mapping[str, pd.DataFrame] | None = None
+    """Each of `step_outputs`, the frames of every poll's `step` over the window in poll order
+    (`steps`); None before the runner has them."""
+    step_tables: Mapping[str, pd.DataFrame] | None = None
+    """The `step_inputs` over the whole window, when the steps are to be computed from them
+    rather than read from a store (`runner.load_inputs`); dropped once they are."""
     # `latest` of each table, found once: `analyze` and `param_choices` each ask for the same
     # rows, a filter over the whole window every time (seconds at a million topics)
     _latest: dict[str, pd.DataFrame] = field(
@@ -79,6 +85,16 @@ class Inputs:
     def result(self, slug: str) -> Result:
         """The default-parameter result of plugin `slug`, one of those in `requires`."""
         return _declared(self.results, slug, "plugin", "requires")
+
+    def steps(self, name: str) -> pd.DataFrame:
+        """Frame `name` of every poll's `step` over the window, oldest poll first, one after
+        the other (one of `step_outputs`)."""
+        if self.stepped is None:
+            raise KeyError(
+                f"step frame {name!r}: these inputs hold no steps (the runner computes them; "
+                "in a test, pulsar_lens.plugins.steps.with_steps or runner.run_on_inputs)"
+            )
+        return _declared(self.stepped, name, "step frame", "step_outputs")
 
     def latest(self, name: str) -> pd.DataFrame:
         """Rows of table `name` that belong to the newest snapshot only."""

@@ -217,9 +217,9 @@ def test_registry_validation_names_plugin_source_expected_found(
         (
             API_VERSION + 1,
             f"api_version: declares plugin API {API_VERSION + 1}, written for a newer Pulsar "
-            f"Lens; this version runs plugin API {API_VERSION}",
+            f"Lens; this version runs plugin API 1 to {API_VERSION}",
         ),
-        ("1", "api_version: expected an integer, found '1'; this version runs plugin API 1"),
+        ("1", "api_version: expected an integer, found '1'; this version runs plugin API 1 to 2"),
         (True, "api_version: expected an integer, found True"),
         (1.0, "api_version: expected an integer, found 1.0"),
         (0, "api_version: declares plugin API 0, which this version no longer runs"),
@@ -237,13 +237,15 @@ def test_registry_refuses_a_plugin_for_another_api_naming_what_it_declared(
 def test_registry_api_version_defaults_to_1_and_a_newer_lens_runs_older_plugins(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert AnalysisPlugin.api_version == 1 == API_VERSION
+    assert AnalysisPlugin.api_version == 1
+    assert API_VERSION == 2
     assert validate_plugin(Valid, "src").api_version == 1
-    monkeypatch.setattr(validation_module, "API_VERSION", 2)
     assert validate_plugin(_variant(api_version=2), "src").api_version == 2
-    assert validate_plugin(Valid, "src").api_version == 1
     with pytest.raises(PluginLoadError, match="this version runs plugin API 1 to 2"):
         validate_plugin(_variant(api_version=3), "src")
+    monkeypatch.setattr(validation_module, "API_VERSION", 3)
+    assert validate_plugin(_variant(api_version=3), "src").api_version == 3
+    assert validate_plugin(Valid, "src").api_version == 1
 
 
 def test_registry_validation_rejects_non_plugins() -> None:

@@ -1,0 +1,269 @@
+"""Steps: what each poll says against the poll before it, computed once and kept.
+
+A light plugin that compares consecutive polls over a long window (who reconnected, which
+backlog crossed a threshold) used to read the whole window of its tables every pass and
+compare all of it again, though only the newest poll was new: at 100,000 topics, 60 polls of
+consumers and subscriptions read, converted and compared after every poll. A plugin that
+declares `step_inputs` instead has its `step` called for each poll of its window with that
+poll and the one before it (the window's first poll alone), and its `analyze` reads every
+poll's step frames (`Inputs.steps`).
+
+Each step is kept under `steps/<slug>/<key>/` of the store, in the stored results' format
+(`plugins.results`), keyed by the plugin, its version, the params and the one or two snapshot
+ids it read (the params: only the `step_params` fields); the results pass writes them
+(`keep`), every reader reads them. A pass then
+computes two steps (the newest poll, and the window's new first poll alone) and reads the
+others back. Missing steps (a first pass, a restart, other params) are computed from the
+store `CHUNK` polls at a time, so a cold pass never holds the whole window of those tables.
+
+Every step frame goes through Arrow whether it was just computed or read back, so `analyze`
+sees the same dtypes either way (a frame Arrow cannot hold fails the plugin, saying so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel
+
+from pulsar_lens.api import AnalysisPlugin, Inputs, Result
+from pulsar_lens.core.errors import PluginContractError
+from pulsar_lens.plugins.calls import step as call_step
+from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
+from pulsar_lens.plugins.results import ResultStore, StoredResult
+from pulsar_lens.plugins.window import SnapshotStore, TableRead, keep_columns
+
+log = logging.getLogger(__name__)
+
+STEPS_DIR = "steps"
+CHUNK = 8
+"""Polls of the step tables read at once when steps are missing: a cold pass holds this many
+polls of them, not the whole window."""
+
+Plugin = AnalysisPlugin | LoadedPlugin
+Pair = tuple[str, ...]
+"""The snapshot ids one step reads: (the poll before, the poll), or (the window's first poll,)."""
+
+
+def stepped(plugin: Plugin) -> bool:
+    """Whether the plugin has steps (declares `step_inputs`)."""
+    return bool(instance_of(plugin).step_inputs)
+
+
+def step_store(store: SnapshotStore) -> ResultStore | None:
+    """Where the steps of a store on disk are kept (None for stores without a folder)."""
+    root = getattr(store, "root", None)
+    return None if root is None else ResultStore(root, folder=STEPS_DIR)
+
+
+def pairs_of(plugin: Plugin, index: pd.DataFrame) -> list[Pair]:
+    """The steps of the plugin's window (its newest `history` polls of `index`), oldest first."""
+    history = instance_of(plugin).history
+    ids = [str(s) for s in index["snapshot_id"]][-history:] if len(index) else []
+    return [tuple(ids[max(0, i - 1) : i + 1]) for i in range(len(ids))]
+
+
+def with_steps(
+    plugin: Plugin,
+    inputs: Any,
+    params: BaseModel,
+    *,
+    store: SnapshotStore | None = None,
+    keep: bool = False,
+) -> Any:
+    """`inputs` with every step of the window (`Inputs.stepped`), for a plugin that has steps;
+    other inputs as they are.
+
+    With `store`, the kept steps are read and the missing ones computed from the store's
+    tables (and kept, with `keep`); without, all are computed from the tables `inputs` holds
+    (`Inputs.step_tables`, which `runner.load_inputs` reads, or else `Inputs.tables`: they
+    must then hold the `step_inputs` over the window)."""
+    if not stepped(plugin) or not isinstance(inputs, Inputs) or inputs.stepped is not None:
+        return inputs
+    instance = instance_of(plugin)
+    pairs = pairs_of(plugin, inputs.snapshots)
+    params_json = step_key_params(instance, params)
+    kept = step_store(store) if store is not None else None
+    found: dict[Pair, Result] = {}
+    if kept is not None:
+        for pair in pairs:
+            stored = kept.read(instance.name, instance.version, params_json, pair)
+            if stored is not None and stored.result is not None:
+                found[pair] = stored.result
+    missing = [pair for pair in pairs if pair not in found]
+    read = _from_store(instance, store) if store is not None else _from_inputs(instance, inputs)
+    for chunk in _chunks(missing):
+        rows_of = read(_ids_of(chunk))
+        for pair in chunk:
+            started = time.perf_counter()
+            data = Inputs(tables=rows_of(pair), snapshots=_index_of(inputs.snapshots, pair))
+            result = _through_arrow(instance, call_step(plugin, data, params))
+            found[pair] = result
+            if keep and kept is not None:
+                _keep(kept, instance, params_json, pair, result, time.perf_counter() - started)
+    stepped_frames = {
+        name: _concat([found[pair].frames[name] for pair in pairs])
+        for name in instance.step_outputs
+    }
+    return dataclasses.replace(inputs, stepped=stepped_frames, step_tables=None)
+
+
+def step_key_params(plugin: AnalysisPlugin, params: BaseModel) -> dict[str, Any]:
+    """The params a kept step is filed under: the `step_params` fields only."""
+    values = params.model_dump(mode="json")
+    return {name: values[name] for name in plugin.step_params}
+
+
+def step_tables(
+    plugin: AnalysisPlugin, store: SnapshotStore, index: pd.DataFrame
+) -> dict[str, pd.DataFrame]:
+    """The `step_inputs` over the plugin's whole window of `index`, as `with_steps` without a
+    store computes every step from (none for a plugin without steps)."""
+    if not plugin.step_inputs:
+        return {}
+    ids = [sid for pair in pairs_of(plugin, index) for sid in pair[-1:]]
+    return {name: table.to_pandas() for name, table in _read(plugin, store, ids).items()}
+
+
+def prune_steps(store: SnapshotStore, plugins: Sequence[Plugin]) -> int:
+    """Delete the kept steps no plugin's window holds any more (each cluster's newest
+    `history` polls); how many went."""
+    kept = step_store(store)
+    if kept is None:
+        return 0
+    index = store.snapshots()
+    removed = 0
+    for plugin in plugins:
+        if not stepped(plugin):
+            continue
+        instance = instance_of(plugin)
+        live: set[str] = set()
+        if len(index):
+            by_cluster = "cluster" in index
+            clusters = index.groupby("cluster", dropna=False, sort=False) if by_cluster else None
+            for _, rows in clusters if clusters is not None else [(None, index)]:
+                live.update(str(s) for s in rows["snapshot_id"].tail(instance.history))
+        removed += kept.prune(live, plugin=instance.name)
+    return removed
+
+
+Rows = Callable[[Pair], dict[str, pd.DataFrame]]
+"""The rows of each step table of one step's polls."""
+
+
+def _read(plugin: AnalysisPlugin, store: SnapshotStore, ids: Sequence[str]) -> dict[str, pa.Table]:
+    """The step tables over `ids`, as Arrow tables."""
+    tables = {}
+    for name in plugin.step_inputs:
+        columns = plugin.columns_of.get(name)
+        tables[name] = keep_columns(TableRead(name, tuple(ids), None, columns).load(store), columns)
+    return tables
+
+
+def _from_store(plugin: AnalysisPlugin, store: SnapshotStore) -> Callable[[Sequence[str]], Rows]:
+    """Each chunk's polls read at once; a step's rows cut from them in Arrow (a pandas
+    filter of text columns copies them one by one: a second a step at 100,000 topics)."""
+
+    def read(ids: Sequence[str]) -> Rows:
+        tables = _read(plugin, store, ids)
+
+        def rows_of(pair: Pair) -> dict[str, pd.DataFrame]:
+            wanted = pa.array(list(pair), pa.string())
+            return {
+                name: table.filter(pc.is_in(table["snapshot_id"], value_set=wanted)).to_pandas()
+                for name, table in tables.items()
+            }
+
+        return rows_of
+
+    return read
+
+
+def _from_inputs(plugin: AnalysisPlugin, inputs: Inputs) -> Callable[[Sequence[str]], Rows]:
+    tables = inputs.step_tables if inputs.step_tables is not None else inputs.tables
+    absent = [name for name in plugin.step_inputs if name not in tables]
+    if absent:
+        raise PluginContractError(
+            plugin.name,
+            f"its steps read {', '.join(absent)}, which these inputs do not hold "
+            "(runner.load_inputs reads the step_inputs too)",
+        )
+
+    def read(ids: Sequence[str]) -> Rows:
+        chunk = {name: _rows_of(tables[name], tuple(ids)) for name in plugin.step_inputs}
+        return lambda pair: {name: _rows_of(frame, pair) for name, frame in chunk.items()}
+
+    return read
+
+
+def _chunks(pairs: Sequence[Pair]) -> Iterator[list[Pair]]:
+    """The missing steps in runs of at most CHUNK, each run's polls read together."""
+    for start in range(0, len(pairs), CHUNK):
+        yield list(pairs[start : start + CHUNK])
+
+
+def _ids_of(pairs: Sequence[Pair]) -> list[str]:
+    return list(dict.fromkeys(sid for pair in pairs for sid in pair))
+
+
+def _rows_of(frame: pd.DataFrame, pair: Pair) -> pd.DataFrame:
+    if "snapshot_id" not in frame:
+        return frame.iloc[0:0]
+    mine = frame["snapshot_id"].isin(pair).to_numpy(dtype=bool, na_value=False)
+    return frame[mine].reset_index(drop=True)
+
+
+def _index_of(snapshots: pd.DataFrame, pair: Pair) -> pd.DataFrame:
+    rows = snapshots[snapshots["snapshot_id"].astype(str).isin(pair)]
+    return rows.reset_index(drop=True)
+
+
+def _through_arrow(plugin: AnalysisPlugin, result: Result) -> Result:
+    """The step's frames as they read back from the store: the same dtypes either way."""
+    frames = {}
+    for name, frame in result.frames.items():
+        try:
+            frames[name] = pa.Table.from_pandas(frame, preserve_index=False).to_pandas()
+        except (pa.ArrowException, ValueError, TypeError) as exc:
+            raise PluginContractError(
+                plugin.name, f"step frame {name!r} cannot be kept: {type(exc).__name__}: {exc}"
+            ) from exc
+    return Result(frames=frames, summary=dict(result.summary))
+
+
+def _keep(
+    kept: ResultStore,
+    plugin: AnalysisPlugin,
+    params: Mapping[str, Any],
+    pair: Pair,
+    result: Result,
+    seconds: float,
+) -> None:
+    stored = StoredResult(
+        plugin=plugin.name,
+        version=plugin.version,
+        params=params,
+        snapshot_ids=pair,
+        status="ok",
+        seconds=seconds,
+        result=result,
+    )
+    try:
+        kept.write(stored)
+    except Exception as exc:  # a step not kept is computed again by the next pass
+        log.warning("could not keep a step of %s: %s", plugin.name, exc)
+
+
+def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The frames one after the other; empty ones add nothing (nor their dtypes)."""
+    full = [frame for frame in frames if len(frame)]
+    if not full:
+        return frames[0].iloc[0:0] if frames else pd.DataFrame()
+    return pd.concat(full, ignore_index=True) if len(full) > 1 else full[0]
