@@ -18,7 +18,7 @@ import pandas as pd
 from pulsar_lens.core.secrets import clean
 from pulsar_lens.plugins.builtin import incident_timeline as timeline
 from pulsar_lens.plugins.builtin.incident_timeline import clients, frames
-from pulsar_lens.plugins.builtin.incident_timeline.clients import _page_of_type
+from pulsar_lens.plugins.builtin.incident_timeline.clients import page_of_type as _page_of_type
 from pulsar_lens.plugins.builtin.incident_timeline.frames import (
     BROKER,
     CLIENT,
@@ -39,6 +39,7 @@ from pulsar_lens.plugins.builtin.incident_timeline.links import (
     _controls,
     poll_after,
 )
+from tests.plugins import reference_timeline_window as window
 
 
 def types(subs: pd.DataFrame) -> dict[tuple[str, str], str]:
@@ -264,11 +265,13 @@ def draining_rows(
 
 
 REPLACED: tuple[tuple[Any, str, Any], ...] = (
-    (clients, "backlog_rows", backlog_rows),
-    (clients, "reconnect_rows", reconnect_rows),
-    (clients, "NewestTypes", AllTypes),
+    *window.WHOLE_WINDOW,
+    (window, "backlog_rows", backlog_rows),
+    (window, "reconnect_rows", reconnect_rows),
+    (window, "NewestTypes", AllTypes),
     (clients, "client_rows", client_rows),
     (timeline, "with_links", with_links),
     (frames, "draining_rows", draining_rows),
 )
-"""(module, name, the builder it had before it was vectorised) of each builder kept here."""
+"""(object, name, value): the analysis of the whole window (`reference_timeline_window`), with
+the builder it had before it was vectorised for each builder kept here."""

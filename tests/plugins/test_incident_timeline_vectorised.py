@@ -19,7 +19,9 @@ from pulsar_lens.plugins.builtin.incident_timeline import IncidentTimeline, clie
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from pulsar_lens.plugins.builtin.unload_latency import UnloadLatency
 from pulsar_lens.plugins.runner import validate_params
+from pulsar_lens.plugins.steps import with_steps
 from tests.plugins import reference_incident_timeline as reference
+from tests.plugins import reference_timeline_window as window
 from tests.plugins.swaps import swapped
 from tests.plugins.vectorised_cases import cases
 
@@ -35,7 +37,8 @@ def old_builders() -> AbstractContextManager[None]:
 
 def with_results(inputs: Inputs) -> Inputs:
     """`inputs` with the results of the plugins incident-timeline requires."""
-    ownership = BundleOwnership().analyze(inputs, validate_params(BundleOwnership(), {}))
+    params = validate_params(BundleOwnership(), {})
+    ownership = BundleOwnership().analyze(with_steps(BundleOwnership(), inputs, params), params)
     latency_inputs = Inputs(inputs.tables, inputs.snapshots, {"bundle-ownership": ownership})
     latency = UnloadLatency().analyze(latency_inputs, validate_params(UnloadLatency(), {}))
     stuck = StuckHashes().analyze(inputs, validate_params(StuckHashes(), {}))
@@ -56,18 +59,18 @@ def assert_same_rows(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> No
 @pytest.mark.parametrize(("name", "inputs"), CASES, ids=[name for name, _ in CASES])
 def test_incident_timeline_builders_equal_the_reference(name: str, inputs: Inputs) -> None:
     subs, consumers = inputs.history("subscriptions"), inputs.history("consumers")
-    types, every = clients.NewestTypes(subs), reference.types(subs)
+    types, every = window.NewestTypes(subs), reference.types(subs)
     named = subs[subs["topic"].notna() & subs["subscription"].notna()] if len(subs) else subs
     keys = {(str(t), str(s)) for t, s in zip(named["topic"], named["subscription"], strict=True)}
     assert types.of(keys) == {k: v for k, v in every.items() if k in keys}
     assert types.of({(None, "s"), ("t", None)}) == {}
     assert_same_rows(
-        clients.reconnect_rows(consumers, inputs.snapshots, types),
+        window.reconnect_rows(consumers, inputs.snapshots, types),
         reference.reconnect_rows(consumers, inputs.snapshots, every),
     )
     for threshold in THRESHOLDS:
         assert_same_rows(
-            clients.backlog_rows(subs, threshold), reference.backlog_rows(subs, threshold)
+            window.backlog_rows(subs, threshold), reference.backlog_rows(subs, threshold)
         )
 
 
@@ -78,7 +81,7 @@ def test_incident_timeline_vectorised_equals_the_reference(
 ) -> None:
     plugin, full = IncidentTimeline(), with_results(inputs)
     validated = validate_params(plugin, params)
-    new = plugin.analyze(full, validated)
+    new = plugin.analyze(with_steps(plugin, full, validated), validated)
     with old_builders():
         old = plugin.analyze(full, validated)
     pd.testing.assert_frame_equal(new.frames["events"], old.frames["events"])
@@ -90,8 +93,8 @@ def test_the_cases_reach_every_vectorised_kind() -> None:
     kinds: set[str] = set()
     for _, inputs in CASES:
         subs, consumers = inputs.history("subscriptions"), inputs.history("consumers")
-        rows = clients.reconnect_rows(consumers, inputs.snapshots, clients.NewestTypes(subs))
-        rows += clients.backlog_rows(subs, 50)
+        rows = window.reconnect_rows(consumers, inputs.snapshots, window.NewestTypes(subs))
+        rows += window.backlog_rows(subs, 50)
         kinds |= {r["kind"] for r in rows}
     assert kinds == {"consumer_reconnected", "backlog_over", "backlog_under"}
 
@@ -116,12 +119,12 @@ def test_backlog_rows_with_missing_values_equal_the_reference(cast: str) -> None
     if cast != "object":
         subs["msg_backlog"] = subs["msg_backlog"].astype("float" if cast == "float" else cast)
     named = {("t1", "s"), ("t2", "s"), ("t3", "s")}
-    assert clients.NewestTypes(subs).of(named) == {
+    assert window.NewestTypes(subs).of(named) == {
         k: v for k, v in reference.types(subs).items() if k in named
     }
     for threshold in (1, 10, 20, 30, 41):
         assert_same_rows(
-            clients.backlog_rows(subs, threshold), reference.backlog_rows(subs, threshold)
+            window.backlog_rows(subs, threshold), reference.backlog_rows(subs, threshold)
         )
 
 
@@ -176,7 +179,7 @@ def test_client_rows_equal_the_reference(count: int, strings: str) -> None:
         type=[kinds[i % len(kinds)] for i in range(len(named))],
         collected_at=pd.Timestamp("2026-01-01", tz="UTC"),
     )
-    new = clients.client_rows(events, clients.NewestTypes(subs))
+    new = clients.client_rows(events, window.NewestTypes(subs))
     assert_same_rows(new, reference.client_rows(events, reference.AllTypes(subs)))
     if count > 50:
         pages = {frames.KEY_SHARED, frames.FAILOVER, frames.SUBSCRIPTIONS}

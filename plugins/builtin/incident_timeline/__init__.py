@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from pulsar_lens.api import (
+    STEPS_API_VERSION,
     AnalysisPlugin,
     BaseModel,
     Chart,
@@ -41,7 +42,7 @@ from pulsar_lens.api import (
     Table,
     View,
 )
-from pulsar_lens.plugins.builtin.incident_timeline import clients, frames
+from pulsar_lens.plugins.builtin.incident_timeline import clients, frames, steps
 from pulsar_lens.plugins.builtin.incident_timeline.links import with_links
 from pulsar_lens.plugins.builtin.incident_timeline.views import chart_events
 from pulsar_lens.plugins.builtin.shared.choices import is_system_topic, offered, without_system
@@ -64,9 +65,11 @@ class IncidentTimeline(AnalysisPlugin):
         "outages, draining hashes, failover flaps, consumers joining and leaving, backlogs "
         "over a threshold, partial and missing polls; each links to the page that explains it."
     )
-    version = "1.1"
+    api_version = STEPS_API_VERSION
+    version = "1.2"
     engine = "light"
-    inputs = ("events", "subscriptions", "consumers")
+    inputs = ("events", "subscriptions")
+    history_of = {"subscriptions": 1}  # the newest poll's: the others are read by the steps
     columns_of = {
         "consumers": clients.RECONNECT_COLUMNS,  # not the hash ranges: the costliest
         "subscriptions": ("topic", "subscription", "type", "msg_backlog"),  # 4 of 26
@@ -74,6 +77,9 @@ class IncidentTimeline(AnalysisPlugin):
     requires = ("bundle-ownership", "unload-latency", "stuck-hashes")
     history = WINDOW
     outputs = ("events",)
+    step_inputs = ("subscriptions", "consumers")
+    step_outputs = ("reconnects", "backlog_changes", "backlog_left", "untyped")
+    step_params = ("backlog_threshold",)
     page = Page(
         title="Incident timeline",
         icon=":material/timeline:",
@@ -104,12 +110,22 @@ class IncidentTimeline(AnalysisPlugin):
             "a system topic chosen as the topic is shown either way",
         )
 
+    def step(self, data: Inputs, params: Params) -> Result:
+        subs = data.history("subscriptions")
+        changes, left = steps.backlog_changes(subs, data.snapshots, params.backlog_threshold)
+        frames = {
+            "reconnects": steps.reconnects(data.history("consumers"), data.snapshots),
+            "backlog_changes": changes,
+            "backlog_left": left,
+            "untyped": steps.untyped(subs, data.snapshots),
+        }
+        return Result(frames=frames)
+
     def analyze(self, data: Inputs, params: Params) -> Result:
         polls = data.snapshots.tail(params.window).reset_index(drop=True)
         events = data.history("events")
         kinds = events["kind"].astype(str) if len(events) else pd.Series(dtype=str)
-        subs = data.history("subscriptions")
-        types = clients.NewestTypes(subs)
+        types = clients.NewestTypes(data.latest("subscriptions"), data.steps("untyped"))
         stuck = data.result("stuck-hashes").frames
         rows = [
             *frames.poll_rows(data.snapshots),
@@ -119,9 +135,11 @@ class IncidentTimeline(AnalysisPlugin):
             *clients.client_rows(
                 events[kinds.isin([*COLLECTED_KINDS, "hash_ranges_changed"])], types
             ),
-            *clients.reconnect_rows(data.history("consumers"), data.snapshots, types),
+            *clients.reconnect_rows(data.steps("reconnects"), types),
             *frames.draining_rows(stuck["history"], stuck["hashes"], data.snapshots),
-            *clients.backlog_rows(subs, params.backlog_threshold),
+            *clients.backlog_rows(
+                data.steps("backlog_changes"), data.steps("backlog_left"), params.backlog_threshold
+            ),
         ]
         found = frames.to_frame(rows)
         found = _in_window(found, data.snapshots, polls)

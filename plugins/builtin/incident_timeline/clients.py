@@ -23,43 +23,55 @@ from pulsar_lens.plugins.builtin.incident_timeline.frames import (
     row,
     text_of,
 )
-from pulsar_lens.plugins.builtin.shared.positions import snapshot_positions
 
 RECONNECT_COLUMNS = ("topic", "subscription", "consumer_name", "connected_since")
 """The columns of `consumers` incident-timeline reads (its `columns_of`)."""
 
 
 Key = tuple[str | None, str | None]  # (topic, subscription), as a row may name them
+SUBSCRIPTION_KEY = ["topic", "subscription"]
+CONSUMER_KEY = list(RECONNECT_COLUMNS[:3])
 
 
 class NewestTypes:
-    """The newest type of each (topic, subscription) of a window of `subscriptions`, found
-    for the keys asked only: the rows name a few subscriptions, and a dictionary of every
-    one cost seconds at a million."""
+    """The newest type of each (topic, subscription) of a window, found for the keys asked
+    only: its last typed row in the newest poll (`latest`, that poll's `subscriptions`), or,
+    for one the newest poll gives no type, the type it had in the last poll that gave one,
+    which the step after that poll kept (`untyped`: `steps.untyped` of every poll, in poll
+    order). The rows name a few subscriptions; a dictionary of every one cost seconds at a
+    million."""
 
-    def __init__(self, subscriptions: pd.DataFrame) -> None:
-        self._subs = subscriptions
-        self._found: dict[Key, str] = {}  # the newest type of each subscription of...
+    def __init__(self, latest: pd.DataFrame, untyped: pd.DataFrame) -> None:
+        self._latest = latest
+        self._untyped = untyped
+        self._found: dict[Key, str] = {}  # the newest poll's type of each subscription of...
         self._read: set[Any] = set()  # ...these topics, read once whoever asks
+        self._earlier: dict[Key, str] | None = None
 
     def of(self, keys: Collection[Key]) -> dict[Key, str]:
-        """The newest type of each of `keys` that a row gives one (its last row in time
-        order with a type); keys without one (or with a missing name) are left out."""
+        """The newest type of each of `keys` that a row gives one; keys without one (or with
+        a missing name) are left out."""
         wanted = {(t, s) for t, s in keys if t is not None and s is not None}
-        subs = self._subs
-        if subs.empty or not wanted:
+        if not wanted:
             return {}
+        latest = self._latest
         unread = list({t for t, _ in wanted} - self._read)
-        if unread:
-            typed = subs[subs["topic"].isin(unread) & subs["type"].notna()]
-            typed = typed[["topic", "subscription", "type", "collected_at"]]
-            newest = typed.sort_values("collected_at", kind="stable").drop_duplicates(
-                ["topic", "subscription"], keep="last"
-            )
+        if unread and not latest.empty:
+            typed = latest[latest["topic"].isin(unread) & latest["type"].notna()]
+            newest = typed.drop_duplicates(SUBSCRIPTION_KEY, keep="last")  # one poll: row order
             found = zip(newest["topic"], newest["subscription"], newest["type"], strict=True)
             self._found.update(((str(t), str(s)), str(k)) for t, s, k in found)
-            self._read.update(unread)
-        return {key: self._found[key] for key in wanted if key in self._found}
+        self._read.update(unread)
+        if self._earlier is None and not wanted <= self._found.keys():
+            gone = self._untyped
+            pairs = zip(gone["topic"], gone["subscription"], gone["type"], strict=True)
+            self._earlier = {(str(t), str(s)): str(k) for t, s, k in pairs} if len(gone) else {}
+        earlier = self._earlier or {}
+        return {
+            key: self._found[key] if key in self._found else earlier[key]
+            for key in wanted
+            if key in self._found or key in earlier
+        }
 
 
 def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
@@ -94,7 +106,7 @@ def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
         if topic not in namespaces:
             namespaces[topic] = namespace_of(topic)
         if kind in joins:
-            source, page = CLIENT, _page_of_type(kinds_by_subscription.get((topic, sub)))
+            source, page = CLIENT, page_of_type(kinds_by_subscription.get((topic, sub)))
             subject, detail = text_of(names[i]), f"{names[i]} {kind.split('_')[1]}"
         elif kind == "active_consumer_changed":
             before, subject = text_of(befores[i]), text_of(afters[i])
@@ -124,48 +136,23 @@ def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
     return rows
 
 
-def reconnect_rows(
-    consumers: pd.DataFrame, snapshots: pd.DataFrame, types: NewestTypes
-) -> list[dict[str, Any]]:
-    """Consumers listed in two consecutive polls with a newer `connectedSince` in the second:
-    they reconnected in between (an unload, a broker restart, a network cut). The row is at
-    that `connectedSince`, kept between the two polls. A consumer missing from a poll is the
-    collector's `consumer_left` and `consumer_joined` instead.
-
-    By column: each consumer's newest `connectedSince` per poll, consumers in name order and
-    polls in time order, compared with the poll before; Python only for the rows found."""
-    if consumers.empty or snapshots.empty:
+def reconnect_rows(found: pd.DataFrame, types: NewestTypes) -> list[dict[str, Any]]:
+    """Consumers that reconnected between two polls (`steps.reconnects` of every poll, in poll
+    order), consumers in name order and each one's polls in time order. A consumer missing
+    from a poll is the collector's `consumer_left` and `consumer_joined` instead."""
+    if found.empty:
         return []
-    key = list(RECONNECT_COLUMNS[:3])
-    times = pd.to_datetime(snapshots["collected_at"], utc=True).astype("datetime64[us, UTC]")
-    pos = snapshot_positions(consumers, [str(s) for s in snapshots["snapshot_id"]])
-    since = pd.to_datetime(consumers["connected_since"], utc=True)
-    group = _group_numbers(consumers, key)
-    rows = np.flatnonzero((pos >= 0) & since.notna().to_numpy() & (group >= 0))
-    if not len(rows):
-        return []
-    stamps = pd.DatetimeIndex(since).asi8
-    rows = rows[np.lexsort((stamps[rows], pos[rows], group[rows]))]
-    g, p = group[rows], pos[rows]
-    # the last row of each (consumer, poll): its newest connectedSince
-    last = np.flatnonzero(np.append((g[1:] != g[:-1]) | (p[1:] != p[:-1]), True))
-    newest, g, p, s = rows[last], g[last], p[last], stamps[rows[last]]
-    again = np.flatnonzero((g[1:] == g[:-1]) & (p[1:] == p[:-1] + 1) & (s[1:] > s[:-1])) + 1
-    found = []
-    chosen = newest[again].tolist()
-    named = [tuple(str(consumers[k].iloc[r]) for k in key) for r in chosen]
+    ordered = found.sort_values(CONSUMER_KEY, kind="stable")  # several keys: stable anyway
+    named = list(zip(*(ordered[k].tolist() for k in CONSUMER_KEY), strict=True))
     kinds_by_subscription = types.of({(topic, sub) for topic, sub, _ in named})
-    for r, poll, (topic, sub, name) in zip(chosen, p[again].tolist(), named, strict=True):
-        when = since.iloc[r]
-        at = min(max(when, times.iloc[poll - 1]), times.iloc[poll])
-        page = _page_of_type(kinds_by_subscription.get((topic, sub)))
-        detail = f"{name} connected again at {pd.Timestamp(when).isoformat()}"
-        found.append(
+    rows = []
+    for (topic, sub, name), at, detail in zip(named, ordered["at"], ordered["detail"], strict=True):
+        rows.append(
             row(
                 at,
                 "consumer_reconnected",
                 CLIENT,
-                page,
+                page_of_type(kinds_by_subscription.get((topic, sub))),
                 topic=topic,
                 subscription=sub,
                 namespace=namespace_of(topic),
@@ -173,46 +160,41 @@ def reconnect_rows(
                 detail=detail,
             )
         )
-    return found
+    return rows
 
 
-def _group_numbers(frame: pd.DataFrame, key: list[str]) -> npt.NDArray[np.int64]:
-    """Each row's group of `key` values, numbered in sorted order as `groupby` iterates them;
-    -1 for a row with a missing value in `key` (which `groupby` leaves out)."""
-    numbers: npt.NDArray[np.float64] = (
-        frame.groupby(key, sort=True).ngroup().to_numpy(dtype=float, na_value=-1.0)
-    )
-    return numbers.astype(np.int64)
+def backlog_rows(changes: pd.DataFrame, left: pd.DataFrame, threshold: int) -> list[dict[str, Any]]:
+    """A subscription's backlog reaching `threshold` messages (`backlog_over`: from below, or
+    at its first row in the window) and falling under it again (`backlog_under`), from every
+    poll's `steps.backlog_changes`, subscriptions in name order and each one's rows in time
+    order.
 
-
-def _page_of_type(kind: str | None) -> str:
-    if kind == "Key_Shared":
-        return KEY_SHARED
-    return FAILOVER if kind in ("Failover", "Exclusive") else SUBSCRIPTIONS
-
-
-def backlog_rows(subscriptions: pd.DataFrame, threshold: int) -> list[dict[str, Any]]:
-    """A subscription's backlog reaching `threshold` messages (`backlog_over`: from below,
-    or at the window's first poll) and falling under it again (`backlog_under`).
-
-    By column: every subscription's polls in time order, subscriptions in name order, each
-    poll over or not compared with the one before; Python only for the rows found."""
-    if subscriptions.empty:
+    A step knows the row before each of its poll's rows except for a subscription the poll
+    before did not list (`arrived`): that row compares with the subscription's last row
+    before it left the listing (`left`, the step of the poll it was missing from), or, when
+    it was not listed earlier in the window, with a backlog under the threshold."""
+    if changes.empty:
         return []
-    ordered = subscriptions.sort_values("collected_at", kind="stable")
-    group = _group_numbers(ordered, ["topic", "subscription"])
-    kept = np.flatnonzero(group >= 0)
-    kept = kept[np.argsort(group[kept], kind="stable")]
-    over = _at_least(ordered["msg_backlog"], threshold)[kept]
-    first = np.append(True, group[kept][1:] != group[kept][:-1])
-    changed = over != np.where(first, False, np.append(False, over[:-1]))
-    at = kept[changed]
+    over = changes["over"].to_numpy(dtype=bool)
+    arrived = changes["arrived"].to_numpy(dtype=bool)
+    before = np.zeros(len(changes), dtype=bool)
+    if arrived.any() and len(left):
+        came = changes[arrived].assign(_row=np.flatnonzero(arrived))
+        went = left.rename(columns={"over": "_was"})[[*SUBSCRIPTION_KEY, "at", "_was"]]
+        matched = pd.merge_asof(
+            came.sort_values("at", kind="stable"),
+            went.sort_values("at", kind="stable"),
+            on="at",
+            by=SUBSCRIPTION_KEY,
+            allow_exact_matches=False,
+        )
+        was = matched["_was"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+        before[matched["_row"].to_numpy()] = was
+    shown = changes[~arrived | (over != before)]
+    shown = shown.sort_values(SUBSCRIPTION_KEY, kind="stable")
     rows = []
-    columns = (
-        ordered[c].iloc[at] for c in ("collected_at", "msg_backlog", "topic", "subscription")
-    )
-    for when, backlog, topic, sub in zip(*columns, strict=True):
-        value = int(backlog) if pd.notna(backlog) else 0
+    columns = (shown[c].tolist() for c in ("at", "backlog", "topic", "subscription"))
+    for when, value, topic, sub in zip(*columns, strict=True):
         kind = "backlog_over" if value >= threshold else "backlog_under"
         rows.append(
             row(
@@ -230,7 +212,22 @@ def backlog_rows(subscriptions: pd.DataFrame, threshold: int) -> list[dict[str, 
     return rows
 
 
-def _at_least(backlog: pd.Series, threshold: int) -> npt.NDArray[np.bool_]:
+def group_numbers(frame: pd.DataFrame, key: list[str]) -> npt.NDArray[np.int64]:
+    """Each row's group of `key` values, numbered in sorted order as `groupby` iterates them;
+    -1 for a row with a missing value in `key` (which `groupby` leaves out)."""
+    numbers: npt.NDArray[np.float64] = (
+        frame.groupby(key, sort=True).ngroup().to_numpy(dtype=float, na_value=-1.0)
+    )
+    return numbers.astype(np.int64)
+
+
+def page_of_type(kind: str | None) -> str:
+    if kind == "Key_Shared":
+        return KEY_SHARED
+    return FAILOVER if kind in ("Failover", "Exclusive") else SUBSCRIPTIONS
+
+
+def at_least(backlog: pd.Series, threshold: int) -> npt.NDArray[np.bool_]:
     """Per row: the backlog, a missing one as 0, read as a whole number, is `threshold` or
     more (`threshold` >= 1: a number is, exactly when its whole part is)."""
     if pd.api.types.is_numeric_dtype(backlog.dtype) and backlog.dtype != object:

@@ -1,0 +1,173 @@
+"""What each poll says against the poll before it (`IncidentTimeline.step`): consumers that
+reconnected, backlog rows that crossed the threshold, subscriptions no longer listed or no
+longer typed. Each is computed once per poll and kept (`pulsar_lens.plugins.steps`); the
+analysis puts every poll's together (`clients.reconnect_rows`, `clients.backlog_rows`,
+`clients.NewestTypes`), and the rows equal those of comparing the whole window at once
+(tests/plugins/test_incident_timeline_steps.py).
+
+`snapshots` holds the step's index rows, oldest first: the poll before and the poll, or the
+window's first poll alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pulsar_lens.plugins.builtin.incident_timeline.clients import (
+    CONSUMER_KEY,
+    SUBSCRIPTION_KEY,
+    at_least,
+    group_numbers,
+)
+from pulsar_lens.plugins.builtin.shared.positions import snapshot_positions
+
+TIME = "datetime64[us, UTC]"
+RECONNECTS = {
+    "topic": "object",
+    "subscription": "object",
+    "consumer_name": "object",
+    "at": TIME,
+    "detail": "object",
+}
+CHANGES = {
+    "topic": "object",
+    "subscription": "object",
+    "at": TIME,
+    "backlog": "int64",
+    "over": "bool",
+    "arrived": "bool",
+}
+LEFT = {"topic": "object", "subscription": "object", "at": TIME, "over": "bool"}
+UNTYPED = {"topic": "object", "subscription": "object", "at": TIME, "type": "object"}
+
+
+def empty(columns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+
+
+def _times(snapshots: pd.DataFrame) -> pd.Series:
+    return pd.to_datetime(snapshots["collected_at"], utc=True).astype(TIME)
+
+
+def reconnects(consumers: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """Consumers listed in both polls with a newer `connectedSince` in the second: they
+    reconnected in between (an unload, a broker restart, a network cut). Each row is at that
+    `connectedSince`, kept between the two polls.
+
+    By column: each consumer's newest `connectedSince` per poll, compared across the two;
+    Python only for the rows found."""
+    if len(snapshots) < 2 or consumers.empty:
+        return empty(RECONNECTS)
+    times = _times(snapshots)
+    pos = snapshot_positions(consumers, [str(s) for s in snapshots["snapshot_id"]])
+    since = pd.to_datetime(consumers["connected_since"], utc=True)
+    group = group_numbers(consumers, CONSUMER_KEY)
+    rows = np.flatnonzero((pos >= 0) & since.notna().to_numpy() & (group >= 0))
+    if not len(rows):
+        return empty(RECONNECTS)
+    stamps = pd.DatetimeIndex(since).asi8
+    rows = rows[np.lexsort((stamps[rows], pos[rows], group[rows]))]
+    g, p = group[rows], pos[rows]
+    # the last row of each (consumer, poll): its newest connectedSince
+    last = np.flatnonzero(np.append((g[1:] != g[:-1]) | (p[1:] != p[:-1]), True))
+    newest, g, p, s = rows[last], g[last], p[last], stamps[rows[last]]
+    again = np.flatnonzero((g[1:] == g[:-1]) & (p[1:] == p[:-1] + 1) & (s[1:] > s[:-1])) + 1
+    chosen = newest[again].tolist()
+    found: dict[str, list[object]] = {name: [] for name in RECONNECTS}
+    for r in chosen:
+        topic, sub, name = (str(consumers[k].iloc[r]) for k in CONSUMER_KEY)
+        when = since.iloc[r]
+        found["topic"].append(topic)
+        found["subscription"].append(sub)
+        found["consumer_name"].append(name)
+        found["at"].append(min(max(when, times.iloc[0]), times.iloc[1]))
+        found["detail"].append(f"{name} connected again at {pd.Timestamp(when).isoformat()}")
+    frame = pd.DataFrame(found)
+    return frame.astype(RECONNECTS) if len(frame) else empty(RECONNECTS)
+
+
+def backlog_changes(
+    subscriptions: pd.DataFrame, snapshots: pd.DataFrame, threshold: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(changes, left) of the poll against the poll before it.
+
+    `changes`: the poll's rows whose backlog is on the other side of `threshold` than the
+    subscription's row before (the poll before's last, or the poll's own earlier one), and the
+    rows of subscriptions the poll before did not list (`arrived`: what comes before them is
+    for `clients.backlog_rows` to find; the window's first poll, alone, keeps only those over
+    the threshold, as nothing before them is in the window). `left`: subscriptions the poll
+    before listed and the poll does not, whether their last row was over the threshold."""
+    if subscriptions.empty or not len(snapshots):
+        return empty(CHANGES), empty(LEFT)
+    ids = [str(s) for s in snapshots["snapshot_id"]]
+    alone = len(ids) < 2
+    ordered = subscriptions.sort_values("collected_at", kind="stable")
+    group = group_numbers(ordered, SUBSCRIPTION_KEY)
+    kept = np.flatnonzero(group >= 0)
+    kept = kept[np.argsort(group[kept], kind="stable")]
+    g = group[kept]
+    over = at_least(ordered["msg_backlog"], threshold)[kept]
+    first = np.append(True, g[1:] != g[:-1])
+    last = np.append(g[1:] != g[:-1], True)
+    pos = snapshot_positions(ordered, ids)[kept]
+    newest = len(ids) - 1
+    now = pos == newest
+    changed = ~first & (over != np.append(False, over[:-1]))
+    arrived = first & now & (over | (not alone))
+    chosen = np.flatnonzero(now & (changed | arrived))
+    rows = kept[chosen]
+    backlog = ordered["msg_backlog"].iloc[rows]
+    changes = pd.DataFrame(
+        {
+            "topic": ordered["topic"].iloc[rows].to_numpy(dtype=object),
+            "subscription": ordered["subscription"].iloc[rows].to_numpy(dtype=object),
+            "at": pd.to_datetime(ordered["collected_at"].iloc[rows], utc=True).to_numpy(),
+            "backlog": [int(b) if pd.notna(b) else 0 for b in backlog],
+            "over": over[chosen],
+            "arrived": arrived[chosen],
+        }
+    ).astype(CHANGES)
+    if alone:
+        return changes, empty(LEFT)
+    # a subscription's last row in the poll before, when the poll lists none of its rows
+    listed_now = np.zeros(int(g.max()) + 1 if len(g) else 0, dtype=bool)
+    listed_now[g[now]] = True
+    gone = np.flatnonzero(last & (pos == newest - 1) & ~listed_now[g])
+    at = _times(snapshots).iloc[-1]
+    left = pd.DataFrame(
+        {
+            "topic": ordered["topic"].iloc[kept[gone]].to_numpy(dtype=object),
+            "subscription": ordered["subscription"].iloc[kept[gone]].to_numpy(dtype=object),
+            "at": [at] * len(gone),
+            "over": over[gone],
+        }
+    )
+    return changes, left.astype(LEFT) if len(left) else empty(LEFT)
+
+
+def untyped(subscriptions: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """Subscriptions the poll before gave a type and the poll gives none (or does not list),
+    with the type of the poll before's last typed row: what `clients.NewestTypes` reads for
+    one the newest poll gives no type."""
+    if len(snapshots) < 2 or subscriptions.empty:
+        return empty(UNTYPED)
+    ids = [str(s) for s in snapshots["snapshot_id"]]
+    typed = subscriptions[subscriptions["type"].notna()]
+    typed = typed[typed[SUBSCRIPTION_KEY].notna().all(axis=1)]
+    pos = snapshot_positions(typed, ids)
+    before = typed[pos == 0].drop_duplicates(SUBSCRIPTION_KEY, keep="last")
+    now = typed[pos == 1]
+    still = pd.MultiIndex.from_frame(now[SUBSCRIPTION_KEY])
+    gone = before[~pd.MultiIndex.from_frame(before[SUBSCRIPTION_KEY]).isin(still)]
+    if gone.empty:
+        return empty(UNTYPED)
+    frame = pd.DataFrame(
+        {
+            "topic": gone["topic"].astype(str).to_numpy(dtype=object),
+            "subscription": gone["subscription"].astype(str).to_numpy(dtype=object),
+            "at": [_times(snapshots).iloc[-1]] * len(gone),
+            "type": gone["type"].astype(str).to_numpy(dtype=object),
+        }
+    )
+    return frame.astype(UNTYPED)
