@@ -178,7 +178,10 @@ def test_renewals_and_events_are_those_of_the_per_poll_merges(seed: int) -> None
     renewals = Renewals(topics, consumers, polls)
     new = [renewals.next(ats[k - 1] if k else None) for k in range(len(polls))]
     assert new == old_renewals(topics, consumers, polls, ats)
-    pd.testing.assert_frame_equal(events.compute_events(*frames), reference.compute_events(*frames))
+    pd.testing.assert_frame_equal(
+        events.compute_events(bundles, index, events.whole_window(*frames)),
+        reference.compute_events(*frames),
+    )
 
 
 def test_the_windows_hold_reloads() -> None:

@@ -20,7 +20,7 @@ from pulsar_lens.core.model import (
 )
 from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from pulsar_lens.plugins.runner import RunOutput, run_on_inputs
-from pulsar_lens.plugins.testing import at, make_inputs, make_snapshot
+from pulsar_lens.plugins.testing import at, make_inputs, make_snapshot, read_by
 
 PLUGIN = BundleOwnership()
 NS = "public/default"
@@ -40,7 +40,7 @@ def default_bundles(*owners: str | None) -> tuple[BundleRecord, ...]:
 
 
 def analyze(snapshots: Sequence[Snapshot], events: Any = None, **params: Any) -> RunOutput:
-    inputs = make_inputs(snapshots, PLUGIN.inputs, events=events)
+    inputs = make_inputs(snapshots, read_by(PLUGIN), events=events)
     return run_on_inputs(PLUGIN, inputs, params)
 
 
@@ -277,7 +277,7 @@ def test_ownership_stored_collector_events_are_kept_when_not_derived() -> None:
 def test_ownership_namespace_param_and_choices() -> None:
     other = BundleRecord("acme/prod", "acme", "0x00000000_0xffffffff", 0, 0xFFFFFFFF, B2)
     snaps = [make_snapshot(0, bundles=(*default_bundles(), other))]
-    inputs = make_inputs(snaps, PLUGIN.inputs)
+    inputs = make_inputs(snaps, read_by(PLUGIN))
     assert PLUGIN.param_choices(inputs) == {"namespace": ["", "acme/prod", NS]}
     output = run_on_inputs(PLUGIN, inputs, {"namespace": "acme/prod"})
     assert output.result.frames["bundles"]["bundle"].tolist() == ["0x00000000_0xffffffff"]

@@ -47,7 +47,7 @@ from pulsar_lens.plugins.builtin.key_shared_map import KeySharedMap
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
 from pulsar_lens.plugins.runner import run_on_inputs
-from pulsar_lens.plugins.testing import TOPIC, MemoryStore, at, make_inputs, make_snapshot
+from pulsar_lens.plugins.testing import TOPIC, MemoryStore, at, make_inputs, make_snapshot, read_by
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 SUB = "orders-ks"
@@ -280,7 +280,7 @@ def compute_analysis_families(
 
 
 def run_plugin(plugin: AnalysisPlugin, snapshots: Sequence[Snapshot]) -> Result:
-    return run_on_inputs(plugin, make_inputs(snapshots, plugin.inputs)).result
+    return run_on_inputs(plugin, make_inputs(snapshots, read_by(plugin))).result
 
 
 def test_analysis_families_key_shared_and_stuck_hashes_per_subscription() -> None:

@@ -11,7 +11,7 @@ from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
 from pulsar_lens.plugins.runner import run_on_inputs
-from pulsar_lens.plugins.testing import make_inputs
+from pulsar_lens.plugins.testing import make_inputs, read_by
 from tests.collectors import recorded
 
 ORDERS = "persistent://public/default/orders"
@@ -26,7 +26,7 @@ def replay(scenario: str) -> Snapshot:
 def test_recorded_stuck_hashes_names_holder_and_new_owner() -> None:
     snapshot = replay("default")
     plugin = StuckHashes()
-    hashes = run_on_inputs(plugin, make_inputs([snapshot], plugin.inputs)).result.frames["hashes"]
+    hashes = run_on_inputs(plugin, make_inputs([snapshot], read_by(plugin))).result.frames["hashes"]
     recorded_hashes = sorted(d.hash for d in snapshot.draining_hashes)
     assert sorted(hashes["hash"]) == recorded_hashes and len(recorded_hashes) > 0
     assert set(hashes["consumer_name"]) == {"ks-1"}
@@ -50,7 +50,7 @@ def test_recorded_stuck_hashes_stuck_when_polls_repeat_while_messages_wait() -> 
 def test_recorded_stuck_hashes_held_back_by_the_classic_dispatcher() -> None:
     snapshot = replay("classic-modular")
     plugin = StuckHashes()
-    output = run_on_inputs(plugin, make_inputs([snapshot], plugin.inputs))
+    output = run_on_inputs(plugin, make_inputs([snapshot], read_by(plugin)))
     held = output.result.frames["held_back"]
     assert held[["topic", "subscription", "consumer_name"]].values.tolist() == [
         [ORDERS, "ks", "ks-2"]
@@ -63,7 +63,7 @@ def test_recorded_stuck_hashes_held_back_by_the_classic_dispatcher() -> None:
 def test_recorded_subscription_status_stop_for_the_idle_subscription() -> None:
     plugin = SubscriptionStatus()
     snapshot = replay("default")
-    status = run_on_inputs(plugin, make_inputs([snapshot], plugin.inputs)).result.frames["status"]
+    status = run_on_inputs(plugin, make_inputs([snapshot], read_by(plugin))).result.frames["status"]
     idle = status[(status["topic"] == ORDERS) & (status["subscription"] == "idle")].iloc[0]
     assert (idle["status"], idle["consumer_count"]) == ("STOP", 0)
     assert not status["topic"].str.contains("__change_events").any()
@@ -72,7 +72,7 @@ def test_recorded_subscription_status_stop_for_the_idle_subscription() -> None:
 def test_recorded_bundle_ownership_map() -> None:
     plugin = BundleOwnership()
     snapshot = replay("default")
-    output = run_on_inputs(plugin, make_inputs([snapshot], plugin.inputs))
+    output = run_on_inputs(plugin, make_inputs([snapshot], read_by(plugin)))
     bundles = output.result.frames["bundles"]
     assert len(bundles) == len(snapshot.bundles)
     assert set(bundles["owner_broker"].dropna()) == {recorded.BROKER}

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from pulsar_lens.api import (
+    STEPS_API_VERSION,
     AnalysisPlugin,
     BaseModel,
     Chart,
@@ -45,6 +46,7 @@ from pulsar_lens.api import (
     Table,
     View,
 )
+from pulsar_lens.plugins.builtin.bundle_ownership import steps
 from pulsar_lens.plugins.builtin.bundle_ownership.events import (
     compute_events,
     with_stored_events,
@@ -92,12 +94,16 @@ class BundleOwnership(AnalysisPlugin):
         "Broker x bundle ownership now and over time, topics and rates per bundle, and the "
         "moves, unloads, re-acquisitions and splits seen between snapshots."
     )
-    version = "1.0"
+    api_version = STEPS_API_VERSION
+    version = "1.1"
     engine = "light"
-    inputs = ("bundles", "topics", "consumers", "events", "brokers")
+    inputs = ("bundles", "topics", "events", "brokers")
+    history_of = {"topics": 1}  # the newest poll's: every poll's are read by the steps
+    step_inputs = ("bundles", "topics", "consumers")
+    step_outputs = steps.STEP_OUTPUTS
     columns_of = {
         "consumers": CONSUMER_COLUMNS,  # not the hash ranges: the costliest column
-        "topics": (  # 9 of the 20 columns of 60 polls of every topic
+        "topics": (  # 9 of the 20 columns of every topic
             "topic",
             "namespace",
             "bundle",
@@ -116,45 +122,18 @@ class BundleOwnership(AnalysisPlugin):
     class Params(BaseModel):
         namespace: str = Field("", description="Only this namespace (tenant/ns); empty for all")
 
-    def analyze(self, data: Inputs, params: Params) -> Result:
-        bundles = _only(data.history("bundles"), params.namespace)
-        latest_id = data.latest_snapshot_id()
-        events = compute_events(
-            bundles,
+    def step(self, data: Inputs, params: Params) -> Result:
+        frames = steps.step(
+            data.history("bundles"),
             data.history("topics"),
             data.history("consumers"),
             data.snapshots,
         )
-        events = with_stored_events(events, _only(data.history("events"), params.namespace))
-        broker_rows = data.history("brokers")
-        events, counts = attribute(
-            events,
-            load_manager_windows(broker_rows, data.snapshots),
-            counted_polls(broker_rows, data.snapshots),
-            data.snapshots["collected_at"],
-        )
-        current = bundles[bundles["snapshot_id"] == latest_id]
-        topics = _only(data.latest("topics"), params.namespace)
-        frames = {
-            "bundles": compute_bundles(current, events),
-            "brokers": compute_brokers(current),
-            "topics": topics.reindex(columns=TOPIC_COLUMNS)
-            .sort_values(["namespace", "bundle", "topic"])
-            .reset_index(drop=True),
-            "timeline": compute_timeline(bundles),
-            "events": events,
-            "load_manager": counts.sort_values("at", ascending=False).reset_index(drop=True),
-        }
-        summary = {
-            "bundles": len(current),
-            "brokers": int(current["owner_broker"].nunique()),
-            "unowned": int(current["owner_broker"].isna().sum()),
-            "events": {k: int(v) for k, v in events["kind"].value_counts().sort_index().items()},
-            "load_manager_unloads": int(counts["unloaded"].sum()),
-            "load_manager_splits": int(counts["split"].sum()),
-            "load_manager_unseen": int(counts["unseen"].sum()),
-        }
-        return Result(frames=frames, summary=summary)
+        return Result(frames=frames)
+
+    def analyze(self, data: Inputs, params: Params) -> Result:
+        reloaded = steps.reloaded_by_poll({name: data.steps(name) for name in self.step_outputs})
+        return ownership(data, params, reloaded)
 
     def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
         gauge = GaugeMetricFamily(
@@ -190,6 +169,47 @@ class BundleOwnership(AnalysisPlugin):
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
         namespaces = sorted(set(data.latest("bundles")["namespace"].dropna()))
         return {"namespace": ["", *namespaces]}
+
+
+def ownership(
+    data: Inputs,
+    params: BundleOwnership.Params,
+    reloaded: Mapping[str, Mapping[tuple[str, str], int]],
+) -> Result:
+    """The analysis, given the bundles each poll found reloaded (`steps.reloaded_by_poll`)."""
+    bundles = _only(data.history("bundles"), params.namespace)
+    latest_id = data.latest_snapshot_id()
+    events = compute_events(bundles, data.snapshots, reloaded)
+    events = with_stored_events(events, _only(data.history("events"), params.namespace))
+    broker_rows = data.history("brokers")
+    events, counts = attribute(
+        events,
+        load_manager_windows(broker_rows, data.snapshots),
+        counted_polls(broker_rows, data.snapshots),
+        data.snapshots["collected_at"],
+    )
+    current = bundles[bundles["snapshot_id"] == latest_id]
+    topics = _only(data.latest("topics"), params.namespace)
+    frames = {
+        "bundles": compute_bundles(current, events),
+        "brokers": compute_brokers(current),
+        "topics": topics.reindex(columns=TOPIC_COLUMNS)
+        .sort_values(["namespace", "bundle", "topic"])
+        .reset_index(drop=True),
+        "timeline": compute_timeline(bundles),
+        "events": events,
+        "load_manager": counts.sort_values("at", ascending=False).reset_index(drop=True),
+    }
+    summary = {
+        "bundles": len(current),
+        "brokers": int(current["owner_broker"].nunique()),
+        "unowned": int(current["owner_broker"].isna().sum()),
+        "events": {k: int(v) for k, v in events["kind"].value_counts().sort_index().items()},
+        "load_manager_unloads": int(counts["unloaded"].sum()),
+        "load_manager_splits": int(counts["split"].sum()),
+        "load_manager_unseen": int(counts["unseen"].sum()),
+    }
+    return Result(frames=frames, summary=summary)
 
 
 def _only(frame: pd.DataFrame, namespace: str) -> pd.DataFrame:

@@ -33,26 +33,24 @@ def snapshots_of(frame: pd.DataFrame, ids: Sequence[str]) -> dict[str, pd.DataFr
 
 def compute_events(
     bundles: pd.DataFrame,
-    topics: pd.DataFrame,
-    consumers: pd.DataFrame,
     snapshots: pd.DataFrame,
+    reloaded: Mapping[str, Mapping[tuple[str, str], int]],
 ) -> pd.DataFrame:
     """Ownership events between consecutive snapshots (those that list bundles), newest
-    first. `snapshots` is the store's index: each id once, oldest first."""
+    first. `snapshots` is the store's index: each id once, oldest first. `reloaded`: the
+    bundles each poll found reloaded (`steps.reloaded_by_poll`, or `whole_window`)."""
     ids = [str(s) for s in snapshots["snapshot_id"]] if len(snapshots) else []
     by_snapshot = snapshots_of(bundles, ids)
-    renewals = Renewals(topics, consumers, [sid for sid in ids if sid in by_snapshot])
     last_owner: dict[tuple[str, str], str] = {}
     rows: list[dict[str, Any]] = []
     previous: pd.DataFrame | None = None
-    before_at: Any = None
     errors = snapshots["errors_json"] if "errors_json" in snapshots else [None] * len(ids)
     for sid, at, errors_json in zip(ids, snapshots["collected_at"], errors, strict=True):
         current = by_snapshot.get(sid)
         if current is None:
             continue
         current = _settled(previous, current, unsure_of_stored(errors_json))
-        reconnected = renewals.next(before_at)
+        reconnected = reloaded.get(sid, {})
         if previous is not None:
             rows.extend(_owner_events(previous, current, at, last_owner, reconnected))
             rows.extend(_listing_events(previous, current, at))
@@ -60,9 +58,32 @@ def compute_events(
             owner = _owner(value)
             if owner is not None:
                 last_owner[key] = owner
-        previous, before_at = current, at
+        previous = current
     frame = pd.DataFrame(rows, columns=EVENT_COLUMNS)
     return frame.sort_values("at", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def whole_window(
+    bundles: pd.DataFrame,
+    topics: pd.DataFrame,
+    consumers: pd.DataFrame,
+    snapshots: pd.DataFrame,
+) -> dict[str, dict[tuple[str, str], int]]:
+    """The bundles each poll that lists bundles found reloaded, from the whole window of
+    topics and consumers at once (`Renewals`): what `steps.reloaded_by_poll` puts together
+    from steps."""
+    ids = [str(s) for s in snapshots["snapshot_id"]] if len(snapshots) else []
+    listing = set(bundles["snapshot_id"].astype(str)) if len(bundles) else set()
+    polls = [
+        (sid, at) for sid, at in zip(ids, snapshots["collected_at"], strict=True) if sid in listing
+    ]
+    renewals = Renewals(topics, consumers, [sid for sid, _ in polls])
+    found = {}
+    for k, (sid, _) in enumerate(polls):
+        answer = renewals.next(polls[k - 1][1] if k else None)
+        if answer:
+            found[sid] = answer
+    return found
 
 
 def _settled(previous: pd.DataFrame | None, current: pd.DataFrame, unsure: Unsure) -> pd.DataFrame:
