@@ -3,9 +3,11 @@
 `pass`: a whole results pass of the built-ins, as the collect process runs it after a poll
 (`compute_results`), old and new one after the other: old with incident-timeline's and
 key-shared-map's implementations of before they were vectorised
-(tests/plugins/reference_incident_timeline.py, reference_key_shared_map.py), no window cut from
-a longer one (each read on its own; equal windows shared, as since
-`pulsar_lens.plugins.sharedreads` came) and every table read sorted by time; new as it is.
+(tests/plugins/reference_incident_timeline.py, reference_key_shared_map.py), incident-timeline
+and bundle-ownership over their whole windows (reference_timeline_window.py,
+reference_bundle_window.py), no window cut from a longer one (each read on its own; equal
+windows shared, as since `pulsar_lens.plugins.sharedreads` came) and every table read sorted
+by time; new as it is, as a first pass (every step computed, none kept yet).
 
 `kept`: what the stored results cost once a collect process has kept KEEP_LIGHT_RESULTS of each
 light plugin: the pass's pruning (every entry's meta.json read) and one read of each plugin's
@@ -36,6 +38,7 @@ from pulsar_lens.plugins.precompute import (
 from pulsar_lens.plugins.registry import discover, instance_of
 from pulsar_lens.plugins.results import RESULTS_DIR, ResultStore, StoredResult
 from pulsar_lens.plugins.runner import snapshot_window, validate_params
+from pulsar_lens.plugins.steps import STEPS_DIR
 
 
 class CountedStore(Store):
@@ -73,16 +76,22 @@ def _same_stored(new: dict[str, Any], old: dict[str, Any]) -> str:
 @contextmanager
 def old_pass() -> Iterator[None]:
     """The pass as it was before incident-timeline's and key-shared-map's analyses were
-    vectorised, a window inside a longer one was cut from it and a read already in time
-    order was left unsorted."""
+    vectorised, incident-timeline and bundle-ownership compared their whole windows at every
+    pass instead of keeping steps, a window inside a longer one was cut from it and a read
+    already in time order was left unsorted."""
     from pulsar_lens.core import store as store_module
     from pulsar_lens.plugins import sharedreads
     from pulsar_lens.plugins.builtin.key_shared_map import frames
-    from tests.plugins import reference_incident_timeline, reference_key_shared_map
+    from tests.plugins import (
+        reference_bundle_window,
+        reference_incident_timeline,
+        reference_key_shared_map,
+    )
     from tests.plugins.swaps import swapped
 
     swaps = [
         *reference_incident_timeline.REPLACED,
+        *reference_bundle_window.WHOLE_WINDOW,
         (frames, "_model_columns", reference_key_shared_map.model_columns),
         (sharedreads, "containing_reads", lambda keys: {}),
         (store_module, "by_time", lambda table: table.sort_by([("collected_at", "ascending")])),
@@ -107,6 +116,7 @@ def pass_case(root: Path) -> list[str]:
     figures, stored, reads = {}, {}, {}
     for side, step in (("old", before), ("new", now)):
         shutil.rmtree(root / RESULTS_DIR, ignore_errors=True)
+        shutil.rmtree(root / STEPS_DIR, ignore_errors=True)  # a first pass: no step kept
         store = CountedStore(root)
         _, *figures[side] = clock(lambda s=store, f=step: f(s, ResultStore(root)))
         stored[side], reads[side] = _stored(root, light), store.reads
