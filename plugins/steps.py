@@ -95,8 +95,10 @@ def with_steps(
     if kept is not None:
         for pair in pairs:
             stored = kept.read(instance.name, instance.version, params_json, pair)
-            if stored is not None and stored.result is not None:
-                found[pair] = stored.result
+            result = stored.result if stored is not None else None
+            # one of other frames (kept by other code of this version) is computed again
+            if result is not None and set(result.frames) == set(instance.step_outputs):
+                found[pair] = result
     missing = [pair for pair in pairs if pair not in found]
     read = _from_store(instance, store) if store is not None else _from_inputs(instance, inputs)
     for chunk in _chunks(missing):

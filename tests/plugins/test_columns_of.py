@@ -113,7 +113,8 @@ def test_a_plugin_reading_some_columns_analyses_as_with_all(
         assert list(handed.columns) == [
             c for c in SCHEMAS[table].names if c in {"snapshot_id", "collected_at", *columns}
         ]
-        assert len(handed) == len(_read(wide_tables, table)) > 0
+        assert len(handed) == len(_read(wide_tables, table))
+        assert len(handed) > 0 or table == "events"  # this store's polls had no events
         if table == "consumers" and "connected_since" in columns:
             assert handed["connected_since"].notna().any()
     assert_analysed_alike(plugin, narrow_inputs, wide_inputs)

@@ -18,7 +18,7 @@ import pytest
 from pulsar_lens.api import Inputs
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner, steps
-from pulsar_lens.plugins.builtin.incident_timeline import IncidentTimeline
+from pulsar_lens.plugins.builtin.incident_timeline import IncidentTimeline, clients
 from pulsar_lens.plugins.registry import discover
 from pulsar_lens.plugins.runner import validate_params
 from pulsar_lens.plugins.steps import with_steps
@@ -26,8 +26,35 @@ from tests.plugins import reference_timeline_window as window
 from tests.plugins.swaps import swapped
 from tests.plugins.test_incident_timeline import TIMES, _events, _poll, _probes, build_store
 from tests.plugins.test_incident_timeline_vectorised import CASES, with_results
+from tests.plugins.test_incident_timeline_vectorised import _events as EVENTS
 
 PARAMS = ({}, {"backlog_threshold": 20}, {"window": 3, "backlog_threshold": 1})
+
+
+def with_events(inputs: Inputs, seed: int) -> Inputs:
+    """`inputs` with collector events stored with each poll: of every kind the timeline reads
+    (and some it does not), between the poll before and the poll, naming the subscriptions
+    listed (some gone, some never listed) and hostile or missing names."""
+    rng = np.random.default_rng(seed)
+    subs = inputs.tables["subscriptions"]
+    named = list(zip(subs["topic"], subs["subscription"], strict=True)) or [("t", "s")]
+    parts = []
+    times = pd.to_datetime(inputs.snapshots["collected_at"], utc=True)
+    for i, (sid, at) in enumerate(zip(inputs.snapshots["snapshot_id"], times, strict=True)):
+        count = int(rng.integers(0, 12))
+        events = EVENTS(rng, count)
+        chosen = [named[j] for j in rng.integers(0, len(named), count)]
+        keep = rng.random(count) < 0.7  # else the hostile names `EVENTS` made
+        events.loc[keep, "topic"] = [t for (t, _), k in zip(chosen, keep, strict=True) if k]
+        events.loc[keep, "subscription"] = [s for (_, s), k in zip(chosen, keep, strict=True) if k]
+        earlier = times.iloc[i - 1] if i else at - pd.Timedelta(seconds=30)
+        events["at"] = earlier + (at - earlier) * rng.random(count)
+        events["subject"] = [f"b{j}" for j in rng.integers(0, 3, count)]
+        events["namespace"] = [("t/ns", None)[j] for j in rng.integers(0, 2, count)]
+        parts.append(events.assign(snapshot_id=sid, collected_at=at))
+    tables = dict(inputs.tables)
+    tables["events"] = pd.concat(parts, ignore_index=True) if parts else _no_events()
+    return Inputs(tables, inputs.snapshots)
 
 
 def thinned(inputs: Inputs, seed: int) -> Inputs:
@@ -68,7 +95,8 @@ VARIANTS = [
     for how, variant in (
         ("as made", inputs),
         ("thinned", thinned(inputs, seed)),
-        ("thinned, from poll 2", from_poll(thinned(inputs, seed + 100), 2)),
+        ("with events", with_events(thinned(inputs, seed + 50), seed)),
+        ("thinned, from poll 2", from_poll(with_events(thinned(inputs, seed + 100), seed), 2)),
     )
     if len(variant.snapshots)
 ]
@@ -99,6 +127,7 @@ def test_the_variants_reach_what_steps_must_put_together() -> None:
     plugin = IncidentTimeline()
     validated = validate_params(plugin, {"backlog_threshold": 20})
     seen = {"arrived over": 0, "arrived under": 0, "left over": 0, "reconnects": 0}
+    seen |= {"joins": 0, "load managers": 0, "untyped": 0}
     for _, inputs in VARIANTS:
         found = with_steps(plugin, inputs, validated)
         changes, left = found.steps("backlog_changes"), found.steps("backlog_left")
@@ -109,6 +138,10 @@ def test_the_variants_reach_what_steps_must_put_together() -> None:
         seen["arrived under"] += int((~back["over"]).sum())
         seen["left over"] += int(left["over"].sum())
         seen["reconnects"] += len(found.steps("reconnects"))
+        client = found.steps("clients")
+        seen["joins"] += int(client["kind"].isin(clients.JOINS).sum()) if len(client) else 0
+        seen["load managers"] += len(found.steps("load_managers"))
+        seen["untyped"] += len(found.steps("untyped"))
     assert all(count > 0 for count in seen.values()), seen
 
 
@@ -132,9 +165,8 @@ def test_a_subscription_back_in_the_listing_compares_with_its_row_before_it_left
     )
     plugin = IncidentTimeline()
     validated = validate_params(plugin, {"backlog_threshold": 20})
-    found = with_steps(
-        plugin, Inputs({"subscriptions": subs, "consumers": _no_consumers()}, index), validated
-    )
+    tables = {"subscriptions": subs, "consumers": _no_consumers(), "events": _no_events()}
+    found = with_steps(plugin, Inputs(tables, index), validated)
     left = found.steps("backlog_left")
     assert left[["topic", "subscription", "over"]].values.tolist() == [
         ["t", "s", True],  # not listed in c: over in b
@@ -146,8 +178,6 @@ def test_a_subscription_back_in_the_listing_compares_with_its_row_before_it_left
         ["u", 1, False, True],  # c: first listed (under: nothing to say)
         ["t", 60, True, True],  # d: back, over as it was before it left: no event
     ]
-    from pulsar_lens.plugins.builtin.incident_timeline import clients
-
     rows = clients.backlog_rows(changes, left, 20)
     assert [(r["topic"], r["kind"]) for r in rows] == [("t", "backlog_over")]
     types = clients.NewestTypes(subs[subs["snapshot_id"] == "d"], found.steps("untyped"))
@@ -155,6 +185,11 @@ def test_a_subscription_back_in_the_listing_compares_with_its_row_before_it_left
         ("t", "s"): "Shared",  # typed last in poll b
         ("u", "s"): "Failover",  # typed last in poll c, not listed in d
     }
+
+
+def _no_events() -> pd.DataFrame:
+    columns = ("snapshot_id", "collected_at", *clients.EVENT_COLUMNS)
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
 
 
 def _no_consumers() -> pd.DataFrame:

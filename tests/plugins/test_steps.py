@@ -20,7 +20,7 @@ from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner, steps
 from pulsar_lens.plugins.precompute import compute_results
 from pulsar_lens.plugins.registry import discover
-from pulsar_lens.plugins.results import ResultStore
+from pulsar_lens.plugins.results import ResultStore, StoredResult
 from pulsar_lens.plugins.testing import make_inputs, make_snapshot
 from pulsar_lens.plugins.validation import validate_plugin
 
@@ -307,3 +307,38 @@ def test_a_third_party_plugins_step_runs_in_its_worker(tmp_path: Path) -> None:
         store.write(snap)
     output = runner.run(loaded, store, None, use_cache=False, use_stored=False, views=False)
     assert output.result.frames["listed"]["n"].tolist() == [len(c) for c in LISTED[-3:]]
+
+
+def test_a_kept_step_of_other_frames_is_computed_again(
+    tmp_path: Path, counted: list[tuple[str, ...]]
+) -> None:
+    store = Store(tmp_path)
+    ids = [store.write(snap) for snap in snapshots()[:2]]
+    kept = steps.step_store(store)
+    assert kept is not None
+    for pair in ((ids[0],), tuple(ids)):
+        kept.write(
+            StoredResult(
+                plugin="churn",
+                version=Churn.version,
+                params={"prefix": ""},
+                snapshot_ids=pair,
+                status="ok",
+                seconds=0.0,
+                result=Result(frames={"other": pd.DataFrame({"x": [1]})}),
+            )
+        )
+    pd.testing.assert_frame_equal(run(store), whole(store))
+    assert sorted(counted) == sorted([(ids[0],), tuple(ids)])
+
+
+def test_a_linked_steps_folder_is_neither_read_nor_written(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    for snap in snapshots()[:3]:
+        store.write(snap)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "store" / steps.STEPS_DIR).mkdir()
+    (tmp_path / "store" / steps.STEPS_DIR / "churn").symlink_to(elsewhere)
+    pd.testing.assert_frame_equal(run(store), whole(store))
+    assert list(elsewhere.iterdir()) == []

@@ -49,6 +49,7 @@ from pulsar_lens.plugins.builtin.shared.choices import is_system_topic, offered,
 
 WINDOW = 60
 COLLECTED_KINDS = ("consumer_joined", "consumer_left", "active_consumer_changed")
+CLIENT_KINDS = (*COLLECTED_KINDS, "hash_ranges_changed")
 EVENT_COLUMNS = [
     *[c for c in frames.ROW_COLUMNS if c != "explained_by"],
     "page",
@@ -68,17 +69,25 @@ class IncidentTimeline(AnalysisPlugin):
     api_version = STEPS_API_VERSION
     version = "1.2"
     engine = "light"
-    inputs = ("events", "subscriptions")
-    history_of = {"subscriptions": 1}  # the newest poll's: the others are read by the steps
+    inputs = ("subscriptions",)
+    history_of = {"subscriptions": 1}  # the newest poll's: every poll's are read by the steps
     columns_of = {
         "consumers": clients.RECONNECT_COLUMNS,  # not the hash ranges: the costliest
         "subscriptions": ("topic", "subscription", "type", "msg_backlog"),  # 4 of 26
+        "events": clients.EVENT_COLUMNS,
     }
     requires = ("bundle-ownership", "unload-latency", "stuck-hashes")
     history = WINDOW
     outputs = ("events",)
-    step_inputs = ("subscriptions", "consumers")
-    step_outputs = ("reconnects", "backlog_changes", "backlog_left", "untyped")
+    step_inputs = ("subscriptions", "consumers", "events")
+    step_outputs = (
+        "reconnects",
+        "backlog_changes",
+        "backlog_left",
+        "untyped",
+        "clients",
+        "load_managers",
+    )
     step_params = ("backlog_threshold",)
     page = Page(
         title="Incident timeline",
@@ -113,35 +122,36 @@ class IncidentTimeline(AnalysisPlugin):
     def step(self, data: Inputs, params: Params) -> Result:
         subs = data.history("subscriptions")
         changes, left = steps.backlog_changes(subs, data.snapshots, params.backlog_threshold)
+        events = steps.events_of(data.history("events"), data.snapshots)
+        kinds = events["kind"].astype(str)
         frames = {
             "reconnects": steps.reconnects(data.history("consumers"), data.snapshots),
             "backlog_changes": changes,
             "backlog_left": left,
             "untyped": steps.untyped(subs, data.snapshots),
+            "clients": clients.client_frame(events[kinds.isin(CLIENT_KINDS)]),
+            "load_managers": events[kinds.str.startswith("load_manager_")],
         }
         return Result(frames=frames)
 
     def analyze(self, data: Inputs, params: Params) -> Result:
         polls = data.snapshots.tail(params.window).reset_index(drop=True)
-        events = data.history("events")
-        kinds = events["kind"].astype(str) if len(events) else pd.Series(dtype=str)
         types = clients.NewestTypes(data.latest("subscriptions"), data.steps("untyped"))
         stuck = data.result("stuck-hashes").frames
-        rows = [
+        before = [
             *frames.poll_rows(data.snapshots),
             *frames.bundle_rows(data.result("bundle-ownership").frames["events"]),
             *frames.outage_rows(data.result("unload-latency").frames["outages"]),
-            *frames.load_manager_rows(events[kinds.str.startswith("load_manager_")]),
-            *clients.client_rows(
-                events[kinds.isin([*COLLECTED_KINDS, "hash_ranges_changed"])], types
-            ),
+            *frames.load_manager_rows(data.steps("load_managers")),
+        ]
+        after = [
             *clients.reconnect_rows(data.steps("reconnects"), types),
             *frames.draining_rows(stuck["history"], stuck["hashes"], data.snapshots),
             *clients.backlog_rows(
                 data.steps("backlog_changes"), data.steps("backlog_left"), params.backlog_threshold
             ),
         ]
-        found = frames.to_frame(rows)
+        found = frames.to_frame(before, clients.with_pages(data.steps("clients"), types), after)
         found = _in_window(found, data.snapshots, polls)
         found = _filtered(found, params)
         table = with_links(found, data.snapshots).reindex(columns=EVENT_COLUMNS)

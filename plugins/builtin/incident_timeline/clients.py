@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from pulsar_lens.api import frame_of
 from pulsar_lens.core.secrets import clean
 from pulsar_lens.plugins.builtin.incident_timeline.frames import (
     BROKER,
@@ -18,6 +19,7 @@ from pulsar_lens.plugins.builtin.incident_timeline.frames import (
     FAILOVER,
     KEY_SHARED,
     MAX_TEXT,
+    ROW_COLUMNS,
     SUBSCRIPTIONS,
     namespace_of,
     row,
@@ -26,6 +28,18 @@ from pulsar_lens.plugins.builtin.incident_timeline.frames import (
 
 RECONNECT_COLUMNS = ("topic", "subscription", "consumer_name", "connected_since")
 """The columns of `consumers` incident-timeline reads (its `columns_of`)."""
+EVENT_COLUMNS = (
+    "at",
+    "kind",
+    "subject",
+    "topic",
+    "subscription",
+    "consumer_name",
+    "before",
+    "after",
+)
+"""The columns of `events` incident-timeline reads."""
+JOINS = ("consumer_joined", "consumer_left")
 
 
 Key = tuple[str | None, str | None]  # (topic, subscription), as a row may name them
@@ -74,7 +88,7 @@ class NewestTypes:
         }
 
 
-def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
+def client_rows(events: pd.DataFrame, types: NewestTypes | _NoTypes) -> list[Any]:
     """The collector's events of clients and subscriptions: consumers joining and leaving,
     failover's active consumer changing, Key_Shared hash ranges changing.
 
@@ -91,7 +105,7 @@ def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
     topics = [text_of(v) for v in column("topic")]
     subs = [text_of(v) for v in column("subscription")]
     names, befores, afters = column("consumer_name"), column("before"), column("after")
-    joins = ("consumer_joined", "consumer_left")
+    joins = JOINS
     kinds_by_subscription = types.of(
         {(t, s) for t, s, k in zip(topics, subs, kinds, strict=True) if k in joins}
     )
@@ -134,6 +148,37 @@ def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
             }
         )
     return rows
+
+
+class _NoTypes:
+    """No subscription's type: what a step knows of the window's newest types."""
+
+    def of(self, keys: Collection[Key]) -> dict[Key, str]:
+        return {}
+
+
+def client_frame(events: pd.DataFrame) -> pd.DataFrame:
+    """`client_rows` of one poll's events as a frame of `ROW_COLUMNS`, without the page of
+    consumers joining and leaving (the window's newest type of their subscription says it:
+    `with_pages`)."""
+    return frame_of(client_rows(events, _NoTypes()), ROW_COLUMNS)
+
+
+def with_pages(found: pd.DataFrame, types: NewestTypes) -> pd.DataFrame:
+    """`client_frame` rows (of every poll) with the page of consumers joining and leaving:
+    Key_Shared's, Failover's or the subscriptions' by the newest type of the subscription."""
+    if found.empty:
+        return found
+    joins = found["kind"].isin(JOINS).to_numpy(dtype=bool)
+    if not joins.any():
+        return found
+    topics = found["topic"].to_numpy(dtype=object)[joins]
+    subs = found["subscription"].to_numpy(dtype=object)[joins]
+    named = [(text_of(t), text_of(s)) for t, s in zip(topics, subs, strict=True)]
+    kinds = types.of(set(named))
+    pages = found["explained_by"].to_numpy(dtype=object).copy()
+    pages[joins] = [page_of_type(kinds.get(key)) for key in named]
+    return found.assign(explained_by=pages)
 
 
 def reconnect_rows(found: pd.DataFrame, types: NewestTypes) -> list[dict[str, Any]]:

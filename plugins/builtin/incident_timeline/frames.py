@@ -327,9 +327,29 @@ def _failed(errors_json: Any) -> str:
     return clean(f"{len(errors)} call(s) failed: {shown}", limit=MAX_TEXT)
 
 
-def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows in time order, ties in KIND_ORDER, with `at` as UTC microseconds."""
-    frame = frame_of(rows, ROW_COLUMNS)
+TEXT_COLUMNS = [c for c in ROW_COLUMNS if c != "at"]
+
+
+def to_frame(*parts: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    """Rows in time order, ties in KIND_ORDER (then in the order given), with `at` as UTC
+    microseconds. Each part is rows (`row`) or a frame of `ROW_COLUMNS`; the text columns
+    come out as one frame of all the rows would have them (text, or all missing)."""
+    frames = [
+        p.reindex(columns=ROW_COLUMNS) if isinstance(p, pd.DataFrame) else frame_of(p, ROW_COLUMNS)
+        for p in parts
+    ]
+    frames = [f for f in frames if len(f)]
+    if len(frames) > 1:
+        frame = pd.concat(frames, ignore_index=True)
+        for column in TEXT_COLUMNS:
+            values = frame[column]
+            frame[column] = (
+                values.astype("str")
+                if values.notna().any()
+                else pd.Series([None] * len(values), dtype=object)
+            )
+    else:
+        frame = frames[0].reset_index(drop=True) if frames else frame_of([], ROW_COLUMNS)
     frame["at"] = pd.to_datetime(frame["at"], utc=True).astype("datetime64[us, UTC]")
     rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
     order = frame.assign(_rank=frame["kind"].map(rank).fillna(len(rank)))

@@ -171,3 +171,12 @@ def untyped(subscriptions: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFram
         }
     )
     return frame.astype(UNTYPED)
+
+
+def events_of(events: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """The poll's own events (those the collector stored with it), in their order."""
+    if events.empty or not len(snapshots):
+        return events.iloc[0:0].assign(kind=pd.Series(dtype=object))
+    newest = str(snapshots["snapshot_id"].iloc[-1])
+    mine = (events["snapshot_id"].astype(str) == newest).to_numpy(dtype=bool)
+    return events[mine].reset_index(drop=True)
