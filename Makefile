@@ -35,7 +35,7 @@ typecheck: install ## mypy strict on core/, collectors/ and plugins/
 	$(VENV)/python scripts/typecheck.py
 
 bench: install ## every benchmark (each prints ratios against a baseline run side by side)
-	@for b in hashing collect bulk_answers store_reads analyses key_shared_map scale dashboard plugins_cmd cli_start; do \
+	@for b in hashing collect bulk_answers store_reads analyses steps key_shared_map scale dashboard plugins_cmd cli_start; do \
 	  echo "== benchmarks/$$b.py"; $(VENV)/python -m benchmarks.$$b || exit 1; done
 
 reliability: install ## load and soak (~20 min), figures in artifacts/reliability/
