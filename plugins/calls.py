@@ -95,18 +95,8 @@ def choices_of(
 def analyze(
     loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs | SparkInputs, params: BaseModel
 ) -> Result:
-    plugin = instance_of(loaded)
-    try:
-        result = _call(loaded, "analyze", inputs, params)
-    except PluginError:
-        raise
-    except Exception as exc:
-        if is_spark_error(exc):  # its traceback is Py4J's, its message holds the query plan
-            log.debug("plugin %s failed in analyze", plugin.name, exc_info=True)
-        else:
-            log.exception("plugin %s failed in analyze", plugin.name)
-        raise _raised(plugin, "analyze", exc) from exc
-    check_result(plugin, result)
+    result = _hook(loaded, "analyze", inputs, params)
+    check_result(instance_of(loaded), result)
     return cast(Result, result)
 
 
@@ -114,15 +104,26 @@ def step(loaded: AnalysisPlugin | LoadedPlugin, inputs: Inputs, params: BaseMode
     """The plugin's `step` on one poll and the one before it (isolated like analyze); a
     Result of exactly its `step_outputs`."""
     plugin = instance_of(loaded)
+    result = _hook(loaded, "step", inputs, params)
+    check_result(plugin, result, plugin.step_outputs, "step")
+    return cast(Result, result)
+
+
+def _hook(
+    loaded: AnalysisPlugin | LoadedPlugin, method: str, inputs: Inputs | SparkInputs, params: Any
+) -> Any:
+    """`plugin.method(inputs, params)`; what it raises becomes its `PluginRunError`."""
+    plugin = instance_of(loaded)
     try:
-        result = _call(loaded, "step", inputs, params)
+        return _call(loaded, method, inputs, params)
     except PluginError:
         raise
     except Exception as exc:
-        log.exception("plugin %s failed in step", plugin.name)
-        raise _raised(plugin, "step", exc) from exc
-    check_result(plugin, result, plugin.step_outputs, "step")
-    return cast(Result, result)
+        if is_spark_error(exc):  # its traceback is Py4J's, its message holds the query plan
+            log.debug("plugin %s failed in %s", plugin.name, method, exc_info=True)
+        else:
+            log.exception("plugin %s failed in %s", plugin.name, method)
+        raise _raised(plugin, method, exc) from exc
 
 
 def takes_params(render: Any) -> bool:

@@ -179,18 +179,7 @@ def analyze(self: Any, data: Inputs, params: Any) -> Result:
         *frames.draining_rows(stuck["history"], stuck["hashes"], data.snapshots),
         *backlog_rows(subs, params.backlog_threshold),
     ]
-    found = frames.to_frame(rows)
-    found = timeline._in_window(found, data.snapshots, polls)
-    found = timeline._filtered(found, params)
-    table = timeline.with_links(found, data.snapshots).reindex(columns=timeline.EVENT_COLUMNS)
-    summary = {
-        "events": len(table),
-        "kinds": {k: int(v) for k, v in table["kind"].value_counts().sort_index().items()},
-        "polls": len(polls),
-        "since": None if polls.empty else str(polls["collected_at"].iloc[0]),
-        "until": None if polls.empty else str(polls["collected_at"].iloc[-1]),
-    }
-    return Result(frames={"events": table}, summary=summary)
+    return timeline.timeline_of(frames.to_frame(rows), data.snapshots, polls, params)
 
 
 PLUGIN = timeline.IncidentTimeline

@@ -152,17 +152,7 @@ class IncidentTimeline(AnalysisPlugin):
             ),
         ]
         found = frames.to_frame(before, clients.with_pages(data.steps("clients"), types), after)
-        found = _in_window(found, data.snapshots, polls)
-        found = _filtered(found, params)
-        table = with_links(found, data.snapshots).reindex(columns=EVENT_COLUMNS)
-        summary = {
-            "events": len(table),
-            "kinds": {k: int(v) for k, v in table["kind"].value_counts().sort_index().items()},
-            "polls": len(polls),
-            "since": None if polls.empty else str(polls["collected_at"].iloc[0]),
-            "until": None if polls.empty else str(polls["collected_at"].iloc[-1]),
-        }
-        return Result(frames={"events": table}, summary=summary)
+        return timeline_of(found, data.snapshots, polls, params)
 
     def render(self, result: Result, params: Params | None = None) -> list[View]:
         events, summary = result.frames["events"], result.summary
@@ -197,6 +187,26 @@ class IncidentTimeline(AnalysisPlugin):
         names = offered(data.latest("subscriptions"))
         namespaces = sorted(frames.namespaces_in(names["topic"][1:]))
         return {"namespace": ["", *namespaces], **names}
+
+
+def timeline_of(
+    found: pd.DataFrame,
+    snapshots: pd.DataFrame,
+    polls: pd.DataFrame,
+    params: IncidentTimeline.Params,
+) -> Result:
+    """The result: the rows `found` (`frames.to_frame`) of the chosen `polls` (the newest of
+    `snapshots`) and filters, with their pages and links, and what the summary says."""
+    found = _filtered(_in_window(found, snapshots, polls), params)
+    table = with_links(found, snapshots).reindex(columns=EVENT_COLUMNS)
+    summary = {
+        "events": len(table),
+        "kinds": {k: int(v) for k, v in table["kind"].value_counts().sort_index().items()},
+        "polls": len(polls),
+        "since": None if polls.empty else str(polls["collected_at"].iloc[0]),
+        "until": None if polls.empty else str(polls["collected_at"].iloc[-1]),
+    }
+    return Result(frames={"events": table}, summary=summary)
 
 
 def _in_window(found: pd.DataFrame, snapshots: pd.DataFrame, polls: pd.DataFrame) -> pd.DataFrame:
