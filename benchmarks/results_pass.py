@@ -29,6 +29,7 @@ import pyarrow as pa
 from benchmarks.measuring import clock, same_result
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import results as results_module
+from pulsar_lens.plugins import steps as steps_module
 from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.precompute import (
     KEEP_LIGHT_RESULTS,
@@ -39,6 +40,8 @@ from pulsar_lens.plugins.registry import discover, instance_of
 from pulsar_lens.plugins.results import RESULTS_DIR, ResultStore, StoredResult
 from pulsar_lens.plugins.runner import snapshot_window, validate_params
 from pulsar_lens.plugins.steps import STEPS_DIR
+
+read_steps = steps_module._read
 
 
 class CountedStore(Store):
@@ -110,8 +113,18 @@ def pass_case(root: Path) -> list[str]:
         with old_pass():
             compute_results(store, plugins, results=results)
 
+    by_steps = 0  # the new pass's reads of step tables (`plugins.steps`), counted apart
+
     def now(store: Store, results: ResultStore) -> None:
-        compute_results(store, plugins, results=results)
+        from tests.plugins.swaps import swapped
+
+        def counted(plugin: Any, view: Any, ids: Sequence[str]) -> Any:
+            nonlocal by_steps
+            by_steps += len(plugin.step_inputs)
+            return read_steps(plugin, view, ids)
+
+        with swapped([(steps_module, "_read", counted)]):
+            compute_results(store, plugins, results=results)
 
     figures, stored, reads = {}, {}, {}
     for side, step in (("old", before), ("new", now)):
@@ -126,7 +139,8 @@ def pass_case(root: Path) -> list[str]:
         f"whole results pass ({len(light)} light plugins): results "
         + _same_stored(stored["new"], stored["old"]),
         f"  pass     old {ow:7.2f} s wall {oc:7.2f} s CPU   new {nw:7.2f} s wall {nc:7.2f} s "
-        f"CPU   CPU ratio {oc / max(nc, 1e-9):6.1f}   table reads {reads['old']} -> {reads['new']}",
+        f"CPU   CPU ratio {oc / max(nc, 1e-9):6.1f}   table reads {reads['old']} -> {reads['new']} "
+        f"({by_steps} of them by steps)",
     ]
 
 
