@@ -136,10 +136,11 @@ def prune_results(
     poll, they were most of the store (0.7 GB a day at a 30 s interval). The steps light
     plugins keep (`plugins.steps`) go once no window holds their poll."""
     try:
-        results.prune({str(s) for s in store.snapshots()["snapshot_id"]})
+        index = store.snapshots()
+        results.prune({str(s) for s in index["snapshot_id"]})
         for plugin in light:
             results.keep_newest(instance_of(plugin).name, KEEP_LIGHT_RESULTS)
-        prune_steps(store, light)
+        prune_steps(store, light, index)
     except Exception as exc:  # pruning is housekeeping: report it, keep the results
         log.warning("pruning stored results failed: %s", exc)
 

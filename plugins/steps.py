@@ -11,10 +11,10 @@ poll's step frames (`Inputs.steps`).
 Each step is kept under `steps/<slug>/<key>/` of the store, in the stored results' format
 (`plugins.results`), keyed by the plugin, its version, the params and the one or two snapshot
 ids it read (the params: only the `step_params` fields); the results pass writes them
-(`keep`), every reader reads them. A pass then
-computes two steps (the newest poll, and the window's new first poll alone) and reads the
-others back. Missing steps (a first pass, a restart, other params) are computed from the
-store `CHUNK` polls at a time, so a cold pass never holds the whole window of those tables.
+(`keep`), every reader reads them. A pass then computes two steps (the newest poll, and the
+window's new first poll alone) and reads the others back. Missing steps (a first pass, a
+restart, other params) are computed from the store `CHUNK` polls at a time, so a cold pass
+never holds the whole window of those tables.
 
 Every step frame goes through Arrow whether it was just computed or read back, so `analyze`
 sees the same dtypes either way (a frame Arrow cannot hold fails the plugin, saying so).
@@ -134,13 +134,15 @@ def step_tables(
     return {name: table.to_pandas() for name, table in _read(plugin, store, ids).items()}
 
 
-def prune_steps(store: SnapshotStore, plugins: Sequence[Plugin]) -> int:
+def prune_steps(
+    store: SnapshotStore, plugins: Sequence[Plugin], index: pd.DataFrame | None = None
+) -> int:
     """Delete the kept steps no plugin's window holds any more (each cluster's newest
-    `history` polls); how many went."""
+    `history` polls of the store's `index`, read when not given); how many went."""
     kept = step_store(store)
     if kept is None:
         return 0
-    index = store.snapshots()
+    index = store.snapshots() if index is None else index
     removed = 0
     for plugin in plugins:
         if not stepped(plugin):

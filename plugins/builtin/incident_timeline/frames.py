@@ -339,17 +339,16 @@ def to_frame(*parts: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
         for p in parts
     ]
     frames = [f for f in frames if len(f)]
-    if len(frames) > 1:
-        frame = pd.concat(frames, ignore_index=True)
-        for column in TEXT_COLUMNS:
-            values = frame[column]
-            frame[column] = (
-                values.astype("str")
-                if values.notna().any()
-                else pd.Series([None] * len(values), dtype=object)
-            )
-    else:
-        frame = frames[0].reset_index(drop=True) if frames else frame_of([], ROW_COLUMNS)
+    if not frames:
+        return frame_of([], ROW_COLUMNS)
+    frame = pd.concat(frames, ignore_index=True)
+    for column in TEXT_COLUMNS:
+        values = frame[column]
+        frame[column] = (
+            values.astype("str")
+            if values.notna().any()
+            else pd.Series([None] * len(values), dtype=object)
+        )
     frame["at"] = pd.to_datetime(frame["at"], utc=True).astype("datetime64[us, UTC]")
     rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
     order = frame.assign(_rank=frame["kind"].map(rank).fillna(len(rank)))
