@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from pulsar_lens.api import Chart, Table
 from pulsar_lens.core.model import (
@@ -335,11 +336,33 @@ def test_ownership_a_move_the_leader_counted_is_by_the_load_manager() -> None:
 
 
 def test_ownership_a_move_no_counter_counted_is_not_the_load_manager() -> None:
-    """Judged once the next poll read the counters too (the count may show a poll late)."""
-    snaps = [counted(0, (B1, B1, B1, B1), 3), counted(10, (B1, B2, B1, B1), 3)]
+    """Judged once the polls read the counters for COUNT_LAG after it (the leader publishes
+    its count when its shedding round's unload calls have returned): at 30 s apart, the
+    next poll; at 10 s apart, two polls."""
+    snaps = [counted(0, (B1, B1, B1, B1), 3), counted(30, (B1, B2, B1, B1), 3)]
     assert by_of(analyze(snaps)) == [("moved", None)]
-    snaps.append(counted(20, (B1, B2, B1, B1), 3))
+    snaps.append(counted(60, (B1, B2, B1, B1), 3))
     assert by_of(analyze(snaps)) == [("moved", "not the load manager")]
+
+    snaps = [counted(0, (B1, B1, B1, B1), 3), counted(10, (B1, B2, B1, B1), 3)]
+    snaps.append(counted(20, (B1, B2, B1, B1), 3))
+    assert by_of(analyze(snaps)) == [("moved", None)]
+    snaps.append(counted(30, (B1, B2, B1, B1), 3))
+    assert by_of(analyze(snaps)) == [("moved", "not the load manager")]
+
+
+@pytest.mark.parametrize(("every", "by"), [(5, "load manager"), (30, "not the load manager")])
+def test_ownership_a_count_published_after_the_next_poll(every: int, by: str) -> None:
+    """The count read two polls after the owner change: within COUNT_LAG when the polls are
+    5 s apart (it is the shedder's), not when they are 30 s apart (then it is unseen)."""
+    owners = [(B1, B1, B1, B1), (B1, B2, B1, B1), (B1, B2, B1, B1), (B1, B2, B1, B1)]
+    counts = [0, 0, 0, 1]
+    snaps = [counted(every * i, o, c) for i, (o, c) in enumerate(zip(owners, counts, strict=True))]
+    snaps += [counted(every * 4 + every * i, owners[-1], 1) for i in range(4)]
+    output = analyze(snaps)
+    assert by_of(output) == [("moved", by)]
+    unseen = 0 if by == "load manager" else 1
+    assert output.result.summary["load_manager_unseen"] == unseen
 
 
 def test_ownership_an_owner_change_takes_the_count_before_an_inferred_reload() -> None:
@@ -353,6 +376,7 @@ def test_ownership_an_owner_change_takes_the_count_before_an_inferred_reload() -
             brokers=counted(10, (), 1).brokers,
         ),
         counted(20, (B1, B2, B1, B1), 1),
+        counted(30, (B1, B2, B1, B1), 1),  # COUNT_LAG after the reload: judged
     ]
     assert sorted(by_of(analyze(snaps))) == [
         ("moved", "load manager"),

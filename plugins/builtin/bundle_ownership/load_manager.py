@@ -9,6 +9,12 @@ window where every broker's counter was read and none grew is not. The counter a
 ownership listing are read by the same poll but not at the same instant, so an unload can
 show in the counter one poll before or after the owner change: counts are matched to the
 events of their own window first, and what is left to an event of the window before or after.
+
+The leader publishes its counter at the end of a shedding round, after the round's unload
+calls returned (`ModularLoadManagerImpl.doLoadShedding`), so a count can also be read later
+than the poll after the owner change when polls come faster than that: a count left over
+goes to an event up to COUNT_LAG before its window began. An event is "not the load manager"
+only once every window a count of it could show in was read and held none.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from pulsar_lens.plugins.builtin.shared.ownership import BY_LOAD_MANAGER, NOT_LO
 WINDOW_COLUMNS = ["at", "since", "broker", "unloaded", "split", "unseen"]
 # the first event of an unload (its second half, "acquired"/"reacquired", is the same unload)
 UNLOAD_STARTS = ("moved", "unloaded", "reloaded")
+COUNT_LAG = pd.Timedelta(seconds=20)
+"""How long after an owner change the leader's counter may still show it (its shedding round's
+unload calls returning): wider than a poll only when polls come faster than 20 s apart."""
 
 
 def load_manager_windows(brokers: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
@@ -105,10 +114,17 @@ def attribute(
         for index, counter, position in wanted:
             if found[index] is None and _take(budget[counter], position + shift):
                 found[index] = BY_LOAD_MANAGER
+    reach = {position: _reach(times, position) for _, _, position in wanted}
+    for index, counter, position in wanted:  # a count published late (COUNT_LAG)
+        last = reach[position]
+        later = range(position + 2, (len(times) - 1 if last is None else last) + 1)
+        if found[index] is None and any(_take(budget[counter], q) for q in later):
+            found[index] = BY_LOAD_MANAGER
     for index, _, position in wanted:
-        # no count in its window nor the next one, both read: the load manager did not do it
-        after = times[position + 1] if position + 1 < len(times) else None
-        if found[index] is None and {times[position], after} <= counted:
+        # no count in any window that could show it, all of them read: the load manager did
+        # not do it
+        last = reach[position]
+        if found[index] is None and last is not None and set(times[position : last + 1]) <= counted:
             found[index] = NOT_LOAD_MANAGER
     by = [found[i] for i in events.index]
     windows = windows.copy()
@@ -133,6 +149,18 @@ def _budgets(
                 mine = budget[name].setdefault(position, {})
                 mine[str(row.broker)] = mine.get(str(row.broker), 0) + count
     return budget
+
+
+def _reach(times: Sequence[pd.Timestamp], position: int) -> int | None:
+    """The last poll whose window may hold the count of an owner change seen by the poll at
+    `position`: the next one, and each after it that began within COUNT_LAG of it; None while
+    that lies beyond the newest poll."""
+    if position >= len(times):
+        return None
+    last = position + 1
+    while last < len(times) and times[last] - times[position] < COUNT_LAG:
+        last += 1
+    return last if last < len(times) else None
 
 
 def _take(budget: Mapping[int, dict[str, int]], position: int) -> bool:
