@@ -12,7 +12,7 @@ from pulsar_lens.core.model import ConsumerRecord, DrainingHashRecord, Snapshot,
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from pulsar_lens.plugins.builtin.stuck_hashes.classic import parse_positions
 from pulsar_lens.plugins.runner import RunOutput, run_on_inputs
-from pulsar_lens.plugins.testing import TOPIC, at, make_inputs, make_snapshot
+from pulsar_lens.plugins.testing import TOPIC, at, make_inputs, make_snapshot, read_by
 
 PLUGIN = StuckHashes()
 SUB = "orders-ks"
@@ -38,7 +38,7 @@ def poll(seconds: float, *rows: DrainingHashRecord, **tables: Any) -> Snapshot:
 
 
 def analyze(snapshots: Sequence[Snapshot], **params: Any) -> RunOutput:
-    return run_on_inputs(PLUGIN, make_inputs(snapshots, PLUGIN.inputs), params)
+    return run_on_inputs(PLUGIN, make_inputs(snapshots, read_by(PLUGIN)), params)
 
 
 def hashes_of(output: RunOutput) -> pd.DataFrame:

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from pulsar_lens.api import (
+    STEPS_API_VERSION,
     AnalysisPlugin,
     BaseModel,
     Chart,
@@ -57,7 +58,7 @@ from pulsar_lens.api import (
 )
 from pulsar_lens.core.secrets import clean
 from pulsar_lens.plugins.builtin.shared.choices import chosen, offered
-from pulsar_lens.plugins.builtin.stuck_hashes.classic import compute_held_back
+from pulsar_lens.plugins.builtin.stuck_hashes.classic import compute_held_back, marked
 from pulsar_lens.plugins.builtin.stuck_hashes.violations import compute_violations, listed_names
 from pulsar_lens.plugins.builtin.stuck_hashes.waiting import waiting_consumers
 from pulsar_lens.plugins.builtin.stuck_hashes.windows import snapshot_order, with_positions
@@ -97,12 +98,16 @@ class StuckHashes(AnalysisPlugin):
         "Key_Shared hashes that keep draining with no acknowledgement progress while messages "
         "wait for them, who holds them, and consumers held back by the classic dispatcher."
     )
-    version = "1.2"
+    api_version = STEPS_API_VERSION
+    version = "1.3"
     engine = "light"
     inputs = ("draining_hashes", "consumers", "subscriptions")
     history = 60
-    history_of = {"consumers": 1}  # only the newest poll of consumers is read
-    # 60 polls of subscriptions: 8 of their 26 columns
+    # the newest poll of consumers and subscriptions; every poll's subscriptions are read by
+    # the steps, which keep the few rows the classic dispatcher marks (8 of 26 columns)
+    history_of = {"consumers": 1, "subscriptions": 1}
+    step_inputs = ("subscriptions",)
+    step_outputs = ("marked",)
     columns_of = {
         "subscriptions": (
             "topic",
@@ -150,6 +155,10 @@ class StuckHashes(AnalysisPlugin):
             description="Seconds without progress before 'stuck' (either suffices)",
         )
 
+    def step(self, data: Inputs, params: Params) -> Result:
+        """The poll's subscriptions that name consumers after the mark-delete position."""
+        return Result(frames={"marked": marked(data.latest("subscriptions"))})
+
     def analyze(self, data: Inputs, params: Params) -> Result:
         def only(frame: pd.DataFrame) -> pd.DataFrame:
             return chosen(frame, params.topic, params.subscription)
@@ -163,7 +172,7 @@ class StuckHashes(AnalysisPlugin):
         hashes = compute_hashes(draining, order, polls=params.polls, seconds=params.seconds)
         hashes = with_holder_facts(hashes, consumers, subscriptions)
         violations = compute_violations(draining)
-        held = compute_held_back(only(data.history("subscriptions")), consumers, order)
+        held = compute_held_back(only(data.steps("marked")), consumers, order)
         history = draining[[*HASH_KEY, "collected_at", "unack_msgs", "blocked_attempts"]]
         return Result(
             frames={

@@ -36,11 +36,32 @@ def parse_positions(text: Any) -> Mapping[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
+MARKED: Mapping[str, str] = {
+    "snapshot_id": "object",
+    "topic": "object",
+    "subscription": "object",
+    "consumers_after_mark_delete_position": "object",
+}
+"""The columns and dtypes of `marked`, the step frame of each poll."""
+
+
+def marked(subs: pd.DataFrame) -> pd.DataFrame:
+    """The rows that name consumers after the mark-delete position (Key_Shared subscriptions
+    of the classic dispatcher), with the columns `compute_held_back` reads: a few rows of a
+    poll, kept per poll (`StuckHashes.step`) instead of reading the window's every row."""
+    if subs.empty:
+        return pd.DataFrame({k: pd.Series(dtype=v) for k, v in MARKED.items()})
+    text = subs["consumers_after_mark_delete_position"]
+    kept = subs[text.notna() & ~text.astype(str).str.strip().isin(["", "{}"])]
+    return kept[list(MARKED)].astype(dict(MARKED)).reset_index(drop=True)
+
+
 def compute_held_back(
-    subscriptions: pd.DataFrame, consumers: pd.DataFrame, order: pd.DataFrame
+    rows: pd.DataFrame, consumers: pd.DataFrame, order: pd.DataFrame
 ) -> pd.DataFrame:
-    """Consumers held back in the newest snapshot, and since when (consecutive polls)."""
-    held = _held_rows(with_positions(_marked(subscriptions), order))
+    """Consumers held back in the newest snapshot, and since when (consecutive polls), from
+    the window's `marked` rows."""
+    held = _held_rows(with_positions(rows, order))
     if held.empty:
         return empty_frame(HELD_COLUMNS)
     newest = int(order["position"].iloc[-1])
@@ -64,14 +85,6 @@ def compute_held_back(
     if not rows:
         return empty_frame(HELD_COLUMNS)
     return _with_connected_since(pd.DataFrame(rows), consumers)
-
-
-def _marked(subs: pd.DataFrame) -> pd.DataFrame:
-    """The rows that name consumers after the mark-delete position, with the columns read
-    here: a few rows of a window, so they are put in order instead of the whole window."""
-    text = subs["consumers_after_mark_delete_position"]
-    kept = subs[text.notna() & ~text.astype(str).str.strip().isin(["", "{}"])]
-    return kept[["snapshot_id", *KEY[:2], "consumers_after_mark_delete_position"]]
 
 
 def _held_rows(subs: pd.DataFrame) -> pd.DataFrame:
