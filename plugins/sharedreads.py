@@ -68,6 +68,12 @@ def _union(a: Columns, b: Columns) -> Columns:
     return None if a is None or b is None else a | b
 
 
+def _covers(kept: Columns, asked: Columns) -> bool:
+    """Whether a table read with the columns `kept` holds every column `asked`: a read no
+    plugin planned (a step's two polls) may ask for columns the planned readers did not."""
+    return kept is None or (asked is not None and asked <= kept)
+
+
 class SharedReads:
     """`store` for one pass of `plugins`, run in that order, one `advance()` before each:
     a table read is kept while a plugin after the one running declares the same read, or a
@@ -154,20 +160,24 @@ class SharedReads:
         """The read, with at least `columns` (all when None): a planned read has the columns
         of every plugin sharing it."""
         key = read_key(name, snapshot_ids=snapshot_ids, since=since)
+        asked: Columns = None if columns is None else frozenset(columns)
         table = self._kept.get(key)
-        if table is not None:
+        if table is not None and _covers(self._columns.get(key), asked):
             self.shared += 1
             if not self._still(key):  # its last reader: nobody after it declares it
                 del self._kept[key]
             return table
         longer = self._within.get(key)
-        if longer is not None and longer in self._kept:
+        if (
+            longer is not None
+            and longer in self._kept
+            and _covers(self._columns.get(longer), asked)
+        ):
             self.cut += 1
             table = self._kept[longer]
             if not self._still(longer):
                 del self._kept[longer]
             return cut(table, key)
-        asked: Columns = None if columns is None else frozenset(columns)
         shared = _union(self._columns[key], asked) if key in self._columns else asked
         wanted = None if shared is None else sorted(shared)
         table = self.store.read(name, snapshot_ids=snapshot_ids, since=since, columns=wanted)

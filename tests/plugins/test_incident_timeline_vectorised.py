@@ -41,7 +41,8 @@ def with_results(inputs: Inputs) -> Inputs:
     ownership = BundleOwnership().analyze(with_steps(BundleOwnership(), inputs, params), params)
     latency_inputs = Inputs(inputs.tables, inputs.snapshots, {"bundle-ownership": ownership})
     latency = UnloadLatency().analyze(latency_inputs, validate_params(UnloadLatency(), {}))
-    stuck = StuckHashes().analyze(inputs, validate_params(StuckHashes(), {}))
+    params = validate_params(StuckHashes(), {})
+    stuck = StuckHashes().analyze(with_steps(StuckHashes(), inputs, params), params)
     results: dict[str, Result] = {
         "bundle-ownership": ownership,
         "unload-latency": latency,

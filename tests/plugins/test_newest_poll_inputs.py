@@ -19,6 +19,7 @@ from pulsar_lens.plugins.builtin.sticky_ranges import StickyRanges
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
 from pulsar_lens.plugins.runner import load_inputs, run, validate_params
+from pulsar_lens.plugins.steps import with_steps
 from pulsar_lens.plugins.testing import make_snapshot
 from tests.plugins.vectorised_cases import cluster_polls
 
@@ -56,6 +57,8 @@ def test_newest_poll_of_latest_only_tables_gives_the_same_analysis(
 def assert_analysed_alike(plugin: AnalysisPlugin, narrow: Inputs, wide: Inputs) -> None:
     """`plugin` gives the same frames, summary and parameter choices on both inputs."""
     params: Any = validate_params(plugin, {})
+    if plugin.step_inputs:  # the steps, from each side's whole-window step tables
+        narrow, wide = with_steps(plugin, narrow, params), with_steps(plugin, wide, params)
     mine, full = plugin.analyze(narrow, params), plugin.analyze(wide, params)
     for name, frame in full.frames.items():
         pd.testing.assert_frame_equal(mine.frames[name], frame, obj=name)

@@ -404,3 +404,22 @@ def test_a_read_nobody_planned_reads_the_columns_asked_for() -> None:
     shared.read("t", snapshot_ids=["a"], columns=["x"])
     shared.read("t", snapshot_ids=["a"])
     assert store.asked == [["x"], None]
+
+
+def test_a_kept_read_lacking_a_column_asked_for_is_read_again_with_it() -> None:
+    """A read nobody planned (a step's polls) that a kept table answers, exactly or cut from
+    a longer one, but whose planned readers did not name a column it asks for: read from the
+    store with its own columns, the kept table left to its readers."""
+    table = pa.table({"snapshot_id": ["a", "b"], "x": [1, 2], "y": [3, 4]})
+    store = Tables(t=table)
+    every = read_key("t", snapshot_ids=["a", "b"])
+    x = frozenset({"x"})
+    shared = SharedReads(store, [{every: x}, {every: x}])
+    shared.advance()
+    shared.read("t", snapshot_ids=["a", "b"], columns=["x"])
+    shared.read("t", snapshot_ids=["a", "b"], columns=["x", "y"])  # y: not in the kept read
+    shared.read("t", snapshot_ids=["a", "b"])  # every column: neither
+    assert store.asked == [["x"], ["x", "y"], None]
+    shared.advance()
+    shared.read("t", snapshot_ids=["a", "b"], columns=["x"])  # its planned reader: kept
+    assert (shared.reads, shared.shared) == (3, 1)
