@@ -28,7 +28,7 @@ from typing import Literal, Protocol
 
 import pandas as pd
 
-from pulsar_lens.api import AnalysisPlugin, Inputs, Result, SparkInputs
+from pulsar_lens.api import AnalysisPlugin, BaseModel, Inputs, Result, SparkInputs
 from pulsar_lens.core.errors import PluginRunError
 from pulsar_lens.plugins.window import SnapshotStore, read_tables
 
@@ -74,9 +74,12 @@ class Engine:
         store: SnapshotStore,
         window: pd.DataFrame,
         results: Callable[[], Mapping[str, Result]],
+        params: BaseModel | None = None,
     ) -> Inputs | SparkInputs:
-        """What `analyze` receives over `window` (index rows, oldest first). `results` gives
-        the results of the plugins it requires, called only by an engine that hands them on."""
+        """What `analyze` receives over `window` (index rows, oldest first) with `params`
+        (the default ones when None: they set the polls a `history_param` plugin reads).
+        `results` gives the results of the plugins it requires, called only by an engine that
+        hands them on."""
         raise NotImplementedError
 
 
@@ -88,9 +91,11 @@ class _Light(Engine):
         store: SnapshotStore,
         window: pd.DataFrame,
         results: Callable[[], Mapping[str, Result]],
+        params: BaseModel | None = None,
     ) -> Inputs:
         required = results()
-        return Inputs(tables=read_tables(plugin, store, window), snapshots=window, results=required)
+        tables = read_tables(plugin, store, window, params)
+        return Inputs(tables=tables, snapshots=window, results=required)
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,7 @@ class _Spark(Engine):
         store: SnapshotStore,
         window: pd.DataFrame,
         results: Callable[[], Mapping[str, Result]],
+        params: BaseModel | None = None,
     ) -> SparkInputs:
         from pulsar_lens.plugins.spark.inputs import load_spark_inputs  # pyspark: only now
 

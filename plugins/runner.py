@@ -100,9 +100,11 @@ def load_inputs(
     *,
     window: pd.DataFrame | None = None,
     use_cache: bool = True,
+    params: BaseModel | None = None,
 ) -> Inputs:
-    """Each declared table over its newest `history` (or `history_of[table]`) snapshots, as
-    pandas frames whatever the plugin's engine.
+    """Each declared table over its newest `history` (or `history_of[table]`, or for a
+    `history_param` plugin the newest that many polls of `params`, default ones when None)
+    snapshots, as pandas frames whatever the plugin's engine.
 
     Given a `LoadedPlugin`, also the results of its requirements (`required_results`); a bare
     `AnalysisPlugin` has none resolved, so its `Inputs.results` stay empty. A plugin with
@@ -113,7 +115,7 @@ def load_inputs(
     results = required_results(plugin, store, use_cache=use_cache)
     index = snapshot_window(instance, store) if window is None else window
     stepping = step_tables(instance, store, index) if instance.step_inputs else None
-    tables = read_tables(instance, store, index)
+    tables = read_tables(instance, store, index, params)
     return Inputs(tables=tables, snapshots=index, results=results, step_tables=stepping)
 
 
@@ -123,12 +125,18 @@ def inputs_for(
     *,
     window: pd.DataFrame | None = None,
     use_cache: bool = True,
+    params: BaseModel | None = None,
 ) -> Inputs | SparkInputs:
-    """What the plugin's `analyze` receives on its engine (`engines.Engine.load_inputs`)."""
+    """What the plugin's `analyze` receives on its engine (`engines.Engine.load_inputs`) with
+    `params` (the default ones when None)."""
     instance = instance_of(plugin)
     index = snapshot_window(instance, store) if window is None else window
     return engine_of(instance).load_inputs(
-        instance, store, index, lambda: required_results(plugin, store, use_cache=use_cache)
+        instance,
+        store,
+        index,
+        lambda: required_results(plugin, store, use_cache=use_cache),
+        params,
     )
 
 
@@ -239,7 +247,7 @@ def run(
             read_seconds = time.perf_counter() - started
             output = _from_stored(plugin, validated, stored, read_seconds, views=views)
         else:
-            inputs = inputs_for(plugin, store, window=window, use_cache=use_cache)
+            inputs = inputs_for(plugin, store, window=window, use_cache=use_cache, params=validated)
             inputs = with_steps(plugin, inputs, validated, store=store, keep=not use_stored)
             load_seconds = time.perf_counter() - started
             output = run_on_inputs(plugin, inputs, validated, views=views)

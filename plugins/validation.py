@@ -93,6 +93,7 @@ def _problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
     if not isinstance(history, int) or isinstance(history, bool) or history < 1:
         yield f"history: expected an integer >= 1, found {history!r}"
     yield from _history_of_problems(cls)
+    yield from _history_param_problems(cls, engine)
     yield from _columns_of_problems(cls)
     yield from _output_problems(getattr(cls, "outputs", None))
     yield from _requires_problems(getattr(cls, "requires", None), name)
@@ -114,6 +115,30 @@ def _history_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:
     for table, count in items:
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             yield f"history_of[{table!r}]: expected an integer >= 1, found {count!r}"
+
+
+def _history_param_problems(cls: type[AnalysisPlugin], engine: object) -> Iterable[str]:
+    """`history_param`: None, or an integer `Params` field (default >= 1) of a plugin
+    analysed after each poll (a Spark job reads its whole window)."""
+    named: object = getattr(cls, "history_param", None)
+    if named is None:
+        return
+    fields = getattr(getattr(cls, "Params", None), "model_fields", {})
+    if not isinstance(named, str) or named not in fields:
+        yield f"history_param: expected the name of a Params field, found {named!r}"
+        return
+    default = fields[named].default
+    if (
+        fields[named].annotation is not int
+        or isinstance(default, bool)
+        or not (isinstance(default, int) and default >= 1)
+    ):
+        yield (
+            f"history_param: Params field {named!r} must be an int with a default >= 1, "
+            f"found {fields[named].annotation!r} = {default!r}"
+        )
+    if isinstance(engine, str) and engine in BY_NAME and not BY_NAME[engine].per_poll:
+        yield f"history_param: for plugins analysed after each poll, not {engine!r} ones"
 
 
 def _columns_of_problems(cls: type[AnalysisPlugin]) -> Iterable[str]:

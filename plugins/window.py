@@ -11,7 +11,7 @@ from typing import Protocol
 import pandas as pd
 import pyarrow as pa
 
-from pulsar_lens.api import AnalysisPlugin
+from pulsar_lens.api import AnalysisPlugin, BaseModel
 from pulsar_lens.core.model import SCHEMAS, TIMED_TABLES
 
 
@@ -86,12 +86,28 @@ def read_key(
     return (name, ids, since, until)
 
 
-def table_reads(plugin: AnalysisPlugin, index: pd.DataFrame) -> list[TableRead]:
-    """What `read_tables` reads for each declared table, in declared order."""
+def polls_read(plugin: AnalysisPlugin, params: BaseModel | None = None) -> int:
+    """How many of the newest polls of the window the tables `history_of` does not name are
+    read: `history`, or at most the value of the `history_param` field of `params` (of the
+    default params when None)."""
+    field = plugin.history_param
+    if field is None:
+        return plugin.history
+    fields = plugin.Params.model_fields
+    value = fields[field].default if params is None else getattr(params, field)
+    return max(1, min(plugin.history, int(value)))
+
+
+def table_reads(
+    plugin: AnalysisPlugin, index: pd.DataFrame, params: BaseModel | None = None
+) -> list[TableRead]:
+    """What `read_tables` reads for each declared table, in declared order, for `params`
+    (the default ones when None)."""
     ids = [str(s) for s in index["snapshot_id"]] if len(index) else []
     reads: list[TableRead] = []
+    polls = polls_read(plugin, params)
     for name in plugin.inputs:
-        mine = tuple(ids[-plugin.history_of.get(name, plugin.history) :])
+        mine = tuple(ids[-plugin.history_of.get(name, polls) :])
         since = None
         if mine and name in TIMED_TABLES:  # rows of the window's time span, up to now
             since = pd.Timestamp(index["collected_at"].iloc[-len(mine)]).to_pydatetime()
@@ -101,7 +117,10 @@ def table_reads(plugin: AnalysisPlugin, index: pd.DataFrame) -> list[TableRead]:
 
 
 def read_tables(
-    plugin: AnalysisPlugin, store: SnapshotStore, index: pd.DataFrame
+    plugin: AnalysisPlugin,
+    store: SnapshotStore,
+    index: pd.DataFrame,
+    params: BaseModel | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Each declared table over its newest `history` (or `history_of[table]`) snapshots of
     `index`, read through pyarrow; a timed table over the window's time span, up to now.
@@ -113,7 +132,7 @@ def read_tables(
     hands over more (a read shared with a plugin that wants more) is cut to them."""
     return {
         read.name: keep_columns(read.load(store), plugin.columns_of.get(read.name)).to_pandas()
-        for read in table_reads(plugin, index)
+        for read in table_reads(plugin, index, params)
     }
 
 

@@ -173,7 +173,11 @@ class AnalysisPlugin:
     `name` is a stable kebab-case slug (it appears in URLs, cache keys and stored results);
     `inputs` are table names from `core.model.TABLES`; `history` is how many recent snapshots
     the runner loads of each of them, and `history_of` sets another count for some tables
-    (e.g. `{"key_samples": 12}` beside `history = 1`); `columns_of` names the only columns
+    (e.g. `{"key_samples": 12}` beside `history = 1`); `history_param` names an integer
+    `Params` field when `analyze` reads only that many of the newest polls of the tables
+    `history_of` does not name (a trend over a `window` the page chooses), so that the runner
+    reads only those of them (`history` is then their upper bound and still keys the
+    window's results); `columns_of` names the only columns
     `analyze` reads of some tables (`snapshot_id` and `collected_at` always come), so a light
     plugin is not handed the others; `outputs` are the frame names `analyze`
     must return; `page` asks for a dashboard page of the plugin's own; `requires` are the
@@ -200,6 +204,7 @@ class AnalysisPlugin:
     inputs: ClassVar[tuple[str, ...]]
     history: ClassVar[int] = 1
     history_of: ClassVar[Mapping[str, int]] = {}
+    history_param: ClassVar[str | None] = None
     columns_of: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     outputs: ClassVar[tuple[str, ...]]
     page: ClassVar[Page | None] = None

@@ -92,7 +92,8 @@ class SubscriptionStatus(AnalysisPlugin):
     version = "1.2"
     engine = "light"
     inputs = ("subscriptions", "consumers")
-    history = 30
+    history = 30  # the longest `window`
+    history_param = "window"  # its newest `window` polls of subscriptions are read, 5 by default
     history_of = {"consumers": 1}  # only the newest poll of consumers is read
     columns_of = {  # what the status reads of 30 polls of subscriptions (15 of 26 columns)
         "subscriptions": (
