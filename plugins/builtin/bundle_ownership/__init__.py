@@ -95,7 +95,7 @@ class BundleOwnership(AnalysisPlugin):
         "moves, unloads, re-acquisitions and splits seen between snapshots."
     )
     api_version = STEPS_API_VERSION
-    version = "1.1"
+    version = "1.2"
     engine = "light"
     inputs = ("bundles", "topics", "events", "brokers")
     history_of = {"topics": 1}  # the newest poll's: every poll's are read by the steps
