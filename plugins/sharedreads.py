@@ -15,9 +15,11 @@ that read. `SharedReads` is the view those plugins read through, for one pass:
   `consumers` inside the 60 polls an earlier plugin read) is cut from it (`cut`: its rows of
   those snapshots) instead of read; the longer table is then kept while a plugin still to
   run declares it or a window inside it. A longer window is never read for a shorter one;
-- a shared read reads the columns every plugin sharing it (or cutting a read from it)
-  declares in `columns_of` together, or all of them when one declares none: a plugin gets
-  at least its own columns and `window.read_tables` keeps only those;
+- a shared read reads the columns every plugin sharing it declares in `columns_of`
+  together, or all of them when one declares none: a plugin gets at least its own columns
+  and `window.read_tables` keeps only those. A window is cut from a longer one only when the
+  longer one reads its columns anyway; otherwise it is read on its own, since widening the
+  longer read would read those columns over each of its polls;
 - each plugin still gets pandas frames of its own: `window.read_tables` converts the shared
   table per plugin, so a plugin changing its frames (in place, nested values included)
   changes no other plugin's. A third-party plugin runs in a worker process that receives,
@@ -93,21 +95,24 @@ class SharedReads:
         self.cut = 0  # reads answered with a part of a kept table
         self._planned = deque(set(keys) for keys in planned)
         self._wanted: Counter[ReadKey] = Counter(k for keys in self._planned for k in keys)
-        self._within = containing_reads(self._wanted)
+        # per read: the columns of all its readers
+        self._columns: dict[ReadKey, Columns] = {}
+        for keys in planned:
+            for key in keys:
+                wanted = keys[key] if isinstance(keys, Mapping) else None
+                self._columns[key] = _union(self._columns.get(key, frozenset()), wanted)
+        # a read is cut from a longer one only when that one reads its columns anyway:
+        # widening 30 polls by the columns of a read of 5 (or 1) reads them 30 times over
+        self._within = {
+            key: longer
+            for key, longer in containing_reads(self._wanted).items()
+            if _covers(self._columns[longer], self._columns[key])
+        }
         # per read: the reads still to come that could be cut from it
         self._inside: Counter[ReadKey] = Counter(
             self._within[k] for keys in self._planned for k in keys if k in self._within
         )
         self._kept: dict[ReadKey, pa.Table] = {}
-        # per read: the columns of all its readers and of the reads cut from it
-        self._columns: dict[ReadKey, Columns] = {}
-        for keys in planned:
-            for key in keys:
-                wanted = keys[key] if isinstance(keys, Mapping) else None
-                for into in (key, self._within.get(key)):
-                    if into is not None:
-                        known = self._columns.get(into, frozenset())
-                        self._columns[into] = _union(known, wanted)
 
     def __repr__(self) -> str:
         return f"SharedReads({self.store!r})"

@@ -381,20 +381,34 @@ def test_a_shared_read_is_of_every_column_when_one_of_its_plugins_names_none(
     pd.testing.assert_frame_equal(seen["consumers"], unshared(store, "consumers", 3))
 
 
-def test_a_read_cut_from_a_longer_one_has_its_columns_in_the_longer_read() -> None:
+def test_a_read_is_cut_from_a_longer_one_only_when_that_one_reads_its_columns() -> None:
+    """Widening a long window by a shorter read's columns would read them over each of its
+    polls: the shorter read is read on its own then, and shared by its own readers."""
     table = pa.table({"snapshot_id": ["a", "b"], "x": [1, 2], "y": [3, 4]})
     store = Tables(t=table)
     every = read_key("t", snapshot_ids=["a", "b"])
     newest = read_key("t", snapshot_ids=["b"])
-    shared = SharedReads(store, [{every: frozenset({"x"})}, {newest: frozenset({"y"})}])
+    x, y = frozenset({"x"}), frozenset({"y"})
+    shared = SharedReads(store, [{every: x}, {newest: y}, {newest: x}, {newest: x}])
     shared.advance()
     shared.read("t", snapshot_ids=["a", "b"], columns=["x"])
-    assert store.asked == [["x", "y"]]  # the newest poll's reader wants y: read with x
+    assert store.asked == [["x"]]  # not widened by the newest poll's y
     shared.advance()
-    assert shared.read("t", snapshot_ids=["b"], columns=["y"]).to_pylist() == [
+    shared.read("t", snapshot_ids=["b"], columns=["y"])
+    assert store.asked == [["x"], ["x", "y"]]  # on its own, with its readers' columns
+    shared.advance()
+    shared.advance()
+    shared.read("t", snapshot_ids=["b"], columns=["x"])
+    assert (shared.reads, shared.shared, shared.cut) == (2, 1, 0)
+
+    plain = SharedReads(Tables(t=table), [{every: x}, {newest: x}])
+    plain.advance()
+    plain.read("t", snapshot_ids=["a", "b"], columns=["x"])
+    plain.advance()
+    assert plain.read("t", snapshot_ids=["b"], columns=["x"]).to_pylist() == [
         {"snapshot_id": "b", "x": 2, "y": 4}
     ]
-    assert store.reads == ["t"]
+    assert (plain.reads, plain.cut) == (1, 1)  # the longer read has x: cut from it
 
 
 def test_a_read_nobody_planned_reads_the_columns_asked_for() -> None:
