@@ -1,10 +1,10 @@
 """One read of each table's window per results pass, shared by the plugins that declare it.
 
 After a poll the collect process runs every light plugin on one pinned view of the store
-(`plugins.precompute`). Several read the same table over the same snapshots (30 polls of
-`subscriptions`: failover-assignment and subscription-status; 60 polls of `consumers`:
-bundle-ownership and incident-timeline); reading it from Parquet once saves the others
-that read. `SharedReads` is the view those plugins read through, for one pass:
+(`plugins.precompute`). Several read the same table over the same snapshots (the newest
+poll of `subscriptions` and of `consumers`, read by most of them); reading it from Parquet
+once saves the others that read. `SharedReads` is the view those plugins read through, for
+one pass (a step's reads, `plugins.steps`, are not planned: they go to the store):
 
 - it keeps the Arrow table a read returned (immutable) only while a plugin still to run in
   the pass declares the same read (`planned_reads`), and drops it once the last of them got
@@ -48,7 +48,7 @@ from pulsar_lens.plugins.window import (
 
 MAX_SHARED_BYTES = 2 << 30
 """Arrow bytes a pass keeps for later plugins at most (30 polls of `subscriptions` at
-100,000 topics are about 0.9 GB; 60 polls of `consumers` there, 3.4 GB, are read twice)."""
+100,000 topics, every column, are about 0.9 GB)."""
 
 
 Columns = frozenset[str] | None
