@@ -33,7 +33,7 @@ interval (the Overview's notices, from the collect process's health file)."""
 @dataclass(frozen=True)
 class Inputs:
     """What `analyze` receives: each declared table over its last `history` snapshots (or
-    `history_of[table]`).
+    `history_of[table]`, or for a `history_param` plugin the value of that Params field).
 
     Every table row carries `snapshot_id`, `collected_at` (UTC) and `cluster`. `snapshots` holds
     the store's index rows of the widest window, oldest first (`snapshot_id`, `collected_at`,

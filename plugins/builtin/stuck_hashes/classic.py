@@ -57,11 +57,11 @@ def marked(subs: pd.DataFrame) -> pd.DataFrame:
 
 
 def compute_held_back(
-    rows: pd.DataFrame, consumers: pd.DataFrame, order: pd.DataFrame
+    marked_rows: pd.DataFrame, consumers: pd.DataFrame, order: pd.DataFrame
 ) -> pd.DataFrame:
     """Consumers held back in the newest snapshot, and since when (consecutive polls), from
     the window's `marked` rows."""
-    held = _held_rows(with_positions(rows, order))
+    held = _held_rows(with_positions(marked_rows, order))
     if held.empty:
         return empty_frame(HELD_COLUMNS)
     newest = int(order["position"].iloc[-1])
