@@ -33,7 +33,8 @@ PARAMS = ({}, {"backlog_threshold": 20}, {"window": 3, "backlog_threshold": 1})
 
 def with_events(inputs: Inputs, seed: int) -> Inputs:
     """`inputs` with collector events stored with each poll: of every kind the timeline reads
-    (and some it does not), between the poll before and the poll, naming the subscriptions
+    (and some it does not), between the poll before and the poll (some earlier, some at the
+    poll before exactly: their step cannot say which poll shows them), naming the subscriptions
     listed (some gone, some never listed) and hostile or missing names."""
     rng = np.random.default_rng(seed)
     subs = inputs.tables["subscriptions"]
@@ -49,6 +50,9 @@ def with_events(inputs: Inputs, seed: int) -> Inputs:
         events.loc[keep, "subscription"] = [s for (_, s), k in zip(chosen, keep, strict=True) if k]
         earlier = times.iloc[i - 1] if i else at - pd.Timedelta(seconds=30)
         events["at"] = earlier + (at - earlier) * rng.random(count)
+        late = rng.random(count) < 0.1  # stored with a later poll than the one they follow
+        events.loc[late, "at"] = earlier - (at - earlier) * rng.random(int(late.sum()))
+        events.loc[rng.random(count) < 0.05, "at"] = earlier  # at the poll before, exactly
         events["subject"] = [f"b{j}" for j in rng.integers(0, 3, count)]
         events["namespace"] = [("t/ns", None)[j] for j in rng.integers(0, 2, count)]
         parts.append(events.assign(snapshot_id=sid, collected_at=at))
@@ -76,6 +80,22 @@ def thinned(inputs: Inputs, seed: int) -> Inputs:
     return Inputs(tables, inputs.snapshots)
 
 
+def retyped(inputs: Inputs, seed: int) -> Inputs:
+    """`inputs` with a fifth of the subscription rows given another type, or none: a
+    subscription's type changes from poll to poll (and back), so the newest type that chooses
+    the page of its consumers' joins differs from the type of the poll they joined in."""
+    rng = np.random.default_rng(seed)
+    tables = dict(inputs.tables)
+    frame = tables["subscriptions"].copy()
+    if len(frame):
+        kinds = np.array(["Shared", "Failover", "Key_Shared", "Exclusive", None], dtype=object)
+        changed = rng.random(len(frame)) < 0.2
+        frame["type"] = frame["type"].astype(object)
+        frame.loc[changed, "type"] = kinds[rng.integers(0, len(kinds), int(changed.sum()))]
+        tables["subscriptions"] = frame
+    return Inputs(tables, inputs.snapshots)
+
+
 def from_poll(inputs: Inputs, start: int) -> Inputs:
     """`inputs` as a window that starts at poll `start`: nothing of the polls before it."""
     index = inputs.snapshots.iloc[start:].reset_index(drop=True)
@@ -97,6 +117,7 @@ VARIANTS = [
         ("thinned", thinned(inputs, seed)),
         ("with events", with_events(thinned(inputs, seed + 50), seed)),
         ("thinned, from poll 2", from_poll(with_events(thinned(inputs, seed + 100), seed), 2)),
+        ("retyped, with events", with_events(retyped(thinned(inputs, seed + 150), seed), seed)),
     )
     if len(variant.snapshots)
 ]
@@ -123,11 +144,14 @@ def test_steps_give_the_timeline_of_the_whole_window(
 
 def test_the_variants_reach_what_steps_must_put_together() -> None:
     """Backlog rows of subscriptions back in the listing, whether over the threshold before
-    they left or not, and consumers reconnecting, come up in the variants."""
+    they left or not, consumers reconnecting, subscriptions changing type, and client rows
+    linked in their step, in the window, and linked in their step but anew in the window (a
+    join whose subscription's type changed after it) come up in the variants."""
     plugin = IncidentTimeline()
     validated = validate_params(plugin, {"backlog_threshold": 20})
     seen = {"arrived over": 0, "arrived under": 0, "left over": 0, "reconnects": 0}
-    seen |= {"joins": 0, "load managers": 0, "untyped": 0}
+    seen |= {"joins": 0, "load managers": 0, "untyped": 0, "retyped": 0}
+    seen |= {"linked in a step": 0, "linked in the window": 0, "joins linked anew": 0}
     for _, inputs in VARIANTS:
         found = with_steps(plugin, inputs, validated)
         changes, left = found.steps("backlog_changes"), found.steps("backlog_left")
@@ -142,6 +166,14 @@ def test_the_variants_reach_what_steps_must_put_together() -> None:
         seen["joins"] += int(client["kind"].isin(clients.JOINS).sum()) if len(client) else 0
         seen["load managers"] += len(found.steps("load_managers"))
         seen["untyped"] += len(found.steps("untyped"))
+        seen["retyped"] += len(found.steps("retyped"))
+        if len(client):
+            linked = client["link"].notna()
+            seen["linked in a step"] += int(linked.sum())
+            seen["linked in the window"] += int((~linked).sum())
+            changed = pd.concat([found.steps("untyped"), found.steps("retyped")])
+            again = clients.settled(client, changed)["link"].isna() & linked
+            seen["joins linked anew"] += int(again.sum())
     assert all(count > 0 for count in seen.values()), seen
 
 

@@ -67,7 +67,7 @@ class IncidentTimeline(AnalysisPlugin):
         "over a threshold, partial and missing polls; each links to the page that explains it."
     )
     api_version = STEPS_API_VERSION
-    version = "1.2"
+    version = "1.3"
     engine = "light"
     inputs = ("subscriptions",)
     history_of = {"subscriptions": 1}  # the newest poll's: every poll's are read by the steps
@@ -85,6 +85,7 @@ class IncidentTimeline(AnalysisPlugin):
         "backlog_changes",
         "backlog_left",
         "untyped",
+        "retyped",
         "clients",
         "load_managers",
     )
@@ -124,12 +125,14 @@ class IncidentTimeline(AnalysisPlugin):
         changes, left = steps.backlog_changes(subs, data.snapshots, params.backlog_threshold)
         events = steps.events_of(data.history("events"), data.snapshots)
         kinds = events["kind"].astype(str)
+        poll = steps.rows_of_poll(subs, data.snapshots)
         frames = {
             "reconnects": steps.reconnects(data.history("consumers"), data.snapshots),
             "backlog_changes": changes,
             "backlog_left": left,
             "untyped": steps.untyped(subs, data.snapshots),
-            "clients": clients.client_frame(events[kinds.isin(CLIENT_KINDS)]),
+            "retyped": steps.retyped(subs, data.snapshots),
+            "clients": clients.client_frame(events[kinds.isin(CLIENT_KINDS)], poll, data.snapshots),
             "load_managers": events[kinds.str.startswith("load_manager_")],
         }
         return Result(frames=frames)
@@ -151,7 +154,9 @@ class IncidentTimeline(AnalysisPlugin):
                 data.steps("backlog_changes"), data.steps("backlog_left"), params.backlog_threshold
             ),
         ]
-        found = frames.to_frame(before, clients.with_pages(data.steps("clients"), types), after)
+        changed = pd.concat([data.steps("untyped"), data.steps("retyped")])
+        client = clients.settled(data.steps("clients"), changed)
+        found = frames.to_frame(before, clients.with_pages(client, types), after)
         return timeline_of(found, data.snapshots, polls, params)
 
     def render(self, result: Result, params: Params | None = None) -> list[View]:

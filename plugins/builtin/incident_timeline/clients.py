@@ -25,6 +25,7 @@ from pulsar_lens.plugins.builtin.incident_timeline.frames import (
     row,
     text_of,
 )
+from pulsar_lens.plugins.builtin.incident_timeline.links import step_links
 
 RECONNECT_COLUMNS = ("topic", "subscription", "consumer_name", "connected_since")
 """The columns of `consumers` incident-timeline reads (its `columns_of`)."""
@@ -88,7 +89,7 @@ class NewestTypes:
         }
 
 
-def client_rows(events: pd.DataFrame, types: NewestTypes | _NoTypes) -> list[Any]:
+def client_rows(events: pd.DataFrame, types: NewestTypes) -> list[Any]:
     """The collector's events of clients and subscriptions: consumers joining and leaving,
     failover's active consumer changing, Key_Shared hash ranges changing.
 
@@ -150,26 +151,58 @@ def client_rows(events: pd.DataFrame, types: NewestTypes | _NoTypes) -> list[Any
     return rows
 
 
-class _NoTypes:
-    """No subscription's type: what a step knows of the window's newest types."""
+def client_frame(events: pd.DataFrame, poll: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """`client_rows` of one step's events (`snapshots`: its index rows) as a frame of
+    `ROW_COLUMNS` with their `links.step_links`. A consumer joining or leaving gets the page
+    of its subscription's type in the step's poll (`poll`, its `subscriptions`), which is the
+    window's newest type unless the type changes in a later poll (`settled` finds those); one
+    the poll gives no type gets no link: the window's newest type chooses its page
+    (`with_pages`)."""
+    types = NewestTypes(poll, pd.DataFrame(columns=["topic", "subscription", "type"]))
+    found = step_links(frame_of(client_rows(events, types), ROW_COLUMNS), snapshots)
+    joins = found["kind"].isin(JOINS).to_numpy(dtype=bool)
+    if joins.any():
+        keys = _keys(found[joins])
+        typed = types.of(set(keys))
+        unknown = np.flatnonzero(joins)[[key not in typed for key in keys]]
+        found.loc[found.index[unknown], ["snapshot_id", "link"]] = None
+    return found
 
-    def of(self, keys: Collection[Key]) -> dict[Key, str]:
-        return {}
+
+def settled(found: pd.DataFrame, changed: pd.DataFrame) -> pd.DataFrame:
+    """Every step's `client_frame` rows, with the link of a consumer joining or leaving a
+    subscription whose type changed in the window (`changed`: the steps' `untyped` and
+    `retyped`) made missing again, for `with_pages` and `links.with_links` to make anew."""
+    if found.empty or changed.empty:
+        return found
+    joins = found["kind"].isin(JOINS).to_numpy(dtype=bool)
+    if not joins.any():
+        return found
+    pairs = zip(changed["topic"], changed["subscription"], strict=True)
+    moved = {(str(t), str(s)) for t, s in pairs}
+    again = np.flatnonzero(joins)[[key in moved for key in _keys(found[joins])]]
+    if not len(again):
+        return found
+    out = found.copy()
+    out.loc[out.index[again], ["snapshot_id", "link"]] = None
+    return out
 
 
-def client_frame(events: pd.DataFrame) -> pd.DataFrame:
-    """`client_rows` of one poll's events as a frame of `ROW_COLUMNS`, without the page of
-    consumers joining and leaving (the window's newest type of their subscription says it:
-    `with_pages`)."""
-    return frame_of(client_rows(events, _NoTypes()), ROW_COLUMNS)
+def _keys(rows: pd.DataFrame) -> list[Key]:
+    topics = rows["topic"].to_numpy(dtype=object)
+    subs = rows["subscription"].to_numpy(dtype=object)
+    return [(text_of(t), text_of(s)) for t, s in zip(topics, subs, strict=True)]
 
 
 def with_pages(found: pd.DataFrame, types: NewestTypes) -> pd.DataFrame:
-    """`client_frame` rows (of every poll) with the page of consumers joining and leaving:
-    Key_Shared's, Failover's or the subscriptions' by the newest type of the subscription."""
+    """`client_frame` rows (of every poll) with the page of consumers joining and leaving
+    whose row holds no link: Key_Shared's, Failover's or the subscriptions' by the newest
+    type of the subscription (a row with a link has its page already)."""
     if found.empty:
         return found
     joins = found["kind"].isin(JOINS).to_numpy(dtype=bool)
+    if "link" in found:
+        joins = joins & found["link"].isna().to_numpy(dtype=bool)
     if not joins.any():
         return found
     topics = found["topic"].to_numpy(dtype=object)[joins]

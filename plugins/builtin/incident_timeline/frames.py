@@ -332,10 +332,18 @@ TEXT_COLUMNS = [c for c in ROW_COLUMNS if c != "at"]
 
 def to_frame(*parts: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
     """Rows in time order, ties in KIND_ORDER (then in the order given), with `at` as UTC
-    microseconds. Each part is rows (`row`) or a frame of `ROW_COLUMNS`; the text columns
-    come out as one frame of all the rows would have them (text, or all missing)."""
+    microseconds. Each part is rows (`row`) or a frame of `ROW_COLUMNS` (and of other columns,
+    kept after them: missing in the rows of parts without them); the text columns come out as
+    one frame of all the rows would have them (text, or all missing)."""
+    extra = [
+        c
+        for c in dict.fromkeys(c for p in parts if isinstance(p, pd.DataFrame) for c in p.columns)
+        if c not in ROW_COLUMNS
+    ]
     frames = [
-        p.reindex(columns=ROW_COLUMNS) if isinstance(p, pd.DataFrame) else frame_of(p, ROW_COLUMNS)
+        p.reindex(columns=[*ROW_COLUMNS, *extra])
+        if isinstance(p, pd.DataFrame)
+        else frame_of(p, ROW_COLUMNS)
         for p in parts
     ]
     frames = [f for f in frames if len(f)]

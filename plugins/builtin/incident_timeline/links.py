@@ -67,15 +67,68 @@ def poll_after(times: pd.Series, ids: pd.Series, at: pd.Series) -> pd.Series:
 
 def with_links(rows: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
     """`rows` with `page`, `snapshot_id` (the poll after each) and `link`, without the
-    `explained_by` slug."""
+    `explained_by` slug. Rows that hold a `link` already (`step_links` made it, with their
+    `snapshot_id`) keep both; the others' are made here."""
+    times, ids, clusters = _polls(snapshots)
+    out = rows.drop(columns=[c for c in ("explained_by", *LINKED) if c in rows])
+    out["page"] = rows["explained_by"].map(PAGES).astype(object)
+    todo = (
+        rows["link"].isna().to_numpy(dtype=bool)
+        if "link" in rows
+        else np.ones(len(rows), dtype=bool)
+    )
+    if todo.all():
+        out["snapshot_id"] = poll_after(times, ids, rows["at"])
+        out["link"] = links(out["page"], out["snapshot_id"], clusters, out[list(LINK_FIELDS)])
+        return out
+    sid = rows["snapshot_id"].to_numpy(dtype=object).copy()
+    made = rows["link"].to_numpy(dtype=object).copy()
+    if todo.any():
+        mine = out[todo]
+        sid[todo] = poll_after(times, ids, mine["at"]).to_numpy(dtype=object)
+        made[todo] = links(mine["page"], pd.Series(sid[todo]), clusters, mine[list(LINK_FIELDS)])
+    out["snapshot_id"] = pd.Series(sid, index=out.index, dtype=object)
+    out["link"] = made.tolist()
+    return out
+
+
+LINKED = ("snapshot_id", "link")
+"""The columns `step_links` adds to a step's rows."""
+
+
+def step_links(rows: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """`rows` of one step (`snapshots`: the poll before and the poll, or the window's first
+    poll alone) with the `snapshot_id` and `link` `with_links` gives them in any window that
+    holds the step's polls: for rows after the poll before, up to the poll (any row up to a
+    window's first poll), that poll. Other rows' are left missing, for `with_links` to make
+    in the window. The `explained_by` of a row must be final (a page chosen by the window's
+    newest poll is not: the analysis sets such a row's `link` missing again)."""
+    out = rows.copy()
+    out["snapshot_id"] = pd.Series([None] * len(rows), index=rows.index, dtype=object)
+    out["link"] = pd.Series([None] * len(rows), index=rows.index, dtype=object)
+    if rows.empty or snapshots.empty:
+        return out
+    times, ids, clusters = _polls(snapshots)
+    at = pd.to_datetime(rows["at"], utc=True)
+    mine = (at <= times.iloc[-1]).to_numpy(dtype=bool)
+    if len(times) > 1:
+        mine = mine & (at > times.iloc[-2]).to_numpy(dtype=bool)
+    if mine.any():
+        newest = ids.iloc[-1]
+        chosen = rows[mine]
+        pages = chosen["explained_by"].map(PAGES).astype(object)
+        sid = pd.Series([newest] * len(chosen), index=chosen.index, dtype=object)
+        out.loc[mine, "snapshot_id"] = newest
+        out.loc[mine, "link"] = links(pages, sid, clusters, chosen[list(LINK_FIELDS)])
+    return out
+
+
+def _polls(snapshots: pd.DataFrame) -> tuple[pd.Series, pd.Series, dict[Any, Any]]:
+    """The polls' times, ids and each id's cluster."""
     times = pd.to_datetime(snapshots["collected_at"], utc=True).astype("datetime64[us, UTC]")
     ids = snapshots["snapshot_id"].astype(str)
     clusters = dict(zip(ids, snapshots.get("cluster", pd.Series([None] * len(ids))), strict=True))
-    out = rows.drop(columns="explained_by")
-    out["page"] = rows["explained_by"].map(PAGES).astype(object)
-    out["snapshot_id"] = poll_after(times, ids, rows["at"])
-    out["link"] = links(out["page"], out["snapshot_id"], clusters, out[list(LINK_FIELDS)])
-    return out
+    return times, ids, clusters
 
 
 def links(

@@ -40,6 +40,7 @@ CHANGES = {
 }
 LEFT = {"topic": "object", "subscription": "object", "at": TIME, "over": "bool"}
 UNTYPED = {"topic": "object", "subscription": "object", "at": TIME, "type": "object"}
+RETYPED = {"topic": "object", "subscription": "object"}
 
 
 def empty(columns: dict[str, str]) -> pd.DataFrame:
@@ -171,6 +172,44 @@ def untyped(subscriptions: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFram
         }
     )
     return frame.astype(UNTYPED)
+
+
+def rows_of_poll(frame: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the step's poll (the newest of `snapshots`), in their order."""
+    if frame.empty or not len(snapshots):
+        return frame
+    mine = snapshot_positions(frame, [str(s) for s in snapshots["snapshot_id"]])
+    return frame[mine == len(snapshots) - 1]
+
+
+def last_typed(subscriptions: pd.DataFrame, snapshots: pd.DataFrame, position: int) -> pd.DataFrame:
+    """The last row with a type of each subscription (both names given) in the poll at
+    `position` of `snapshots` (-1: the step's poll), in row order: the type
+    `clients.NewestTypes` reads of a newest poll."""
+    if subscriptions.empty or not len(snapshots):
+        return subscriptions.iloc[0:0]
+    ids = [str(s) for s in snapshots["snapshot_id"]]
+    typed = subscriptions[subscriptions["type"].notna()]
+    typed = typed[typed[SUBSCRIPTION_KEY].notna().all(axis=1)]
+    mine = snapshot_positions(typed, ids) == (position % len(ids))
+    return typed[mine].drop_duplicates(SUBSCRIPTION_KEY, keep="last")
+
+
+def retyped(subscriptions: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """Subscriptions both polls give a type, a different one (each poll's last typed row):
+    with `untyped`, every change of the type `clients.NewestTypes` would read."""
+    if len(snapshots) < 2 or subscriptions.empty:
+        return empty(RETYPED)
+    before = last_typed(subscriptions, snapshots, 0)
+    now = last_typed(subscriptions, snapshots, -1)
+    both = now.merge(before, on=SUBSCRIPTION_KEY, suffixes=("", "_before"))
+    changed = both[both["type"].astype(str) != both["type_before"].astype(str)]
+    if changed.empty:
+        return empty(RETYPED)
+    frame = pd.DataFrame(
+        {name: changed[name].astype(str).to_numpy(dtype=object) for name in SUBSCRIPTION_KEY}
+    )
+    return frame.astype(RETYPED)
 
 
 def events_of(events: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
