@@ -146,8 +146,10 @@ def link(page: str, snapshot: Any, cluster: Any, fields: Mapping[str, Any]) -> s
     return f"{quote(page, safe='-_.~')}?{encoded}" if encoded else quote(page, safe="-_.~")
 
 
-def with_links(rows: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
-    """`rows` with `page`, `snapshot_id` and `link`, a link made per row (`link`)."""
+def with_links(rows: pd.DataFrame, snapshots: pd.DataFrame, kept: Any = None) -> pd.DataFrame:
+    """`rows` with `page`, `snapshot_id` and `link`, a link made per row (`link`); the whole
+    window's analysis has no links a step made (`kept`)."""
+    assert kept is None
     times = pd.to_datetime(snapshots["collected_at"], utc=True).astype("datetime64[us, UTC]")
     ids = snapshots["snapshot_id"].astype(str)
     clusters = dict(zip(ids, snapshots.get("cluster", pd.Series([None] * len(ids))), strict=True))

@@ -172,7 +172,7 @@ def test_the_variants_reach_what_steps_must_put_together() -> None:
             seen["linked in a step"] += int(linked.sum())
             seen["linked in the window"] += int((~linked).sum())
             changed = pd.concat([found.steps("untyped"), found.steps("retyped")])
-            again = clients.settled(client, changed)["link"].isna() & linked
+            again = clients.unlinked(client, changed) & linked.to_numpy(dtype=bool)
             seen["joins linked anew"] += int(again.sum())
     assert all(count > 0 for count in seen.values()), seen
 

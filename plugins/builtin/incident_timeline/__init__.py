@@ -43,7 +43,7 @@ from pulsar_lens.api import (
     View,
 )
 from pulsar_lens.plugins.builtin.incident_timeline import clients, frames, steps
-from pulsar_lens.plugins.builtin.incident_timeline.links import with_links
+from pulsar_lens.plugins.builtin.incident_timeline.links import Kept, kept_apart, with_links
 from pulsar_lens.plugins.builtin.incident_timeline.views import chart_events
 from pulsar_lens.plugins.builtin.shared.choices import is_system_topic, offered, without_system
 
@@ -155,9 +155,11 @@ class IncidentTimeline(AnalysisPlugin):
             ),
         ]
         changed = pd.concat([data.steps("untyped"), data.steps("retyped")])
-        client = clients.settled(data.steps("clients"), changed)
-        found = frames.to_frame(before, clients.with_pages(client, types), after)
-        return timeline_of(found, data.snapshots, polls, params)
+        client = data.steps("clients")
+        todo = clients.unlinked(client, changed)
+        client, kept = kept_apart(clients.with_pages(client, types, todo), todo)
+        found = frames.to_frame(before, client, after)
+        return timeline_of(found, data.snapshots, polls, params, kept)
 
     def render(self, result: Result, params: Params | None = None) -> list[View]:
         events, summary = result.frames["events"], result.summary
@@ -199,11 +201,13 @@ def timeline_of(
     snapshots: pd.DataFrame,
     polls: pd.DataFrame,
     params: IncidentTimeline.Params,
+    kept: Kept | None = None,
 ) -> Result:
     """The result: the rows `found` (`frames.to_frame`) of the chosen `polls` (the newest of
-    `snapshots`) and filters, with their pages and links, and what the summary says."""
+    `snapshots`) and filters, with their pages and links (those the steps made: `kept`), and
+    what the summary says."""
     found = _filtered(_in_window(found, snapshots, polls), params)
-    table = with_links(found, snapshots).reindex(columns=EVENT_COLUMNS)
+    table = with_links(found, snapshots, kept).reindex(columns=EVENT_COLUMNS)
     summary = {
         "events": len(table),
         "kinds": {k: int(v) for k, v in table["kind"].value_counts().sort_index().items()},

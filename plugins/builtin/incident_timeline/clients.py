@@ -169,23 +169,24 @@ def client_frame(events: pd.DataFrame, poll: pd.DataFrame, snapshots: pd.DataFra
     return found
 
 
-def settled(found: pd.DataFrame, changed: pd.DataFrame) -> pd.DataFrame:
-    """Every step's `client_frame` rows, with the link of a consumer joining or leaving a
-    subscription whose type changed in the window (`changed`: the steps' `untyped` and
-    `retyped`) made missing again, for `with_pages` and `links.with_links` to make anew."""
+def unlinked(found: pd.DataFrame, changed: pd.DataFrame) -> np.ndarray:
+    """Per row of every step's `client_frame` rows: the window makes its link, as its step
+    made none, or it is a consumer joining or leaving a subscription whose type changed in the
+    window (`changed`: the steps' `untyped` and `retyped`), so its page is the newest type's."""
+    todo: np.ndarray = (
+        found["link"].isna().to_numpy(dtype=bool).copy()
+        if "link" in found
+        else np.ones(len(found), dtype=bool)
+    )
     if found.empty or changed.empty:
-        return found
+        return todo
     joins = found["kind"].isin(JOINS).to_numpy(dtype=bool)
-    if not joins.any():
-        return found
-    pairs = zip(changed["topic"], changed["subscription"], strict=True)
-    moved = {(str(t), str(s)) for t, s in pairs}
-    again = np.flatnonzero(joins)[[key in moved for key in _keys(found[joins])]]
-    if not len(again):
-        return found
-    out = found.copy()
-    out.loc[out.index[again], ["snapshot_id", "link"]] = None
-    return out
+    if joins.any():
+        pairs = zip(changed["topic"], changed["subscription"], strict=True)
+        moved = {(str(t), str(s)) for t, s in pairs}
+        again = np.flatnonzero(joins)[[key in moved for key in _keys(found[joins])]]
+        todo[again] = True
+    return todo
 
 
 def _keys(rows: pd.DataFrame) -> list[Key]:
@@ -194,15 +195,13 @@ def _keys(rows: pd.DataFrame) -> list[Key]:
     return [(text_of(t), text_of(s)) for t, s in zip(topics, subs, strict=True)]
 
 
-def with_pages(found: pd.DataFrame, types: NewestTypes) -> pd.DataFrame:
+def with_pages(found: pd.DataFrame, types: NewestTypes, todo: np.ndarray) -> pd.DataFrame:
     """`client_frame` rows (of every poll) with the page of consumers joining and leaving
-    whose row holds no link: Key_Shared's, Failover's or the subscriptions' by the newest
-    type of the subscription (a row with a link has its page already)."""
+    among the rows `todo` (`unlinked`): Key_Shared's, Failover's or the subscriptions' by the
+    newest type of the subscription (the others have their page already)."""
     if found.empty:
         return found
-    joins = found["kind"].isin(JOINS).to_numpy(dtype=bool)
-    if "link" in found:
-        joins = joins & found["link"].isna().to_numpy(dtype=bool)
+    joins = found["kind"].isin(JOINS).to_numpy(dtype=bool) & todo
     if not joins.any():
         return found
     topics = found["topic"].to_numpy(dtype=object)[joins]

@@ -10,11 +10,13 @@ URL's syntax.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from pulsar_lens.plugins.builtin.shared.failover import group_label
 from pulsar_lens.plugins.builtin.shared.labels import subscription_label
@@ -65,24 +67,60 @@ def poll_after(times: pd.Series, ids: pd.Series, at: pd.Series) -> pd.Series:
     return pd.Series(sorted_ids[where], index=at.index, dtype=object)
 
 
-def with_links(rows: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
-    """`rows` with `page`, `snapshot_id` (the poll after each) and `link`, without the
-    `explained_by` slug. Rows that hold a `link` already (`step_links` made it, with their
-    `snapshot_id`) keep both; the others' are made here."""
-    times, ids, clusters = _polls(snapshots)
-    out = rows.drop(columns=[c for c in ("explained_by", *LINKED) if c in rows])
-    out["page"] = rows["explained_by"].map(PAGES).astype(object)
-    todo = (
-        rows["link"].isna().to_numpy(dtype=bool)
-        if "link" in rows
-        else np.ones(len(rows), dtype=bool)
+@dataclass(frozen=True)
+class Kept:
+    """The polls and links the steps made, of rows that name their place here (`KEPT`): set
+    apart from the rows while they are put in order and filtered, so those copies do not
+    carry two long texts a row (`kept_apart`)."""
+
+    snapshot_ids: pa.Array
+    links: pa.Array
+
+
+KEPT = "_kept"
+"""A row's place in `Kept`, or -1 (or missing) where `with_links` makes its poll and link."""
+
+
+def kept_apart(rows: pd.DataFrame, todo: np.ndarray) -> tuple[pd.DataFrame, Kept]:
+    """Step rows (`step_links`) without their `snapshot_id` and `link`, which go to a `Kept`
+    that each row names its place in; rows `todo` name none (their link is made anew)."""
+    place = np.arange(len(rows), dtype=np.int64)
+    place[todo] = -1
+    if not set(LINKED) <= set(rows.columns):  # no step (an empty window)
+        empty = pa.array([], pa.string())
+        return rows.assign(**{KEPT: np.full(len(rows), -1, dtype=np.int64)}), Kept(empty, empty)
+    kept = Kept(
+        pa.array(rows["snapshot_id"], pa.string(), from_pandas=True),
+        pa.array(rows["link"], pa.string(), from_pandas=True),
     )
+    return rows.drop(columns=list(LINKED)).assign(**{KEPT: place}), kept
+
+
+def with_links(
+    rows: pd.DataFrame, snapshots: pd.DataFrame, kept: Kept | None = None
+) -> pd.DataFrame:
+    """`rows` with `page`, `snapshot_id` (the poll after each) and `link`, without the
+    `explained_by` slug. Rows that name a place in `kept` take their poll and link from it
+    (a step made them); the others' are made here."""
+    times, ids, clusters = _polls(snapshots)
+    out = rows.drop(columns=[c for c in ("explained_by", KEPT) if c in rows])
+    out["page"] = rows["explained_by"].map(PAGES).astype(object)
+    place = (
+        rows[KEPT].fillna(-1).to_numpy(dtype=np.int64)
+        if kept is not None and KEPT in rows
+        else np.full(len(rows), -1, dtype=np.int64)
+    )
+    todo = place < 0
     if todo.all():
         out["snapshot_id"] = poll_after(times, ids, rows["at"])
         out["link"] = links(out["page"], out["snapshot_id"], clusters, out[list(LINK_FIELDS)])
         return out
-    sid = rows["snapshot_id"].to_numpy(dtype=object).copy()
-    made = rows["link"].to_numpy(dtype=object).copy()
+    assert kept is not None
+    done = pa.array(place[~todo])
+    sid = np.empty(len(rows), dtype=object)
+    made = np.empty(len(rows), dtype=object)
+    sid[~todo] = kept.snapshot_ids.take(done).to_numpy(zero_copy_only=False)
+    made[~todo] = kept.links.take(done).to_numpy(zero_copy_only=False)
     if todo.any():
         mine = out[todo]
         sid[todo] = poll_after(times, ids, mine["at"]).to_numpy(dtype=object)
