@@ -65,6 +65,7 @@ from pulsar_lens.plugins.builtin.sticky_ranges import StickyRanges
 from pulsar_lens.plugins.builtin.stuck_hashes import StuckHashes
 from pulsar_lens.plugins.builtin.subscription_status import SubscriptionStatus
 from pulsar_lens.plugins.runner import load_inputs, run_on_inputs, validate_params
+from pulsar_lens.plugins.steps import with_steps
 from pulsar_lens.plugins.testing import at, make_snapshot
 
 
@@ -133,6 +134,7 @@ def _wide(plugin: AnalysisPlugin) -> AnalysisPlugin:
 
     class Wide(type(plugin)):  # type: ignore[misc]
         history_of: ClassVar[dict[str, int]] = {}
+        step_inputs: ClassVar[tuple[str, ...]] = ()
 
     return Wide()
 
@@ -140,16 +142,23 @@ def _wide(plugin: AnalysisPlugin) -> AnalysisPlugin:
 def _distinct_names(inputs: Inputs) -> Inputs:
     """Every subscription's consumers named after their topic, so no two subscriptions share a
     consumer set (the synthetic cluster reuses worker-0..2 everywhere)."""
-    subs, consumers = inputs.tables["subscriptions"], inputs.tables["consumers"]
-    renamed = {
-        "subscriptions": subs.assign(
-            active_consumer_name=subs["active_consumer_name"] + " @ " + subs["topic"]
-        ),
-        "consumers": consumers.assign(
-            consumer_name=consumers["consumer_name"] + " @ " + consumers["topic"]
-        ),
-    }
-    return Inputs(tables={**inputs.tables, **renamed}, snapshots=inputs.snapshots)
+
+    def renamed(tables: dict[str, Any]) -> dict[str, Any]:
+        found = dict(tables)
+        if "subscriptions" in tables:
+            subs = tables["subscriptions"]
+            found["subscriptions"] = subs.assign(
+                active_consumer_name=subs["active_consumer_name"] + " @ " + subs["topic"]
+            )
+        if "consumers" in tables:
+            consumers = tables["consumers"]
+            found["consumers"] = consumers.assign(
+                consumer_name=consumers["consumer_name"] + " @ " + consumers["topic"]
+            )
+        return found
+
+    steps = None if inputs.step_tables is None else renamed(dict(inputs.step_tables))
+    return Inputs(renamed(dict(inputs.tables)), inputs.snapshots, step_tables=steps)
 
 
 def scale_case(
@@ -165,7 +174,11 @@ def scale_case(
     shape = _distinct_names if distinct else (lambda inputs: inputs)
     figures: dict[str, tuple[float, float]] = {}
     results: dict[str, Result] = {}
-    sides = [("new", plugin, (plugin.analyze, plugin.param_choices))]
+
+    def cold(inputs: Inputs, params: Any) -> Result:  # every step computed: a cold pass
+        return plugin.analyze(with_steps(plugin, inputs, params), params)
+
+    sides = [("new", plugin, (cold, plugin.param_choices))]
     if old is not None:
         sides.insert(0, ("old", _wide(plugin), old))
     for side, reader, (analyze, choices) in sides:

@@ -1,7 +1,8 @@
 """failover-assignment's analysis as it was before it was vectorised (plugin version 1.1):
-a row loop per partition, a pandas group per Failover group. Kept only as the reference the
-vectorised path must equal frame for frame (tests/plugins/test_failover_vectorised.py,
-benchmarks/analyses.py); not product code."""
+a row loop per partition, a pandas group per Failover group, the whole window of
+subscriptions read. Kept only as the reference the vectorised path must equal frame for frame
+(tests/plugins/test_failover_vectorised.py, benchmarks/analyses.py); not product code. Its
+timeline lists the polls where the subscription was Failover, as version 1.2's does."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def analyze(data: Inputs, params: Any) -> Result:
         "partitions": partitions,
         "consumers": consumer_frame(partitions, names),
         "matrix": matrix_frame(partitions, names),
-        "timeline": timeline_frame(partitions, history),
+        # version 1.2: the polls where the subscription was Failover (its steps keep those)
+        "timeline": timeline_frame(partitions, history[history["type"] == "Failover"]),
     }
     selected = params.subscription or (next(iter(groups)) if groups else "")
     return Result(frames=frames, summary=summarize(frames, selected, line))

@@ -16,6 +16,7 @@ from pulsar_lens.api import Inputs
 from pulsar_lens.plugins.builtin.failover_assignment import FailoverAssignment
 from pulsar_lens.plugins.builtin.failover_assignment.rows import distinct_pairs
 from pulsar_lens.plugins.runner import validate_params
+from pulsar_lens.plugins.steps import with_steps
 from tests.plugins import reference_failover
 from tests.plugins.vectorised_cases import cases
 
@@ -30,7 +31,7 @@ PARAMS = (
 
 def assert_same(inputs: Inputs, params: dict[str, Any]) -> None:
     validated = validate_params(PLUGIN, params)
-    new = PLUGIN.analyze(inputs, validated)
+    new = PLUGIN.analyze(with_steps(PLUGIN, inputs, validated), validated)
     old = reference_failover.analyze(inputs, validated)
     assert list(new.frames) == list(old.frames)
     for name, frame in old.frames.items():
@@ -53,7 +54,8 @@ def test_failover_vectorised_cases_cover_what_they_claim() -> None:
     facts = dict.fromkeys(("3.0", "#2", "flapping", "no consumer", "unexplained"), 0)
     facts.update(dict.fromkeys(("modulo", "consistent", "either"), 0))
     for _, inputs in CASES:
-        result = PLUGIN.analyze(inputs, validate_params(PLUGIN, {"flap_changes": 1}))
+        validated = validate_params(PLUGIN, {"flap_changes": 1})
+        result = PLUGIN.analyze(with_steps(PLUGIN, inputs, validated), validated)
         parts, groups = result.frames["partitions"], result.frames["groups"]
         facts["3.0"] += result.summary["pulsar"] == "3.0"
         facts["#2"] += (

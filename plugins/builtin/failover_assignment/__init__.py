@@ -20,7 +20,9 @@ modulo rule only, the ring only non-partitioned topics (where both rules agree),
 says so instead of offering the what-if (`pip_392` false in the summary).
 
 **Flapping**: per partition, how often the active consumer changed over the stored snapshots
-(`history` recent ones); `flap_changes` or more changes flag it.
+(`history` recent ones) where its subscription was Failover; `flap_changes` or more changes
+flag it. The timeline shows the active consumer in those polls. Each poll's Failover rows are
+kept in a step (`failover`), so a pass reads them, not 30 polls of every subscription.
 
 **Priority levels**: a 4.0.7 broker's stats list consumer names but no `priorityLevel` (nor
 does our consumer table keep metadata). All consumers are therefore taken as one priority
@@ -37,6 +39,7 @@ from typing import Any
 import pandas as pd
 
 from pulsar_lens.api import (
+    STEPS_API_VERSION,
     AnalysisPlugin,
     BaseModel,
     Field,
@@ -71,6 +74,14 @@ from pulsar_lens.plugins.builtin.failover_assignment.rows import (
 from pulsar_lens.plugins.builtin.shared.versions import broker_line
 
 SUBSCRIPTION_COLUMNS = ("topic", "subscription", "type", "consumer_count", "active_consumer_name")
+FAILOVER_COLUMNS = ("collected_at", "topic", "subscription", "active_consumer_name")
+"""The columns a step keeps of each Failover subscription's row."""
+FAILOVER_TYPES = {
+    "collected_at": "datetime64[us, UTC]",
+    "topic": "str",
+    "subscription": "str",
+    "active_consumer_name": "str",
+}
 CONSUMER_COLUMNS = ("topic", "subscription", "consumer_name")
 
 
@@ -82,14 +93,17 @@ class FailoverAssignment(AnalysisPlugin):
         "of a multi-topic subscription), partitions per consumer, flapping over time, and what "
         "PIP-392 consistent hashing would assign instead."
     )
-    version = "1.1"
+    api_version = STEPS_API_VERSION
+    version = "1.2"
     engine = "light"
     inputs = ("subscriptions", "consumers", "brokers")
     history = 30
-    history_of = {"consumers": 1, "brokers": 1}  # only the newest poll of these is read
-    # 30 polls of subscriptions: half the bytes and time of reading and converting every column
+    # the newest poll of each is read; the window's Failover rows are the steps'
+    history_of = {"subscriptions": 1, "consumers": 1, "brokers": 1}
     columns_of = {"subscriptions": SUBSCRIPTION_COLUMNS, "consumers": CONSUMER_COLUMNS}
     outputs = ("groups", "partitions", "consumers", "matrix", "timeline")
+    step_inputs = ("subscriptions",)
+    step_outputs = ("failover",)
     page = Page(
         title="Failover",
         icon=":material/swap_horiz:",
@@ -112,9 +126,14 @@ class FailoverAssignment(AnalysisPlugin):
             "empty: PULSAR_LENS_JVM_CHARSET, else UTF-8",
         )
 
+    def step(self, data: Inputs, params: Params) -> Result:
+        """The poll's rows of Failover subscriptions (their active consumer): a pass reads
+        these of 30 polls, not 30 polls of every subscription."""
+        return Result(frames={"failover": failover_rows(data.latest("subscriptions"))})
+
     def analyze(self, data: Inputs, params: Params) -> Result:
         subs, members, groups = _groups(data)
-        history = data.history("subscriptions")
+        history = data.steps("failover")
         line = broker_line(data.latest("brokers"))
         columns, order = partition_columns(
             subs,
@@ -206,6 +225,15 @@ def failover_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
         (subscriptions["type"] == "Failover") & (subscriptions["consumer_count"] > 0)
     ].sort_values(["subscription", "topic"])
     return subs.reset_index(drop=True)
+
+
+def failover_rows(subscriptions: pd.DataFrame) -> pd.DataFrame:
+    """The rows of Failover subscriptions, in their order, with what flapping and the
+    timeline read of them (`FAILOVER_COLUMNS`)."""
+    rows = subscriptions[subscriptions["type"] == "Failover"] if len(subscriptions) else None
+    if rows is None or rows.empty:
+        return pd.DataFrame({c: pd.Series(dtype=FAILOVER_TYPES[c]) for c in FAILOVER_COLUMNS})
+    return rows[list(FAILOVER_COLUMNS)].reset_index(drop=True)
 
 
 def consumer_names(consumers: pd.DataFrame) -> dict[tuple[str, str], frozenset[str]]:

@@ -56,12 +56,13 @@ TIMELINE_COLUMNS = ["label", "topic", "collected_at", "active_consumer_name"]
 
 
 def with_flaps(partitions: pd.DataFrame, history: pd.DataFrame, params: Any) -> pd.DataFrame:
-    """Active-consumer changes per partition over the stored snapshots, and the names seen in
-    the order first seen: each partition's named active consumers, oldest first."""
+    """Active-consumer changes per partition over the stored snapshots (`history`: each
+    poll's rows of Failover subscriptions, oldest poll first), and the names seen in the order
+    first seen: each partition's named active consumers, oldest first."""
     if partitions.empty:
         return partitions
-    window = _of_partitions(history, partitions, ["type", "active_consumer_name"])
-    window = window[(window["type"] == "Failover") & window["active_consumer_name"].notna()]
+    window = _of_partitions(history, partitions, ["active_consumer_name"])
+    window = window[window["active_consumer_name"].notna()]
     row = window["_row"].to_numpy(np.int64)
     at = window["collected_at"].to_numpy(dtype="datetime64[us]")
     order = np.lexsort((np.arange(len(row)), at, row))
@@ -255,7 +256,8 @@ def matrix_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
 
 
 def timeline_frame(partitions: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
-    """The active consumer of every partition of every group in each stored snapshot."""
+    """The active consumer of every partition of every group in each stored snapshot where
+    its subscription was Failover (`history`: those rows, oldest poll first)."""
     if partitions.empty or history.empty:
         return frame_of([], TIMELINE_COLUMNS)
     keys = partitions[["label", "topic", "subscription"]]

@@ -62,7 +62,14 @@ def render_views(result: Result) -> list[View]:
     views.append(Table(parts, title="Partitions", caption="observed, both rules, flapping"))
     timeline = frames["timeline"][frames["timeline"]["label"] == selected]
     if parts["flapping"].astype(bool).any():
-        views.append(Chart(chart_timeline(timeline), title="Active consumer over time"))
+        views.append(
+            Chart(
+                chart_timeline(timeline),
+                title="Active consumer over time",
+                caption="Each partition's active consumer in the recent polls where its "
+                "subscription was Failover.",
+            )
+        )
     return views
 
 
