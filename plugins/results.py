@@ -114,17 +114,23 @@ class ResultStore:
         return final
 
     def read(
-        self, plugin: str, version: str, params: Mapping[str, Any], snapshot_ids: Sequence[str]
+        self,
+        plugin: str,
+        version: str,
+        params: Mapping[str, Any],
+        snapshot_ids: Sequence[str],
+        *,
+        lazy: bool = False,
     ) -> StoredResult | None:
         """The stored entry for exactly these inputs, or None (absent, unreadable, or behind
-        a symbolic link)."""
+        a symbolic link). `lazy`: each frame is read when it is first used (`StoredFrames`)."""
         key = result_key(plugin, version, params, snapshot_ids)
         try:
             links.refuse_links_below(self.root.parent, Path(self.folder, plugin, key))
         except links.LinkRefused as exc:
             links.warn_link(exc.path)
             return None
-        return _load(self._entry(plugin, key))
+        return _load(self._entry(plugin, key), lazy=lazy)
 
     def read_tables(
         self, plugin: str, version: str, params: Mapping[str, Any], snapshot_ids: Sequence[str]
@@ -160,10 +166,11 @@ class ResultStore:
         params: Mapping[str, Any],
         *,
         among: Collection[str] | None = None,
+        lazy: bool = False,
     ) -> StoredResult | None:
         """The most recently computed entry of `plugin` at `version` with `params`, whatever
         snapshots it read (a Spark job's result stays shown until the next one lands); given
-        `among` (one cluster's snapshot ids), of those snapshots only."""
+        `among` (one cluster's snapshot ids), of those snapshots only. `lazy` as for `read`."""
         wanted = None if among is None else set(among)
         mine = [
             (str(meta.get("computed_at") or ""), entry)
@@ -173,7 +180,7 @@ class ResultStore:
             and _read_from(meta, wanted)
         ]
         for _, entry in sorted(mine, key=lambda pair: pair[0], reverse=True):
-            stored = _load(entry)
+            stored = _load(entry, lazy=lazy)
             if stored is not None:
                 return stored
         return None
@@ -246,13 +253,19 @@ def _table(path: Path, rows: Any) -> pa.Table:
     return pq.read_table(path)
 
 
-def _load(entry: Path) -> StoredResult | None:
-    """The entry in folder `entry`, or None (absent or unreadable)."""
+def _load(entry: Path, *, lazy: bool = False) -> StoredResult | None:
+    """The entry in folder `entry`, or None (absent or unreadable); with `lazy`, its frames
+    are read when first used (a frame unreadable by then raises `StoredFrameError`)."""
     try:
         meta = json.loads((entry / META).read_text())
-        frames: dict[str, pd.DataFrame] = {}
-        for name in meta["frames"]:
-            frames[name] = pq.read_table(entry / f"{_safe(name)}.parquet").to_pandas()
+        names = [str(name) for name in meta["frames"]]
+        frames: Mapping[str, pd.DataFrame] = (
+            StoredFrames(entry, names)
+            if lazy
+            else {
+                name: pq.read_table(entry / f"{_safe(name)}.parquet").to_pandas() for name in names
+            }
+        )
     except FileNotFoundError:
         return None
     except Exception as exc:  # a damaged entry is a miss, recomputed, never a crash
@@ -273,6 +286,45 @@ def _load(entry: Path) -> StoredResult | None:
         computed_at=meta.get("computed_at"),
         choices_error=_text_or_none(meta.get("choices_error")),
     )
+
+
+class StoredFrameError(RuntimeError):
+    """A frame of a stored result read lazily was gone or unreadable when first used."""
+
+
+class StoredFrames(Mapping[str, pd.DataFrame]):
+    """A stored entry's frames, each read from its file the first time it is used, then
+    kept: a reader that uses a few frames of a large result (a `/metrics` hook reading the
+    groups of failover-assignment, whose timeline holds every partition of 30 polls; a
+    plugin reading the events of a result it requires) reads those only. Pickled (to a
+    plugin's worker), it is a plain dict of every frame."""
+
+    def __init__(self, entry: Path, names: Sequence[str]) -> None:
+        self._entry, self._names = entry, list(names)
+        self._read: dict[str, pd.DataFrame] = {}
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._read:
+            path = self._entry / f"{_safe(name)}.parquet"
+            try:
+                self._read[name] = pq.read_table(path).to_pandas()
+            except Exception as exc:  # pruned since, or damaged
+                raise StoredFrameError(
+                    f"frame {name!r} of the stored result {self._entry.name} could not be "
+                    f"read ({type(exc).__name__}: {exc}); it is computed again on the next pass"
+                ) from exc
+        return self._read[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self.items()),))
 
 
 def _meta(stored: StoredResult, frames: list[str]) -> dict[str, Any]:

@@ -196,7 +196,8 @@ def run(
 
     `views=False`: the result alone, not rendered (`views` is empty), and the memory cache
     neither read nor filled (it holds drawn outputs, and a render's failures): what the
-    results pass stores and `/metrics` presents. A page renders it when drawn.
+    results pass stores and `/metrics` presents. A page renders it when drawn. A stored
+    result is then read frame by frame as its frames are used (`results.StoredFrames`).
 
     `stored_only`: analyse nothing, but return the newest stored result for these params,
     as for a Spark plugin below (what /metrics in the collect process presents, the results
@@ -241,7 +242,11 @@ def run(
         if failed is not None:
             raise failed.with_traceback(None)
     results = results_for(store) if use_stored and ids else None
-    stored = results.read(instance.name, instance.version, params_json, ids) if results else None
+    stored = (
+        results.read(instance.name, instance.version, params_json, ids, lazy=not views)
+        if results
+        else None
+    )
     try:
         if stored is not None:
             read_seconds = time.perf_counter() - started
@@ -297,7 +302,9 @@ def newest_stored(
         among = None  # a cluster's part of a shared store: results of its own snapshots only
         if getattr(store, "cluster", None) is not None:
             among = [str(s) for s in store.snapshots()["snapshot_id"]]
-        stored = results.newest(instance.name, instance.version, params_json, among=among)
+        stored = results.newest(
+            instance.name, instance.version, params_json, among=among, lazy=not views
+        )
     if stored is None:
         raise ResultNotReady(
             instance.name,

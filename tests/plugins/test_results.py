@@ -20,9 +20,10 @@ from pulsar_lens.core.errors import PluginContractError, PluginRunError
 from pulsar_lens.core.model import TopicRecord
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import precompute, runner
+from pulsar_lens.plugins import results as results_module
 from pulsar_lens.plugins.precompute import ResultsWorker, compute_results
 from pulsar_lens.plugins.registry import discover
-from pulsar_lens.plugins.results import ResultStore, StoredResult, StoredValues
+from pulsar_lens.plugins.results import ResultStore, StoredFrameError, StoredResult, StoredValues
 from pulsar_lens.plugins.testing import make_snapshot
 
 
@@ -85,6 +86,44 @@ def test_a_result_round_trips_with_its_summary(tmp_path: Path) -> None:
     assert results.read("p", "1", {"k": 2}, ("s1",)) is None  # other params: another entry
     assert results.read("p", "2", {"k": 1}, ("s1",)) is None  # another version
     assert not [p for p in (tmp_path / "results" / "p").iterdir() if p.name.startswith(".")]
+
+
+def test_a_result_read_lazily_reads_each_frame_when_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`lazy=True` (what /metrics and the results pass ask for) reads a frame's file the first
+    time the frame is used, once; the frames equal those read at once, pickle as a plain dict
+    (a plugin's worker gets them all), and a frame gone by the time it is used says which."""
+    results = ResultStore(tmp_path)
+    frames = {
+        "small": pd.DataFrame({"a": [1, 2]}),
+        "large": pd.DataFrame({"t": [f"t{i}" for i in range(1000)], "n": range(1000)}),
+    }
+    entry = results.write(StoredResult("p", "1", {}, ("s1",), "ok", 0.1, Result(frames, {})))
+    read: list[str] = []
+    original = results_module.pq.read_table
+
+    def counted(path: object, *args: object, **kwargs: object) -> object:
+        read.append(Path(str(path)).stem)
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(results_module.pq, "read_table", counted)
+    back = results.read("p", "1", {}, ("s1",), lazy=True)
+    assert back is not None and back.result is not None
+    assert read == [] and list(back.result.frames) == ["small", "large"]
+    pd.testing.assert_frame_equal(back.result.frames["small"], frames["small"])
+    pd.testing.assert_frame_equal(back.result.frames["small"], frames["small"])
+    assert read == ["small"]  # read once, the large frame not at all
+    whole = pickle.loads(pickle.dumps(back.result.frames))
+    assert type(whole) is dict and read == ["small", "large"]
+    pd.testing.assert_frame_equal(whole["large"], frames["large"])
+    again = results.read("p", "1", {}, ("s1",), lazy=True)
+    assert again is not None and again.result is not None
+    (entry / "large.parquet").unlink()
+    with pytest.raises(StoredFrameError, match="'large'"):
+        again.result.frames["large"]
+    with pytest.raises(KeyError):
+        again.result.frames["other"]
 
 
 def test_a_damaged_entry_is_a_miss_not_a_crash(tmp_path: Path) -> None:
