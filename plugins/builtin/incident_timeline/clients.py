@@ -155,7 +155,7 @@ def client_frame(events: pd.DataFrame, poll: pd.DataFrame, snapshots: pd.DataFra
     """`client_rows` of one step's events (`snapshots`: its index rows) as a frame of
     `ROW_COLUMNS` with their `links.step_links`. A consumer joining or leaving gets the page
     of its subscription's type in the step's poll (`poll`, its `subscriptions`), which is the
-    window's newest type unless the type changes in a later poll (`settled` finds those); one
+    window's newest type unless the type changes in a later poll (`unlinked` finds those); one
     the poll gives no type gets no link: the window's newest type chooses its page
     (`with_pages`)."""
     types = NewestTypes(poll, pd.DataFrame(columns=["topic", "subscription", "type"]))

@@ -111,11 +111,10 @@ def with_links(
         else np.full(len(rows), -1, dtype=np.int64)
     )
     todo = place < 0
-    if todo.all():
+    if kept is None or todo.all():
         out["snapshot_id"] = poll_after(times, ids, rows["at"])
         out["link"] = links(out["page"], out["snapshot_id"], clusters, out[list(LINK_FIELDS)])
         return out
-    assert kept is not None
     done = pa.array(place[~todo])
     sid = np.empty(len(rows), dtype=object)
     made = np.empty(len(rows), dtype=object)
