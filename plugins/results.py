@@ -124,13 +124,8 @@ class ResultStore:
     ) -> StoredResult | None:
         """The stored entry for exactly these inputs, or None (absent, unreadable, or behind
         a symbolic link). `lazy`: each frame is read when it is first used (`StoredFrames`)."""
-        key = result_key(plugin, version, params, snapshot_ids)
-        try:
-            links.refuse_links_below(self.root.parent, Path(self.folder, plugin, key))
-        except links.LinkRefused as exc:
-            links.warn_link(exc.path)
-            return None
-        return _load(self._entry(plugin, key), lazy=lazy)
+        entry = self._unlinked_entry(plugin, result_key(plugin, version, params, snapshot_ids))
+        return None if entry is None else _load(entry, lazy=lazy)
 
     def read_tables(
         self, plugin: str, version: str, params: Mapping[str, Any], snapshot_ids: Sequence[str]
@@ -138,26 +133,28 @@ class ResultStore:
         """The frames of the stored entry for exactly these inputs as Arrow tables, as they
         were written, or None (absent, unreadable, behind a symbolic link, or failed): for a
         reader that puts many entries' frames together before converting them once."""
-        key = result_key(plugin, version, params, snapshot_ids)
-        entry = self._entry(plugin, key)
+        entry = self._unlinked_entry(plugin, result_key(plugin, version, params, snapshot_ids))
+        if entry is None:
+            return None
         try:
-            links.refuse_links_below(self.root.parent, Path(self.folder, plugin, key))
             meta = json.loads((entry / META).read_text())
             if meta["status"] != "ok":
                 return None
-            rows = meta.get("rows") or {}
-            return {
-                str(name): _table(entry / f"{_safe(name)}.parquet", rows.get(name))
-                for name in meta["frames"]
-            }
-        except links.LinkRefused as exc:
-            links.warn_link(exc.path)
-            return None
+            return {name: _table(entry, meta, name) for name in map(str, meta["frames"])}
         except FileNotFoundError:
             return None
         except Exception as exc:  # a damaged entry is a miss, recomputed, never a crash
             log.warning("stored result %s is unreadable (%s); it will be recomputed", entry, exc)
             return None
+
+    def _unlinked_entry(self, plugin: str, key: str) -> Path | None:
+        """The folder of entry `key`, or None when a symbolic link is on its way (warned)."""
+        try:
+            links.refuse_links_below(self.root.parent, Path(self.folder, plugin, key))
+        except links.LinkRefused as exc:
+            links.warn_link(exc.path)
+            return None
+        return self._entry(plugin, key)
 
     def newest(
         self,
@@ -245,10 +242,12 @@ def _without_attrs(frame: pd.DataFrame) -> pd.DataFrame:
     return bare
 
 
-def _table(path: Path, rows: Any) -> pa.Table:
-    """A stored frame as its Arrow table; one stored empty from its schema alone (most of a
-    step's frames are empty, and a schema reads in a fifth of a table's time)."""
-    if rows == 0:
+def _table(entry: Path, meta: Mapping[str, Any], name: str) -> pa.Table:
+    """Frame `name` of the entry in folder `entry` (`meta`: its meta.json) as its Arrow table;
+    one stored empty from its schema alone (most of a step's frames are empty, and a schema
+    reads in a fifth of a table's time)."""
+    path = entry / f"{_safe(name)}.parquet"
+    if (meta.get("rows") or {}).get(name) == 0:
         return pq.read_schema(path).empty_table()
     return pq.read_table(path)
 
@@ -260,11 +259,9 @@ def _load(entry: Path, *, lazy: bool = False) -> StoredResult | None:
         meta = json.loads((entry / META).read_text())
         names = [str(name) for name in meta["frames"]]
         frames: Mapping[str, pd.DataFrame] = (
-            StoredFrames(entry, names)
+            StoredFrames(entry, meta)
             if lazy
-            else {
-                name: pq.read_table(entry / f"{_safe(name)}.parquet").to_pandas() for name in names
-            }
+            else {name: _table(entry, meta, name).to_pandas() for name in names}
         )
     except FileNotFoundError:
         return None
@@ -299,17 +296,17 @@ class StoredFrames(Mapping[str, pd.DataFrame]):
     plugin reading the events of a result it requires) reads those only. Pickled (to a
     plugin's worker), it is a plain dict of every frame."""
 
-    def __init__(self, entry: Path, names: Sequence[str]) -> None:
-        self._entry, self._names = entry, list(names)
+    def __init__(self, entry: Path, meta: Mapping[str, Any]) -> None:
+        self._entry, self._meta = entry, meta
+        self._names = [str(name) for name in meta["frames"]]
         self._read: dict[str, pd.DataFrame] = {}
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         if name not in self._names:
             raise KeyError(name)
         if name not in self._read:
-            path = self._entry / f"{_safe(name)}.parquet"
             try:
-                self._read[name] = pq.read_table(path).to_pandas()
+                self._read[name] = _table(self._entry, self._meta, name).to_pandas()
             except Exception as exc:  # pruned since, or damaged
                 raise StoredFrameError(
                     f"frame {name!r} of the stored result {self._entry.name} could not be "

@@ -111,17 +111,14 @@ def with_links(
         else np.full(len(rows), -1, dtype=np.int64)
     )
     todo = place < 0
-    if kept is None or todo.all():
-        out["snapshot_id"] = poll_after(times, ids, rows["at"])
-        out["link"] = links(out["page"], out["snapshot_id"], clusters, out[list(LINK_FIELDS)])
-        return out
-    done = pa.array(place[~todo])
     sid = np.empty(len(rows), dtype=object)
     made = np.empty(len(rows), dtype=object)
-    sid[~todo] = kept.snapshot_ids.take(done).to_numpy(zero_copy_only=False)
-    made[~todo] = kept.links.take(done).to_numpy(zero_copy_only=False)
+    if kept is not None and not todo.all():
+        done = pa.array(place[~todo])
+        sid[~todo] = kept.snapshot_ids.take(done).to_numpy(zero_copy_only=False)
+        made[~todo] = kept.links.take(done).to_numpy(zero_copy_only=False)
     if todo.any():
-        mine = out[todo]
+        mine = out if todo.all() else out[todo]  # no copy of every row when none is kept
         sid[todo] = poll_after(times, ids, mine["at"]).to_numpy(dtype=object)
         made[todo] = links(mine["page"], pd.Series(sid[todo]), clusters, mine[list(LINK_FIELDS)])
     out["snapshot_id"] = pd.Series(sid, index=out.index, dtype=object)
