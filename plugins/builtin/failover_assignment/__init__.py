@@ -76,12 +76,6 @@ from pulsar_lens.plugins.builtin.shared.versions import broker_line
 SUBSCRIPTION_COLUMNS = ("topic", "subscription", "type", "consumer_count", "active_consumer_name")
 FAILOVER_COLUMNS = ("collected_at", "topic", "subscription", "active_consumer_name")
 """The columns a step keeps of each Failover subscription's row."""
-FAILOVER_TYPES = {
-    "collected_at": "datetime64[us, UTC]",
-    "topic": "str",
-    "subscription": "str",
-    "active_consumer_name": "str",
-}
 CONSUMER_COLUMNS = ("topic", "subscription", "consumer_name")
 
 
@@ -230,10 +224,9 @@ def failover_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
 def failover_rows(subscriptions: pd.DataFrame) -> pd.DataFrame:
     """The rows of Failover subscriptions, in their order, with what flapping and the
     timeline read of them (`FAILOVER_COLUMNS`)."""
-    rows = subscriptions[subscriptions["type"] == "Failover"] if len(subscriptions) else None
-    if rows is None or rows.empty:
-        return pd.DataFrame({c: pd.Series(dtype=FAILOVER_TYPES[c]) for c in FAILOVER_COLUMNS})
-    return rows[list(FAILOVER_COLUMNS)].reset_index(drop=True)
+    if "type" in subscriptions:  # an empty poll keeps the table's dtypes
+        subscriptions = subscriptions[subscriptions["type"] == "Failover"]
+    return subscriptions.reindex(columns=list(FAILOVER_COLUMNS)).reset_index(drop=True)
 
 
 def consumer_names(consumers: pd.DataFrame) -> dict[tuple[str, str], frozenset[str]]:
