@@ -22,8 +22,9 @@ Stages of each poll, from what the collector itself reports:
   part of the path, whatever the figures above leave out.
 CPU of the collect process is read from /proc at each heartbeat and when the analyses are
 stored (poll + write CPU counts from the previous poll's analyses being done; the first
-poll's includes the process start). Peak memory is VmHWM of the collect process (and the sum
-over its process tree), also read with each heartbeat and stored analyses (within the half
+poll's includes the process start). Peak memory is VmHWM of the collect process (and, for
+its process tree, the sum of each process's VmHWM and the largest sum of their PSS read at
+once: see `ProcessWatch`), also read with each heartbeat and stored analyses (within the half
 second between two reads), so the stage that raised it shows. Then /metrics is scraped
 twice (cold, warm) while the process is up, the process is stopped, and every dashboard page
 is run cold (Streamlit's AppTest, caches cleared, as `benchmarks/dashboard.py` does) from the
@@ -107,6 +108,18 @@ def _hwm_mib(pid: int) -> float:
     return 0.0
 
 
+def _pss_mib(pid: int) -> float:
+    """The process's proportional set size: pages it shares with others (a forked helper
+    and the process it was forked from) count once across them, shared out."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def tree(pid: int) -> list[int]:
     """`pid` and its descendants."""
     parents: dict[int, list[int]] = {}
@@ -123,11 +136,17 @@ def tree(pid: int) -> list[int]:
 
 @dataclass
 class ProcessWatch:
-    """CPU and peak memory of a process (and its tree), sampled from /proc."""
+    """CPU and peak memory of a process (and its tree), sampled from /proc.
+
+    `tree_peak_mib` adds up each process's own peak (VmHWM), reached at different times and
+    counting the pages forked processes share once per process: a bound from above.
+    `tree_pss_peak_mib` is the largest sum of the processes' PSS seen at one sample: what the
+    tree held at once, shared pages counted once, peaks between two samples missed."""
 
     pid: int
     peak_mib: float = 0.0
     tree_peak_mib: float = 0.0
+    tree_pss_peak_mib: float = 0.0
     cpu: float = 0.0
 
     def sample(self) -> float:
@@ -135,6 +154,7 @@ class ProcessWatch:
         main = _hwm_mib(self.pid)
         self.peak_mib = max(self.peak_mib, main)
         self.tree_peak_mib = max(self.tree_peak_mib, sum(_hwm_mib(p) for p in pids))
+        self.tree_pss_peak_mib = max(self.tree_pss_peak_mib, sum(_pss_mib(p) for p in pids))
         found = _stat(self.pid)
         if found is not None:
             self.cpu = found[1] + sum((_stat(p) or (0, 0.0))[1] for p in pids if p != self.pid)
@@ -501,6 +521,7 @@ def run_size(
             figures["collect"] = {
                 "peak_rss_mib": round(watch.peak_mib, 1),
                 "tree_peak_rss_mib": round(watch.tree_peak_mib, 1),
+                "tree_peak_pss_mib": round(watch.tree_pss_peak_mib, 1),
                 "cpu_seconds": round(watch.cpu, 2),
             }
         finally:
@@ -602,7 +623,8 @@ def table(figures: dict[str, Any]) -> str:
         )
     c, m, srv = figures["collect"], figures["metrics"], figures["server"]
     rows.append(
-        f"collect: peak RSS {c['peak_rss_mib']:,.0f} MiB (tree {c['tree_peak_rss_mib']:,.0f}), "
+        f"collect: peak RSS {c['peak_rss_mib']:,.0f} MiB (tree: peaks summed "
+        f"{c['tree_peak_rss_mib']:,.0f}, PSS at once {c['tree_peak_pss_mib']:,.0f}), "
         f"CPU {c['cpu_seconds']:.0f}s; /metrics {m['cold_seconds']}s cold, "
         f"{m['warm_seconds']}s warm; server CPU during the polls "
         f"{srv['cpu_during_polls_seconds']}s, peak RSS {srv['peak_rss_mib']:,.0f} MiB"

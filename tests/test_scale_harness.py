@@ -45,7 +45,9 @@ def test_collect_stores_all_the_synthetic_cluster_served(tmp_path: Path) -> None
     for stage in figures["stages"]:  # the whole path, poll start to stored analyses
         assert 0 < stage["poll_to_heartbeat_seconds"] <= stage["poll_to_stored_seconds"]
     assert figures["metrics"]["families"] > 0
-    assert figures["collect"]["peak_rss_mib"] > 0
+    collect = figures["collect"]
+    assert 0 < collect["peak_rss_mib"] <= collect["tree_peak_rss_mib"]
+    assert 0 < collect["tree_peak_pss_mib"] <= collect["tree_peak_rss_mib"]
     pages = figures["pages"]
     assert "error" not in pages, pages.get("error")
     assert pages["problems"] == [], pages["problems"]
