@@ -1,21 +1,25 @@
-"""A results pass on two cores: part of the light plugins analysed in a helper process.
+"""A results pass on two cores, run in helper processes beside the collect process.
 
 The light pass runs every plugin one after the other on one pinned snapshot. Between polls
 the collect process has nothing else to do, yet the pass kept one core busy and left the
-other idle: at 100,000 topics some 4 s of analyses on a 2-core machine. `Splitter` hands part
-of the plugins to a helper process forked for the pass (from the forkserver that already
-serves third-party plugins, its libraries preloaded) and runs the rest here, side by side:
+other idle: at 100,000 topics some 4 s of analyses on a 2-core machine. `Splitter` puts the
+plugins in two parts of about equal time and hands each to a helper process forked for the
+pass (from the forkserver that already serves third-party plugins, its libraries preloaded):
 
 - plugins that build on one another (`requires`) stay in one part, so each still reads the
-  result just stored for the other; third-party plugins stay here (they run in workers of
-  their own anyway);
+  result just stored for the other; third-party plugins, and what they build on, stay in the
+  collect process (they run in workers of their own anyway);
 - the parts are balanced by what each plugin took in the previous pass; a pass splits only
   when that pass took `min_seconds` or more and the process may use two CPUs or more
   (affinity and the cgroup's CPU quota), since forking a helper costs a few tenths of a second;
-- the helper reads the same pinned view (store root, cluster, `upto`), writes its results into
+- neither part runs in the collect process: what a pass allocates (its windows grow with the
+  polls, up to 60 of them) goes back to the system when its helper ends, instead of staying
+  with the collect process's allocators from pass to pass (at 100,000 topics the collect
+  process's peak grew poll by poll from 0.8 to 1.4 GiB when it ran one part itself);
+- a helper reads the same pinned view (store root, cluster, `upto`), writes its results into
   the same `ResultStore` (each entry renamed into place: no two writers meet), and sends back
-  its outcomes. Should it fail to start or die, its plugins are analysed here after the
-  others, and the pass says so in the log; a stop asked for mid-pass reaches it too.
+  its outcomes. Should one fail to start or die, its plugins are analysed here after the
+  others, and the pass says so in the log; a stop asked for mid-pass reaches them too.
 
 Each part shares its own table reads (`SharedReads`): tables both parts read are read twice.
 """
@@ -51,11 +55,43 @@ within the 5 s the collect process gives its results thread when it stops."""
 def parts(
     plugins: Sequence[Plugin], seconds: Mapping[str, float]
 ) -> tuple[list[Plugin], list[Plugin]]:
-    """(here, helper): `plugins` in two parts of about equal `seconds` (a plugin not timed
+    """(first, second): `plugins` in two parts of about equal `seconds` (a plugin not timed
     yet counts as the mean of the others), each in the given order. Plugins linked by
-    `requires` share a part; a third-party plugin's group stays here."""
+    `requires` share a part; a third-party plugin's group is in the first (`staying`)."""
     names = [instance_of(p).name for p in plugins]
-    group = {name: name for name in names}
+    root = _groups(plugins)
+    known = [s for n in names if (s := seconds.get(n)) is not None and math.isfinite(s)]
+    default = sum(known) / len(known) if known else 1.0
+    weight: dict[str, float] = {}
+    for name in names:
+        weight[root[name]] = weight.get(root[name], 0.0) + max(seconds.get(name, default), 0.0)
+    stays = {root[instance_of(p).name] for p in staying(plugins)}
+    first_load = sum(weight[g] for g in stays)
+    second_load = 0.0
+    second: set[str] = set()
+    for top in sorted(set(weight) - stays, key=lambda g: (-weight[g], g)):
+        if second_load < first_load:
+            second.add(top)
+            second_load += weight[top]
+        else:
+            first_load += weight[top]
+    first = [p for p, n in zip(plugins, names, strict=True) if root[n] not in second]
+    there = [p for p, n in zip(plugins, names, strict=True) if root[n] in second]
+    return first, there
+
+
+def staying(plugins: Sequence[Plugin]) -> list[Plugin]:
+    """The plugins no helper takes: each third-party plugin (`isolated`) and every plugin
+    linked to one by `requires`, in the given order."""
+    root = _groups(plugins)
+    stays = {root[instance_of(p).name] for p in plugins if getattr(p, "isolated", False)}
+    return [p for p in plugins if root[instance_of(p).name] in stays]
+
+
+def _groups(plugins: Sequence[Plugin]) -> dict[str, str]:
+    """Each plugin's name -> the name that stands for its group (plugins linked by
+    `requires`, directly or not)."""
+    group = {instance_of(p).name: instance_of(p).name for p in plugins}
 
     def root(name: str) -> str:
         while group[name] != name:
@@ -66,27 +102,7 @@ def parts(
         for required in instance_of(plugin).requires:
             if required in group:
                 group[root(required)] = root(instance_of(plugin).name)
-    known = [s for n in names if (s := seconds.get(n)) is not None and math.isfinite(s)]
-    default = sum(known) / len(known) if known else 1.0
-    weight: dict[str, float] = {}
-    stays: set[str] = set()
-    for plugin, name in zip(plugins, names, strict=True):
-        top = root(name)
-        weight[top] = weight.get(top, 0.0) + max(seconds.get(name, default), 0.0)
-        if getattr(plugin, "isolated", False):
-            stays.add(top)
-    here_load = sum(weight[g] for g in stays)
-    helper_load = 0.0
-    helper: set[str] = set()
-    for top in sorted(set(weight) - stays, key=lambda g: (-weight[g], g)):
-        if helper_load < here_load:
-            helper.add(top)
-            helper_load += weight[top]
-        else:
-            here_load += weight[top]
-    here = [p for p, n in zip(plugins, names, strict=True) if root(n) not in helper]
-    there = [p for p, n in zip(plugins, names, strict=True) if root(n) in helper]
-    return here, there
+    return {name: root(name) for name in group}
 
 
 class Splitter:
@@ -149,26 +165,42 @@ def run_split(
     seconds: Mapping[str, float],
     stop: Callable[[], bool],
 ) -> list[Any]:
-    """The outcomes of `plugins` on `view`, in their order: one part through `here_pass` in
-    this process, the other in a helper process beside it (`parts`)."""
-    here, there = parts(plugins, seconds)
-    if not there or stop():  # stopping: no process started for plugins that will not run
+    """The outcomes of `plugins` on `view`, in their order: each of the two `parts` in a
+    helper process, the plugins `staying` through `here_pass` in this process meanwhile.
+    A helper that cannot start or dies leaves its plugins to `here_pass` after the others."""
+    if stop():  # stopping: no process started for plugins that will not run
         return here_pass(plugins)
-    helper = _Helper.start(view, there, results_store)
-    if helper is None:
-        return here_pass(plugins)
-    try:
-        outcomes = here_pass(here)
-        theirs = helper.wait(stop)
-    finally:
-        helper.close()
-    if theirs is None:
+    stays = staying(plugins)
+    kept = {id(p) for p in stays}
+    away = [[p for p in part if id(p) not in kept] for part in parts(plugins, seconds)]
+    helpers = [(part, _Helper.start(view, part, results_store)) for part in away if part]
+    started = [helper for _, helper in helpers if helper is not None]
+
+    def stopping() -> bool:  # a stop reaches every helper at once, not one after the other
         if stop():
-            return _in_order(plugins, outcomes)
-        names = ", ".join(instance_of(p).name for p in there)
-        log.warning("the analyses helper process failed (%s); analysing %s here", helper.why, names)
-        theirs = here_pass(there)
-    return _in_order(plugins, [*outcomes, *theirs])
+            for helper in started:
+                helper.ask_stop()
+            return True
+        return False
+
+    outcomes: list[Any] = []
+    try:
+        outcomes += here_pass(stays) if stays else []
+        answers = [(part, helper.wait(stopping) if helper else None) for part, helper in helpers]
+    finally:
+        for _, helper in helpers:
+            if helper is not None:
+                helper.close()
+    for (part, theirs), (_, helper) in zip(answers, helpers, strict=True):
+        if theirs is None:
+            if stop():
+                continue
+            names = ", ".join(instance_of(p).name for p in part)
+            why = helper.why if helper is not None else "it could not start"
+            log.warning("an analyses helper process failed (%s); analysing %s here", why, names)
+            theirs = here_pass(part)
+        outcomes += theirs
+    return _in_order(plugins, outcomes)
 
 
 def _in_order(plugins: Sequence[Plugin], outcomes: Sequence[Any]) -> list[Any]:
@@ -183,6 +215,7 @@ class _Helper:
         self.process = process
         self.receive = receive
         self.stopping = stopping
+        self.stopped_at: float | None = None
         self.why = ""
 
     @classmethod
@@ -211,8 +244,8 @@ class _Helper:
         return cls(process, receive, stopping)
 
     def wait(self, stop: Callable[[], bool]) -> list[Any] | None:
-        """Its outcomes; None when it died, or was stopped before it sent them."""
-        stopped_at: float | None = None
+        """Its outcomes; None when it died, or was stopped before it sent them (`STOP_GRACE`
+        after it was asked to)."""
         while True:
             ready = multiprocessing.connection.wait([self.receive, self.process.sentinel], 0.5)
             if self.receive in ready:
@@ -225,12 +258,17 @@ class _Helper:
             if self.process.sentinel in ready and not self.receive.poll():
                 self._ended()
                 return None
-            if stop() and stopped_at is None:
-                self.stopping.set()
-                stopped_at = time.monotonic()
-            if stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE:
+            if stop():
+                self.ask_stop()
+            if self.stopped_at is not None and time.monotonic() - self.stopped_at > STOP_GRACE:
                 self.why = "stopped"
                 return None
+
+    def ask_stop(self) -> None:
+        """Ask it to stop after the plugin it is in (once)."""
+        if self.stopped_at is None:
+            self.stopping.set()
+            self.stopped_at = time.monotonic()
 
     def _ended(self) -> None:
         """Say why it ended (`why`) once it is gone."""

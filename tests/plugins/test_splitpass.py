@@ -1,5 +1,5 @@
-"""A long results pass goes on two cores (`plugins.splitpass`): part of the light plugins in a
-helper process, with the results a pass in one process stores."""
+"""A long results pass goes on two cores (`plugins.splitpass`): the light plugins in two
+helper processes, with the results a pass in one process stores."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pulsar_lens.plugins.engines import engine_of
 from pulsar_lens.plugins.precompute import compute_results, requirements_first, run_pass
 from pulsar_lens.plugins.registry import LoadedPlugin, discover, instance_of
 from pulsar_lens.plugins.results import ResultStore
-from pulsar_lens.plugins.splitpass import Splitter, parts
+from pulsar_lens.plugins.splitpass import Splitter, parts, staying
 from tests.plugins.same_results import assert_same_results
 from tests.plugins.split_plugins import AlsoWhere, Follower, WhereAmI
 
@@ -60,6 +60,8 @@ def test_a_third_party_plugin_and_what_it_builds_on_stay_here() -> None:
     plugins = [_plugin("base"), _plugin("theirs", ("base",), isolated=True), _plugin("other")]
     here, there = parts(plugins, {"base": 5.0, "theirs": 5.0, "other": 1.0})
     assert (_names(here), _names(there)) == (["base", "theirs"], ["other"])
+    assert _names(staying(plugins)) == ["base", "theirs"]  # no helper takes them
+    assert staying([_plugin("a"), _plugin("b", ("a",))]) == []
 
 
 def test_a_single_group_is_not_split() -> None:
@@ -85,7 +87,7 @@ def _pids(results: ResultStore, plugin: str) -> set[int]:
     }
 
 
-def test_a_split_pass_runs_part_of_the_plugins_in_a_helper_process(tmp_path: Path) -> None:
+def test_a_split_pass_runs_its_two_parts_in_two_helper_processes(tmp_path: Path) -> None:
     store = _store(tmp_path)
     results = ResultStore(store.root)
     where = LoadedPlugin(WhereAmI(), "test", "1")
@@ -99,11 +101,10 @@ def test_a_split_pass_runs_part_of_the_plugins_in_a_helper_process(tmp_path: Pat
         ("follower", "ok"),
         ("also-where", "ok"),
     ]
-    here = _pids(results, "where-am-i")
-    assert here == _pids(results, "follower")  # built on it: the same process
-    assert here == {os.getpid()}
-    (helper,) = _pids(results, "also-where")
-    assert helper != os.getpid()
+    (first,) = _pids(results, "where-am-i")
+    assert _pids(results, "follower") == {first}  # built on it: the same process
+    (second,) = _pids(results, "also-where")
+    assert len({first, second, os.getpid()}) == 3  # the collect process analyses none
     assert set(splitter.seconds) == {"where-am-i", "follower", "also-where"}
 
 
