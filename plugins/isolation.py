@@ -51,6 +51,7 @@ from pulsar_lens.core.parts import PLUGIN_MEMORY_ENV as MEMORY_ENV
 from pulsar_lens.core.parts import PLUGIN_TIMEOUT_ENV as TIMEOUT_ENV
 from pulsar_lens.core.parts import PluginLimits as Limits
 from pulsar_lens.core.settings import Settings, drop_credentials
+from pulsar_lens.plugins.builtin import BUILTIN_PLUGINS
 
 __all__ = [
     "DEFAULT_IMPORT_TIMEOUT",
@@ -89,6 +90,13 @@ PRELOAD = [
     "pulsar_lens.plugins.isolation",
     "pulsar_lens.plugins.registry",
     "pulsar_lens.plugins.listing",
+    # what a helper of a split results pass imports before its first plugin runs: the pass,
+    # the store's readers and the built-ins it unpickles (plugins.splitpass); each helper
+    # (two a pass) took 0.1-0.2 s of it again, a pass after a pass
+    "pulsar_lens.plugins.precompute",
+    "pyarrow.dataset",
+    "pyarrow.parquet",
+    *sorted({reference.partition(":")[0] for reference in BUILTIN_PLUGINS}),
 ]
 DROPIN_PREFIX = "pulsar_lens_dropin_"
 PARAMS_SECOND = ("analyze", "step", "render")
