@@ -20,7 +20,7 @@ def analyze(self: Any, data: Inputs, params: Any) -> Result:
     reloaded = events.whole_window(
         data.history("bundles"), data.history("topics"), data.history("consumers"), data.snapshots
     )
-    return bundle_ownership.ownership(data, params, reloaded)
+    return bundle_ownership.ownership(data, params, reloaded, data.history("events"))
 
 
 PLUGIN = bundle_ownership.BundleOwnership

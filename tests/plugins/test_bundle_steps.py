@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from pulsar_lens.api import Inputs
+from pulsar_lens.core.model import SCHEMAS
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins import runner
 from pulsar_lens.plugins.builtin.bundle_ownership import BundleOwnership, events, steps
@@ -38,10 +39,15 @@ def from_poll(frames: tuple[pd.DataFrame, ...], start: int) -> tuple[pd.DataFram
     return mine(bundles), mine(topics), mine(consumers), index
 
 
+def no_events() -> pd.DataFrame:
+    return SCHEMAS["events"].empty_table().to_pandas()
+
+
 def stepped(frames: tuple[pd.DataFrame, ...]) -> dict[str, dict[tuple[str, str], int]]:
     bundles, topics, consumers, index = frames
     plugin = BundleOwnership()
-    inputs = Inputs({"bundles": bundles, "topics": topics, "consumers": consumers}, index)
+    tables = {"bundles": bundles, "topics": topics, "consumers": consumers, "events": no_events()}
+    inputs = Inputs(tables, index)
     found = with_steps(plugin, inputs, validate_params(plugin, {}))
     return steps.reloaded_by_poll({name: found.steps(name) for name in steps.STEP_OUTPUTS})
 
@@ -69,7 +75,8 @@ def test_the_windows_need_what_steps_put_together() -> None:
         frames = from_poll(window(seed), 1)
         bundles, topics, consumers, index = frames
         plugin = BundleOwnership()
-        inputs = Inputs({"bundles": bundles, "topics": topics, "consumers": consumers}, index)
+        tables = {"bundles": bundles, "topics": topics, "consumers": consumers}
+        inputs = Inputs({**tables, "events": no_events()}, index)
         found = with_steps(plugin, inputs, validate_params(plugin, {}))
         every = {name: found.steps(name) for name in steps.STEP_OUTPUTS}
         every = {name: f if len(f) else steps.empty(name) for name, f in every.items()}
@@ -80,12 +87,26 @@ def test_the_windows_need_what_steps_put_together() -> None:
     assert all(count > 0 for count in seen.values()), seen
 
 
-def test_a_step_of_the_windows_first_poll_says_nothing() -> None:
+def test_a_step_of_the_windows_first_poll_says_nothing_but_its_stored_events() -> None:
     bundles, topics, consumers, index = window(3)
     first = index.iloc[:1]
-    found = steps.step(bundles, topics, consumers, first)
+    found = steps.step(bundles, topics, consumers, no_events(), first)
     assert all(frame.empty for frame in found.values())
     assert set(found) == set(steps.STEP_OUTPUTS)
+    sid, at = str(first["snapshot_id"].iloc[0]), first["collected_at"].iloc[0]
+    stored = pd.DataFrame(
+        {
+            "snapshot_id": [sid, sid, "other"],
+            "collected_at": pd.to_datetime([at] * 3, utc=True),
+            "kind": ["bundle_removed", "consumer_joined", "bundle_added"],
+            "subject": ["ns/a", "t/s/c", "ns/b"],
+            "namespace": ["ns", "ns", "ns"],
+            "before": ["b1", None, None],
+            "after": [None, None, "b2"],
+        }
+    )
+    found = steps.step(bundles, topics, consumers, stored, first)
+    assert found["stored_events"]["subject"].tolist() == ["ns/a"]  # its poll's, of a bundle
 
 
 def test_the_stepped_analysis_equals_the_whole_windows_on_a_store(tmp_path: Path) -> None:
@@ -104,3 +125,52 @@ def test_the_stepped_analysis_equals_the_whole_windows_on_a_store(tmp_path: Path
             pd.testing.assert_frame_equal(stepped.result.frames[name], frame, obj=name)
         assert stepped.result.summary == full.result.summary
     assert stepped.result.summary["events"]  # owners moved: not an empty comparison
+
+
+def test_the_collectors_bundle_events_come_from_the_steps_as_from_the_window(
+    tmp_path: Path,
+) -> None:
+    """The bundle events the collector stored are listed from the steps (version 1.3), as the
+    whole window's `events` listed them: polls leaving a short window, events of other kinds
+    left out, one namespace asked for, the collector's owner changes the analysis finds too."""
+    from pulsar_lens.collectors.events import diff
+    from pulsar_lens.core.model import EventRecord
+
+    store = Store(tmp_path)
+    plugin = discover(entry_points=False).get("bundle-ownership")
+    previous = None
+    listed = 0
+    with swapped([(BundleOwnership, "history", 3)]):
+        for i, poll in enumerate(cluster_polls(7, 40, 7, "4.0.7")):
+            polled = {k: v for k, v in poll.items() if k != "key_samples"}
+            topics, bundles = topics_of(polled["subscriptions"], i)
+            snapshot = make_snapshot(i * 30.0, **polled, topics=topics, bundles=bundles)
+            namespace = bundles[i % len(bundles)].namespace
+            extra = [
+                EventRecord(
+                    snapshot.collected_at,
+                    "bundle_removed",
+                    f"{namespace}/gone{i}",
+                    namespace,
+                    before="b9:8080",
+                ),
+                EventRecord(snapshot.collected_at, "consumer_joined", f"t/s/c{i}", namespace),
+            ]
+            found = [] if previous is None else diff(previous, snapshot)
+            store.write(snapshot, events=[*found, *extra])
+            previous = snapshot
+            for params in ({}, {"namespace": namespace}):
+                stepped = runner.run(
+                    plugin, store, params, use_cache=False, use_stored=False, views=False
+                )
+                with swapped(whole.WHOLE_WINDOW):
+                    full = runner.run(
+                        plugin, store, params, use_cache=False, use_stored=False, views=False
+                    )
+                for name, frame in full.result.frames.items():
+                    pd.testing.assert_frame_equal(stepped.result.frames[name], frame, obj=name)
+                assert stepped.result.summary == full.result.summary
+                kept = stepped.result.frames["events"]
+                assert not (kept["kind"] == "consumer_joined").any()
+                listed = max(listed, int((kept["kind"] == "bundle_removed").sum()))
+    assert listed == 3  # one a poll, the window's three

@@ -95,13 +95,14 @@ class BundleOwnership(AnalysisPlugin):
         "moves, unloads, re-acquisitions and splits seen between snapshots."
     )
     api_version = STEPS_API_VERSION
-    version = "1.2"
+    version = "1.3"
     engine = "light"
-    inputs = ("bundles", "topics", "events", "brokers")
+    inputs = ("bundles", "topics", "brokers")
     history_of = {"topics": 1}  # the newest poll's: every poll's are read by the steps
-    step_inputs = ("bundles", "topics", "consumers")
+    step_inputs = ("bundles", "topics", "consumers", "events")  # events: its stored bundle ones
     step_outputs = steps.STEP_OUTPUTS
     columns_of = {
+        "events": steps.STORED_EVENT_COLUMNS,
         "consumers": CONSUMER_COLUMNS,  # not the hash ranges: the costliest column
         "topics": (  # 9 of the 20 columns of every topic
             "topic",
@@ -127,13 +128,14 @@ class BundleOwnership(AnalysisPlugin):
             data.history("bundles"),
             data.history("topics"),
             data.history("consumers"),
+            data.history("events"),
             data.snapshots,
         )
         return Result(frames=frames)
 
     def analyze(self, data: Inputs, params: Params) -> Result:
         reloaded = steps.reloaded_by_poll({name: data.steps(name) for name in self.step_outputs})
-        return ownership(data, params, reloaded)
+        return ownership(data, params, reloaded, data.steps("stored_events"))
 
     def metrics(self, result: Result, context: MetricsContext) -> list[MetricFamily]:
         gauge = GaugeMetricFamily(
@@ -175,12 +177,14 @@ def ownership(
     data: Inputs,
     params: BundleOwnership.Params,
     reloaded: Mapping[str, Mapping[tuple[str, str], int]],
+    stored: pd.DataFrame,
 ) -> Result:
-    """The analysis, given the bundles each poll found reloaded (`steps.reloaded_by_poll`)."""
+    """The analysis, given the bundles each poll found reloaded (`steps.reloaded_by_poll`)
+    and the window's `events` rows, of which those of bundle kinds are listed too."""
     bundles = _only(data.history("bundles"), params.namespace)
     latest_id = data.latest_snapshot_id()
     events = compute_events(bundles, data.snapshots, reloaded)
-    events = with_stored_events(events, _only(data.history("events"), params.namespace))
+    events = with_stored_events(events, _only(stored, params.namespace))
     broker_rows = data.history("brokers")
     events, counts = attribute(
         events,
