@@ -99,21 +99,21 @@ def _stat(pid: int) -> tuple[int, float] | None:
 
 
 def _hwm_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    """The process's peak resident size."""
+    return _proc_mib(pid, "status", "VmHWM:")
 
 
 def _pss_mib(pid: int) -> float:
     """The process's proportional set size: pages it shares with others (a forked helper
     and the process it was forked from) count once across them, shared out."""
+    return _proc_mib(pid, "smaps_rollup", "Pss:")
+
+
+def _proc_mib(pid: int, file: str, field: str) -> float:
+    """A field in kB of /proc/<pid>/<file>, in MiB; 0 for a process gone."""
     try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
