@@ -76,9 +76,10 @@ def parts(
             second_load += weight[top]
         else:
             first_load += weight[top]
-    first = [p for p, n in zip(plugins, names, strict=True) if root[n] not in second]
-    there = [p for p, n in zip(plugins, names, strict=True) if root[n] in second]
-    return first, there
+    return (
+        [p for p, n in zip(plugins, names, strict=True) if root[n] not in second],
+        [p for p, n in zip(plugins, names, strict=True) if root[n] in second],
+    )
 
 
 def staying(plugins: Sequence[Plugin]) -> list[Plugin]:
