@@ -128,7 +128,7 @@ class BundleOwnership(AnalysisPlugin):
             data.history("bundles"),
             data.history("topics"),
             data.history("consumers"),
-            data.history("events"),
+            data.latest("events"),
             data.snapshots,
         )
         return Result(frames=frames)

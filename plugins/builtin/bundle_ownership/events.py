@@ -205,12 +205,19 @@ def _listing_events(
                 yield _event(at, "appeared", key, None, _owner(child.owner_broker), "")
 
 
+def bundle_kinds(stored: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `events` table rows `stored` of a bundle kind (`bundle_owner_changed`,
+    `bundle_added`, ...), in their order and dtypes."""
+    if stored.empty or "kind" not in stored:
+        return stored.iloc[0:0]
+    mine = stored["kind"].astype(str).str.startswith("bundle").to_numpy(dtype=bool, na_value=False)
+    return stored[mine]
+
+
 def with_stored_events(derived: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFrame:
     """Add the collector's bundle events that no derived event already covers."""
-    if stored.empty or "kind" not in stored:
-        return derived
-    mine = stored[stored["kind"].astype(str).str.startswith("bundle")]
-    if mine.empty:
+    mine = bundle_kinds(stored)
+    if mine.empty or "subject" not in mine:
         return derived
     bundle = mine["subject"].astype(str).str.rsplit("/", n=1).str[-1]
     extra = pd.DataFrame(

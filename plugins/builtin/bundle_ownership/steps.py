@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pulsar_lens.plugins.builtin.bundle_ownership.events import bundle_kinds
 from pulsar_lens.plugins.builtin.bundle_ownership.renewals import (
     CONSUMER_KEY,
     Renewals,
@@ -101,11 +102,12 @@ def step(
     events: pd.DataFrame,
     snapshots: pd.DataFrame,
 ) -> dict[str, pd.DataFrame]:
-    """The step frames of the poll against the poll before it (see the module)."""
+    """The step frames of the poll against the poll before it (see the module); `events`
+    holds the poll's own rows (`Inputs.latest`)."""
     found = {name: empty(name) for name in FRAMES}
     ids = [str(s) for s in snapshots["snapshot_id"]]
     if ids:
-        found["stored_events"] = stored_events(events, ids[-1])
+        found["stored_events"] = stored_events(events)
     if len(ids) < 2:
         return found
     before, now = ids
@@ -132,15 +134,13 @@ def step(
     return found
 
 
-def stored_events(events: pd.DataFrame, poll: str) -> pd.DataFrame:
-    """The bundle events the collector stored with `poll`, in the table's order and dtypes."""
-    columns = ["collected_at", *STORED_EVENT_COLUMNS]
+def stored_events(events: pd.DataFrame) -> pd.DataFrame:
+    """Of the `events` rows of the step's poll, those of a bundle kind, in the table's order
+    and dtypes."""
     if events.empty or "kind" not in events:
         return empty("stored_events")
-    mine = (events["snapshot_id"].astype(str) == poll) & events["kind"].astype(str).str.startswith(
-        "bundle"
-    )
-    return events.loc[mine.to_numpy(dtype=bool, na_value=False), columns].reset_index(drop=True)
+    columns = ["collected_at", *STORED_EVENT_COLUMNS]
+    return bundle_kinds(events)[columns].reset_index(drop=True)
 
 
 class _Step:
