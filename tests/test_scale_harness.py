@@ -44,6 +44,8 @@ def test_collect_stores_all_the_synthetic_cluster_served(tmp_path: Path) -> None
     assert figures["stages"][-1]["peak_mib_after_analyses"] <= figures["collect"]["peak_rss_mib"]
     for stage in figures["stages"]:  # the whole path, poll start to stored analyses
         assert 0 < stage["poll_to_heartbeat_seconds"] <= stage["poll_to_stored_seconds"]
+        # stamped when written, the results are stored before the harness sees them
+        assert stage["poll_to_stored_seconds"] <= stage["poll_to_seen_seconds"]
     assert figures["metrics"]["families"] > 0
     collect = figures["collect"]
     assert 0 < collect["peak_rss_mib"] <= collect["tree_peak_rss_mib"]
