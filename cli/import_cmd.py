@@ -125,7 +125,7 @@ def _store(
         except SnapshotError as exc:
             refusals.append(f"{_shown(folder)}: {exc}")
             continue
-        previous[cluster] = carry_forward(before, snapshot) if before is not None else snapshot
+        previous[cluster] = carry_forward(before, snapshot)
         stored[cluster] = stored.get(cluster, 0) + 1
         print(_line(folder, sid, snapshot))
     return stored

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 PollFn = Callable[[], Snapshot]
 DiffFn = Callable[[Snapshot, Snapshot], Sequence[EventRecord]]
-CarryFn = Callable[[Snapshot, Snapshot], Snapshot]
+CarryFn = Callable[[Snapshot | None, Snapshot], Snapshot]
 BACKOFF_INTERVALS = 4  # the default longest wait while unreachable, in intervals ...
 MAX_BACKOFF = 300.0  # ... and in seconds
 MAX_UNWRITTEN = 5  # snapshots kept in memory while the store cannot be written
@@ -66,10 +66,10 @@ class PollLoop:
     that only one compacts or applies retention at a time. With `restore` (and a `diff`),
     the first poll is diffed against the newest stored snapshot of its cluster.
     `carry(previous, current)` gives what the next poll is diffed against (what a partial
-    poll left unknown kept from before). `deadline` (seconds) and `detail_budget`, the
-    poll's own limits, only word a poll that overran the interval (`Heartbeat.overrun`).
-    `clock`, `sleep`,
-    `now` and `rng` are injectable for tests; `sleep(seconds)` returns True when stopped.
+    poll left unknown kept from before; `previous` is None at first). `deadline` (seconds)
+    and `detail_budget`, the poll's own limits, only word a poll that overran the interval
+    (`Heartbeat.overrun`). `clock`, `sleep`, `now` and `rng` are injectable for tests;
+    `sleep(seconds)` returns True when stopped.
     """
 
     def __init__(
@@ -302,7 +302,7 @@ class PollLoop:
     def _carried(self, snapshot: Snapshot) -> Snapshot:
         """What the next poll is diffed against: this one, with what its failed calls left
         unknown carried from the one before (`carry`)."""
-        if self._carry is None or self._previous is None:
+        if self._carry is None:
             return snapshot
         try:
             return self._carry(self._previous, snapshot)

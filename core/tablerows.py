@@ -76,6 +76,48 @@ class TableRows(Sequence[Any]):
         return (TableRows, (self.name, self.table))
 
 
+class HeldColumns(Sequence[Any]):
+    """Some columns of the rows of table `name`, kept to be read again with `columns_of`: what
+    the collector holds of a poll for the next one's diff. Its rows cannot be made into
+    records (nor stored): that is refused, never done with fields missing."""
+
+    __slots__ = ("name", "table")
+
+    def __init__(self, name: str, table: pa.Table) -> None:
+        unknown = set(table.column_names) - set(CONTENT_SCHEMAS[name].names)
+        if unknown:
+            raise ValueError(f"a {name} table has no columns {sorted(unknown)}")
+        self.name, self.table = name, table
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    def __bool__(self) -> bool:
+        return bool(self.table.num_rows)
+
+    def __getitem__(self, index: Any) -> Any:
+        raise TypeError(
+            f"only the columns {self.table.column_names} of these {self.name} rows are held: "
+            "read them with columns_of"
+        )
+
+    def __repr__(self) -> str:
+        return f"HeldColumns({self.name!r}, {self.table.column_names}, {len(self):,} rows)"
+
+
+def held_columns(name: str, rows: Sequence[Any], names: Sequence[str]) -> Sequence[Any]:
+    """Columns `names` of rows held as Arrow, copied so that the others' memory goes with the
+    table they came from; rows held as records are small and kept as they are."""
+    if not isinstance(rows, TableRows):
+        return rows
+    columns = {n: rows.table.column(n).combine_chunks() for n in names}
+    return HeldColumns(name, pa.table(columns) if columns else _no_columns(len(rows)))
+
+
+def _no_columns(rows: int) -> pa.Table:
+    return pa.table({"_": pa.nulls(rows)}).drop_columns(["_"])
+
+
 def records_from_table(name: str, table: pa.Table) -> tuple[Any, ...]:
     """The records of a table that holds their fields (a stored table, or a `content_table`):
     the inverse of `core.model.records_to_table`."""
@@ -111,7 +153,7 @@ def range_tuples(column: pa.ChunkedArray | pa.Array) -> list[tuple[tuple[int, in
 def columns_of(rows: Sequence[Any], names: Sequence[str]) -> list[list[Any]]:
     """The values of fields `names` of every row, as the records hold them: read from the
     table when the rows are held as Arrow (no record is made), else one pass each."""
-    if isinstance(rows, TableRows):
+    if isinstance(rows, TableRows | HeldColumns):
         return table_columns(rows.table, names)
     return [list(map(attrgetter(n), rows)) for n in names]
 

@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from pulsar_lens.collectors.events import diff
+from pulsar_lens.collectors.events import carry_forward, diff, diff_basis
 from pulsar_lens.core.model import (
     ConsumerRecord,
     EndpointError,
@@ -107,6 +107,27 @@ def test_the_columnwise_diff_equals_the_key_by_key_one(seed: int) -> None:
     # snapshot read back from the store against one polled
     assert diff(as_tables(before), as_tables(after)) == expected
     assert diff(before, as_tables(after)) == expected
+    # what the collector keeps of the earlier poll: the columns the diff reads, no more
+    assert diff(carry_forward(None, as_tables(before)), as_tables(after)) == expected
+
+
+def test_what_is_kept_for_the_next_diff_holds_only_the_columns_it_reads() -> None:
+    full = as_tables(poll(random.Random(7), T0, None))
+    held = diff_basis(full)
+    assert held.consumers.table.column_names == [  # type: ignore[attr-defined]
+        "topic",
+        "subscription",
+        "consumer_name",
+        "hash_ranges",
+    ]
+    assert held.topics.table.column_names == ["topic", "owner_broker"]  # type: ignore[attr-defined]
+    assert len(held.subscriptions) == len(full.subscriptions)
+    with pytest.raises(TypeError, match="only the columns"):  # never records with fields missing
+        list(held.consumers)
+    with pytest.raises(TypeError, match="read them with columns_of"):
+        held.content_tables()
+    records = poll(random.Random(7), T0, None)  # rows held as records are small: kept whole
+    assert diff_basis(records) == records
 
 
 def test_reordered_consumers_sharing_a_name_are_no_change() -> None:
