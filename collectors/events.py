@@ -228,7 +228,7 @@ def _load_manager_events(prev: Snapshot, cur: Snapshot) -> list[EventRecord]:
     return events
 
 
-_DIFF_COLUMNS: Mapping[str, tuple[str, ...]] = {
+DIFF_COLUMNS: Mapping[str, tuple[str, ...]] = {
     "topics": ("topic", "owner_broker"),  # `_skipped_topics`
     "subscriptions": _ACTIVE_FIELDS,
     "consumers": _CONSUMER_FIELDS,
@@ -244,7 +244,7 @@ def diff_basis(snapshot: Snapshot) -> Snapshot:
         snapshot,
         **{  # type: ignore[arg-type]
             name: held_columns(name, snapshot.records(name), columns)
-            for name, columns in _DIFF_COLUMNS.items()
+            for name, columns in DIFF_COLUMNS.items()
         },
     )
 

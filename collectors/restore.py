@@ -2,9 +2,11 @@
 against the last snapshot stored before the restart.
 
 `restore_latest(store, cluster)` rebuilds the newest stored snapshot of one cluster (several
-may share a store): its brokers, bundles, topics, subscriptions, consumers (hash ranges
-included), draining hashes and, from the index row, its endpoint errors, so that the partial
-rules of `pulsar_lens.collectors.events.diff` hold as they did when it was polled.
+may share a store) as the diff reads it (`pulsar_lens.collectors.events.diff_basis`): its
+brokers and bundles, the columns of topics, subscriptions and consumers the diff reads (hash
+ranges included) and, from the index row, its endpoint errors, so that the partial rules of
+`pulsar_lens.collectors.events.diff` hold as they did when it was polled. Only those columns
+are read: at 1,000,000 topics the rows as records would take minutes and gigabytes.
 """
 
 from __future__ import annotations
@@ -15,18 +17,20 @@ import json
 import pandas as pd
 import pyarrow as pa
 
+from pulsar_lens.collectors.events import DIFF_COLUMNS
 from pulsar_lens.core.clusterview import ClusterView
 from pulsar_lens.core.errors import SnapshotError
-from pulsar_lens.core.model import POLLED_TABLES, Snapshot, parse_errors
+from pulsar_lens.core.model import Snapshot, parse_errors
 from pulsar_lens.core.store import Store
-from pulsar_lens.core.tablerows import records_from_table
+from pulsar_lens.core.tablerows import HeldColumns, records_from_table
 
 
 def restore_latest(
     store: Store, cluster: str, *, before: dt.datetime | None = None
 ) -> Snapshot | None:
-    """The newest stored snapshot of `cluster` (older than `before` if given); None when the
-    store holds none. SnapshotError when it is there but cannot be read back."""
+    """The newest stored snapshot of `cluster` (older than `before` if given) as the diff reads
+    it; None when the store holds none. SnapshotError when it is there but cannot be read
+    back."""
     index = ClusterView(store, cluster).snapshots(limit=1)
     if index.empty:
         return None
@@ -36,11 +40,18 @@ def restore_latest(
         return None
     sid = str(row["snapshot_id"])
     try:
-        tables = {name: store.read(name, snapshot_ids=[sid]) for name in POLLED_TABLES}
+        held = {
+            name: HeldColumns(
+                name, store.read(name, snapshot_ids=[sid], columns=columns).select(columns)
+            )
+            for name, columns in DIFF_COLUMNS.items()
+        }
         return Snapshot(
             cluster=cluster,
             collected_at=collected_at,
-            **{name: records_from_table(name, table) for name, table in tables.items()},
+            brokers=records_from_table("brokers", store.read("brokers", snapshot_ids=[sid])),
+            bundles=records_from_table("bundles", store.read("bundles", snapshot_ids=[sid])),
+            **held,
             errors=parse_errors(row["errors_json"]),
             durations=_durations(row["durations_json"]),
             requests=0 if pd.isna(row["requests"]) else int(row["requests"]),
