@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+import pytest
 import responses
 
 from pulsar_lens.api import Chart, Metric, Note, Table
@@ -257,3 +258,34 @@ def test_failover_on_3_0_says_pip_392_does_not_exist_and_keeps_modulo() -> None:
     on_4_0 = analyze([recorded_snapshot("default")])
     assert on_4_0.result.summary["pip_392"] is True
     assert any(isinstance(v, Metric) and v.label.startswith("Moving with") for v in on_4_0.views)
+
+
+def test_failover_charts_draw_the_unexplained_and_flapping_partitions_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pulsar_lens.plugins.builtin.failover_assignment import views as drawn
+
+    monkeypatch.setattr(drawn, "MAX_CHART_PARTITIONS", 3)
+    expected = rule(SINGLES, consistent=False)
+    topics = sorted(expected)
+    elsewhere = {t: next(w for w in WORKERS if w != expected[t]) for t in topics}
+    odd = {t: elsewhere[t] for t in topics[7:9]}  # neither rule puts them there
+    flappy = topics[4:6]  # away and back twice, where the rules put them at the end
+    polls = [
+        poll_of(
+            expected | odd | ({t: elsewhere[t] for t in flappy} if i % 2 == 0 else {}), seconds=i
+        )
+        for i in range(4)
+    ]
+    output = analyze(polls, flap_changes=2)
+    charts = {v.title: v for v in output.views if isinstance(v, Chart)}
+    matrix = charts[f"Active consumers of fo @ 10 topics ({NS}/single-0, ...)"]
+    assert set(matrix.chart.data["topic"]) == {*topics[7:9], topics[4]}
+    assert "Drawn: 3 of the 10 partitions, the unexplained ones first" in matrix.caption
+    timeline = charts["Active consumer over time"]
+    assert set(timeline.chart.data["topic"]) == {*flappy, topics[7]}
+    assert "the flapping ones first, then the unexplained" in timeline.caption
+    assert len(output.result.frames["matrix"]) == 10 * len(WORKERS)  # the result keeps all
+    monkeypatch.setattr(drawn, "MAX_CHART_PARTITIONS", 10)
+    shown_all = {v.title: v for v in analyze(polls, flap_changes=2).views if isinstance(v, Chart)}
+    assert shown_all["Active consumer over time"].caption.endswith("was Failover.")

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from pulsar_lens.api import Chart, Metric, Note, Result, Table, View, escape_markdown
@@ -15,6 +16,35 @@ PRIORITY_NOTE = (
     "Partitions whose active consumer neither rule explains may have consumers of "
     "different priority levels (or were caught mid-change)."
 )
+
+
+MAX_CHART_PARTITIONS = 200
+"""The partitions of one group its charts draw at most (one row of marks each): a group
+spread over 190,000 partitions, as on a cluster of a million topics, would be 650,000 marks,
+more than a browser draws and no picture. The Partitions table lists the first 5,000,
+`pulsar-lens analyze failover-assignment --json` all of them."""
+
+
+def charted(parts: pd.DataFrame, *, flapping_first: bool = False) -> pd.Series:
+    """The topics of the group's partitions a chart draws, at most MAX_CHART_PARTITIONS: those
+    neither rule explains, then the flapping ones (or the other way round), then the rest,
+    each in the table's order."""
+    unexplained = ~parts["explained"].to_numpy(dtype=bool)
+    flapping = parts["flapping"].to_numpy(dtype=bool)
+    first, second = (flapping, unexplained) if flapping_first else (unexplained, flapping)
+    order = np.argsort(-(2 * first + second), kind="stable")[:MAX_CHART_PARTITIONS]
+    return parts["topic"].iloc[order]
+
+
+def _drawn(parts: pd.DataFrame, *, flapping_first: bool = False) -> str:
+    """What a chart that draws `charted(parts)` says it left out."""
+    if len(parts) <= MAX_CHART_PARTITIONS:
+        return ""
+    kinds = ("flapping", "unexplained") if flapping_first else ("unexplained", "flapping")
+    return (
+        f"Drawn: {MAX_CHART_PARTITIONS:,} of the {len(parts):,} partitions, the {kinds[0]} "
+        f"ones first, then the {kinds[1]}."
+    )
 
 
 def render_views(result: Result) -> list[View]:
@@ -49,8 +79,12 @@ def render_views(result: Result) -> list[View]:
         )
     else:
         views.append(Note(no_pip_392(summary)))
+    parts = frames["partitions"][frames["partitions"]["label"] == selected]
     matrix = frames["matrix"][frames["matrix"]["label"] == selected]
-    views.append(Chart(chart_matrix(matrix), title=f"Active consumers of {selected}"))
+    matrix = matrix[matrix["topic"].isin(charted(parts))]
+    views.append(
+        Chart(chart_matrix(matrix), title=f"Active consumers of {selected}", caption=_drawn(parts))
+    )
     consumers = frames["consumers"][frames["consumers"]["label"] == selected]
     views.append(
         Chart(
@@ -58,16 +92,16 @@ def render_views(result: Result) -> list[View]:
             title="Partitions per consumer",
         )
     )
-    parts = frames["partitions"][frames["partitions"]["label"] == selected]
     views.append(Table(parts, title="Partitions", caption="observed, both rules, flapping"))
     timeline = frames["timeline"][frames["timeline"]["label"] == selected]
     if parts["flapping"].astype(bool).any():
+        timeline = timeline[timeline["topic"].isin(charted(parts, flapping_first=True))]
         views.append(
             Chart(
                 chart_timeline(timeline),
                 title="Active consumer over time",
                 caption="Each partition's active consumer in the recent polls where its "
-                "subscription was Failover.",
+                f"subscription was Failover. {_drawn(parts, flapping_first=True)}".strip(),
             )
         )
     return views
