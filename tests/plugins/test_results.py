@@ -101,13 +101,13 @@ def test_a_result_read_lazily_reads_each_frame_when_used(
     }
     entry = results.write(StoredResult("p", "1", {}, ("s1",), "ok", 0.1, Result(frames, {})))
     read: list[str] = []
-    original = results_module.pq.read_table
+    original = results_module.pq.ParquetFile
 
     def counted(path: object, *args: object, **kwargs: object) -> object:
         read.append(Path(str(path)).stem)
         return original(path, *args, **kwargs)
 
-    monkeypatch.setattr(results_module.pq, "read_table", counted)
+    monkeypatch.setattr(results_module.pq, "ParquetFile", counted)
     back = results.read("p", "1", {}, ("s1",), lazy=True)
     assert back is not None and back.result is not None
     assert read == [] and list(back.result.frames) == ["small", "large"]
