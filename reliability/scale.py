@@ -272,6 +272,11 @@ class Poll:
     done_at: float | None = None
     done_cpu: float | None = None
     done_peak_mib: float | None = None  # ... and when the analyses were stored
+    # when the last light result was written (its `computed_at`, epoch seconds), and each
+    # plugin's seconds: read as they are stored, since the results of the window's first
+    # polls are gone from the store by the end of a run as long as the window
+    stored_wall: float | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
     snapshot_id: str | None = None
 
 
@@ -295,17 +300,6 @@ def stored_results(store: Path) -> dict[str, dict[str, float]]:
     """{snapshot id: {plugin: seconds}} of the results stored for the newest snapshot of
     their window."""
     return {sid: {p: s for p, (s, _) in got.items()} for sid, got in _stored(store).items()}
-
-
-def stored_at(store: Path, light: list[str]) -> dict[str, float]:
-    """{snapshot id: when the last of its light results was written (epoch seconds)}, for the
-    snapshots that have every one: each entry says when it was written (`computed_at`), so
-    the figure does not wait for the harness's next look at the store."""
-    found = {}
-    for sid, got in _stored(store).items():
-        if set(light) <= set(got):
-            found[sid] = max(got[p][1] for p in light)
-    return found
 
 
 def _stored(store: Path) -> dict[str, dict[str, tuple[float, float]]]:
@@ -362,7 +356,7 @@ def watch_collect(
             if m := BEAT.match(line):
                 wall = time.time() - (time.monotonic() - at)
                 run.polls.append(Poll(m.groupdict(), at, cpu, watch.peak_mib, wall))
-        results = stored_results(store) if run.polls else {}
+        results = _stored(store) if run.polls else {}
         for i, poll in enumerate(run.polls):
             if poll.snapshot_id is None:
                 poll.snapshot_id = newest_snapshot(store, i + 1)
@@ -370,6 +364,8 @@ def watch_collect(
             if poll.done_at is None and poll.snapshot_id and set(light) <= set(done):
                 poll.done_at, poll.done_cpu = time.monotonic(), cpu
                 poll.done_peak_mib = watch.peak_mib
+                poll.stored_wall = max(done[p][1] for p in light)
+                poll.seconds = {p: seconds for p, (seconds, _) in done.items()}
                 analysed()
         if proc.poll() is not None:
             tail = "\n".join(said()[-20:])
@@ -399,9 +395,7 @@ def scrape(port: int) -> dict[str, Any]:
     }
 
 
-def stages(
-    store: Path, run: Run, results: dict[str, dict[str, float]], written: dict[str, float]
-) -> list[dict[str, Any]]:
+def stages(store: Path, run: Run) -> list[dict[str, Any]]:
     from pulsar_lens.core.store import Store
 
     index = Store(store).snapshots()
@@ -412,14 +406,14 @@ def stages(
         answers = float(durations.get("total", math.nan))
         duration = float(poll.beat["duration"])
         before = run.start_cpu if i == 0 else run.polls[i - 1].done_cpu
-        analyses = results.get(poll.snapshot_id or "", {})
+        analyses = poll.seconds
         # from the poll's start (its collected_at) to its heartbeat: the calls, the assembly,
         # the events and the write, whatever each figure leaves out
         begun = row["collected_at"].timestamp() if row is not None else math.nan
         to_beat = poll.beat_wall - begun
         # the analyses' own stamp; the harness sees them up to a look (0.5 s) later
-        last = written.get(poll.snapshot_id or "")
-        stored = last - begun if last is not None and poll.done_at else None
+        last = poll.stored_wall
+        stored = last - begun if last is not None else None
         seen = to_beat + (poll.done_at - poll.beat_at) if poll.done_at else None
         out.append(
             {
@@ -556,8 +550,7 @@ def run_size(
         )
         figures["server"] = served
         figures["load_average_after_polls"] = os.getloadavg()
-        results = stored_results(store)
-        figures["stages"] = stages(store, run, results, stored_at(store, light))
+        figures["stages"] = stages(store, run)
         if check:
             figures["problems"] = check_stored(store, run, info["admin_url"], light)
     on_disk = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())

@@ -46,6 +46,7 @@ def test_collect_stores_all_the_synthetic_cluster_served(tmp_path: Path) -> None
         assert 0 < stage["poll_to_heartbeat_seconds"] <= stage["poll_to_stored_seconds"]
         # stamped when written, the results are stored before the harness sees them
         assert stage["poll_to_stored_seconds"] <= stage["poll_to_seen_seconds"]
+        assert set(stage["plugins"]) >= set(scale.light_plugins())  # as each poll stored them
     assert figures["metrics"]["families"] > 0
     collect = figures["collect"]
     assert 0 < collect["peak_rss_mib"] <= collect["tree_peak_rss_mib"]
