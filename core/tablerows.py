@@ -110,12 +110,10 @@ def held_columns(name: str, rows: Sequence[Any], names: Sequence[str]) -> Sequen
     table they came from; rows held as records are small and kept as they are."""
     if not isinstance(rows, TableRows):
         return rows
+    if not names:
+        return HeldColumns(name, rows.table.select([]))  # its rows counted, nothing held
     columns = {n: rows.table.column(n).combine_chunks() for n in names}
-    return HeldColumns(name, pa.table(columns) if columns else _no_columns(len(rows)))
-
-
-def _no_columns(rows: int) -> pa.Table:
-    return pa.table({"_": pa.nulls(rows)}).drop_columns(["_"])
+    return HeldColumns(name, pa.table(columns))
 
 
 def records_from_table(name: str, table: pa.Table) -> tuple[Any, ...]:
