@@ -15,26 +15,38 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
 
 import requests
 import urllib3.exceptions
+from requests.utils import get_netrc_auth
 
 from pulsar_lens.collectors.admin_hints import OAUTH2_SOURCE, PASSWORD_SOURCE, TOKEN_SOURCE
 from pulsar_lens.collectors.credentials import read_token_file
+from pulsar_lens.collectors.transport import OriginMemo, url_origin
 from pulsar_lens.core.errors import CollectorError
 from pulsar_lens.core.secrets import Secret, clean, header_safe
+
+if TYPE_CHECKING:
+    from requests.sessions import _Settings
 
 log = logging.getLogger(__name__)
 
 TRUST_CLUSTER = "cluster"
 
 
-def origin(url: str) -> str:
-    """`scheme://host:port` of a URL (default ports made explicit, host lower-cased)."""
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
-    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+origin = url_origin
+
+
+class _NoAuth(requests.auth.AuthBase):
+    """No credentials, as `.netrc` has none for the origin: given to a call, it keeps requests
+    from looking the file up again."""
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        return r
+
+
+NO_AUTH = _NoAuth()
 
 
 class BrokerSession(requests.Session):
@@ -47,9 +59,37 @@ class BrokerSession(requests.Session):
     def __init__(self) -> None:
         super().__init__()
         self.trusted_origins: set[str] = set()
+        self._settings: OriginMemo[_Settings] = OriginMemo()
+        self._netrc: OriginMemo[tuple[str, str] | None] = OriginMemo()
 
     def should_strip_auth(self, old_url: str, new_url: str) -> bool:
         return origin(new_url) not in self.trusted_origins
+
+    def merge_environment_settings(
+        self, url: str | bytes | None, proxies: Any, stream: Any, verify: Any, cert: Any
+    ) -> _Settings:
+        """requests' own, once per origin (`OriginMemo`); a call or a session with proxies
+        of its own is merged as requests does, each time."""
+        if not isinstance(url, str) or proxies or self.proxies or not self.trust_env:
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+        found = self._settings.get(
+            (origin(url), stream, verify, cert),
+            lambda: super(BrokerSession, self).merge_environment_settings(
+                url, proxies, stream, verify, cert
+            ),
+        )
+        settings = found.copy()
+        settings["proxies"] = dict(found["proxies"])
+        return settings
+
+    def prepare_request(self, request: requests.Request) -> requests.PreparedRequest:
+        """requests' own, with the `.netrc` lookup it makes for a call without credentials
+        made once per origin (`OriginMemo`)."""
+        if self.trust_env and not request.auth and not self.auth and isinstance(request.url, str):
+            url = request.url
+            found = self._netrc.get(origin(url), lambda: get_netrc_auth(url))
+            request.auth = found or NO_AUTH
+        return super().prepare_request(request)
 
 
 def trust(session: BrokerSession, base_url: str, trusted_origins: Iterable[str]) -> bool:

@@ -17,8 +17,9 @@ import io
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 from requests.adapters import HTTPAdapter
 from urllib3 import poolmanager
@@ -27,6 +28,43 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
+    from requests.adapters import _HostParams, _PoolKwargs
+
+T = TypeVar("T")
+MAX_KEPT = 4096
+"""Entries an `OriginMemo` keeps (a few per origin: a cluster's brokers) before it starts over."""
+
+
+def url_origin(url: str) -> str:
+    """`scheme://host:port` of a URL (default ports made explicit, host lower-cased)."""
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+class OriginMemo(Generic[T]):
+    """What requests works out from the environment and the files for every call, kept per
+    origin: the environment's proxies (it walks the whole environment twice), the `.netrc`
+    lookup (two file checks) and whether the CA bundle is a folder (one more). Each check
+    gives up the interpreter's lock, which eight calling threads then wait to get back; on
+    loopback they were some 16 % of a per-topic call's time. What is kept never changes while
+    the process runs, unless its environment or those files are changed under it."""
+
+    def __init__(self) -> None:
+        self._kept: dict[Hashable, T] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, make: Callable[[], T]) -> T:
+        with self._lock:
+            if key in self._kept:
+                return self._kept[key]
+        found = make()
+        with self._lock:
+            if len(self._kept) >= MAX_KEPT:
+                self._kept.clear()
+            self._kept[key] = found
+        return found
+
 
 # the deadline of the call this thread is making: requests and urllib3 build the answer in
 # the caller's thread and pass nothing of ours down to the connection
@@ -107,6 +145,24 @@ _POOLS: dict[str, type[HTTPConnectionPool]] = {"http": _HTTPPool, "https": _HTTP
 
 class DeadlineAdapter(HTTPAdapter):
     """requests' adapter whose answers honour `reads_by`; mount it for http:// and https://."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pool_keys: OriginMemo[tuple[_HostParams, _PoolKwargs]] = OriginMemo()
+
+    def build_connection_pool_key_attributes(
+        self, request: Any, verify: Any, cert: Any = None
+    ) -> tuple[_HostParams, _PoolKwargs]:
+        """requests' own, once per origin, TLS settings and client certificate (`OriginMemo`)."""
+        url = request.url if isinstance(request.url, str) else ""
+        key = (url_origin(url), verify, cert if not isinstance(cert, list) else tuple(cert))
+        host, pool = self._pool_keys.get(
+            key,
+            lambda: super(DeadlineAdapter, self).build_connection_pool_key_attributes(
+                request, verify, cert
+            ),
+        )
+        return host.copy(), pool.copy()
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import socket
 import struct
@@ -9,12 +10,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 import responses
+from requests.adapters import HTTPAdapter
 from responses import matchers
 
+from pulsar_lens.collectors import admin_auth
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.core.errors import AdminApiError, AdminApiUnreachable, CollectorError
 
@@ -252,6 +256,40 @@ def test_admin_client_sends_to_another_broker_and_names_it(mock: responses.Reque
     with pytest.raises(AdminApiError) as caught:
         client().get_json("/admin/v2/broker-stats/topics", base_url="http://broker-1:8080")
     assert caught.value.path == "http://broker-1:8080/admin/v2/broker-stats/topics"
+
+
+def test_the_environments_proxies_apply_per_broker_and_are_read_once_per_origin(
+    mock: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """requests reads HTTP_PROXY / NO_PROXY for every call; the session reads them once per
+    origin, with the same outcome: the proxied broker goes through the proxy, the one
+    NO_PROXY names does not, call after call."""
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "broker-2")
+    monkeypatch.delenv("http_proxy", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    reads: list[str] = []
+    real = requests.utils.get_environ_proxies
+
+    def counted(url: str, no_proxy: str | None = None) -> dict[str, str]:
+        reads.append(url)
+        return real(url, no_proxy=no_proxy)
+
+    monkeypatch.setattr(requests.sessions, "get_environ_proxies", counted)
+    for broker in ("broker-1", "broker-2"):
+        mock.get(f"http://{broker}:8080/admin/v2/brokers/ready", body="ok")
+    c = client()
+    for _ in range(3):
+        for broker in ("broker-1", "broker-2"):
+            c.get_text("/admin/v2/brokers/ready", base_url=f"http://{broker}:8080")
+    proxies = [call.request.req_kwargs["proxies"] for call in mock.calls]  # type: ignore[attr-defined]
+    assert [p.get("http") for p in proxies[0::2]] == ["http://proxy.example:3128"] * 3
+    assert [p.get("http") for p in proxies[1::2]] == [None] * 3
+    assert len(reads) == 2  # once per origin, not once per call
+    monkeypatch.setenv("HTTP_PROXY", "http://other.example:3128")
+    assert client().get_text("/admin/v2/brokers/ready", base_url="http://broker-1:8080") == "ok"
+    newest = mock.calls[-1].request.req_kwargs["proxies"]  # type: ignore[attr-defined]
+    assert newest.get("http") == "http://other.example:3128"  # a new client reads it anew
 
 
 def test_admin_client_keeps_token_on_redirect_to_a_trusted_broker(
@@ -723,3 +761,61 @@ def test_a_json_call_answered_with_an_html_page_says_it_is_not_json(
     mock.get(CLUSTERS, body="<html>oops</html>", content_type="text/html")
     with pytest.raises(AdminApiError, match=r"status 200 with a body not JSON \(text/html\)"):
         client().get_json("/admin/v2/clusters")
+
+
+def test_netrc_credentials_go_where_requests_sends_them_looked_up_once_per_origin(
+    mock: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A `.netrc` entry reaches its host as requests would send it, and only there; the file
+    is looked up once per origin, not for every call."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine broker-1 login reader password netrc-secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    lookups: list[str] = []
+    real = admin_auth.get_netrc_auth
+
+    def counted(url: str, raise_errors: bool = False) -> tuple[str, str] | None:
+        lookups.append(url)
+        return real(url, raise_errors)
+
+    monkeypatch.setattr(admin_auth, "get_netrc_auth", counted)
+    for broker in ("broker-1", "broker-2"):
+        mock.get(f"http://{broker}:8080/admin/v2/brokers/ready", body="ok")
+    c = client()
+    for _ in range(3):
+        for broker in ("broker-1", "broker-2"):
+            c.get_text("/admin/v2/brokers/ready", base_url=f"http://{broker}:8080")
+    sent = [call.request.headers.get("Authorization") for call in mock.calls]
+    basic = "Basic " + base64.b64encode(b"reader:netrc-secret").decode()
+    assert sent == [basic, None] * 3
+    assert len(lookups) == 2
+
+
+def test_the_connection_pool_key_is_requests_own_worked_out_once_per_origin(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Whether the CA bundle is a file or a folder is checked once per origin: the pool key
+    equals requests' own, and calls to one server share one connection."""
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path))  # a folder: `ca_cert_dir`
+    worked_out: list[str] = []
+    real = HTTPAdapter.build_connection_pool_key_attributes
+
+    def counted(self: HTTPAdapter, request: Any, verify: Any, cert: Any = None) -> Any:
+        worked_out.append(request.url)
+        return real(self, request, verify, cert)
+
+    monkeypatch.setattr(HTTPAdapter, "build_connection_pool_key_attributes", counted)
+    with RawServer(answer(b'["c"]')) as server:
+        c = AdminClient(server.url, backoff=0.0)
+        for _ in range(4):
+            assert c.get_json("/admin/v2/clusters") == ["c"]
+        adapter = c.session.get_adapter(server.url)
+        request = requests.Request("GET", server.url + "/admin/v2/clusters").prepare()
+        verify = c.session.merge_environment_settings(server.url, {}, True, True, None)["verify"]
+        assert adapter.build_connection_pool_key_attributes(request, verify) == real(
+            adapter, request, verify
+        )
+        assert verify == str(tmp_path)
+        c.close()
+    assert len(worked_out) == 1
