@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+import pyarrow as pa
 
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.assemble import PollAnswers, build_snapshot, namespace_listing
@@ -41,6 +44,7 @@ from pulsar_lens.collectors.brokers import (
 )
 from pulsar_lens.collectors.bulkparts import (
     BrokerPart,
+    IndexSink,
     PartBuilder,
     collect_broker_part,
     part_of_answer,
@@ -109,7 +113,8 @@ def _choose_cluster(clusters: Sequence[str], brokers: Mapping[str, Any], leader:
 
 
 class _Poll:
-    """One poll in four rounds of independent calls: discovery, listings, bulk, details."""
+    """One poll in rounds of independent calls: discovery and listings, then bulk, with
+    the details round started inside it once every broker's part index is in."""
 
     def __init__(
         self,
@@ -190,12 +195,29 @@ class _Poll:
         return tuple(sorted(kept))
 
     def bulk(self) -> None:
+        """The bulk round, with the details round inside it: the per-topic calls are chosen
+        from every broker's part index and start as soon as the indexes are in, while the
+        workers still build the parts' rows (at 100,000 topics on two cores the details
+        round took 0.6 s after the last part before)."""
         a, jobs = self.answers, {}
+        arrivals = _Arrivals(a.broker_ids)
+        parts: dict[str, Future[BrokerPart | None]] = {}
         for b in a.broker_ids:
             url = a.web_urls[b]
-            jobs[("bulk", b)] = self.call(
-                "broker_topic_stats", collect_broker_part, url, b, a.polled, build=self.build
+            parts[b] = self.pool.submit(
+                self.call(
+                    "broker_topic_stats",
+                    collect_broker_part,
+                    url,
+                    b,
+                    a.polled,
+                    build=self.build,
+                    early=arrivals.sink(b),
+                )
             )
+            arrivals.watch(b, parts[b])
+        for b in a.broker_ids:
+            url = a.web_urls[b]
             jobs[("owned", b)] = self.call(
                 "owned_namespaces", collect_owned_bundles, a.cluster, b, url
             )
@@ -208,11 +230,14 @@ class _Poll:
         done = _gather(self.pool, jobs)
         with noting(a.notes):
             self._keep_bulk(done)
+        arrivals.wait()
+        self.details(arrivals.indexes(parts))
+        for b in a.broker_ids:
+            a.parts[b] = parts[b].result()
 
     def _keep_bulk(self, done: Mapping[tuple[str, str], Any]) -> None:
         a = self.answers
         for b in a.broker_ids:
-            a.parts[b] = done[("bulk", b)]
             a.owned[b] = done[("owned", b)]
             a.load_reports[b] = done[("report", b)]
             a.lb_metrics[b] = done[("lb", b)]
@@ -221,12 +246,14 @@ class _Poll:
                 ns, done[("bundles", ns)], done[("topics", ns)], done[("parted", ns)]
             )
 
-    def details(self) -> None:
+    def details(self, indexes: Mapping[str, pa.Table | None]) -> None:
+        """The per-topic calls (`indexes`: each broker's part index, None for a broker whose
+        part failed) and the versions and partition counts the bulk answers left out."""
         a, jobs = self.answers, {}
         for b in a.broker_ids:
             if not a.load_reports.get(b):
                 jobs[("version", b)] = self.call("version", collect_version, a.web_urls[b])
-        candidates = _candidates(a.parts)  # the parts hold the polled namespaces only
+        candidates = _candidates(indexes)  # the parts hold the polled namespaces only
         lagging = _most_backlogged(candidates, self.lag_topics)
         needing: dict[str, str] = {}
         for b, topic, needs, _ in candidates:  # a topic two brokers report is asked of the first
@@ -298,14 +325,60 @@ Candidate = tuple[str, str, bool, int]
 """(broker, topic, whether its stats lack what only per-topic stats give, its backlog)"""
 
 
-def _candidates(parts: Mapping[str, BrokerPart | None]) -> list[Candidate]:
-    """The topics of the brokers' parts, broker by broker in id order."""
+def _candidates(indexes: Mapping[str, pa.Table | None]) -> list[Candidate]:
+    """The topics of the brokers' part indexes, broker by broker in id order."""
     found: list[Candidate] = []
-    for broker, part in sorted(parts.items()):
-        if part is not None:
-            columns = table_columns(part.index, ("topic", "needs_details", "backlog"))
+    for broker, index in sorted(indexes.items()):
+        if index is not None:
+            columns = table_columns(index, ("topic", "needs_details", "backlog"))
             found.extend((broker, *row) for row in zip(*columns, strict=True))
     return found
+
+
+class _Arrivals:
+    """Each broker's part index, as soon as it is made (`sink`), or the end of its call
+    (`ended`); `wait` returns once every broker has one or the other."""
+
+    def __init__(self, brokers: Sequence[str]) -> None:
+        self._brokers = tuple(brokers)
+        self._index: dict[str, pa.Table] = {}
+        self._ended: set[str] = set()
+        self._changed = threading.Condition()
+
+    def sink(self, broker: str) -> IndexSink:
+        def told(index: pa.Table) -> None:
+            with self._changed:
+                self._index.setdefault(broker, index)
+                self._changed.notify_all()
+
+        return told
+
+    def watch(self, broker: str, part: Future[BrokerPart | None]) -> None:
+        """`ended` once `part`, the broker's call, is done, however it ended."""
+        part.add_done_callback(lambda _: self.ended(broker))
+
+    def ended(self, broker: str) -> None:
+        with self._changed:
+            self._ended.add(broker)
+            self._changed.notify_all()
+
+    def wait(self) -> None:
+        """Bounded by the calls': each ends by its own deadline, the poll's at the latest."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: all(b in self._index or b in self._ended for b in self._brokers)
+            )
+
+    def indexes(self, parts: Mapping[str, Future[BrokerPart | None]]) -> dict[str, pa.Table | None]:
+        """Each broker's index: sent ahead, else its part's (None: its call failed)."""
+        found: dict[str, pa.Table | None] = {}
+        for broker in self._brokers:
+            index = self._index.get(broker)
+            if index is None:
+                part = parts[broker].result()  # ended: no wait
+                index = part.index if part is not None else None
+            found[broker] = index
+        return found
 
 
 def _most_backlogged(candidates: Sequence[Candidate], limit: int) -> set[str]:
@@ -357,8 +430,7 @@ def poll(
             run.build = build
             run.rotation = rotation or DetailRotation()
             run.discover(cluster, namespaces)
-            run.bulk()
-            run.details()
+            run.bulk()  # the details round within it
     finally:
         client.deadline = None
     rec.finish(deadline)

@@ -11,6 +11,7 @@ import datetime as dt
 import os
 import sys
 import threading
+import time
 import types
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,8 +24,11 @@ from benchmarks.synth_server import CLUSTER, SynthCluster, handler_for
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.bulkparts import (
     BrokerPart,
+    IndexSink,
     NotAnObject,
     PartPool,
+    _part_in_worker,
+    default_workers,
     part_of_answer,
 )
 from pulsar_lens.collectors.fields import MAX_WARNINGS, WarningLines, field_warning_lines, warn
@@ -107,6 +111,86 @@ def test_a_poll_with_the_pool_stores_what_a_poll_without_it_does(
         assert len(pooled.topics) == len(synth.names)
         assert_same_snapshots(alone, pooled)
         synth.start_of_poll()
+
+
+def test_a_part_tells_its_index_before_it_makes_its_rows(
+    cluster: tuple[SynthCluster, str],
+) -> None:
+    synth, _ = cluster
+    broker, body = next(iter(synth.current.bulk.items()))
+    told: list[pa.Table] = []
+    part = part_of_answer(body, broker, None, told.append)
+    assert isinstance(part, BrokerPart) and len(told) == 1 and told[0].equals(part.index)
+
+
+def test_a_worker_sends_the_index_ahead_through_the_pools_queue(
+    cluster: tuple[SynthCluster, str],
+) -> None:
+    """The worker's index reaches the sink registered for its token, on the pool's
+    delivering thread, and equals the part's own."""
+    synth, _ = cluster
+    broker, body = next(iter(synth.current.bulk.items()))
+    parts = PartPool(1, min_bytes=0)
+    arrived = threading.Event()
+    told: list[pa.Table] = []
+    try:
+        executor = parts._pool()
+        parts._sinks[7] = lambda index: (told.append(index), arrived.set())
+        part = parts._submit(executor, _part_in_worker, body, broker, None, 7).result()
+        assert arrived.wait(60), "the index never came through the queue"
+        assert isinstance(part, BrokerPart) and told[0].equals(part.index)
+    finally:
+        parts.close()
+    assert not parts._sinks
+
+
+def test_the_per_topic_calls_start_before_the_parts_rows_are_built(
+    cluster: tuple[SynthCluster, str],
+) -> None:
+    """A part whose rows are held back until the poll's first per-topic call was answered:
+    that call comes from its index, so the poll completes (it would wait the minute out and
+    fail if the details round waited for the parts), with the snapshot a plain poll stores."""
+    synth, url = cluster
+    served = synth.served.requests
+    start = served.get("topic_stats", 0)
+    held: list[bool] = []
+
+    def held_back(
+        body: bytes, broker: str, namespaces: frozenset[str] | None, early: IndexSink | None = None
+    ) -> BrokerPart | NotAnObject:
+        part = part_of_answer(body, broker, namespaces, early)
+        deadline = time.monotonic() + 60
+        while served.get("topic_stats", 0) == start and time.monotonic() < deadline:
+            time.sleep(0.01)
+        held.append(served.get("topic_stats", 0) > start)
+        return part
+
+    with AdminClient(url) as client:
+        early = poll(client, concurrency=4, cluster=CLUSTER, build=held_back)
+    with AdminClient(url) as client:
+        plain = poll(client, concurrency=4, cluster=CLUSTER)
+    assert held == [True] * BROKERS
+    assert_same_snapshots(plain, early)
+
+
+def test_a_builder_that_never_tells_the_index_early_polls_the_same(
+    cluster: tuple[SynthCluster, str],
+) -> None:
+    """The indexes come from the parts then (a pool whose queue broke, a builder of a
+    plugin's tests)."""
+    _, url = cluster
+
+    def silent(
+        body: bytes, broker: str, namespaces: frozenset[str] | None, early: IndexSink | None = None
+    ) -> BrokerPart | NotAnObject:
+        return part_of_answer(body, broker, namespaces)
+
+    with AdminClient(url) as client:
+        late = poll(client, concurrency=4, cluster=CLUSTER, build=silent)
+    with AdminClient(url) as client:
+        plain = poll(client, concurrency=4, cluster=CLUSTER)
+    assert late.errors == plain.errors
+    assert_same_snapshots(plain, late)
 
 
 def test_a_body_not_json_or_not_an_object_fails_as_before(pool: PartPool) -> None:
@@ -224,3 +308,8 @@ def test_workers_start_whatever_runs_as_main_and_see_no_credential(
         assert sys.modules["__main__"] is main
     finally:
         parts.close()
+
+
+@pytest.mark.parametrize(("cpus", "workers"), [(0.5, 1), (1, 1), (1.5, 1), (2, 3), (3, 4), (64, 4)])
+def test_one_worker_more_than_the_cpus_from_two_up_to_the_cap(cpus: float, workers: int) -> None:
+    assert default_workers(cpus) == workers
