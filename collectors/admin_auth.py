@@ -84,11 +84,16 @@ class BrokerSession(requests.Session):
 
     def prepare_request(self, request: requests.Request) -> requests.PreparedRequest:
         """requests' own, with the `.netrc` lookup it makes for a call without credentials
-        made once per origin (`OriginMemo`)."""
+        made once per origin (`OriginMemo`). A session with credentials of its own (the
+        token, the URL's password) never looks: requests would let a `.netrc` entry for the
+        admin host replace them."""
         if self.trust_env and not request.auth and not self.auth and isinstance(request.url, str):
             url = request.url
-            found = self._netrc.get(origin(url), lambda: get_netrc_auth(url))
-            request.auth = found or NO_AUTH
+            if "Authorization" in self.headers:
+                request.auth = NO_AUTH
+            else:
+                found = self._netrc.get(origin(url), lambda: get_netrc_auth(url))
+                request.auth = found or NO_AUTH
         return super().prepare_request(request)
 
 

@@ -819,3 +819,17 @@ def test_the_connection_pool_key_is_requests_own_worked_out_once_per_origin(
         assert verify == str(tmp_path)
         c.close()
     assert len(worked_out) == 1
+
+
+def test_a_netrc_entry_never_replaces_the_configured_token(
+    mock: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """requests lets a `.netrc` entry for the host override an Authorization header; the
+    token the settings name is what the admin host gets."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine broker-0 login reader password netrc-secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    mock.get(CLUSTERS, json=[])
+    client(token=TOKEN).get_json("/admin/v2/clusters")
+    assert mock.calls[0].request.headers["Authorization"] == f"Bearer {TOKEN}"
