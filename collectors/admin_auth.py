@@ -89,7 +89,8 @@ class BrokerSession(requests.Session):
         admin host replace them."""
         if self.trust_env and not request.auth and not self.auth and isinstance(request.url, str):
             url = request.url
-            if "Authorization" in self.headers:
+            own = (request.headers or {}).get("Authorization", self.headers.get("Authorization"))
+            if own:  # the session's (token, URL password) or the call's own (OAuth2)
                 request.auth = NO_AUTH
             else:
                 found = self._netrc.get(origin(url), lambda: get_netrc_auth(url))

@@ -10,6 +10,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pulsar
 import pytest
@@ -218,6 +219,19 @@ def test_admin_client_sends_the_flows_token_and_refetches_after_a_401(
     issuer.replace(responses.GET, f"{BASE}/admin/v2/clusters", json=["standalone"])
     assert client.get_json("/admin/v2/clusters") == ["standalone"]
     assert issuer.calls[-1].request.headers["Authorization"] == "Bearer tok-2"
+
+
+def test_a_netrc_entry_never_replaces_the_flows_token(
+    issuer: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    netrc = tmp_path / "netrc"
+    netrc.write_text(f"machine {urlsplit(BASE).hostname} login reader password netrc-secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    grant(issuer, "tok-1")
+    issuer.get(f"{BASE}/admin/v2/clusters", json=["standalone"])
+    assert AdminClient(BASE, oauth2=flow()).get_json("/admin/v2/clusters") == ["standalone"]
+    assert issuer.calls[-1].request.headers["Authorization"] == "Bearer tok-1"
 
 
 def test_admin_client_from_env_builds_oauth2_only_without_a_token(tmp_path: Path) -> None:
