@@ -349,6 +349,7 @@ class PartPool:
                 log.warning("the part workers' early indexes stopped: %r", exc)
                 return
             if message is None:
+                indexes.close()
                 return
             token, index = message
             with self._lock:
@@ -420,10 +421,10 @@ class PartPool:
 
 
 def _stop_delivery(indexes: multiprocessing.queues.Queue[Any] | None) -> None:
-    """Tell a pool's delivering thread to end, once the pool is shut down."""
+    """Tell a pool's delivering thread to end (and close the queue), once the pool is shut
+    down: closed here, the thread's read would fail under it."""
     if indexes is not None:
         indexes.put(None)
-        indexes.close()
 
 
 _INDEXES: multiprocessing.queues.Queue[Any] | None = None

@@ -313,3 +313,21 @@ def test_workers_start_whatever_runs_as_main_and_see_no_credential(
 @pytest.mark.parametrize(("cpus", "workers"), [(0.5, 1), (1, 1), (1.5, 1), (2, 3), (3, 4), (64, 4)])
 def test_one_worker_more_than_the_cpus_from_two_up_to_the_cap(cpus: float, workers: int) -> None:
     assert default_workers(cpus) == workers
+
+
+def test_a_closed_pool_ends_its_delivering_thread_quietly(
+    cluster: tuple[SynthCluster, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    synth, _ = cluster
+    broker, body = next(iter(synth.current.bulk.items()))
+    for _ in range(3):  # its read failed under a queue closed too early, now and then
+        before = set(threading.enumerate())
+        parts = PartPool(1, min_bytes=0)
+        parts.build(body, broker, None, lambda index: None)
+        delivering = [t for t in set(threading.enumerate()) - before if t.name == "part-indexes"]
+        parts.close()
+        deadline = time.monotonic() + 30
+        while any(t.is_alive() for t in delivering) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(delivering) == 1 and not delivering[0].is_alive()
+    assert not [r for r in caplog.records if r.name.endswith("bulkparts")]
