@@ -258,6 +258,16 @@ def test_admin_client_sends_to_another_broker_and_names_it(mock: responses.Reque
     assert caught.value.path == "http://broker-1:8080/admin/v2/broker-stats/topics"
 
 
+def calls_to_two_brokers(mock: responses.RequestsMock, rounds: int = 3) -> None:
+    """`rounds` calls to broker-1 and to broker-2 by turns, from one client."""
+    for broker in ("broker-1", "broker-2"):
+        mock.get(f"http://{broker}:8080/admin/v2/brokers/ready", body="ok")
+    c = client()
+    for _ in range(rounds):
+        for broker in ("broker-1", "broker-2"):
+            c.get_text("/admin/v2/brokers/ready", base_url=f"http://{broker}:8080")
+
+
 def test_the_environments_proxies_apply_per_broker_and_are_read_once_per_origin(
     mock: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -276,12 +286,7 @@ def test_the_environments_proxies_apply_per_broker_and_are_read_once_per_origin(
         return real(url, no_proxy=no_proxy)
 
     monkeypatch.setattr(requests.sessions, "get_environ_proxies", counted)
-    for broker in ("broker-1", "broker-2"):
-        mock.get(f"http://{broker}:8080/admin/v2/brokers/ready", body="ok")
-    c = client()
-    for _ in range(3):
-        for broker in ("broker-1", "broker-2"):
-            c.get_text("/admin/v2/brokers/ready", base_url=f"http://{broker}:8080")
+    calls_to_two_brokers(mock)
     proxies = [call.request.req_kwargs["proxies"] for call in mock.calls]  # type: ignore[attr-defined]
     assert [p.get("http") for p in proxies[0::2]] == ["http://proxy.example:3128"] * 3
     assert [p.get("http") for p in proxies[1::2]] == [None] * 3
@@ -780,12 +785,7 @@ def test_netrc_credentials_go_where_requests_sends_them_looked_up_once_per_origi
         return real(url, raise_errors)
 
     monkeypatch.setattr(admin_auth, "get_netrc_auth", counted)
-    for broker in ("broker-1", "broker-2"):
-        mock.get(f"http://{broker}:8080/admin/v2/brokers/ready", body="ok")
-    c = client()
-    for _ in range(3):
-        for broker in ("broker-1", "broker-2"):
-            c.get_text("/admin/v2/brokers/ready", base_url=f"http://{broker}:8080")
+    calls_to_two_brokers(mock)
     sent = [call.request.headers.get("Authorization") for call in mock.calls]
     basic = "Basic " + base64.b64encode(b"reader:netrc-secret").decode()
     assert sent == [basic, None] * 3
