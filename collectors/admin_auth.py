@@ -84,9 +84,9 @@ class BrokerSession(requests.Session):
 
     def prepare_request(self, request: requests.Request) -> requests.PreparedRequest:
         """requests' own, with the `.netrc` lookup it makes for a call without credentials
-        made once per origin (`OriginMemo`). A session with credentials of its own (the
-        token, the URL's password) never looks: requests would let a `.netrc` entry for the
-        admin host replace them."""
+        made once per origin (`OriginMemo`). A call that carries credentials (the session's
+        token or URL password, the call's own OAuth2 token) never looks: requests would let
+        a `.netrc` entry for the admin host replace them."""
         if self.trust_env and not request.auth and not self.auth and isinstance(request.url, str):
             url = request.url
             own = (request.headers or {}).get("Authorization", self.headers.get("Authorization"))
