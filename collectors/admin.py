@@ -29,7 +29,6 @@ from pulsar_lens.collectors.admin_auth import (
     BrokerSession,
     admin_token,
     authorize,
-    origin,
     set_tls,
     trust,
 )
@@ -37,7 +36,7 @@ from pulsar_lens.collectors.admin_hints import is_html
 from pulsar_lens.collectors.admin_transport import AdminTransport, Params
 from pulsar_lens.collectors.answers import decode_json
 from pulsar_lens.collectors.oauth2 import ClientCredentialsFlow, flow_from_settings
-from pulsar_lens.collectors.transport import DeadlineAdapter
+from pulsar_lens.collectors.transport import DeadlineAdapter, origin
 from pulsar_lens.core.config import ClusterSettings
 from pulsar_lens.core.errors import AdminApiError, CollectorError
 from pulsar_lens.core.parts import DEFAULT_MAX_RESPONSE

@@ -23,7 +23,7 @@ from requests.utils import get_netrc_auth
 
 from pulsar_lens.collectors.admin_hints import OAUTH2_SOURCE, PASSWORD_SOURCE, TOKEN_SOURCE
 from pulsar_lens.collectors.credentials import read_token_file
-from pulsar_lens.collectors.transport import OriginMemo, url_origin
+from pulsar_lens.collectors.transport import OriginMemo, origin
 from pulsar_lens.core.errors import CollectorError
 from pulsar_lens.core.secrets import Secret, clean, header_safe
 
@@ -33,9 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TRUST_CLUSTER = "cluster"
-
-
-origin = url_origin
 
 
 class _NoAuth(requests.auth.AuthBase):

@@ -22,7 +22,7 @@ from typing import Any
 import requests
 import urllib3.exceptions
 
-from pulsar_lens.collectors.admin_auth import BrokerSession, origin
+from pulsar_lens.collectors.admin_auth import BrokerSession
 from pulsar_lens.collectors.admin_hints import (
     CLIENT_CERT_HINT,
     NOT_RETRIED,
@@ -47,7 +47,7 @@ from pulsar_lens.collectors.answers import (
     read_body,
 )
 from pulsar_lens.collectors.oauth2 import ClientCredentialsFlow
-from pulsar_lens.collectors.transport import reads_by
+from pulsar_lens.collectors.transport import origin, reads_by
 from pulsar_lens.core.errors import AdminApiError, AdminApiUnreachable, CollectorError
 from pulsar_lens.core.secrets import Secret, display_url
 

@@ -35,7 +35,7 @@ MAX_KEPT = 4096
 """Entries an `OriginMemo` keeps (a few per origin: a cluster's brokers) before it starts over."""
 
 
-def url_origin(url: str) -> str:
+def origin(url: str) -> str:
     """`scheme://host:port` of a URL (default ports made explicit, host lower-cased)."""
     parts = urlsplit(url)
     port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
@@ -154,8 +154,9 @@ class DeadlineAdapter(HTTPAdapter):
         self, request: Any, verify: Any, cert: Any = None
     ) -> tuple[_HostParams, _PoolKwargs]:
         """requests' own, once per origin, TLS settings and client certificate (`OriginMemo`)."""
-        url = request.url if isinstance(request.url, str) else ""
-        key = (url_origin(url), verify, cert if not isinstance(cert, list) else tuple(cert))
+        if not isinstance(request.url, str):
+            return super().build_connection_pool_key_attributes(request, verify, cert)
+        key = (origin(request.url), verify, cert if not isinstance(cert, list) else tuple(cert))
         host, pool = self._pool_keys.get(
             key,
             lambda: super(DeadlineAdapter, self).build_connection_pool_key_attributes(
