@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel
 
 from pulsar_lens.api import AnalysisPlugin, Inputs, Result
+from pulsar_lens.core.arrowframes import table_frame
 from pulsar_lens.core.errors import PluginContractError
 from pulsar_lens.plugins.calls import step as call_step
 from pulsar_lens.plugins.registry import LoadedPlugin, instance_of
@@ -179,7 +180,7 @@ def _from_store(plugin: AnalysisPlugin, store: SnapshotStore) -> Callable[[Seque
         def rows_of(pair: Pair) -> dict[str, pd.DataFrame]:
             wanted = pa.array(list(pair), pa.string())
             return {
-                name: table.filter(pc.is_in(table["snapshot_id"], value_set=wanted)).to_pandas()
+                name: table_frame(table.filter(pc.is_in(table["snapshot_id"], value_set=wanted)))
                 for name, table in tables.items()
             }
 
@@ -275,9 +276,9 @@ def _concat(tables: Sequence[pa.Table]) -> pd.DataFrame:
     if not full:
         return tables[0].to_pandas() if tables else pd.DataFrame()
     if len(full) == 1:
-        return full[0].to_pandas()
+        return table_frame(full[0])
     if all(_same_kind(full[0], table) for table in full[1:]):
-        return pa.concat_tables(full).to_pandas()
+        return table_frame(pa.concat_tables(full))
     return pd.concat([table.to_pandas() for table in full], ignore_index=True)
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 
 from pulsar_lens.api import AnalysisPlugin, BaseModel
+from pulsar_lens.core.arrowframes import table_frame
 from pulsar_lens.core.model import SCHEMAS, TIMED_TABLES
 
 
@@ -131,7 +132,7 @@ def read_tables(
     those columns are read and converted (and `snapshot_id`, `collected_at`); a store that
     hands over more (a read shared with a plugin that wants more) is cut to them."""
     return {
-        read.name: keep_columns(read.load(store), plugin.columns_of.get(read.name)).to_pandas()
+        read.name: table_frame(keep_columns(read.load(store), plugin.columns_of.get(read.name)))
         for read in table_reads(plugin, index, params)
     }
 
