@@ -9,7 +9,6 @@ a topic in the order they were built, as `assemble.build_snapshot` has always gi
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,7 +21,6 @@ from pulsar_lens.collectors.bulkparts import BrokerPart, Noted
 from pulsar_lens.collectors.fields import add_warnings
 from pulsar_lens.collectors.notes import current_notes
 from pulsar_lens.core.model import BrokerRecord, BundleRecord, content_table
-from pulsar_lens.core.tablerows import table_columns
 
 
 def merge_noted(noted: Noted) -> None:
@@ -139,69 +137,102 @@ def _per_row(topics: pa.ChunkedArray, part: PartTopics) -> tuple[np.ndarray, np.
 def with_topic_totals(
     bundles: Mapping[str, Mapping[str, BundleRecord]], topics: pa.Table
 ) -> list[BundleRecord]:
-    """Each bundle with its topic count and, when any of its topics has rates, their sums."""
-    counts: dict[tuple[str, str], int] = defaultdict(int)
-    rate_in: dict[tuple[str, str], float] = defaultdict(float)
-    rate_out: dict[tuple[str, str], float] = defaultdict(float)
-    seen_rates: set[tuple[str, str]] = set()
-    columns = ("namespace", "bundle", "msg_rate_in", "msg_rate_out")
-    for ns, bundle, into, out in zip(*table_columns(topics, columns), strict=True):
-        if bundle is None:
-            continue
-        key = (ns, bundle)
-        counts[key] += 1
-        if into is not None:
-            seen_rates.add(key)
-            rate_in[key] += into
-            rate_out[key] += out or 0.0
-    found = []
-    for ns in sorted(bundles):
-        for rec in bundles[ns].values():
-            key = (ns, rec.bundle)
-            loaded = key in seen_rates
-            found.append(
-                replace(
-                    rec,
-                    topic_count=counts.get(key, 0),
-                    msg_rate_in=rate_in[key] if loaded else None,
-                    msg_rate_out=rate_out[key] if loaded else None,
-                )
-            )
-    return found
+    """Each bundle with its topic count and, when any of its topics has rates, their sums.
+
+    By column: each topic's bundle found among the records, then counts and sums per bundle
+    (`np.bincount` adds each bundle's rates in row order from 0.0, as a loop would)."""
+    records = [(ns, rec) for ns in sorted(bundles) for rec in bundles[ns].values()]
+    at = _positions(
+        topics.column("namespace"),
+        topics.column("bundle"),
+        [(ns, rec.bundle) for ns, rec in records],
+    )
+    into, rated = _rates(topics.column("msg_rate_in"))
+    out, _ = _rates(topics.column("msg_rate_out"))
+    counted = at >= 0
+    rated &= counted
+    size = len(records)
+    counts = np.bincount(at[counted], minlength=size)
+    loaded = np.bincount(at[rated], minlength=size) > 0
+    rate_in = np.bincount(at[rated], weights=into[rated], minlength=size)
+    rate_out = np.bincount(at[rated], weights=out[rated], minlength=size)
+    return [
+        replace(
+            rec,
+            topic_count=int(counts[i]),
+            msg_rate_in=float(rate_in[i]) if loaded[i] else None,
+            msg_rate_out=float(rate_out[i]) if loaded[i] else None,
+        )
+        for i, (_, rec) in enumerate(records)
+    ]
 
 
 def with_broker_totals(
     brokers: list[BrokerRecord], topics: pa.Table, consumers: pa.Table
 ) -> list[BrokerRecord]:
     """Fill the counts and rates a load report would give from the topics each broker serves,
-    where the load manager keeps no report (NoopLoadManager answers 204); a report wins."""
+    where the load manager keeps no report (NoopLoadManager answers 204); a report wins.
+
+    By column, as `with_topic_totals`; a consumer counts for the owner of its topic's row."""
     if all(
         None not in (b.num_topics, b.msg_rate_in, b.msg_rate_out, b.num_consumers) for b in brokers
     ):
         return brokers  # every figure reported: nothing to count
-    names, owners, ins, outs = table_columns(
-        topics, ("topic", "owner_broker", "msg_rate_in", "msg_rate_out")
-    )
-    owner_of = dict(zip(names, owners, strict=True))
-    n_topics: dict[str | None, int] = defaultdict(int)
-    rate_in: dict[str | None, float] = defaultdict(float)
-    rate_out: dict[str | None, float] = defaultdict(float)
-    n_consumers: dict[str | None, int] = defaultdict(int)
-    for owner, into, out in zip(owners, ins, outs, strict=True):
-        n_topics[owner] += 1
-        rate_in[owner] += into or 0.0
-        rate_out[owner] += out or 0.0
-    for topic in consumers.column("topic").to_pylist():
-        n_consumers[owner_of.get(topic)] += 1
+    ids = pa.array([b.broker_id for b in brokers], pa.string())
+    owner = _found(pc.index_in(topics.column("owner_broker"), value_set=ids))
+    into, _ = _rates(topics.column("msg_rate_in"))
+    out, _ = _rates(topics.column("msg_rate_out"))
+    served = owner >= 0
+    size = len(brokers)
+    n_topics = np.bincount(owner[served], minlength=size)
+    rate_in = np.bincount(owner[served], weights=into[served], minlength=size)
+    rate_out = np.bincount(owner[served], weights=out[served], minlength=size)
+    row = _found(pc.index_in(consumers.column("topic"), value_set=topics.column("topic")))
+    held = owner[row[row >= 0]]
+    n_consumers = np.bincount(held[held >= 0], minlength=size)
     return [
         replace(
             b,
-            num_topics=b.num_topics if b.num_topics is not None else n_topics[b.broker_id],
-            msg_rate_in=b.msg_rate_in if b.msg_rate_in is not None else rate_in[b.broker_id],
-            msg_rate_out=b.msg_rate_out if b.msg_rate_out is not None else rate_out[b.broker_id],
-            num_consumers=(
-                b.num_consumers if b.num_consumers is not None else n_consumers[b.broker_id]
-            ),
+            num_topics=b.num_topics if b.num_topics is not None else int(n_topics[i]),
+            msg_rate_in=b.msg_rate_in if b.msg_rate_in is not None else float(rate_in[i]),
+            msg_rate_out=b.msg_rate_out if b.msg_rate_out is not None else float(rate_out[i]),
+            num_consumers=(b.num_consumers if b.num_consumers is not None else int(n_consumers[i])),
         )
-        for b in brokers
+        for i, b in enumerate(brokers)
     ]
+
+
+def _found(positions: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """`pc.index_in`'s positions as int64, -1 where nothing was found."""
+    found: np.ndarray = pc.fill_null(positions, -1).to_numpy().astype(np.int64, copy=False)
+    return found
+
+
+def _rates(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(values, given): a missing rate as 0.0 (NaN stays NaN), and where one was given."""
+    given = column.is_valid().to_numpy(zero_copy_only=False)
+    values = pc.fill_null(column.cast(pa.float64()), 0.0).to_numpy()
+    return values, given
+
+
+def _positions(
+    first: pa.ChunkedArray, second: pa.ChunkedArray, keys: Sequence[tuple[str, str]]
+) -> np.ndarray:
+    """Per row, the position in `keys` of its (first, second) value pair; -1 for a pair not
+    among them or with a missing value."""
+    if not keys or not len(first):
+        return np.full(len(first), -1, dtype=np.int64)
+    firsts = list(dict.fromkeys(k[0] for k in keys))
+    seconds = list(dict.fromkeys(k[1] for k in keys))
+    a = _found(pc.index_in(first, value_set=pa.array(firsts, pa.string())))
+    b = _found(pc.index_in(second, value_set=pa.array(seconds, pa.string())))
+    where_a = {v: i for i, v in enumerate(firsts)}
+    where_b = {v: i for i, v in enumerate(seconds)}
+    width = len(seconds)
+    codes = np.array([where_a[x] * width + where_b[y] for x, y in keys], dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    row_codes = np.where((a >= 0) & (b >= 0), a * width + b, -1)
+    slot = np.searchsorted(codes[order], row_codes)
+    slot = np.minimum(slot, len(codes) - 1)
+    hit = (row_codes >= 0) & (codes[order][slot] == row_codes)
+    return np.where(hit, order[slot], -1)
