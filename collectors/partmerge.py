@@ -76,22 +76,19 @@ def topic_table(
     kept: Mapping[str, PartTopics],
     here: Sequence[Any],
     names: pa.Array,
-    placed: Sequence[tuple[str | None, str | None]],
+    placed: tuple[pa.Array, pa.Array],
 ) -> pa.Table:
     """One row per name, in their order: the part's row of the broker that files it, else
-    the record made `here`; bundle and owner as `placed` says (one per name)."""
+    the record made `here`; bundle and owner as `placed` says (one of each per name)."""
     pieces = [part.tables["topics"].filter(kept[b].filed) for b, part in parts.items()]
     whole = pa.concat_tables([*pieces, content_table("topics", here)])
     at = pc.index_in(names, value_set=whole.column("topic"))
     if at.null_count:
         raise ValueError("a topic of the snapshot has no row")  # a bug: every name has one
     table = whole.take(at)
-    for column, values in (
-        ("bundle", [p[0] for p in placed]),
-        ("owner_broker", [p[1] for p in placed]),
-    ):
+    for column, values in zip(("bundle", "owner_broker"), placed, strict=True):
         i = table.schema.get_field_index(column)
-        table = table.set_column(i, table.schema.field(i), pa.array(values, pa.string()))
+        table = table.set_column(i, table.schema.field(i), values)
     return table.combine_chunks()
 
 
@@ -142,7 +139,7 @@ def with_topic_totals(
     By column: each topic's bundle found among the records, then counts and sums per bundle
     (`np.bincount` adds each bundle's rates in row order from 0.0, as a loop would)."""
     records = [(ns, rec) for ns in sorted(bundles) for rec in bundles[ns].values()]
-    at = _positions(
+    at = pair_positions(
         topics.column("namespace"),
         topics.column("bundle"),
         [(ns, rec.bundle) for ns, rec in records],
@@ -179,7 +176,7 @@ def with_broker_totals(
     ):
         return brokers  # every figure reported: nothing to count
     ids = pa.array([b.broker_id for b in brokers], pa.string())
-    owner = _found(pc.index_in(topics.column("owner_broker"), value_set=ids))
+    owner = found_positions(pc.index_in(topics.column("owner_broker"), value_set=ids))
     into, _ = _rates(topics.column("msg_rate_in"))
     out, _ = _rates(topics.column("msg_rate_out"))
     served = owner >= 0
@@ -187,7 +184,7 @@ def with_broker_totals(
     n_topics = np.bincount(owner[served], minlength=size)
     rate_in = np.bincount(owner[served], weights=into[served], minlength=size)
     rate_out = np.bincount(owner[served], weights=out[served], minlength=size)
-    row = _found(pc.index_in(consumers.column("topic"), value_set=topics.column("topic")))
+    row = found_positions(pc.index_in(consumers.column("topic"), value_set=topics.column("topic")))
     held = owner[row[row >= 0]]
     n_consumers = np.bincount(held[held >= 0], minlength=size)
     return [
@@ -202,7 +199,7 @@ def with_broker_totals(
     ]
 
 
-def _found(positions: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def found_positions(positions: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """`pc.index_in`'s positions as int64, -1 where nothing was found."""
     found: np.ndarray = pc.fill_null(positions, -1).to_numpy().astype(np.int64, copy=False)
     return found
@@ -215,7 +212,7 @@ def _rates(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return values, given
 
 
-def _positions(
+def pair_positions(
     first: pa.ChunkedArray, second: pa.ChunkedArray, keys: Sequence[tuple[str, str]]
 ) -> np.ndarray:
     """Per row, the position in `keys` of its (first, second) value pair; -1 for a pair not
@@ -224,8 +221,8 @@ def _positions(
         return np.full(len(first), -1, dtype=np.int64)
     firsts = list(dict.fromkeys(k[0] for k in keys))
     seconds = list(dict.fromkeys(k[1] for k in keys))
-    a = _found(pc.index_in(first, value_set=pa.array(firsts, pa.string())))
-    b = _found(pc.index_in(second, value_set=pa.array(seconds, pa.string())))
+    a = found_positions(pc.index_in(first, value_set=pa.array(firsts, pa.string())))
+    b = found_positions(pc.index_in(second, value_set=pa.array(seconds, pa.string())))
     where_a = {v: i for i, v in enumerate(firsts)}
     where_b = {v: i for i, v in enumerate(seconds)}
     width = len(seconds)

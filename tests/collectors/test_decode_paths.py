@@ -22,7 +22,7 @@ import pytest
 from benchmarks.bulk_answers import answers_of
 from benchmarks.synth_server import SynthCluster
 from pulsar_lens.collectors.answers import decode_json, decode_json_tolerant
-from pulsar_lens.collectors.assemble import build_snapshot
+from pulsar_lens.collectors.assemble import PollAnswers, build_snapshot
 from pulsar_lens.collectors.notes import noting
 from pulsar_lens.collectors.poll import poll
 from pulsar_lens.collectors.typedrecords import parse_bulk
@@ -56,6 +56,11 @@ def assert_same_snapshots(old: Snapshot, new: Snapshot) -> None:
 
 
 def synthetic(reader: str, cluster: SynthCluster) -> Snapshot:
+    return build_snapshot(synthetic_answers(cluster, reader))
+
+
+def synthetic_answers(cluster: SynthCluster, reader: str = "new") -> PollAnswers:
+    """The answers of the synthetic cluster's current poll, read by `reader`'s path."""
     decode, bulk = READERS[reader], BULK_READERS[reader]
     g = cluster.current
     static = {
@@ -70,7 +75,7 @@ def synthetic(reader: str, cluster: SynthCluster) -> Snapshot:
         body = cluster.topic_stats(name, g)
         assert body is not None
         answers.topic_stats[name] = decode(body)
-    return build_snapshot(answers)
+    return answers
 
 
 def test_the_synthetic_cluster_assembles_the_same() -> None:

@@ -106,7 +106,8 @@ def test_parts_merge_as_records_assemble(case: dict[str, Any]) -> None:
 
     ordered = pa.array(names, pa.string())
     kept = part_topics(parts, ordered, detailed)
-    topics = records_from_table("topics", topic_table(parts, kept, here_topics, ordered, placed))
+    columns = tuple(pa.array([p[i] for p in placed], pa.string()) for i in (0, 1))
+    topics = records_from_table("topics", topic_table(parts, kept, here_topics, ordered, columns))
     expected = [
         topic_record(t, filed.get(t, "here"), bundle=bundle, owner_broker=owner)
         for t, (bundle, owner) in zip(names, placed, strict=True)
