@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -382,9 +382,27 @@ def _lb_counters(payload: Any) -> LoadManagerCounters | None:
     return None if payload is None else parse_lb_counters(payload)
 
 
-def build_snapshot(answers: PollAnswers) -> Snapshot:
+@dataclass(frozen=True)
+class Placed:
+    """The answers' topics as the snapshot takes them, before its tables are made: their
+    names in order, each one's bundle and owner, the rows made in this process
+    (`_rows_here`), the bundles, and the per-topic stats read."""
+
+    names: pa.Array
+    placed: tuple[pa.Array, pa.Array]
+    here: dict[str, list[Any]]
+    bundles: dict[str, dict[str, BundleRecord]]
+    detailed: dict[str, Mapping[str, Any]]
+
+
+Placing = Callable[[PollAnswers, Mapping[str, BrokerPart]], Placed]
+"""What `build_snapshot` places the topics with (`place_topics`)."""
+
+
+def build_snapshot(answers: PollAnswers, placing: Placing | None = None) -> Snapshot:
     """The Snapshot these answers describe; topics with per-topic stats use them for their
-    subscriptions and consumers, the others the brokers' bulk answer.
+    subscriptions and consumers, the others the brokers' bulk answer. `placing`: what names
+    and places the topics (`place_topics`; the tests give the record-by-record one).
 
     A field no column can hold becomes null, and the snapshot's errors say which; so do
     the items of the answers that were refused or cut, counted (`answers.notes`)."""
@@ -395,7 +413,7 @@ def build_snapshot(answers: PollAnswers) -> Snapshot:
             notes.merge(part.notes)
         notes.merge(answers.notes)  # a copy: built twice from the same answers, counted once
         with field_warnings(notes) as found:
-            snapshot = _build(answers, parts)
+            snapshot = _build(answers, parts, (placing or place_topics)(answers, parts))
     lines = notes.lines()
     if not found and not lines:
         return snapshot
@@ -404,7 +422,8 @@ def build_snapshot(answers: PollAnswers) -> Snapshot:
     return replace(snapshot, errors=(*snapshot.errors, *warnings))
 
 
-def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Snapshot:
+def place_topics(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Placed:
+    """`Placed` of the answers, column by column."""
     filed = filed_topics(parts)
     namespaces = wanted_namespaces(answers, filed)
     bundles = _bundles(answers, namespaces, _ownership(answers, namespaces), filed)
@@ -412,9 +431,13 @@ def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Snapshot:
     detailed = {t: s for t, s in answers.topic_stats.items() if s}
     here = _rows_here(names, parts, filed, detailed)
     placed = _placements(names, filed, answers, bundles)
-    ordered = names.topics
-    kept = part_topics(parts, ordered, detailed)
-    topics = topic_table(parts, kept, here["topics"], ordered, placed)
+    return Placed(names.topics, placed, here, bundles, detailed)
+
+
+def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart], placed: Placed) -> Snapshot:
+    ordered, here = placed.names, placed.here
+    kept = part_topics(parts, ordered, placed.detailed)
+    topics = topic_table(parts, kept, here["topics"], ordered, placed.placed)
     rows = {
         name: rows_table(name, parts, kept, here[name], ordered)
         for name in ("subscriptions", "consumers", "draining_hashes")
@@ -425,7 +448,7 @@ def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Snapshot:
         cluster=answers.cluster,
         collected_at=answers.collected_at,
         brokers=tuple(with_broker_totals(brokers, topics, rows["consumers"])),
-        bundles=tuple(with_topic_totals(bundles, topics)),
+        bundles=tuple(with_topic_totals(placed.bundles, topics)),
         topics=TableRows("topics", topics),
         subscriptions=TableRows("subscriptions", rows["subscriptions"]),
         consumers=TableRows("consumers", rows["consumers"]),
@@ -445,19 +468,41 @@ def _rows_here(
     """The rows no broker's part holds: topics no bulk answer reports (listed, or partitions
     counted), and the subscriptions of topics whose per-topic stats were read. What the
     parts' rows noted is counted here too, topic by topic, for the rows kept."""
-    rows: dict[str, list[Any]] = {name: [] for name in PART_TABLES}
-    # the rest are a part's rows that noted nothing: nothing to do here (most of a poll)
-    busy = set(names.parsed)  # not filed: their topic rows are made here
-    busy.update(detailed)
-    for noting in parts.values():
-        busy.update(noting.noted)
-    listed = list(busy)
+    listed = list(busy_topics(names.parsed, parts, detailed))
     place = found_positions(pc.index_in(_texts(listed), value_set=names.topics))
     brokers = filed.table.column("broker").to_numpy()
+    found: list[tuple[str, BrokerPart | None]] = []
     for at, name in sorted((p, n) for p, n in zip(place.tolist(), listed, strict=True) if p >= 0):
-        stats = detailed.get(name)
         row = int(names.filed_at[at])
-        part: BrokerPart | None = parts[filed.brokers[brokers[row]]] if row >= 0 else None
+        found.append((name, parts[filed.brokers[brokers[row]]] if row >= 0 else None))
+    return rows_made_here(found, names.parsed, detailed)
+
+
+def busy_topics(
+    parsed: Mapping[str, TopicName],
+    parts: Mapping[str, BrokerPart],
+    detailed: Mapping[str, Mapping[str, Any]],
+) -> set[str]:
+    """The topics `_rows_here` makes rows of or counts notes for: those no broker filed
+    (`parsed`), those with per-topic stats, and those whose part's rows noted something. The
+    rest are a part's rows that noted nothing: nothing to do here (most of a poll)."""
+    busy = set(parsed)
+    busy.update(detailed)
+    for part in parts.values():
+        busy.update(part.noted)
+    return busy
+
+
+def rows_made_here(
+    busy: Sequence[tuple[str, BrokerPart | None]],
+    parsed: Mapping[str, TopicName],
+    detailed: Mapping[str, Mapping[str, Any]],
+) -> dict[str, list[Any]]:
+    """`_rows_here` of the `busy` topics, in the snapshot's order, each with the part that
+    files it (None: no broker filed it; its name is `parsed`)."""
+    rows: dict[str, list[Any]] = {name: [] for name in PART_TABLES}
+    for name, part in busy:
+        stats = detailed.get(name)
         topic_noted, subs_noted = (
             part.noted.get(name, (None, None)) if part is not None else (None, None)
         )
@@ -470,8 +515,7 @@ def _rows_here(
                 continue
         with reading(name):
             if part is None:
-                topic = names.parsed[name]
-                rows["topics"].append(topic_of(topic, None, bundle=None, owner=None))
+                rows["topics"].append(topic_of(parsed[name], None, bundle=None, owner=None))
             if stats is not None:
                 check_keys(stats, "topic stats")
                 found = subscriptions_of(name, stats)

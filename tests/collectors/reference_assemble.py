@@ -1,40 +1,32 @@
 """The assembly as it was before it filed, named and placed topics by column: the record by
-record `Filed`, `_topic_names`, `_listed`, `_placements` and `_rows_here`, kept to compare
-with (tests/collectors/test_assemble_columns.py). The rest is the assembly's own."""
+record `Filed`, `_topic_names`, `_listed`, `_placements` and `_rows_here` (`reference_placing`),
+kept to compare with (tests/collectors/test_assemble_columns.py). The rest is the assembly's
+own (`build_snapshot`)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from pulsar_lens.collectors.answers import collection_paused
+from pulsar_lens.collectors import assemble
 from pulsar_lens.collectors.assemble import (
+    Placed,
     PollAnswers,
-    _brokers,
-    _listed_bundles,
     _ownership,
-    broker_parts,
+    build_snapshot,
+    busy_topics,
+    rows_made_here,
 )
-from pulsar_lens.collectors.bulkparts import PART_TABLES, BrokerPart
-from pulsar_lens.collectors.fields import check_keys, field_warnings, reading
-from pulsar_lens.collectors.namespaces import bundles_of_full_names, parse_bundle_key
-from pulsar_lens.collectors.notes import FIELD, Notes, refuse, within
-from pulsar_lens.collectors.partmerge import (
-    merge_noted,
-    part_topics,
-    rows_table,
-    topic_table,
-    with_broker_totals,
-    with_topic_totals,
-)
+from pulsar_lens.collectors.bulkparts import BrokerPart
+from pulsar_lens.collectors.namespaces import bundles_of_full_names
+from pulsar_lens.collectors.notes import refuse, within
 from pulsar_lens.collectors.topics import iter_partitions, topic_refusal
-from pulsar_lens.collectors.typedrecords import subscriptions_of, topic_of
-from pulsar_lens.core.model import BundleRecord, EndpointError, Snapshot
-from pulsar_lens.core.tablerows import TableRows, table_columns
+from pulsar_lens.core.model import BundleRecord, Snapshot
+from pulsar_lens.core.tablerows import table_columns
 from pulsar_lens.core.topicname import TopicName, parse_topic_name
 
 
@@ -55,43 +47,6 @@ def filed_topics(parts: Mapping[str, BrokerPart]) -> dict[str, Filed]:
             if topic not in found:
                 found[topic] = Filed(broker, bundle, namespace)
     return found
-
-
-def wanted_namespaces(answers: PollAnswers, filed: Mapping[str, Filed]) -> list[str]:
-    """The polled namespaces, plus those only the brokers' bulk answers revealed (when the
-    tenant listing failed)."""
-    names = set(answers.namespaces)
-    if not answers.namespaces_complete:
-        names.update(f.namespace for f in filed.values())
-    return sorted(names)
-
-
-def _bundles(
-    answers: PollAnswers,
-    namespaces: list[str],
-    owners: Mapping[str, Mapping[str, str]],
-    filed: Mapping[str, Filed],
-) -> dict[str, dict[str, BundleRecord]]:
-    """{namespace: {bundle: record}}; when a namespace's bundle listing failed, the bundles
-    that brokers own or report topics in stand in for it."""
-    result: dict[str, dict[str, BundleRecord]] = {}
-    listings = {ns: _listed_bundles(answers, ns) for ns in namespaces}
-    reported: dict[str, set[str]] = defaultdict(set)
-    if not all(listings.values()):
-        for f in filed.values():
-            if f.bundle:
-                reported[f.namespace].add(f.bundle)
-    for ns, listed in listings.items():
-        if not listed:
-            for key in set(owners.get(ns, {})) | reported[ns]:
-                parsed = parse_bundle_key(f"{ns}/{key}")
-                if parsed:
-                    listed[key] = BundleRecord(ns, ns.split("/")[0], key, parsed[2], parsed[3])
-        result[ns] = {
-            name: replace(rec, owner_broker=owners.get(ns, {}).get(name))
-            for name, rec in sorted(listed.items(), key=lambda kv: kv[1].lower)
-        }
-    return result
 
 
 @dataclass(frozen=True)
@@ -188,31 +143,15 @@ def _placements(
 
 
 def reference_snapshot(answers: PollAnswers) -> Snapshot:
-    """The Snapshot these answers describe; topics with per-topic stats use them for their
-    subscriptions and consumers, the others the brokers' bulk answer.
-
-    A field no column can hold becomes null, and the snapshot's errors say which; so do
-    the items of the answers that were refused or cut, counted (`answers.notes`)."""
-    with collection_paused():  # millions of records, no garbage
-        parts = broker_parts(answers)
-        notes = Notes()  # what parsing the bulk answers noted came first, then the rest
-        for part in parts.values():
-            notes.merge(part.notes)
-        notes.merge(answers.notes)  # a copy: built twice from the same answers, counted once
-        with field_warnings(notes) as found:
-            snapshot = _build(answers, parts)
-    lines = notes.lines()
-    if not found and not lines:
-        return snapshot
-    warnings = [EndpointError(action, None, text) for action, text in lines]
-    warnings += [EndpointError(FIELD, None, text) for text in found]
-    return replace(snapshot, errors=(*snapshot.errors, *warnings))
+    """`build_snapshot` with the topics named and placed record by record."""
+    return build_snapshot(answers, reference_placing)
 
 
-def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Snapshot:
+def reference_placing(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Placed:
+    by_column = assemble.filed_topics(parts)  # what the bundles read of it did not change
+    namespaces = assemble.wanted_namespaces(answers, by_column)
+    bundles = assemble._bundles(answers, namespaces, _ownership(answers, namespaces), by_column)
     filed = filed_topics(parts)
-    namespaces = wanted_namespaces(answers, filed)
-    bundles = _bundles(answers, namespaces, _ownership(answers, namespaces), filed)
     names = _topic_names(answers, namespaces, filed)
     detailed = {t: s for t, s in answers.topic_stats.items() if s}
     here = _rows_here(answers, names, parts, filed, detailed)
@@ -221,28 +160,7 @@ def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Snapshot:
         pa.array([p[0] for p in placed], pa.string()),
         pa.array([p[1] for p in placed], pa.string()),
     )
-    ordered = pa.array(names.topics, pa.string())
-    kept = part_topics(parts, ordered, detailed)
-    topics = topic_table(parts, kept, here["topics"], ordered, columns)
-    rows = {
-        name: rows_table(name, parts, kept, here[name], ordered)
-        for name in ("subscriptions", "consumers", "draining_hashes")
-    }
-    with reading("brokers"):
-        brokers = _brokers(answers)
-    return Snapshot(
-        cluster=answers.cluster,
-        collected_at=answers.collected_at,
-        brokers=tuple(with_broker_totals(brokers, topics, rows["consumers"])),
-        bundles=tuple(with_topic_totals(bundles, topics)),
-        topics=TableRows("topics", topics),
-        subscriptions=TableRows("subscriptions", rows["subscriptions"]),
-        consumers=TableRows("consumers", rows["consumers"]),
-        draining_hashes=TableRows("draining_hashes", rows["draining_hashes"]),
-        errors=tuple(answers.errors),
-        durations=dict(answers.durations),
-        requests=answers.requests,
-    )
+    return Placed(pa.array(names.topics, pa.string()), columns, here, bundles, detailed)
 
 
 def _rows_here(
@@ -252,38 +170,11 @@ def _rows_here(
     filed: Mapping[str, Filed],
     detailed: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, list[Any]]:
-    """The rows no broker's part holds: topics no bulk answer reports (listed, or partitions
-    counted), and the subscriptions of topics whose per-topic stats were read. What the
-    parts' rows noted is counted here too, topic by topic, for the rows kept."""
-    rows: dict[str, list[Any]] = {name: [] for name in PART_TABLES}
-    # the rest are a part's rows that noted nothing: nothing to do here (most of a poll)
-    busy = set(names.parsed)  # not filed: their topic rows are made here
-    busy.update(detailed)
-    for part in parts.values():
-        busy.update(part.noted)
-    for name in names.topics:
-        if name not in busy:
-            continue
-        stats = detailed.get(name)
-        entry = filed.get(name)
-        topic_noted, subs_noted = (
-            parts[entry.broker].noted.get(name, (None, None)) if entry else (None, None)
-        )
-        if topic_noted is not None:
-            merge_noted(topic_noted)
-        if stats is None:
-            if subs_noted is not None:
-                merge_noted(subs_noted)
-            if entry is not None:
-                continue
-        with reading(name):
-            if entry is None:
-                topic = names.parsed[name]
-                rows["topics"].append(topic_of(topic, None, bundle=None, owner=None))
-            if stats is not None:
-                check_keys(stats, "topic stats")
-                found = subscriptions_of(name, stats)
-                rows["subscriptions"].extend(found.subscriptions)
-                rows["consumers"].extend(found.consumers)
-                rows["draining_hashes"].extend(found.draining_hashes)
-    return rows
+    """`assemble._rows_here`, each topic's part found in the `Filed` records."""
+    busy = busy_topics(names.parsed, parts, detailed)
+    found = [
+        (name, parts[entry.broker] if (entry := filed.get(name)) is not None else None)
+        for name in names.topics
+        if name in busy
+    ]
+    return rows_made_here(found, names.parsed, detailed)
