@@ -48,10 +48,13 @@ def scrape(port: int) -> str:
     return body.decode()
 
 
-def wait_scrape(port: int, *, timeout: float = 120.0, needs: str = "\npulsar_lens_topics ") -> str:
+def wait_scrape(
+    port: int, *, timeout: float = 120.0, needs: tuple[str, ...] = ("\npulsar_lens_topics ",)
+) -> str:
     """The first scrape that counts the first poll and carries its snapshot's families (and
-    `needs`): the poll is counted when its heartbeat comes, the families are built after it,
-    a plugin's once the results pass has stored its result."""
+    all of `needs`): the poll is counted when its heartbeat comes, the families are built
+    after it, a plugin's once the results pass has stored its result (a scrape during the
+    pass presents the results stored so far, so wait for each plugin's own fact)."""
     deadline = time.monotonic() + timeout
     text = ""
     while time.monotonic() < deadline:
@@ -62,7 +65,7 @@ def wait_scrape(port: int, *, timeout: float = 120.0, needs: str = "\npulsar_len
         if (
             "pulsar_lens_polls_total 1.0" in text
             and "\npulsar_lens_topics " in text
-            and needs in text
+            and all(need in text for need in needs)
         ):
             return text
         time.sleep(0.1)

@@ -81,9 +81,9 @@ def drop_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def scrape_two_polls(store: Path, *, needs: str) -> str:
+def scrape_two_polls(store: Path, *, needs: tuple[str, ...]) -> str:
     """`collect --max-polls 2 --metrics-port`: the first scrape of its first poll that carries
-    `needs`; the second poll is let go after it, and the command must have ended."""
+    all of `needs`; the second poll is let go after it, and the command must have ended."""
     port = free_port()
     source = GatedSource()
     argv = ["collect", "--admin-url", "http://b:8080", "--store", str(store)]
@@ -102,7 +102,10 @@ def scrape_two_polls(store: Path, *, needs: str) -> str:
 
 
 def test_a_drop_in_exports_a_metric_like_a_builtin(drop_ins: Path, tmp_path: Path) -> None:
-    text = scrape_two_polls(tmp_path / "store", needs="pulsar_lens_backlog_top_messages{")
+    # the results pass stores one plugin's result after another, and a scrape meanwhile
+    # presents those stored so far: wait for both plugins' facts
+    needs = ("pulsar_lens_backlog_top_messages{", 'pulsar_lens_plugin_errors{plugin="rude"} 1.0')
+    text = scrape_two_polls(tmp_path / "store", needs=needs)
     assert 'pulsar_lens_backlog_top_messages{subscription="' in text
     assert 'pulsar_lens_plugin_errors{plugin="backlog-top"} 0.0' in text
     assert 'pulsar_lens_plugin_errors{plugin="rude"} 1.0' in text
@@ -194,7 +197,7 @@ def test_the_collect_process_analyses_each_snapshot_once_for_pages_and_metrics(
     folder.mkdir()
     (folder / "counted.py").write_text(textwrap.dedent(COUNTED.format(calls=str(calls))))
     monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", str(folder))
-    text = scrape_two_polls(tmp_path / "store", needs="\npulsar_lens_counted_runs 1.0")
+    text = scrape_two_polls(tmp_path / "store", needs=("\npulsar_lens_counted_runs 1.0",))
     assert 'pulsar_lens_plugin_errors{plugin="counted"} 0.0' in text
     analysed = calls.read_text().split()
     assert analysed and len(analysed) == len(set(analysed)), analysed
