@@ -2,22 +2,24 @@
 
 `local[N]`, `spark://host:port` (standalone), `yarn`, `k8s://...` and Spark Connect
 `sc://host:port` all work. The session runs in UTC with Arrow on, its web UI off unless
-PULSAR_LENS_SPARK_UI=1, and a local driver binds to 127.0.0.1 only. The process's entry
-point hands over the settings' Spark part with `configure()` before the first `get()`.
+PULSAR_LENS_SPARK_UI=1, and a local driver binds to 127.0.0.1 only; the JVM it starts never
+gets the process's credentials. The process's entry point hands over the settings' Spark
+part with `configure()` before the first `get()`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import gettempdir
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lens.core.parts import DEFAULT_SPARK_LOCAL_MEMORY as DEFAULT_LOCAL_MEMORY
 from pulsar_lens.core.parts import SPARK_DRIVER_MEMORY_ENV as DRIVER_MEMORY_ENV
@@ -26,6 +28,7 @@ from pulsar_lens.core.parts import SPARK_MASTER_ENV as MASTER_ENV
 from pulsar_lens.core.parts import SPARK_MASTER_PREFIXES as MASTER_PREFIXES
 from pulsar_lens.core.parts import SPARK_UI_ENV as UI_ENV
 from pulsar_lens.core.parts import SparkSettings, spark_master
+from pulsar_lens.core.secrets import without_credentials
 from pulsar_lens.core.settings import export
 
 if TYPE_CHECKING:
@@ -180,4 +183,28 @@ def _build(master: str) -> SparkSession:
     builder = builder.config("spark.sql.session.timeZone", "UTC").config(
         "spark.sql.execution.arrow.pyspark.enabled", "true"
     )
-    return builder.getOrCreate()
+    with _jvm_without_credentials():
+        return builder.getOrCreate()
+
+
+@contextlib.contextmanager
+def _jvm_without_credentials() -> Iterator[None]:
+    """While the session starts, the JVM PySpark launches (and the Python workers it starts
+    later, which inherit its environment) gets this process's environment without its
+    credentials: PySpark hands `spark-submit` a copy of `os.environ` explicitly, so what a
+    process that polls a cluster holds (the admin token) would reach them. Nothing else
+    changes: `os.environ` stays whole for this process's other threads."""
+    from pyspark import java_gateway
+
+    launch = java_gateway.Popen  # type: ignore[attr-defined]
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("env") is not None:
+            kwargs["env"] = without_credentials(kwargs["env"])
+        return launch(*args, **kwargs)
+
+    java_gateway.Popen = popen  # type: ignore[attr-defined,assignment]
+    try:
+        yield
+    finally:
+        java_gateway.Popen = launch  # type: ignore[attr-defined]

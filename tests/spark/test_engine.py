@@ -1,10 +1,14 @@
-"""The Spark engine's parts on local[2]: schemas, windowed reads of the store, hashing."""
+"""The Spark engine's parts on local[2]: schemas, windowed reads of the store, hashing; a
+session's JVM and Python workers without the process's credentials."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import random
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,7 @@ from tests.core.snapshots import make_snapshot
 
 pytestmark = pytest.mark.spark
 
+ROOT = Path(__file__).resolve().parents[2]
 BEFORE_MIDNIGHT = dt.datetime(2026, 11, 21, 23, 59, 0, tzinfo=dt.UTC)
 POLLS = [BEFORE_MIDNIGHT + dt.timedelta(seconds=30 * i) for i in range(5)]  # 2 days
 
@@ -196,3 +201,46 @@ def test_the_run_shares_one_session(spark: object) -> None:
 
 def test_store_root_is_a_path(store: Store) -> None:
     assert Path(store.root).is_dir()
+
+
+ENVIRON_PROBE = """
+import json, os, sys
+import pyarrow as pa
+from pulsar_lens.plugins.spark import session
+
+session.configure(session.SparkSettings(master="local[1]"))
+spark = session.get()
+
+def names(batches):
+    for batch in batches:
+        yield pa.record_batch([pa.array([" ".join(sorted(os.environ))])], names=["names"])
+
+worker = spark.range(1).mapInArrow(names, "names string").collect()[0][0].split()
+jvm = spark.sparkContext._gateway.proc.pid
+with open(f"/proc/{jvm}/environ", "rb") as f:
+    jvm_names = [e.split(b"=", 1)[0].decode() for e in f.read().split(b"\\0") if e]
+session.stop()
+print(json.dumps({"worker": worker, "jvm": jvm_names, "here": "PULSAR_ADMIN_TOKEN" in os.environ}))
+"""
+
+
+def test_the_jvm_a_session_starts_and_its_python_workers_never_see_the_token(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "PULSAR_ADMIN_TOKEN": "s3cr3t-token", "SPARK_TESTING": "1"}
+    env["TMPDIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", ENVIRON_PROBE],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["here"] is True  # the process keeps its own (a collect process polls with it)
+    assert found["jvm"] and found["worker"]
+    assert "PULSAR_ADMIN_TOKEN" not in found["jvm"]
+    assert "PULSAR_ADMIN_TOKEN" not in found["worker"]
