@@ -43,8 +43,10 @@ from pulsar_lens.core.storeroot import check_root
 if TYPE_CHECKING:  # the loop and the store (pandas), pydantic load once a collect runs
     from pathlib import Path
 
+    from pulsar_lens.collectors.bulkparts import PartPool
     from pulsar_lens.core.config import ClusterSettings
     from pulsar_lens.core.model import Snapshot
+    from pulsar_lens.plugins.spark.parts import SparkParts
 
 
 def admin_source(
@@ -65,11 +67,10 @@ def admin_source(
     client = AdminClient.from_settings(
         cluster, admin_url=admin_url, max_response_bytes=settings.max_response
     )  # refuses an unusable credential: before the poll's imports, which are the heavy ones
-    from pulsar_lens.collectors.bulkparts import PartPool
     from pulsar_lens.collectors.poll import DetailRotation, carry_forward, diff, poll
 
     rotation = DetailRotation()  # one per loop: successive polls detail different topics
-    parts = PartPool()  # large bulk answers are read in worker processes, kept between polls
+    parts = part_builder(settings)
     name = cluster.name if cluster else None
 
     def poll_once() -> Snapshot:
@@ -89,6 +90,20 @@ def admin_source(
         parts.close()
 
     return Source(poll=poll_once, diff=diff, carry=carry_forward, close=close)
+
+
+def part_builder(settings: Settings) -> PartPool | SparkParts:
+    """What reads the large bulk answers, kept between polls: worker processes of this one,
+    or Spark's executors (`PULSAR_LENS_SPARK_PARTS=1`, on the settings' Spark master)."""
+    if settings.spark.parts:
+        from pulsar_lens.plugins.spark import session
+        from pulsar_lens.plugins.spark.parts import SparkParts
+
+        session.configure(settings.spark)
+        return SparkParts()
+    from pulsar_lens.collectors.bulkparts import PartPool
+
+    return PartPool()
 
 
 def duration_arg(text: str) -> dt.timedelta:

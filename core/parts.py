@@ -37,6 +37,7 @@ SPARK_JAVA_OPTIONS_ENV = "PULSAR_LENS_SPARK_JAVA_OPTIONS"  # more options of the
 SPARK_JOBS_ENV = "PULSAR_LENS_SPARK_JOBS"  # 0: the collect process starts no job worker
 SPARK_EVERY_ENV = "PULSAR_LENS_SPARK_EVERY"
 SPARK_JOB_TIMEOUT_ENV = "PULSAR_LENS_SPARK_JOB_TIMEOUT"
+SPARK_PARTS_ENV = "PULSAR_LENS_SPARK_PARTS"  # 1: the poll's bulk answers read on Spark
 DEFAULT_SPARK_EVERY = 600.0
 DEFAULT_SPARK_JOB_TIMEOUT = 1800.0
 DEFAULT_SPARK_LOCAL_MEMORY = "3g"
@@ -145,7 +146,9 @@ class SparkSettings:
     """The Spark engine: the session (master, web UI, Spark's log level, local mode's heap,
     more options of the driver's JVM)
     and the job worker (started at all, how often it runs the scheduled jobs, how long one
-    job may take). `every` is None when not set (the worker's default applies)."""
+    job may take). `every` is None when not set (the worker's default applies). `parts`: the
+    collect process reads each broker's bulk answer on Spark's executors instead of in its
+    own worker processes."""
 
     master: str = DEFAULT_SPARK_MASTER
     ui: bool = False
@@ -155,6 +158,7 @@ class SparkSettings:
     jobs: bool = True
     every: float | None = None
     job_timeout: float = DEFAULT_SPARK_JOB_TIMEOUT
+    parts: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, master: str | None = None) -> SparkSettings:
@@ -170,6 +174,7 @@ class SparkSettings:
             jobs=environ.get(SPARK_JOBS_ENV, "1") != "0",
             every=duration_seconds(environ, SPARK_EVERY_ENV, 0.0) if every else None,
             job_timeout=duration_seconds(environ, SPARK_JOB_TIMEOUT_ENV, DEFAULT_SPARK_JOB_TIMEOUT),
+            parts=_text(environ, SPARK_PARTS_ENV) == "1",
         )
 
 

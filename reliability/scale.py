@@ -110,6 +110,14 @@ def _pss_mib(pid: int) -> float:
     return _proc_mib(pid, "smaps_rollup", "Pss:")
 
 
+def _comm(pid: int) -> str:
+    """The process's command name ('' once gone)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _proc_mib(pid: int, file: str, field: str) -> float:
     """A field in kB of /proc/<pid>/<file>, in MiB; 0 for a process gone."""
     try:
@@ -149,9 +157,11 @@ class ProcessWatch:
     tree_peak_mib: float = 0.0
     tree_pss_peak_mib: float = 0.0
     cpu: float = 0.0
+    commands: set[str] = field(default_factory=set)  # what ran in the tree (`comm`)
 
     def sample(self) -> float:
         pids = tree(self.pid)
+        self.commands |= {name for p in pids if (name := _comm(p))}
         main = _hwm_mib(self.pid)
         self.peak_mib = max(self.peak_mib, main)
         self.tree_peak_mib = max(self.tree_peak_mib, sum(_hwm_mib(p) for p in pids))
@@ -240,7 +250,13 @@ def _seconds(value: float) -> str:
 
 
 def collect_env(
-    info: dict[str, Any], store: Path, interval: float, metrics_port: int, *, helper: bool = True
+    info: dict[str, Any],
+    store: Path,
+    interval: float,
+    metrics_port: int,
+    *,
+    helper: bool = True,
+    spark_parts: bool = False,
 ) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
     cap = max(64, math.ceil(info["largest_body"] * 1.5 / MIB))
@@ -255,6 +271,7 @@ def collect_env(
         "PULSAR_LENS_METRICS_PORT": str(metrics_port),
         "PULSAR_LENS_LOG_LEVEL": "WARNING",
         "PULSAR_LENS_ANALYSES_HELPER": "1" if helper else "0",
+        "PULSAR_LENS_SPARK_PARTS": "1" if spark_parts else "0",
         "PYTHONFAULTHANDLER": "1",
     }
 
@@ -498,6 +515,7 @@ def run_size(
     pages: bool,
     check: bool,
     helper: bool = True,
+    spark_parts: bool = False,
 ) -> dict[str, Any]:
     interval = interval or max(15.0, topics * 0.002)
     store = work / "store"
@@ -508,13 +526,14 @@ def run_size(
         "change": change,
         "interval_seconds": interval,
         "analyses_helper": helper,
+        "spark_parts": spark_parts,
         "load_average": os.getloadavg(),
     }
     with synth_server(topics, brokers=brokers, change=change, manifests=check) as (server, info):
         figures["server_start"] = info
         server_cpu_before = (_stat(server.pid) or (0, 0.0))[1]
         port = free_port()  # below the ephemeral range: nothing takes it before collect
-        env = collect_env(info, store, interval, port, helper=helper)
+        env = collect_env(info, store, interval, port, helper=helper, spark_parts=spark_parts)
         argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--store", str(store)]
         collect = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -540,6 +559,7 @@ def run_size(
                 "tree_peak_rss_mib": round(watch.tree_peak_mib, 1),
                 "tree_peak_pss_mib": round(watch.tree_pss_peak_mib, 1),
                 "cpu_seconds": round(watch.cpu, 2),
+                "commands": sorted(watch.commands),
             }
         finally:
             collect.send_signal(signal.SIGTERM)
@@ -668,6 +688,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-pages", action="store_true")
     p.add_argument("--no-helper", action="store_true", help="every analysis in the collect process")
     p.add_argument("--check", action="store_true", help="compare the store with what was served")
+    p.add_argument(
+        "--spark-parts", action="store_true", help="the bulk answers read on Spark (local[2])"
+    )
     p.add_argument("--out", type=Path, default=ARTIFACTS)
     p.add_argument(
         "--keep", action="store_true", help="keep each size's store as OUT/store-SIZE, to open"
@@ -691,6 +714,7 @@ def main(argv: list[str] | None = None) -> int:
                 pages=not args.no_pages,
                 check=args.check,
                 helper=not args.no_helper,
+                spark_parts=args.spark_parts,
             )
             if args.keep:
                 kept = args.out / f"store-{size}"

@@ -9,7 +9,9 @@ plugins here, with PULSAR_LENS_SPARK_MASTER set, and compare the files to an in-
 Each plugin gets OUT/<slug>/<frame>.parquet and OUT/<slug>/summary.json; OUT/session.json
 says which master the session ran on and how long each plugin took. With `--hash-keys N`,
 OUT/hashes.json says how many of N random keys the JVM's sticky-key hash
-(`plugins.spark.hashing`, forced onto the Java UDF) hashed unlike `core.hashing`.
+(`plugins.spark.hashing`, forced onto the Java UDF) hashed unlike `core.hashing`. With
+`--parts N`, OUT/parts.json says which bulk answers of a synthetic cluster of N topics the
+executors built into parts (`plugins.spark.parts`) unlike this process.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ def summary_json(summary: Mapping[str, Any]) -> str:
     return json.dumps(summary, default=plain, sort_keys=True)
 
 
-def run(store: Path, out: Path, specs: Sequence[str], *, hash_keys: int = 0) -> None:
+def run(
+    store: Path, out: Path, specs: Sequence[str], *, hash_keys: int = 0, parts: int = 0
+) -> None:
     from pulsar_lens.core.store import Store
     from pulsar_lens.plugins import runner
     from pulsar_lens.plugins.spark import session
@@ -68,6 +72,8 @@ def run(store: Path, out: Path, specs: Sequence[str], *, hash_keys: int = 0) -> 
         (folder / "summary.json").write_text(summary_json(output.result.summary))
     if hash_keys:
         (out / "hashes.json").write_text(json.dumps(compare_hashes(spark, hash_keys)))
+    if parts:
+        (out / "parts.json").write_text(json.dumps(compare_parts(spark, parts)))
     about = {
         "master": spark.conf.get("spark.master"),
         "connect": _is_connect(spark),
@@ -104,6 +110,35 @@ def compare_hashes(spark: Any, count: int) -> dict[str, Any]:
     return {"keys": len(rows), "differ": differ[:20], "differing": len(differ)}
 
 
+def compare_parts(spark: Any, topics: int) -> dict[str, Any]:
+    """The bulk answers of a synthetic cluster of `topics` built into parts by the executors,
+    against the parts this process builds: the answers, and those whose parts differ."""
+    from benchmarks.synth_server import SynthCluster
+    from pulsar_lens.collectors.bulkparts import part_of_answer
+    from pulsar_lens.plugins.spark.parts import SparkParts
+
+    synth = SynthCluster(topics, ["10.0.0.1:8080", "10.0.0.2:8080"], change=0.0, seed=5)
+    built = SparkParts(lambda: spark)
+    differ = []
+    for broker, body in synth.current.bulk.items():
+        there, here = built.build(body, broker, None), part_of_answer(body, broker, None)
+        if not same_part(there, here):
+            differ.append(broker)
+    return {"answers": len(synth.current.bulk), "differ": differ}
+
+
+def same_part(a: Any, b: Any) -> bool:
+    return (
+        a.broker == b.broker
+        and a.index.equals(b.index)
+        and a.tables.keys() == b.tables.keys()
+        and all(t.equals(b.tables[k]) for k, t in a.tables.items())
+        and a.notes.lines() == b.notes.lines()
+        and a.noted == b.noted
+        and a.index.num_rows > 0
+    )
+
+
 def ping() -> None:
     from pulsar_lens.plugins.spark import session
 
@@ -124,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--ping", action="store_true", help="answer one trivial query")
     parser.add_argument("--hash-keys", type=int, default=0, help="random keys to hash")
+    parser.add_argument("--parts", type=int, default=0, help="topics of the answers to build")
     parser.add_argument("plugins", nargs="*", help="module:Class of each Spark plugin")
     args = parser.parse_args(argv)
     os.environ["PULSAR_LENS_SPARK_MASTER"] = args.master
@@ -136,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.store is None or args.out is None or not args.plugins:
         parser.error("--store, --out and at least one plugin are needed")
     else:
-        run(args.store, args.out, args.plugins, hash_keys=args.hash_keys)
+        run(args.store, args.out, args.plugins, hash_keys=args.hash_keys, parts=args.parts)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ the pyspark distribution (`tests/spark/cluster.py`). The analyses run there in a
 process (`tests/spark/run_on_master.py`): the executors read the store from its path and run
 this package's Python. Their frames and summaries must equal the in-process local[2] run, and
 the sticky-key hash their JVMs compute (the Java UDF, shipped by `spark.jars`/`ADD JAR` and by
-`addArtifacts`) must equal `core.hashing` on random keys of every script and length.
+`addArtifacts`) must equal `core.hashing` on random keys of every script and length, and the
+parts they build of a synthetic cluster's bulk answers (`plugins.spark.parts`, the poll's
+answers read on Spark) must equal those the collect process builds itself.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ PLUGINS = (
     "pulsar_lens.plugins.builtin.failover_history:FailoverHistory",
 )
 HASH_KEYS = 3000
+PART_TOPICS = 2000  # the synthetic cluster whose bulk answers the executors build into parts
 CHILD_TIMEOUT = 1200.0  # four analyses took ~110 s on a loaded 2-core machine, and past
 # 420 s with both parts of the test run and an image build beside them (two apps at once)
 POLLS = 12
@@ -130,7 +133,7 @@ def test_standalone_cluster_gives_the_local_frames(
     ours = [a for a in apps if a["name"] == "pulsar-lens"]
     assert ours and all(a["cores"] >= 1 for a in ours), apps
     assert_same(out, local)
-    assert_hashes_equal(out)
+    assert_executors_agree(out)
 
 
 @pytest.mark.timeout(CHILD_TIMEOUT + 300)
@@ -144,22 +147,25 @@ def test_spark_connect_on_the_cluster_gives_the_local_frames(
     apps = cluster.active_apps(standalone.ui)
     assert [a["cores"] for a in apps if a["name"] == "pulsar-lens-connect"] == [1], apps
     assert_same(out, local)
-    assert_hashes_equal(out)
+    assert_executors_agree(out)
 
 
 def run_on(master: str, store_root: Path, folder: Path) -> Path:
     out = folder / "out"
     args = ["--master", master, "--store", str(store_root), "--out", str(out),
-            "--hash-keys", str(HASH_KEYS), *PLUGINS]  # fmt: skip
+            "--hash-keys", str(HASH_KEYS), "--parts", str(PART_TOPICS), *PLUGINS]  # fmt: skip
     done = cluster.run_child(args, folder, timeout=CHILD_TIMEOUT)
     assert done.returncode == 0, done.stdout[-4000:]
     return out
 
 
-def assert_hashes_equal(out: Path) -> None:
+def assert_executors_agree(out: Path) -> None:
+    """The executors' sticky-key hashes and bulk-answer parts are ours."""
     hashes = json.loads((out / "hashes.json").read_text())
     assert hashes["keys"] == HASH_KEYS, hashes
     assert hashes["differing"] == 0, hashes
+    parts = json.loads((out / "parts.json").read_text())  # the poll's answers read there
+    assert parts == {"answers": 2, "differ": []}, parts
 
 
 def assert_same(out: Path, local: Found) -> None:

@@ -1,0 +1,133 @@
+"""A poll's bulk answers built into parts on Spark (`plugins.spark.parts`, what
+`PULSAR_LENS_SPARK_PARTS=1` does) against the collect process's own worker processes
+(`collectors.bulkparts.PartPool`, the default) and against this process alone, side by side
+in one run.
+
+    .venv/bin/python -m benchmarks.spark_parts [--topics 100000] [--brokers 3]
+        [--master local[2]] [--rounds 2]
+
+The answers are the synthetic cluster's (`benchmarks.synth_server`, the scale harness's),
+rendered once. Each round builds every answer's part:
+
+- `here, one at a time`: `part_of_answer` in this process, answer after answer;
+- `pool, all in flight`: a `PartPool` with its default workers (one more than the CPUs),
+  every answer submitted at once from a thread of its own, as a poll does;
+- `spark, all in flight`: `SparkParts` on `--master`, likewise (one Spark job per answer);
+- `spark, one at a time`: the same, answer after answer: less the first row, what it costs
+  to send one answer through Spark and its part back (`overhead per answer`).
+
+The first round is cold (worker processes and Spark's Python workers start); the figures
+of the later rounds are their median. Every part built on Spark is compared with the one
+built here (`same parts`). On one host Spark's executors share the collect process's cores,
+so only the overhead can be measured here: with E executor cores a poll of A answers needs
+about ceil(A / E) x (one answer's build + the overhead) instead of A / cores x the build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+STAGES = ("here, one at a time", "pool, all in flight", "spark, all in flight",
+          "spark, one at a time")  # fmt: skip
+Builder = Callable[[bytes, str, frozenset[str] | None], Any]
+
+
+def build_all(builder: Builder, bodies: Mapping[str, bytes], *, in_flight: bool) -> list[Any]:
+    """Every answer's part, each answer from a thread of its own (`in_flight`) or in turn."""
+    if not in_flight:
+        return [builder(body, broker, None) for broker, body in bodies.items()]
+    with ThreadPoolExecutor(len(bodies), thread_name_prefix="answer") as threads:
+        return list(threads.map(lambda b: builder(bodies[b], b, None), list(bodies)))
+
+
+def timed(run: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Wall seconds, this process's CPU seconds (its worker processes', the JVM's and
+    Spark's Python workers' left out), and what `run` gave."""
+    started, cpu = time.perf_counter(), time.process_time()
+    found = run()
+    return time.perf_counter() - started, time.process_time() - cpu, found
+
+
+def same(a: Any, b: Any) -> bool:
+    return (
+        a.broker == b.broker
+        and a.index.equals(b.index)
+        and all(t.equals(b.tables[k]) for k, t in a.tables.items())
+        and a.noted == b.noted
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.spark_parts")
+    parser.add_argument("--topics", type=int, default=100_000)
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--rounds", type=int, default=2, help="the first one cold")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("SPARK_TESTING", "1")  # no web UI
+
+    from benchmarks.synth_server import SynthCluster
+    from pulsar_lens.collectors.bulkparts import PartPool, part_of_answer
+    from pulsar_lens.plugins.spark import session
+    from pulsar_lens.plugins.spark.parts import SparkParts
+
+    brokers = [f"10.0.{i // 250}.{i % 250 + 1}:8080" for i in range(args.brokers)]
+    bodies = SynthCluster(args.topics, brokers, change=0.0, seed=7).current.bulk
+    session.configure(session.SparkSettings(master=args.master))
+    started, _, _ = timed(session.get)
+    pool, spark = PartPool(), SparkParts()
+    engines: dict[str, tuple[Builder, bool]] = {
+        STAGES[0]: (part_of_answer, False),
+        STAGES[1]: (pool.build, True),
+        STAGES[2]: (spark.build, True),
+        STAGES[3]: (spark.build, False),
+    }
+    seconds: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    cpu: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    agree = True
+    here: list[Any] = []
+    try:
+        for _ in range(max(1, args.rounds)):
+            for stage, (builder, in_flight) in engines.items():
+                took, used, parts = timed(partial(build_all, builder, bodies, in_flight=in_flight))
+                seconds[stage].append(took)
+                cpu[stage].append(used)
+                if stage == STAGES[0]:
+                    here = parts
+                else:
+                    agree = agree and all(same(a, b) for a, b in zip(parts, here, strict=True))
+    finally:
+        pool.close()
+        spark.close()
+    body_mb = sum(len(b) for b in bodies.values()) / 1e6
+    part_mb = sum(len(pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL)) for p in here) / 1e6
+    print(f"{args.topics:,} topics in {len(bodies)} answers on {args.master} "
+          f"({os.cpu_count()} CPUs here): {body_mb:.1f} MB of JSON, {part_mb:.1f} MB of "
+          f"parts pickled; Spark session started in {started:.1f} s")  # fmt: skip
+    print(f"| stage | cold | warm (median of {max(0, args.rounds - 1)}) | CPU here, warm |")
+    print("|---|---|---|---|")
+    warm: dict[str, float] = {}
+    for stage in STAGES:
+        later = seconds[stage][1:]
+        warm[stage] = statistics.median(later) if later else seconds[stage][0]
+        here_cpu = statistics.median(cpu[stage][1:] or cpu[stage])
+        shown = f"{warm[stage]:.2f} s" if later else "-"
+        print(f"| {stage} | {seconds[stage][0]:.2f} s | {shown} | {here_cpu:.2f} s |")
+    overhead = (warm[STAGES[3]] - warm[STAGES[0]]) / len(bodies)
+    said = "yes" if agree else "NO"
+    print(f"spark, all in flight vs pool: {warm[STAGES[2]] / warm[STAGES[1]]:.2f}x; "
+          f"overhead per answer: {overhead:.2f} s; same parts: {said}")  # fmt: skip
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

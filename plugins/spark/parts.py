@@ -1,0 +1,143 @@
+"""A poll's bulk answers built into their parts on a Spark cluster's executors.
+
+Each broker's `broker-stats/topics` answer is independent of the others' and is most of a
+poll's CPU (some 150 s at 1,000,000 topics, more than two cores can give in a 30 s interval).
+`SparkParts.build` is a `collectors.bulkparts.PartBuilder`: the collect process fetches the
+answer as before (its credentials never leave it) and hands the body to Spark as one row of
+a DataFrame; an executor's Python worker runs `part_of_answer` on it (`mapInArrow`) and sends
+the part back pickled (its Arrow tables and what the parsers noted). The answers of a poll
+are built at the same time, one Spark job each, on as many executors as the cluster gives.
+
+The parts are those the collect process would build itself (`tests/spark/test_spark_parts.py`
+compares them table for table, on `local[2]`, a standalone master and Spark Connect). The
+executors need the Python environment docs/spark.md describes, as for `applyInPandas`.
+A part's index does not come ahead of its rows (`early` is never told): the poll reads it
+from the part, as it does without a pool.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from pulsar_lens.collectors.bulkparts import BrokerPart, IndexSink, NotAnObject, part_of_answer
+from pulsar_lens.core.errors import CollectorError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+INPUT_SCHEMA = pa.schema(
+    [
+        pa.field("broker", pa.string()),
+        pa.field("body", pa.binary()),
+        pa.field("namespaces", pa.list_(pa.string())),  # null: every namespace
+    ]
+)
+PART_SCHEMA = "outcome string, detail string, part binary"
+
+BUILT, NOT_JSON, NOT_OBJECT, FAILED = "built", "not-json", "not-an-object", "failed"
+
+
+class SparkParts:
+    """Builds each answer's part in a Spark job, on the session `session()` gives (by
+    default the process's, `plugins.spark.session`, as configured, started at the first
+    build; its JVM and the Python workers it starts never hold the admin token)."""
+
+    def __init__(self, session: Callable[[], SparkSession] | None = None) -> None:
+        self._session = session
+        self._spark: SparkSession | None = None
+        self._lock = threading.Lock()
+
+    def _started(self) -> SparkSession:
+        with self._lock:
+            if self._spark is None:
+                from pulsar_lens.plugins.spark import session
+
+                self._spark = (self._session or session.get)()
+            return self._spark
+
+    def close(self) -> None:
+        """Stop the process's session if a build started it (`session` None)."""
+        with self._lock:
+            started, self._spark = self._spark, None
+        if started is not None and self._session is None:
+            from pulsar_lens.plugins.spark import session
+
+            session.stop()
+
+    def build(
+        self,
+        body: bytes,
+        broker: str,
+        namespaces: frozenset[str] | None,
+        early: IndexSink | None = None,
+        /,
+    ) -> BrokerPart | NotAnObject:
+        """`part_of_answer` on an executor: ValueError when the body is not JSON,
+        CollectorError when the job fails (the executor's reason with it)."""
+        del early  # the index comes with the part
+        listed = None if namespaces is None else sorted(namespaces)
+        given = pa.table(
+            [pa.array([broker]), pa.array([body], pa.binary()), pa.array([listed])],
+            schema=INPUT_SCHEMA,
+        )
+        spark = self._started()
+        try:
+            rows = spark.createDataFrame(given).mapInArrow(_parts, PART_SCHEMA).collect()
+        except Exception as exc:  # Py4J's, Connect's or PySpark's own: the job did not end
+            raise CollectorError(
+                f"the broker-stats answer of {broker} could not be read on Spark: "
+                f"{_first_line(exc)}"
+            ) from exc
+        if len(rows) != 1:
+            raise CollectorError(
+                f"the broker-stats answer of {broker} came back from Spark as {len(rows)} parts"
+            )
+        outcome, detail, part = rows[0]
+        if outcome == BUILT:
+            built = pickle.loads(part)
+            if not isinstance(built, BrokerPart):
+                raise CollectorError(f"Spark returned a {type(built).__name__} for {broker}")
+            return built
+        if outcome == NOT_OBJECT:
+            return NotAnObject(detail)
+        if outcome == NOT_JSON:
+            raise ValueError(detail)
+        raise CollectorError(f"the broker-stats answer of {broker} could not be read: {detail}")
+
+
+def _parts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """On an executor: each row's part, as (outcome, detail, pickled part)."""
+    for batch in batches:
+        outcomes, details, parts = [], [], []
+        for row in batch.to_pylist():
+            outcome, detail, part = _built(row["body"], row["broker"], row["namespaces"])
+            outcomes.append(outcome)
+            details.append(detail)
+            parts.append(part)
+        yield pa.record_batch(
+            [pa.array(outcomes, pa.string()), pa.array(details, pa.string()), pa.array(parts)],
+            names=["outcome", "detail", "part"],
+        )
+
+
+def _built(body: bytes, broker: str, namespaces: list[str] | None) -> tuple[str, str, Any]:
+    polled = None if namespaces is None else frozenset(namespaces)
+    try:
+        found = part_of_answer(body, broker, polled)
+    except ValueError as exc:  # not JSON, said as the collect process would say it
+        return NOT_JSON, str(exc), None
+    except Exception as exc:  # a bug of ours on the executor: said, never a hung poll
+        return FAILED, f"{type(exc).__name__}: {exc}", None
+    if isinstance(found, NotAnObject):
+        return NOT_OBJECT, found.shown, None
+    return BUILT, "", pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:500] if text else type(exc).__name__

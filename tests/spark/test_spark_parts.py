@@ -1,0 +1,122 @@
+"""A poll's bulk answers read on Spark (`plugins.spark.parts`, `PULSAR_LENS_SPARK_PARTS=1`) give
+the parts, and so the snapshot, that the collect process builds itself: part for part and
+snapshot for snapshot over HTTP on local[2] (tests/spark/test_cluster.py does it on a
+standalone master and through Spark Connect). A body that is not JSON, or not an object,
+fails as it does without Spark; a job that cannot run is said as the broker's error. (The JVM
+a session starts never sees the admin token: tests/spark/test_engine.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.synth_server import CLUSTER, SynthCluster
+from pulsar_lens.cli.collect_cmd import part_builder
+from pulsar_lens.collectors.admin import AdminClient
+from pulsar_lens.collectors.bulkparts import BrokerPart, NotAnObject, PartPool, part_of_answer
+from pulsar_lens.collectors.poll import poll
+from pulsar_lens.core.errors import CollectorError
+from pulsar_lens.core.settings import Settings
+from pulsar_lens.plugins.spark.parts import SparkParts
+from tests.collectors.test_bulkparts import cluster, same_parts
+from tests.collectors.test_decode_paths import assert_same_snapshots
+
+pytestmark = pytest.mark.spark
+
+__all__ = ["cluster"]  # the synthetic cluster's brokers on loopback, a fixture
+
+
+@pytest.fixture(scope="module")
+def parts(spark: Any) -> SparkParts:
+    return SparkParts(lambda: spark)
+
+
+def test_the_executors_build_the_part_this_process_builds(
+    parts: SparkParts, cluster: tuple[SynthCluster, str]
+) -> None:
+    synth, _ = cluster
+    for broker, body in synth.current.bulk.items():
+        for polled in (None, frozenset(synth.namespaces[:3])):
+            there, here = parts.build(body, broker, polled), part_of_answer(body, broker, polled)
+            assert isinstance(there, BrokerPart) and isinstance(here, BrokerPart)
+            same_parts(there, here)
+            assert there.tables["consumers"].num_rows > 0
+
+
+def test_a_poll_with_its_answers_read_on_spark_stores_what_a_poll_without_it_does(
+    parts: SparkParts, cluster: tuple[SynthCluster, str]
+) -> None:
+    synth, url = cluster
+    for _ in range(2):  # two generations: topics, consumers and a bundle's owner move
+        with AdminClient(url) as client:
+            alone = poll(client, concurrency=4, cluster=CLUSTER)
+        with AdminClient(url) as client:
+            on_spark = poll(client, concurrency=4, cluster=CLUSTER, build=parts.build)
+        assert len(on_spark.topics) == len(synth.names)
+        assert_same_snapshots(alone, on_spark)
+        synth.start_of_poll()
+
+
+def test_a_body_not_json_or_not_an_object_fails_as_without_spark(parts: SparkParts) -> None:
+    with pytest.raises(ValueError) as raised:
+        parts.build(b"<html>not json</html>", "b:8080", None)
+    with pytest.raises(ValueError) as here:
+        part_of_answer(b"<html>not json</html>", "b:8080", None)
+    assert str(raised.value) == str(here.value)
+    assert parts.build(b"[1, 2]", "b:8080", None) == NotAnObject("[1, 2]")
+    assert parts.build(b"null", "b:8080", None) == NotAnObject("None")
+    empty = parts.build(b"{}", "b:8080", None)
+    assert isinstance(empty, BrokerPart) and empty.index.num_rows == 0
+
+
+def test_a_job_that_cannot_run_is_the_brokers_error() -> None:
+    def no_session() -> Any:
+        class Stopped:
+            def createDataFrame(self, *_: Any) -> Any:
+                raise RuntimeError("Cannot call methods on a stopped SparkContext.\nmore")
+
+        return Stopped()
+
+    with pytest.raises(CollectorError) as raised:
+        SparkParts(no_session).build(b"{}", "b:8080", None)
+    assert str(raised.value) == (
+        "the broker-stats answer of b:8080 could not be read on Spark: "
+        "Cannot call methods on a stopped SparkContext."
+    )
+
+
+def test_the_setting_chooses_spark_or_the_worker_processes() -> None:
+    on = part_builder(Settings.from_env({"PULSAR_LENS_SPARK_PARTS": "1"}))
+    off = part_builder(Settings.from_env({}))
+    try:
+        assert isinstance(on, SparkParts) and isinstance(off, PartPool)
+    finally:
+        off.close()  # `on` started nothing: its session starts at its first build
+
+
+@pytest.mark.timeout(1500)
+def test_collect_with_its_answers_read_on_spark_stores_all_the_cluster_served(
+    tmp_path: Path,
+) -> None:
+    """The real `pulsar-lens collect` with `PULSAR_LENS_SPARK_PARTS=1` (local[2]): the store
+    holds every topic, subscription and consumer each poll was served (the scale harness's
+    check), and a JVM ran in its process tree."""
+    from reliability import scale
+
+    figures = scale.run_size(
+        2_000,
+        polls=2,
+        change=0.1,
+        brokers=None,
+        interval=None,
+        work=tmp_path,
+        pages=False,
+        check=True,
+        spark_parts=True,
+    )
+    assert figures["problems"] == []
+    assert figures["server"]["not_found"] == {}
+    assert [s["topics"] for s in figures["stages"]] == [2_000, 2_000]
+    assert "java" in figures["collect"]["commands"], figures["collect"]
