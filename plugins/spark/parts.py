@@ -87,7 +87,9 @@ class SparkParts:
         )
         spark = self._started()
         try:
-            rows = spark.createDataFrame(given).mapInArrow(_parts, PART_SCHEMA).collect()
+            rows = (
+                spark.createDataFrame(given).mapInArrow(_parts, PART_SCHEMA).toArrow().to_pylist()
+            )
         except Exception as exc:  # Py4J's, Connect's or PySpark's own: the job did not end
             raise CollectorError(
                 f"the broker-stats answer of {broker} could not be read on Spark: "
@@ -97,7 +99,7 @@ class SparkParts:
             raise CollectorError(
                 f"the broker-stats answer of {broker} came back from Spark as {len(rows)} parts"
             )
-        outcome, detail, part = rows[0]
+        outcome, detail, part = rows[0]["outcome"], rows[0]["detail"], rows[0]["part"]
         if outcome == BUILT:
             built = pickle.loads(part)
             if not isinstance(built, BrokerPart):
