@@ -321,6 +321,7 @@ class PartPool:
         self._sinks: dict[int, IndexSink] = {}
         self._tokens = itertools.count()
         self._lock = threading.Lock()
+        self._delivering: threading.Thread | None = None
 
     def _pool(self) -> concurrent.futures.ProcessPoolExecutor:
         with self._lock:
@@ -334,9 +335,10 @@ class PartPool:
                     initargs=(indexes,),
                 )
                 self._indexes = indexes
-                threading.Thread(
+                self._delivering = threading.Thread(
                     target=self._deliver, args=(indexes,), name="part-indexes", daemon=True
-                ).start()
+                )
+                self._delivering.start()
             return self._executor
 
     def _deliver(self, indexes: multiprocessing.queues.Queue[Any]) -> None:
@@ -411,13 +413,19 @@ class PartPool:
         pool.shutdown(wait=False, cancel_futures=True)
         _stop_delivery(indexes)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
+        """Shut the workers down, then wait (at most `timeout` s) for the delivering thread to
+        read the end of its queue: a process that exits right after would otherwise close
+        the queue under the thread's read, which then said the indexes stopped."""
         with self._lock:
             pool, self._executor = self._executor, None
             indexes, self._indexes = self._indexes, None
+            delivering, self._delivering = self._delivering, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         _stop_delivery(indexes)
+        if delivering is not None:
+            delivering.join(timeout)
 
 
 def _stop_delivery(indexes: multiprocessing.queues.Queue[Any] | None) -> None:

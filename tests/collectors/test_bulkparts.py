@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -331,3 +332,35 @@ def test_a_closed_pool_ends_its_delivering_thread_quietly(
             time.sleep(0.01)
         assert len(delivering) == 1 and not delivering[0].is_alive()
     assert not [r for r in caplog.records if r.name.endswith("bulkparts")]
+
+
+EXIT_AFTER_CLOSE = """
+import logging
+from benchmarks.synth_server import SynthCluster
+from pulsar_lens.collectors.bulkparts import PartPool
+
+logging.basicConfig(level=logging.WARNING)
+body = SynthCluster(3000, ["10.0.0.1:8080"], change=0.0, seed=3).current.bulk["10.0.0.1:8080"]
+for _ in range(3):
+    pool = PartPool(2, min_bytes=0)
+    pool.build(body, "10.0.0.1:8080", None)
+    pool.close()
+print("closed")
+"""
+
+
+def test_a_process_that_exits_right_after_closing_its_pool_says_nothing() -> None:
+    """The delivering thread used to be left reading its queue when `close()` returned: a
+    process that exited then (a collect process stopping) closed the queue under that read,
+    and logged that the early indexes had stopped, at one stop in two."""
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", EXIT_AFTER_CLOSE],
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stdout.strip() == "closed", done.stderr[-3000:]
+        assert "early indexes stopped" not in done.stderr, done.stderr[-3000:]
