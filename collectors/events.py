@@ -26,11 +26,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from itertools import compress
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pulsar_lens.collectors.answers import collection_paused
+from pulsar_lens.collectors.diffrows import rows_to_compare
 from pulsar_lens.core.counters import increase
 from pulsar_lens.core.model import (
     LOAD_MANAGER_COUNTERS,
@@ -115,19 +115,11 @@ class _Several:
     ranges: tuple[Ranges, ...]
 
 
-def _kept_columns(rows: Sequence[Any], names: Sequence[str], skipped: set[str]) -> list[list[Any]]:
-    """`columns_of` the rows whose topic (the first name) is not skipped."""
-    found = columns_of(rows, names)
-    if not skipped:
-        return found
-    keep = [t not in skipped for t in found[0]]
-    return [list(compress(values, keep)) for values in found]
-
-
-def _consumer_ranges(s: Snapshot, skipped: set[str]) -> dict[ConsumerKey, Ranges | _Several]:
-    """Each consumer's hash ranges by (topic, subscription, name), read column-wise: one
-    dict from the key and range columns, and per-key lists only where a name repeats."""
-    topics, subs, names, ranges = _kept_columns(s.consumers, _CONSUMER_FIELDS, skipped)
+def _consumer_ranges(columns: list[list[Any]]) -> dict[ConsumerKey, Ranges | _Several]:
+    """Each consumer's hash ranges by (topic, subscription, name), from the columns of
+    `_CONSUMER_FIELDS`: one dict from the key and range columns, and per-key lists only where
+    a name repeats."""
+    topics, subs, names, ranges = columns
     keys = list(zip(topics, subs, names, strict=True))
     found: dict[ConsumerKey, Ranges | _Several] = dict(zip(keys, ranges, strict=True))
     if len(found) < len(keys):
@@ -147,8 +139,17 @@ def _listed(value: Ranges | _Several | object) -> list[Ranges]:
 def _consumer_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[EventRecord]:
     """Joins, leaves and hash-range changes. A key whose consumers' ranges are the same in
     both polls (the same count, the same ranges in the same order) has none of them, so only
-    the keys that differ are sorted and compared one by one."""
-    before, after = _consumer_ranges(prev, skipped), _consumer_ranges(cur, skipped)
+    the keys that may differ are read (`rows_to_compare`), and only those that do are sorted
+    and compared one by one."""
+    earlier, later = rows_to_compare(
+        prev.consumers,
+        cur.consumers,
+        _CONSUMER_FIELDS,
+        key=3,
+        compared=4,
+        skipped=skipped,
+    )
+    before, after = _consumer_ranges(earlier), _consumer_ranges(later)
     changed = {k for k, v in after.items() if before.get(k, _ABSENT) != v}
     changed.update(before.keys() - after.keys())
     at, events = cur.collected_at, []
@@ -181,13 +182,17 @@ def _active_events(prev: Snapshot, cur: Snapshot, skipped: set[str]) -> list[Eve
     """Active consumer changes of Exclusive and Failover subscriptions (the type of the later
     poll, or of the earlier one when the later does not say), compared column-wise."""
 
-    def keyed(s: Snapshot) -> dict[tuple[str, str], tuple[str | None, str | None]]:
-        topics, subs, active, kinds = _kept_columns(s.subscriptions, _ACTIVE_FIELDS, skipped)
+    def keyed(columns: list[list[Any]]) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+        topics, subs, active, kinds = columns
         return dict(
             zip(zip(topics, subs, strict=True), zip(active, kinds, strict=True), strict=True)
         )
 
-    before, after = keyed(prev), keyed(cur)
+    # the active consumer's name compared, not the type: a type that changes alone moves none
+    earlier, later = rows_to_compare(
+        prev.subscriptions, cur.subscriptions, _ACTIVE_FIELDS, key=2, compared=3, skipped=skipped
+    )
+    before, after = keyed(earlier), keyed(later)
     moved = [k for k, (name, _) in after.items() if k in before and before[k][0] != name]
     events = []
     for key in sorted(moved):

@@ -136,3 +136,21 @@ def test_reordered_consumers_sharing_a_name_are_no_change() -> None:
     before = Snapshot("c", T0, consumers=(a, b))
     after = Snapshot("c", T0 + dt.timedelta(seconds=30), consumers=(b, a))
     assert diff(before, after) == reference.diff(before, after) == []
+
+
+@pytest.mark.parametrize(("old", "new"), [(2, 1), (1, 2), (2, 0), (0, 2), (2, 2)])
+def test_a_name_listed_again_with_the_same_ranges_is_compared_by_count(old: int, new: int) -> None:
+    """Rows the same in both polls but for how many there are: Arrow's lookup of each row in
+    the other poll finds them all, so the keys given more than once are compared anyway."""
+    same = ConsumerRecord(TOPICS[0], "k", "c1", hash_ranges=((0, 100),))
+    other = ConsumerRecord(TOPICS[1], "k", "c2")
+    before = Snapshot("c", T0, consumers=(other, *[same] * old))
+    after = Snapshot("c", T0 + dt.timedelta(seconds=30), consumers=(*[same] * new, other))
+    expected = reference.diff(before, after)
+    kinds = [e.kind for e in expected]
+    assert (kinds.count("consumer_left"), kinds.count("consumer_joined")) == (
+        max(0, old - new),
+        max(0, new - old),
+    )
+    assert diff(as_tables(before), as_tables(after)) == expected
+    assert diff(carry_forward(None, as_tables(before)), as_tables(after)) == expected
