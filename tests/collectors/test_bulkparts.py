@@ -27,6 +27,7 @@ from pulsar_lens.collectors.bulkparts import (
     BrokerPart,
     IndexSink,
     NotAnObject,
+    PartBuilder,
     PartPool,
     _part_in_worker,
     default_workers,
@@ -84,13 +85,12 @@ def same_parts(a: BrokerPart, b: BrokerPart) -> None:
     assert a.noted == b.noted
 
 
-def test_a_worker_builds_the_part_this_process_builds(
-    pool: PartPool, cluster: tuple[SynthCluster, str]
-) -> None:
-    synth, _ = cluster
+def assert_builds_the_parts_built_here(build: PartBuilder, synth: SynthCluster) -> None:
+    """`build` gives every answer of the cluster's current poll the part this process
+    builds, with every namespace polled and with three."""
     for broker, body in synth.current.bulk.items():
         for polled in (None, frozenset(synth.namespaces[:3])):
-            there, here = pool.build(body, broker, polled), part_of_answer(body, broker, polled)
+            there, here = build(body, broker, polled), part_of_answer(body, broker, polled)
             assert isinstance(there, BrokerPart) and isinstance(here, BrokerPart)
             same_parts(there, here)
             assert there.tables["consumers"].num_rows > 0
@@ -98,20 +98,30 @@ def test_a_worker_builds_the_part_this_process_builds(
             assert namespaces <= (polled or namespaces) and namespaces
 
 
-def test_a_poll_with_the_pool_stores_what_a_poll_without_it_does(
-    pool: PartPool, cluster: tuple[SynthCluster, str]
-) -> None:
-    synth, url = cluster
+def assert_polls_store_the_same(build: PartBuilder, synth: SynthCluster, url: str) -> None:
+    """Two polls over HTTP, each made with `build` and without it, store the same."""
     for _ in range(2):  # two generations: topics, consumers and a bundle's owner move
         # the cluster named, so no call moves the server on to its next generation meanwhile
         with AdminClient(url) as client:
             alone = poll(client, concurrency=4, cluster=CLUSTER)
         with AdminClient(url) as client:
-            pooled = poll(client, concurrency=4, cluster=CLUSTER, build=pool.build)
-        assert isinstance(pooled.consumers, TableRows)
-        assert len(pooled.topics) == len(synth.names)
-        assert_same_snapshots(alone, pooled)
+            built = poll(client, concurrency=4, cluster=CLUSTER, build=build)
+        assert isinstance(built.consumers, TableRows)
+        assert len(built.topics) == len(synth.names)
+        assert_same_snapshots(alone, built)
         synth.start_of_poll()
+
+
+def test_a_worker_builds_the_part_this_process_builds(
+    pool: PartPool, cluster: tuple[SynthCluster, str]
+) -> None:
+    assert_builds_the_parts_built_here(pool.build, cluster[0])
+
+
+def test_a_poll_with_the_pool_stores_what_a_poll_without_it_does(
+    pool: PartPool, cluster: tuple[SynthCluster, str]
+) -> None:
+    assert_polls_store_the_same(pool.build, *cluster)
 
 
 def test_a_part_tells_its_index_before_it_makes_its_rows(

@@ -12,16 +12,17 @@ from typing import Any
 
 import pytest
 
-from benchmarks.synth_server import CLUSTER, SynthCluster
+from benchmarks.synth_server import SynthCluster
 from pulsar_lens.cli.collect_cmd import part_builder
-from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.bulkparts import BrokerPart, NotAnObject, PartPool, part_of_answer
-from pulsar_lens.collectors.poll import poll
 from pulsar_lens.core.errors import CollectorError
 from pulsar_lens.core.settings import Settings
 from pulsar_lens.plugins.spark.parts import SparkParts
-from tests.collectors.test_bulkparts import cluster, same_parts
-from tests.collectors.test_decode_paths import assert_same_snapshots
+from tests.collectors.test_bulkparts import (
+    assert_builds_the_parts_built_here,
+    assert_polls_store_the_same,
+    cluster,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -36,27 +37,13 @@ def parts(spark: Any) -> SparkParts:
 def test_the_executors_build_the_part_this_process_builds(
     parts: SparkParts, cluster: tuple[SynthCluster, str]
 ) -> None:
-    synth, _ = cluster
-    for broker, body in synth.current.bulk.items():
-        for polled in (None, frozenset(synth.namespaces[:3])):
-            there, here = parts.build(body, broker, polled), part_of_answer(body, broker, polled)
-            assert isinstance(there, BrokerPart) and isinstance(here, BrokerPart)
-            same_parts(there, here)
-            assert there.tables["consumers"].num_rows > 0
+    assert_builds_the_parts_built_here(parts.build, cluster[0])
 
 
 def test_a_poll_with_its_answers_read_on_spark_stores_what_a_poll_without_it_does(
     parts: SparkParts, cluster: tuple[SynthCluster, str]
 ) -> None:
-    synth, url = cluster
-    for _ in range(2):  # two generations: topics, consumers and a bundle's owner move
-        with AdminClient(url) as client:
-            alone = poll(client, concurrency=4, cluster=CLUSTER)
-        with AdminClient(url) as client:
-            on_spark = poll(client, concurrency=4, cluster=CLUSTER, build=parts.build)
-        assert len(on_spark.topics) == len(synth.names)
-        assert_same_snapshots(alone, on_spark)
-        synth.start_of_poll()
+    assert_polls_store_the_same(parts.build, *cluster)
 
 
 def test_a_body_not_json_or_not_an_object_fails_as_without_spark(parts: SparkParts) -> None:
