@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from pulsar_lens.collectors.bulkparts import BrokerPart, IndexSink, NotAnObject, part_of_answer
 from pulsar_lens.core.errors import CollectorError
+from pulsar_lens.core.secrets import clean
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -109,7 +110,9 @@ class SparkParts:
             return NotAnObject(detail)
         if outcome == NOT_JSON:
             raise ValueError(detail)
-        raise CollectorError(f"the broker-stats answer of {broker} could not be read: {detail}")
+        raise CollectorError(
+            f"the broker-stats answer of {broker} could not be read: {clean(detail, limit=500)}"
+        )
 
 
 def _parts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -122,7 +125,11 @@ def _parts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             details.append(detail)
             parts.append(part)
         yield pa.record_batch(
-            [pa.array(outcomes, pa.string()), pa.array(details, pa.string()), pa.array(parts)],
+            [
+                pa.array(outcomes, pa.string()),
+                pa.array(details, pa.string()),
+                pa.array(parts, pa.binary()),
+            ],
             names=["outcome", "detail", "part"],
         )
 
@@ -141,5 +148,7 @@ def _built(body: bytes, broker: str, namespaces: list[str] | None) -> tuple[str,
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of what Spark said (a Py4J or Connect error goes on for pages), with
+    every known secret redacted."""
     text = str(exc).strip().splitlines()
-    return text[0][:500] if text else type(exc).__name__
+    return clean(text[0], limit=500) if text else type(exc).__name__
