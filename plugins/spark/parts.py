@@ -51,6 +51,7 @@ class SparkParts:
     def __init__(self, session: Callable[[], SparkSession] | None = None) -> None:
         self._session = session
         self._spark: SparkSession | None = None
+        self._owned = False  # a build started the process's session: close() stops it
         self._lock = threading.Lock()
 
     def _started(self) -> SparkSession:
@@ -58,14 +59,16 @@ class SparkParts:
             if self._spark is None:
                 from pulsar_lens.plugins.spark import session
 
+                self._owned = self._session is None and session.started() is None
                 self._spark = (self._session or session.get)()
             return self._spark
 
     def close(self) -> None:
-        """Stop the process's session if a build started it (`session` None)."""
+        """Stop the process's session if a build of this one started it (one that ran
+        before is someone else's to stop)."""
         with self._lock:
-            started, self._spark = self._spark, None
-        if started is not None and self._session is None:
+            owned, self._spark, self._owned = self._owned, None, False
+        if owned:
             from pulsar_lens.plugins.spark import session
 
             session.stop()

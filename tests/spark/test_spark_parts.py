@@ -107,3 +107,15 @@ def test_collect_with_its_answers_read_on_spark_stores_all_the_cluster_served(
     assert figures["server"]["not_found"] == {}
     assert [s["topics"] for s in figures["stages"]] == [2_000, 2_000]
     assert "java" in figures["collect"]["commands"], figures["collect"]
+
+
+def test_closing_stops_only_a_session_a_build_started(spark: Any) -> None:
+    """The process's session was running before (the test run's): closing the parts that
+    used it leaves it running for whoever started it."""
+    from pulsar_lens.plugins.spark import session
+
+    assert session.started() is not None
+    used = SparkParts()
+    assert isinstance(used.build(b"{}", "b:8080", None), BrokerPart)
+    used.close()
+    assert session.get() is spark and spark.range(2).count() == 2  # type: ignore[attr-defined]
