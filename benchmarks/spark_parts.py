@@ -28,6 +28,7 @@ overhead) instead of A / cores x the build.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import pickle
 import statistics
@@ -108,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
 
     brokers = [f"10.0.{i // 250}.{i % 250 + 1}:8080" for i in range(args.brokers)]
     bodies = SynthCluster(args.topics, brokers, change=0.0, seed=7).current.bulk
-    session.configure(session.SparkSettings(master=args.master))
+    # the master asked for, the rest as configured (a test run's JVM options among them)
+    session.configure(dataclasses.replace(session.configured(), master=args.master))
     started, _, _, _ = timed(session.get)
     driver = driver_jvm(session.get(), args.master)
     pool, spark = PartPool(), SparkParts()
