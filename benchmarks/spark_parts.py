@@ -84,15 +84,6 @@ def driver_jvm(spark: Any, master: str) -> int | None:
     return getattr(proc, "pid", None)
 
 
-def same(a: Any, b: Any) -> bool:
-    return (
-        a.broker == b.broker
-        and a.index.equals(b.index)
-        and all(t.equals(b.tables[k]) for k, t in a.tables.items())
-        and a.noted == b.noted
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.spark_parts")
     parser.add_argument("--topics", type=int, default=100_000)
@@ -106,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     from pulsar_lens.collectors.bulkparts import PartPool, part_of_answer
     from pulsar_lens.plugins.spark import session
     from pulsar_lens.plugins.spark.parts import SparkParts
+    from tests.collectors.test_bulkparts import is_same_part
 
     brokers = [f"10.0.{i // 250}.{i % 250 + 1}:8080" for i in range(args.brokers)]
     bodies = SynthCluster(args.topics, brokers, change=0.0, seed=7).current.bulk
@@ -136,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                 if stage == STAGES[0]:
                     here = parts
                 else:
-                    agree = agree and all(same(a, b) for a, b in zip(parts, here, strict=True))
+                    pairs = zip(parts, here, strict=True)
+                    agree = agree and all(is_same_part(a, b) for a, b in pairs)
     finally:
         pool.close()
         spark.close()
