@@ -15,6 +15,7 @@ from typing import IO
 from pydantic import BaseModel
 
 from pulsar_lens.core.parts import SparkSettings
+from pulsar_lens.core.secrets import display_url
 from pulsar_lens.core.store import Store
 from pulsar_lens.plugins.registry import LoadedPlugin
 from pulsar_lens.plugins.results import ResultStore
@@ -57,7 +58,7 @@ def run_spark_job(
     job = queue.new(loaded.name, params.model_dump(mode="json"), origin="cli")
     bar = ProgressBar(sys.stderr, loaded.name)
     session.configure(spark)
-    print(f"starting Spark ({spark.master}) ...", file=sys.stderr, flush=True)
+    print(f"starting Spark ({display_url(spark.master)}) ...", file=sys.stderr, flush=True)
     ended = run_job(
         loaded, store, queue, job, results=ResultStore(store.root), on_update=bar, log_failure=False
     )

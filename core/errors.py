@@ -202,6 +202,11 @@ class JvmHashUnavailable(PulsarLensError):
         self.path = None if path is None else Path(path)
 
 
+class SparkUnavailable(PulsarLensError):
+    """The Spark master the settings name cannot be reached (a Spark Connect server that
+    refuses the connection); the message names it, without its token, and what to do."""
+
+
 class SettingsError(PulsarLensError):
     """A setting (environment variable, settings file key or command-line value) is malformed
     or missing. `setting`, `file`, `line`, `key` and `problem` are those of the first problem

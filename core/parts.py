@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pulsar_lens.core.errors import CollectorError, SettingsError
-from pulsar_lens.core.secrets import Secret
+from pulsar_lens.core.secrets import Secret, display_url, split_credentials
 from pulsar_lens.core.values import DEFAULT_SPARK_MASTER, parse_duration
 
 # -- plugin workers ---------------------------------------------------------------------------
@@ -131,11 +131,13 @@ class PluginLimits:
 
 
 def spark_master(text: str) -> str:
-    """A master URL any Spark accepts (`local[2]` for an empty one); SettingsError else."""
+    """A master URL any Spark accepts (`local[2]` for an empty one); SettingsError else. A
+    Spark Connect token in it (`sc://host:port/;token=...`) is registered as a secret."""
     master = text.strip() or DEFAULT_SPARK_MASTER
+    split_credentials(master)
     if not master.startswith(SPARK_MASTER_PREFIXES):
         raise SettingsError(
-            f"{SPARK_MASTER_ENV}={master!r}: expected local[N], spark://host:port, "
+            f"{SPARK_MASTER_ENV}={display_url(master)!r}: expected local[N], spark://host:port, "
             "sc://host:port, yarn or k8s://..."
         )
     return master

@@ -12,7 +12,8 @@ stored or shown: secrets redacted, then control characters escaped, so that a ne
 error body cannot forge a log line.
 
 `split_credentials(url)` takes `user:password@` out of a URL: the password is a `Secret`, and
-so is every value of the URL's query (a gateway's `?token=`); `display_url` shows neither.
+so is every value of the URL's query (a gateway's `?token=`) and a Spark Connect URL's
+`;token=` (and any parameter it sends as a header); `display_url` shows none of them.
 
 `is_credential_var(name, value)` says which environment variables carry a credential: what
 a process that runs someone else's code (a plugin worker) must not inherit.
@@ -159,6 +160,7 @@ def split_credentials(url: str) -> tuple[str, str | None, Secret | None]:
     except ValueError:  # not a URL we can take apart: print it with any userinfo masked
         return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", url), None, None
     _register_query(parts.query)
+    _register_connect_params(parts)
     if parts.username is None and parts.password is None:
         return url, None, None
     user = unquote(parts.username or "")
@@ -179,6 +181,38 @@ def _register_query(query: str) -> None:
             register(value)
 
 
+# Spark Connect's own parameters that say nothing secret; every other one (`token`, or a
+# header the client sends as it is) is a credential
+_CONNECT_PLAIN = frozenset(
+    {
+        "use_ssl",
+        "user_id",
+        "user_agent",
+        "session_id",
+        "grpc_keepalive_enabled",
+        "grpc_keepalive_time_ms",
+        "grpc_keepalive_timeout_ms",
+        "grpc_keepalive_without_calls",
+        "grpc_max_message_size",
+    }
+)
+
+
+def _connect_params(parts: SplitResult) -> list[tuple[str, str]]:
+    """A Spark Connect URL's parameters (`sc://host:port/;token=...;use_ssl=true`), which it
+    carries in its path, not in a query."""
+    if parts.scheme.lower() != "sc" or ";" not in parts.path:
+        return []
+    pairs = (item.partition("=") for item in parts.path.split(";")[1:] if item)
+    return [(name, value) for name, _, value in pairs]
+
+
+def _register_connect_params(parts: SplitResult) -> None:
+    for name, value in _connect_params(parts):
+        if value and name.lower() not in _CONNECT_PLAIN:
+            register(value)
+
+
 def display_url(url: str) -> str:
     """The URL as it may be printed: without credentials, its query's values masked."""
     shown = split_credentials(url)[0]
@@ -186,6 +220,14 @@ def display_url(url: str) -> str:
         parts = urlsplit(shown)
     except ValueError:
         return shown
+    if _connect_params(parts):
+        head, *items = parts.path.split(";")
+        for i, item in enumerate(items):
+            name, sep, _ = item.partition("=")
+            if sep and name.lower() not in _CONNECT_PLAIN:
+                items[i] = f"{name}={MASK}"
+        parts = parts._replace(path=";".join([head, *items]))
+        shown = urlunsplit(parts)
     if not parts.query:
         return shown
     names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]

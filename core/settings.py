@@ -280,14 +280,16 @@ class Settings:
         return self.clusters[0] if len(self.clusters) == 1 else ClusterSettings()
 
     def file_environ(self) -> dict[str, str]:
-        """The keys of the settings file that a child process without the file (it may hold
-        credentials, so children never get it) needs: plugin folders and the Spark master,
-        as the variables that child reads them from."""
-        if self.config_file is None:
-            return {}
+        """What a child process started without credentials and without the settings file
+        (it may hold credentials, so children never get it) needs of the settings: the Spark
+        master, as the variable that child reads it from, always (a Spark Connect master's
+        `;token=` makes it a credential variable, kept from children otherwise: the job
+        worker's plugins run on that session), and the file's plugin folders."""
         from pulsar_lens.core.config import GLOBAL_ENV
 
         env = {GLOBAL_ENV["spark_master"]: self.spark_master}
+        if self.config_file is None:
+            return env
         if self.plugin_dirs:
             env[GLOBAL_ENV["plugin_dirs"]] = os.pathsep.join(map(str, self.plugin_dirs))
         return env

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pulsar_lens.core.jsonfiles import json_files, write_json
+from pulsar_lens.core.secrets import redact
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,8 @@ class JobQueue:
         return self.update(job)
 
     def update(self, job: JobStatus) -> JobStatus:
+        if job.error is not None:  # an engine's words may quote its master, token and all
+            job = replace(job, error=redact(job.error))
         write_json(self.statuses / f"{job.id}.json", asdict(job), store_root=self.store_root)
         if job.ended:
             (self.requests / f"{job.id}.json").unlink(missing_ok=True)

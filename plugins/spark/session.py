@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import sys
 import threading
 import time
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from tempfile import gettempdir
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from pulsar_lens.core.errors import SparkUnavailable
 from pulsar_lens.core.parts import DEFAULT_SPARK_LOCAL_MEMORY as DEFAULT_LOCAL_MEMORY
 from pulsar_lens.core.parts import SPARK_DRIVER_MEMORY_ENV as DRIVER_MEMORY_ENV
 from pulsar_lens.core.parts import SPARK_LOG_LEVEL_ENV as LOG_LEVEL_ENV
@@ -28,7 +31,7 @@ from pulsar_lens.core.parts import SPARK_MASTER_ENV as MASTER_ENV
 from pulsar_lens.core.parts import SPARK_MASTER_PREFIXES as MASTER_PREFIXES
 from pulsar_lens.core.parts import SPARK_UI_ENV as UI_ENV
 from pulsar_lens.core.parts import SparkSettings, spark_master
-from pulsar_lens.core.secrets import without_credentials
+from pulsar_lens.core.secrets import display_url, without_credentials
 from pulsar_lens.core.settings import export
 
 if TYPE_CHECKING:
@@ -55,6 +58,10 @@ __all__ = [
 ]
 
 APP_NAME = "pulsar-lens"
+CONNECT_PORT = 15002  # Spark Connect's own default, when the URL names none
+# how long a Spark Connect server may take to accept a connection before the session is
+# refused: PySpark's client would otherwise retry its first call for at least 10 minutes
+CONNECT_REACH_TIMEOUT = 10.0
 DRIVER_LISTING_LIMIT = "1000000"  # paths the driver looks up itself, never in a Spark job
 
 _lock = threading.Lock()
@@ -101,7 +108,7 @@ def get(master: str | None = None) -> SparkSession:
         started = time.perf_counter()
         _session = _build(chosen)
         _started = Started(chosen, time.perf_counter() - started, chosen.startswith("sc://"))
-        log.info("Spark session on %s started in %.1fs", chosen, _started.seconds)
+        log.info("Spark session on %s started in %.1fs", display_url(chosen), _started.seconds)
         return _session
 
 
@@ -146,6 +153,7 @@ def _build(master: str) -> SparkSession:
     _quiet_query_context_loggers()
     builder = SparkSession.builder.appName(APP_NAME)
     if master.startswith("sc://"):
+        _reach_connect_server(master)
         builder = builder.remote(master)
     else:
         builder = builder.master(master).config("spark.ui.enabled", "true" if spark.ui else "false")
@@ -185,6 +193,27 @@ def _build(master: str) -> SparkSession:
     )
     with _jvm_without_credentials():
         return builder.getOrCreate()
+
+
+def _reach_connect_server(master: str, timeout: float = CONNECT_REACH_TIMEOUT) -> None:
+    """Refuse, with what to do, a Spark Connect master nothing accepts connections at: the
+    client retries a refused call with backoff for at least ten minutes, and again at exit."""
+    shown = display_url(master)
+    try:
+        parts = urlsplit("http" + master[2:])  # as the client reads it
+        host, port = parts.hostname, parts.port or CONNECT_PORT
+    except ValueError as exc:
+        raise SparkUnavailable(f"{MASTER_ENV}={shown}: not a Spark Connect URL ({exc})") from None
+    if not host:
+        raise SparkUnavailable(f"{MASTER_ENV}={shown}: names no host")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise SparkUnavailable(
+            f"the Spark Connect server {shown} cannot be reached ({why}); start it, or set "
+            f"{MASTER_ENV} to a master that runs"
+        ) from None
 
 
 @contextlib.contextmanager

@@ -210,6 +210,40 @@ def test_collect_hands_file_keys_to_the_job_worker_by_its_environment_only(
     assert "PULSAR_LENS_PLUGIN_DIRS" not in os.environ
 
 
+def test_the_job_worker_gets_a_spark_connect_master_with_its_token_and_no_other_credential(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Spark Connect master with `;token=` is a credential variable, kept from every child,
+    but the job worker runs its analyses on that session: it is handed the master (and the
+    admin token stays out), with or without a settings file."""
+    import json
+    import sys
+
+    from pulsar_lens.core.settings import Settings
+    from pulsar_lens.plugins.spark.worker import WorkerProcess
+
+    master = "sc://spark:15002/;token=connect-tok-3391"
+    monkeypatch.delenv("PULSAR_LENS_CONFIG", raising=False)
+    monkeypatch.setenv("PULSAR_LENS_SPARK_MASTER", master)
+    monkeypatch.setenv("PULSAR_ADMIN_TOKEN", "admin-tok-7720")
+    settings = Settings.from_env()
+    seen = tmp_path / "env.json"
+    dump = f"import json, os; open({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))"
+    worker = WorkerProcess(
+        tmp_path, argv=[sys.executable, "-c", dump], environ=settings.file_environ()
+    )
+    worker.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (seen.exists() and seen.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = json.loads(seen.read_text())
+    finally:
+        worker.close()
+    assert env["PULSAR_LENS_SPARK_MASTER"] == master
+    assert "PULSAR_ADMIN_TOKEN" not in env and "admin-tok-7720" not in json.dumps(env)
+
+
 def test_collect_probes_refused_without_mutations_before_any_poll(tmp_path: Path) -> None:
     from pulsar_lens.core.errors import MutationsDisabled
 

@@ -102,6 +102,25 @@ def test_an_admin_url_query_keeps_its_place_and_never_shows(value: str) -> None:
     assert value not in redact(f"GET /admin/v2/clusters?apikey={value} failed")
 
 
+def test_a_spark_connect_token_is_registered_by_the_master_and_never_shown() -> None:
+    """Spark Connect carries its parameters in the URL's path (`;token=`), not in a query;
+    the client sends every one it does not know as a header, so those are secrets too."""
+    from pulsar_lens.core.parts import spark_master
+
+    master = (
+        "sc://spark:15002/;token=connect-tok-8812;use_ssl=true;x-api-key=gw-key-5521;user_id=ops"
+    )
+    assert spark_master(master) == master  # it still reaches Spark as it was given
+    shown = display_url(master)
+    assert shown == "sc://spark:15002/;token=***;use_ssl=true;x-api-key=***;user_id=ops"
+    said = redact(f"UNAVAILABLE: failed to connect to {master}")
+    assert "connect-tok-8812" not in said and "gw-key-5521" not in said
+    assert "use_ssl=true" in said and "user_id=ops" in said  # Spark's own plain parameters
+    assert is_credential_var("PULSAR_LENS_SPARK_MASTER", master)
+    assert display_url("sc://spark:15002") == "sc://spark:15002"
+    assert display_url("sc://spark:15002/;use_ssl") == "sc://spark:15002/;use_ssl"
+
+
 CREDENTIAL_ENV = {
     "PULSAR_ADMIN_TOKEN": "tok-1234",
     "PULSAR_ADMIN_TOKEN_FILE": "/run/secrets/token",

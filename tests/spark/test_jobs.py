@@ -268,6 +268,42 @@ def test_analyze_runs_a_spark_job_with_progress_and_stores_it(tmp_path: Path) ->
     assert "starting Spark" not in stored.stderr
 
 
+def test_analyze_never_shows_a_spark_connect_token(tmp_path: Path) -> None:
+    """A Spark Connect master carries its token in its path (`;token=`): `analyze` names the
+    master it starts and says why it failed (nothing listens there) without showing it."""
+    store = _store(tmp_path, [[HELD]])
+    lens = str(Path(sys.executable).parent / "pulsar-lens")
+    token = "connect-token-4f2a9c"
+    master = f"sc://127.0.0.1:9/;token={token};use_ssl=false"
+    done = subprocess.run(
+        [lens, "analyze", SLUG, "--engine", "spark", "--store", str(store.root)],
+        capture_output=True,
+        text=True,
+        env=_child_env(PULSAR_LENS_SPARK_MASTER=master),
+        timeout=JOB_CEILING,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "starting Spark (sc://127.0.0.1:9/;token=***;use_ssl=false)" in done.stderr
+    assert f"{SLUG} failed" in done.stderr
+    assert token not in done.stderr + done.stdout
+    failed = JobQueue(store.root).latest(SLUG)
+    assert failed is not None and failed.state == "failed" and token not in str(failed.error)
+
+
+def test_a_jobs_error_is_stored_without_a_known_secret(tmp_path: Path) -> None:
+    from pulsar_lens.core.secrets import register
+
+    register("engine-tok-6604")
+    queue = JobQueue(tmp_path)
+    job = queue.new(SLUG, {}, origin="cli")
+    queue.update(
+        dataclasses.replace(job, state="failed", error="no server at sc://h/;token=engine-tok-6604")
+    )
+    stored = queue.status(job.id)
+    assert stored is not None and stored.error == "no server at sc://h/;token=***"
+    assert "engine-tok-6604" not in "".join(p.read_text() for p in tmp_path.rglob("*.json"))
+
+
 def _ended(queue: JobQueue, plugin: str) -> JobStatus | None:
     job = queue.latest(plugin)
     return job if job is not None and job.ended else None
