@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     session.configure(dataclasses.replace(session.configured(), master=args.master))
     started, _, _, _ = timed(session.get)
     driver = driver_jvm(session.get(), args.master)
-    pool, spark = PartPool(), SparkParts()
+    pool, spark = PartPool(), SparkParts(min_bytes=0)
     engines: dict[str, tuple[Builder, bool]] = {
         STAGES[0]: (part_of_answer, False),
         STAGES[1]: (pool.build, True),

@@ -12,7 +12,13 @@ The parts are those the collect process would build itself (`tests/spark/test_sp
 compares them table for table, on `local[2]`, a standalone master and Spark Connect). The
 executors need the Python environment docs/spark.md describes, as for `applyInPandas`.
 A part's index does not come ahead of its rows (`early` is never told): the poll reads it
-from the part, as it does without a pool.
+from the part, as it does without a pool. An answer under `min_bytes` (4 MiB, some 2,500
+topics, as for the worker processes) is built in the collect process: a Spark job costs more
+than building it.
+
+Several sources of one collect process (a settings file's `[[clusters]]`) each have their
+own `SparkParts` over the one process session; the session stops when the last of them that
+used it closes, and only if one of them started it.
 """
 
 from __future__ import annotations
@@ -24,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from pulsar_lens.collectors.bulkparts import BrokerPart, IndexSink, NotAnObject, part_of_answer
+from pulsar_lens.collectors.bulkparts import (
+    POOL_MIN_BYTES,
+    BrokerPart,
+    IndexSink,
+    NotAnObject,
+    part_of_answer,
+)
 from pulsar_lens.core.errors import CollectorError
 from pulsar_lens.core.secrets import clean
 
@@ -42,36 +54,61 @@ PART_SCHEMA = "outcome string, detail string, part binary"
 
 BUILT, NOT_JSON, NOT_OBJECT, FAILED = "built", "not-json", "not-an-object", "failed"
 
+# the `SparkParts` using the process's session now, and whether one of them started it
+_users_lock = threading.Lock()
+_users = 0
+_started_by_us = False
+
 
 class SparkParts:
     """Builds each answer's part in a Spark job, on the session `session()` gives (by
     default the process's, `plugins.spark.session`, as configured, started at the first
-    build; its JVM and the Python workers it starts never hold the admin token)."""
+    build; its JVM and the Python workers it starts never hold the admin token). An answer
+    under `min_bytes` is built here."""
 
-    def __init__(self, session: Callable[[], SparkSession] | None = None) -> None:
+    def __init__(
+        self,
+        session: Callable[[], SparkSession] | None = None,
+        *,
+        min_bytes: int = POOL_MIN_BYTES,
+    ) -> None:
         self._session = session
+        self.min_bytes = min_bytes
         self._spark: SparkSession | None = None
-        self._owned = False  # a build started the process's session: close() stops it
         self._lock = threading.Lock()
 
     def _started(self) -> SparkSession:
+        global _users, _started_by_us
         with self._lock:
             if self._spark is None:
+                if self._session is not None:
+                    self._spark = self._session()
+                    return self._spark
                 from pulsar_lens.plugins.spark import session
 
-                self._owned = self._session is None and session.started() is None
-                self._spark = (self._session or session.get)()
+                with _users_lock:
+                    fresh = session.started() is None
+                    self._spark = session.get()
+                    _users += 1
+                    _started_by_us = _started_by_us or fresh
             return self._spark
 
     def close(self) -> None:
-        """Stop the process's session if a build of this one started it (one that ran
-        before is someone else's to stop)."""
+        """Stop the process's session when this is the last `SparkParts` using it and one of
+        them started it (one that ran before is someone else's to stop)."""
+        global _users, _started_by_us
         with self._lock:
-            owned, self._spark, self._owned = self._owned, None, False
-        if owned:
-            from pulsar_lens.plugins.spark import session
+            used, self._spark = self._session is None and self._spark is not None, None
+        if not used:
+            return
+        with _users_lock:
+            _users -= 1
+            last = _users == 0 and _started_by_us
+            if last:
+                _started_by_us = False
+                from pulsar_lens.plugins.spark import session
 
-            session.stop()
+                session.stop()
 
     def build(
         self,
@@ -82,7 +119,10 @@ class SparkParts:
         /,
     ) -> BrokerPart | NotAnObject:
         """`part_of_answer` on an executor: ValueError when the body is not JSON,
-        CollectorError when the job fails (the executor's reason with it)."""
+        CollectorError when the job fails (the executor's reason with it). A body under
+        `min_bytes` here, `early` told its index."""
+        if len(body) < self.min_bytes:
+            return part_of_answer(body, broker, namespaces, early)
         del early  # the index comes with the part
         listed = None if namespaces is None else sorted(namespaces)
         given = pa.table(

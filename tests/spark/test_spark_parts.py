@@ -31,7 +31,7 @@ __all__ = ["cluster"]  # the synthetic cluster's brokers on loopback, a fixture
 
 @pytest.fixture(scope="module")
 def parts(spark: Any) -> SparkParts:
-    return SparkParts(lambda: spark)
+    return SparkParts(lambda: spark, min_bytes=0)  # every answer on Spark, however small
 
 
 def test_the_executors_build_the_part_this_process_builds(
@@ -67,7 +67,7 @@ def test_a_job_that_cannot_run_is_the_brokers_error() -> None:
         return Stopped()
 
     with pytest.raises(CollectorError) as raised:
-        SparkParts(no_session).build(b"{}", "b:8080", None)
+        SparkParts(no_session, min_bytes=0).build(b"{}", "b:8080", None)
     assert str(raised.value) == (
         "the broker-stats answer of b:8080 could not be read on Spark: "
         "Cannot call methods on a stopped SparkContext."
@@ -93,10 +93,10 @@ def test_collect_with_its_answers_read_on_spark_stores_all_the_cluster_served(
     from reliability import scale
 
     figures = scale.run_size(
-        2_000,
+        4_000,  # one answer of some 7 MB: over the 4 MiB under which it is built here
         polls=2,
         change=0.1,
-        brokers=None,
+        brokers=1,
         interval=None,
         work=tmp_path,
         pages=False,
@@ -105,7 +105,7 @@ def test_collect_with_its_answers_read_on_spark_stores_all_the_cluster_served(
     )
     assert figures["problems"] == []
     assert figures["server"]["not_found"] == {}
-    assert [s["topics"] for s in figures["stages"]] == [2_000, 2_000]
+    assert [s["topics"] for s in figures["stages"]] == [4_000, 4_000]
     assert "java" in figures["collect"]["commands"], figures["collect"]
 
 
@@ -115,7 +115,53 @@ def test_closing_stops_only_a_session_a_build_started(spark: Any) -> None:
     from pulsar_lens.plugins.spark import session
 
     assert session.started() is not None
-    used = SparkParts()
+    used = SparkParts(min_bytes=0)
     assert isinstance(used.build(b"{}", "b:8080", None), BrokerPart)
     used.close()
     assert session.get() is spark and spark.range(2).count() == 2  # type: ignore[attr-defined]
+
+
+def test_an_answer_under_the_threshold_is_built_here_index_first() -> None:
+    """A small answer never starts a Spark job (one costs more than building it): no session
+    is asked for, and the index is told ahead as the worker processes tell it."""
+
+    def no_session() -> Any:
+        raise AssertionError("a small answer asked for a Spark session")
+
+    body = b'{"public/default": {}}'
+    told: list[Any] = []
+    built = SparkParts(no_session).build(body, "b:8080", None, told.append)
+    assert built == part_of_answer(body, "b:8080", None)
+    assert len(told) == 1 and told[0].equals(built.index)  # type: ignore[union-attr]
+
+
+def test_the_process_session_stops_when_the_last_of_its_users_closes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two clusters' sources of one collect process share the process's session: the first
+    to close leaves it to the other; the last stops it, since one of them started it."""
+    from pulsar_lens.plugins.spark import session
+
+    running: list[object] = []
+    stopped: list[object] = []
+    monkeypatch.setattr(session, "started", lambda: running[0] if running else None)
+
+    def get() -> Any:
+        if not running:
+            running.append(object())
+        return running[0]
+
+    def stop() -> None:
+        stopped.append(running.pop())
+
+    monkeypatch.setattr(session, "get", get)
+    monkeypatch.setattr(session, "stop", stop)
+    first, second, unused = (SparkParts(min_bytes=0) for _ in range(3))
+    assert first._started() is second._started()
+    unused.close()  # never built: nothing to do
+    first.close()
+    assert not stopped
+    second.close()
+    assert len(stopped) == 1 and not running
+    second.close()  # twice: still once
+    assert len(stopped) == 1
