@@ -90,3 +90,50 @@ def test_layout_members_of_many_equal_members_one_at_a_time() -> None:
         [Member(m.name, tuple(sorted(m.ranges)), m.connected_since) for m in members]
         for members in subscriptions
     ]
+
+
+def test_layout_from_frame_places_each_consumer_as_a_lookup_by_key_does() -> None:
+    """`from_frame` finds each consumer's subscription with one join; a dictionary lookup per
+    row is the reference: keys listed twice (the last place), consumers of subscriptions not
+    listed, keys no consumer has, missing names, and text past ASCII."""
+    import pandas as pd
+
+    from pulsar_lens.core.keyshared.layout import from_frame
+
+    rng = np.random.default_rng(7)
+    topics = [f"persistent://t/n/{w}" for w in ("a", "b", "ü-ß", "c", "日本")]
+    subs = ["s1", "s2", "sub 3", "ключ"]
+    for _ in range(60):
+        keys = [
+            (topics[rng.integers(len(topics))], subs[rng.integers(len(subs))])
+            for _ in range(int(rng.integers(0, 12)))
+        ]
+        n = int(rng.integers(0, 40))
+        consumers = pd.DataFrame(
+            {
+                "topic": pd.array(
+                    [topics[i] for i in rng.integers(len(topics), size=n)], dtype="str"
+                ),
+                "subscription": pd.array(
+                    [
+                        subs[i] if i < len(subs) else None
+                        for i in rng.integers(len(subs) + 1, size=n)
+                    ],
+                    dtype="str",
+                ),
+                "consumer_name": pd.array([f"c{i}" for i in range(n)], dtype="str"),
+                "connected_since": pd.to_datetime(
+                    rng.integers(0, 5, size=n) * 1_000_000_000, utc=True
+                ),
+                "hash_ranges": [[] for _ in range(n)],
+            }
+        )
+        where = {key: s for s, key in enumerate(keys)}
+        expected: list[list[str]] = [[] for _ in keys]
+        for row in consumers.itertuples():
+            s = where.get((row.topic, row.subscription))
+            if s is not None:
+                expected[s].append((row.connected_since.value, row.Index, row.consumer_name))
+        layout = from_frame(keys, consumers)
+        got = [[m.name for m in layout.members(s)] for s in range(len(keys))]
+        assert got == [[name for *_, name in sorted(rows)] for rows in expected]
