@@ -171,18 +171,37 @@ def test_serve_children_of_a_settings_file_with_several_clusters(
     assert dashboard.env["PULSAR_LENS_PLUGIN_DIRS"] == f"{tmp_path}/plugins"
 
 
+def _job_worker_environ(tmp_path: Path) -> dict[str, str]:
+    """The environment a job worker started from this process's settings runs with."""
+    import json
+    import sys
+
+    from pulsar_lens.core.settings import Settings
+    from pulsar_lens.plugins.spark.worker import WorkerProcess
+
+    seen = tmp_path / "env.json"
+    dump = f"import json, os; open({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))"
+    worker = WorkerProcess(
+        tmp_path, argv=[sys.executable, "-c", dump], environ=Settings.from_env().file_environ()
+    )
+    worker.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (seen.exists() and seen.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env: dict[str, str] = json.loads(seen.read_text())
+        return env
+    finally:
+        worker.close()
+
+
 def test_collect_hands_file_keys_to_the_job_worker_by_its_environment_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The job worker is not given the settings file (it holds tokens): the keys it reads
     (plugin folders, Spark master) go into its environment, rendered from the settings, and
     this process's own environment is left as it was."""
-    import json
     import os
-    import sys
-
-    from pulsar_lens.core.settings import Settings
-    from pulsar_lens.plugins.spark.worker import WorkerProcess
 
     path = tmp_path / "lens.toml"
     path.write_text(f'plugin_dirs = ["{tmp_path}/p"]\nspark_master = "spark://m:7077"\n' + CONFIG)
@@ -190,20 +209,7 @@ def test_collect_hands_file_keys_to_the_job_worker_by_its_environment_only(
     monkeypatch.setenv("PULSAR_LENS_PLUGIN_DIRS", "restored-after-the-test")
     monkeypatch.delenv("PULSAR_LENS_PLUGIN_DIRS")
     monkeypatch.setenv("PULSAR_LENS_CONFIG", str(path))
-    settings = Settings.from_env()
-    seen = tmp_path / "env.json"
-    dump = f"import json, os; open({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))"
-    worker = WorkerProcess(
-        tmp_path, argv=[sys.executable, "-c", dump], environ=settings.file_environ()
-    )
-    worker.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not (seen.exists() and seen.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        env = json.loads(seen.read_text())
-    finally:
-        worker.close()
+    env = _job_worker_environ(tmp_path)
     assert env["PULSAR_LENS_PLUGIN_DIRS"] == f"{tmp_path}/p"
     assert env["PULSAR_LENS_SPARK_MASTER"] == "local[1]"
     assert "PULSAR_LENS_CONFIG" not in env
@@ -217,29 +223,12 @@ def test_the_job_worker_gets_a_spark_connect_master_with_its_token_and_no_other_
     but the job worker runs its analyses on that session: it is handed the master (and the
     admin token stays out), with or without a settings file."""
     import json
-    import sys
-
-    from pulsar_lens.core.settings import Settings
-    from pulsar_lens.plugins.spark.worker import WorkerProcess
 
     master = "sc://spark:15002/;token=connect-tok-3391"
     monkeypatch.delenv("PULSAR_LENS_CONFIG", raising=False)
     monkeypatch.setenv("PULSAR_LENS_SPARK_MASTER", master)
     monkeypatch.setenv("PULSAR_ADMIN_TOKEN", "admin-tok-7720")
-    settings = Settings.from_env()
-    seen = tmp_path / "env.json"
-    dump = f"import json, os; open({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))"
-    worker = WorkerProcess(
-        tmp_path, argv=[sys.executable, "-c", dump], environ=settings.file_environ()
-    )
-    worker.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not (seen.exists() and seen.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        env = json.loads(seen.read_text())
-    finally:
-        worker.close()
+    env = _job_worker_environ(tmp_path)
     assert env["PULSAR_LENS_SPARK_MASTER"] == master
     assert "PULSAR_ADMIN_TOKEN" not in env and "admin-tok-7720" not in json.dumps(env)
 
