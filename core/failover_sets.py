@@ -78,9 +78,11 @@ def rule_positions(
     topics: Sequence[str],
     *,
     charset: str = JVM_CHARSET,
+    indexes: Sequence[int] | None = None,
 ) -> tuple[Ints, Ints]:
     """`active_positions` without and with consistent hashing, the rings built once: the
-    modulo rule takes the ring's choice for a topic that is not a partition."""
+    modulo rule takes the ring's choice for a topic that is not a partition. `indexes`: each
+    topic's `partition_index`, when the caller has them already."""
     chosen = np.asarray(set_of, np.int64)
     ring = np.full(len(chosen), -1, np.int64)
     has = chosen >= 0
@@ -89,7 +91,8 @@ def rule_positions(
     rows = np.flatnonzero(has)
     named = [topics[i] for i in rows.tolist()]
     ring[rows] = ring_positions(sets, chosen[rows], named, charset=charset)
-    index = np.array([partition_index(t) for t in topics], np.int64)
+    given = indexes if indexes is not None else [partition_index(t) for t in topics]
+    index = np.asarray(given, np.int64)
     modulo = ring.copy()
     partition = has & (index >= 0)
     picked = chosen[partition]

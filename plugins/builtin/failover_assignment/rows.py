@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from pulsar_lens.api import consumer_sets, partition_index, rule_positions
-from pulsar_lens.plugins.builtin.shared.failover import group_label, parent_of
+from pulsar_lens.plugins.builtin.shared.failover import group_label, parent_at
 
 MODES = np.array(["unexplained", "consistent", "modulo", "either"], dtype=object)
 
@@ -143,13 +143,14 @@ def partition_columns(
         None if m else str(v)
         for v, m in zip(observed_col.to_numpy(dtype=object)[order].tolist(), missing, strict=True)
     ]
-    modulo, ring = _picks(names, topics, charset)
+    indexes = [partition_index(t) for t in topics]  # once: parents and the modulo rule too
+    modulo, ring = _picks(names, topics, indexes, charset)
     columns: dict[str, Any] = {
         "label": [groups.labels[g] for g in group.tolist()],
         "subscription": subs["subscription"].to_numpy(dtype=object)[order].tolist(),
         "topic": topics,
-        "parent_topic": [parent_of(t) for t in topics],
-        "partition_index": [partition_index(t) for t in topics],
+        "parent_topic": [parent_at(t, i) for t, i in zip(topics, indexes, strict=True)],
+        "partition_index": indexes,
         "consumers": [len(n) for n in names],
         "observed": observed,
         "modulo": modulo,
@@ -160,14 +161,14 @@ def partition_columns(
 
 
 def _picks(
-    names: Sequence[tuple[str, ...]], topics: Sequence[str], charset: str
+    names: Sequence[tuple[str, ...]], topics: Sequence[str], indexes: Sequence[int], charset: str
 ) -> tuple[list[str | None], list[str | None]]:
     """Each row's active consumer by the modulo rule (the ring for a non-partitioned topic)
     and by the ring, None where no consumer is connected."""
     distinct: dict[tuple[str, ...], int] = {}
     set_of = [distinct.setdefault(n, len(distinct)) if n else -1 for n in names]
     sets = consumer_sets(distinct)
-    modulo, ring = rule_positions(sets, set_of, topics, charset=charset)
+    modulo, ring = rule_positions(sets, set_of, topics, charset=charset, indexes=indexes)
     named = sets.ordered
     return (
         [None if p < 0 else named[p] for p in modulo.tolist()],

@@ -13,7 +13,12 @@ from pulsar_lens.api import partition_index
 def parent_of(topic: str) -> str:
     """The partitioned topic a `-partition-N` topic belongs to (the topic itself otherwise),
     by name alone: what groups partitions when the store has no `partitioned` column."""
-    return topic.rsplit("-partition-", 1)[0] if partition_index(topic) >= 0 else topic
+    return parent_at(topic, partition_index(topic))
+
+
+def parent_at(topic: str, index: int) -> str:
+    """`parent_of(topic)` given its `partition_index` already."""
+    return topic.rsplit("-partition-", 1)[0] if index >= 0 else topic
 
 
 def group_label(subscription: str, keys: Sequence[tuple[str, str]]) -> str:
