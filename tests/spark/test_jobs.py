@@ -271,10 +271,15 @@ def test_analyze_runs_a_spark_job_with_progress_and_stores_it(tmp_path: Path) ->
 def test_analyze_never_shows_a_spark_connect_token(tmp_path: Path) -> None:
     """A Spark Connect master carries its token in its path (`;token=`): `analyze` names the
     master it starts and says why it failed (nothing listens there) without showing it."""
+    import socket
+
     store = _store(tmp_path, [[HELD]])
     lens = str(Path(sys.executable).parent / "pulsar-lens")
     token = "connect-token-4f2a9c"
-    master = f"sc://127.0.0.1:9/;token={token};use_ssl=false"
+    with socket.socket() as held:  # a port nothing listens at once it is closed
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+    master = f"sc://127.0.0.1:{port}/;token={token};use_ssl=false"
     done = subprocess.run(
         [lens, "analyze", SLUG, "--engine", "spark", "--store", str(store.root)],
         capture_output=True,
@@ -283,7 +288,8 @@ def test_analyze_never_shows_a_spark_connect_token(tmp_path: Path) -> None:
         timeout=JOB_CEILING,
     )
     assert done.returncode == 1, done.stderr[-2000:]
-    assert "starting Spark (sc://127.0.0.1:9/;token=***;use_ssl=false)" in done.stderr
+    assert f"starting Spark (sc://127.0.0.1:{port}/;token=***;use_ssl=false)" in done.stderr
+    assert "cannot be reached" in done.stderr
     assert f"{SLUG} failed" in done.stderr
     assert token not in done.stderr + done.stdout
     failed = JobQueue(store.root).latest(SLUG)
