@@ -129,8 +129,8 @@ class SparkParts:
             [pa.array([broker]), pa.array([body], pa.binary()), pa.array([listed])],
             schema=INPUT_SCHEMA,
         )
-        spark = self._started()
         try:
+            spark = self._started()  # a master that cannot be reached says so here
             rows = (
                 spark.createDataFrame(given).mapInArrow(_parts, PART_SCHEMA).toArrow().to_pylist()
             )

@@ -74,6 +74,20 @@ def test_a_job_that_cannot_run_is_the_brokers_error() -> None:
     )
 
 
+def test_a_session_that_cannot_start_is_the_brokers_error() -> None:
+    from pulsar_lens.core.errors import SparkUnavailable
+
+    def unreachable() -> Any:
+        raise SparkUnavailable("the Spark Connect server sc://h:15002 cannot be reached")
+
+    with pytest.raises(CollectorError) as raised:
+        SparkParts(unreachable, min_bytes=0).build(b"{}", "b:8080", None)
+    assert str(raised.value) == (
+        "the broker-stats answer of b:8080 could not be read on Spark: "
+        "the Spark Connect server sc://h:15002 cannot be reached"
+    )
+
+
 def test_the_setting_chooses_spark_or_the_worker_processes() -> None:
     on = part_builder(Settings.from_env({"PULSAR_LENS_SPARK_PARTS": "1"}))
     off = part_builder(Settings.from_env({}))
