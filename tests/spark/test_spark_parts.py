@@ -179,3 +179,81 @@ def test_the_process_session_stops_when_the_last_of_its_users_closes(
     assert len(stopped) == 1 and not running
     second.close()  # twice: still once
     assert len(stopped) == 1
+
+
+def _answered(part: bytes) -> Any:
+    """A session whose one job sends back `part` as a built part."""
+
+    class Answered:
+        def createDataFrame(self, *_: Any) -> Any:
+            return self
+
+        def mapInArrow(self, *_: Any) -> Any:
+            return self
+
+        def toArrow(self) -> Any:
+            import pyarrow as pa
+
+            return pa.table(
+                {"outcome": ["built"], "detail": [""], "part": pa.array([part], pa.binary())}
+            )
+
+    return lambda: Answered()
+
+
+def test_a_part_that_names_anything_but_a_parts_classes_is_refused_unrun(tmp_path: Path) -> None:
+    """The collect process holds the admin token: what an executor sends back is read as a
+    part only, never as code to run."""
+    import os
+    import pickle
+
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self) -> Any:
+            return (os.mkdir, (str(marker),))
+
+    with pytest.raises(CollectorError) as raised:
+        SparkParts(_answered(pickle.dumps(Payload())), min_bytes=0).build(b"{}", "b:8080", None)
+    assert not marker.exists()
+    assert str(raised.value) == (
+        "the part of b:8080 that Spark sent back was refused: "
+        "it names posix.mkdir, which no part holds"
+    )
+    with pytest.raises(CollectorError, match="was refused"):
+        SparkParts(_answered(b"not a pickle"), min_bytes=0).build(b"{}", "b:8080", None)
+
+
+def test_every_part_reads_back_through_the_names_a_part_may_hold(
+    cluster: tuple[SynthCluster, str],
+) -> None:
+    """Parts with what parsing noted (wrong types, unknown fields, nulls, numbers past range,
+    names past ASCII) pickle with only the names `PART_GLOBALS` allows."""
+    import json
+    import pickle
+
+    from tests.collectors.test_bulkparts import is_same_part
+
+    for broker, body in cluster[0].current.bulk.items():
+        answer = json.loads(body)
+        stats = [
+            st for b in answer.values() for k in b.values() for t in k.values() for st in t.values()
+        ]
+        for i, st in enumerate(stats[:6]):
+            st["msgRateIn"] = "fast" if i == 0 else st.get("msgRateIn")
+            st["unknownField"] = {"x": [1, 2]}
+            st["msgThroughputIn"] = None if i == 1 else st.get("msgThroughputIn")
+            st["storageSize"] = 10**30 if i == 2 else st.get("storageSize")
+            for sub in st.get("subscriptions", {}).values():
+                sub["msgBacklog"] = -5 if i == 3 else sub.get("msgBacklog")
+                for consumer in sub.get("consumers", []):
+                    consumer["consumerName"] = "ü-名前"
+                    if i == 4:
+                        consumer["keyHashRanges"] = ["bad"]
+        for damaged in (body, json.dumps(answer).encode()):
+            here = part_of_answer(damaged, broker, None)
+            assert isinstance(here, BrokerPart)
+            sent = pickle.dumps(here, protocol=pickle.HIGHEST_PROTOCOL)
+            there = SparkParts(_answered(sent), min_bytes=0).build(damaged, broker, None)
+            assert is_same_part(there, here)
+        assert here.noted  # the damage was noted, so Noted and its warnings were read back
