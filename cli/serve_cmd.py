@@ -49,6 +49,7 @@ SECRET_VARS = (
     "PULSAR_ADMIN_URL",  # may carry user:password@; the dashboard reads only the store
     "PULSAR_LENS_CONFIG",  # may hold tokens; what the dashboard needs goes by variable
     "PULSAR_LENS_OAUTH2_PRIVATE_KEY",
+    "PULSAR_LENS_SPARK_MASTER",  # a Spark Connect `;token=`; the job worker runs the Spark jobs
 )
 
 
@@ -151,7 +152,7 @@ def streamlit_child(
         "minimal",  # no "Deploy" button: this is an operations tool, not a hosted app
         *streamlit_args(address, port, settings),  # the login, if configured, and the logs
     ]
-    file_keys = settings.file_environ()
+    file_keys = {k: v for k, v in settings.file_environ().items() if k not in SECRET_VARS}
     # the dashboard reads only the store: it needs no credentials (the login's go by file)
     env = _child_env(
         store, interval, {**(add or {}), **file_keys}, drop=(*SECRET_VARS, *ACCESS_VARS)

@@ -118,12 +118,14 @@ def test_the_dashboard_process_gets_no_admin_token(
     from pulsar_lens.core.settings import Settings, parse_duration
 
     monkeypatch.setenv("PULSAR_ADMIN_TOKEN", "s3cret")
+    monkeypatch.setenv("PULSAR_LENS_SPARK_MASTER", "sc://spark:15002/;token=connect-s3cret")
     interval = parse_duration("10s")
     dashboard = streamlit_child(
         tmp_path, interval, address="127.0.0.1", port=8501, settings=Settings.from_env()
     )
     collector = collect_child("http://broker:8080", tmp_path, interval)
     assert dashboard.env is not None and "PULSAR_ADMIN_TOKEN" not in dashboard.env
+    assert "connect-s3cret" not in " ".join(dashboard.env.values())  # Spark is the job worker's
     assert dashboard.env["PULSAR_LENS_STORE"] == str(tmp_path)
     assert collector.env is not None and collector.env["PULSAR_ADMIN_TOKEN"] == "s3cret"
     assert "s3cret" not in " ".join(collector.argv)
