@@ -77,15 +77,22 @@ def test_a_job_that_cannot_run_is_the_brokers_error() -> None:
 def test_a_session_that_cannot_start_is_the_brokers_error() -> None:
     from pulsar_lens.core.errors import SparkUnavailable
 
+    tried: list[int] = []
+
     def unreachable() -> Any:
+        tried.append(1)
         raise SparkUnavailable("the Spark Connect server sc://h:15002 cannot be reached")
 
+    parts = SparkParts(unreachable, min_bytes=0)
     with pytest.raises(CollectorError) as raised:
-        SparkParts(unreachable, min_bytes=0).build(b"{}", "b:8080", None)
+        parts.build(b"{}", "b:8080", None)
     assert str(raised.value) == (
         "the broker-stats answer of b:8080 could not be read on Spark: "
         "the Spark Connect server sc://h:15002 cannot be reached"
     )
+    with pytest.raises(CollectorError):  # the next poll's answer tries the session again
+        parts.build(b"{}", "b:8080", None)
+    assert len(tried) == 2
 
 
 def test_the_setting_chooses_spark_or_the_worker_processes() -> None:
