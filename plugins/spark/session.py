@@ -206,14 +206,32 @@ def _reach_connect_server(master: str, timeout: float = CONNECT_REACH_TIMEOUT) -
         raise SparkUnavailable(f"{MASTER_ENV}={shown}: not a Spark Connect URL ({exc})") from None
     if not host:
         raise SparkUnavailable(f"{MASTER_ENV}={shown}: names no host")
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as exc:
-        why = exc.strerror or type(exc).__name__
+    why = _connect_within((host, port), timeout)
+    if why:
         raise SparkUnavailable(
             f"the Spark Connect server {shown} cannot be reached ({why}); start it, or set "
             f"{MASTER_ENV} to a master that runs"
-        ) from None
+        )
+
+
+def _connect_within(address: tuple[str, int], timeout: float) -> str:
+    """Why a TCP connection to `address` could not be made within `timeout` seconds, name
+    lookup included ("" when it was made, and closed): `create_connection` bounds the connect
+    only, and a resolver that never answers would hold the session's start with it. The
+    attempt runs in a daemon thread, left behind when it overruns."""
+    outcome: list[str] = []
+
+    def attempt() -> None:
+        try:
+            socket.create_connection(address, timeout=timeout).close()
+            outcome.append("")
+        except OSError as exc:
+            outcome.append(exc.strerror or type(exc).__name__)
+
+    thread = threading.Thread(target=attempt, name="spark-connect-reach", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return outcome[0] if outcome else f"no answer within {timeout:g} s, name lookup included"
 
 
 @contextlib.contextmanager

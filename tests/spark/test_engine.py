@@ -16,7 +16,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from pulsar_lens.core.errors import JvmHashUnavailable, LocalPulsarError, SettingsError
+from pulsar_lens.core.errors import (
+    JvmHashUnavailable,
+    LocalPulsarError,
+    SettingsError,
+    SparkUnavailable,
+)
 from pulsar_lens.core.hashing import sticky_key_hash
 from pulsar_lens.core.parts import SPARK_JAVA_OPTIONS_ENV
 from pulsar_lens.core.store import STORE_SCHEMAS, Store
@@ -168,6 +173,46 @@ def test_the_master_comes_from_the_environment_and_a_bad_one_is_named() -> None:
     assert master_from_env({"PULSAR_LENS_SPARK_MASTER": "sc://127.0.0.1:15002"}).startswith("sc")
     with pytest.raises(SettingsError, match="PULSAR_LENS_SPARK_MASTER='http://x'"):
         master_from_env({"PULSAR_LENS_SPARK_MASTER": "http://x"})
+
+
+def test_a_connect_server_whose_name_never_resolves_is_refused_in_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reach check bounds the name lookup too: a resolver that never answers does not
+    hold the session's start (nor this test) past the check's timeout."""
+    import socket
+    import threading
+
+    from pulsar_lens.plugins.spark import session
+
+    released = threading.Event()
+    asked: list[str] = []
+
+    def hung(host: str, *args: object, **kwargs: object) -> list[Any]:
+        asked.append(host)
+        released.wait(30)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", hung)
+    try:
+        with pytest.raises(SparkUnavailable, match="no answer within 0.5 s, name lookup"):
+            session._reach_connect_server("sc://connect.example:15002/;token=t0k", timeout=0.5)
+    finally:
+        released.set()
+    assert asked == ["connect.example"]
+
+
+def test_a_connect_server_that_refuses_is_named_without_its_token() -> None:
+    import socket
+
+    from pulsar_lens.plugins.spark import session
+
+    with socket.socket() as held:  # a port nothing listens at once it is closed
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+    with pytest.raises(SparkUnavailable, match="Connection refused") as refused:
+        session._reach_connect_server(f"sc://127.0.0.1:{port}/;token=t0k-77", timeout=5)
+    assert "t0k-77" not in str(refused.value) and ";token=***" in str(refused.value)
 
 
 def test_a_local_session_keeps_its_scratch_files_in_the_process_temporary_folder(
