@@ -195,7 +195,7 @@ def test_a_connect_server_whose_name_never_resolves_is_refused_in_time(
 
     monkeypatch.setattr(socket, "getaddrinfo", hung)
     try:
-        with pytest.raises(SparkUnavailable, match="no answer within 0.5 s, name lookup"):
+        with pytest.raises(SparkUnavailable, match=r"no answer within 0\.5 s, name lookup"):
             session._reach_connect_server("sc://connect.example:15002/;token=t0k", timeout=0.5)
     finally:
         released.set()
