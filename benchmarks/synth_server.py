@@ -423,10 +423,11 @@ class SynthCluster:
             started = time.perf_counter()
             if not self.ready.wait_for(lambda: self.next is not None, timeout=3600):
                 raise RuntimeError("the next generation was not rendered within an hour")
-            self.served.waited += time.perf_counter() - started
+            waited = time.perf_counter() - started
+            self.served.waited += waited
             assert self.next is not None
             self.current, self.next, self.bulk_read = self.next, None, False
-            self.history.append(self._summary(self.current))
+            self.history.append({**self._summary(self.current), "waited_seconds": round(waited, 3)})
         if not self.render_on_request:
             self.render_next()
 

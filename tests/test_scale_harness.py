@@ -6,6 +6,7 @@ only: no figure is compared with a time (`make scale` runs the sizes that matter
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,36 @@ def test_collect_stores_all_the_synthetic_cluster_served(tmp_path: Path) -> None
     from pulsar_lens.plugins.registry import discover
 
     assert set(pages["cold_seconds"]) == set(bench.page_list(list(discover())))
+
+
+def test_a_poll_that_stored_less_than_it_was_served_is_a_problem() -> None:
+    """Counted, at any size: a poll whose cluster list timed out while the server rendered its
+    answers stored the topics of the listings but no subscription or consumer."""
+    generations = [
+        {"topics": 10, "subscriptions": 10, "consumers": 25},
+        {"topics": 10, "subscriptions": 10, "consumers": 24, "waited_seconds": 0.2},
+        {"topics": 10, "subscriptions": 10, "consumers": 26, "waited_seconds": 10.4},
+    ]
+    deferred = "per-topic stats of 5 of 10 topic(s) deferred to the next polls (at most 5)"
+    row = {"errors_json": f'[{{"endpoint": "topic_stats", "message": "{deferred}"}}]'}
+    assert scale.unexpected_errors(row) == []
+    timed_out = {
+        "endpoint": "GET /admin/v2/clusters",
+        "message": "could not reach the admin API: no answer within 10s",
+    }
+    row3 = {"errors_json": json.dumps([timed_out])}
+    stages = [
+        {"poll": 1, "row_counts": {"topics": 10, "subscriptions": 10, "consumers": 25}},
+        {"poll": 2, "row_counts": {"topics": 10, "subscriptions": 10, "consumers": 24}},
+        {"poll": 3, "row_counts": {"topics": 10, "subscriptions": 0, "consumers": 0}},
+    ]
+    for stage, row_of in zip(stages, (row, row, row3), strict=True):
+        stage["unexpected_errors"] = scale.unexpected_errors(row_of)
+    (problem,) = scale.served_problems(stages, generations)
+    assert problem.startswith("poll 3: stored 0 of 10 subscriptions, 0 of 26 consumers; ")
+    assert "GET /admin/v2/clusters: could not reach the admin API" in problem
+    assert "waited 10.4 s for the server to render" in problem
+    stages[1]["unexpected_errors"] = ["bundles: HTTP 500"]  # every row, yet an error
+    assert scale.served_problems(stages, generations)[0] == (
+        "poll 2: stored every row; its errors: bundles: HTTP 500"
+    )
