@@ -72,6 +72,7 @@ def admin_source(
     rotation = DetailRotation()  # one per loop: successive polls detail different topics
     parts = part_builder(settings)
     name = cluster.name if cluster else None
+    found: list[str] = []  # the cluster the last poll found, should the next one's list fail
 
     def poll_once() -> Snapshot:
         snapshot = poll(
@@ -82,7 +83,10 @@ def admin_source(
             max_brokers=settings.max_brokers,
             rotation=rotation,
             build=parts.build,
+            last_cluster=found[-1] if found else None,
         )
+        if snapshot.brokers:  # its cluster listed brokers: the one to ask next time
+            found[:] = [snapshot.cluster]
         return dataclasses.replace(snapshot, cluster=name) if name else snapshot
 
     def close() -> None:

@@ -131,6 +131,7 @@ class _Poll:
         self.max_brokers = DEFAULT_MAX_BROKERS
         self.rotation = DetailRotation()
         self.build: PartBuilder = part_of_answer
+        self.last_cluster: str | None = None
 
     def call(self, family: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Job:
         return lambda: self.rec.call(family, fn, self.client, *args, timeout=self.t, **kw)
@@ -143,6 +144,17 @@ class _Poll:
             jobs["tenants"] = self.call("tenants", collect_tenants)
         first = _gather(self.pool, jobs)
         clusters = [cluster] if cluster is not None else self.valid("clusters", first["clusters"])
+        if cluster is None and first["clusters"] is None and self.last_cluster:
+            # one failed call (a leader busy for longer than the timeout) would leave the poll
+            # without brokers, so without any subscription or consumer: a cluster's name does
+            # not change, and the last poll's is asked for its brokers instead
+            clusters = self.valid("clusters", [self.last_cluster])
+            if clusters:
+                self.rec.note(
+                    "clusters",
+                    f"the cluster list failed; the brokers of {self.last_cluster!r}, the "
+                    "cluster the last poll found, were listed instead",
+                )
         tenants = self.valid("tenants", first.get("tenants"))
         second = _gather(
             self.pool,
@@ -400,6 +412,7 @@ def poll(
     rotation: DetailRotation | None = None,
     max_brokers: int = DEFAULT_MAX_BROKERS,
     build: PartBuilder = part_of_answer,
+    last_cluster: str | None = None,
 ) -> Snapshot:
     """One Snapshot of the cluster behind `client`; never raises for an endpoint failure.
 
@@ -412,7 +425,8 @@ def poll(
     by `rotation` (pass the same one to every poll of a loop); `max_brokers` the brokers
     that get per-broker calls. Names no request path can carry are refused, not asked for.
     `build` turns each broker's bulk answer into its part (`PartPool.build`: in worker
-    processes; by default in this one).
+    processes; by default in this one). `last_cluster`, the cluster the loop's last poll
+    found, is the one whose brokers are listed when the cluster list fails.
     `Snapshot.requests` counts the HTTP requests sent (retries included);
     `Snapshot.durations` sums the seconds of each endpoint family's calls (they overlap, so
     families can add up to more than `total`, the poll's wall time).
@@ -428,6 +442,7 @@ def poll(
             run.detail_budget = detail_budget
             run.max_brokers = max_brokers
             run.build = build
+            run.last_cluster = last_cluster
             run.rotation = rotation or DetailRotation()
             run.discover(cluster, namespaces)
             run.bulk()  # the details round within it

@@ -262,6 +262,56 @@ def test_poll_timeout_on_ownership_keeps_topic_owners(mock: responses.RequestsMo
     assert all(t.owner_broker == BROKER for t in snap.topics if t.msg_rate_in is not None)
 
 
+def test_poll_whose_cluster_list_times_out_lists_the_last_polls_cluster_brokers(
+    mock: responses.RequestsMock,
+) -> None:
+    """One failed call must not cost a poll every subscription and consumer: the loop hands
+    the cluster its last poll found, whose brokers are listed instead, and the poll says so."""
+    register(mock, "default", skip=frozenset({"/admin/v2/clusters"}))
+    mock.get(BASE + "/admin/v2/clusters", body=requests.ReadTimeout("read timed out"))
+    alone = run(mock)
+    assert alone.brokers == () and alone.subscriptions == ()  # nothing to list brokers of
+    assert alone.cluster == "unknown"
+    snap = run(mock, last_cluster="standalone")
+    timed_out, said = snap.errors
+    assert timed_out.endpoint.endswith("/admin/v2/clusters") and timed_out.status is None
+    assert said.endpoint == "clusters" and "'standalone', the cluster the last poll" in said.message
+    assert snap.partial and snap.cluster == "standalone"
+    assert [b.broker_id for b in snap.brokers] == [BROKER]
+    assert any(s.topic == ORDERS for s in snap.subscriptions)
+    assert any(c.topic == ORDERS for c in snap.consumers)
+
+
+def test_a_collect_source_remembers_the_cluster_its_last_poll_found(
+    mock: responses.RequestsMock,
+) -> None:
+    from pulsar_lens.cli.collect_cmd import admin_source
+
+    register(mock, "default", skip=frozenset({"/admin/v2/clusters"}))
+    clusters = mock.get(BASE + "/admin/v2/clusters", json=["standalone"])
+    source = admin_source(BASE, None)
+    try:
+        first = source.poll()
+        mock.remove(clusters)
+        mock.get(BASE + "/admin/v2/clusters", body=requests.ReadTimeout("read timed out"))
+        second = source.poll()
+    finally:
+        source.close()
+    assert first.errors == () and first.cluster == "standalone"
+    assert [b.broker_id for b in second.brokers] == [BROKER]
+    assert len(second.consumers) == len(first.consumers) > 0
+    assert "the cluster the last poll found" in second.errors[-1].message
+
+
+def test_poll_refuses_a_last_cluster_no_path_can_carry(mock: responses.RequestsMock) -> None:
+    register(mock, "default", skip=frozenset({"/admin/v2/clusters"}))
+    mock.get(BASE + "/admin/v2/clusters", body=requests.ConnectionError("refused"))
+    snap = run(mock, last_cluster="../tenants")
+    assert snap.brokers == ()
+    assert any("not asked for" in e.message for e in snap.errors)
+    assert not [c for c in mock.calls if "/brokers/.." in c.request.url]
+
+
 def test_poll_malformed_topic_stats_falls_back_to_bulk(mock: responses.RequestsMock) -> None:
     path = "/admin/v2/persistent/public/default/orders/stats"
     register(mock, "default", skip=frozenset({path}))
