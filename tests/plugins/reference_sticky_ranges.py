@@ -1,14 +1,16 @@
 """sticky-ranges' groups as they were built before one pass found every STICKY subscription's
-consumers (a scan of all consumers and `members_of` per subscription). Kept only as the
-reference the new path must equal (tests/plugins/test_sticky_ranges_groups.py); not product
-code."""
+consumers (a scan of all consumers and `members_of` per subscription), and its readers before
+the consumers without ranges were left out first (every consumer merged with every
+subscription). Kept only as the reference the new path must equal
+(tests/plugins/test_sticky_ranges_groups.py); not product code."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from pulsar_lens.core.keyshared.ranges import members_of
-from pulsar_lens.plugins.builtin.sticky_ranges.groups import Group, reader_groups
+from pulsar_lens.core.keyshared.ranges import Member, members_of
+from pulsar_lens.plugins.builtin.sticky_ranges.groups import Group, _has_ranges, _with_ranges
 
 
 def sticky_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[Group]:
@@ -25,3 +27,20 @@ def sticky_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[
         label = f"{sub.topic} | {sub.subscription}"
         groups.append(Group(label, sub.topic, sub.subscription, "sticky", members_of(mine)))
     return groups + reader_groups(subscriptions, consumers)
+
+
+def reader_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[Group]:
+    kinds = subscriptions[["topic", "subscription", "type"]].drop_duplicates(
+        ["topic", "subscription"]
+    )
+    rows = consumers.merge(kinds, on=["topic", "subscription"], how="left")
+    rows = rows[rows["type"] != "Key_Shared"]
+    rows = rows[np.array([_has_ranges(cell) for cell in rows["hash_ranges"].tolist()], bool)]
+    groups = []
+    for topic, mine in rows.groupby("topic", sort=True):
+        members = [
+            Member(f"{m.subscription}/{m.consumer_name}", m.ranges, m.connected_since)
+            for m in (_with_ranges(r) for r in mine.itertuples(index=False))
+        ]
+        groups.append(Group(f"{topic} | readers", str(topic), None, "readers", members))
+    return groups

@@ -5,6 +5,8 @@ with consumers connected at equal, missing and different times, and readers with
 
 from __future__ import annotations
 
+import copy
+
 import pandas as pd
 import pytest
 
@@ -26,6 +28,7 @@ def test_sticky_ranges_groups_equal_the_reference(
     params = validate_params(PLUGIN, {})
     new, new_choices = PLUGIN.analyze(inputs, params), PLUGIN.param_choices(inputs)
     monkeypatch.setattr(sticky_ranges, "sticky_groups", reference_sticky_ranges.sticky_groups)
+    inputs = copy.copy(inputs)  # without the groups the new path derived and kept in it
     old, old_choices = PLUGIN.analyze(inputs, params), PLUGIN.param_choices(inputs)
     for frame_name, frame in old.frames.items():
         pd.testing.assert_frame_equal(new.frames[frame_name], frame, obj=frame_name)
@@ -42,3 +45,31 @@ def test_sticky_ranges_groups_cases_have_sticky_and_reader_groups() -> None:
         if len(inputs.history("key_samples")):
             kinds.add("samples")
     assert kinds == {"sticky", "readers", "samples"}
+
+
+def test_a_readers_subscription_listed_twice_takes_its_first_type() -> None:
+    """Readers are the consumers with ranges whose subscription's first row is not
+    Key_Shared, as when every consumer was merged with every subscription's first row."""
+    from pulsar_lens.core.model import ConsumerRecord, SubscriptionRecord
+    from pulsar_lens.plugins.testing import make_inputs_from_records
+
+    topic = "persistent://t/ns/readers"
+    subs = [
+        SubscriptionRecord(topic, "first-shared", type="Shared"),
+        SubscriptionRecord(topic, "first-shared", type="Key_Shared"),
+        SubscriptionRecord(topic, "first-key-shared", type="Key_Shared"),
+        SubscriptionRecord(topic, "first-key-shared", type="Exclusive"),
+    ]
+    consumers = [
+        ConsumerRecord(topic, name, "r", hash_ranges=((0, 99),))
+        for name in ("first-shared", "first-key-shared", "not-listed")
+    ]
+    inputs = make_inputs_from_records(
+        ("subscriptions", "consumers"), [{"subscriptions": subs, "consumers": consumers}]
+    )
+    frames = inputs.latest("subscriptions"), inputs.latest("consumers")
+    (group,) = sticky_ranges.groups.reader_groups(*frames)
+    assert [m.name for m in group.members] == ["first-shared/r", "not-listed/r"]
+    assert sticky_ranges.groups.reader_groups(*frames) == reference_sticky_ranges.reader_groups(
+        *frames
+    )
