@@ -106,16 +106,16 @@ def segments(offsets: I64, chosen: I64) -> I64:
     return np.arange(total, dtype=np.int64) + shift
 
 
-def _places(keys: Sequence[tuple[str, str]], consumers: pd.DataFrame) -> I64:
+def places(keys: Sequence[tuple[str, str]], consumers: pd.DataFrame) -> I64:
     """Each consumer row's place in `keys` (the last, for a key listed twice), -1 where its
     (topic, subscription) is not there: one Arrow hash join, not a Python lookup a row (0.2
     s instead of 0.7-0.9 s for 2,100,000 consumers)."""
     if consumers.empty:
         return np.zeros(0, np.int64)
     where = {key: s for s, key in enumerate(keys)}  # the last place of a key listed twice
-    places = np.full(len(consumers), -1, np.int64)
+    found_at = np.full(len(consumers), -1, np.int64)
     if not where:
-        return places
+        return found_at
     text = pa.string()
     rows = pa.table(
         {
@@ -132,13 +132,13 @@ def _places(keys: Sequence[tuple[str, str]], consumers: pd.DataFrame) -> I64:
         }
     )
     found = rows.join(listed, keys=["topic", "subscription"], join_type="inner", use_threads=False)
-    places[found["row"].to_numpy()] = found["place"].to_numpy()
-    return places
+    found_at[found["row"].to_numpy()] = found["place"].to_numpy()
+    return found_at
 
 
 def from_frame(keys: Sequence[tuple[str, str]], consumers: pd.DataFrame) -> Layout:
     """The consumers of each (topic, subscription) in `keys`, in connection order."""
-    sub_of_row = _places(keys, consumers)
+    sub_of_row = places(keys, consumers)
     rows = np.flatnonzero(sub_of_row >= 0)
     if len(rows):
         since = pd.DatetimeIndex(pd.to_datetime(consumers["connected_since"], utc=True))

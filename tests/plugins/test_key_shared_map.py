@@ -243,6 +243,28 @@ def test_key_shared_map_param_choices_list_subscriptions_and_consumers() -> None
     assert {"ks-1", "ks-2", "pks-1"} <= set(choices["remove_consumer"])
 
 
+def test_key_shared_map_consumer_choices_are_those_a_merge_with_its_subscriptions_finds() -> None:
+    """The consumers offered for removal, found by the layout's join, are the consumers of
+    the Key_Shared subscriptions as a pandas merge on their names finds them, on random
+    clusters (names past ASCII, consumers of no subscription, counted but not listed)."""
+    from pulsar_lens.plugins.builtin.key_shared_map import key_shared_subscriptions
+    from tests.plugins.vectorised_cases import TABLES, cases
+
+    compared = 0
+    for _, inputs in cases(TABLES):
+        subs = key_shared_subscriptions(inputs.latest("subscriptions"))
+        consumers = inputs.latest("consumers")
+        if subs.empty or consumers.empty:
+            continue
+        keyed = consumers.merge(
+            subs[["topic", "subscription"]], on=["topic", "subscription"], how="inner"
+        )
+        merged = sorted(set(keyed["consumer_name"].dropna().astype(str)))
+        assert PLUGIN.param_choices(inputs)["remove_consumer"] == ["", *merged]
+        compared += len(merged)
+    assert compared > 20
+
+
 def test_key_shared_map_render_views() -> None:
     output = analyze([replay("default")], add_consumer="ks-3", key="k")
     kinds = {type(v) for v in output.views}
