@@ -122,7 +122,10 @@ class IncidentTimeline(AnalysisPlugin):
 
     def step(self, data: Inputs, params: Params) -> Result:
         subs = data.history("subscriptions")
-        changes, left = steps.backlog_changes(subs, data.snapshots, params.backlog_threshold)
+        group = steps.subscription_groups(subs)  # each row's subscription, found once
+        changes, left = steps.backlog_changes(
+            subs, data.snapshots, params.backlog_threshold, group=group
+        )
         events = steps.events_of(data.history("events"), data.snapshots)
         kinds = events["kind"].astype(str)
         poll = steps.rows_of_poll(subs, data.snapshots)
@@ -130,8 +133,8 @@ class IncidentTimeline(AnalysisPlugin):
             "reconnects": steps.reconnects(data.history("consumers"), data.snapshots),
             "backlog_changes": changes,
             "backlog_left": left,
-            "untyped": steps.untyped(subs, data.snapshots),
-            "retyped": steps.retyped(subs, data.snapshots),
+            "untyped": steps.untyped(subs, data.snapshots, group=group),
+            "retyped": steps.retyped(subs, data.snapshots, group=group),
             "clients": clients.client_frame(events[kinds.isin(CLIENT_KINDS)], poll, data.snapshots),
             "load_managers": events[kinds.str.startswith("load_manager_")],
         }

@@ -11,7 +11,10 @@ window's first poll alone.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from pulsar_lens.plugins.builtin.incident_timeline.clients import (
@@ -89,7 +92,11 @@ def reconnects(consumers: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame
 
 
 def backlog_changes(
-    subscriptions: pd.DataFrame, snapshots: pd.DataFrame, threshold: int
+    subscriptions: pd.DataFrame,
+    snapshots: pd.DataFrame,
+    threshold: int,
+    *,
+    group: npt.NDArray[np.int64] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(changes, left) of the poll against the poll before it.
 
@@ -103,27 +110,32 @@ def backlog_changes(
         return empty(CHANGES), empty(LEFT)
     ids = [str(s) for s in snapshots["snapshot_id"]]
     alone = len(ids) < 2
-    ordered = subscriptions.sort_values("collected_at", kind="stable")
-    group = group_numbers(ordered, SUBSCRIPTION_KEY)
+    if group is None:
+        group = subscription_groups(subscriptions)
+    # the rows in the order `sort_values("collected_at", kind="stable")` gives them, by
+    # their positions (`order`): the frame itself is not copied in that order
+    times = subscriptions["collected_at"].reset_index(drop=True)
+    order = times.sort_values(kind="stable").index.to_numpy()
+    group = group[order]
     kept = np.flatnonzero(group >= 0)
     kept = kept[np.argsort(group[kept], kind="stable")]
     g = group[kept]
-    over = at_least(ordered["msg_backlog"], threshold)[kept]
+    over = at_least(subscriptions["msg_backlog"], threshold)[order][kept]
     first = np.append(True, g[1:] != g[:-1])
     last = np.append(g[1:] != g[:-1], True)
-    pos = snapshot_positions(ordered, ids)[kept]
+    pos = snapshot_positions(subscriptions, ids)[order][kept]
     newest = len(ids) - 1
     now = pos == newest
     changed = ~first & (over != np.append(False, over[:-1]))
     arrived = first & now & (over | (not alone))
     chosen = np.flatnonzero(now & (changed | arrived))
-    rows = kept[chosen]
-    backlog = ordered["msg_backlog"].iloc[rows]
+    rows = order[kept[chosen]]
+    backlog = subscriptions["msg_backlog"].iloc[rows]
     changes = pd.DataFrame(
         {
-            "topic": ordered["topic"].iloc[rows].to_numpy(dtype=object),
-            "subscription": ordered["subscription"].iloc[rows].to_numpy(dtype=object),
-            "at": pd.to_datetime(ordered["collected_at"].iloc[rows], utc=True).to_numpy(),
+            "topic": subscriptions["topic"].iloc[rows].to_numpy(dtype=object),
+            "subscription": subscriptions["subscription"].iloc[rows].to_numpy(dtype=object),
+            "at": pd.to_datetime(subscriptions["collected_at"].iloc[rows], utc=True).to_numpy(),
             "backlog": [int(b) if pd.notna(b) else 0 for b in backlog],
             "over": over[chosen],
             "arrived": arrived[chosen],
@@ -136,10 +148,11 @@ def backlog_changes(
     listed_now[g[now]] = True
     gone = np.flatnonzero(last & (pos == newest - 1) & ~listed_now[g])
     at = _times(snapshots).iloc[-1]
+    rows = order[kept[gone]]
     left = pd.DataFrame(
         {
-            "topic": ordered["topic"].iloc[kept[gone]].to_numpy(dtype=object),
-            "subscription": ordered["subscription"].iloc[kept[gone]].to_numpy(dtype=object),
+            "topic": subscriptions["topic"].iloc[rows].to_numpy(dtype=object),
+            "subscription": subscriptions["subscription"].iloc[rows].to_numpy(dtype=object),
             "at": [at] * len(gone),
             "over": over[gone],
         }
@@ -147,31 +160,96 @@ def backlog_changes(
     return changes, left.astype(LEFT) if len(left) else empty(LEFT)
 
 
-def untyped(subscriptions: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+def untyped(
+    subscriptions: pd.DataFrame,
+    snapshots: pd.DataFrame,
+    *,
+    group: npt.NDArray[np.int64] | None = None,
+) -> pd.DataFrame:
     """Subscriptions the poll before gave a type and the poll gives none (or does not list),
     with the type of the poll before's last typed row: what `clients.NewestTypes` reads for
     one the newest poll gives no type."""
     if len(snapshots) < 2 or subscriptions.empty:
         return empty(UNTYPED)
-    ids = [str(s) for s in snapshots["snapshot_id"]]
-    typed = subscriptions[subscriptions["type"].notna()]
-    typed = typed[typed[SUBSCRIPTION_KEY].notna().all(axis=1)]
-    pos = snapshot_positions(typed, ids)
-    before = typed[pos == 0].drop_duplicates(SUBSCRIPTION_KEY, keep="last")
-    now = typed[pos == 1]
-    still = pd.MultiIndex.from_frame(now[SUBSCRIPTION_KEY])
-    gone = before[~pd.MultiIndex.from_frame(before[SUBSCRIPTION_KEY]).isin(still)]
-    if gone.empty:
+    before, now = _last_typed_rows(subscriptions, snapshots, group)
+    gone = before[~np.isin(before.group, now.group)]
+    if not len(gone.rows):
         return empty(UNTYPED)
+    rows = subscriptions.iloc[gone.rows]
     frame = pd.DataFrame(
         {
-            "topic": gone["topic"].astype(str).to_numpy(dtype=object),
-            "subscription": gone["subscription"].astype(str).to_numpy(dtype=object),
-            "at": [_times(snapshots).iloc[-1]] * len(gone),
-            "type": gone["type"].astype(str).to_numpy(dtype=object),
+            "topic": rows["topic"].astype(str).to_numpy(dtype=object),
+            "subscription": rows["subscription"].astype(str).to_numpy(dtype=object),
+            "at": [_times(snapshots).iloc[-1]] * len(rows),
+            "type": rows["type"].astype(str).to_numpy(dtype=object),
         }
     )
     return frame.astype(UNTYPED)
+
+
+def retyped(
+    subscriptions: pd.DataFrame,
+    snapshots: pd.DataFrame,
+    *,
+    group: npt.NDArray[np.int64] | None = None,
+) -> pd.DataFrame:
+    """Subscriptions both polls give a type, a different one (each poll's last typed row):
+    with `untyped`, every change of the type `clients.NewestTypes` would read."""
+    if len(snapshots) < 2 or subscriptions.empty:
+        return empty(RETYPED)
+    before, now = _last_typed_rows(subscriptions, snapshots, group)
+    types = subscriptions["type"].astype(str).to_numpy(dtype=object)
+    type_before = dict(zip(before.group.tolist(), types[before.rows].tolist(), strict=True))
+    changed = [
+        r
+        for r, g in zip(now.rows.tolist(), now.group.tolist(), strict=True)
+        if g in type_before and type_before[g] != types[r]
+    ]
+    if not changed:
+        return empty(RETYPED)
+    rows = subscriptions.iloc[changed]
+    frame = pd.DataFrame(
+        {name: rows[name].astype(str).to_numpy(dtype=object) for name in SUBSCRIPTION_KEY}
+    )
+    return frame.astype(RETYPED)
+
+
+def subscription_groups(subscriptions: pd.DataFrame) -> npt.NDArray[np.int64]:
+    """Each row's subscription (`clients.group_numbers` of its topic and name), found once
+    for the step's comparisons of the subscriptions: each keying of a million subscriptions'
+    names costs the better part of a second."""
+    return group_numbers(subscriptions, SUBSCRIPTION_KEY)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    rows: npt.NDArray[np.int64]  # row positions, ascending
+    group: npt.NDArray[np.int64]  # the subscription of each
+
+    def __getitem__(self, keep: npt.NDArray[np.bool_]) -> _Rows:
+        return _Rows(self.rows[keep], self.group[keep])
+
+
+def _last_typed_rows(
+    subscriptions: pd.DataFrame, snapshots: pd.DataFrame, group: npt.NDArray[np.int64] | None
+) -> tuple[_Rows, _Rows]:
+    """The last row with a type of each subscription (both names given) in the poll before
+    and in the poll, each in row order: `drop_duplicates(keep="last")` of those rows."""
+    if group is None:
+        group = subscription_groups(subscriptions)
+    ids = [str(s) for s in snapshots["snapshot_id"]]
+    pos = snapshot_positions(subscriptions, ids)
+    typed = subscriptions["type"].notna().to_numpy(dtype=bool) & (group >= 0)
+    before = _last_of_each(np.flatnonzero(typed & (pos == 0)), group)
+    return before, _last_of_each(np.flatnonzero(typed & (pos == len(ids) - 1)), group)
+
+
+def _last_of_each(rows: npt.NDArray[np.int64], group: npt.NDArray[np.int64]) -> _Rows:
+    """Of `rows` (ascending), the last of each group, still ascending."""
+    mine = group[rows]
+    _, first_from_end = np.unique(mine[::-1], return_index=True)
+    last = np.sort(len(mine) - 1 - first_from_end)
+    return _Rows(rows[last], mine[last])
 
 
 def rows_of_poll(frame: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
@@ -180,36 +258,6 @@ def rows_of_poll(frame: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
         return frame
     mine = snapshot_positions(frame, [str(s) for s in snapshots["snapshot_id"]])
     return frame[mine == len(snapshots) - 1]
-
-
-def last_typed(subscriptions: pd.DataFrame, snapshots: pd.DataFrame, position: int) -> pd.DataFrame:
-    """The last row with a type of each subscription (both names given) in the poll at
-    `position` of `snapshots` (-1: the step's poll), in row order: the type
-    `clients.NewestTypes` reads of a newest poll."""
-    if subscriptions.empty or not len(snapshots):
-        return subscriptions.iloc[0:0]
-    ids = [str(s) for s in snapshots["snapshot_id"]]
-    typed = subscriptions[subscriptions["type"].notna()]
-    typed = typed[typed[SUBSCRIPTION_KEY].notna().all(axis=1)]
-    mine = snapshot_positions(typed, ids) == (position % len(ids))
-    return typed[mine].drop_duplicates(SUBSCRIPTION_KEY, keep="last")
-
-
-def retyped(subscriptions: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
-    """Subscriptions both polls give a type, a different one (each poll's last typed row):
-    with `untyped`, every change of the type `clients.NewestTypes` would read."""
-    if len(snapshots) < 2 or subscriptions.empty:
-        return empty(RETYPED)
-    before = last_typed(subscriptions, snapshots, 0)
-    now = last_typed(subscriptions, snapshots, -1)
-    both = now.merge(before, on=SUBSCRIPTION_KEY, suffixes=("", "_before"))
-    changed = both[both["type"].astype(str) != both["type_before"].astype(str)]
-    if changed.empty:
-        return empty(RETYPED)
-    frame = pd.DataFrame(
-        {name: changed[name].astype(str).to_numpy(dtype=object) for name in SUBSCRIPTION_KEY}
-    )
-    return frame.astype(RETYPED)
 
 
 def events_of(events: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
