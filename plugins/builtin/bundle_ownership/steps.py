@@ -171,7 +171,9 @@ class _Step:
         return r.topic_order[r.topic_bounds[poll] : r.topic_bounds[poll + 1]]
 
     def _keys(self, rows: np.ndarray) -> list[str]:
-        columns = [self.consumers[c].to_numpy(dtype=object)[rows] for c in CONSUMER_KEY]
+        # the rows taken first: the whole column as Python objects was most of a step at
+        # 1,000,000 topics (4.2 M consumer rows, three columns, for arrivals and departures)
+        columns = [self.consumers[c].iloc[rows].to_numpy(dtype=object) for c in CONSUMER_KEY]
         return [_key(values) for values in zip(*columns, strict=True)]
 
     def compared(self, before_at: pd.Timestamp) -> dict[str, pd.DataFrame]:
@@ -275,7 +277,7 @@ class _Step:
             return _frame("had", marker)
         rows = self.topic_rows(0)
         rows = rows[r.since_known[rows]]
-        names = self.topics["topic"].to_numpy(dtype=object)[rows]
+        names = self.topics["topic"].iloc[rows].to_numpy(dtype=object)
         counts = pd.Series([_key([t]) for t in names], dtype=object).value_counts(sort=False)
         return _frame(
             "had",
@@ -296,7 +298,7 @@ class _Step:
         rows = rows[r.since_known[rows] & (r.pair_code[rows] >= 0)]
         since = pd.to_datetime(r.since.iloc[rows], utc=True)
         clients = r.producers.iloc[rows].fillna(1).astype("int64").to_numpy()
-        names = self.topics["topic"].to_numpy(dtype=object)[rows]
+        names = self.topics["topic"].iloc[rows].to_numpy(dtype=object)
         return _frame(
             "publishers",
             {
