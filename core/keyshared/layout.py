@@ -42,7 +42,7 @@ class Layout:
 
     first: I64
     names: list[str]
-    since: list[Any]
+    since: Sequence[Any]  # indexed by consumer: a Python list or the frame column's array
     range_first: I64
     starts: I64
     ends: I64
@@ -148,7 +148,9 @@ def from_frame(keys: Sequence[tuple[str, str]], consumers: pd.DataFrame) -> Layo
         rows = rows[order]
     first = np.searchsorted(sub_of_row[rows], np.arange(len(keys) + 1)).astype(np.int64)
     names = [str(n) for n in consumers["consumer_name"].iloc[rows].to_numpy()] if len(rows) else []
-    since_values = consumers["connected_since"].iloc[rows].tolist() if len(rows) else []
+    # the column's own array, each value made a Python object only when a member is built
+    # (`tolist` of 700,000 timestamps: 1.1 s at 1,000,000 topics, for a few members)
+    since_values = consumers["connected_since"].iloc[rows].array if len(rows) else []
     cells = consumers["hash_ranges"].to_numpy()[rows] if len(rows) else []
     range_first, starts, ends = flat_ranges(cells)
     return Layout(first, names, since_values, range_first, starts, ends)
