@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pulsar_lens.core.keyshared.ranges import Member, members_of
-from pulsar_lens.plugins.builtin.sticky_ranges.groups import Group, _has_ranges, _with_ranges
+from pulsar_lens.core.keyshared.ranges import members_of
+from pulsar_lens.plugins.builtin.sticky_ranges.groups import Group, _has_ranges, readers_by_topic
 
 
 def sticky_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[Group]:
@@ -36,11 +36,4 @@ def reader_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[
     rows = consumers.merge(kinds, on=["topic", "subscription"], how="left")
     rows = rows[rows["type"] != "Key_Shared"]
     rows = rows[np.array([_has_ranges(cell) for cell in rows["hash_ranges"].tolist()], bool)]
-    groups = []
-    for topic, mine in rows.groupby("topic", sort=True):
-        members = [
-            Member(f"{m.subscription}/{m.consumer_name}", m.ranges, m.connected_since)
-            for m in (_with_ranges(r) for r in mine.itertuples(index=False))
-        ]
-        groups.append(Group(f"{topic} | readers", str(topic), None, "readers", members))
-    return groups
+    return readers_by_topic(rows)

@@ -75,10 +75,14 @@ def reader_groups(subscriptions: pd.DataFrame, consumers: pd.DataFrame) -> list[
     ]
     if ranged.empty:
         return []
-    mine = subscriptions[subscriptions["topic"].isin(ranged["topic"].unique())]
-    kinds = mine[["topic", "subscription", "type"]].drop_duplicates(["topic", "subscription"])
+    listed = subscriptions[subscriptions["topic"].isin(ranged["topic"].unique())]
+    kinds = listed[["topic", "subscription", "type"]].drop_duplicates(["topic", "subscription"])
     rows = ranged.merge(kinds, on=["topic", "subscription"], how="left")
-    rows = rows[rows["type"] != "Key_Shared"]
+    return readers_by_topic(rows[rows["type"] != "Key_Shared"])
+
+
+def readers_by_topic(rows: pd.DataFrame) -> list[Group]:
+    """One readers group per topic of `rows` (consumers with ranges), in topic order."""
     groups = []
     for topic, mine in rows.groupby("topic", sort=True):
         members = [
