@@ -129,12 +129,13 @@ class IncidentTimeline(AnalysisPlugin):
         events = steps.events_of(data.history("events"), data.snapshots)
         kinds = events["kind"].astype(str)
         poll = steps.rows_of_poll(subs, data.snapshots)
+        untyped, retyped = steps.type_changes(subs, data.snapshots, group=group)
         frames = {
             "reconnects": steps.reconnects(data.history("consumers"), data.snapshots),
             "backlog_changes": changes,
             "backlog_left": left,
-            "untyped": steps.untyped(subs, data.snapshots, group=group),
-            "retyped": steps.retyped(subs, data.snapshots, group=group),
+            "untyped": untyped,
+            "retyped": retyped,
             "clients": clients.client_frame(events[kinds.isin(CLIENT_KINDS)], poll, data.snapshots),
             "load_managers": events[kinds.str.startswith("load_manager_")],
         }

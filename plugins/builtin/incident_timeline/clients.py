@@ -52,7 +52,7 @@ class NewestTypes:
     """The newest type of each (topic, subscription) of a window, found for the keys asked
     only: its last typed row in the newest poll (`latest`, that poll's `subscriptions`), or,
     for one the newest poll gives no type, the type it had in the last poll that gave one,
-    which the step after that poll kept (`untyped`: `steps.untyped` of every poll, in poll
+    which the step after that poll kept (`untyped`: `steps.type_changes` of every poll, in poll
     order). The rows name a few subscriptions; a dictionary of every one cost seconds at a
     million."""
 

@@ -160,58 +160,56 @@ def backlog_changes(
     return changes, left.astype(LEFT) if len(left) else empty(LEFT)
 
 
-def untyped(
+def type_changes(
     subscriptions: pd.DataFrame,
     snapshots: pd.DataFrame,
     *,
     group: npt.NDArray[np.int64] | None = None,
-) -> pd.DataFrame:
-    """Subscriptions the poll before gave a type and the poll gives none (or does not list),
-    with the type of the poll before's last typed row: what `clients.NewestTypes` reads for
-    one the newest poll gives no type."""
-    if len(snapshots) < 2 or subscriptions.empty:
-        return empty(UNTYPED)
-    before, now = _last_typed_rows(subscriptions, snapshots, group)
-    gone = before[~np.isin(before.group, now.group)]
-    if not len(gone.rows):
-        return empty(UNTYPED)
-    rows = subscriptions.iloc[gone.rows]
-    frame = pd.DataFrame(
-        {
-            "topic": rows["topic"].astype(str).to_numpy(dtype=object),
-            "subscription": rows["subscription"].astype(str).to_numpy(dtype=object),
-            "at": [_times(snapshots).iloc[-1]] * len(rows),
-            "type": rows["type"].astype(str).to_numpy(dtype=object),
-        }
-    )
-    return frame.astype(UNTYPED)
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(untyped, retyped) of the poll against the poll before it, each poll's last typed row
+    of each subscription (both names given) found once for both:
 
-
-def retyped(
-    subscriptions: pd.DataFrame,
-    snapshots: pd.DataFrame,
-    *,
-    group: npt.NDArray[np.int64] | None = None,
-) -> pd.DataFrame:
-    """Subscriptions both polls give a type, a different one (each poll's last typed row):
-    with `untyped`, every change of the type `clients.NewestTypes` would read."""
+    `untyped`: subscriptions the poll before gave a type and the poll gives none (or does not
+    list), with the type of the poll before's last typed row: what `clients.NewestTypes`
+    reads for one the newest poll gives no type. `retyped`: subscriptions both polls give a
+    type, a different one; with `untyped`, every change of the type `NewestTypes` would
+    read."""
     if len(snapshots) < 2 or subscriptions.empty:
-        return empty(RETYPED)
+        return empty(UNTYPED), empty(RETYPED)
     before, now = _last_typed_rows(subscriptions, snapshots, group)
-    types = subscriptions["type"].astype(str).to_numpy(dtype=object)
-    type_before = dict(zip(before.group.tolist(), types[before.rows].tolist(), strict=True))
-    changed = [
-        r
-        for r, g in zip(now.rows.tolist(), now.group.tolist(), strict=True)
-        if g in type_before and type_before[g] != types[r]
-    ]
-    if not changed:
-        return empty(RETYPED)
+    gone = before.rows[~np.isin(before.group, now.group)]
+    if len(gone):
+        rows = subscriptions.iloc[gone]
+        untyped = pd.DataFrame(
+            {
+                "topic": rows["topic"].astype(str).to_numpy(dtype=object),
+                "subscription": rows["subscription"].astype(str).to_numpy(dtype=object),
+                "at": [_times(snapshots).iloc[-1]] * len(rows),
+                "type": rows["type"].astype(str).to_numpy(dtype=object),
+            }
+        ).astype(UNTYPED)
+    else:
+        untyped = empty(UNTYPED)
+    # each subscription's type in the poll before, looked up by its number (None: untyped)
+    type_before = np.full(int(before.group.max()) + 1 if len(before.group) else 0, None, object)
+    type_before[before.group] = _texts(subscriptions["type"], before.rows)
+    listed = now.group < len(type_before)
+    was = np.full(len(now.rows), None, object)
+    was[listed] = type_before[now.group[listed]]
+    changed = now.rows[(was != None) & (was != _texts(subscriptions["type"], now.rows))]  # noqa: E711
+    if not len(changed):
+        return untyped, empty(RETYPED)
     rows = subscriptions.iloc[changed]
-    frame = pd.DataFrame(
+    retyped = pd.DataFrame(
         {name: rows[name].astype(str).to_numpy(dtype=object) for name in SUBSCRIPTION_KEY}
     )
-    return frame.astype(RETYPED)
+    return untyped, retyped.astype(RETYPED)
+
+
+def _texts(column: pd.Series, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.object_]:
+    """`str` of the values at `rows`, as an object array (only those rows converted)."""
+    found: npt.NDArray[np.object_] = column.iloc[rows].astype(str).to_numpy(dtype=object)
+    return found
 
 
 def subscription_groups(subscriptions: pd.DataFrame) -> npt.NDArray[np.int64]:
