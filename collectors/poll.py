@@ -49,6 +49,12 @@ from pulsar_lens.collectors.bulkparts import (
     collect_broker_part,
     part_of_answer,
 )
+from pulsar_lens.collectors.detailchoice import (
+    DetailRotation,
+    candidates_of,
+    most_backlogged,
+    needing,
+)
 from pulsar_lens.collectors.events import EVENT_KINDS, carry_forward, diff
 from pulsar_lens.collectors.namespaces import (
     collect_bundles,
@@ -72,7 +78,6 @@ from pulsar_lens.core.names import (
     namespace_path,
     shown_name,
 )
-from pulsar_lens.core.tablerows import table_columns
 from pulsar_lens.core.topicname import parse_topic_name
 from pulsar_lens.core.values import DEFAULT_MAX_BROKERS
 
@@ -265,22 +270,21 @@ class _Poll:
         for b in a.broker_ids:
             if not a.load_reports.get(b):
                 jobs[("version", b)] = self.call("version", collect_version, a.web_urls[b])
-        candidates = _candidates(indexes)  # the parts hold the polled namespaces only
-        lagging = _most_backlogged(candidates, self.lag_topics)
-        needing: dict[str, str] = {}
-        for b, topic, needs, _ in candidates:  # a topic two brokers report is asked of the first
-            if needs or topic in lagging:
-                needing.setdefault(topic, b)
-        chosen = self.rotation.pick(sorted(needing), self.detail_budget, first=sorted(lagging))
-        if len(chosen) < len(needing):
+        candidates = candidates_of(indexes)  # the parts hold the polled namespaces only
+        lagging = most_backlogged(candidates, self.lag_topics)
+        needs = needing(candidates, sorted(lagging))
+        del candidates
+        chosen = self.rotation.pick(needs.topics, self.detail_budget, first=sorted(lagging))
+        if len(chosen) < len(needs.topics):
             self.rec.note(
                 "topic_stats",
-                f"per-topic stats of {len(needing) - len(chosen)} of {len(needing)} topic(s) "
-                f"deferred to the next polls (at most {self.detail_budget} a poll, "
+                f"per-topic stats of {len(needs.topics) - len(chosen)} of {len(needs.topics)} "
+                f"topic(s) deferred to the next polls (at most {self.detail_budget} a poll, "
                 "PULSAR_LENS_DETAIL_BUDGET); their subscriptions come from the bulk answer",
             )
+        asked = needs.broker_of(chosen)
         for e_topic in chosen:
-            b = needing[e_topic]
+            b = asked[e_topic]
             jobs[("stats", e_topic)] = self.call(
                 "topic_stats",
                 collect_topic_stats,
@@ -305,46 +309,6 @@ class _Poll:
                 a.topic_stats[key] = value
             elif value is not None:
                 a.partition_counts[key] = value
-
-
-class DetailRotation:
-    """Which topics get a per-topic stats call this poll: those detailed longest ago first.
-
-    Remembers the poll in which each topic was last detailed, so a budget smaller than the
-    topics that need details still covers all of them over successive polls.
-    """
-
-    def __init__(self) -> None:
-        self._last: dict[str, int] = {}
-        self._polls = 0
-
-    def pick(self, topics: Sequence[str], budget: int, *, first: Sequence[str] = ()) -> list[str]:
-        """Up to `budget` of `topics`: `first` (those asked for by name) lead, then the rest
-        by how long ago they were detailed (never before first), then by name."""
-        self._polls += 1
-        wanted = set(topics)
-        leading = [t for t in dict.fromkeys(first) if t in wanted]
-        rest = sorted(wanted - set(leading), key=lambda t: (self._last.get(t, -1), t))
-        chosen = (leading + rest)[: max(0, budget)]
-        for topic in chosen:
-            self._last[topic] = self._polls
-        if len(self._last) > 4 * max(len(wanted), 1):  # forget topics long gone
-            self._last = {t: n for t, n in self._last.items() if t in wanted}
-        return chosen
-
-
-Candidate = tuple[str, str, bool, int]
-"""(broker, topic, whether its stats lack what only per-topic stats give, its backlog)"""
-
-
-def _candidates(indexes: Mapping[str, pa.Table | None]) -> list[Candidate]:
-    """The topics of the brokers' part indexes, broker by broker in id order."""
-    found: list[Candidate] = []
-    for broker, index in sorted(indexes.items()):
-        if index is not None:
-            columns = table_columns(index, ("topic", "needs_details", "backlog"))
-            found.extend((broker, *row) for row in zip(*columns, strict=True))
-    return found
 
 
 class _Arrivals:
@@ -391,12 +355,6 @@ class _Arrivals:
                 index = part.index if part is not None else None
             found[broker] = index
         return found
-
-
-def _most_backlogged(candidates: Sequence[Candidate], limit: int) -> set[str]:
-    """The `limit` topics with the largest subscription backlog (for time lag); bounded cost."""
-    ranked = sorted(((c[3], c[1]) for c in candidates), key=lambda x: (-x[0], x[1]))
-    return {topic for backlog, topic in ranked[:limit] if backlog > 0}
 
 
 def poll(
