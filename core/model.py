@@ -339,11 +339,19 @@ def row_of(record: Any) -> tuple[Any, ...]:
 def rows_content_table(name: str, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
     """`content_table` of rows given as tuples of a record's fields, in their order: what a
     record holds, without making one (a frozen record costs some 3 µs to make, a tuple 0.05)."""
-    width = len(CONTENT_SCHEMAS[name])
+    schema = CONTENT_SCHEMAS[name]
+    width = len(schema)
     if any(len(row) != width for row in rows):
         raise ValueError(f"a row of {name} holds its {width} fields")
-    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
-    return _columns_table(name, columns)
+    if not rows:
+        return _columns_table(name, [[]] * width)
+    for i, f in enumerate(schema):
+        if f.type == UTC_TS:
+            _refuse_naive(name, f.name, [row[i] for row in rows])
+    # the rows read as one struct column: Arrow takes each tuple's fields in place, where a
+    # column at a time would first turn the rows around (a third of this function's time)
+    structs = pa.array(rows, type=pa.struct(schema))
+    return pa.Table.from_struct_array(structs).replace_schema_metadata(schema.metadata)
 
 
 def _columns_table(name: str, columns: Sequence[list[Any]]) -> pa.Table:
@@ -354,10 +362,16 @@ def _columns_table(name: str, columns: Sequence[list[Any]]) -> pa.Table:
         if f.type == HASH_RANGE_TYPE:
             arrays[f.name] = _hash_ranges(values)
         else:
-            if f.type == UTC_TS and None in set(map(attrgetter("tzinfo"), filter(None, values))):
-                raise ValueError(f"{name}.{f.name}: a naive datetime has no time zone; use UTC")
+            if f.type == UTC_TS:
+                _refuse_naive(name, f.name, values)
             arrays[f.name] = values
     return pa.table(arrays, schema=schema)
+
+
+def _refuse_naive(name: str, column: str, values: list[Any]) -> None:
+    """ValueError when a value of a timestamp column is a naive datetime."""
+    if None in set(map(attrgetter("tzinfo"), filter(None, values))):
+        raise ValueError(f"{name}.{column}: a naive datetime has no time zone; use UTC")
 
 
 def with_common_columns(

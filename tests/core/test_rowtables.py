@@ -55,7 +55,9 @@ def test_rows_build_the_table_their_records_build(data: st.DataObject) -> None:
     for name in POLLED_TABLES:
         found = data.draw(records(name), label=name)
         rows = [row_of(record) for record in found]
-        assert rows_content_table(name, rows).equals(content_table(name, found)), name
+        table = rows_content_table(name, rows)
+        assert table.equals(content_table(name, found), check_metadata=True), name
+        assert table.schema == content_table(name, found).schema
         assert [type(r)(*row) for r, row in zip(found, rows, strict=True)] == found
 
 
