@@ -99,15 +99,16 @@ class DetailRotation:
     def pick(
         self, topics: Sequence[str] | pa.Array, budget: int, *, first: Sequence[str] = ()
     ) -> list[str]:
-        """Up to `budget` of `topics` (each once): `first` (those asked for by name) lead,
-        then the rest by how long ago they were detailed (never before first), then by
-        name."""
+        """Up to `budget` of `topics` (a list, or an Arrow array holding each topic once):
+        `first` (those asked for by name) lead, then the rest by how long ago they were
+        detailed (never before first), then by name."""
         self._polls += 1
-        wanted = pc.unique(
-            topics if isinstance(topics, pa.Array) else pa.array(topics, pa.string())
+        wanted = (
+            topics if isinstance(topics, pa.Array) else pc.unique(pa.array(topics, pa.string()))
         )
-        firsts = pa.array(list(dict.fromkeys(first)), pa.string())
-        leading: list[str] = firsts.filter(pc.is_in(firsts, value_set=wanted)).to_pylist()
+        firsts = pa.array(list(dict.fromkeys(first)), pa.string())  # a few: hash these
+        present = set(wanted.filter(pc.is_in(wanted, value_set=firsts)).to_pylist())
+        leading = [t for t in firsts.to_pylist() if t in present]
         chosen = leading[: max(0, budget)]
         room = max(0, budget) - len(chosen)
         if room:
