@@ -113,9 +113,9 @@ def rows_table(
     mine = content_table(name, here)
     if not sum(map(len, places)):
         return mine
-    at = pc.index_in(mine.column("topic"), value_set=names).fill_null(-1).to_numpy()
+    at = positions_among(mine.column("topic"), names)  # a few records, a million names
     whole = pa.concat_tables([*pieces, mine])
-    order = np.argsort(np.concatenate([*places, at.astype(np.int64)]), kind="stable")
+    order = np.argsort(np.concatenate([*places, at]), kind="stable")
     return whole.take(pa.array(order)).combine_chunks()
 
 
@@ -203,6 +203,25 @@ def found_positions(positions: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """`pc.index_in`'s positions as int64, -1 where nothing was found."""
     found: np.ndarray = pc.fill_null(positions, -1).to_numpy().astype(np.int64, copy=False)
     return found
+
+
+def positions_among(values: pa.Array | pa.ChunkedArray, names: pa.Array) -> np.ndarray:
+    """`found_positions(pc.index_in(values, value_set=names))`, the hash table made of the
+    smaller side: a lookup builds one of its whole value set, so a few values looked up among
+    a poll's 1,000,000 topic names cost a table of a million (0.1-0.3 s) to find a few."""
+    if len(values) * 8 >= len(names) or values.null_count or names.null_count:
+        return found_positions(pc.index_in(values, value_set=names))
+    distinct = pc.unique(values)
+    if isinstance(distinct, pa.ChunkedArray):
+        distinct = distinct.combine_chunks()
+    # each distinct value's first place among the names (len(names): none)
+    hit = found_positions(pc.index_in(names, value_set=distinct))
+    named = np.flatnonzero(hit >= 0)
+    first = np.full(len(distinct), len(names), np.int64)
+    np.minimum.at(first, hit[named], named)
+    first[first == len(names)] = -1
+    places: np.ndarray = first[found_positions(pc.index_in(values, value_set=distinct))]
+    return places
 
 
 def _rates(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:

@@ -10,11 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pulsar_lens.collectors.bulkparts import INDEX_SCHEMA, BrokerPart
-from pulsar_lens.collectors.partmerge import part_topics, rows_table, topic_table
+from pulsar_lens.collectors.partmerge import (
+    found_positions,
+    part_topics,
+    positions_among,
+    rows_table,
+    topic_table,
+)
 from pulsar_lens.core.model import (
     ConsumerRecord,
     DrainingHashRecord,
@@ -127,3 +134,23 @@ def test_parts_merge_as_records_assemble(case: dict[str, Any]) -> None:
         ]
         got = records_from_table(name, rows_table(name, parts, kept, here[name], ordered))
         assert list(got) == expected_rows, name
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(st.sampled_from("abcdefgé日"), max_size=12),
+    names=st.lists(st.sampled_from("abcdefgé日xyz"), min_size=100, max_size=160),
+    chunked=st.booleans(),
+)
+def test_positions_among_the_names_are_index_in_s(
+    values: list[str], names: list[str], chunked: bool
+) -> None:
+    """Hashing the few values (at most 12, among 100 names or more: always that way here)
+    instead of the many names finds the same first places (a name given twice too), -1 where
+    a value is not named."""
+    looked_up: pa.Array | pa.ChunkedArray = pa.array(values, pa.string())
+    if chunked:
+        looked_up = pa.chunked_array([values[:3], values[3:]], pa.string())
+    among = pa.array(names, pa.string())
+    expected = found_positions(pc.index_in(looked_up, value_set=among))
+    assert positions_among(looked_up, among).tolist() == expected.tolist()
