@@ -38,6 +38,7 @@ from pulsar_lens.collectors.partmerge import (
     merge_noted,
     pair_positions,
     part_topics,
+    positions_among,
     rows_table,
     topic_table,
     with_broker_totals,
@@ -109,7 +110,7 @@ class Filed:
 
     def rows(self, names: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """Each name's row, -1 for a name no broker filed."""
-        return found_positions(pc.index_in(names, value_set=self.table.column("topic")))
+        return positions_among(names, self.table.column("topic"))
 
 
 def broker_parts(answers: PollAnswers) -> dict[str, BrokerPart]:
@@ -469,7 +470,7 @@ def _rows_here(
     counted), and the subscriptions of topics whose per-topic stats were read. What the
     parts' rows noted is counted here too, topic by topic, for the rows kept."""
     listed = list(busy_topics(names.parsed, parts, detailed))
-    place = found_positions(pc.index_in(_texts(listed), value_set=names.topics))
+    place = positions_among(_texts(listed), names.topics)
     brokers = filed.table.column("broker").to_numpy()
     found: list[tuple[str, BrokerPart | None]] = []
     for at, name in sorted((p, n) for p, n in zip(place.tolist(), listed, strict=True) if p >= 0):

@@ -205,7 +205,9 @@ def found_positions(positions: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return found
 
 
-def positions_among(values: pa.Array | pa.ChunkedArray, names: pa.Array) -> np.ndarray:
+def positions_among(
+    values: pa.Array | pa.ChunkedArray, names: pa.Array | pa.ChunkedArray
+) -> np.ndarray:
     """`found_positions(pc.index_in(values, value_set=names))`, the hash table made of the
     smaller side: a lookup builds one of its whole value set, so a few values looked up among
     a poll's 1,000,000 topic names cost a table of a million (0.1-0.3 s) to find a few."""

@@ -151,6 +151,8 @@ def test_positions_among_the_names_are_index_in_s(
     looked_up: pa.Array | pa.ChunkedArray = pa.array(values, pa.string())
     if chunked:
         looked_up = pa.chunked_array([values[:3], values[3:]], pa.string())
-    among = pa.array(names, pa.string())
+    among: pa.Array | pa.ChunkedArray = pa.array(names, pa.string())
+    if chunked:  # as a table's column: its names in pieces
+        among = pa.chunked_array([names[:50], names[50:]], pa.string())
     expected = found_positions(pc.index_in(looked_up, value_set=among))
     assert positions_among(looked_up, among).tolist() == expected.tolist()
