@@ -107,6 +107,8 @@ class Filed:
 
     table: pa.Table
     brokers: tuple[str, ...]
+    first: np.ndarray
+    """Over the parts' index topics, one after another: where each one's name is first."""
 
     def rows(self, names: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """Each name's row, -1 for a name no broker filed."""
@@ -140,7 +142,18 @@ def filed_topics(parts: Mapping[str, BrokerPart]) -> Filed:
     topics = every.column("topic")
     first = found_positions(pc.index_in(topics, value_set=topics))
     mine = first == np.arange(len(first))
-    return Filed(every.filter(mine).combine_chunks(), tuple(parts))
+    return Filed(every.filter(mine).combine_chunks(), tuple(parts), first)
+
+
+def part_places(filed: Filed, names: SnapshotNames) -> tuple[np.ndarray, np.ndarray]:
+    """(`Filed.first`, each part index topic's place among the snapshot's names, -1: not
+    one of them), from what the filing and the naming found: no name is looked up again."""
+    mine = filed.first == np.arange(len(filed.first))
+    filed_row = (np.cumsum(mine) - 1)[filed.first]  # its first place's row in `filed.table`
+    place_of_row = np.full(filed.table.num_rows, -1, dtype=np.int64)
+    named = np.flatnonzero(names.filed_at >= 0)
+    place_of_row[names.filed_at[named]] = named
+    return filed.first, place_of_row[filed_row]
 
 
 FILED_SCHEMA = pa.schema(
@@ -394,6 +407,8 @@ class Placed:
     here: dict[str, list[Any]]
     bundles: dict[str, dict[str, BundleRecord]]
     detailed: dict[str, Mapping[str, Any]]
+    part_places: tuple[np.ndarray, np.ndarray] | None = None
+    """`part_places`, when the placing found them (else the parts' topics are looked up)."""
 
 
 Placing = Callable[[PollAnswers, Mapping[str, BrokerPart]], Placed]
@@ -432,12 +447,14 @@ def place_topics(answers: PollAnswers, parts: Mapping[str, BrokerPart]) -> Place
     detailed = {t: s for t, s in answers.topic_stats.items() if s}
     here = _rows_here(names, parts, filed, detailed)
     placed = _placements(names, filed, answers, bundles)
-    return Placed(names.topics, placed, here, bundles, detailed)
+    return Placed(
+        names.topics, placed, here, bundles, detailed, part_places=part_places(filed, names)
+    )
 
 
 def _build(answers: PollAnswers, parts: Mapping[str, BrokerPart], placed: Placed) -> Snapshot:
     ordered, here = placed.names, placed.here
-    kept = part_topics(parts, ordered, placed.detailed)
+    kept = part_topics(parts, ordered, placed.detailed, known=placed.part_places)
     topics = topic_table(parts, kept, here["topics"], ordered, placed.placed)
     rows = {
         name: rows_table(name, parts, kept, here[name], ordered)

@@ -7,6 +7,8 @@ are not the snapshot's (a namespace not polled) are left out."""
 
 from __future__ import annotations
 
+from dataclasses import astuple
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -14,6 +16,7 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pulsar_lens.collectors.assemble import filed_topics, part_places
 from pulsar_lens.collectors.bulkparts import INDEX_SCHEMA, BrokerPart
 from pulsar_lens.collectors.partmerge import (
     found_positions,
@@ -113,6 +116,13 @@ def test_parts_merge_as_records_assemble(case: dict[str, Any]) -> None:
 
     ordered = pa.array(names, pa.string())
     kept = part_topics(parts, ordered, detailed)
+    # the places the assembly's filing and naming found already, not looked up again
+    filing = filed_topics(parts)
+    names_found = SimpleNamespace(filed_at=filing.rows(ordered))
+    known = part_topics(parts, ordered, detailed, known=part_places(filing, names_found))
+    for broker, found in known.items():
+        for got, want in zip(astuple(found), astuple(kept[broker]), strict=True):
+            assert got.equals(want) if isinstance(got, pa.ChunkedArray) else (got == want).all()
     columns = tuple(pa.array([p[i] for p in placed], pa.string()) for i in (0, 1))
     topics = records_from_table("topics", topic_table(parts, kept, here_topics, ordered, columns))
     expected = [
