@@ -486,12 +486,15 @@ def unexpected_errors(row: Any) -> list[str]:
     ]
 
 
-def served_problems(stages: list[dict[str, Any]], generations: list[dict[str, Any]]) -> list[str]:
-    """The polls that did not store what the server served them (counted, so at any size),
+def served_problems(
+    stages: list[dict[str, Any]], generations: list[dict[str, Any]]
+) -> dict[int, str]:
+    """The polls (by number) that did not store what the server served them (counted, so at
+    any size),
     with their unexpected errors and, when the poll waited for the server to render its
     answers, why: it began before the previous poll's analyses were stored, so its calls met a
     server still rendering, and the first of them (the cluster list) may time out."""
-    problems = []
+    problems: dict[int, str] = {}
     for stage, served in zip(stages, generations, strict=False):
         counts = stage["row_counts"]
         short = [
@@ -511,7 +514,7 @@ def served_problems(stages: list[dict[str, Any]], generations: list[dict[str, An
                 "before the previous poll's analyses were stored): a longer --interval leaves "
                 "room for them"
             )
-        problems.append(said)
+        problems[stage["poll"]] = said
     return problems
 
 
@@ -618,11 +621,10 @@ def run_size(
         figures["server"] = served
         figures["load_average_after_polls"] = os.getloadavg()
         figures["stages"] = stages(store, run)
-        figures["problems"] = served_problems(figures["stages"], served["generations"])
+        incomplete = served_problems(figures["stages"], served["generations"])
+        figures["problems"] = list(incomplete.values())
         for stage in figures["stages"]:  # its figures are not a poll's: say so beside them
-            stage["complete"] = not any(
-                p.startswith(f"poll {stage['poll']}:") for p in figures["problems"]
-            )
+            stage["complete"] = stage["poll"] not in incomplete
         if check:
             figures["problems"] += check_stored(store, run, info["admin_url"], light)
     on_disk = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
