@@ -86,3 +86,10 @@ def test_a_rotation_covers_every_topic_before_it_asks_one_again() -> None:
     assert seen[0] + seen[1] + seen[2][:2] == sorted(topics)
     assert seen[2][2:] == ["t0", "t1"]  # then those detailed longest ago, by name
     assert rotation.pick(topics, 3, first=["t9", "gone"]) == ["t9", "t2", "t3"]
+
+
+def test_a_rotation_forgets_the_topics_long_gone_as_the_old_one_did() -> None:
+    rotation, old = DetailRotation(), reference.DetailRotation()
+    for topics, budget in (([f"t{i}" for i in range(10)], 10), (["t0"], 1)):
+        assert rotation.pick(topics, budget) == old.pick(topics, budget)
+    assert rotation._last == old._last == {"t0": 2}  # ten remembered, more than four times one
