@@ -34,7 +34,7 @@ from pulsar_lens.collectors.namespaces import (
 )
 from pulsar_lens.collectors.notes import FIELD, Notes, refuse, within
 from pulsar_lens.collectors.partmerge import (
-    found_positions,
+    first_places,
     merge_noted,
     pair_positions,
     part_topics,
@@ -140,7 +140,7 @@ def filed_topics(parts: Mapping[str, BrokerPart]) -> Filed:
     ]
     every = pa.concat_tables(pieces) if pieces else FILED_SCHEMA.empty_table()
     topics = every.column("topic")
-    first = found_positions(pc.index_in(topics, value_set=topics))
+    first = first_places(topics)
     mine = first == np.arange(len(first))
     return Filed(every.filter(mine).combine_chunks(), tuple(parts), first)
 

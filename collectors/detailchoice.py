@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pulsar_lens.collectors.partmerge import first_places
+
 CANDIDATE_SCHEMA = pa.schema(
     [
         pa.field("broker", pa.string(), nullable=False),
@@ -79,9 +81,7 @@ def needing(candidates: pa.Table, lagging: Sequence[str]) -> Needing:
     kept = candidates.select(["topic", "broker"]).filter(wanted).combine_chunks()
     topics = kept["topic"].chunk(0) if kept["topic"].num_chunks else pa.array([], pa.string())
     brokers = kept["broker"].chunk(0) if kept["broker"].num_chunks else pa.array([], pa.string())
-    # a topic's first row is the one its name is first found at
-    rows = pa.array(np.arange(len(topics), dtype=np.int32))
-    first = pc.equal(pc.index_in(topics, value_set=topics), rows)
+    first = pa.array(first_places(topics) == np.arange(len(topics)))  # a topic's first row
     return Needing(topics.filter(first), brokers.filter(first))
 
 

@@ -62,7 +62,7 @@ def part_topics(
     count = len(every)
     if known is None:
         # a topic's first place among every part's topics (parts in broker id order): its filer
-        first = found_positions(pc.index_in(every, value_set=every))
+        first = first_places(every)
         place = found_positions(pc.index_in(every, value_set=names))
     else:
         first, place = known
@@ -213,6 +213,11 @@ def found_positions(positions: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """`pc.index_in`'s positions as int64, -1 where nothing was found."""
     found: np.ndarray = pc.fill_null(positions, -1).to_numpy().astype(np.int64, copy=False)
     return found
+
+
+def first_places(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Where each value is first found among `values` (a value's first row where it is)."""
+    return found_positions(pc.index_in(values, value_set=values))
 
 
 def positions_among(

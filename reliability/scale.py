@@ -490,10 +490,9 @@ def served_problems(
     stages: list[dict[str, Any]], generations: list[dict[str, Any]]
 ) -> dict[int, str]:
     """The polls (by number) that did not store what the server served them (counted, so at
-    any size),
-    with their unexpected errors and, when the poll waited for the server to render its
-    answers, why: it began before the previous poll's analyses were stored, so its calls met a
-    server still rendering, and the first of them (the cluster list) may time out."""
+    any size), with their unexpected errors and, when the poll waited for the server to render
+    its answers, why: it began before the previous poll's analyses were stored, so its calls
+    met a server still rendering, and the first of them (the cluster list) may time out."""
     problems: dict[int, str] = {}
     for stage, served in zip(stages, generations, strict=False):
         counts = stage["row_counts"]
