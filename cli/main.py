@@ -114,8 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "names, keys and consumer names are UTF-8 text"
             )
     args = parser.parse_args(given)
-    choose_allocators(process_environ())  # before anything imports pyarrow
     try:
+        choose_allocators(process_environ())  # before anything imports pyarrow
         args.settings = load_settings(args)
         levels = args.settings.logs if args.settings is not None else None
         setup_logging(levels, level=logging.DEBUG if args.verbose else None)

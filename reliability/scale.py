@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from pulsar_lens.core.allocators import HUGE_PAGES, HUGE_PAGES_ENV
 from pulsar_lens.lab.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,6 +258,7 @@ def collect_env(
     *,
     helper: bool = True,
     spark_parts: bool = False,
+    huge_pages: str = "off",
 ) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PULSAR_")}
     cap = max(64, math.ceil(info["largest_body"] * 1.5 / MIB))
@@ -272,6 +274,7 @@ def collect_env(
         "PULSAR_LENS_LOG_LEVEL": "WARNING",
         "PULSAR_LENS_ANALYSES_HELPER": "1" if helper else "0",
         "PULSAR_LENS_SPARK_PARTS": "1" if spark_parts else "0",
+        HUGE_PAGES_ENV: huge_pages,
         "PYTHONFAULTHANDLER": "1",
     }
 
@@ -565,6 +568,7 @@ def run_size(
     check: bool,
     helper: bool = True,
     spark_parts: bool = False,
+    huge_pages: str = "off",
 ) -> dict[str, Any]:
     interval = interval or max(15.0, topics * 0.002)
     store = work / "store"
@@ -576,13 +580,22 @@ def run_size(
         "interval_seconds": interval,
         "analyses_helper": helper,
         "spark_parts": spark_parts,
+        "huge_pages": huge_pages,
         "load_average": os.getloadavg(),
     }
     with synth_server(topics, brokers=brokers, change=change, manifests=check) as (server, info):
         figures["server_start"] = info
         server_cpu_before = (_stat(server.pid) or (0, 0.0))[1]
         port = free_port()  # below the ephemeral range: nothing takes it before collect
-        env = collect_env(info, store, interval, port, helper=helper, spark_parts=spark_parts)
+        env = collect_env(
+            info,
+            store,
+            interval,
+            port,
+            helper=helper,
+            spark_parts=spark_parts,
+            huge_pages=huge_pages,
+        )
         argv = [sys.executable, "-m", "pulsar_lens.cli.main", "collect", "--store", str(store)]
         collect = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -745,6 +758,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--spark-parts", action="store_true", help="the bulk answers read on Spark (local[2])"
     )
+    p.add_argument(
+        "--huge-pages",
+        choices=HUGE_PAGES,
+        default="off",
+        help=f"the collect process's {HUGE_PAGES_ENV} (default off, as the product's)",
+    )
     p.add_argument("--out", type=Path, default=ARTIFACTS)
     p.add_argument(
         "--keep", action="store_true", help="keep each size's store as OUT/store-SIZE, to open"
@@ -769,6 +788,7 @@ def main(argv: list[str] | None = None) -> int:
                 check=args.check,
                 helper=not args.no_helper,
                 spark_parts=args.spark_parts,
+                huge_pages=args.huge_pages,
             )
             if args.keep:
                 kept = args.out / f"store-{size}"

@@ -16,6 +16,7 @@ from pulsar_lens.core.allocators import (
     ARROW_POOL_ENV,
     MMAP_THRESHOLD,
     MMAP_THRESHOLD_ENV,
+    set_huge_pages,
 )
 from pulsar_lens.core.parts import SPARK_JAVA_OPTIONS_ENV
 from pulsar_lens.lab.localpulsar import LocalPulsar
@@ -30,6 +31,11 @@ settings.register_profile(
     "lens", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
 )
 settings.load_profile("lens")
+
+# The run's processes, and all they start, without transparent huge pages, as every
+# `pulsar-lens` command's (`core.allocators`): the functions the tests call in this process
+# allocate as the commands do.
+set_huge_pages(False)
 
 TEST_SPARK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 """The test run's Spark drivers compile with C1 only: its Spark work is many small jobs, each

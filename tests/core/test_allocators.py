@@ -1,7 +1,7 @@
 """The allocators of our processes (`core.allocators`): the CLI chooses Arrow's pool and glibc's
-mmap threshold before a command runs, its children inherit them, and a choice in the
-environment is kept. (Plugin workers keep the system allocator their memory limit needs:
-tests/faults/test_plugin_faults.py.)"""
+mmap threshold and turns transparent huge pages off before a command runs, its children
+inherit them, and a choice in the environment is kept. (Plugin workers keep the system
+allocator their memory limit needs: tests/faults/test_plugin_faults.py.)"""
 
 from __future__ import annotations
 
@@ -16,14 +16,19 @@ import pyarrow as pa
 from pulsar_lens.core.allocators import (
     ARROW_POOL,
     ARROW_POOL_ENV,
+    HUGE_PAGES_ENV,
     MMAP_THRESHOLD,
     MMAP_THRESHOLD_ENV,
+    huge_pages_off,
 )
 
-# a command that imports pyarrow (`hash` hashes with it), then what Arrow and glibc do in this
-# process and in a spawned child of the collector's part pool
+# a command that imports pyarrow (`hash` hashes with it), then what Arrow, glibc and the kernel
+# do in this process and in a spawned child of the collector's part pool; huge pages allowed
+# first, as in a process whose parent did not turn them off (this test run's does)
 CHILD = """
 import json, sys
+from pulsar_lens.core.allocators import set_huge_pages
+assert set_huge_pages(True)
 from pulsar_lens.cli.main import main
 main(["hash", "--json", "k"])
 from pulsar_lens.collectors.bulkparts import PartPool
@@ -60,7 +65,7 @@ class MallInfo2(ctypes.Structure):
 def allocators() -> dict[str, object]:
     """Arrow's pool; whether glibc serves 3 MiB and 8 MiB from its arenas (below the mmap
     threshold) or as a mapping of their own (`hblks`, the mapped blocks, grows by one); the
-    threshold's variable."""
+    threshold's variable; whether transparent huge pages are off."""
     libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
@@ -78,6 +83,7 @@ def allocators() -> dict[str, object]:
         "arena_3": from_arena[3],
         "arena_8": from_arena[8],
         "threshold": os.environ.get(MMAP_THRESHOLD_ENV),
+        "huge_pages_off": huge_pages_off(),
     }
 
 
@@ -95,15 +101,39 @@ def unset(*names: str) -> dict[str, str]:
 
 
 def test_a_command_and_its_children_use_the_chosen_allocators() -> None:
-    chosen = {"arrow": ARROW_POOL, "arena_3": True, "arena_8": False}
-    found = run_child(unset(ARROW_POOL_ENV, MMAP_THRESHOLD_ENV))
+    chosen = {"arrow": ARROW_POOL, "arena_3": True, "arena_8": False, "huge_pages_off": True}
+    found = run_child(unset(ARROW_POOL_ENV, MMAP_THRESHOLD_ENV, HUGE_PAGES_ENV))
     assert found == [{**chosen, "threshold": str(MMAP_THRESHOLD)}] * 2
 
 
 def test_allocators_chosen_in_the_environment_are_kept() -> None:
-    env = {**os.environ, ARROW_POOL_ENV: "system", MMAP_THRESHOLD_ENV: str(16 << 20)}
-    chosen = {"arrow": "system", "arena_3": True, "arena_8": True, "threshold": str(16 << 20)}
+    env = {
+        **os.environ,
+        ARROW_POOL_ENV: "system",
+        MMAP_THRESHOLD_ENV: str(16 << 20),
+        HUGE_PAGES_ENV: "system",
+    }
+    chosen = {
+        "arrow": "system",
+        "arena_3": True,
+        "arena_8": True,
+        "threshold": str(16 << 20),
+        "huge_pages_off": False,
+    }
     assert run_child(env) == [chosen] * 2
+
+
+def test_a_huge_pages_choice_it_does_not_know_is_refused_before_the_command_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pulsar_lens.cli.main", "hash", "k"],
+        env={**os.environ, HUGE_PAGES_ENV: "always"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    assert done.stdout == ""
+    assert f"{HUGE_PAGES_ENV} is 'always': it takes 'off' or 'system'" in done.stderr
 
 
 def test_without_the_choice_glibc_maps_3_mib_of_its_own() -> None:
