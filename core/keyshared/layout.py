@@ -147,9 +147,13 @@ def places(keys: Sequence[tuple[str, str]], consumers: pd.DataFrame) -> I64:
     return found_at
 
 
-def from_frame(keys: Sequence[tuple[str, str]], consumers: pd.DataFrame) -> Layout:
-    """The consumers of each (topic, subscription) in `keys`, in connection order."""
-    sub_of_row = places(keys, consumers)
+def from_frame(
+    keys: Sequence[tuple[str, str]], consumers: pd.DataFrame, sub_of_row: I64 | None = None
+) -> Layout:
+    """The consumers of each (topic, subscription) in `keys`, in connection order;
+    `sub_of_row`: `places(keys, consumers)` when the caller found it already."""
+    if sub_of_row is None:
+        sub_of_row = places(keys, consumers)
     rows = np.flatnonzero(sub_of_row >= 0)
     if len(rows):
         since = pd.DatetimeIndex(pd.to_datetime(consumers["connected_since"], utc=True))

@@ -243,6 +243,29 @@ def test_key_shared_map_param_choices_list_subscriptions_and_consumers() -> None
     assert {"ks-1", "ks-2", "pks-1"} <= set(choices["remove_consumer"])
 
 
+def test_key_shared_map_finds_its_consumers_places_once_a_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`analyze` and `param_choices` of one run share the consumers' places among the
+    Key_Shared subscriptions (one join of every consumer) and give what each gave alone."""
+    import pulsar_lens.plugins.builtin.key_shared_map as module
+
+    alone = PLUGIN.param_choices(make_inputs([replay("default")], PLUGIN.inputs))
+    calls = []
+    real = module.places
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(module, "places", counted)
+    inputs = make_inputs([replay("default")], PLUGIN.inputs)
+    result = PLUGIN.analyze(inputs, PLUGIN.Params())
+    assert PLUGIN.param_choices(inputs) == alone
+    assert len(calls) == 1
+    assert result.frames["subscriptions"]["label"].tolist()
+
+
 def test_key_shared_map_consumer_choices_are_those_a_merge_with_its_subscriptions_finds() -> None:
     """The consumers offered for removal, found by the layout's join, are the consumers of
     the Key_Shared subscriptions as a pandas merge on their names finds them, on random

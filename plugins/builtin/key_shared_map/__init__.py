@@ -151,7 +151,7 @@ class KeySharedMap(AnalysisPlugin):
         )
 
     def analyze(self, data: Inputs, params: Params) -> Result:
-        subs = key_shared_subscriptions(data.latest("subscriptions"))
+        subs, keys, sub_of_row = laid_out(data)
         line = broker_line(data.latest("brokers"))
         analysis = analyze_subscriptions(
             subs,
@@ -159,6 +159,7 @@ class KeySharedMap(AnalysisPlugin):
             points=params.replica_points,
             charset=jvm_charset(params.jvm_charset),
             pulsar=line.line,
+            found=(keys, sub_of_row),
         )
         frames = map_frames(subs, analysis)
         frames["draining"] = draining_frame(data.latest("draining_hashes"), subs)
@@ -212,14 +213,11 @@ class KeySharedMap(AnalysisPlugin):
         return [imbalance, drift]
 
     def param_choices(self, data: Inputs) -> Mapping[str, Sequence[str]]:
-        subs = key_shared_subscriptions(data.latest("subscriptions"))
-        keys = list(zip(subs["topic"].tolist(), subs["subscription"].tolist(), strict=True))
+        _, keys, sub_of_row = laid_out(data)
         labels = [subscription_label(t, s) for t, s in keys]
-        # the consumers the analysis lays out, found as it finds them (one Arrow join: at
-        # 1,000,000 topics a pandas merge of every consumer took 2-3 s)
-        consumers = data.latest("consumers")
-        laid_out = consumers["consumer_name"][places(keys, consumers) >= 0] if keys else None
-        names = sorted({str(n) for n in laid_out.dropna().tolist()} if laid_out is not None else ())
+        # the consumers the analysis lays out, found where it found them
+        members = data.latest("consumers")["consumer_name"][sub_of_row >= 0] if keys else None
+        names = sorted({str(n) for n in members.dropna().tolist()} if members is not None else ())
         return {"subscription": ["", *labels], "remove_consumer": ["", *names]}
 
 
@@ -296,6 +294,27 @@ def key_shared_subscriptions(subscriptions: pd.DataFrame) -> pd.DataFrame:
     return subs.sort_values(["topic", "subscription"]).reset_index(drop=True)
 
 
+def laid_out(data: Inputs) -> tuple[pd.DataFrame, list[tuple[str, str]], np.ndarray]:
+    """The newest poll's Key_Shared subscriptions, their (topic, subscription) keys and each
+    consumer row's place among them (`places`, -1 for none), found once per run: `analyze`
+    and `param_choices` both need them (one Arrow join of every consumer, 0.2 s at 1,000,000
+    topics, and a sort of the subscriptions)."""
+
+    def find() -> tuple[pd.DataFrame, list[tuple[str, str]], np.ndarray]:
+        subs = key_shared_subscriptions(data.latest("subscriptions"))
+        keys = subscription_keys(subs)
+        return subs, keys, places(keys, data.latest("consumers"))
+
+    return data.derived("key-shared-map.laid-out", find)
+
+
+def subscription_keys(subs: pd.DataFrame) -> list[tuple[str, str]]:
+    """(topic, subscription) of each row of `subs`, in order."""
+    if not len(subs):
+        return []
+    return list(zip(subs["topic"].tolist(), subs["subscription"].tolist(), strict=True))
+
+
 def analyze_subscriptions(
     subs: pd.DataFrame,
     consumers: pd.DataFrame,
@@ -303,17 +322,15 @@ def analyze_subscriptions(
     points: int,
     charset: str = "utf-8",
     pulsar: PulsarLine = "4.0",
+    found: tuple[list[tuple[str, str]], np.ndarray] | None = None,
 ) -> Analysis:
     """Every subscription's members, selector and model (consistent hashing all at once).
 
     Consumer names are hashed in `charset` (the broker JVM's default); a subscription whose
-    ranges only the other charset reproduces says so in its drift reason."""
-    keys = (
-        list(zip(subs["topic"].tolist(), subs["subscription"].tolist(), strict=True))
-        if len(subs)
-        else []
-    )
-    layout = from_frame(keys, consumers)
+    ranges only the other charset reproduces says so in its drift reason. `found`: the keys
+    of `subs` and each consumer row's place among them (`laid_out`), when found already."""
+    keys, sub_of_row = found if found is not None else (subscription_keys(subs), None)
+    layout = from_frame(keys, consumers, sub_of_row)
     modes = subs["key_shared_mode"].tolist() if len(subs) else []
     kinds = infer_kinds(layout, modes, pulsar=pulsar)
     fitted = "consistent" if pulsar == "4.0" else ""  # 3.0's ring: one subscription at a time
