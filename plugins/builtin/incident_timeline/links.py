@@ -17,6 +17,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pulsar_lens.plugins.builtin.shared.failover import group_label
 from pulsar_lens.plugins.builtin.shared.labels import subscription_label
@@ -112,18 +113,37 @@ def with_links(
     )
     todo = place < 0
     sid = np.empty(len(rows), dtype=object)
-    made = np.empty(len(rows), dtype=object)
-    if kept is not None and not todo.all():
-        done = pa.array(place[~todo])
-        sid[~todo] = kept.snapshot_ids.take(done).to_numpy(zero_copy_only=False)
-        made[~todo] = kept.links.take(done).to_numpy(zero_copy_only=False)
+    made: list[str] = []
     if todo.any():
         mine = out if todo.all() else out[todo]  # no copy of every row when none is kept
         sid[todo] = poll_after(times, ids, mine["at"]).to_numpy(dtype=object)
-        made[todo] = links(mine["page"], pd.Series(sid[todo]), clusters, mine[list(LINK_FIELDS)])
+        made = links(mine["page"], pd.Series(sid[todo]), clusters, mine[list(LINK_FIELDS)])
+    if kept is None or todo.all():
+        out["snapshot_id"] = pd.Series(sid, index=out.index, dtype=object)
+        out["link"] = made
+        return out
+    sid[~todo] = _objects(kept.snapshot_ids)[place[~todo]]
     out["snapshot_id"] = pd.Series(sid, index=out.index, dtype=object)
-    out["link"] = made.tolist()
+    # the kept links stay Arrow text, taken once with the new ones after them: none becomes
+    # a Python object on the way (hundreds of thousands of rows at a full window)
+    order = place.copy()
+    order[todo] = len(kept.links) + np.arange(len(made), dtype=np.int64)
+    every = pa.chunked_array([*_chunks(kept.links), pa.array(made, pa.string())], pa.string())
+    out["link"] = every.take(pa.array(order)).to_pandas().array
     return out
+
+
+def _objects(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """`values` as an object array, each distinct value one Python object: a window's rows
+    name the same few polls (sixty) hundreds of thousands of times."""
+    distinct = pc.unique(values)
+    codes = pc.index_in(values, value_set=distinct).fill_null(len(distinct))
+    objects = np.array([*distinct.to_pylist(), None], dtype=object)
+    return objects[codes.to_numpy()]
+
+
+def _chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return list(values.chunks) if isinstance(values, pa.ChunkedArray) else [values]
 
 
 LINKED = ("snapshot_id", "link")
