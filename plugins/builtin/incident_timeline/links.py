@@ -139,7 +139,8 @@ def _objects(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     distinct = pc.unique(values)
     codes = pc.index_in(values, value_set=distinct).fill_null(len(distinct))
     objects = np.array([*distinct.to_pylist(), None], dtype=object)
-    return objects[codes.to_numpy()]
+    found: np.ndarray = objects[np.asarray(codes.to_numpy(), dtype=np.int64)]
+    return found
 
 
 def _chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
