@@ -117,6 +117,14 @@ def segments(offsets: I64, chosen: I64) -> I64:
     return np.arange(total, dtype=np.int64) + shift
 
 
+def subscription_keys(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """(topic, subscription) of each row of `frame`, in order: the `keys` `places` and
+    `from_frame` take."""
+    if not len(frame):
+        return []
+    return list(zip(frame["topic"].tolist(), frame["subscription"].tolist(), strict=True))
+
+
 def places(keys: Sequence[tuple[str, str]], consumers: pd.DataFrame) -> I64:
     """Each consumer row's place in `keys` (the last, for a key listed twice), -1 where its
     (topic, subscription) is not there: one Arrow hash join, not a Python lookup a row (0.2

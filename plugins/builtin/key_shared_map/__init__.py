@@ -64,7 +64,13 @@ from pulsar_lens.api import (
 )
 from pulsar_lens.core.hashing import PulsarLine
 from pulsar_lens.core.keyshared.fit import MAX_POINTS, Fit, fit_consistent
-from pulsar_lens.core.keyshared.layout import Layout, from_frame, infer_kinds, places
+from pulsar_lens.core.keyshared.layout import (
+    Layout,
+    from_frame,
+    infer_kinds,
+    places,
+    subscription_keys,
+)
 from pulsar_lens.core.keyshared.ranges import hash_selector
 from pulsar_lens.core.keyshared.rebuild import WhatIf, apply_what_if, consistent_model, rebuild
 from pulsar_lens.plugins.builtin.key_shared_map.frames import Analysis, map_frames
@@ -306,13 +312,6 @@ def laid_out(data: Inputs) -> tuple[pd.DataFrame, list[tuple[str, str]], np.ndar
         return subs, keys, places(keys, data.latest("consumers"))
 
     return data.derived("key-shared-map.laid-out", find)
-
-
-def subscription_keys(subs: pd.DataFrame) -> list[tuple[str, str]]:
-    """(topic, subscription) of each row of `subs`, in order."""
-    if not len(subs):
-        return []
-    return list(zip(subs["topic"].tolist(), subs["subscription"].tolist(), strict=True))
 
 
 def analyze_subscriptions(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pulsar_lens.core.keyshared.layout import from_frame
+from pulsar_lens.core.keyshared.layout import from_frame, subscription_keys
 from pulsar_lens.core.keyshared.ranges import I64
 
 
@@ -29,7 +29,7 @@ def waiting_consumers(hashes: pd.DataFrame, consumers: pd.DataFrame) -> list[str
         return []
     pairs = ["topic", "subscription"]
     firsts = hashes[pairs].drop_duplicates()
-    keys = list(zip(firsts["topic"].tolist(), firsts["subscription"].tolist(), strict=True))
+    keys = subscription_keys(firsts)
     hash_sub = hashes.groupby(pairs, sort=False, dropna=False).ngroup().to_numpy(np.int64)
     layout = from_frame(keys, consumers)
     owner = layout.range_owner()
