@@ -2,8 +2,8 @@
 
 Steps, each bounded in time:
 1. poll the cluster once;
-2. start a probe on the bundle and wait for a clean baseline (`baseline` seconds of
-   acknowledged publishes, none slow or failed);
+2. start a probe on the bundle (again, while the time lasts, when its client fails) and wait
+   for a clean baseline (`baseline` seconds of acknowledged publishes, none slow or failed);
 3. poll again: the "before" snapshot (the probe's topic keeps the bundle owned from here on);
 4. unload the bundle (to `to` where given; the extensible load manager refuses the owner);
 5. wait until the probe's publishes are acknowledged again, and `settle` seconds more;
@@ -28,7 +28,7 @@ from typing import Any
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.events import diff
 from pulsar_lens.collectors.poll import poll
-from pulsar_lens.collectors.probe import ProbeRunner, ProbeSettings, ProbeTarget
+from pulsar_lens.collectors.probe import ProbeRunner, ProbeSettings, ProbeStartError, ProbeTarget
 from pulsar_lens.collectors.probe_loop import lookup_service_url, store_sink
 from pulsar_lens.collectors.sampling import service_url_of
 from pulsar_lens.core.bundles import parse_bundle_name
@@ -130,7 +130,7 @@ def run_drill(
         mutations=mutations,
     )
     run.probe_run = probe.run_id
-    probe.start()
+    start_probe(probe, deadline, step)
     try:
         step(f"probing {target.topic} at {plan.rate:g} msg/s")
         _wait_clean(probe, plan.baseline, deadline)
@@ -159,6 +159,28 @@ def run_drill(
         step(f"deleted {', '.join(run.deleted) or 'nothing'}")
     run.finished_at = dt.datetime.now(dt.UTC)
     return run
+
+
+RETRY_PAUSE = 1.0  # seconds between attempts to start the probe
+
+
+def start_probe(probe: ProbeRunner, deadline: float, step: Callable[[str], None]) -> None:
+    """Start `probe`, and again after a failed attempt while time is left before `deadline`
+    (time.monotonic()): on a busy cluster the lookup of a probe topic that an earlier drill
+    has just deleted, or of a bundle still being assigned, can outlast the client's operation
+    timeout once. Each failure is a step; the last one is raised, saying the time ran out."""
+    while True:
+        try:
+            probe.start()
+            return
+        except ProbeStartError as exc:
+            if time.monotonic() + RETRY_PAUSE >= deadline:
+                raise ProbeStartError(
+                    f"{exc}; no time is left for another attempt before the drill's timeout",
+                    setting="--timeout",
+                ) from exc
+            step(f"{exc}; trying again")
+            time.sleep(RETRY_PAUSE)
 
 
 def owner_of(admin: AdminClient, topic: str) -> str | None:

@@ -32,7 +32,7 @@ from typing import Any
 from pulsar_lens.collectors.client_auth import client_options
 from pulsar_lens.core.bundles import parse_bundle_name
 from pulsar_lens.core.config import ClusterSettings
-from pulsar_lens.core.errors import ModelError
+from pulsar_lens.core.errors import CollectorError, ModelError
 from pulsar_lens.core.hashing import topic_bundle_hash
 from pulsar_lens.core.logs import pulsar_client
 from pulsar_lens.core.model import SLOW_PUBLISH_MS, ProbeRecord
@@ -57,6 +57,12 @@ def probe_topic(namespace: str, bundle: str) -> str:
         if rng.lower <= topic_bundle_hash(name) < rng.upper:
             return name
     raise ModelError(f"no probe topic name hashes into {namespace}/{bundle} (bundle too small)")
+
+
+class ProbeStartError(CollectorError):
+    """The probe's client could not subscribe to a probe topic or create its producer (the
+    client's error says how: a lookup that outlasted the operation timeout, a refused
+    connection, an authorization error). Nothing of the attempt is left open."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +186,10 @@ class ProbeRunner:
         if self.token is not None:
             options["authentication"] = pulsar.AuthenticationToken(self.token.reveal())
         self._client = pulsar_client(self.service_url, **options)
+        topic = ""
         try:
             for target in self.targets:
+                topic = target.topic
                 self._consumers[target.topic] = self._client.subscribe(
                     target.topic,
                     PROBE_SUBSCRIPTION,
@@ -199,8 +207,12 @@ class ProbeRunner:
                     send_timeout_millis=self.settings.send_timeout_ms,
                 )
                 self._next_seq[target.topic] = 0
-        except BaseException:
+        except BaseException as exc:
             self._close_client()
+            if isinstance(exc, pulsar.PulsarException):
+                raise ProbeStartError(
+                    f"the probe could not subscribe to or publish on {topic}: {exc}"
+                ) from exc
             raise
         for name, loop in (("send", self._send_loop), ("flush", self._flush_loop)):
             thread = threading.Thread(target=loop, name=f"probe-{name}-{self.run_id}", daemon=True)
@@ -379,3 +391,5 @@ class ProbeRunner:
             with contextlib.suppress(Exception):
                 self._client.close()
         self._client = None
+        self._producers.clear()
+        self._consumers.clear()

@@ -5,6 +5,8 @@
         AdminApiError(method, path, status, body excerpt, hint; endpoint, detail)
         AdminApiUnreachable(method, path, reason; endpoint, detail)
         OAuth2Error (collectors.oauth2)
+        ProbeStartError (collectors.probe)
+                              the probe's client could not subscribe or create its producer
       LocalPulsarError(process, pid, port, log_path, exit_code)
                               the local standalone or cluster could not be assembled or started
       JvmHashUnavailable(tool, path, exit_code)
