@@ -20,6 +20,7 @@ import requests
 from pulsar_lens.cli.drill_cmd import drill_report
 from pulsar_lens.collectors.admin import AdminClient
 from pulsar_lens.collectors.drill import DrillPlan, owner_of, run_drill
+from pulsar_lens.collectors.poll import poll
 from pulsar_lens.collectors.probe import probe_topic
 from pulsar_lens.core.model import SLOW_PUBLISH_MS
 from pulsar_lens.core.mutations import MutationSettings
@@ -124,6 +125,18 @@ def test_unload_to_the_other_broker_is_detected_and_measured(
         outages.append(report["outage_ms"])
     _measured[cluster.load_manager] = outages
     _write_figures()
+
+
+def test_a_poll_reads_every_broker_of_either_load_manager_without_an_error(
+    cluster: LocalPulsarCluster,
+) -> None:
+    """The extensible load manager answers every load-report call with a 500: a broker working
+    as designed, not a failure the poll lists (its counts come from its topics)."""
+    with AdminClient(cluster.admin_url) as admin:
+        snapshot = poll(admin, namespaces=["public/default"])
+    assert snapshot.errors == ()
+    assert sorted(b.broker_id for b in snapshot.brokers) == sorted(cluster.broker_ids)
+    assert all(b.version and b.version.startswith("4.0.") for b in snapshot.brokers)
 
 
 def test_unload_on_a_single_broker_is_detected_and_measured(
