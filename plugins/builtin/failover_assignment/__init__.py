@@ -60,6 +60,7 @@ from pulsar_lens.plugins.builtin.failover_assignment.frames import (
     consumer_frame,
     group_frame,
     matrix_frame,
+    partition_history,
     summarize,
     timeline_frame,
     with_flaps,
@@ -137,13 +138,15 @@ class FailoverAssignment(AnalysisPlugin):
             charset=jvm_charset(params.jvm_charset),
         )
         names = [members.names[i] for i in order.tolist()]
-        partitions = with_flaps(_partition_frame(columns), history, params)
+        partitions = _partition_frame(columns)
+        window = partition_history(partitions, history)
+        partitions = with_flaps(partitions, window, params)
         frames = {
             "groups": group_frame(partitions, names),
             "partitions": partitions,
             "consumers": consumer_frame(partitions, names),
             "matrix": matrix_frame(partitions, names),
-            "timeline": timeline_frame(partitions, history),
+            "timeline": timeline_frame(partitions, window),
         }
         selected = params.subscription or (groups.labels[0] if groups.labels else "")
         return Result(frames=frames, summary=summarize(frames, selected, line))

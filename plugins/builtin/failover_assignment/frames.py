@@ -55,13 +55,23 @@ MATRIX_COLUMNS = ["label", "topic", "consumer_name", "role"]
 TIMELINE_COLUMNS = ["label", "topic", "collected_at", "active_consumer_name"]
 
 
-def with_flaps(partitions: pd.DataFrame, history: pd.DataFrame, params: Any) -> pd.DataFrame:
-    """Active-consumer changes per partition over the stored snapshots (`history`: each
-    poll's rows of Failover subscriptions, oldest poll first), and the names seen in the order
-    first seen: each partition's named active consumers, oldest first."""
+def partition_history(partitions: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
+    """The `history` rows (each poll's rows of Failover subscriptions, oldest poll first) of
+    the partitions' (topic, subscription), in their order, with `collected_at`,
+    `active_consumer_name` and `_row`, the partition's position: what `with_flaps` and
+    `timeline_frame` read, joined once (a join on two text keys over the whole window)."""
+    columns = ["collected_at", "topic", "subscription", "active_consumer_name", "_row"]
+    if partitions.empty or history.empty:
+        return pd.DataFrame(columns=columns)
+    return _of_partitions(history, partitions, ["active_consumer_name"])
+
+
+def with_flaps(partitions: pd.DataFrame, window: pd.DataFrame, params: Any) -> pd.DataFrame:
+    """Active-consumer changes per partition over the stored snapshots (`window`: their
+    `partition_history`), and the names seen in the order first seen: each partition's named
+    active consumers, oldest first."""
     if partitions.empty:
         return partitions
-    window = _of_partitions(history, partitions, ["active_consumer_name"])
     window = window[window["active_consumer_name"].notna()]
     row = window["_row"].to_numpy(np.int64)
     at = window["collected_at"].to_numpy(dtype="datetime64[us]")
@@ -255,15 +265,13 @@ def matrix_frame(partitions: pd.DataFrame, names: Names) -> pd.DataFrame:
     )
 
 
-def timeline_frame(partitions: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
+def timeline_frame(partitions: pd.DataFrame, window: pd.DataFrame) -> pd.DataFrame:
     """The active consumer of every partition of every group in each stored snapshot where
-    its subscription was Failover (`history`: those rows, oldest poll first)."""
-    if partitions.empty or history.empty:
+    its subscription was Failover (`window`: their `partition_history`)."""
+    if partitions.empty or window.empty:
         return frame_of([], TIMELINE_COLUMNS)
-    keys = partitions[["label", "topic", "subscription"]]
-    history = history[["topic", "subscription", "collected_at", "active_consumer_name"]]
-    history = history[_isin(history["topic"], partitions["topic"])]
-    rows = history.merge(keys, on=["topic", "subscription"], how="inner")
+    label = partitions["label"].to_numpy(dtype=object)[window["_row"].to_numpy(np.int64)]
+    rows = window.assign(label=label)
     rows = rows.sort_values(["label", "topic", "collected_at"], kind="stable")
     return rows[TIMELINE_COLUMNS].reset_index(drop=True)
 
