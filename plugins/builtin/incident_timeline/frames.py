@@ -18,6 +18,7 @@ import pandas as pd
 from pulsar_lens.api import TopicNameError, frame_of, parse_topic_name
 from pulsar_lens.core.secrets import clean
 from pulsar_lens.plugins.builtin.shared.ownership import BY_LOAD_MANAGER
+from pulsar_lens.plugins.builtin.shared.positions import looked_up
 
 ROW_COLUMNS = [
     "at",
@@ -359,6 +360,6 @@ def to_frame(*parts: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
         )
     frame["at"] = pd.to_datetime(frame["at"], utc=True).astype("datetime64[us, UTC]")
     rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
-    order = frame.assign(_rank=frame["kind"].map(rank).fillna(len(rank)))
+    order = frame.assign(_rank=looked_up(frame["kind"], rank, len(rank), np.int64))
     order = order.sort_values(["at", "_rank"], kind="stable")
     return order.drop(columns="_rank").reset_index(drop=True)

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from pulsar_lens.plugins.builtin.shared.failover import group_label
 from pulsar_lens.plugins.builtin.shared.labels import subscription_label
+from pulsar_lens.plugins.builtin.shared.positions import looked_up
 
 PAGES: Mapping[str, str] = {
     "unload-latency": "bundles",
@@ -105,7 +106,7 @@ def with_links(
     (a step made them); the others' are made here."""
     times, ids, clusters = _polls(snapshots)
     out = rows.drop(columns=[c for c in ("explained_by", KEPT) if c in rows])
-    out["page"] = rows["explained_by"].map(PAGES).astype(object)
+    out["page"] = pd.Series(looked_up(rows["explained_by"], PAGES, np.nan), rows.index, object)
     place = (
         rows[KEPT].fillna(-1).to_numpy(dtype=np.int64)
         if kept is not None and KEPT in rows
@@ -171,7 +172,7 @@ def step_links(rows: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
     if mine.any():
         newest = ids.iloc[-1]
         chosen = rows[mine]
-        pages = chosen["explained_by"].map(PAGES).astype(object)
+        pages = pd.Series(looked_up(chosen["explained_by"], PAGES, np.nan), chosen.index, object)
         sid = pd.Series([newest] * len(chosen), index=chosen.index, dtype=object)
         out.loc[mine, "snapshot_id"] = newest
         out.loc[mine, "link"] = links(pages, sid, clusters, chosen[list(LINK_FIELDS)])
