@@ -135,17 +135,23 @@ class LoadManagerCounters:
 # Prometheus shows them as pulsar_lb_*), releases before 3.0 in _count.
 LB_UNLOADED = ("brk_lb_unload_bundle_total", "brk_lb_unload_bundle_count")
 LB_SPLIT = ("brk_lb_bundles_split_total", "brk_lb_bundles_split_count")
+# The extensible load manager's unloads by result and reason: its bundle total counts every
+# successful unload, those the admin API asked for too (reason "Admin").
+LB_BREAKDOWN = "brk_lb_unload_broker_breakdown_total"
+ASKED = {"result": "Success", "reason": "Admin"}
 
 
 def parse_lb_counters(payload: Any) -> LoadManagerCounters:
     """The load manager's own counters from a broker's dimension metrics.
 
     `bundles_unloaded` counts the bundles its shedder chose to unload; the leader runs the
-    shedder, so only the leader's count moves (an unload asked through the admin API is not
-    counted by 4.0's load managers). `bundles_split` counts its automatic splits. The modular
-    load manager lists a counter only once it has counted something, so a counter the answer
-    does not list is 0; one listed with a value that is no count, or a payload that is not
-    a list of metrics, is unknown (None).
+    shedder, so only the leader's count moves. The modular load manager does not count an
+    unload asked through the admin API; the extensible one counts it in its total and again
+    under the reason "Admin", which is taken off here (Pulsar 4.0.7, both proven on its
+    brokers). `bundles_split` counts its automatic splits. A counter the answer does not list
+    is 0 (the modular load manager lists one only once it has counted something, the
+    extensible one its unloads only after the leader's first shedding round); one listed with
+    a value that is no count, or a payload that is not a list of metrics, is unknown (None).
     """
     if not isinstance(payload, list):
         warn(f"broker-stats/metrics answered {type(payload).__name__}, not a list; ignored")
@@ -153,7 +159,10 @@ def parse_lb_counters(payload: Any) -> LoadManagerCounters:
     found: dict[str, int | None] = {}
     for entry in payload:
         metrics = as_dict(as_dict(entry).get("metrics"))
-        for name in (*LB_UNLOADED, *LB_SPLIT):
+        names = [*LB_UNLOADED, *LB_SPLIT]
+        if all(as_dict(as_dict(entry).get("dimensions")).get(k) == v for k, v in ASKED.items()):
+            names.append(LB_BREAKDOWN)
+        for name in names:
             if name in metrics and found.get(name) is None:
                 value = as_int(metrics, name)
                 if value is not None and value >= 0:
@@ -165,7 +174,12 @@ def parse_lb_counters(payload: Any) -> LoadManagerCounters:
     def first(names: tuple[str, ...]) -> int | None:
         return next((found[n] for n in names if n in found), 0)
 
-    return LoadManagerCounters(bundles_unloaded=first(LB_UNLOADED), bundles_split=first(LB_SPLIT))
+    unloaded, asked = first(LB_UNLOADED), first((LB_BREAKDOWN,))
+    if unloaded is not None and asked is not None and asked > unloaded:
+        warn(f"{asked} unloads asked for through the admin API, of {unloaded}; stored as null")
+        unloaded = None
+    shed = None if unloaded is None or asked is None else unloaded - asked
+    return LoadManagerCounters(bundles_unloaded=shed, bundles_split=first(LB_SPLIT))
 
 
 def collect_version(client: AdminClient, web_url: str, *, timeout: float) -> str | None:

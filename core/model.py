@@ -45,7 +45,7 @@ class BrokerRecord:
     num_bundles: int | None = None  # bundles the broker owns (load report)
     num_consumers: int | None = None  # consumers connected to the broker (load report)
     num_producers: int | None = None  # producers connected to the broker (load report)
-    lb_bundles_unloaded: int | None = None  # bundles its load manager unloaded since it started
+    lb_bundles_unloaded: int | None = None  # bundles its shedder unloaded since it started
     lb_bundles_split: int | None = None  # bundles its load manager split since it started
 
 

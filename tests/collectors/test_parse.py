@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from typing import Any
 
 import pytest
 
@@ -413,6 +414,49 @@ EXTENSIBLE = [
         "dimensions": {"broker": "127.0.0.1", "metric": "bundlesSplit"},
     },
 ]
+
+
+def unloading(count: int, result: str, reason: str) -> dict[str, Any]:
+    dimensions = {"broker": "127.0.0.1", "metric": "bundleUnloading"}
+    return {
+        "metrics": {"brk_lb_unload_broker_breakdown_total": count},
+        "dimensions": dimensions | {"result": result, "reason": reason},
+    }
+
+
+# what a Pulsar 4.0.7 leader with the extensible load manager listed after one admin unload
+# and two shedding rounds that unloaded nothing (its other entries left out)
+EXTENSIBLE_AFTER_AN_ADMIN_UNLOAD = [
+    {
+        "metrics": {"brk_lb_unload_broker_total": 1, "brk_lb_unload_bundle_total": 1},
+        "dimensions": {"broker": "127.0.0.1", "metric": "bundleUnloading"},
+    },
+    unloading(1, "Skip", "HitCount"),
+    unloading(1, "Skip", "NoLoadData"),
+    unloading(1, "Success", "Admin"),
+    unloading(0, "Success", "Overloaded"),
+    unloading(0, "Failure", "Unknown"),
+]
+
+
+def test_the_extensible_load_managers_count_leaves_out_the_unloads_the_admin_api_asked_for() -> (
+    None
+):
+    assert parse_lb_counters(EXTENSIBLE_AFTER_AN_ADMIN_UNLOAD) == LoadManagerCounters(0, 0)
+    shed_too = [
+        {"metrics": {"brk_lb_unload_bundle_total": 5}, "dimensions": {}},
+        unloading(2, "Success", "Admin"),
+        unloading(2, "Success", "Overloaded"),
+        unloading(1, "Success", "Underloaded"),
+        unloading(7, "Skip", "Admin"),  # not a Success: never counted in the total
+    ]
+    assert parse_lb_counters(shed_too) == LoadManagerCounters(3, 0)
+    with field_warnings() as found:
+        more_asked = [shed_too[0], unloading(6, "Success", "Admin")]
+        assert parse_lb_counters(more_asked) == LoadManagerCounters(None, 0)
+        bad = [shed_too[0], unloading(-1, "Success", "Admin")]
+        assert parse_lb_counters(bad) == LoadManagerCounters(None, 0)
+    assert any("admin API" in w for w in found) and any("no count" in w for w in found)
 
 
 def test_lb_counters_of_the_modular_and_extensible_load_managers() -> None:

@@ -29,6 +29,7 @@ from pulsar_lens.core.store import Store
 from pulsar_lens.lab.cluster import LocalPulsarCluster
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.brokers import BrokerPool
+from tests.live.lens_polls import wait_for
 
 MUTATIONS = MutationSettings(allow=True)  # the drill unloads a bundle of our own broker
 
@@ -137,6 +138,77 @@ def test_a_poll_reads_every_broker_of_either_load_manager_without_an_error(
     assert snapshot.errors == ()
     assert sorted(b.broker_id for b in snapshot.brokers) == sorted(cluster.broker_ids)
     assert all(b.version and b.version.startswith("4.0.") for b in snapshot.brokers)
+
+
+def breakdown(admin_url: str, broker: str) -> dict[tuple[str, str], int]:
+    """The leader's unloads by (result, reason) from its dimension metrics, with its bundle
+    total under ("", "total"); empty before its first shedding round lists them."""
+    answer = requests.get(f"http://{broker}/admin/v2/broker-stats/metrics", timeout=30).json()
+    found: dict[tuple[str, str], int] = {}
+    for entry in answer:
+        dimensions, metrics = entry["dimensions"], entry["metrics"]
+        if "brk_lb_unload_broker_breakdown_total" in metrics:
+            key = (dimensions["result"], dimensions["reason"])
+            found[key] = int(metrics["brk_lb_unload_broker_breakdown_total"])
+        if "brk_lb_unload_bundle_total" in metrics:
+            found[("", "total")] = int(metrics["brk_lb_unload_bundle_total"])
+    return found
+
+
+@pytest.mark.parametrize("cluster", ["extensible"], indirect=True)
+def test_the_extensible_load_managers_count_stored_leaves_out_admin_unloads(
+    cluster: LocalPulsarCluster,
+) -> None:
+    """The extensible load manager counts an unload the admin API asked for in its bundle
+    total (reason "Admin"), where the modular one does not count it: the count stored is the
+    shedder's alone, so bundle-ownership never gives it an admin's unload. Shedding is on for
+    this test only (the leader lists its counts after each shedding round, once a minute)."""
+    url = cluster.admin_url
+    config = f"{url}/admin/v2/brokers/configuration/loadBalancerSheddingEnabled"
+    requests.post(f"{config}/true", timeout=30).raise_for_status()
+    try:
+        leader = requests.get(f"{url}/admin/v2/brokers/leaderBroker", timeout=30).json()
+        leader_id = str(leader["brokerId"])
+        bundle = first_bundle(url)
+        topic = probe_topic("public/default", bundle)
+        path = topic.replace("://", "/", 1)
+        requests.put(f"{url}/admin/v2/{path}", timeout=30)  # 409 when a drill made it already
+        with AdminClient(url) as admin:
+            owner = wait_for(lambda: owner_of(admin, topic), what=f"an owner of {topic}")
+        before = wait_for(
+            lambda: breakdown(url, leader_id) or None,
+            what="the leader's first shedding round to list its unloads",
+            timeout=180,
+            every=2.0,
+        )
+        other = next(b for b in cluster.broker_ids if b != owner)
+        requests.put(
+            f"{url}/admin/v2/namespaces/public/default/{bundle}/unload",
+            params={"destinationBroker": other},
+            timeout=60,
+        ).raise_for_status()
+        asked = ("Success", "Admin")
+
+        def counted() -> dict[tuple[str, str], int] | None:
+            found = breakdown(url, leader_id)
+            return found if found.get(asked, 0) > before.get(asked, 0) else None
+
+        after = wait_for(counted, what="the admin unload counted", timeout=180, every=2.0)
+        with AdminClient(url) as admin:
+            snapshot = poll(admin, namespaces=["public/default"])
+        again = breakdown(url, leader_id)  # a shedding round may come between
+    finally:
+        requests.post(f"{config}/false", timeout=30).raise_for_status()
+    # the broker's total is every successful unload, the admin's among them
+    successes = sum(n for (result, _), n in after.items() if result == "Success")
+    assert after[("", "total")] == successes >= after[asked] >= 1
+    (stored,) = [b for b in snapshot.brokers if b.broker_id == leader_id]
+    assert stored.lb_bundles_unloaded in {shed(after), shed(again)}
+
+
+def shed(found: dict[tuple[str, str], int]) -> int:
+    """The unloads the shedder chose: the bundle total less the admin API's."""
+    return found[("", "total")] - found.get(("Success", "Admin"), 0)
 
 
 def test_unload_on_a_single_broker_is_detected_and_measured(

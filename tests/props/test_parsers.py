@@ -230,6 +230,10 @@ LB_METRICS = [
         "dimensions": {"cluster": "local", "metric": "bundleUnloading"},
     },
     {"metrics": {"brk_lb_bundles_split_total": 2}, "dimensions": {"metric": "bundlesSplit"}},
+    {
+        "metrics": {"brk_lb_unload_broker_breakdown_total": 1},
+        "dimensions": {"metric": "bundleUnloading", "result": "Success", "reason": "Admin"},
+    },
 ]
 
 
