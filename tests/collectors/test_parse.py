@@ -424,6 +424,13 @@ def unloading(count: int, result: str, reason: str) -> dict[str, Any]:
     }
 
 
+def splitting(count: int, result: str, reason: str) -> dict[str, Any]:
+    return {
+        "metrics": {"brk_lb_bundles_split_breakdown_total": count},
+        "dimensions": {"metric": "bundlesSplit", "result": result, "reason": reason},
+    }
+
+
 # what a Pulsar 4.0.7 leader with the extensible load manager listed after one admin unload
 # and two shedding rounds that unloaded nothing (its other entries left out)
 EXTENSIBLE_AFTER_AN_ADMIN_UNLOAD = [
@@ -457,6 +464,21 @@ def test_the_extensible_load_managers_count_leaves_out_the_unloads_the_admin_api
         bad = [shed_too[0], unloading(-1, "Success", "Admin")]
         assert parse_lb_counters(bad) == LoadManagerCounters(None, 0)
     assert any("admin API" in w for w in found) and any("no count" in w for w in found)
+
+
+def test_the_extensible_load_managers_split_count_leaves_out_the_admin_apis_splits() -> None:
+    splits = [
+        {"metrics": {"brk_lb_bundles_split_total": 4}, "dimensions": {"metric": "bundlesSplit"}},
+        splitting(3, "Success", "Admin"),
+        splitting(1, "Success", "Topics"),
+        splitting(9, "Skip", "Balanced"),
+    ]
+    assert parse_lb_counters(splits) == LoadManagerCounters(0, 1)
+    with field_warnings() as found:
+        assert (
+            parse_lb_counters([splits[0], splitting(5, "Success", "Admin")]).bundles_split is None
+        )
+    assert any("splits asked for" in w for w in found)
 
 
 def test_lb_counters_of_the_modular_and_extensible_load_managers() -> None:

@@ -7,6 +7,7 @@ worst per load manager) for docs/performance.md."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from collections.abc import Iterator
@@ -140,75 +141,118 @@ def test_a_poll_reads_every_broker_of_either_load_manager_without_an_error(
     assert all(b.version and b.version.startswith("4.0.") for b in snapshot.brokers)
 
 
-def breakdown(admin_url: str, broker: str) -> dict[tuple[str, str], int]:
-    """The leader's unloads by (result, reason) from its dimension metrics, with its bundle
-    total under ("", "total"); empty before its first shedding round lists them."""
-    answer = requests.get(f"http://{broker}/admin/v2/broker-stats/metrics", timeout=30).json()
-    found: dict[tuple[str, str], int] = {}
-    for entry in answer:
-        dimensions, metrics = entry["dimensions"], entry["metrics"]
-        if "brk_lb_unload_broker_breakdown_total" in metrics:
-            key = (dimensions["result"], dimensions["reason"])
-            found[key] = int(metrics["brk_lb_unload_broker_breakdown_total"])
-        if "brk_lb_unload_bundle_total" in metrics:
-            found[("", "total")] = int(metrics["brk_lb_unload_bundle_total"])
+UNLOADS, SPLITS = "bundleUnloading", "bundlesSplit"
+TOTALS = {UNLOADS: "brk_lb_unload_bundle_total", SPLITS: "brk_lb_bundles_split_total"}
+ASKED = ("Success", "Admin")
+
+
+def breakdown(brokers: list[str]) -> dict[tuple[str, str, str], int]:
+    """The brokers' unloads and splits by (kind, result, reason) from their dimension metrics,
+    summed, with each kind's total under (kind, "", "total"). The leader lists its unloads
+    after its first shedding round; a split is listed by the broker that owned the bundle,
+    once it made one."""
+    found: dict[tuple[str, str, str], int] = {}
+    for broker in brokers:
+        url = f"http://{broker}/admin/v2/broker-stats/metrics"
+        for entry in requests.get(url, timeout=30).json():
+            dimensions, metrics = entry["dimensions"], entry["metrics"]
+            kind = dimensions.get("metric")
+            for name, value in metrics.items():
+                if kind in TOTALS and name.endswith("_breakdown_total"):
+                    key = (kind, dimensions["result"], dimensions["reason"])
+                    found[key] = found.get(key, 0) + int(value)
+                elif kind in TOTALS and name == TOTALS[kind]:
+                    key = (kind, "", "total")
+                    found[key] = found.get(key, 0) + int(value)
     return found
 
 
+def its_own(found: dict[tuple[str, str, str], int], kind: str) -> int:
+    """The load manager's own unloads or splits: the total less the admin API's."""
+    return found[(kind, "", "total")] - found.get((kind, *ASKED), 0)
+
+
+def owned_topic(url: str, bundle: str) -> str:
+    """A topic of `bundle`, made and looked up so that a broker owns the bundle: its owner."""
+    path = probe_topic("public/default", bundle).replace("://", "/", 1)
+    requests.put(f"{url}/admin/v2/{path}", timeout=30)  # 409 when a drill made it already
+    with AdminClient(url) as admin:
+        return wait_for(lambda: owner_of(admin, path.replace("/", "://", 1)), what=path)
+
+
 @pytest.mark.parametrize("cluster", ["extensible"], indirect=True)
-def test_the_extensible_load_managers_count_stored_leaves_out_admin_unloads(
+def test_the_extensible_load_managers_counts_stored_leave_out_the_admin_apis(
     cluster: LocalPulsarCluster,
 ) -> None:
-    """The extensible load manager counts an unload the admin API asked for in its bundle
-    total (reason "Admin"), where the modular one does not count it: the count stored is the
-    shedder's alone, so bundle-ownership never gives it an admin's unload. Shedding is on for
-    this test only (the leader lists its counts after each shedding round, once a minute)."""
+    """The extensible load manager counts the unloads and splits the admin API asked for in
+    its totals (reason "Admin"), where the modular one does not: the counts stored are its own
+    alone, so bundle-ownership never gives it an admin's unload or split. Shedding and automatic
+    splits are on for this test only (the leader lists its counts after each of their rounds,
+    once a minute, splits only once there was one; this idle cluster gives them nothing to
+    do)."""
     url = cluster.admin_url
-    config = f"{url}/admin/v2/brokers/configuration/loadBalancerSheddingEnabled"
-    requests.post(f"{config}/true", timeout=30).raise_for_status()
+    switches = [
+        f"{url}/admin/v2/brokers/configuration/{name}"
+        for name in ("loadBalancerSheddingEnabled", "loadBalancerAutoBundleSplitEnabled")
+    ]
+    for switch in switches:
+        requests.post(f"{switch}/true", timeout=30).raise_for_status()
+    brokers = list(cluster.broker_ids)
     try:
+        bounds = requests.get(f"{url}/admin/v2/namespaces/public/default/bundles", timeout=30)
+        edges = bounds.json()["boundaries"]
+        bundles = [f"{lo}_{hi}" for lo, hi in itertools.pairwise(edges)]
+        split = bundles.pop()
+        owned_topic(url, split)
+        # the leader counts (and lists) an admin unload it carried out: one of a bundle it owns
         leader = requests.get(f"{url}/admin/v2/brokers/leaderBroker", timeout=30).json()
-        leader_id = str(leader["brokerId"])
-        bundle = first_bundle(url)
-        topic = probe_topic("public/default", bundle)
-        path = topic.replace("://", "/", 1)
-        requests.put(f"{url}/admin/v2/{path}", timeout=30)  # 409 when a drill made it already
-        with AdminClient(url) as admin:
-            owner = wait_for(lambda: owner_of(admin, topic), what=f"an owner of {topic}")
-        before = wait_for(
-            lambda: breakdown(url, leader_id) or None,
-            what="the leader's first shedding round to list its unloads",
-            timeout=180,
-            every=2.0,
-        )
-        other = next(b for b in cluster.broker_ids if b != owner)
+        moved = next(b for b in bundles if owned_topic(url, b) == leader["brokerId"])
+        other = next(b for b in brokers if b != leader["brokerId"])
+
+        def listed() -> dict[tuple[str, str, str], int] | None:
+            found = breakdown(brokers)
+            return found if (UNLOADS, "", "total") in found else None
+
+        before = wait_for(listed, what="the first shedding round", timeout=180, every=2.0)
+        namespace = f"{url}/admin/v2/namespaces/public/default"
         requests.put(
-            f"{url}/admin/v2/namespaces/public/default/{bundle}/unload",
+            f"http://{leader['brokerId']}/admin/v2/namespaces/public/default/{moved}/unload",
             params={"destinationBroker": other},
             timeout=60,
         ).raise_for_status()
-        asked = ("Success", "Admin")
+        requests.put(
+            f"{namespace}/{split}/split", params={"unload": "false"}, timeout=60
+        ).raise_for_status()
 
-        def counted() -> dict[tuple[str, str], int] | None:
-            found = breakdown(url, leader_id)
-            return found if found.get(asked, 0) > before.get(asked, 0) else None
+        def counted() -> dict[tuple[str, str, str], int] | None:
+            found = listed() or {}
+            grew = all(found.get((k, *ASKED), 0) > before.get((k, *ASKED), 0) for k in TOTALS)
+            return found if grew else None
 
-        after = wait_for(counted, what="the admin unload counted", timeout=180, every=2.0)
+        after = wait_for(
+            counted,
+            what="both admin calls counted",
+            timeout=180,
+            every=2.0,
+            seen=lambda: {"before": before, "now": breakdown(brokers)},
+        )
         with AdminClient(url) as admin:
             snapshot = poll(admin, namespaces=["public/default"])
-        again = breakdown(url, leader_id)  # a shedding round may come between
+        again = breakdown(brokers)  # a round may come between
     finally:
-        requests.post(f"{config}/false", timeout=30).raise_for_status()
-    # the broker's total is every successful unload, the admin's among them
-    successes = sum(n for (result, _), n in after.items() if result == "Success")
-    assert after[("", "total")] == successes >= after[asked] >= 1
-    (stored,) = [b for b in snapshot.brokers if b.broker_id == leader_id]
-    assert stored.lb_bundles_unloaded in {shed(after), shed(again)}
-
-
-def shed(found: dict[tuple[str, str], int]) -> int:
-    """The unloads the shedder chose: the bundle total less the admin API's."""
-    return found[("", "total")] - found.get(("Success", "Admin"), 0)
+        for switch in switches:
+            requests.post(f"{switch}/false", timeout=30).raise_for_status()
+    for kind in TOTALS:  # each total is every success, the admin API's among them
+        successes = sum(
+            n for (k, result, _), n in after.items() if (k, result) == (kind, "Success")
+        )
+        assert after[(kind, "", "total")] == successes >= after[(kind, *ASKED)] >= 1
+    assert sorted(b.broker_id for b in snapshot.brokers) == sorted(brokers)
+    unloaded = sum(b.lb_bundles_unloaded for b in snapshot.brokers if b.lb_bundles_unloaded)
+    split = sum(b.lb_bundles_split for b in snapshot.brokers if b.lb_bundles_split)
+    assert all(b.lb_bundles_unloaded is not None for b in snapshot.brokers)
+    assert unloaded in {its_own(after, UNLOADS), its_own(again, UNLOADS)}
+    assert split in {its_own(after, SPLITS), its_own(again, SPLITS)}
 
 
 def test_unload_on_a_single_broker_is_detected_and_measured(

@@ -4,8 +4,8 @@ ownership events they account for.
 
 The leader's shedder counts every bundle it chooses to unload; an unload asked through the
 admin API, a broker restart or a client is not counted (Pulsar 4.0, both load managers: the
-extensible one counts the admin API's unloads in its total too, under the reason "Admin",
-and the collector takes those off, `collectors.brokers.parse_lb_counters`). So
+extensible one counts the admin API's unloads and splits in its totals too, under the reason
+"Admin", and the collector takes those off, `collectors.brokers.parse_lb_counters`). So
 an owner change in a window where the load manager counted an unload is its doing, one in a
 window where every broker's counter was read and none grew is not. The counter and the
 ownership listing are read by the same poll but not at the same instant, so an unload can
