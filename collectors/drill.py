@@ -165,15 +165,18 @@ RETRY_PAUSE = 1.0  # seconds between attempts to start the probe
 
 
 def start_probe(probe: ProbeRunner, deadline: float, step: Callable[[str], None]) -> None:
-    """Start `probe`, and again after a failed attempt while time is left before `deadline`
-    (time.monotonic()): on a busy cluster the lookup of a probe topic that an earlier drill
-    has just deleted, or of a bundle still being assigned, can outlast the client's operation
-    timeout once. Each failure is a step; the last one is raised, saying the time ran out."""
+    """Start `probe`, and again after a transient failure while time is left before
+    `deadline` (time.monotonic()): on a busy cluster the lookup of a probe topic that an
+    earlier drill has just deleted, or of a bundle still being assigned, can outlast the
+    client's operation timeout once. Each such failure is a step; the last one is raised,
+    saying the time ran out. Any other failure (refused credentials) is raised at once."""
     while True:
         try:
             probe.start()
             return
         except ProbeStartError as exc:
+            if not exc.transient:
+                raise
             if time.monotonic() + RETRY_PAUSE >= deadline:
                 raise ProbeStartError(
                     f"{exc}; no time is left for another attempt before the drill's timeout",

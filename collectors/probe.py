@@ -62,7 +62,25 @@ def probe_topic(namespace: str, bundle: str) -> str:
 class ProbeStartError(CollectorError):
     """The probe's client could not subscribe to a probe topic or create its producer (the
     client's error says how: a lookup that outlasted the operation timeout, a refused
-    connection, an authorization error). Nothing of the attempt is left open."""
+    connection, an authorization error). Nothing of the attempt is left open. `transient`:
+    the error is one that another attempt may not meet (a timeout, a connection or lookup
+    failure, a bundle being moved, the previous attempt's consumer not closed yet)."""
+
+    def __init__(self, message: str, *, transient: bool = False, setting: str | None = None):
+        super().__init__(message, setting=setting)
+        self.transient = transient
+
+
+TRANSIENT = (
+    "Timeout",
+    "ConnectError",
+    "ServiceUnitNotReady",
+    "LookupError",
+    "TooManyLookupRequestException",
+    "ConsumerBusy",
+    "ProducerBusy",
+)
+"""The `pulsar` client's errors of a probe's start that are worth another attempt."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +228,10 @@ class ProbeRunner:
         except BaseException as exc:
             self._close_client()
             if isinstance(exc, pulsar.PulsarException):
+                transient = isinstance(exc, tuple(getattr(pulsar, name) for name in TRANSIENT))
                 raise ProbeStartError(
-                    f"the probe could not subscribe to or publish on {topic}: {exc}"
+                    f"the probe could not subscribe to or publish on {topic}: {exc}",
+                    transient=transient,
                 ) from exc
             raise
         for name, loop in (("send", self._send_loop), ("flush", self._flush_loop)):

@@ -28,7 +28,7 @@ class Handle:
 
 class Client:
     """A pulsar.Client stand-in: `fail` names the call that times out ("subscribe",
-    "create_producer") or is None."""
+    "create_producer"), or is refused ("refused"), or is None."""
 
     def __init__(self, fail: str | None) -> None:
         self.fail = fail
@@ -38,6 +38,8 @@ class Client:
     def _handle(self, call: str) -> Handle:
         if call == self.fail:
             raise _pulsar.Timeout("Pulsar error: TimeOut")
+        if self.fail == "refused":
+            raise _pulsar.AuthorizationError("Pulsar error: AuthorizationError")
         self.handles.append(Handle())
         return self.handles[-1]
 
@@ -80,6 +82,7 @@ def test_a_failed_start_names_the_topic_and_leaves_nothing_open(
     assert TARGET.topic in str(raised.value)
     assert "TimeOut" in str(raised.value)
     assert isinstance(raised.value.__cause__, _pulsar.Timeout)
+    assert raised.value.transient
     (client,) = made
     assert client.closed
     assert all(handle.closed for handle in client.handles)
@@ -111,5 +114,18 @@ def test_the_drill_gives_up_when_no_time_is_left(monkeypatch: pytest.MonkeyPatch
         start_probe(probe, time.monotonic(), steps.append)
     assert raised.value.setting == "--timeout"
     assert "drill's timeout" in str(raised.value) and TARGET.topic in str(raised.value)
+    assert len(made) == 1 and made[0].closed
+    assert steps == []
+
+
+def test_the_drill_does_not_try_again_when_the_broker_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    probe, made = runner(monkeypatch, "refused", None)
+    steps: list[str] = []
+    with pytest.raises(ProbeStartError) as raised:
+        start_probe(probe, time.monotonic() + 60, steps.append)
+    assert not raised.value.transient
+    assert "AuthorizationError" in str(raised.value)
     assert len(made) == 1 and made[0].closed
     assert steps == []
