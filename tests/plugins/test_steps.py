@@ -173,6 +173,30 @@ def test_missing_steps_are_computed_a_few_polls_at_a_time(
     pd.testing.assert_frame_equal(found, whole(store))
 
 
+def test_a_sliding_pass_reads_its_two_new_steps_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window's new first poll and its newest pair share no poll: each is read alone,
+    so neither step's rows are picked out of the other's."""
+    store = Store(tmp_path)
+    ids = [store.write(snap) for snap in snapshots()[:-1]]
+    run(store)
+    ids.append(store.write(snapshots()[-1]))
+    read: list[list[str]] = []
+    original = Store.read
+
+    def counted_read(self: Store, name: str, **window: Any) -> Any:
+        if name == "consumers":
+            read.append(list(window["snapshot_ids"]))
+        return original(self, name, **window)
+
+    monkeypatch.setattr(Store, "read", counted_read)
+    found = run(store)
+    first = len(ids) - Churn.history
+    assert read == [[ids[first]], ids[-2:]]
+    pd.testing.assert_frame_equal(found, whole(store))
+
+
 def test_run_on_inputs_computes_every_step_from_the_window() -> None:
     inputs = make_inputs(snapshots()[-Churn.history :], ("topics", "consumers"))
     output = runner.run_on_inputs(Churn(), inputs, {}, views=False)
