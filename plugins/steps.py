@@ -8,13 +8,14 @@ declares `step_inputs` instead has its `step` called for each poll of its window
 poll and the one before it (the window's first poll alone), and its `analyze` reads every
 poll's step frames (`Inputs.steps`).
 
-Each step is kept under `steps/<slug>/<key>/` of the store, in the stored results' format
-(`plugins.results`), keyed by the plugin, its version, the params and the one or two snapshot
-ids it read (the params: only the `step_params` fields); the results pass writes them
-(`keep`), every reader reads them. A pass then computes two steps (the newest poll, and the
-window's new first poll alone) and reads the others back. Missing steps (a first pass, a
-restart, other params) are computed from the store `CHUNK` polls at a time, so a cold pass
-never holds the whole window of those tables.
+Each step is kept under `steps/<slug>/<key>/` of the store, in the stored results' layout
+(`plugins.results`) with its frames as Arrow IPC files (every pass reads a full window's
+steps back: some 900 small files at 100,000 topics), keyed by the plugin, its version, the
+params and the one or two snapshot ids it read (the params: only the `step_params` fields);
+the results pass writes them (`keep`), every reader reads them. A pass then computes two
+steps (the newest poll, and the window's new first poll alone) and reads the others back.
+Missing steps (a first pass, a restart, other params) are computed from the store `CHUNK`
+polls at a time, so a cold pass never holds the whole window of those tables.
 
 Every step frame goes through Arrow whether it was just computed or read back, so `analyze`
 sees the same dtypes either way (a frame Arrow cannot hold fails the plugin, saying so).
@@ -61,7 +62,7 @@ def stepped(plugin: Plugin) -> bool:
 def step_store(store: SnapshotStore) -> ResultStore | None:
     """Where the steps of a store on disk are kept (None for stores without a folder)."""
     root = getattr(store, "root", None)
-    return None if root is None else ResultStore(root, folder=STEPS_DIR)
+    return None if root is None else ResultStore(root, folder=STEPS_DIR, frame_format="arrow")
 
 
 def pairs_of(plugin: Plugin, index: pd.DataFrame) -> list[Pair]:

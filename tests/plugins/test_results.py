@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from pulsar_lens.api import AnalysisPlugin, Inputs, Metric, Result, View
@@ -72,8 +73,9 @@ def store_with_polls(root: Path, polls: int = 2) -> Store:
     return store
 
 
-def test_a_result_round_trips_with_its_summary(tmp_path: Path) -> None:
-    results = ResultStore(tmp_path)
+@pytest.mark.parametrize("frame_format", ["parquet", "arrow"])
+def test_a_result_round_trips_with_its_summary(tmp_path: Path, frame_format: str) -> None:
+    results = ResultStore(tmp_path, frame_format=frame_format)  # type: ignore[arg-type]
     frame = pd.DataFrame({"a": [1, 2], "b": ["x", None]})
     stored = StoredResult(
         "p", "1", {"k": 1}, ("s1",), "ok", 0.5, Result({"f/1": frame}, {"n": np.int64(2)})
@@ -86,6 +88,38 @@ def test_a_result_round_trips_with_its_summary(tmp_path: Path) -> None:
     assert results.read("p", "1", {"k": 2}, ("s1",)) is None  # other params: another entry
     assert results.read("p", "2", {"k": 1}, ("s1",)) is None  # another version
     assert not [p for p in (tmp_path / "results" / "p").iterdir() if p.name.startswith(".")]
+    assert [f.name for f in (tmp_path / "results" / "p").glob("*/f*")] == [f"f%2f1.{frame_format}"]
+
+
+def test_an_entry_is_read_in_the_format_it_was_written_in(tmp_path: Path) -> None:
+    """A store that writes Arrow files reads the Parquet entries written before it did (their
+    meta.json names no format), and the other way round."""
+    frames = {
+        "plain": pd.DataFrame({"a": [1, 2], "b": ["x", None]}),
+        "empty": pd.DataFrame(
+            {"t": pd.Series([], dtype=object), "n": pd.Series([], dtype="int64")}
+        ),
+        "kinds": pd.DataFrame({"c": pd.Categorical(["u", "v", "u"]), "f": [0.5, None, 2.0]}),
+    }
+    older = StoredResult("p", "1", {}, ("s1",), "ok", 0.1, Result(frames, {}))
+    entry = ResultStore(tmp_path).write(older)
+    meta = json.loads((entry / "meta.json").read_text())
+    del meta["format"]
+    (entry / "meta.json").write_text(json.dumps(meta))
+    newer = StoredResult("p", "1", {}, ("s2",), "ok", 0.1, Result(frames, {}))
+    ResultStore(tmp_path, frame_format="arrow").write(newer)
+    for frame_format in ("parquet", "arrow"):
+        results = ResultStore(tmp_path, frame_format=frame_format)  # type: ignore[arg-type]
+        for ids in (("s1",), ("s2",)):
+            back = results.read("p", "1", {}, ids)
+            assert back is not None and back.result is not None
+            for name, frame in frames.items():
+                pd.testing.assert_frame_equal(back.result.frames[name], frame)
+    # an Arrow file holds the very table written (Parquet reads a dictionary's large_string
+    # values back as string)
+    tables = ResultStore(tmp_path).read_tables("p", "1", {}, ("s2",))
+    assert tables is not None
+    assert all(tables[n].equals(pa.Table.from_pandas(frame)) for n, frame in frames.items())
 
 
 def test_a_result_read_lazily_reads_each_frame_when_used(
