@@ -55,10 +55,15 @@ def mutations(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PULSAR_LENS_ALLOW_MUTATIONS", "1")
 
 
-def first_bundle(admin_url: str) -> str:
+def bundles_of(admin_url: str) -> list[str]:
+    """The bundles of public/default, as the broker lists their boundaries, lowest first."""
     bounds = requests.get(f"{admin_url}/admin/v2/namespaces/public/default/bundles", timeout=30)
-    boundaries = bounds.json()["boundaries"]
-    return f"{boundaries[0]}_{boundaries[1]}"
+    bounds.raise_for_status()
+    return [f"{lo}_{hi}" for lo, hi in itertools.pairwise(bounds.json()["boundaries"])]
+
+
+def first_bundle(admin_url: str) -> str:
+    return bundles_of(admin_url)[0]
 
 
 def raw_outage(rows: pd.DataFrame, since: pd.Timestamp) -> float:
@@ -199,9 +204,7 @@ def test_the_extensible_load_managers_counts_stored_leave_out_the_admin_apis(
         requests.post(f"{switch}/true", timeout=30).raise_for_status()
     brokers = list(cluster.broker_ids)
     try:
-        bounds = requests.get(f"{url}/admin/v2/namespaces/public/default/bundles", timeout=30)
-        edges = bounds.json()["boundaries"]
-        bundles = [f"{lo}_{hi}" for lo, hi in itertools.pairwise(edges)]
+        bundles = bundles_of(url)
         split = bundles.pop()
         owned_topic(url, split)
         # the leader counts (and lists) an admin unload it carried out: one of a bundle it owns
