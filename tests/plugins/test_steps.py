@@ -150,23 +150,29 @@ def test_other_params_than_step_params_read_the_kept_steps(
     assert {meta["params"]["prefix"] for _, meta in kept.entries("churn")} == {""}
 
 
+@pytest.fixture
+def read(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The polls of each read of the consumers table, in order."""
+    calls: list[list[str]] = []
+    original = Store.read
+
+    def counted_read(self: Store, name: str, **window: Any) -> Any:
+        if name == "consumers":
+            calls.append(list(window["snapshot_ids"]))
+        return original(self, name, **window)
+
+    monkeypatch.setattr(Store, "read", counted_read)
+    return calls
+
+
 def test_missing_steps_are_computed_a_few_polls_at_a_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read: list[list[str]]
 ) -> None:
     monkeypatch.setattr(Churn, "history", len(LISTED))
     monkeypatch.setattr(steps, "CHUNK", 2)
     store = Store(tmp_path)
     for snap in snapshots():
         store.write(snap)
-    read: list[list[str]] = []
-    original = Store.read
-
-    def counted_read(self: Store, name: str, **window: Any) -> Any:
-        if name == "consumers":
-            read.append(list(window["snapshot_ids"]))
-        return original(self, name, **window)
-
-    monkeypatch.setattr(Store, "read", counted_read)
     found = run(store)
     assert max(len(ids) for ids in read) <= 3  # two steps: at most three polls
     assert len(read) == -(-len(LISTED) // 2)
@@ -174,7 +180,7 @@ def test_missing_steps_are_computed_a_few_polls_at_a_time(
 
 
 def test_a_sliding_pass_reads_its_two_new_steps_apart(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, read: list[list[str]]
 ) -> None:
     """The window's new first poll and its newest pair share no poll: each is read alone,
     so neither step's rows are picked out of the other's."""
@@ -182,15 +188,7 @@ def test_a_sliding_pass_reads_its_two_new_steps_apart(
     ids = [store.write(snap) for snap in snapshots()[:-1]]
     run(store)
     ids.append(store.write(snapshots()[-1]))
-    read: list[list[str]] = []
-    original = Store.read
-
-    def counted_read(self: Store, name: str, **window: Any) -> Any:
-        if name == "consumers":
-            read.append(list(window["snapshot_ids"]))
-        return original(self, name, **window)
-
-    monkeypatch.setattr(Store, "read", counted_read)
+    read.clear()
     found = run(store)
     first = len(ids) - Churn.history
     assert read == [[ids[first]], ids[-2:]]
