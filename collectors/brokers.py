@@ -150,12 +150,15 @@ def parse_lb_counters(payload: Any) -> LoadManagerCounters:
     unload asked through the admin API; the extensible one counts it in its total and again
     under the reason "Admin" (on the broker that carried it out; only the leader lists its
     unload counts), which is taken off here. `bundles_split` counts its automatic splits, the
-    same way: the extensible load manager's split total, listed by the broker that split the
-    bundle, holds the admin API's splits too (Pulsar 4.0.7, all of it proven on its brokers:
-    tests/live/test_unload_drill_live.py). A counter the answer does not list is 0 (the
-    modular load manager lists one only once it has counted something, the extensible one its
-    unloads after the leader's first shedding round and its splits after a split); one listed
-    with a value that is no count, or a payload that is not a list of metrics, is unknown.
+    same way: the modular leader counts those that succeeded and no admin split; the
+    extensible load manager's split total, listed by the broker that split the bundle, holds
+    the admin API's splits too (Pulsar 4.0.7, all of it proven on its brokers:
+    tests/live/test_unload_drill_live.py, tests/live/test_split_counter_live.py). A counter
+    the answer does not list is 0 (the modular leader lists its unloads from its first
+    shedding round and its splits from its first check once automatic splits are on, at 0
+    until it made one; the extensible one its unloads after the leader's first shedding round
+    and its splits after a split); one listed with a value that is no count, or a payload that
+    is not a list of metrics, is unknown.
     """
     if not isinstance(payload, list):
         warn(f"broker-stats/metrics answered {type(payload).__name__}, not a list; ignored")
