@@ -5,6 +5,7 @@ Every wait is bounded; nothing here blocks without a deadline.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -50,6 +51,15 @@ def topic_stats(broker: LocalPulsar, topic: str) -> dict[str, Any]:
     path = topic.replace("persistent://", "/admin/v2/persistent/")
     stats: dict[str, Any] = admin(broker, "GET", f"{path}/stats").json()
     return stats
+
+
+def namespace_bundles(admin_url: str, namespace: str = "public/default") -> list[str]:
+    """The bundles of `namespace` ("0x..._0x..."), as the broker lists their boundaries,
+    lowest first."""
+    answer = requests.get(f"{admin_url}/admin/v2/namespaces/{namespace}/bundles", timeout=30)
+    answer.raise_for_status()
+    edges = answer.json()["boundaries"]
+    return [f"{lo}_{hi}" for lo, hi in itertools.pairwise(edges)]
 
 
 def wait_for(

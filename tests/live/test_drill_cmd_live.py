@@ -24,6 +24,7 @@ from pulsar_lens.collectors.probe import PROBE_SUBSCRIPTION, probe_topic
 from pulsar_lens.lab.cluster import LocalPulsarCluster
 from tests.brokers import BrokerPool
 from tests.lens_cli import ROOT, clean_environ, run_lens
+from tests.live.lens_polls import namespace_bundles
 
 DRILL_SECONDS = 300.0  # the drill's own --timeout is 120 s; the process gets more
 
@@ -42,9 +43,7 @@ def drill_env(cluster: LocalPulsarCluster, store: Path) -> dict[str, str]:
 
 
 def first_bundle(admin_url: str) -> str:
-    answer = requests.get(f"{admin_url}/admin/v2/namespaces/public/default/bundles", timeout=30)
-    bounds = answer.json()["boundaries"]
-    return f"public/default/{bounds[0]}_{bounds[1]}"
+    return f"public/default/{namespace_bundles(admin_url)[0]}"
 
 
 def test_drill_unload_to_names_the_destination_and_exits_0(

@@ -11,7 +11,6 @@ again from a load report older than their split, and fails).
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Iterator
 
@@ -23,7 +22,7 @@ from pulsar_lens.collectors.poll import poll
 from pulsar_lens.core import logs
 from pulsar_lens.lab.cluster import LocalPulsarCluster
 from tests.brokers import CLUSTER_SETTINGS, BrokerPool
-from tests.live.lens_polls import wait_for
+from tests.live.lens_polls import namespace_bundles, wait_for
 
 SPLIT_SETTINGS = {**CLUSTER_SETTINGS, "loadBalancerAutoBundleSplitEnabled": "true"}
 """Automatic splits on (the lab's clusters have them off), at the default thresholds: none
@@ -67,10 +66,7 @@ def split_by_log(cluster: LocalPulsarCluster) -> list[str]:
 
 
 def bundles(url: str) -> list[str]:
-    answer = requests.get(f"{url}/admin/v2/namespaces/{NAMESPACE}/bundles", timeout=30)
-    answer.raise_for_status()
-    edges = answer.json()["boundaries"]
-    return [f"{lo}_{hi}" for lo, hi in itertools.pairwise(edges)]
+    return namespace_bundles(url, NAMESPACE)
 
 
 @pytest.mark.timeout(600)
@@ -102,7 +98,9 @@ def test_the_modular_load_managers_split_count_leaves_out_an_admin_split(
         assert asked not in after_admin and len(after_admin) == 3
         # the leader splits every bundle of more than two topics, round after round (each
         # load report it reads), until none has more
-        requests.post(f"{url}/admin/v2/brokers/configuration/{MAX_TOPICS}/2", timeout=30)
+        requests.post(
+            f"{url}/admin/v2/brokers/configuration/{MAX_TOPICS}/2", timeout=30
+        ).raise_for_status()
 
         def settled() -> tuple[int, list[str]] | None:
             for producer in producers:  # traffic: each broker's next load report

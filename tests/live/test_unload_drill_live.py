@@ -7,7 +7,6 @@ worst per load manager) for docs/performance.md."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import statistics
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from pulsar_lens.core.store import Store
 from pulsar_lens.lab.cluster import LocalPulsarCluster
 from pulsar_lens.lab.localpulsar import LocalPulsar
 from tests.brokers import BrokerPool
-from tests.live.lens_polls import wait_for
+from tests.live.lens_polls import namespace_bundles, wait_for
 
 MUTATIONS = MutationSettings(allow=True)  # the drill unloads a bundle of our own broker
 
@@ -55,15 +54,8 @@ def mutations(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PULSAR_LENS_ALLOW_MUTATIONS", "1")
 
 
-def bundles_of(admin_url: str) -> list[str]:
-    """The bundles of public/default, as the broker lists their boundaries, lowest first."""
-    bounds = requests.get(f"{admin_url}/admin/v2/namespaces/public/default/bundles", timeout=30)
-    bounds.raise_for_status()
-    return [f"{lo}_{hi}" for lo, hi in itertools.pairwise(bounds.json()["boundaries"])]
-
-
 def first_bundle(admin_url: str) -> str:
-    return bundles_of(admin_url)[0]
+    return namespace_bundles(admin_url)[0]
 
 
 def raw_outage(rows: pd.DataFrame, since: pd.Timestamp) -> float:
@@ -204,7 +196,7 @@ def test_the_extensible_load_managers_counts_stored_leave_out_the_admin_apis(
         requests.post(f"{switch}/true", timeout=30).raise_for_status()
     brokers = list(cluster.broker_ids)
     try:
-        bundles = bundles_of(url)
+        bundles = namespace_bundles(url)
         split = bundles.pop()
         owned_topic(url, split)
         # the leader counts (and lists) an admin unload it carried out: one of a bundle it owns
