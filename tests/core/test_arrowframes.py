@@ -4,11 +4,13 @@ copies only the rows taken."""
 
 from __future__ import annotations
 
+import random
+
 import pandas as pd
 import pyarrow as pa
 import pytest
 
-from pulsar_lens.core.arrowframes import table_frame
+from pulsar_lens.core.arrowframes import empty_cell, table_frame
 
 
 def _chunks(frame: pd.DataFrame, column: str) -> int:
@@ -55,3 +57,61 @@ def test_one_chunk_and_empty_tables_as_to_pandas() -> None:
     pd.testing.assert_frame_equal(table_frame(empty), empty.to_pandas())
     numbers = pa.concat_tables([pa.table({"n": [1]}), pa.table({"n": [2]})])
     pd.testing.assert_frame_equal(table_frame(numbers), numbers.to_pandas())
+
+
+RANGE = pa.struct([("start", pa.int32()), ("end", pa.int32())])
+
+
+@pytest.mark.parametrize("kind", [pa.list_(RANGE), pa.large_list(RANGE), pa.list_(pa.int64())])
+def test_list_columns_as_to_pandas_their_empty_cells_one_array(kind: pa.DataType) -> None:
+    rng = random.Random(7)
+
+    def cell() -> list[object] | None:
+        shape = rng.choice(["null", "empty", "empty", "some"])
+        if shape == "null":
+            return None
+        count = 0 if shape == "empty" else rng.randint(1, 3)
+        if pa.types.is_struct(kind.value_type):
+            return [{"start": rng.randint(0, 9), "end": rng.randint(10, 99)} for _ in range(count)]
+        return [rng.randint(0, 99) for _ in range(count)]
+
+    polls = [
+        pd.DataFrame(
+            {
+                "topic": [f"t-{i}-{poll}" for i in range(6)],
+                "ranges": [cell() for _ in range(6)],
+                "n": range(6),
+            },
+            index=range(6 * poll, 6 * poll + 6),
+        )
+        for poll in range(3)
+    ]
+    table = pa.concat_tables(
+        pa.Table.from_pandas(
+            f,
+            schema=pa.schema([("topic", pa.string()), ("ranges", kind), ("n", pa.int64())]),
+            preserve_index=True,
+        )
+        for f in polls
+    )
+    made, plain = table_frame(table), table.to_pandas()
+    assert list(made.columns) == list(plain.columns)
+    assert list(made.index) == list(plain.index)
+    assert made.dtypes.equals(plain.dtypes)
+    pd.testing.assert_frame_equal(made.drop(columns="ranges"), plain.drop(columns="ranges"))
+    for ours, theirs in zip(made["ranges"], plain["ranges"], strict=True):
+        if theirs is None:
+            assert ours is None
+        else:
+            assert type(ours) is type(theirs) and ours.dtype == theirs.dtype
+            assert ours.tolist() == theirs.tolist()
+            if not len(theirs):
+                assert ours is empty_cell(kind)
+
+
+def test_a_list_column_alone_and_empty() -> None:
+    only = pa.table({"ranges": pa.array([[], [1], None], pa.list_(pa.int64()))})
+    made = table_frame(only)
+    assert [c if c is None else c.tolist() for c in made["ranges"]] == [[], [1], None]
+    empty = only.slice(0, 0)
+    pd.testing.assert_frame_equal(table_frame(empty), empty.to_pandas())
