@@ -19,7 +19,9 @@ from pulsar_lens.core.allocators import (
     HUGE_PAGES_ENV,
     MMAP_THRESHOLD,
     MMAP_THRESHOLD_ENV,
+    arrow_pool,
     huge_pages_off,
+    use_arrow_pool,
 )
 
 # a command that imports pyarrow (`hash` hashes with it), then what Arrow, glibc and the kernel
@@ -147,3 +149,13 @@ def test_without_the_choice_glibc_maps_3_mib_of_its_own() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "'arena_3': False" in done.stdout
+
+
+def test_a_named_arrow_pool_becomes_this_processs_and_an_unknown_name_changes_nothing() -> None:
+    before = arrow_pool()
+    try:
+        assert use_arrow_pool("system") and arrow_pool() == "system"
+        assert not use_arrow_pool("tcmalloc") and arrow_pool() == "system"
+    finally:
+        use_arrow_pool(before)
+    assert arrow_pool() == before

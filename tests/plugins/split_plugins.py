@@ -6,12 +6,14 @@ import os
 from typing import ClassVar
 
 import pandas as pd
+import pyarrow as pa
 
 from pulsar_lens.api import AnalysisPlugin, BaseModel, Inputs, Metric, Result, View
 
 
 class WhereAmI(AnalysisPlugin):
-    """Stores the process id it ran in; exits that process unless it is `home` (when set)."""
+    """Stores the process id it ran in and its Arrow memory pool; exits that process unless
+    it is `home` (when set)."""
 
     name = "where-am-i"
     title = "Where am I"
@@ -28,7 +30,9 @@ class WhereAmI(AnalysisPlugin):
         if self.home_pid is not None and os.getpid() != self.home_pid:
             os._exit(3)  # a helper that dies mid-pass
         rows = len(data.latest("topics"))
-        return Result(frames={"pid": pd.DataFrame({"pid": [os.getpid()], "rows": [rows]})})
+        pool = pa.default_memory_pool().backend_name
+        frame = pd.DataFrame({"pid": [os.getpid()], "rows": [rows], "arrow_pool": [pool]})
+        return Result(frames={"pid": frame})
 
     def render(self, result: Result, params: BaseModel | None = None) -> list[View]:
         return [Metric("pid", int(result.frames["pid"]["pid"].iloc[0]))]
