@@ -39,7 +39,7 @@ def table_frame(table: pa.Table) -> pd.DataFrame:
     if any(c.num_chunks > 1 and _text(c.type) for c in columns):
         joined = [c.combine_chunks() if c.num_chunks > 1 and _text(c.type) else c for c in columns]
         table = pa.Table.from_arrays(joined, schema=table.schema)
-    lists = [n for n, c in zip(table.column_names, columns, strict=True) if _list(c.type)]
+    lists = [f.name for f in table.schema if _list(f.type)]
     if not lists or not table.num_rows:
         return table.to_pandas()
     frame = table.drop_columns(lists).to_pandas()
