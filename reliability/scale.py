@@ -24,11 +24,11 @@ CPU of the collect process is read from /proc at each heartbeat and when the ana
 stored (poll + write CPU counts from the previous poll's analyses being done; the first
 poll's includes the process start). Peak memory is VmHWM of the collect process (and, for
 its process tree, the sum of each process's VmHWM and the largest sum of their PSS read at
-once: see `ProcessWatch`), also read with each heartbeat and stored analyses (within the half
-second between two reads), so the stage that raised it shows. Then /metrics is scraped
-twice (cold, warm) while the process is up, the process is stopped, and every dashboard page
-is run cold (Streamlit's AppTest, caches cleared, as `benchmarks/dashboard.py` does) from the
-stored results, in a child process.
+once, every five seconds: see `ProcessWatch`), also read with each heartbeat and stored
+analyses (within the half second between two reads), so the stage that raised it shows.
+Then /metrics is scraped twice (cold, warm) while the process is up, the process is stopped,
+and every dashboard page is run cold (Streamlit's AppTest, caches cleared, as
+`benchmarks/dashboard.py` does) from the stored results, in a child process.
 
 Figures go to `artifacts/scale/<topics>.json` and a table is printed. `--check` (what the
 CI test uses) also compares the topics, subscriptions and consumers stored for each poll
@@ -151,14 +151,20 @@ class ProcessWatch:
     `tree_peak_mib` adds up each process's own peak (VmHWM), reached at different times and
     counting the pages forked processes share once per process: a bound from above.
     `tree_pss_peak_mib` is the largest sum of the processes' PSS seen at one sample: what the
-    tree held at once, shared pages counted once, peaks between two samples missed."""
+    tree held at once, shared pages counted once, peaks between two samples missed. PSS is
+    read every `pss_every` seconds only: the kernel walks every page of a process to count
+    it (81 ms for 4 GiB in 4 KiB pages, holding the process's memory map), and read twice a
+    second at 1,000,000 topics, where the tree holds some 10 GiB, it took the harness 95-106
+    s of CPU a run and slowed the pass it watched by 3-5 s of 31-37."""
 
     pid: int
+    pss_every: float = 5.0
     peak_mib: float = 0.0
     tree_peak_mib: float = 0.0
     tree_pss_peak_mib: float = 0.0
     cpu: float = 0.0
     commands: set[str] = field(default_factory=set)  # what ran in the tree (`comm`)
+    pss_read_at: float = -math.inf
 
     def sample(self) -> float:
         pids = tree(self.pid)
@@ -166,7 +172,10 @@ class ProcessWatch:
         main = _hwm_mib(self.pid)
         self.peak_mib = max(self.peak_mib, main)
         self.tree_peak_mib = max(self.tree_peak_mib, sum(_hwm_mib(p) for p in pids))
-        self.tree_pss_peak_mib = max(self.tree_pss_peak_mib, sum(_pss_mib(p) for p in pids))
+        if time.monotonic() - self.pss_read_at >= self.pss_every:
+            self.pss_read_at = time.monotonic()
+            pss = sum(_pss_mib(p) for p in pids)
+            self.tree_pss_peak_mib = max(self.tree_pss_peak_mib, pss)
         found = _stat(self.pid)
         if found is not None:
             self.cpu = found[1] + sum((_stat(p) or (0, 0.0))[1] for p in pids if p != self.pid)
