@@ -153,9 +153,9 @@ class ProcessWatch:
     `tree_pss_peak_mib` is the largest sum of the processes' PSS seen at one sample: what the
     tree held at once, shared pages counted once, peaks between two samples missed. PSS is
     read every `pss_every` seconds only: the kernel walks every page of a process to count
-    it (81 ms for 4 GiB in 4 KiB pages, holding the process's memory map), and read twice a
-    second at 1,000,000 topics, where the tree holds some 10 GiB, it took the harness 95-106
-    s of CPU a run and slowed the pass it watched by 3-5 s of 31-37."""
+    it (81 ms for 4 GiB in 4 KiB pages, holding the process's memory map). Read twice a
+    second at 1,000,000 topics, where the tree holds some 10 GiB, it took the harness
+    95-114 s of CPU a run and slowed the pass it watched by 3-5 s of 31-37."""
 
     pid: int
     pss_every: float = 5.0
@@ -174,8 +174,7 @@ class ProcessWatch:
         self.tree_peak_mib = max(self.tree_peak_mib, sum(_hwm_mib(p) for p in pids))
         if time.monotonic() - self.pss_read_at >= self.pss_every:
             self.pss_read_at = time.monotonic()
-            pss = sum(_pss_mib(p) for p in pids)
-            self.tree_pss_peak_mib = max(self.tree_pss_peak_mib, pss)
+            self.tree_pss_peak_mib = max(self.tree_pss_peak_mib, sum(_pss_mib(p) for p in pids))
         found = _stat(self.pid)
         if found is not None:
             self.cpu = found[1] + sum((_stat(p) or (0, 0.0))[1] for p in pids if p != self.pid)
