@@ -166,9 +166,15 @@ def bulk_bodies(draw: st.DrawFn) -> bytes:
     body = {ns: {"0x00000000_0xffffffff": {"persistent": listed}}}
     text = json.dumps(body, ensure_ascii=draw(st.integers(0, 4)) == 0)
     text = escaped(text, draw(st.sampled_from(["", "", ":", "/", ":/"])))
-    if draw(st.integers(0, 9)) == 0:  # a key given twice
-        at = text.find('{"', draw(st.integers(0, max(len(text) - 1, 0))))
-        if at >= 0:
+    if draw(st.integers(0, 9)) == 0:  # a key given twice, in an object (not in a text)
+        texts = [found.span() for found in _STRING.finditer(text)]
+        opens = [
+            i
+            for i in range(len(text))
+            if text.startswith('{"', i) and not any(a <= i < b for a, b in texts)
+        ]
+        if opens:
+            at = opens[draw(st.integers(0, len(opens) - 1))]
             text = text[:at] + '{"msgBacklog":7,' + text[at + 1 :]
     return text.encode("utf-8", "surrogatepass")
 
